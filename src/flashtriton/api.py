@@ -1,0 +1,137 @@
+"""Layer 4: the public API, with flash-attn 2.x's names, signatures and return values.
+
+    from flashtriton import flash_attn_func      # instead of: from flash_attn import ...
+
+Each function validates its arguments (flashtriton.validate), picks the backend
+(flashtriton.backends.select), and calls the registered op (flashtriton.ops).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import backends, ops, validate
+from .probs import attention_probs
+
+_RNG_HIGH = 2 ** 62
+
+
+def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+               deterministic, return_attn_probs):
+    """Shared body of every prefill entry point. varlen is None or
+    (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)."""
+    validate._tensor("q", q)
+    backend = backends.select(q.device)
+    validate.attention_inputs(q, k, v, varlen=varlen is not None, backend=backend)
+    if varlen is None:
+        batch = q.shape[0]
+        cu_q = cu_k = None
+        max_q = max_k = 0
+    else:
+        cu_q, cu_k, max_q, max_k = varlen
+        validate.cu_seqlens("cu_seqlens_q", cu_q, q.shape[0], q.device, None)
+        batch = cu_q.numel() - 1
+        validate.cu_seqlens("cu_seqlens_k", cu_k, k.shape[0], q.device, batch)
+        for name, m in (("max_seqlen_q", max_q), ("max_seqlen_k", max_k)):
+            if not isinstance(m, int) or m < 0:
+                raise ValueError(f"{name}: must be an int >= 0, got {m!r}")
+    validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap,
+                     dropout_p=dropout_p, alibi_slopes=alibi_slopes, q=q, batch=batch)
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic: must be a bool, got {type(deterministic).__name__}")
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    window_left, window_right = window_size
+    if causal:
+        window_right = 0  # flash-attn: causal is a window whose right edge is the diagonal
+    rng_state = None
+    if dropout_p > 0:
+        # Seeded from torch's generator on q's device: torch.manual_seed reproduces it.
+        rng_state = torch.randint(0, _RNG_HIGH, (2,), dtype=torch.int64, device=q.device)
+    out, lse = ops.attn_fwd(q, k, v, cu_q, cu_k, max_q, max_k, scale, window_left, window_right,
+                            float(softcap), alibi_slopes, float(dropout_p), rng_state, backend)
+    if not return_attn_probs:
+        return out
+    probs = attention_probs(q, k, lse, backend, scale, window_left, window_right, float(softcap),
+                            alibi_slopes, float(dropout_p), rng_state, varlen)
+    return out, lse, probs
+
+
+def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                    softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """Exact attention. q (B, Nq, H, D), k and v (B, Nk, Hk, D) with H % Hk == 0.
+
+    Returns out (B, Nq, H, D); with return_attn_probs=True, (out, softmax_lse (B, H, Nq),
+    S_dmask (B, H, Nq, Nk)), where S_dmask holds the softmax probabilities, negated where
+    dropout dropped them (it materialises Nq x Nk: for testing only, as in flash-attn).
+    The backward pass is always deterministic; `deterministic` is accepted for
+    compatibility.
+    """
+    return _attention(q, k, v, None, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                      deterministic, return_attn_probs)
+
+
+def _unpack(name, t, index_dim, count):
+    validate._tensor(name, t)
+    if t.dim() <= index_dim or t.shape[index_dim] != count:
+        raise ValueError(f"{name}: dim {index_dim} must have size {count}, got shape {tuple(t.shape)}")
+    return t.unbind(index_dim)  # views: no copy
+
+
+def flash_attn_qkvpacked_func(qkv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                              softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """qkv (B, N, 3, H, D). As flash_attn_func."""
+    if isinstance(qkv, torch.Tensor) and qkv.dim() != 5:
+        raise ValueError(f"qkv: expected 5 dims (batch, seqlen, 3, nheads, headdim), got shape {tuple(qkv.shape)}")
+    q, k, v = _unpack("qkv", qkv, 2, 3)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs)
+
+
+def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
+                             softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """q (B, Nq, H, D), kv (B, Nk, 2, Hk, D). As flash_attn_func."""
+    if isinstance(kv, torch.Tensor) and kv.dim() != 5:
+        raise ValueError(f"kv: expected 5 dims (batch, seqlen, 2, nheads_k, headdim), got shape {tuple(kv.shape)}")
+    k, v = _unpack("kv", kv, 2, 2)
+    return flash_attn_func(q, k, v, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
+                           deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                           alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None):
+    """Variable-length batch without padding: q (total_q, H, D), k and v (total_k, Hk, D),
+    cu_seqlens_* (B + 1,) int32 cumulative offsets from 0. Causal masks align bottom-right
+    per sequence. Returns out (total_q, H, D); lse is (H, total_q)."""
+    if block_table is not None:
+        raise NotImplementedError("block_table (paged KV) in flash_attn_varlen_func is not implemented; "
+                                  "use flash_attn_with_kvcache for paged caches")
+    return _attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p,
+                      softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs)
+
+
+def flash_attn_varlen_qkvpacked_func(qkv, cu_seqlens, max_seqlen, dropout_p=0.0, softmax_scale=None, causal=False,
+                                     window_size=(-1, -1), softcap=0.0, alibi_slopes=None, deterministic=False,
+                                     return_attn_probs=False):
+    """qkv (total, 3, H, D). As flash_attn_varlen_func."""
+    if isinstance(qkv, torch.Tensor) and qkv.dim() != 4:
+        raise ValueError(f"qkv: expected 4 dims (total, 3, nheads, headdim), got shape {tuple(qkv.shape)}")
+    q, k, v = _unpack("qkv", qkv, 1, 3)
+    return flash_attn_varlen_func(q, k, v, cu_seqlens, cu_seqlens, max_seqlen, max_seqlen, dropout_p,
+                                  softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                  return_attn_probs)
+
+
+def flash_attn_varlen_kvpacked_func(q, kv, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                                    softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+                                    alibi_slopes=None, deterministic=False, return_attn_probs=False):
+    """q (total_q, H, D), kv (total_k, 2, Hk, D). As flash_attn_varlen_func."""
+    if isinstance(kv, torch.Tensor) and kv.dim() != 4:
+        raise ValueError(f"kv: expected 4 dims (total, 2, nheads_k, headdim), got shape {tuple(kv.shape)}")
+    k, v = _unpack("kv", kv, 1, 2)
+    return flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
+                                  softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                  return_attn_probs)

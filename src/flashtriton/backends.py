@@ -1,0 +1,81 @@
+"""The one place that chooses the backend.
+
+  triton     the Triton kernels (flashtriton.kernels). CUDA tensors use it by default;
+             CPU tensors can use it under the Triton interpreter (TRITON_INTERPRET=1),
+             which is how CI runs the kernels.
+  cpu        the CPU implementation of the same algorithm (flashtriton.cpu).
+  reference  plain PyTorch math with the same semantics (flashtriton.reference), any
+             device and dtype. The tests' truth.
+
+Choose explicitly with `with flashtriton.use_backend("reference"): ...` or the
+environment variable FLASHTRITON_BACKEND; otherwise the tensor's device decides.
+Every backend exposes fwd(...) -> (out, lse) and bwd(...) -> (dq, dk, dv) with the
+signatures of flashtriton.launchers.prefill.fwd / bwd, and dropout_mask(...).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+
+import torch
+
+NAMES = ("triton", "cpu", "reference")
+_override: list[str] = []
+
+
+@contextlib.contextmanager
+def use_backend(name: str):
+    """Route every flashtriton call inside the block to backend `name`."""
+    if name not in NAMES:
+        raise ValueError(f"backend: must be one of {NAMES}, got {name!r}")
+    _override.append(name)
+    try:
+        yield
+    finally:
+        _override.pop()
+
+
+def _interpreting() -> bool:
+    import triton
+    return bool(triton.knobs.runtime.interpret)
+
+
+def default_for(device: torch.device) -> str:
+    if device.type == "cuda":
+        return "triton"
+    if device.type == "cpu":
+        return "cpu" if cpu_available() else "reference"
+    return "reference"
+
+
+def cpu_available() -> bool:
+    return importlib.util.find_spec("flashtriton.cpu") is not None
+
+
+def select(device: torch.device) -> str:
+    """The backend for tensors on `device`: the innermost use_backend(), else
+    FLASHTRITON_BACKEND, else the device's default. Raises if it cannot run there."""
+    name = _override[-1] if _override else os.environ.get("FLASHTRITON_BACKEND") or default_for(device)
+    if name not in NAMES:
+        raise ValueError(f"FLASHTRITON_BACKEND: must be one of {NAMES}, got {name!r}")
+    if name == "triton" and device.type != "cuda" and not (device.type == "cpu" and _interpreting()):
+        raise ValueError(f"backend 'triton': needs CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
+                         f"got tensors on {device}")
+    if name == "cpu" and device.type != "cpu":
+        raise ValueError(f"backend 'cpu': needs CPU tensors, got tensors on {device}")
+    if name == "cpu" and not cpu_available():
+        raise NotImplementedError("backend 'cpu': the CPU backend is not implemented yet")
+    return name
+
+
+def get(name: str):
+    """The module implementing backend `name`."""
+    if name == "triton":
+        from .launchers import prefill
+        return prefill
+    if name == "cpu":
+        from . import cpu
+        return cpu
+    from . import reference_backend
+    return reference_backend

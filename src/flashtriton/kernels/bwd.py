@@ -1,0 +1,318 @@
+"""FlashAttention-2 backward kernels: delta preprocess, dK/dV, dQ.
+
+Recomputation from the saved logsumexp: P = exp2(S * scale * log2e - LSE * log2e).
+  dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dK = scale * dS^T Q,  dQ = scale * dS K,
+with delta = rowsum(dO * O) from the preprocess kernel (dropout folds its mask and
+1/(1-p) into P for dV and into dP). With softcap, dS picks up the factor 1 - tanh^2.
+
+dK/dV: one program per key block of one (batch, kv head); it loops over the query
+heads of its GQA group and their query blocks, so it owns its dK, dV rows and sums
+the group without atomics. dQ: its own kernel with query blocks outermost, like the
+forward pass. Neither uses atomics, so the backward pass is bitwise deterministic.
+"""
+import triton
+import triton.language as tl
+
+from .common import (LOG2E, dropout_keep, find_sequence, kv_tile_ranges, q_tile_ranges,
+                     scores_log2, softcap_tanh)
+
+
+@triton.jit
+def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
+                          stride_ob, stride_on, stride_oh, stride_dob, stride_don, stride_doh,
+                          stride_db, stride_dh, nheads, seqlen_q,
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                          IS_VARLEN: tl.constexpr):
+    """delta = rowsum(dO * O), fp32, laid out like the lse. Grid: (B * H, cdiv(max Nq, BLOCK_M))."""
+    pid_bh = tl.program_id(0)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    q_start = 0
+    if IS_VARLEN:
+        q_start = tl.load(CU_Q + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+    offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
+    rows = (q_start + offs_m)[:, None]
+    o = tl.load(O + b * stride_ob + h * stride_oh + rows * stride_on + offs_d[None, :], mask=mask, other=0.0)
+    do = tl.load(DO + b * stride_dob + h * stride_doh + rows * stride_don + offs_d[None, :], mask=mask, other=0.0)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    tl.store(DELTA + b * stride_db + h * stride_dh + q_start + offs_m, delta, mask=offs_m < seqlen_q)
+
+
+@triton.jit
+def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
+               qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+               seed, rng_offset, row_base, rng_stride, dropout_p,
+               BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
+               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
+    # dS^T feed dV and dK without a transpose in registers.
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    q = q_desc.load([start_m, 0])                                   # (BLOCK_M, BLOCK_D)
+    do = do_desc.load([start_m, 0])                                 # (BLOCK_M, BLOCK_D)
+    # rows past seqlen_q get lse = +inf, hence p = 0: they need no mask
+    lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+    delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
+    qkT = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)     # (BLOCK_N, BLOCK_M)
+    sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
+                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+    pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
+    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
+    if HAS_DROPOUT:
+        keepT = dropout_keep(seed, rng_offset, (row_base + offs_m)[None, :], offs_n[:, None], rng_stride, dropout_p)
+        scale_keep = 1.0 / (1.0 - dropout_p)
+        dv += tl.dot((tl.where(keepT, pT * scale_keep, 0.0)).to(do.dtype), do, input_precision=DOT_PRECISION)
+        dpT = tl.where(keepT, dpT * scale_keep, 0.0)
+    else:
+        dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PRECISION)
+    dsT = pT * (dpT - delta[None, :])
+    if HAS_SOFTCAP:
+        t = softcap_tanh(qkT, softcap_scale)
+        dsT = dsT * (1.0 - t * t)
+    dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
+@triton.jit
+def attn_bwd_dkdv_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,
+    CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh,
+    stride_dkb, stride_dkn, stride_dkh,
+    stride_dvb, stride_dvn, stride_dvh,
+    stride_lb, stride_lh,
+    stride_ab, stride_ah,
+    nheads_k, group, batch, seqlen_q, seqlen_k,
+    softmax_scale, qk_scale, softcap_scale, softcap_out, window_left, window_right, dropout_p,
+    rng_rows, rng_stride, n_bucket,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences)."""
+    if IS_VARLEN:
+        hk = tl.program_id(0)
+        pid = tl.program_id(1)
+        if pid >= tl.load(CU_BLOCKS + batch):
+            return
+        b = find_sequence(CU_BLOCKS, pid, batch)
+        q_start = tl.load(CU_Q + b)
+        k_start = tl.load(CU_K + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+        start_n = (pid - tl.load(CU_BLOCKS + b)) * BLOCK_N
+    else:
+        pid_bh = tl.program_id(0)
+        b = pid_bh // nheads_k
+        hk = pid_bh % nheads_k
+        q_start = 0
+        k_start = 0
+        # Causal: key block 0 is seen by every query block, so it has the most work and
+        # goes first, which the natural order already does.
+        start_n = tl.program_id(1) * BLOCK_N
+    diag = seqlen_k - seqlen_q
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+
+    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                       shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                       shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    v = v_desc.load([start_n, 0])
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    lo, full_lo, full_hi, hi = q_tile_ranges(start_n, seqlen_q, seqlen_k, diag, window_left, window_right,
+                                             BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    seed = 0
+    row_base = 0
+    if HAS_DROPOUT:
+        seed = tl.load(RNG)
+        row_base = b * seqlen_q
+        if IS_VARLEN:
+            row_base = q_start
+    for g in range(group):
+        h = hk * group + g
+        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                           shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
+                                            shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_don, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
+        lse_ptr = LSE + b * stride_lb + h * stride_lh + q_start
+        delta_ptr = DELTA + b * stride_lb + h * stride_lh + q_start
+        slope_log2 = 0.0
+        if HAS_ALIBI:
+            slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
+        rng_offset = 0
+        if HAS_DROPOUT:
+            rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        for start_m in range(lo, full_lo, BLOCK_M):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                DOT_PRECISION)
+        for start_m in range(full_lo, full_hi, BLOCK_M):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                DOT_PRECISION)
+        for start_m in range(full_hi, hi, BLOCK_M):
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                DOT_PRECISION)
+
+    dk = dk * softmax_scale
+    dk_desc = tl.make_tensor_descriptor(DK + b * stride_dkb + k_start * stride_dkn + hk * stride_dkh,
+                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
+                                        block_shape=[BLOCK_N, BLOCK_D])
+    dv_desc = tl.make_tensor_descriptor(DV + b * stride_dvb + k_start * stride_dvn + hk * stride_dvh,
+                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
+                                        block_shape=[BLOCK_N, BLOCK_D])
+    dk_desc.store([start_n, 0], dk.to(DK.dtype.element_ty))
+    dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
+
+
+@triton.jit
+def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+             qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+             seed, rng_offset, row_global, rng_stride, dropout_p,
+             BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+             HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
+             HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    v = v_desc.load([start_n, 0])
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
+                    softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+    p = tl.exp2(s - lse2[:, None])
+    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
+    if HAS_DROPOUT:
+        keep = dropout_keep(seed, rng_offset, row_global[:, None], offs_n[None, :], rng_stride, dropout_p)
+        dp = tl.where(keep, dp * (1.0 / (1.0 - dropout_p)), 0.0)
+    ds = p * (dp - delta[:, None])
+    if HAS_SOFTCAP:
+        t = softcap_tanh(qk, softcap_scale)
+        ds = ds * (1.0 - t * t)
+    dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION)
+    return dq
+
+
+@triton.jit
+def attn_bwd_dq_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ,
+    CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh,
+    stride_dqb, stride_dqn, stride_dqh,
+    stride_lb, stride_lh,
+    stride_ab, stride_ah,
+    nheads, group, batch, seqlen_q, seqlen_k,
+    softmax_scale, qk_scale, softcap_scale, softcap_out, window_left, window_right, dropout_p,
+    rng_rows, rng_stride, n_bucket,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """Grid: as the forward kernel's."""
+    if IS_VARLEN:
+        h = tl.program_id(0)
+        pid = tl.program_id(1)
+        if pid >= tl.load(CU_BLOCKS + batch):
+            return
+        b = find_sequence(CU_BLOCKS, pid, batch)
+        q_start = tl.load(CU_Q + b)
+        k_start = tl.load(CU_K + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+        block = pid - tl.load(CU_BLOCKS + b)
+        n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
+    else:
+        pid_bh = tl.program_id(0)
+        b = pid_bh // nheads
+        h = pid_bh % nheads
+        q_start = 0
+        k_start = 0
+        block = tl.program_id(1)
+        n_blocks = tl.num_programs(1)
+    if HAS_RIGHT:
+        block = n_blocks - 1 - block  # heaviest query blocks first, as in the forward pass
+    start_m = block * BLOCK_M
+    hk = h // group
+    diag = seqlen_k - seqlen_q
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+
+    q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                       block_shape=[BLOCK_M, BLOCK_D])
+    do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
+                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
+                                        block_shape=[BLOCK_M, BLOCK_D])
+    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+    q = q_desc.load([start_m, 0])
+    do = do_desc.load([start_m, 0])
+    row_mask = offs_m < seqlen_q
+    lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
+    delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    slope_log2 = 0.0
+    if HAS_ALIBI:
+        slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
+    seed = 0
+    rng_offset = 0
+    row_global = offs_m
+    if HAS_DROPOUT:
+        seed = tl.load(RNG)
+        rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        row_global = b * seqlen_q + offs_m
+        if IS_VARLEN:
+            row_global = q_start + offs_m
+
+    lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
+                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    for start_n in range(lo, full_lo, BLOCK_N):
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+    for start_n in range(full_lo, full_hi, BLOCK_N):
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+    for start_n in range(full_hi, hi, BLOCK_N):
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+
+    dq = dq * softmax_scale
+    dq_desc = tl.make_tensor_descriptor(DQ + b * stride_dqb + q_start * stride_dqn + h * stride_dqh,
+                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
+                                        block_shape=[BLOCK_M, BLOCK_D])
+    dq_desc.store([start_m, 0], dq.to(DQ.dtype.element_ty))

@@ -1,0 +1,142 @@
+"""Triton helpers shared by the forward and backward prefill kernels.
+
+Conventions: scores live in log2 units (s2 = s * log2(e)), so every exponential is
+an exp2 with the softmax scale and log2(e) folded into one multiplier. `diag` is
+Nk - Nq: query i and key j sit on the (bottom-right aligned) diagonal when
+j == i + diag.
+"""
+import triton
+import triton.language as tl
+
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+@triton.jit
+def softcap_tanh(qk, softcap_scale):
+    """tanh(qk * softmax_scale / softcap), written with exp2 so that it runs everywhere.
+
+    softcap_scale = 2 * log2(e) * softmax_scale / softcap, and
+    tanh(x) = 1 - 2 / (exp(2x) + 1): saturates cleanly to +-1 when exp2 overflows.
+    """
+    return 1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)
+
+
+@triton.jit
+def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softcap_out,
+                slope_log2, window_left, window_right,
+                MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+    """Raw q.k dots -> scores in log2 units, -inf where key k_idx is not visible to q_idx.
+
+    q_idx and k_idx are index tensors that broadcast against qk: (BM, 1) and (1, BN)
+    in the forward layout, (1, BM) and (BN, 1) in the transposed backward layout.
+    """
+    if HAS_SOFTCAP:
+        # softcap * tanh(s / softcap), times log2(e): softcap_out = softcap * log2(e)
+        s = softcap_tanh(qk, softcap_scale) * softcap_out
+    else:
+        s = qk * qk_scale
+    if HAS_ALIBI:
+        # bias = -slope * |i + diag - j|, also in log2 units
+        s = s - slope_log2 * tl.abs(q_idx + diag - k_idx).to(tl.float32)
+    if MASKED:
+        visible = k_idx < seqlen_k
+        if HAS_RIGHT:
+            visible = visible & (k_idx <= q_idx + diag + window_right)
+        if HAS_LEFT:
+            visible = visible & (k_idx >= q_idx + diag - window_left)
+        s = tl.where(visible, s, float("-inf"))
+    return s
+
+
+@triton.jit
+def kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """Key tiles for query rows [start_m, start_m + BLOCK_M), as four BLOCK_N-aligned offsets.
+
+    [a, b) and [c, d) straddle a mask edge and need the per-element mask; [b, c) is
+    fully visible and runs unmasked. Tiles outside [a, d) are never loaded: with a
+    causal mask this skips everything above the diagonal.
+    """
+    lo = 0
+    hi = seqlen_k
+    if HAS_RIGHT:
+        # the last row of the block sees up to key (start_m + BLOCK_M - 1) + diag + right
+        hi = tl.minimum(hi, start_m + BLOCK_M + diag + window_right)
+    if HAS_LEFT:
+        lo = tl.maximum(lo, start_m + diag - window_left)
+    lo = (lo // BLOCK_N) * BLOCK_N
+    hi = tl.maximum(hi, lo)
+    # Fully visible tiles: every row of the block sees every key of the tile.
+    full_lo = lo
+    if HAS_LEFT:
+        # the first key the last row sees
+        first = tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0)
+        full_lo = tl.maximum(lo, ((first + BLOCK_N - 1) // BLOCK_N) * BLOCK_N)
+    full_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+    if HAS_RIGHT:
+        # one past the last key the first row sees
+        # (operands of // are kept >= 0: the GPU truncates, the interpreter floors)
+        full_hi = tl.minimum(full_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    b = tl.minimum(tl.maximum(full_lo, lo), hi)
+    c = tl.minimum(tl.maximum(full_hi, b), hi)
+    return lo, b, c, hi
+
+
+@triton.jit
+def q_tile_ranges(start_n, seqlen_q, seqlen_k, diag, window_left, window_right,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """Query tiles that see keys [start_n, start_n + BLOCK_N): the transpose of kv_tile_ranges.
+
+    Row i sees key j when j - diag - right <= i <= j - diag + left. Rows past seqlen_q
+    and keys past seqlen_k need no mask here: their lse is +inf (p = 0) and their
+    key rows are zero-filled and never stored.
+    """
+    lo = 0
+    hi = seqlen_q
+    if HAS_RIGHT:
+        lo = tl.maximum(lo, start_n - diag - window_right)
+    if HAS_LEFT:
+        hi = tl.minimum(hi, start_n + BLOCK_N - 1 - diag + window_left + 1)
+    lo = (lo // BLOCK_M) * BLOCK_M
+    hi = tl.maximum(hi, lo)
+    full_lo = lo
+    if HAS_RIGHT:
+        # the first row that sees the last key of the tile
+        first = tl.maximum(start_n + BLOCK_N - 1 - diag - window_right, 0)
+        full_lo = tl.maximum(lo, ((first + BLOCK_M - 1) // BLOCK_M) * BLOCK_M)
+    full_hi = ((seqlen_q + BLOCK_M - 1) // BLOCK_M) * BLOCK_M
+    if HAS_LEFT:
+        # one past the last row that sees the first key of the tile
+        full_hi = tl.minimum(full_hi, (tl.maximum(start_n - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M)
+    b = tl.minimum(tl.maximum(full_lo, lo), hi)
+    c = tl.minimum(tl.maximum(full_hi, b), hi)
+    return lo, b, c, hi
+
+
+@triton.jit
+def find_sequence(CU_BLOCKS, pid, batch):
+    """Varlen program map: the sequence s with CU_BLOCKS[s] <= pid < CU_BLOCKS[s + 1].
+
+    CU_BLOCKS (batch + 1,) holds the cumulative count of row blocks per sequence; a
+    binary search keeps the grid tight (no program per padding block).
+    """
+    lo = 0
+    hi = batch - 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tl.load(CU_BLOCKS + mid) <= pid:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+@triton.jit
+def dropout_keep(seed, rng_offset, row_global, col, rng_stride, dropout_p):
+    """Counter-based keep mask: Philox on (seed, offset of element (row, col)). Never stored."""
+    offs = rng_offset + row_global.to(tl.int64) * rng_stride + col
+    return tl.rand(seed, offs) >= dropout_p

@@ -1,0 +1,109 @@
+"""Tile configurations of the prefill kernels: defaults, autotuning candidates, pruning.
+
+A config is (BLOCK_M, BLOCK_N, num_warps, num_stages). For the forward and dQ
+kernels BLOCK_M is the query rows a program owns and BLOCK_N the key rows of a
+tile; for the dK/dV kernel BLOCK_N is the key rows a program owns and BLOCK_M the
+query rows of a tile.
+
+Tuning modes (FLASHTRITON_AUTOTUNE):
+  "0" (default, and what the tests use): the tuned defaults below, no tuning.
+  "1": time the pruned candidates once per key (head-dim block, dtype, mask kind,
+       sequence-length bucket); a first call in a new bucket pays the tuning.
+Under the Triton interpreter small fixed tiles are used, so that the small test
+shapes still cross several tiles and every masking path.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import triton
+
+
+@dataclass(frozen=True)
+class Tile:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    def as_triton(self) -> triton.Config:
+        return triton.Config({"BLOCK_M": self.block_m, "BLOCK_N": self.block_n},
+                             num_warps=self.num_warps, num_stages=self.num_stages)
+
+
+INTERPRETER_TILE = Tile(32, 32, 4, 1)
+
+# Tuned defaults for Hopper (H200), by kernel and BLOCK_D. Measured with
+# bench/tune.py; the run and its figures are logged in bench/NOTES.md.
+DEFAULTS = {
+    "fwd": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 128, 8, 3),
+            128: Tile(128, 128, 8, 3), 256: Tile(128, 64, 8, 2)},
+    "dkdv": {16: Tile(64, 128, 8, 2), 32: Tile(64, 128, 8, 2), 64: Tile(64, 128, 8, 2),
+             128: Tile(64, 128, 8, 2), 256: Tile(32, 64, 8, 2)},
+    "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2),
+           128: Tile(128, 64, 8, 2), 256: Tile(64, 32, 8, 2)},
+}
+
+SMEM_BYTES = 227 * 1024  # Hopper: dynamic shared memory per block
+
+
+def _smem_estimate(kernel: str, t: Tile, block_d: int, elem: int) -> int:
+    """Bytes of shared memory the pipelined tiles need (operands only)."""
+    if kernel == "fwd":     # Q resident, K and V tiles per stage
+        return elem * block_d * (t.block_m + 2 * t.num_stages * t.block_n)
+    if kernel == "dq":      # Q, dO resident, K and V tiles per stage
+        return elem * block_d * (2 * t.block_m + 2 * t.num_stages * t.block_n)
+    # dkdv: K, V resident, Q and dO tiles per stage
+    return elem * block_d * (2 * t.block_n + 2 * t.num_stages * t.block_m)
+
+
+def _acc_regs_per_thread(kernel: str, t: Tile, block_d: int) -> int:
+    """fp32 accumulator registers each thread holds across the loop."""
+    rows = t.block_n if kernel == "dkdv" else t.block_m
+    n_acc = 2 if kernel == "dkdv" else 1
+    return n_acc * rows * block_d // (32 * t.num_warps)
+
+
+def prune(kernel: str, tiles, block_d: int, elem: int = 2):
+    """Pruning rule: drop a config whose operand tiles overflow shared memory, or whose
+    fp32 accumulators alone take more than 128 of the 255 registers a thread has (it
+    would spill), or whose per-warp tile is under 16 rows (wgmma needs 64 rows per
+    warpgroup in the forward layout)."""
+    keep = []
+    for t in tiles:
+        if _smem_estimate(kernel, t, block_d, elem) > SMEM_BYTES:
+            continue
+        if _acc_regs_per_thread(kernel, t, block_d) > 128:
+            continue
+        rows = t.block_n if kernel == "dkdv" else t.block_m
+        if rows // t.num_warps < 16:
+            continue
+        keep.append(t)
+    return keep
+
+
+CANDIDATES = {
+    "fwd": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)],
+    "dkdv": [Tile(bm, bn, w, s) for bm in (32, 64) for bn in (64, 128) for w in (4, 8) for s in (1, 2, 3)],
+    "dq": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64) for w in (4, 8) for s in (1, 2, 3)],
+}
+
+
+def autotune_enabled() -> bool:
+    return os.environ.get("FLASHTRITON_AUTOTUNE", "0") == "1"
+
+
+def seqlen_bucket(n: int) -> int:
+    """Sequence lengths share a tuning result within a power-of-two bucket, 128 to 16k."""
+    return min(max(triton.next_power_of_2(max(n, 1)), 128), 16384)
+
+
+def default_tile(kernel: str, block_d: int, interpret: bool) -> Tile:
+    if interpret:
+        return INTERPRETER_TILE
+    return DEFAULTS[kernel][block_d]
+
+
+def candidates(kernel: str, block_d: int, elem: int):
+    return prune(kernel, CANDIDATES[kernel], block_d, elem)

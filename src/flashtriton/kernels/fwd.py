@@ -1,0 +1,169 @@
+"""FlashAttention-2 forward kernel.
+
+One program owns BLOCK_M query rows of one (batch, head) for its whole life
+(queries outermost); the inner loop streams BLOCK_N-row tiles of K and V.
+The grid is (batch * heads, query blocks), or for variable-length batches
+(heads, query blocks of all sequences), so sequence length is a parallel axis.
+
+Per program, in registers:  acc (BLOCK_M, BLOCK_D) fp32, unnormalised;
+                            m_i, l_i (BLOCK_M,) fp32: running max and sum, log2 units.
+Written once at the end:    out = acc / l_i, and lse = (m_i + log2(l_i)) * ln(2).
+
+Loads and stores go through tensor descriptors (TMA on Hopper). A descriptor is
+made per program for its own (sequence, head) slice, so rows past the sequence
+end and columns past the head dim read as zeros and are never written.
+"""
+import triton
+import triton.language as tl
+
+from .common import LN2, dropout_keep, find_sequence, kv_tile_ranges, scores_log2
+
+
+@triton.jit
+def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+              qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+              seed, rng_offset, row_global, rng_stride, dropout_p,
+              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
+              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
+              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
+                    softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if MASKED:
+        # A row with nothing visible yet has m_new = -inf; shift it by 0 instead so
+        # that exp2(-inf - -inf) never makes a NaN. m_i itself stays the true max.
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state
+    p = tl.exp2(s - m_use[:, None])                                 # (BLOCK_M, BLOCK_N)
+    l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
+    if HAS_DROPOUT:
+        keep = dropout_keep(seed, rng_offset, row_global[:, None], offs_n[None, :], rng_stride, dropout_p)
+        p = tl.where(keep, p, 0.0)
+    v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def attn_fwd_kernel(
+    Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32
+    CU_Q, CU_K, CU_BLOCKS,           # varlen only: (B+1,) int32 offsets, and cumulative query-block counts
+    ALIBI, RNG,                      # (B, H) or (H,) fp32 slopes; int64 [seed, offset]
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_ob, stride_on, stride_oh,
+    stride_lb, stride_lh,
+    stride_ab, stride_ah,
+    nheads, group, batch, seqlen_q, seqlen_k,
+    qk_scale, softcap_scale, softcap_out, window_left, window_right, dropout_p,
+    rng_rows, rng_stride,            # dropout counter layout: rows per head, counters per row
+    n_bucket,                        # bucketed sequence length: an autotuning key only
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    if IS_VARLEN:
+        h = tl.program_id(0)
+        pid = tl.program_id(1)
+        if pid >= tl.load(CU_BLOCKS + batch):
+            return  # the grid is an upper bound of at most `batch` spare programs
+        b = find_sequence(CU_BLOCKS, pid, batch)
+        q_start = tl.load(CU_Q + b)
+        k_start = tl.load(CU_K + b)
+        seqlen_q = tl.load(CU_Q + b + 1) - q_start
+        seqlen_k = tl.load(CU_K + b + 1) - k_start
+        block = pid - tl.load(CU_BLOCKS + b)
+        n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
+    else:
+        pid_bh = tl.program_id(0)
+        b = pid_bh // nheads
+        h = pid_bh % nheads
+        q_start = 0
+        k_start = 0
+        block = tl.program_id(1)
+        n_blocks = tl.num_programs(1)
+    if HAS_RIGHT:
+        # Causal-like masks: the last query block has the most key tiles. Block ids are
+        # dispatched in order, so hand out the heaviest blocks first.
+        block = n_blocks - 1 - block
+    start_m = block * BLOCK_M
+    hk = h // group
+    diag = seqlen_k - seqlen_q
+
+    q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                       block_shape=[BLOCK_M, BLOCK_D])
+    # max(.., 1): a zero-length key sequence makes no loads, but its descriptor must be valid
+    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
+                                       block_shape=[BLOCK_N, BLOCK_D])
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    q = q_desc.load([start_m, 0])                                   # (BLOCK_M, BLOCK_D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    slope_log2 = 0.0
+    if HAS_ALIBI:
+        slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * 1.4426950408889634
+    seed = 0
+    rng_offset = 0
+    row_global = offs_m
+    if HAS_DROPOUT:
+        seed = tl.load(RNG)
+        rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        row_global = b * seqlen_q + offs_m
+        if IS_VARLEN:
+            row_global = q_start + offs_m
+
+    lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
+                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    # Tiles cut by the left edge of a sliding window: masked.
+    for start_n in range(lo, full_lo, BLOCK_N):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                                  qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                  DOT_PRECISION)
+    # Fully visible tiles: no mask at all.
+    for start_n in range(full_lo, full_hi, BLOCK_N):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                                  qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                  DOT_PRECISION)
+    # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
+    for start_n in range(full_hi, hi, BLOCK_N):
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+                                  qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                  DOT_PRECISION)
+
+    # The one normalisation. A row that saw no key has l_i = 0 and acc = 0: it outputs
+    # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    lse = tl.where(empty, float("inf"), (m_i + tl.log2(l_safe)) * LN2)
+    if HAS_DROPOUT:
+        l_safe = l_safe * (1.0 - dropout_p)  # kept values are scaled by 1 / (1 - p)
+    out = acc / l_safe[:, None]
+
+    o_desc = tl.make_tensor_descriptor(O + b * stride_ob + q_start * stride_on + h * stride_oh,
+                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
+                                       block_shape=[BLOCK_M, BLOCK_D])
+    o_desc.store([start_m, 0], out.to(O.dtype.element_ty))
+    lse_ptrs = LSE + b * stride_lb + h * stride_lh + q_start + offs_m
+    tl.store(lse_ptrs, lse, mask=offs_m < seqlen_q)

@@ -1,0 +1,286 @@
+"""Layer 2: host launchers of the prefill kernels: allocation, strides, grid, tiles.
+
+Inputs arrive validated (flashtriton.validate): dtypes, shapes, head dims and the
+unit inner stride are already checked. What is left here is what only the launch
+needs: tensor-descriptor alignment, the varlen program map and the tile choice.
+
+Dense tensors are (B, N, H, D); variable-length ones are (total, H, D) with int32
+cumulative offsets cu_seqlens (B + 1,). The lse is (B, H, Nq) fp32 for dense inputs
+and (H, total_q) for variable-length ones, as in flash-attn.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import torch
+import triton
+
+from .. import memory
+from ..kernels import configs
+from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
+from ..kernels.fwd import attn_fwd_kernel
+from . import tuning
+
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class AttnParams:
+    """Scalar semantics of one attention call (already canonical: causal is right = 0)."""
+    softmax_scale: float
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0
+    dropout_p: float = 0.0
+
+
+class Varlen(NamedTuple):
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+
+
+def interpreting() -> bool:
+    return bool(triton.knobs.runtime.interpret)
+
+
+if interpreting():
+    from ..kernels import interpreter_fixes
+    interpreter_fixes.apply()
+
+
+def _alloc_descriptor_scratch(size: int, alignment: int, stream: Optional[int]):
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_allocator():
+    """Descriptors made inside a kernel need a scratch buffer from triton's allocator.
+    It is a context variable, unset on autograd's backward thread: set it per launch."""
+    from triton.runtime import _allocation
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_alloc_descriptor_scratch)
+
+
+def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA needs a 16-byte aligned base and 16-byte multiples for the outer strides.
+    Views that break this (rare: odd offsets into a larger buffer) are copied once."""
+    esize = t.element_size()
+    ok = t.data_ptr() % 16 == 0 and all((s * esize) % 16 == 0 and s > 0
+                                        for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
+    return t if ok else t.contiguous()
+
+
+def block_d(head_dim: int) -> int:
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    # fp32 inputs compute in true fp32 unless the user opts into tf32 (see README)
+    import os
+    if dtype == torch.float32 and os.environ.get("FLASHTRITON_ALLOW_TF32", "0") != "1":
+        return "ieee"
+    return "tf32"
+
+
+def _dims4(t: torch.Tensor, varlen: bool):
+    """(stride_b, stride_n, stride_h) with stride_b = 0 for (total, H, D) layouts."""
+    if varlen:
+        return 0, t.stride(0), t.stride(1)
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def _cu_blocks(cu_seqlens: torch.Tensor, block: int) -> torch.Tensor:
+    """Cumulative count of `block`-row blocks per sequence (B + 1,), on the device: the
+    varlen program map, computed without a host sync."""
+    lens = cu_seqlens[1:] - cu_seqlens[:-1]
+    n = (lens + block - 1) // block
+    return torch.cat([n.new_zeros(1), torch.cumsum(n, 0)]).to(torch.int32)
+
+
+def _common_scalars(params: AttnParams, alibi):
+    scale = params.softmax_scale
+    softcap = params.softcap
+    return dict(
+        qk_scale=scale * LOG2E,
+        softcap_scale=(2.0 * LOG2E * scale / softcap) if softcap > 0 else 0.0,
+        softcap_out=softcap * LOG2E,
+        window_left=params.window_left, window_right=params.window_right,
+        dropout_p=params.dropout_p,
+        HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
+        HAS_ALIBI=alibi is not None, HAS_SOFTCAP=softcap > 0, HAS_DROPOUT=params.dropout_p > 0,
+    )
+
+
+def _alibi_strides(alibi):
+    if alibi is None:
+        return 0, 0
+    return (alibi.stride(0), alibi.stride(1)) if alibi.dim() == 2 else (0, alibi.stride(0))
+
+
+def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, varlen, run) -> configs.Tile:
+    if interpreting():
+        return configs.INTERPRETER_TILE
+    if configs.autotune_enabled() and varlen is None:
+        key = (q.dtype, params.window_left >= 0, params.window_right >= 0, params.softcap > 0,
+               params.dropout_p > 0, configs.seqlen_bucket(n))
+        return tuning.pick(kernel, key, bd, q.element_size(), run)
+    return configs.DEFAULTS[kernel][bd]
+
+
+def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """Returns (out like q, lse fp32)."""
+    is_varlen = varlen is not None
+    q, k, v = (_descriptor_ready(t) for t in (q, k, v))
+    if is_varlen:
+        total_q, nheads, head_dim = q.shape
+        nheads_k = k.shape[1]
+        batch = varlen.cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        lse = memory.empty((nheads, total_q), torch.float32, q.device)
+        stride_lb, stride_lh = 0, lse.stride(0)
+        rng_rows, rng_stride = total_q, max(seqlen_k, 1)
+    else:
+        batch, seqlen_q, nheads, head_dim = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
+        stride_lb, stride_lh = lse.stride(0), lse.stride(1)
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    out = memory.empty(q.shape, q.dtype, q.device)
+    if not interpreting():
+        _ensure_allocator()
+    bd = block_d(head_dim)
+    dummy = lse
+    stride_ab, stride_ah = _alibi_strides(alibi)
+
+    def launch(tile: configs.Tile):
+        if is_varlen:
+            cu_blocks = _cu_blocks(varlen.cu_seqlens_q, tile.block_m)
+            grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
+            cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+        else:
+            cu_blocks = cu_q = cu_k = dummy
+            grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        attn_fwd_kernel[grid](
+            q, k, v, out, lse, cu_q, cu_k, cu_blocks,
+            alibi if alibi is not None else dummy, rng if rng is not None else dummy,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(out, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
+            rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype),
+            num_warps=tile.num_warps, num_stages=tile.num_stages,
+            **_common_scalars(params, alibi),
+        )
+
+    tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
+    launch(tile)
+    return out, lse
+
+
+def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """Returns (dq, dk, dv) shaped like q, k, v. Deterministic: no atomics anywhere."""
+    is_varlen = varlen is not None
+    dout, q, k, v = (_descriptor_ready(t) for t in (dout, q, k, v))
+    if is_varlen:
+        total_q, nheads, head_dim = q.shape
+        total_k, nheads_k = k.shape[0], k.shape[1]
+        batch = varlen.cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        stride_lb, stride_lh = 0, lse.stride(0)
+        rng_rows, rng_stride = total_q, max(seqlen_k, 1)
+    else:
+        batch, seqlen_q, nheads, head_dim = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        stride_lb, stride_lh = lse.stride(0), lse.stride(1)
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    group = nheads // nheads_k
+    bd = block_d(head_dim)
+    if not interpreting():
+        _ensure_allocator()
+    dq = memory.empty(q.shape, q.dtype, q.device)
+    dk = memory.empty(k.shape, k.dtype, k.device)
+    dv = memory.empty(v.shape, v.dtype, v.device)
+    delta = memory.empty(lse.shape, torch.float32, q.device)
+    stride_ab, stride_ah = _alibi_strides(alibi)
+    dummy = lse
+    alibi_arg = alibi if alibi is not None else dummy
+    rng_arg = rng if rng is not None else dummy
+    cu_q = varlen.cu_seqlens_q if is_varlen else dummy
+    cu_k = varlen.cu_seqlens_k if is_varlen else dummy
+    scalars = _common_scalars(params, alibi)
+    common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
+                  n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
+                  HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
+                  DOT_PRECISION=_dot_precision(q.dtype), **scalars)
+
+    pre_block = 64
+    bwd_preprocess_kernel[(batch * nheads, triton.cdiv(seqlen_q, pre_block))](
+        out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
+        stride_lb, stride_lh, nheads, seqlen_q,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=is_varlen)
+
+    def launch_dkdv(tile: configs.Tile):
+        if is_varlen:
+            cu_blocks = _cu_blocks(varlen.cu_seqlens_k, tile.block_n)
+            grid = (nheads_k, triton.cdiv(total_k, tile.block_n) + batch)
+        else:
+            cu_blocks = dummy
+            grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
+        attn_bwd_dkdv_kernel[grid](
+            q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
+            *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+
+    def launch_dq(tile: configs.Tile):
+        if is_varlen:
+            cu_blocks = _cu_blocks(varlen.cu_seqlens_q, tile.block_m)
+            grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
+        else:
+            cu_blocks = dummy
+            grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        attn_bwd_dq_kernel[grid](
+            q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
+            *_dims4(dq, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+
+    n = max(seqlen_q, seqlen_k)
+    launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
+    launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
+    return dq, dk, dv
+
+
+def default_softmax_scale(head_dim: int) -> float:
+    return 1.0 / math.sqrt(head_dim)
+
+
+def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:
+    """The keep-mask (B, H, Nq, Nk) bool that fwd / bwd draw for this rng state."""
+    from ..kernels.dropout_mask import dropout_mask_kernel
+    if varlen is None:
+        batch, seqlen_q, nheads, _ = q.shape
+        seqlen_k = k.shape[1]
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    else:
+        batch, nheads = varlen.cu_seqlens_q.numel() - 1, q.shape[1]
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        rng_rows, rng_stride = q.shape[0], max(seqlen_k, 1)
+    mask = torch.zeros((batch, nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=q.device)
+    blk = 32
+    grid = (batch * nheads, triton.cdiv(seqlen_q, blk), triton.cdiv(seqlen_k, blk))
+    dropout_mask_kernel[grid](mask, varlen.cu_seqlens_q if varlen is not None else mask, rng,
+                              mask.stride(0), mask.stride(1), mask.stride(2), nheads, seqlen_q, seqlen_k,
+                              rng_rows, rng_stride, params.dropout_p,
+                              BLOCK_M=blk, BLOCK_N=blk, IS_VARLEN=varlen is not None)
+    return mask.bool()

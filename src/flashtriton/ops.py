@@ -1,0 +1,97 @@
+"""Layer 3: the attention ops, registered with torch.library, and their autograd.
+
+flashtriton::attn_fwd  (q, k, v, ...) -> (out, lse)
+flashtriton::attn_bwd  (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)
+
+Both carry fake (meta) implementations, so torch.compile traces them without a
+graph break, and attn_fwd has its backward registered through
+torch.library.register_autograd. The backend name is an argument, resolved by the
+public API (flashtriton.backends.select) before the op is called.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import backends, validate
+from .launchers.prefill import AttnParams, Varlen
+
+
+def _varlen(cu_q, cu_k, max_q, max_k):
+    return None if cu_q is None else Varlen(cu_q, cu_k, max_q, max_k)
+
+
+def _check_varlen_values(q, k, varlen):
+    """Kernels never see unvalidated input: the cu_seqlens values, which need a host
+    read, are checked here rather than in the traced API layer."""
+    if varlen is not None:
+        validate.cu_seqlens_values("cu_seqlens_q", varlen.cu_seqlens_q, q.shape[0], varlen.max_seqlen_q)
+        validate.cu_seqlens_values("cu_seqlens_k", varlen.cu_seqlens_k, k.shape[0], varlen.max_seqlen_k)
+
+
+@torch.library.custom_op("flashtriton::attn_fwd", mutates_args=())
+def attn_fwd(q: Tensor, k: Tensor, v: Tensor,
+             cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+             softmax_scale: float, window_left: int, window_right: int, softcap: float,
+             alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
+             backend: str) -> Tuple[Tensor, Tensor]:
+    varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    _check_varlen_values(q, k, varlen)
+    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p)
+    return backends.get(backend).fwd(q, k, v, params, alibi_slopes, rng_state, varlen)
+
+
+@attn_fwd.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left,
+      window_right, softcap, alibi_slopes, dropout_p, rng_state, backend):
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    if cu_seqlens_q is None:
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=lse_dtype)
+    else:
+        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=lse_dtype)
+    return torch.empty_like(q, memory_format=torch.contiguous_format), lse
+
+
+@torch.library.custom_op("flashtriton::attn_bwd", mutates_args=())
+def attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+             cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+             softmax_scale: float, window_left: int, window_right: int, softcap: float,
+             alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
+             backend: str) -> Tuple[Tensor, Tensor, Tensor]:
+    # Every backend's backward pass is bitwise deterministic (the Triton one uses no
+    # atomics), so the API's `deterministic` flag needs no argument here.
+    varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p)
+    return backends.get(backend).bwd(dout, q, k, v, out, lse, params, alibi_slopes, rng_state, varlen)
+
+
+@attn_bwd.register_fake
+def _(dout, q, k, v, out, lse, *args):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+_FWD_ARGS = ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left",
+             "window_right", "softcap", "alibi_slopes", "dropout_p", "rng_state", "backend")
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi, rng)
+    ctx.scalars = (max_q, max_k, scale, wl, wr, softcap, dropout_p)
+    ctx.backend = backend
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
+    max_q, max_k, scale, wl, wr, softcap, dropout_p = ctx.scalars
+    dq, dk, dv = attn_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap,
+                          alibi, dropout_p, rng, ctx.backend)
+    return (dq, dk, dv) + (None,) * len(_FWD_ARGS)
+
+
+attn_fwd.register_autograd(_backward, setup_context=_setup_context)

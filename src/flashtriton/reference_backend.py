@@ -1,0 +1,51 @@
+"""The `reference` backend: flashtriton.reference behind the backend interface.
+
+Low-precision inputs compute in float32 and cast the output back; float32 and
+float64 inputs compute in their own dtype. The dropout mask comes from a generator
+seeded by rng_state, so the forward and backward passes see the same mask.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import memory, reference
+from .launchers.prefill import AttnParams, Varlen
+
+
+def _prepare(q, k, params: AttnParams, alibi, rng, varlen):
+    """(compute dtype, keyword arguments of reference.attention)."""
+    cd = q.dtype if q.dtype in (torch.float32, torch.float64) else torch.float32
+    kw = dict(softmax_scale=params.softmax_scale, window_left=params.window_left,
+              window_right=params.window_right, softcap=params.softcap, alibi_slopes=alibi,
+              dropout_p=params.dropout_p)
+    if params.dropout_p > 0:
+        if varlen is None:
+            shape = (q.shape[0], q.shape[2], q.shape[1], k.shape[1])
+        else:
+            shape = (varlen.cu_seqlens_q.numel() - 1, q.shape[1], varlen.max_seqlen_q, varlen.max_seqlen_k)
+        kw["dropout_mask"] = reference.dropout_keep_mask(rng, shape, params.dropout_p, q.device)
+    return cd, kw
+
+
+def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    cd, kw = _prepare(q, k, params, alibi, rng, varlen)
+    q_, k_, v_ = (t.to(cd) for t in (q, k, v))
+    if varlen is None:
+        out, lse = reference.attention(q_, k_, v_, **kw)
+    else:
+        out, lse = reference.attention_varlen(q_, k_, v_, varlen.cu_seqlens_q, varlen.cu_seqlens_k, **kw)
+    res = memory.empty(q.shape, q.dtype, q.device)
+    res.copy_(out)
+    return res, lse.to(torch.float64 if q.dtype == torch.float64 else torch.float32)
+
+
+def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    cd, kw = _prepare(q, k, params, alibi, rng, varlen)
+    va = None if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
+    grads = reference.attention_grad(dout.to(cd), q.to(cd), k.to(cd), v.to(cd), varlen_args=va, **kw)
+    return tuple(g.to(t.dtype) for g, t in zip(grads, (q, k, v)))
+
+
+def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:
+    """The keep-mask (B, H, Nq, Nk) bool that fwd / bwd use for this rng state."""
+    return _prepare(q, k, params, None, rng, varlen)[1]["dropout_mask"]

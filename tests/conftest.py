@@ -1,0 +1,42 @@
+"""Test set-up: without a GPU, the Triton kernels run under the Triton interpreter on
+CPU tensors. TRITON_INTERPRET must be set before triton (and so flashtriton) is
+imported, because @triton.jit decides at decoration time."""
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+os.environ.setdefault("FLASHTRITON_AUTOTUNE", "0")  # tests use the fixed default tiles
+
+import flashtriton  # noqa: E402  (after the environment is set)
+from flashtriton import backends  # noqa: E402
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def kernel_backends():
+    """The backends whose kernels this machine can test: Triton (on the GPU, or
+    interpreted), and the CPU backend when it exists."""
+    names = ["triton"]
+    if backends.cpu_available():
+        names.append("cpu")
+    return names
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_CUDA:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_poison():
+    torch.manual_seed(0)
+    with flashtriton.memory.poison_outputs():
+        yield

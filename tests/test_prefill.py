@@ -1,0 +1,158 @@
+"""Forward, lse and gradients of flash_attn_func against the float64 reference.
+
+One suite, every kernel backend: the Triton kernels (on the GPU, or under the
+interpreter on the CPU) and the CPU backend when it is present.
+"""
+import itertools
+import math
+
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import flash_attn_func
+
+from conftest import DEVICE, kernel_backends
+from helpers import assert_close, rand_qkv, reference_pair
+
+HEAD_DIMS = [16, 40, 64, 96, 128]
+SEQLENS = [(1, 1), (17, 17), (113, 203), (128, 64), (200, 200)]
+HEADS = [(4, 4), (4, 2), (4, 1)]      # MHA, GQA, MQA
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def _cases():
+    # Every head dim x seqlen pair x causal; head layout and dtype rotate through the
+    # cases so that each appears with every head dim without a full cross product.
+    for i, (d, (nq, nk), causal) in enumerate(itertools.product(HEAD_DIMS, SEQLENS, [False, True])):
+        yield d, nq, nk, causal, HEADS[i % 3], DTYPES[(i // 3) % 2]
+
+
+def run_and_check(backend, batch, nq, nk, heads, d, dtype, *, grads=True, **kw):
+    h, hk = heads
+    q, k, v = rand_qkv(batch, nq, nk, h, hk, d, dtype, DEVICE, requires_grad=grads)
+    with flashtriton.use_backend(backend):
+        out, lse, _ = flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+        dout = torch.randn_like(out) if grads else None
+        if grads:
+            dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    causal = kw.pop("causal", False)
+    window = kw.pop("window_size", (-1, -1))
+    ref_kw = dict(softmax_scale=kw.pop("softmax_scale", None) or 1 / math.sqrt(d),
+                  window_left=window[0], window_right=0 if causal else window[1], **kw)
+    truth, lowp = reference_pair(q, k, v, dout, **ref_kw)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert lse.shape == (batch, h, nq) and lse.dtype == torch.float32
+    assert_close("out", out, truth["out"], lowp["out"], 2, dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, dtype)
+    if grads:
+        for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+            assert g.shape == {"dq": q, "dk": k, "dv": v}[name].shape
+            assert_close(name, g, truth[name], lowp[name], 3, dtype)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+@pytest.mark.parametrize("d,nq,nk,causal,heads,dtype", list(_cases()))
+def test_forward_backward(backend, d, nq, nk, causal, heads, dtype):
+    run_and_check(backend, 2, nq, nk, heads, d, dtype, causal=causal)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("heads", HEADS)
+def test_dtypes_and_head_layouts(backend, dtype, heads):
+    run_and_check(backend, 1, 65, 97, heads, 64, dtype, causal=True)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+@pytest.mark.parametrize("d", [8, 24, 80, 112, 160, 192, 224, 256])
+def test_other_head_dims(backend, d):
+    run_and_check(backend, 1, 33, 47, (2, 1), d, torch.bfloat16, causal=d % 16 == 0)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_softmax_scale(backend):
+    run_and_check(backend, 1, 40, 40, (2, 2), 32, torch.float16, softmax_scale=0.3)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_rows_without_keys_give_zero(backend):
+    """Causal with Nq > Nk: the first Nq - Nk query rows see no key. They output 0, lse
+    +inf, and their gradients are finite zeros."""
+    q, k, v = rand_qkv(1, 80, 30, 2, 2, 32, torch.float16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out, lse, _ = flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+        dq, dk, dv = torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert torch.all(out[:, :50] == 0)
+    assert torch.all(torch.isinf(lse[:, :, :50])) and torch.all(lse[:, :, :50] > 0)
+    assert torch.all(dq[:, :50] == 0)
+    for g in (dq, dk, dv):
+        assert torch.isfinite(g).all()
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_nan_stays_in_its_row(backend):
+    q, k, v = rand_qkv(1, 50, 50, 2, 2, 32, torch.float16, DEVICE)
+    q[0, 7, 1, 3] = float("nan")
+    with flashtriton.use_backend(backend):
+        out = flash_attn_func(q, k, v)
+    assert torch.isnan(out[0, 7, 1]).all()
+    finite = torch.ones_like(out, dtype=torch.bool)
+    finite[0, 7, 1] = False
+    assert torch.isfinite(out[finite]).all()
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_forward_is_bitwise_repeatable(backend):
+    q, k, v = rand_qkv(2, 150, 150, 4, 2, 64, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend(backend):
+        a = flash_attn_func(q, k, v, causal=True)
+        b = flash_attn_func(q, k, v, causal=True)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_packed_inputs_need_no_copy(backend):
+    """Slices of packed qkv / kv tensors have non-trivial strides; they work as they are."""
+    qkv = torch.randn(2, 70, 3, 4, 64, dtype=torch.float16, device=DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flashtriton.flash_attn_qkvpacked_func(qkv, causal=True)
+        (dqkv,) = torch.autograd.grad(out, qkv, torch.ones_like(out))
+    q, k, v = qkv.detach().unbind(2)
+    truth, lowp = reference_pair(q, k, v, torch.ones_like(out), softmax_scale=1 / 8, window_right=0)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.float16)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, dqkv[:, :, i], truth[name], lowp[name], 3, torch.float16)
+
+    q = torch.randn(2, 33, 4, 64, dtype=torch.bfloat16, device=DEVICE)
+    kv = torch.randn(2, 50, 2, 2, 64, dtype=torch.bfloat16, device=DEVICE)
+    with flashtriton.use_backend(backend):
+        out = flashtriton.flash_attn_kvpacked_func(q, kv)
+    truth, lowp = reference_pair(q, kv[:, :, 0], kv[:, :, 1], softmax_scale=1 / 8)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("nq,nk", [(1023, 1023), (2048, 2048), (4096, 1000), (1, 4096)])
+def test_large_shapes_gpu(d, causal, nq, nk):
+    run_and_check("triton", 2, nq, nk, (8, 2), d, torch.bfloat16, causal=causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_every_tuner_config_gpu(kernel, d, monkeypatch):
+    """Every config the tuner may pick computes the right answer."""
+    from flashtriton.kernels import configs
+    for tile in configs.candidates(kernel, d, 2):
+        monkeypatch.setitem(configs.DEFAULTS[kernel], d, tile)
+        try:
+            run_and_check("triton", 1, 300, 300, (4, 2), d, torch.float16, causal=True)
+        except Exception as exc:  # report which tile failed
+            from triton.runtime.errors import OutOfResources
+            if isinstance(exc, OutOfResources):
+                continue  # the tuner skips these too
+            raise AssertionError(f"tile {tile} of {kernel}: {exc}") from exc
+
