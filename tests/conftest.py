@@ -21,7 +21,7 @@ def kernel_backends():
     """The backends whose kernels this machine can test: Triton (on the GPU, or
     interpreted), and the CPU backend when it exists."""
     names = ["triton"]
-    if backends.cpu_available():
+    if backends.cpu_available() and DEVICE == "cpu":
         names.append("cpu")
     return names
 

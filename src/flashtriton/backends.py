@@ -9,8 +9,7 @@
 
 Choose explicitly with `with flashtriton.use_backend("reference"): ...` or the
 environment variable FLASHTRITON_BACKEND; otherwise the tensor's device decides.
-Every backend exposes fwd(...) -> (out, lse) and bwd(...) -> (dq, dk, dv) with the
-signatures of flashtriton.launchers.prefill.fwd / bwd, and dropout_mask(...).
+Every backend is one module with the same functions: see flashtriton.triton_backend.
 """
 from __future__ import annotations
 
@@ -72,8 +71,8 @@ def select(device: torch.device) -> str:
 def get(name: str):
     """The module implementing backend `name`."""
     if name == "triton":
-        from .launchers import prefill
-        return prefill
+        from . import triton_backend
+        return triton_backend
     if name == "cpu":
         from . import cpu
         return cpu

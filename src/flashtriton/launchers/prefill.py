@@ -10,7 +10,6 @@ and (H, total_q) for variable-length ones, as in flash-attn.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
@@ -259,10 +258,6 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
-
-
-def default_softmax_scale(head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim)
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:

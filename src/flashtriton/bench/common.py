@@ -1,0 +1,110 @@
+"""Shared benchmark plumbing: timing, FLOP and byte counts, environment, result files."""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+
+def attention_flops(batch, nheads, seqlen_q, seqlen_k, head_dim, causal, mode="fwd"):
+    """FlashAttention-2 paper's count: 4 * B * H * Nq * Nk * D for the forward pass
+    (two matmuls), halved when causal; backward = 2.5x forward, fwd+bwd = 3.5x."""
+    f = 4.0 * batch * nheads * seqlen_q * seqlen_k * head_dim
+    if causal:
+        f /= 2
+    return f * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
+
+
+def time_ms(fn, device: str, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+    """Median milliseconds per call. CUDA: triton.testing.do_bench (CUDA events, L2
+    flushed between calls). CPU: wall clock around whole calls."""
+    if device == "cuda":
+        from triton.testing import do_bench
+        return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+    fn()  # warm-up (allocations, first-call work)
+    times = []
+    deadline = time.perf_counter() + max(rep_ms, 1) / 1000
+    while len(times) < 3 or (time.perf_counter() < deadline and len(times) < 50):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def device_slug(device: str) -> str:
+    if device == "cuda":
+        name = torch.cuda.get_device_name()
+    else:
+        name = f"cpu-{os.cpu_count()}core"
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+
+
+def environment(device: str) -> dict:
+    import triton
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+        "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+        "threads": torch.get_num_threads(),
+    }
+    if device == "cuda":
+        env["sms"] = torch.cuda.get_device_properties(0).multi_processor_count
+    return env
+
+
+def results_dir(device: str, root: str | None = None) -> Path:
+    base = Path(root) if root else Path.cwd() / "bench" / "results"
+    d = base / device_slug(device)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def write_json(path: Path, env: dict, rows: list) -> None:
+    path.write_text(json.dumps({"environment": env, "rows": rows}, indent=1))
+
+
+def markdown_table(rows: list, columns: list, headers: list | None = None) -> str:
+    headers = headers or columns
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r.get(c, "")
+            cells.append(f"{v:.1f}" if isinstance(v, float) else ("–" if v is None else str(v)))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+class Progress:
+    """A one-line progress bar on stderr (no dependency)."""
+
+    def __init__(self, total: int, label: str = ""):
+        self.total, self.done, self.label, self.t0 = total, 0, label, time.perf_counter()
+
+    def step(self, what: str = ""):
+        self.done += 1
+        width = 30
+        fill = int(width * self.done / max(self.total, 1))
+        elapsed = time.perf_counter() - self.t0
+        sys.stderr.write(f"\r{self.label} [{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} "
+                         f"{elapsed:5.0f}s {what[:40]:<40}")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def max_rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| over finite elements; inf if out has NaN where ref has not."""
+    out, ref = out.double(), ref.double()
+    if not torch.equal(torch.isfinite(out), torch.isfinite(ref)):
+        return float("inf")
+    m = torch.isfinite(ref)
+    return ((out[m] - ref[m]).norm() / ref[m].norm().clamp_min(1e-30)).item()

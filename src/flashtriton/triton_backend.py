@@ -1,0 +1,8 @@
+"""The `triton` backend: the Triton launchers behind the backend interface.
+
+Interface (shared by flashtriton.cpu and flashtriton.reference_backend):
+  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)
+  bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen) -> (dq, dk, dv)
+  dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
+"""
+from .launchers.prefill import bwd, dropout_mask, fwd  # noqa: F401
