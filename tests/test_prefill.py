@@ -149,7 +149,7 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
     for tile in configs.candidates(kernel, d, 2):
         monkeypatch.setitem(configs.DEFAULTS[kernel], d, tile)
         try:
-            run_and_check("triton", 1, 300, 300, (4, 2), d, torch.float16, causal=True)
+            run_and_check("triton", 1, 300, 300, (4, 2), d, torch.bfloat16, causal=True)
         except Exception as exc:  # report which tile failed
             from triton.runtime.errors import OutOfResources
             if isinstance(exc, OutOfResources):

@@ -8,6 +8,7 @@ Each function validates its arguments (flashtriton.validate), picks the backend
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -17,12 +18,27 @@ from .probs import attention_probs
 _RNG_HIGH = 2 ** 62
 
 
+@torch._dynamo.assume_constant_result
+def _select_when_compiling(device, override, env):
+    return backends.select(device)
+
+
+def _select_backend(device) -> str:
+    """backends.select(device), also inside torch.compile. Dynamo refuses to trace
+    flashtriton/backends.py (its skip rule "triton/backends" matches that path), which
+    would be a graph break; so under compile the choice runs eagerly at trace time as a
+    constant, and the state it depends on is read here, where dynamo guards on it."""
+    if torch.compiler.is_compiling():
+        return _select_when_compiling(device, tuple(backends._override), os.environ.get("FLASHTRITON_BACKEND"))
+    return backends.select(device)
+
+
 def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                deterministic, return_attn_probs):
     """Shared body of every prefill entry point. varlen is None or
     (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)."""
     validate._tensor("q", q)
-    backend = backends.select(q.device)
+    backend = _select_backend(q.device)
     validate.attention_inputs(q, k, v, varlen=varlen is not None, backend=backend)
     if varlen is None:
         batch = q.shape[0]

@@ -79,7 +79,10 @@ def attention(q, k, v, *, softmax_scale: float, window_left: int = -1, window_ri
         s = s.masked_fill(~mask, float("-inf"))
     # Softmax with a detached max shift: exact (softmax is shift invariant) and a
     # row with no visible key gives exp(-inf) = 0 with finite gradients.
-    m = s.amax(dim=-1, keepdim=True).detach()
+    if s.shape[-1] == 0:  # no keys at all (a zero-length sequence of a varlen batch)
+        m = s.new_full(s.shape[:-1] + (1,), float("-inf"))
+    else:
+        m = s.amax(dim=-1, keepdim=True).detach()
     m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
     e = torch.exp(s - m)
     l = e.sum(dim=-1, keepdim=True)
@@ -118,8 +121,58 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, dropout_mask=None, 
     return torch.cat(outs, 0), torch.cat(lses, -1)
 
 
+def attention_backward(dout, q, k, v, *, softmax_scale: float, window_left: int = -1, window_right: int = -1,
+                       softcap: float = 0.0, alibi_slopes=None, dropout_p: float = 0.0, dropout_mask=None):
+    """(dq, dk, dv) of `attention` by the explicit formulas, without autograd (which a
+    torch.library op cannot use inside its own implementation):
+        dV = Pd^T dO,  dP = (dO V^T) * Z / (1 - p),  dS = P * (dP - rowsum(dP * P)),
+        dS *= 1 - tanh^2 with softcap,  dQ = scale dS K,  dK = scale dS^T Q,
+    where Pd = P * Z / (1 - p) and Z is the dropout keep-mask; GQA sums over the group."""
+    b, nq, h, d = q.shape
+    nk, hk = k.shape[1], k.shape[2]
+    group = h // hk
+    kr = k.repeat_interleave(group, dim=2) if group > 1 else k
+    vr = v.repeat_interleave(group, dim=2) if group > 1 else v
+    _, _, p = attention(q, k, v, softmax_scale=softmax_scale, window_left=window_left, window_right=window_right,
+                        softcap=softcap, alibi_slopes=alibi_slopes, dropout_p=dropout_p, dropout_mask=dropout_mask,
+                        return_probs=True)                                    # p (B, H, Nq, Nk)
+    keep_scale = 1.0
+    if dropout_p > 0:
+        keep_scale = dropout_mask.to(p.dtype) / (1.0 - dropout_p)
+    dv = torch.einsum("bhqk,bqhd->bkhd", p * keep_scale, dout)
+    dp = torch.einsum("bqhd,bkhd->bhqk", dout, vr) * keep_scale
+    ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+    if softcap > 0:
+        t = torch.tanh(torch.einsum("bqhd,bkhd->bhqk", q, kr) * softmax_scale / softcap)
+        ds = ds * (1 - t * t)
+    dq = torch.einsum("bhqk,bkhd->bqhd", ds, kr) * softmax_scale
+    dk = torch.einsum("bhqk,bqhd->bkhd", ds, q) * softmax_scale
+    if group > 1:
+        dk = dk.unflatten(2, (hk, group)).sum(3)
+        dv = dv.unflatten(2, (hk, group)).sum(3)
+    return dq, dk, dv
+
+
+def attention_backward_varlen(dout, q, k, v, cu_seqlens_q, cu_seqlens_k, *, dropout_mask=None, **kw):
+    """attention_backward per sequence of a variable-length batch."""
+    cq, ck = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    for i in range(len(cq) - 1):
+        extra = dict(kw)
+        if extra.get("alibi_slopes") is not None and extra["alibi_slopes"].dim() == 2:
+            extra["alibi_slopes"] = extra["alibi_slopes"][i]
+        nq, nk = cq[i + 1] - cq[i], ck[i + 1] - ck[i]
+        if dropout_mask is not None:
+            extra["dropout_mask"] = dropout_mask[i:i + 1, :, :nq, :nk]
+        g = attention_backward(dout[cq[i]:cq[i + 1]][None], q[cq[i]:cq[i + 1]][None], k[ck[i]:ck[i + 1]][None],
+                               v[ck[i]:ck[i + 1]][None], **extra)
+        dq[cq[i]:cq[i + 1]], dk[ck[i]:ck[i + 1]], dv[ck[i]:ck[i + 1]] = g[0][0], g[1][0], g[2][0]
+    return dq, dk, dv
+
+
 def attention_grad(dout, q, k, v, *, varlen_args=None, **kw):
-    """(dq, dk, dv) of `attention` (or `attention_varlen`) by recomputation and autograd."""
+    """(dq, dk, dv) of `attention` (or `attention_varlen`) by recomputation and autograd:
+    the tests' truth, independent of the explicit formulas above."""
     with torch.enable_grad():
         qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
         if varlen_args is None:

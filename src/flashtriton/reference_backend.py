@@ -41,11 +41,15 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     cd, kw = _prepare(q, k, params, alibi, rng, varlen)
-    va = None if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
-    grads = reference.attention_grad(dout.to(cd), q.to(cd), k.to(cd), v.to(cd), varlen_args=va, **kw)
+    args = [t.to(cd) for t in (dout, q, k, v)]
+    if varlen is None:
+        grads = reference.attention_backward(*args, **kw)
+    else:
+        grads = reference.attention_backward_varlen(*args, varlen.cu_seqlens_q, varlen.cu_seqlens_k, **kw)
     return tuple(g.to(t.dtype) for g, t in zip(grads, (q, k, v)))
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:
     """The keep-mask (B, H, Nq, Nk) bool that fwd / bwd use for this rng state."""
     return _prepare(q, k, params, None, rng, varlen)[1]["dropout_mask"]
+from .reference_decode import kvcache_fwd  # noqa: E402,F401  (flash_attn_with_kvcache)

@@ -13,7 +13,7 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 import triton
 import triton.language as tl
 
-from .common import (LOG2E, dropout_keep, find_sequence, kv_tile_ranges, q_tile_ranges,
+from .common import (LOG2E, NO_SPECIALIZE, dropout_keep, find_sequence, kv_tile_ranges, q_tile_ranges,
                      scores_log2, softcap_tanh)
 
 
@@ -77,7 +77,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_
     return dk, dv
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,
     CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,
@@ -214,7 +214,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, 
     return dq
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,
     CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,

@@ -8,8 +8,8 @@ j == i + diag.
 import triton
 import triton.language as tl
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -140,3 +140,9 @@ def dropout_keep(seed, rng_offset, row_global, col, rng_stride, dropout_p):
     """Counter-based keep mask: Philox on (seed, offset of element (row, col)). Never stored."""
     offs = rng_offset + row_global.to(tl.int64) * rng_stride + col
     return tl.rand(seed, offs) >= dropout_p
+
+
+# Scalar arguments that vary from call to call: not specialised (Triton would otherwise
+# compile a variant for each value that is 1 or a multiple of 16), so that a new
+# batch size or sequence length reuses the compiled kernel.
+NO_SPECIALIZE = ["batch", "seqlen_q", "seqlen_k", "window_left", "window_right", "rng_rows", "rng_stride", "n_bucket"]

@@ -34,16 +34,35 @@ class Tile:
 
 INTERPRETER_TILE = Tile(32, 32, 4, 1)
 
-# Tuned defaults for Hopper (H200), by kernel and BLOCK_D. Measured with
-# bench/tune.py; the run and its figures are logged in bench/NOTES.md.
+# Defaults for Hopper (H200), by kernel and BLOCK_D: the non-spilling tiles of the
+# compile report (bench/compile_report.py), then the fastest of the GPU sweep
+# (bench/tune.py). Both runs are logged in bench/NOTES.md.
 DEFAULTS = {
     "fwd": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 128, 8, 3),
             128: Tile(128, 128, 8, 3), 256: Tile(128, 64, 8, 2)},
-    "dkdv": {16: Tile(64, 128, 8, 2), 32: Tile(64, 128, 8, 2), 64: Tile(64, 128, 8, 2),
-             128: Tile(64, 128, 8, 2), 256: Tile(32, 64, 8, 2)},
+    "dkdv": {16: Tile(64, 64, 8, 2), 32: Tile(64, 64, 8, 2), 64: Tile(64, 64, 8, 2),
+             128: Tile(32, 64, 8, 2), 256: Tile(32, 64, 8, 2)},
     "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2),
-           128: Tile(128, 64, 8, 2), 256: Tile(64, 32, 8, 2)},
+           128: Tile(128, 64, 8, 2), 256: Tile(64, 64, 8, 2)},
 }
+
+
+
+def _load_tile_overrides():
+    """FLASHTRITON_TILES=path.json replaces defaults: {"fwd": {"128": [BM, BN, warps, stages]}, ...}.
+    bench/tune.py writes such a file (tiles.json) from its sweep."""
+    path = os.environ.get("FLASHTRITON_TILES")
+    if not path:
+        return
+    import json
+    with open(path) as f:
+        table = json.load(f)
+    for kernel, by_d in table.items():
+        for d, tile in by_d.items():
+            DEFAULTS[kernel][int(d)] = Tile(*tile)
+
+
+_load_tile_overrides()
 
 SMEM_BYTES = 227 * 1024  # Hopper: dynamic shared memory per block
 
@@ -58,35 +77,39 @@ def _smem_estimate(kernel: str, t: Tile, block_d: int, elem: int) -> int:
     return elem * block_d * (2 * t.block_n + 2 * t.num_stages * t.block_m)
 
 
-def _acc_regs_per_thread(kernel: str, t: Tile, block_d: int) -> int:
-    """fp32 accumulator registers each thread holds across the loop."""
-    rows = t.block_n if kernel == "dkdv" else t.block_m
-    n_acc = 2 if kernel == "dkdv" else 1
-    return n_acc * rows * block_d // (32 * t.num_warps)
+def live_values_per_thread(kernel: str, t: Tile, block_d: int) -> float:
+    """fp32 tile values each thread keeps live across the inner loop: the accumulators
+    plus the score-sized tiles (and, for dK/dV, the resident K and V tiles)."""
+    threads = 32 * t.num_warps
+    if kernel == "fwd":     # acc (BM, D) + s/p (BM, BN)
+        return (t.block_m * block_d + t.block_m * t.block_n) / threads
+    if kernel == "dq":      # dq (BM, D) + s/p and dp (BM, BN)
+        return (t.block_m * block_d + 2 * t.block_m * t.block_n) / threads
+    # dkdv: dk, dv (BN, D) + k, v (BN, D) in bf16 + s/p and dp (BN, BM)
+    return (3 * t.block_n * block_d + 2 * t.block_n * t.block_m) / threads
+
+
+# Spill limits of live_values_per_thread, calibrated on 2026-11-29 against ptxas for
+# sm_90a (Triton 3.6.0, every candidate at D = 64, 128, 256): at or under these no
+# candidate spilled; the first tiles over them spilled 12 to 3,500 bytes.
+LIVE_LIMIT = {"fwd": 160, "dq": 160, "dkdv": 112}
 
 
 def prune(kernel: str, tiles, block_d: int, elem: int = 2):
-    """Pruning rule: drop a config whose operand tiles overflow shared memory, or whose
-    fp32 accumulators alone take more than 128 of the 255 registers a thread has (it
-    would spill), or whose per-warp tile is under 16 rows (wgmma needs 64 rows per
-    warpgroup in the forward layout)."""
-    keep = []
-    for t in tiles:
-        if _smem_estimate(kernel, t, block_d, elem) > SMEM_BYTES:
-            continue
-        if _acc_regs_per_thread(kernel, t, block_d) > 128:
-            continue
-        rows = t.block_n if kernel == "dkdv" else t.block_m
-        if rows // t.num_warps < 16:
-            continue
-        keep.append(t)
-    return keep
+    """Pruning rule: drop a tile whose pipelined operands overflow shared memory, whose
+    live fp32 values per thread exceed LIVE_LIMIT (it would spill registers), or, for
+    dK/dV, whose key block is under 64 rows (its transposed dots then have M < 64 and
+    compile to mma.sync, HMMA, instead of Hopper's warpgroup wgmma)."""
+    return [t for t in tiles
+            if _smem_estimate(kernel, t, block_d, elem) <= SMEM_BYTES
+            and live_values_per_thread(kernel, t, block_d) <= LIVE_LIMIT[kernel]
+            and not (kernel == "dkdv" and t.block_n < 64)]
 
 
 CANDIDATES = {
-    "fwd": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)],
-    "dkdv": [Tile(bm, bn, w, s) for bm in (32, 64) for bn in (64, 128) for w in (4, 8) for s in (1, 2, 3)],
-    "dq": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64) for w in (4, 8) for s in (1, 2, 3)],
+    "fwd": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (64, 128) for w in (4, 8) for s in (2, 3, 4)],
+    "dkdv": [Tile(bm, bn, w, s) for bm in (32, 64) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3)],
+    "dq": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64) for w in (4, 8) for s in (2, 3)],
 }
 
 

@@ -16,7 +16,7 @@ end and columns past the head dim read as zeros and are never written.
 import triton
 import triton.language as tl
 
-from .common import LN2, dropout_keep, find_sequence, kv_tile_ranges, scores_log2
+from .common import LN2, LOG2E, NO_SPECIALIZE, dropout_keep, find_sequence, kv_tile_ranges, scores_log2
 
 
 @triton.jit
@@ -50,7 +50,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     return acc, l_i, m_new
 
 
-@triton.jit
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32
     CU_Q, CU_K, CU_BLOCKS,           # varlen only: (B+1,) int32 offsets, and cumulative query-block counts
@@ -117,7 +117,7 @@ def attn_fwd_kernel(
 
     slope_log2 = 0.0
     if HAS_ALIBI:
-        slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * 1.4426950408889634
+        slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
     seed = 0
     rng_offset = 0
     row_global = offs_m

@@ -64,10 +64,11 @@ def _ensure_allocator():
 
 
 def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
-    """TMA needs a 16-byte aligned base and 16-byte multiples for the outer strides.
-    Views that break this (rare: odd offsets into a larger buffer) are copied once."""
+    """TMA needs a unit inner stride, a 16-byte aligned base and 16-byte multiples for
+    the outer strides. Views that break this (rare: odd offsets into a larger buffer,
+    or an incoming gradient dout with a strided last dim) are copied once."""
     esize = t.element_size()
-    ok = t.data_ptr() % 16 == 0 and all((s * esize) % 16 == 0 and s > 0
+    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all((s * esize) % 16 == 0 and s > 0
                                         for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
     return t if ok else t.contiguous()
 

@@ -1,0 +1,5 @@
+import sys
+
+from flashtriton.cli import main
+
+sys.exit(main())

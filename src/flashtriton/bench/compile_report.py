@@ -1,0 +1,96 @@
+"""Compile the prefill kernels for Hopper (sm_90a) without a GPU and read the result:
+registers, spills, shared memory, and whether the SASS holds HGMMA (warpgroup MMA)
+and UTMALDG (bulk tensor copies). Costs no device time; runs on any machine with
+Triton installed (its bundled ptxas and cuobjdump do the work).
+
+    python -m flashtriton.bench.compile_report --head-dims 64 128 256
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from flashtriton.kernels import configs
+from flashtriton.kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel
+from flashtriton.kernels.fwd import attn_fwd_kernel
+
+KERNELS = {"fwd": attn_fwd_kernel, "dkdv": attn_bwd_dkdv_kernel, "dq": attn_bwd_dq_kernel}
+_NVBIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+_PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", "CU_BLOCKS": "*i32",
+              "ALIBI": "*fp32", "RNG": "*i64"}
+_FLOAT_ARGS = {"softmax_scale", "qk_scale", "softcap_scale", "softcap_out", "dropout_p"}
+
+
+def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flags):
+    fn = KERNELS[kernel]
+    const = dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+                 BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, IS_VARLEN=False, HAS_LEFT=False,
+                 HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, HAS_DROPOUT=False, DOT_PRECISION="tf32")
+    const.update(flags)
+    sig = {}
+    for name in fn.arg_names:
+        if name in const:
+            sig[name] = "constexpr"
+        elif name[0].isupper():
+            sig[name] = _PTR_TYPES.get(name, f"*{dtype}")
+        elif name in _FLOAT_ARGS:
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=tile.num_warps, num_stages=tile.num_stages))
+
+
+def resources(compiled) -> dict:
+    """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = os.path.join(tmp, "k.ptx")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        out = subprocess.run([os.path.join(_NVBIN, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
+                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
+        cubin = os.path.join(tmp, "k.cubin")
+        with open(cubin, "wb") as f:
+            f.write(compiled.asm["cubin"])
+        sass = subprocess.run([os.path.join(_NVBIN, "cuobjdump"), "--dump-sass", cubin],
+                              capture_output=True, text=True).stdout
+    regs = re.search(r"Used (\d+) registers", out)
+    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
+    return dict(regs=int(regs.group(1)) if regs else None,
+                spill_bytes=int(spill.group(1)) + int(spill.group(2)) if spill else None,
+                smem=compiled.metadata.shared, hgmma=sass.count("HGMMA"), utmaldg=sass.count("UTMALDG"),
+                hmma=sass.count("HMMA"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128, 256])
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS))
+    ap.add_argument("--causal", action="store_true")
+    args = ap.parse_args(argv)
+    print("| kernel | D | tile (BM, BN, warps, stages) | regs | spill B | smem KB | HGMMA | UTMALDG | HMMA |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kernel in args.kernels:
+        for d in args.head_dims:
+            for t in configs.candidates(kernel, d, 2):
+                try:
+                    r = resources(compile_variant(kernel, t, d, HAS_RIGHT=args.causal))
+                except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+                    print(f"| {kernel} | {d} | {tuple(t.__dict__.values())} | {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:60]} |")
+                    continue
+                print(f"| {kernel} | {d} | {(t.block_m, t.block_n, t.num_warps, t.num_stages)} | {r['regs']} | "
+                      f"{r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {r['utmaldg']} | {r['hmma']} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Prefill and training benchmark on the GPU: the FlashAttention-2 paper's grid.
+
+batch x seqlen = 16k tokens, hidden 2048 (H = 2048 / D), seqlen 512 .. 16k, causal and
+not. For each shape every provider (flashtriton, SDPA FLASH_ATTENTION = FA2 CUDA, SDPA
+CUDNN_ATTENTION, compiled FlexAttention) is first checked against a float64
+reference on one (batch, head) slice, forward and gradients, then timed on the same
+inputs: forward, backward, forward+backward, median of triton.testing.do_bench.
+TFLOP/s use the FA2 paper's count (bench.common.attention_flops).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+
+import torch
+
+from flashtriton import reference
+from flashtriton.bench import common, providers
+
+TOKENS, HIDDEN = 16384, 2048
+SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+# Relative error allowed against float64 (a bf16 attention lands near 3e-3).
+MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
+
+
+def _reference_slice(q, k, v, dout, causal):
+    """float64 out and grads of batch 0, query head 0 (and its kv head)."""
+    h, hk = q.shape[2], k.shape[2]
+    sl = lambda t, j: t[:1, :, j:j + 1].double()  # noqa: E731
+    kw = dict(softmax_scale=1 / math.sqrt(q.shape[-1]), window_right=0 if causal else -1)
+    q0, k0, v0, do0 = sl(q, 0), sl(k, 0), sl(v, 0), sl(dout, 0)
+    out = reference.attention(q0, k0, v0, **kw)[0]
+    dq, dk, dv = reference.attention_grad(do0, q0, k0, v0, **kw)
+    # dk, dv of kv head 0 sum over its whole query group: only compare them when the group is one head
+    return out, dq, (dk, dv) if h == hk else None
+
+
+def _check(fn, q, k, v, dout, causal, ref):
+    out = fn(q, k, v, causal)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    errs = [common.max_rel_err(out[:1, :, :1], ref[0]), common.max_rel_err(grads[0][:1, :, :1], ref[1])]
+    if ref[2] is not None:
+        errs += [common.max_rel_err(grads[1][:1, :, :1], ref[2][0]), common.max_rel_err(grads[2][:1, :, :1], ref[2][1])]
+    return errs[0], max(errs[1:])
+
+
+def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("fwd", "bwd", "fwd_bwd"),
+                device="cuda"):
+    q, k, v = (torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, device=device, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn_like(q)
+    ref = _reference_slice(q.detach(), k.detach(), v.detach(), dout, causal)
+    rows = []
+    for name, fn in provs.items():
+        row = dict(provider=name, dtype=str(dtype).replace("torch.", ""), head_dim=head_dim, causal=causal,
+                   seqlen=seqlen, batch=batch, nheads=nheads)
+        try:
+            row["fwd_err"], row["bwd_err"] = _check(fn, q, k, v, dout, causal, ref)
+        except Exception as exc:  # a provider that does not support this shape
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            rows.append(row)
+            continue
+        if max(row["fwd_err"], row["bwd_err"]) > MAX_REL_ERR[dtype]:
+            row["error"] = "accuracy check failed: not timed"
+            rows.append(row)
+            continue
+        for mode in modes:
+            if mode == "fwd":
+                f = lambda: fn(q, k, v, causal)  # noqa: E731
+            elif mode == "bwd":
+                out = fn(q, k, v, causal)
+                f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
+            else:
+                f = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
+            ms = common.time_ms(f, device)
+            row[f"{mode}_ms"] = ms
+            row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
+        rows.append(row)
+    del q, k, v, dout
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return rows
+
+
+def peak_memory(batch=1, nheads=16, seqlen=32768, head_dim=128, dtype=torch.bfloat16):
+    """Peak bytes of forward+backward, over the bytes of q, k, v, out, dout, dq, dk, dv."""
+    import flashtriton
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    q, k, v = (torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, device="cuda", requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn_like(q)
+    out = flashtriton.flash_attn_func(q, k, v)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    tensors = 8 * q.numel() * q.element_size()
+    del grads, out
+    return dict(shape=f"B={batch} H={nheads} N={seqlen} D={head_dim} {dtype}", peak_bytes=peak,
+                tensor_bytes=tensors, ratio=peak / tensors)
+
+
+def markdown(rows, env) -> str:
+    lines = [f"GPU: {env['device']} ({env.get('sms')} SMs), torch {env['torch']}, triton {env['triton']}, "
+             f"{env['date']}. TFLOP/s, forward / backward / forward+backward (FA2 paper FLOP count); "
+             "`x` = error or unsupported.", ""]
+    names = list(dict.fromkeys(r["provider"] for r in rows))
+    keyf = lambda r: (r["dtype"], r["head_dim"], r["causal"])  # noqa: E731
+    for key in dict.fromkeys(keyf(r) for r in rows):
+        dtype, d, causal = key
+        lines.append(f"### {dtype}, D={d}, {'causal' if causal else 'non-causal'}")
+        lines.append("")
+        lines.append("| N | " + " | ".join(names) + " | ours / cuDNN (fwd, bwd) |")
+        lines.append("|---|" + "---|" * (len(names) + 1))
+        for n in sorted({r["seqlen"] for r in rows if keyf(r) == key}):
+            cells, by = [], {r["provider"]: r for r in rows if keyf(r) == key and r["seqlen"] == n}
+            for name in names:
+                r = by.get(name)
+                if r is None or "error" in r:
+                    cells.append("x")
+                else:
+                    cells.append(" / ".join(f"{r.get(m + '_tflops', float('nan')):.0f}" for m in ("fwd", "bwd", "fwd_bwd")))
+            o, c = by.get("flashtriton", {}), by.get("sdpa-cudnn", {})
+            ratio = "–"
+            if "fwd_tflops" in o and "fwd_tflops" in c:
+                ratio = f"{o['fwd_tflops'] / c['fwd_tflops']:.2f}, {o.get('bwd_tflops', 0) / c.get('bwd_tflops', 1):.2f}"
+            lines.append(f"| {n} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append("")
+    errs = [r for r in rows if "error" in r]
+    if errs:
+        lines.append("Not timed: " + "; ".join(sorted({f"{r['provider']} D={r['head_dim']}: {r['error']}" for r in errs})))
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    panels = sorted({(r["dtype"], r["head_dim"], r["causal"]) for r in rows})
+    modes = ("fwd", "bwd", "fwd_bwd")
+    fig, axes = plt.subplots(len(panels), 3, figsize=(15, 3.2 * len(panels)), squeeze=False)
+    for i, (dtype, d, causal) in enumerate(panels):
+        for j, mode in enumerate(modes):
+            ax = axes[i][j]
+            for name in dict.fromkeys(r["provider"] for r in rows):
+                pts = sorted((r["seqlen"], r[f"{mode}_tflops"]) for r in rows
+                             if (r["dtype"], r["head_dim"], r["causal"]) == (dtype, d, causal)
+                             and r["provider"] == name and f"{mode}_tflops" in r)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{mode}, {dtype}, D={d}, {'causal' if causal else 'non-causal'}", fontsize=9)
+            ax.set_xlabel("seqlen")
+            ax.set_ylabel("TFLOP/s")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def _smoke(out_dir):
+    """The whole pipeline (check, time, table, plot) on tiny CPU shapes."""
+    import torch.nn.functional as F
+    provs = {"flashtriton": providers.ours,
+             "sdpa-math": lambda q, k, v, c: F.scaled_dot_product_attention(
+                 q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=c).transpose(1, 2)}
+    rows = []
+    for causal in (False, True):
+        rows += bench_shape(provs, 1, 64, 2, 32, causal, torch.bfloat16, device="cpu")
+    env = common.environment("cpu")
+    out = common.results_dir("cpu", out_dir)
+    common.write_json(out / "prefill-smoke.json", env, rows)
+    (out / "prefill-smoke.md").write_text(markdown(rows, env) + "\n")
+    plot(rows, out / "prefill-smoke.png")
+    return rows
+
+
+def main(argv=None, out_dir=None):
+    ap = argparse.ArgumentParser(prog="python -m flashtriton bench", description=__doc__)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--dtypes", nargs="+", default=["bfloat16"])
+    ap.add_argument("--seqlens", type=int, nargs="+", default=SEQLENS)
+    ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
+    ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles are slow)")
+    ap.add_argument("--out", default=out_dir)
+    ap.add_argument("--tag", default="prefill", help="file name stem of the results")
+    ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        return _smoke(args.out)
+    env = common.environment("cuda")
+    provs = providers.gpu_providers(include_flex=not args.no_flex)
+    causals = {"both": [False, True], "yes": [True], "no": [False]}[args.causal]
+    shapes = [(getattr(torch, dt), d, c, n) for dt in args.dtypes for d in args.head_dims for c in causals
+              for n in args.seqlens]
+    bar = common.Progress(len(shapes), "prefill")
+    rows = []
+    for dtype, d, causal, n in shapes:
+        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype)
+        bar.step(f"{dtype} D={d} causal={causal} N={n}")
+    out = common.results_dir("cuda", args.out)
+    if args.memory:
+        env["peak_memory"] = peak_memory()
+    common.write_json(out / f"{args.tag}.json", env, rows)
+    md = markdown(rows, env)
+    if args.memory:
+        pm = env["peak_memory"]
+        md += (f"\n\nPeak memory of forward+backward, {pm['shape']}: {pm['peak_bytes'] / 2**20:.0f} MiB = "
+               f"{pm['ratio']:.3f} x the bytes of q, k, v, out, dout, dq, dk, dv.")
+    (out / f"{args.tag}.md").write_text(md + "\n")
+    plot(rows, out / f"{args.tag}.png")
+    print(md)
+    return rows

@@ -1,0 +1,156 @@
+"""Tile sweep for the prefill kernels on the GPU: finds the tuned defaults of
+kernels/configs.py and measures what autotuning costs a user.
+
+Phase 1 compiles every candidate in parallel worker processes (Triton's on-disk
+cache then holds them); phase 2 times them one by one in this process, so the
+timings never share the GPU. For each (kernel, head dim, causal) it reports every
+tile's time and the best, at B x N = 16k tokens, hidden 2048.
+
+    python -m flashtriton.bench.tune --head-dims 64 128 --seqlen 4096
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import multiprocessing as mp
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+TOKENS, HIDDEN = 16384, 2048
+
+
+def _shape(d, n):
+    return TOKENS // n, n, HIDDEN // d, d
+
+
+def _run_once(kernel, d, causal, tile, n, timed):
+    """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked."""
+    from flashtriton.kernels import configs
+    saved = configs.DEFAULTS[kernel][d]
+    configs.DEFAULTS[kernel][d] = configs.Tile(*tile)
+    try:
+        return _run_with_defaults(kernel, d, causal, n, timed)
+    finally:
+        configs.DEFAULTS[kernel][d] = saved
+
+
+def _run_with_defaults(kernel, d, causal, n, timed):
+    import flashtriton
+    from flashtriton.bench import common
+    b, n, h, d = _shape(d, n)
+    q, k, v = (torch.randn(b, n, h, d, dtype=torch.bfloat16, device="cuda", requires_grad=True) for _ in range(3))
+    dout = torch.randn_like(q)
+    out = flashtriton.flash_attn_func(q, k, v, causal=causal)
+    torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    if not timed:
+        return None
+    if kernel == "fwd":
+        f = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
+        mode = "fwd"
+    else:
+        f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
+        mode = "bwd"
+    ms = common.time_ms(f, "cuda")
+    return ms, common.attention_flops(b, h, n, n, d, causal, mode) / ms / 1e9
+
+
+def _compile_job(args):
+    try:
+        _run_once(*args, timed=False)
+        return None
+    except Exception as exc:  # reported, and the tile is skipped in phase 2
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
+
+
+def first_call_tuning_seconds(d: int, n: int) -> float:
+    """Seconds a user's first fwd+bwd call spends with FLASHTRITON_AUTOTUNE=1 at a new
+    shape bucket, in a fresh process with an empty Triton cache (compiles included)."""
+    code = (
+        "import time, torch, flashtriton\n"
+        f"b, n, h, d = {TOKENS // n}, {n}, {HIDDEN // d}, {d}\n"
+        "q, k, v = (torch.randn(b, n, h, d, dtype=torch.bfloat16, device='cuda', requires_grad=True) for _ in range(3))\n"
+        "torch.cuda.synchronize(); t = time.perf_counter()\n"
+        "out = flashtriton.flash_attn_func(q, k, v, causal=True); out.backward(torch.randn_like(out))\n"
+        "torch.cuda.synchronize(); print(time.perf_counter() - t)\n")
+    env = dict(os.environ, FLASHTRITON_AUTOTUNE="1", TRITON_CACHE_DIR=f"/tmp/ft-cold-cache-{time.time_ns()}")
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    if res.returncode != 0:
+        raise RuntimeError(res.stderr[-2000:])
+    return float(res.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    from flashtriton.kernels import configs
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--kernels", nargs="+", default=["fwd", "dkdv", "dq"])
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--first-call", action="store_true", help="also time a cold first call with autotuning")
+    args = ap.parse_args(argv)
+    jobs = [(kern, d, causal, (t.block_m, t.block_n, t.num_warps, t.num_stages), args.seqlen)
+            for d in args.head_dims for causal in (False, True) for kern in args.kernels
+            for t in configs.candidates(kern, d, 2)]
+    t0 = time.perf_counter()
+    with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as pool:
+        failures = dict(zip(jobs, pool.map(_compile_job, jobs)))
+    print(f"compiled {len(jobs)} tile variants in {time.perf_counter() - t0:.0f}s", flush=True)
+    rows = []
+    for job in jobs:
+        kern, d, causal, tile, n = job
+        row = dict(kernel=kern, head_dim=d, causal=causal, tile=tile, seqlen=n)
+        if failures[job]:
+            row["error"] = failures[job]
+        else:
+            row["ms"], row["tflops"] = _run_once(*job, timed=True)
+        rows.append(row)
+    best = {}
+    for r in rows:
+        key = (r["kernel"], r["head_dim"], r["causal"])
+        if "ms" in r and (key not in best or r["ms"] < best[key]["ms"]):
+            best[key] = r
+    print("| kernel | D | causal | best tile (BM, BN, warps, stages) | TFLOP/s | default's TFLOP/s |")
+    print("|---|---|---|---|---|---|")
+    for (kern, d, causal), r in sorted(best.items()):
+        dflt = configs.DEFAULTS[kern][d]
+        dflt_t = (dflt.block_m, dflt.block_n, dflt.num_warps, dflt.num_stages)
+        dr = next((x for x in rows if (x["kernel"], x["head_dim"], x["causal"], x["tile"]) == (kern, d, causal, dflt_t)
+                   and "tflops" in x), None)
+        print(f"| {kern} | {d} | {causal} | {r['tile']} | {r['tflops']:.0f} | {dr['tflops'] if dr else float('nan'):.0f} |")
+    result = dict(rows=rows, best={f"{k[0]}-{k[1]}-{k[2]}": v["tile"] for k, v in best.items()})
+    # One tile per (kernel, D) for the defaults table: the least total time over causal and not.
+    tiles = {}
+    for kern in args.kernels:
+        for d in args.head_dims:
+            totals = {}
+            for r in rows:
+                if r["kernel"] == kern and r["head_dim"] == d and "ms" in r:
+                    totals.setdefault(r["tile"], []).append(r["ms"])
+            full = {t: sum(v) for t, v in totals.items() if len(v) == 2}
+            if full:
+                tiles.setdefault(kern, {})[str(d)] = min(full, key=full.get)
+    result["tiles"] = tiles
+    print("tiles:", json.dumps(tiles))
+    if args.first_call:
+        result["first_call_seconds"] = {d: first_call_tuning_seconds(d, args.seqlen) for d in args.head_dims}
+        print("first call with autotuning (cold cache), seconds:", result["first_call_seconds"])
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "tune.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.join(args.out, "tiles.json"), "w") as f:
+            json.dump(tiles, f)
+    for r in rows:
+        if "error" in r:
+            print("failed:", r["kernel"], r["head_dim"], r["causal"], r["tile"], r["error"])
+    return result
+
+
+if __name__ == "__main__":
+    main()
