@@ -66,8 +66,8 @@ def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, s
     if dropout_p > 0:
         # Seeded from torch's generator on q's device: torch.manual_seed reproduces it.
         rng_state = torch.randint(0, _RNG_HIGH, (2,), dtype=torch.int64, device=q.device)
-    out, lse = ops.attn_fwd(q, k, v, cu_q, cu_k, max_q, max_k, scale, window_left, window_right,
-                            float(softcap), alibi_slopes, float(dropout_p), rng_state, backend)
+    out, lse = ops.attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, window_left, window_right,
+                             float(softcap), alibi_slopes, float(dropout_p), rng_state, backend)
     if not return_attn_probs:
         return out
     probs = attention_probs(q, k, lse, backend, scale, window_left, window_right, float(softcap),

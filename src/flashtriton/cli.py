@@ -82,7 +82,8 @@ def cmd_bench(args) -> int:
     if _device() == "cuda":
         if args.suite in ("prefill", "all"):
             from flashtriton.bench import prefill
-            prefill.main(args.rest, out_dir=args.out)
+            rest = args.rest[1:] if args.rest[:1] == ["--"] else args.rest
+            prefill.main(rest, out_dir=args.out)
         if args.suite in ("decode", "all"):
             from flashtriton.bench import decode
             decode.main(out_dir=args.out)

@@ -81,6 +81,9 @@ _FWD_ARGS = ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "so
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend = inputs
     out, lse = output
+    # The backward pass has no lse term: lse is returned for inspection (flash-attn's
+    # return_attn_probs), so it does not require grad rather than get a silent zero.
+    ctx.mark_non_differentiable(lse)
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi, rng)
     ctx.scalars = (max_q, max_k, scale, wl, wr, softcap, dropout_p)
     ctx.backend = backend
@@ -95,3 +98,48 @@ def _backward(ctx, dout, dlse):
 
 
 attn_fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+class _EagerAttention(torch.autograd.Function):
+    """The same forward and backward as the registered ops, without torch.library's
+    per-call schema handling (~75 us a call on the CI CPU, measured 2026-11-29: more
+    than the kernels themselves at short sequences). Used only for plain eager calls;
+    see attention()."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend):
+        varlen = _varlen(cu_q, cu_k, max_q, max_k)
+        _check_varlen_values(q, k, varlen)
+        params = AttnParams(scale, wl, wr, softcap, dropout_p)
+        out, lse = backends.get(backend).fwd(q, k, v, params, alibi, rng, varlen)
+        _setup_context(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng,
+                             backend), (out, lse))
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
+        max_q, max_k, scale, wl, wr, softcap, dropout_p = ctx.scalars
+        params = AttnParams(scale, wl, wr, softcap, dropout_p)
+        grads = backends.get(ctx.backend).bwd(dout, q, k, v, out, lse, params, alibi, rng,
+                                              _varlen(cu_q, cu_k, max_q, max_k))
+        return grads + (None,) * len(_FWD_ARGS)
+
+
+def _plain_eager(*tensors) -> bool:
+    """True outside torch.compile, dispatch/function modes and functorch transforms,
+    with plain tensors: then nothing needs the op's registration."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+    return (not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
+            and not torch._C._is_torch_function_mode_enabled()
+            and all(type(t) is torch.Tensor and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+                    for t in tensors))
+
+
+def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend):
+    """The forward op with autograd: flashtriton::attn_fwd when traced or under a mode
+    (FakeTensor, vmap, ...), the lean eager path otherwise. Both run the same backend."""
+    args = (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend)
+    if _plain_eager(q, k, v):
+        return _EagerAttention.apply(*args)
+    return attn_fwd(*args)

@@ -46,7 +46,12 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         grads = reference.attention_backward(*args, **kw)
     else:
         grads = reference.attention_backward_varlen(*args, varlen.cu_seqlens_q, varlen.cu_seqlens_k, **kw)
-    return tuple(g.to(t.dtype) for g, t in zip(grads, (q, k, v)))
+    # Contiguous, as the op's fake implementation declares (the einsums leave their
+    # results in other layouts).
+    res = tuple(memory.empty(t.shape, t.dtype, t.device) for t in (q, k, v))
+    for r, g in zip(res, grads):
+        r.copy_(g)
+    return res
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:

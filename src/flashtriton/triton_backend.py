@@ -6,3 +6,4 @@ Interface (shared by flashtriton.cpu and flashtriton.reference_backend):
   dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
 """
 from .launchers.prefill import bwd, dropout_mask, fwd  # noqa: F401
+from .launchers.decode import kvcache_fwd  # noqa: E402,F401  (flash_attn_with_kvcache)

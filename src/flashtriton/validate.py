@@ -61,13 +61,19 @@ def attention_inputs(q, k, v, *, varlen: bool, backend: str):
         raise ValueError("q: nheads must be >= 1, got 0")
 
 
+def _finite(x) -> bool:
+    """math.isfinite by comparisons: they also work on the symbolic floats of
+    torch.compile(dynamic=True), where math.isfinite is a graph break."""
+    return -math.inf < x < math.inf  # False for NaN too
+
+
 def options(*, softmax_scale, window_size, softcap, dropout_p, alibi_slopes, q, batch: int):
-    if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and math.isfinite(softmax_scale)):
+    if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and _finite(softmax_scale)):
         raise ValueError(f"softmax_scale: must be a finite float or None, got {softmax_scale!r}")
     if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
             and all(isinstance(w, int) and w >= -1 for w in window_size)):
         raise ValueError(f"window_size: must be a pair (left, right) of ints >= -1 (-1: unbounded), got {window_size!r}")
-    if not (isinstance(softcap, (int, float)) and math.isfinite(softcap) and softcap >= 0):
+    if not (isinstance(softcap, (int, float)) and _finite(softcap) and softcap >= 0):
         raise ValueError(f"softcap: must be a finite float >= 0 (0 disables it), got {softcap!r}")
     if not (isinstance(dropout_p, (int, float)) and 0.0 <= dropout_p < 1.0):
         raise ValueError(f"dropout_p: must be in [0, 1), got {dropout_p!r}")
@@ -113,4 +119,5 @@ def cu_seqlens_values(name: str, cu: torch.Tensor, total: int, max_seqlen: int):
         raise ValueError(f"{name}: last entry must equal the total number of tokens {total}, got {vals[-1]}")
     longest = max(lens)
     if longest > max_seqlen:
-        raise ValueError(f"max_seqlen: {max_seqlen} is less than the longest sequence in {name} ({longest})")
+        raise ValueError(f"max_seqlen_{name[-1]}: {max_seqlen} is less than the longest sequence in {name} "
+                         f"({longest})")

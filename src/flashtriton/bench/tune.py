@@ -31,12 +31,22 @@ def _shape(d, n):
 def _run_once(kernel, d, causal, tile, n, timed):
     """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked."""
     from flashtriton.kernels import configs
-    saved = configs.DEFAULTS[kernel][d]
-    configs.DEFAULTS[kernel][d] = configs.Tile(*tile)
+    table = configs.DEFAULTS.setdefault(_table(kernel, n), {})
+    saved = table.get(d)
+    table[d] = configs.Tile(*tile)
     try:
         return _run_with_defaults(kernel, d, causal, n, timed)
     finally:
-        configs.DEFAULTS[kernel][d] = saved
+        if saved is None:
+            del table[d]
+        else:
+            table[d] = saved
+
+
+def _table(kernel, n):
+    """The defaults table a launch at sequence length n consults (configs.default_tile)."""
+    from flashtriton.kernels import configs
+    return kernel + "_short" if n <= configs.SHORT_SEQLEN else kernel
 
 
 def _run_with_defaults(kernel, d, causal, n, timed):
@@ -84,6 +94,32 @@ def first_call_tuning_seconds(d: int, n: int) -> float:
     return float(res.stdout.strip().splitlines()[-1])
 
 
+def breakdown(head_dims, n):
+    """CUDA time of each kernel in one forward+backward, from torch.profiler."""
+    import flashtriton
+    from torch.profiler import ProfilerActivity, profile
+    for d in head_dims:
+        for causal in (False, True):
+            b, n_, h, d_ = _shape(d, n)
+            q, k, v = (torch.randn(b, n_, h, d_, dtype=torch.bfloat16, device="cuda", requires_grad=True)
+                       for _ in range(3))
+            dout = torch.randn_like(q)
+            for _ in range(2):  # compile, warm up
+                torch.autograd.grad(flashtriton.flash_attn_func(q, k, v, causal=causal), (q, k, v), dout)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    torch.autograd.grad(flashtriton.flash_attn_func(q, k, v, causal=causal), (q, k, v), dout)
+                torch.cuda.synchronize()
+            fwd_flops = 4.0 * b * h * n_ * n_ * d_ / (2 if causal else 1)
+            print(f"D={d} causal={causal} N={n_}:")
+            for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:6]:
+                us = e.device_time_total / 5
+                work = {"attn_fwd_kernel": 1.0, "attn_bwd_dkdv_kernel": 2.0, "attn_bwd_dq_kernel": 1.5}.get(e.key)
+                rate = f"{work * fwd_flops / us / 1e6:.0f} TFLOP/s of matmul work" if work else ""
+                print(f"   {e.key[:40]:<40} {us:9.1f} us  {rate}")
+
+
 def main(argv=None):
     from flashtriton.kernels import configs
     ap = argparse.ArgumentParser(description=__doc__)
@@ -93,7 +129,10 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--out", default=None)
     ap.add_argument("--first-call", action="store_true", help="also time a cold first call with autotuning")
+    ap.add_argument("--breakdown", action="store_true", help="only profile the kernels of one fwd+bwd per shape")
     args = ap.parse_args(argv)
+    if args.breakdown:
+        return breakdown(args.head_dims, args.seqlen)
     jobs = [(kern, d, causal, (t.block_m, t.block_n, t.num_warps, t.num_stages), args.seqlen)
             for d in args.head_dims for causal in (False, True) for kern in args.kernels
             for t in configs.candidates(kern, d, 2)]
@@ -115,10 +154,11 @@ def main(argv=None):
         key = (r["kernel"], r["head_dim"], r["causal"])
         if "ms" in r and (key not in best or r["ms"] < best[key]["ms"]):
             best[key] = r
+    print(f"seqlen {args.seqlen}")
     print("| kernel | D | causal | best tile (BM, BN, warps, stages) | TFLOP/s | default's TFLOP/s |")
     print("|---|---|---|---|---|---|")
     for (kern, d, causal), r in sorted(best.items()):
-        dflt = configs.DEFAULTS[kern][d]
+        dflt = configs.default_tile(kern, d, args.seqlen)
         dflt_t = (dflt.block_m, dflt.block_n, dflt.num_warps, dflt.num_stages)
         dr = next((x for x in rows if (x["kernel"], x["head_dim"], x["causal"], x["tile"]) == (kern, d, causal, dflt_t)
                    and "tflops" in x), None)
@@ -134,7 +174,7 @@ def main(argv=None):
                     totals.setdefault(r["tile"], []).append(r["ms"])
             full = {t: sum(v) for t, v in totals.items() if len(v) == 2}
             if full:
-                tiles.setdefault(kern, {})[str(d)] = min(full, key=full.get)
+                tiles.setdefault(_table(kern, args.seqlen), {})[str(d)] = min(full, key=full.get)
     result["tiles"] = tiles
     print("tiles:", json.dumps(tiles))
     if args.first_call:

@@ -38,12 +38,13 @@ INTERPRETER_TILE = Tile(32, 32, 4, 1)
 # compile report (bench/compile_report.py), then the fastest of the GPU sweep
 # (bench/tune.py). Both runs are logged in bench/NOTES.md.
 DEFAULTS = {
-    "fwd": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 128, 8, 3),
+    "fwd": {16: Tile(128, 64, 4, 4), 32: Tile(128, 64, 4, 4), 64: Tile(128, 64, 4, 4),
             128: Tile(128, 128, 8, 3), 256: Tile(128, 64, 8, 2)},
-    "dkdv": {16: Tile(64, 64, 8, 2), 32: Tile(64, 64, 8, 2), 64: Tile(64, 64, 8, 2),
-             128: Tile(32, 64, 8, 2), 256: Tile(32, 64, 8, 2)},
-    "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2),
-           128: Tile(128, 64, 8, 2), 256: Tile(64, 64, 8, 2)},
+    "fwd_short": {16: Tile(128, 64, 8, 4), 32: Tile(128, 64, 8, 4), 64: Tile(128, 64, 8, 4)},
+    "dkdv": {16: Tile(32, 128, 4, 2), 32: Tile(32, 128, 4, 2), 64: Tile(32, 128, 4, 2),
+             128: Tile(64, 64, 4, 2), 256: Tile(32, 64, 8, 2)},
+    "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
+           128: Tile(128, 64, 8, 3), 256: Tile(64, 64, 8, 2)},
 }
 
 
@@ -59,7 +60,7 @@ def _load_tile_overrides():
         table = json.load(f)
     for kernel, by_d in table.items():
         for d, tile in by_d.items():
-            DEFAULTS[kernel][int(d)] = Tile(*tile)
+            DEFAULTS.setdefault(kernel, {})[int(d)] = Tile(*tile)
 
 
 _load_tile_overrides()
@@ -89,10 +90,13 @@ def live_values_per_thread(kernel: str, t: Tile, block_d: int) -> float:
     return (3 * t.block_n * block_d + 2 * t.block_n * t.block_m) / threads
 
 
-# Spill limits of live_values_per_thread, calibrated on 2026-11-29 against ptxas for
-# sm_90a (Triton 3.6.0, every candidate at D = 64, 128, 256): at or under these no
-# candidate spilled; the first tiles over them spilled 12 to 3,500 bytes.
-LIVE_LIMIT = {"fwd": 160, "dq": 160, "dkdv": 112}
+# Limits of live_values_per_thread. fwd and dq: calibrated on 2026-11-29 against ptxas
+# for sm_90a (Triton 3.6.0, every candidate at D = 64, 128, 256): at or under 160 no
+# tile spilled; the first over it spilled 12 to 3,500 bytes. dK/dV: every tile with a
+# 64-row key block or more spills a little at D = 128 (ptxas: 172 B to 1.5 KB, also
+# with pointer loads instead of TMA), yet larger tiles can still win (FlexAttention's
+# Hopper default is such a tile), so its limit only drops the hopeless ones.
+LIVE_LIMIT = {"fwd": 160, "dq": 160, "dkdv": 256}
 
 
 def prune(kernel: str, tiles, block_d: int, elem: int = 2):
@@ -108,7 +112,7 @@ def prune(kernel: str, tiles, block_d: int, elem: int = 2):
 
 CANDIDATES = {
     "fwd": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (64, 128) for w in (4, 8) for s in (2, 3, 4)],
-    "dkdv": [Tile(bm, bn, w, s) for bm in (32, 64) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3)],
+    "dkdv": [Tile(bm, bn, w, s) for bm in (16, 32, 64) for bn in (64, 128) for w in (4, 8) for s in (2, 3)],
     "dq": [Tile(bm, bn, w, s) for bm in (64, 128) for bn in (32, 64) for w in (4, 8) for s in (2, 3)],
 }
 
@@ -122,9 +126,16 @@ def seqlen_bucket(n: int) -> int:
     return min(max(triton.next_power_of_2(max(n, 1)), 128), 16384)
 
 
-def default_tile(kernel: str, block_d: int, interpret: bool) -> Tile:
-    if interpret:
-        return INTERPRETER_TILE
+# Sequences up to SHORT_SEQLEN use the "<kernel>_short" defaults where present: a short
+# program cannot hide a deep pipeline's prologue, and tiles with less shared memory let
+# two programs share an SM.
+SHORT_SEQLEN = 1024
+
+
+def default_tile(kernel: str, block_d: int, seqlen: int) -> Tile:
+    short = DEFAULTS.get(kernel + "_short", {})
+    if seqlen <= SHORT_SEQLEN and block_d in short:
+        return short[block_d]
     return DEFAULTS[kernel][block_d]
 
 

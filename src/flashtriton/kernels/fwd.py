@@ -29,18 +29,23 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
-    s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
-                    softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    if MASKED:
+    if MASKED or HAS_ALIBI or HAS_SOFTCAP:
+        s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
+                        softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                        MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row with nothing visible yet has m_new = -inf; shift it by 0 instead so
         # that exp2(-inf - -inf) never makes a NaN. m_i itself stays the true max.
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(s - m_use[:, None])                             # (BLOCK_M, BLOCK_N)
     else:
+        # Plain tile: the row max of the raw dots, scaled once per row (exact: scaling by
+        # a positive number keeps the order), so the scale folds into the exp2 argument
+        # as one FMA per score instead of a multiply and a subtract.
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
         m_use = m_new
+        p = tl.exp2(qk * qk_scale - m_use[:, None])                 # (BLOCK_M, BLOCK_N)
     alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state
-    p = tl.exp2(s - m_use[:, None])                                 # (BLOCK_M, BLOCK_N)
     l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
     if HAS_DROPOUT:
         keep = dropout_keep(seed, rng_offset, row_global[:, None], offs_n[None, :], rng_stride, dropout_p)

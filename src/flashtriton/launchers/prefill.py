@@ -92,6 +92,14 @@ def _dims4(t: torch.Tensor, varlen: bool):
     return t.stride(0), t.stride(1), t.stride(2)
 
 
+def _unit_stride_varlen(varlen: Varlen | None) -> Varlen | None:
+    """The kernels read cu_seqlens[b] as CU + b: a strided view is copied first."""
+    if varlen is None:
+        return None
+    return varlen._replace(cu_seqlens_q=varlen.cu_seqlens_q.contiguous(),
+                           cu_seqlens_k=varlen.cu_seqlens_k.contiguous())
+
+
 def _cu_blocks(cu_seqlens: torch.Tensor, block: int) -> torch.Tensor:
     """Cumulative count of `block`-row blocks per sequence (B + 1,), on the device: the
     varlen program map, computed without a host sync."""
@@ -127,11 +135,12 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
         key = (q.dtype, params.window_left >= 0, params.window_right >= 0, params.softcap > 0,
                params.dropout_p > 0, configs.seqlen_bucket(n))
         return tuning.pick(kernel, key, bd, q.element_size(), run)
-    return configs.DEFAULTS[kernel][bd]
+    return configs.default_tile(kernel, bd, n)
 
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32)."""
+    varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     q, k, v = (_descriptor_ready(t) for t in (q, k, v))
     if is_varlen:
@@ -183,6 +192,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v. Deterministic: no atomics anywhere."""
+    varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     dout, q, k, v = (_descriptor_ready(t) for t in (dout, q, k, v))
     if is_varlen:
@@ -218,10 +228,13 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
                   DOT_PRECISION=_dot_precision(q.dtype), **scalars)
 
     pre_block = 64
-    bwd_preprocess_kernel[(batch * nheads, triton.cdiv(seqlen_q, pre_block))](
+    # delta is one value per query row: a varlen batch is one packed run of total_q rows
+    # here, so no program is spent on padding up to max_seqlen_q.
+    pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
+    bwd_preprocess_kernel[(pre_batch * nheads, triton.cdiv(pre_rows, pre_block))](
         out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
-        stride_lb, stride_lh, nheads, seqlen_q,
-        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=is_varlen)
+        stride_lb, stride_lh, nheads, pre_rows,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
 
     def launch_dkdv(tile: configs.Tile):
         if is_varlen:
@@ -263,6 +276,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:
     """The keep-mask (B, H, Nq, Nk) bool that fwd / bwd draw for this rng state."""
+    varlen = _unit_stride_varlen(varlen)
     from ..kernels.dropout_mask import dropout_mask_kernel
     if varlen is None:
         batch, seqlen_q, nheads, _ = q.shape

@@ -1,0 +1,476 @@
+"""Decode benchmark on the GPU: one new query per sequence against a KV cache.
+
+Shapes (issue 5): bf16, H = 32 query heads, Hk = 8 KV heads, D = 128, Sq = 1,
+B in {1, 8, 32, 128} x L in {1k, 8k, 32k, 128k} (shapes whose cache exceeds
+MAX_CACHE_GB are skipped). Providers, on the same inputs: flashtriton's
+flash_attn_with_kvcache (default split heuristic, contiguous cache, value checks
+off as in a serving loop), SDPA FLASH_ATTENTION (FA2 CUDA) and SDPA CUDNN_ATTENTION,
+both with enable_gqa=True on (B, Hk, L, D) views of the same cache.
+Extra rows: paged caches (page 16 and 256, shuffled pool), the append of one token
+with rotary, and a sweep of flashtriton's launch variants (combine, append, tiles,
+split counts) for tuning.
+
+Every provider is first checked against the reference (flashtriton.reference_decode,
+fp32, on batch element 0), then timed with triton.testing.do_bench (median; L2
+flushed before every call, so even the small caches are read from HBM). Each
+timing is taken eagerly and, where the provider can be captured, as a CUDA graph
+replay (what a serving loop runs: no Python or launch overhead on the CPU side).
+Bandwidth = bytes of K and V read / time = 2 * B * Hk * L * D * 2 bytes / time.
+
+Results: bench/results/<gpu>/decode.json, decode.md (tables + the issue's targets)
+and decode.png (GB/s against L, one line per B and provider).
+
+    python -m flashtriton.bench.decode            # the full run (about 2 minutes on an H200)
+    python -m flashtriton.bench.decode --quick    # fewer shapes, no variant sweep
+    python -m flashtriton.bench.decode --smoke    # tiny shapes on the CPU: checks this harness
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+
+import flashtriton
+from flashtriton import kvcache, reference_decode
+from flashtriton.bench import common
+from flashtriton.launchers import decode as launcher
+from flashtriton.launchers.prefill import AttnParams
+
+NHEADS, NHEADS_K, HEAD_DIM = 32, 8, 128
+BATCHES = [1, 8, 32, 128]
+SEQLENS = [1024, 8192, 32768, 131072]
+MAX_CACHE_GB = 36.0        # K + V bytes per shape; B=128 x 128k (68.7 GB) is skipped
+MAX_REL_ERR = 1e-2         # against the fp32 reference (bf16 decode lands near 2e-3)
+PAGED_SHAPES = [(1, 8192), (1, 131072), (32, 32768)]
+APPEND_SHAPES = [(1, 8192), (32, 32768), (1, 131072)]
+# (B, L, page size or 0), most important first: the sweep stops after VARIANT_BUDGET_S.
+VARIANT_SHAPES = [(1, 8192, 0), (32, 32768, 0), (1, 131072, 0), (32, 32768, 16), (128, 8192, 0)]
+VARIANT_BUDGET_S = 40.0
+
+# The issue's targets (H200, bf16, Hq=32, Hk=8, D=128) and the baselines it quotes.
+TARGETS = """| target | baseline in the issue |
+|---|---|
+| B=1, L=128k: >= 4.0 TB/s | cuDNN 3.85, FA2-CUDA 3.43 TB/s |
+| B=1, L=8k: latency <= 22.6 us | cuDNN 22.6 us |
+| B=32, L=32k: >= 1.6x FA2-CUDA and >= 1.0x cuDNN | FA2-CUDA 2.55, cuDNN 4.49 TB/s |
+| paged, page 16 and 256: within 10% of contiguous | |
+| append 1 token + rotary: adds <= 10% | |"""
+
+
+def kv_bytes(batch, seqlen, esize=2):
+    return 2 * batch * NHEADS_K * seqlen * HEAD_DIM * esize
+
+
+# ----------------------------------------------------------------------------------------
+# inputs and providers
+
+def make_inputs(batch, seqlen, device, dtype=torch.bfloat16, page_size=0, append=False):
+    """One decode step: q (B, 1, H, D) and a full cache of L tokens (L - 1 cached plus
+    the appended one when `append`). Paged caches use a shuffled pool."""
+    nheads, nheads_k, head_dim = NHEADS, NHEADS_K, HEAD_DIM
+    inp = dict(q=torch.randn(batch, 1, nheads, head_dim, dtype=dtype, device=device))
+    if page_size:
+        blocks = batch * seqlen // page_size
+        shape = (blocks, page_size, nheads_k, head_dim)
+        inp["block_table"] = torch.randperm(blocks, device=device).to(torch.int32).view(batch, seqlen // page_size)
+    else:
+        shape = (batch, seqlen, nheads_k, head_dim)
+    inp["k_cache"] = torch.randn(shape, dtype=dtype, device=device)
+    inp["v_cache"] = torch.randn(shape, dtype=dtype, device=device)
+    n_cached = seqlen - 1 if append else seqlen
+    inp["cache_seqlens"] = torch.full((batch,), n_cached, dtype=torch.int32, device=device)
+    if append:
+        inp["k"] = torch.randn(batch, 1, nheads_k, head_dim, dtype=dtype, device=device)
+        inp["v"] = torch.randn(batch, 1, nheads_k, head_dim, dtype=dtype, device=device)
+        inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+        ang = torch.arange(seqlen, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+        inp["rotary_cos"], inp["rotary_sin"] = ang.cos().to(dtype), ang.sin().to(dtype)
+    return inp
+
+
+def ours(inp, causal=False, num_splits=0, checks=False):
+    args = {k: v for k, v in inp.items() if k != "q"}
+    with kvcache.value_checks(checks):
+        return flashtriton.flash_attn_with_kvcache(inp["q"], causal=causal, num_splits=num_splits, **args)
+
+
+def _sdpa(backend_name):
+    def run(inp, views):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        k, v = views
+        with sdpa_kernel([getattr(SDPBackend, backend_name)]):
+            out = F.scaled_dot_product_attention(inp["q"].transpose(1, 2), k, v, enable_gqa=True)
+        return out.transpose(1, 2)
+    return run
+
+
+SDPA = {"sdpa-flash (FA2 CUDA)": "FLASH_ATTENTION", "sdpa-cudnn": "CUDNN_ATTENTION"}
+
+
+def reference_out(inp, causal=False):
+    """fp32 reference of batch element 0 (after the append, if any, which it repeats
+    idempotently on a copy of the touched rows)."""
+    sl = {}
+    for name, t in inp.items():
+        if name in ("k_cache", "v_cache"):
+            sl[name] = t if "block_table" in inp else t[:1]
+        elif name in ("rotary_cos", "rotary_sin"):
+            sl[name] = t
+        else:
+            sl[name] = t[:1]
+    if "k" in sl:  # never write the timed cache from the reference
+        sl["k_cache"], sl["v_cache"] = sl["k_cache"].clone(), sl["v_cache"].clone()
+    d = inp["q"].shape[-1]
+    params = AttnParams(1 / math.sqrt(d), -1, 0 if causal else -1, 0.0, 0.0)
+    out, _ = reference_decode.kvcache_fwd(
+        sl["q"], sl["k_cache"], sl["v_cache"], sl.get("k"), sl.get("v"), sl.get("rotary_cos"), sl.get("rotary_sin"),
+        sl["cache_seqlens"], None, None, sl.get("block_table"), params, True, None, 0, compute_dtype=torch.float32)
+    return out
+
+
+def _time(fn, device, graphs):
+    """(eager ms, graph-replay ms or None)."""
+    eager = common.time_ms(fn, device)
+    graph_ms = None
+    if graphs and device == "cuda":
+        try:
+            fn()
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                fn()
+            graph_ms = common.time_ms(g.replay, device)
+            del g
+        except Exception:  # a provider that cannot be captured
+            graph_ms = None
+    return eager, graph_ms
+
+
+def _row(kind, provider, batch, seqlen, ms, graph_ms, err, **extra):
+    nbytes = kv_bytes(batch, seqlen)
+    row = dict(kind=kind, provider=provider, batch=batch, seqlen=seqlen, us=ms * 1e3, gbs=nbytes / ms / 1e6,
+               rel_err=err, **extra)
+    if graph_ms is not None:
+        row["graph_us"] = graph_ms * 1e3
+        row["graph_gbs"] = nbytes / graph_ms / 1e6
+    return row
+
+
+def _checked(fn, ref, name):
+    out = fn()
+    err = common.max_rel_err(out[:1], ref)
+    if not err <= MAX_REL_ERR:
+        raise AssertionError(f"{name}: relative error {err:.2e} > {MAX_REL_ERR:.0e}: not timed")
+    return err
+
+
+def _error_row(kind, provider, batch, seqlen, exc, **extra):
+    return dict(kind=kind, provider=provider, batch=batch, seqlen=seqlen,
+                error=f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}", **extra)
+
+
+# ----------------------------------------------------------------------------------------
+# sections
+
+def bench_grid(batch, seqlen, device, graphs, sdpa=True):
+    inp = make_inputs(batch, seqlen, device)
+    ref = reference_out(inp)
+    rows = []
+    splits = launcher.num_splits_heuristic(batch * NHEADS_K, seqlen, launcher.sm_count(torch.device(device)),
+                                           launcher.current_options().min_split_keys)
+    try:
+        fn = lambda: ours(inp)  # noqa: E731
+        err = _checked(fn, ref, "flashtriton")
+        rows.append(_row("grid", "flashtriton", batch, seqlen, *_time(fn, device, graphs), err, num_splits=splits))
+    except Exception as exc:
+        rows.append(_error_row("grid", "flashtriton", batch, seqlen, exc))
+    if sdpa:
+        views = (inp["k_cache"].transpose(1, 2), inp["v_cache"].transpose(1, 2))
+        for name, backend in SDPA.items():
+            fn = _sdpa(backend)
+            try:
+                try:
+                    err = _checked(lambda: fn(inp, views), ref, name)
+                    use, layout = views, "strided view of the cache"
+                except RuntimeError:
+                    # the backend refuses the strided (B, Hk, L, D) view: give it a contiguous copy
+                    use = tuple(t.contiguous() for t in views)
+                    layout = "contiguous (B, Hk, L, D) copy"
+                    err = _checked(lambda: fn(inp, use), ref, name)
+                rows.append(_row("grid", name, batch, seqlen, *_time(lambda: fn(inp, use), device, graphs), err,
+                                 layout=layout))
+                del use
+            except Exception as exc:
+                rows.append(_error_row("grid", name, batch, seqlen, exc))
+    del inp
+    return rows
+
+
+def bench_paged(batch, seqlen, device, graphs):
+    rows = []
+    for page in (16, 256):
+        inp = make_inputs(batch, seqlen, device, page_size=page)
+        try:
+            fn = lambda: ours(inp)  # noqa: E731
+            err = _checked(fn, reference_out(inp), f"paged {page}")
+            rows.append(_row("paged", "flashtriton", batch, seqlen, *_time(fn, device, graphs), err, page_size=page))
+        except Exception as exc:
+            rows.append(_error_row("paged", "flashtriton", batch, seqlen, exc, page_size=page))
+        del inp
+    return rows
+
+
+def bench_append(batch, seqlen, device, graphs):
+    """The decode step with and without appending one token with rotary (causal, as
+    a model runs it), and the separate-kernel append for comparison."""
+    rows = []
+    inp = make_inputs(batch, seqlen, device, append=True)
+    plain = {k: v for k, v in inp.items() if k not in ("k", "v", "rotary_cos", "rotary_sin")}
+    plain["cache_seqlens"] = inp["cache_seqlens"] + 1
+    for label, case, append_mode in (("no append", plain, "fused"), ("append+rotary", inp, "fused"),
+                                     ("append+rotary, separate kernels", inp, "separate")):
+        try:
+            with launcher.options(append=append_mode):
+                fn = lambda: ours(case, causal=True)  # noqa: E731
+                err = _checked(fn, reference_out(case, causal=True), label)
+                rows.append(_row("append", "flashtriton", batch, seqlen, *_time(fn, device, graphs), err,
+                                 variant=label))
+        except Exception as exc:
+            rows.append(_error_row("append", "flashtriton", batch, seqlen, exc, variant=label))
+    del inp, plain
+    return rows
+
+
+def _variants(batch, seqlen, page, sms):
+    base = launcher.num_splits_heuristic(batch * NHEADS_K, seqlen, sms, 256)
+    v = [("default", {}, 0), ("combine=kernel", dict(combine="kernel"), 0),
+         ("kv_load=pointer", dict(kv_load="pointer"), 0)]
+    tiles = [(32, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 3), (128, 8, 4), (64, 4, 2)]
+    if page:  # tiles of one page go through TMA; larger ones gather rows
+        tiles = [(page, 4, 4), (page, 4, 8), (32, 4, 4), (128, 4, 3)]
+    for tile in tiles:
+        v.append(("tile=%d,%d,%d" % tile, dict(block_n=tile[0], num_warps=tile[1], num_stages=tile[2]), 0))
+    for s in sorted({max(1, base // 2), base * 2, base * 4} - {base}):
+        if s <= launcher.MAX_SPLITS:
+            v.append((f"splits={s}", {}, s))
+    return v
+
+
+def bench_variants(device, graphs, deadline):
+    return bench_variants_at(VARIANT_SHAPES, device, graphs, deadline)
+
+
+def bench_variants_at(shapes, device, graphs, deadline):
+    rows = []
+    sms = launcher.sm_count(torch.device(device))
+    for batch, seqlen, page in shapes:
+        inp = make_inputs(batch, seqlen, device, page_size=page)
+        ref = reference_out(inp)
+        for label, opts, splits in _variants(batch, seqlen, page, sms):
+            label = f"page {page}, {label}" if page else label
+            if time.perf_counter() > deadline:
+                break
+            try:
+                with launcher.options(**opts):
+                    fn = lambda: ours(inp, num_splits=splits)  # noqa: E731
+                    err = _checked(fn, ref, label)
+                    rows.append(_row("variant", "flashtriton", batch, seqlen, *_time(fn, device, graphs), err,
+                                     variant=label))
+            except Exception as exc:
+                rows.append(_error_row("variant", "flashtriton", batch, seqlen, exc, variant=label))
+        del inp
+    # The value checks' host sync, once: what serving without value_checks(False) pays.
+    batch, seqlen, _ = shapes[0]
+    inp = make_inputs(batch, seqlen, device)
+    try:
+        ms = common.time_ms(lambda: ours(inp, checks=True), device)
+        rows.append(_row("variant", "flashtriton", batch, seqlen, ms, None, None, variant="value checks on (eager)"))
+    except Exception as exc:
+        rows.append(_error_row("variant", "flashtriton", batch, seqlen, exc, variant="value checks on (eager)"))
+    return rows
+
+
+# ----------------------------------------------------------------------------------------
+# reporting
+
+def _L(n):
+    return f"{_L(n)}" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _fmt(r, key="gbs"):
+    if r is None or "error" in r:
+        return "x"
+    us = r["us"]
+    g = f" ({r['graph_us']:.1f})" if "graph_us" in r else ""
+    return f"{us:.1f}{g} µs, {r[key] / 1000:.2f} TB/s"
+
+
+def markdown(rows, env) -> str:
+    lines = [f"GPU: {env['device']} ({env.get('sms')} SMs), torch {env['torch']}, triton {env['triton']}, "
+             f"{env['date']}. bf16, H={NHEADS}, Hk={NHEADS_K}, D={HEAD_DIM}, one query per sequence. "
+             "µs per step eager (CUDA-graph replay in parentheses), TB/s of K and V read "
+             "(2·B·Hk·L·D·2 bytes / eager time). `x`: error or unsupported (listed below).", ""]
+    grid = [r for r in rows if r["kind"] == "grid"]
+    names = list(dict.fromkeys(r["provider"] for r in grid))
+    lines += ["### Contiguous cache", "",
+              "| B | L | " + " | ".join(names) + " | ours / FA2 | ours / cuDNN | splits |",
+              "|---|---|" + "---|" * (len(names) + 3)]
+    by = {(r["provider"], r["batch"], r["seqlen"]): r for r in grid}
+    for b, n in dict.fromkeys((r["batch"], r["seqlen"]) for r in grid):
+        cells = [_fmt(by.get((p, b, n))) for p in names]
+        o = by.get(("flashtriton", b, n), {})
+        ratios = []
+        for other in ("sdpa-flash (FA2 CUDA)", "sdpa-cudnn"):
+            x = by.get((other, b, n), {})
+            ratios.append(f"{x['us'] / o['us']:.2f}" if "us" in o and "us" in x else "–")
+        lines.append(f"| {b} | {_L(n)} | " + " | ".join(cells) + " | " + " | ".join(ratios)
+                     + f" | {o.get('num_splits', '–')} |")
+    lines.append("")
+    paged = [r for r in rows if r["kind"] == "paged"]
+    if paged:
+        lines += ["### Paged cache (shuffled pool) against the contiguous cache", "",
+                  "| B | L | page | paged | contiguous | paged / contiguous time |", "|---|---|---|---|---|---|"]
+        for r in paged:
+            c = by.get(("flashtriton", r["batch"], r["seqlen"]))
+            ratio = f"{r['us'] / c['us']:.3f}" if c and "us" in c and "us" in r else "–"
+            lines.append(f"| {r['batch']} | {_L(r['seqlen'])} | {r['page_size']} | {_fmt(r)} | {_fmt(c)} "
+                         f"| {ratio} |")
+        lines.append("")
+    app = [r for r in rows if r["kind"] == "append"]
+    if app:
+        lines += ["### Appending one token with rotary (causal decode step)", "",
+                  "| B | L | variant | time | vs no append |", "|---|---|---|---|---|"]
+        base = {(r["batch"], r["seqlen"]): r for r in app if r.get("variant") == "no append" and "us" in r}
+        for r in app:
+            b0 = base.get((r["batch"], r["seqlen"]))
+            over = f"{(r['us'] / b0['us'] - 1) * 100:+.1f}%" if b0 and "us" in r else "–"
+            if b0 and "graph_us" in r and "graph_us" in b0:
+                over += f" ({(r['graph_us'] / b0['graph_us'] - 1) * 100:+.1f}% graph)"
+            lines.append(f"| {r['batch']} | {_L(r['seqlen'])} | {r['variant']} | {_fmt(r)} | {over} |")
+        lines.append("")
+    var = [r for r in rows if r["kind"] == "variant"]
+    if var:
+        lines += ["### Launch variants of flashtriton (tuning)", "", "| B | L | variant | time |", "|---|---|---|---|"]
+        for r in var:
+            lines.append(f"| {r['batch']} | {_L(r['seqlen'])} | {r['variant']} | {_fmt(r)} |")
+        lines.append("")
+    lines += ["### The issue's targets", "", TARGETS, ""]
+    errs = [r for r in rows if "error" in r]
+    if errs:
+        lines.append("Not timed: " + "; ".join(f"{r['provider']} B={r['batch']} L={r['seqlen']}"
+                                               f"{' ' + str(r.get('variant', r.get('page_size', '')))}: {r['error']}"
+                                               for r in errs))
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    grid = [r for r in rows if r["kind"] == "grid" and "gbs" in r]
+    batches = sorted({r["batch"] for r in grid})
+    fig, axes = plt.subplots(1, max(1, len(batches)), figsize=(4.2 * max(1, len(batches)), 3.6), squeeze=False)
+    for ax, b in zip(axes[0], batches):
+        for name in dict.fromkeys(r["provider"] for r in grid):
+            pts = sorted((r["seqlen"], r["gbs"]) for r in grid if r["batch"] == b and r["provider"] == name)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=f"{name}")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"decode, B={b}", fontsize=9)
+        ax.set_xlabel("L (cached tokens)")
+        ax.set_ylabel("GB/s of K and V read")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+# ----------------------------------------------------------------------------------------
+# entry points
+
+def _smoke(out_dir):
+    """The whole pipeline (inputs, check, time, table, plot) on tiny CPU shapes: the
+    Triton kernels under the interpreter when TRITON_INTERPRET=1, else the CPU's
+    default backend. SDPA runs its math backend there."""
+    global NHEADS, NHEADS_K, HEAD_DIM, SDPA
+    saved = NHEADS, NHEADS_K, HEAD_DIM, SDPA
+    NHEADS, NHEADS_K, HEAD_DIM = 4, 2, 32
+    SDPA = {"sdpa-math": "MATH"}
+    backend = "triton" if launcher.interpreting() else flashtriton.backends.default_for(torch.device("cpu"))
+    try:
+        with flashtriton.use_backend(backend):
+            rows = []
+            for b, n in ((1, 64), (2, 128)):
+                rows += bench_grid(b, n, "cpu", graphs=False)
+            rows += bench_paged(1, 256, "cpu", graphs=False)
+            rows += bench_append(1, 64, "cpu", graphs=False)
+            with launcher.options(block_n=16):
+                rows += bench_variants_at([(1, 128, 0), (1, 128, 16)], "cpu", False, time.perf_counter() + 60)
+        return _write(rows, "cpu", out_dir, "decode-smoke", dict(backend=backend))
+    finally:
+        NHEADS, NHEADS_K, HEAD_DIM, SDPA = saved
+
+
+def _write(rows, device, out_dir, stem, extra_env=None):
+    env = common.environment(device)
+    env.update(extra_env or {})
+    out = common.results_dir(device, out_dir)
+    common.write_json(out / f"{stem}.json", env, rows)
+    md = markdown(rows, env)
+    (out / f"{stem}.md").write_text(md + "\n")
+    plot(rows, out / f"{stem}.png")
+    print(md)
+    return rows
+
+
+def main(out_dir=None, quick=False, smoke=False, variants=True, graphs=True) -> list[dict]:
+    """Runs the benchmark and writes bench/results/<gpu>/decode.{json,md,png}; returns the rows."""
+    if smoke:
+        return _smoke(out_dir)
+    if not torch.cuda.is_available():
+        raise RuntimeError("the decode benchmark needs a CUDA GPU (use --smoke to check the harness on the CPU)")
+    device = "cuda"
+    start = time.perf_counter()
+    batches, seqlens = ([1, 32], [8192, 32768]) if quick else (BATCHES, SEQLENS)
+    shapes = [(b, n) for b in batches for n in seqlens if kv_bytes(b, n) <= MAX_CACHE_GB * 1e9]
+    paged = [s for s in PAGED_SHAPES if not quick or s in shapes]
+    append = [s for s in APPEND_SHAPES if not quick or s in shapes]
+    bar = common.Progress(len(shapes) + len(paged) + len(append) + (1 if variants and not quick else 0), "decode")
+    rows = []
+    for b, n in shapes:
+        rows += bench_grid(b, n, device, graphs)
+        torch.cuda.empty_cache()
+        bar.step(f"B={b} L={n}")
+    for b, n in paged:
+        rows += bench_paged(b, n, device, graphs)
+        torch.cuda.empty_cache()
+        bar.step(f"paged B={b} L={n}")
+    for b, n in append:
+        rows += bench_append(b, n, device, graphs)
+        torch.cuda.empty_cache()
+        bar.step(f"append B={b} L={n}")
+    if variants and not quick:
+        rows += bench_variants(device, graphs, time.perf_counter() + VARIANT_BUDGET_S)
+        bar.step("variants")
+    return _write(rows, device, out_dir, "decode", dict(seconds=round(time.perf_counter() - start, 1)))
+
+
+def _cli(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m flashtriton.bench.decode", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=None, help="results root (default: ./bench/results)")
+    ap.add_argument("--quick", action="store_true", help="B in {1, 32}, L in {8k, 32k}, no variant sweep")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    ap.add_argument("--no-variants", action="store_true", help="skip the sweep of launch variants")
+    ap.add_argument("--no-graphs", action="store_true", help="time eagerly only")
+    args = ap.parse_args(argv)
+    main(out_dir=args.out, quick=args.quick, smoke=args.smoke, variants=not args.no_variants,
+         graphs=not args.no_graphs)
+
+
+if __name__ == "__main__":
+    _cli()

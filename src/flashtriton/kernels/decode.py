@@ -1,0 +1,484 @@
+"""Flash-Decoding: split-KV attention of a few query rows over a long KV cache, and the combine.
+
+With one query (or a handful) per sequence there is no query axis to parallelise
+over, and the work is bound by reading the cache. So the grid runs over chunks of
+the cache instead: program (b, hk, split) streams its chunk of KV head hk of
+sequence b exactly once, for all G = H / Hk query heads that share the head and all
+Sq query rows together. Those G * Sq rows are the M dimension of the tile's dots
+(padded to BLOCK_M >= 16 for tl.dot): row r is query qi = r // G of head hk * G + r % G.
+
+Each program writes a partial result, normalised, with its logsumexp (log2 units):
+    o_s = sum_j p_j v_j / l_s,   lse_s = m_s + log2(l_s)     (-inf when the chunk has no key)
+and the partials merge exactly, weighted by exp2(lse_s - lse):
+    lse = log2(sum_s exp2(lse_s)),   out = sum_s exp2(lse_s - lse) * o_s.
+The merge runs either in the split kernel itself - the last program of each (b, hk)
+to finish, found with an atomic ticket counter, merges the partials while they are
+hot in L2 (FUSED_COMBINE: one launch per decode step) - or in decode_combine_kernel.
+With one split the program normalises and writes the output directly.
+
+Cache layouts (PAGE_SIZE constexpr):
+  0            contiguous (B_cache, S_cache, Hk, D), row BATCH_IDX[b] (or b)
+  >= BLOCK_N   paged, every tile inside one page: one block-table lookup per tile
+  <  BLOCK_N   paged, small pages: a tile gathers its rows through per-row page indices
+Tiles are aligned to absolute multiples of BLOCK_N, so with PAGE_SIZE >= BLOCK_N (both
+powers of two) a tile never straddles two pages. K and V tiles come either through
+TMA (KV_TMA: host-made descriptors of the cache viewed as (dim0 * dim1, Hk * D), for
+the contiguous cache and pages >= BLOCK_N) or through pointer loads (any strides,
+and the per-row gather of small pages), pipelined over num_stages either way.
+
+Positions: the keys of sequence b are the absolute cache positions [lp, end + Snew),
+lp = LEFTPAD[b] (or 0), end = SEQLENS[b] (+ `appended` when a separate kernel already
+wrote the new tokens). Masks and ALiBi use positions relative to lp ("krel"); n keys,
+diag = n - Sq (bottom-right alignment). With fused append (HAS_NEW), positions
+[end, end + Snew) are read from K_NEW / V_NEW (rotated here), and the program with
+m-block 0 that covers them also writes them into the cache.
+
+Scores are in log2 units: the softmax scale and log2(e) are folded into qk_scale, so
+every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
+"""
+import triton
+import triton.language as tl
+
+LOG2E = tl.constexpr(1.4426950408889634)
+LN2 = tl.constexpr(0.6931471805599453)
+
+# Scalar arguments that change from call to call: not specialised, so that a new
+# split count or sequence length reuses the compiled kernel.
+NO_SPECIALIZE = ["seqlen_q", "seqlen_new", "appended", "n_ro", "rot_half", "n_splits", "m_blocks",
+                 "rows_per_block", "window_left", "window_right"]
+
+
+@triton.jit
+def rotated_rows(row_ptrs, row_ok, pos, COS, SIN, stride_cos, stride_sin, rot_half, n_ro, offs_d,
+                 HEAD_DIM: tl.constexpr, INTERLEAVED: tl.constexpr):
+    """Rows x (R, BLOCK_D) loaded from row_ptrs (R, 1) and rotated at positions pos (R,), fp32.
+
+    Features d < 2 * rot_half rotate in pairs, x_d -> x_d cos - x_partner sin for the
+    first of a pair and x_d cos + x_partner sin for the second:
+      INTERLEAVED (GPT-J):     pairs (2i, 2i + 1), angle column i = d // 2
+      not INTERLEAVED (NeoX):  pairs (i, i + rot_half), angle column i = d % rot_half
+    Positions outside the table (only possible when value checks are off) read as
+    angle 0, so the kernel never loads out of bounds.
+    """
+    d = offs_d[None, :]
+    ok = row_ok & (d < HEAD_DIM)
+    x = tl.load(row_ptrs + d, mask=ok, other=0.0).to(tl.float32)
+    rot = d < 2 * rot_half
+    if INTERLEAVED:
+        first = (d % 2) == 0
+        partner = d ^ 1
+        col = d // 2
+    else:
+        first = d < rot_half
+        partner = tl.where(first, d + rot_half, d - rot_half)
+        col = tl.where(first, d, d - rot_half)
+    rmask = ok & rot
+    y = tl.load(row_ptrs + partner, mask=rmask, other=0.0).to(tl.float32)
+    p = pos[:, None]
+    cmask = rmask & (p >= 0) & (p < n_ro)
+    c = tl.load(COS + p.to(tl.int64) * stride_cos + col, mask=cmask, other=1.0).to(tl.float32)
+    s = tl.load(SIN + p.to(tl.int64) * stride_sin + col, mask=cmask, other=0.0).to(tl.float32)
+    ys = tl.where(first, -y, y) * s
+    return tl.where(rot, x * c + ys, x)
+
+
+@triton.jit
+def _locate(bt_row, start_n, offs_n, pos_ok, cache_b, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(block, slot) int64 of the cache rows at absolute positions offs_n (BLOCK_N,).
+
+    block is the cache's dim-0 index (the batch row, or the page), slot its dim-1 index.
+    bt_row points at this sequence's block-table row.
+    """
+    if PAGE_SIZE == 0:
+        blk = cache_b.to(tl.int64)
+        slot = offs_n.to(tl.int64)
+    elif PAGE_SIZE >= BLOCK_N:
+        # The whole tile lies in one page: one scalar lookup.
+        blk = tl.load(bt_row + start_n // PAGE_SIZE).to(tl.int64)
+        slot = (offs_n % PAGE_SIZE).to(tl.int64)
+    else:
+        # Small pages: BLOCK_N / PAGE_SIZE pages per tile, gathered per row. Unused
+        # rows (outside the sequence) look up nothing, so a garbage table entry
+        # beyond the sequence is never followed.
+        blk = tl.load(bt_row + offs_n // PAGE_SIZE, mask=pos_ok, other=0).to(tl.int64)
+        slot = (offs_n % PAGE_SIZE).to(tl.int64)
+    return blk, slot
+
+
+@triton.jit
+def _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk, rows_per_block,
+                 stride_kb, stride_kn, stride_vb, stride_vn,
+                 knew_row, vnew_row, stride_kns, stride_vns, seqlen_new, write_new,
+                 COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                 lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right,
+                 offs_d,
+                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                 MASKED: tl.constexpr, FROM_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr,
+                 INTERLEAVED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                 HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, KV_TMA: tl.constexpr,
+                 DOT_PRECISION: tl.constexpr):
+    """One tile of BLOCK_N keys at absolute positions [start_n, start_n + BLOCK_N): the
+    online-softmax update of (acc, l_i, m_i). MASKED tiles apply the sequence bounds
+    and the window; FROM_NEW tiles (masked ones only) take positions >= end from the
+    new tokens, rotate them, and write them into the cache when write_new."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)                         # absolute positions
+    d_ok = offs_d < HEAD_DIM
+    if MASKED:
+        in_cache = (offs_n >= lp) & (offs_n < end)
+        blk, slot = _locate(bt_row, start_n, offs_n, in_cache | (offs_n < end + seqlen_new) & (offs_n >= end),
+                            cache_b, PAGE_SIZE, BLOCK_N)
+    else:
+        blk, slot = _locate(bt_row, start_n, offs_n, offs_n >= 0, cache_b, PAGE_SIZE, BLOCK_N)
+    if KV_TMA:
+        # TMA: the cache viewed as (blocks * rows_per_block, Hk * D); the tile is the box
+        # at row blk * rows_per_block + first slot, column hk * D. (With D < BLOCK_D the
+        # box also covers the next head's first columns: q is zero there, and the extra
+        # output columns are never stored.) Rows past the sequence may hold anything,
+        # NaN included, so masked tiles zero them.
+        if PAGE_SIZE == 0:
+            row0 = blk * rows_per_block + start_n
+        else:
+            row0 = blk * rows_per_block + start_n % PAGE_SIZE
+        k = K_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])           # (BLOCK_N, BLOCK_D)
+        v = V_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])
+        if MASKED:
+            k = tl.where(in_cache[:, None], k, 0.0)
+            v = tl.where(in_cache[:, None], v, 0.0)
+    else:
+        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
+        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
+        if MASKED:
+            kv_mask = in_cache[:, None] & d_ok[None, :]
+            k = tl.load(k_ptrs, mask=kv_mask, other=0.0)            # (BLOCK_N, BLOCK_D)
+            v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
+        elif HEAD_DIM == BLOCK_D:
+            k = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+        else:
+            k = tl.load(k_ptrs, mask=d_ok[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=d_ok[None, :], other=0.0)
+    if FROM_NEW:
+        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
+        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
+        j = offs_n - end                                             # index into the new tokens
+        is_new = (j >= 0) & (j < seqlen_new)
+        jj = tl.where(is_new, j, 0).to(tl.int64)
+        nmask = is_new[:, None] & d_ok[None, :]
+        if HAS_ROTARY:
+            # a new key's rotary position is its absolute cache position
+            kn = rotated_rows(knew_row + jj[:, None] * stride_kns, is_new[:, None], offs_n, COS, SIN,
+                              stride_cos, stride_sin, rot_half, n_ro, offs_d, HEAD_DIM, INTERLEAVED)
+            kn = kn.to(K_CACHE.dtype.element_ty)
+        else:
+            kn = tl.load(knew_row + jj[:, None] * stride_kns + offs_d[None, :], mask=nmask, other=0.0)
+        vn = tl.load(vnew_row + jj[:, None] * stride_vns + offs_d[None, :], mask=nmask, other=0.0)
+        tl.store(k_ptrs, kn, mask=nmask & write_new)
+        tl.store(v_ptrs, vn, mask=nmask & write_new)
+        k = tl.where(is_new[:, None], kn, k)
+        v = tl.where(is_new[:, None], vn, v)
+
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    if HAS_SOFTCAP:
+        # softcap * tanh(scale * qk / softcap), in log2 units; tanh(x) = 1 - 2 / (e^2x + 1)
+        s = (1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)) * softcap_out
+    else:
+        s = qk * qk_scale
+    krel = (offs_n - lp)[None, :]                                    # position in the slice
+    if HAS_ALIBI:
+        s = s - slope_log2[:, None] * tl.abs(qi[:, None] + diag - krel).to(tl.float32)
+    if MASKED:
+        visible = (krel >= 0) & (krel < n)
+        if HAS_RIGHT:
+            visible = visible & (krel <= qi[:, None] + diag + window_right)
+        if HAS_LEFT:
+            visible = visible & (krel >= qi[:, None] + diag - window_left)
+        s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    if MASKED:
+        # nothing visible yet in a row: shift by 0, not -inf, so exp2 never sees -inf - -inf
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+    else:
+        m_use = m_new
+    alpha = tl.exp2(m_i - m_use)
+    p = tl.exp2(s - m_use[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _store_final(O, LSE, out, lse2, b, qi, h, row_ok, offs_d,
+                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM: tl.constexpr):
+    """out (R, BLOCK_D) fp32 and lse2 (R,) log2 units (+inf: no key) into O (B, Sq, H, D), LSE (B, H, Sq)."""
+    o_ptrs = O + b * stride_ob + qi[:, None] * stride_os + h[:, None] * stride_oh + offs_d[None, :]
+    tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
+    tl.store(LSE + b * stride_lb + h * stride_lh + qi * stride_ls, lse2 * LN2, mask=row_ok)
+
+
+@triton.jit
+def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
+                  stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr):
+    """Merge the n_splits partials of rows offs_m of (b, hk) and store the final rows.
+
+    Partials: O_PART (B * Hk, n_splits, rows_total, HEAD_DIM) fp32, normalised;
+    LSE_PART (B * Hk, n_splits, rows_total) fp32, log2 units, -inf for an empty chunk.
+    One pass with a running max, as in the attention loop. Loads bypass L1 (.cg):
+    the partials were written by other programs, possibly on other SMs.
+    """
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = offs_m < rows_total
+    mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
+    m = tl.full([BLOCK_R], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK_R], tl.float32)
+    acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
+    base = pid_bh.to(tl.int64) * n_splits
+    for s in range(n_splits):
+        part = base + s
+        lse_s = tl.load(LSE_PART + part * rows_total + offs_m, mask=row_ok, other=float("-inf"),
+                        cache_modifier=".cg")
+        o_s = tl.load(O_PART + (part * rows_total + offs_m[:, None]) * HEAD_DIM + offs_d[None, :], mask=mask,
+                      other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m, lse_s)
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_use)
+        w = tl.exp2(lse_s - m_use)                                   # 0 for an empty chunk
+        # an empty chunk's o_s is 0, never NaN; but keep 0 * garbage out regardless
+        acc = acc * alpha[:, None] + tl.where(w[:, None] > 0, w[:, None] * o_s, 0.0)
+        l = l * alpha + w
+        m = m_new
+    empty = l == 0.0
+    l_safe = tl.where(empty, 1.0, l)
+    lse2 = tl.where(empty, float("inf"), m + tl.log2(l_safe))
+    qi = offs_m // group
+    h = hk * group + offs_m % group
+    _store_final(O, LSE, acc / l_safe[:, None], lse2, b, qi, h, row_ok, offs_d,
+                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM)
+
+
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
+def decode_split_kernel(
+    Q, K_CACHE, V_CACHE, K_NEW, V_NEW, COS, SIN,    # q (B, Sq, H, D); caches (see layouts); new (B, Snew, Hk, D)
+    K_DESC, V_DESC,                                # KV_TMA: descriptors of the caches as (dim0 * dim1, Hk * D)
+    SEQLENS, BATCH_IDX, LEFTPAD, BLOCK_TABLE,      # (B,) int32 each; block table (B, max_blocks) int32
+    ALIBI,                                         # (B, H) or (H,) fp32 slopes
+    O, LSE,                                        # out (B, Sq, H, D) like q, lse (B, H, Sq) fp32
+    O_PART, LSE_PART, COUNTERS,                    # split partials (see _combine_rows); (B * Hk * m_blocks,) int32
+    stride_qb, stride_qs, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_knb, stride_kns, stride_knh,
+    stride_vnb, stride_vns, stride_vnh,
+    stride_ob, stride_os, stride_oh,
+    stride_lb, stride_lh, stride_ls,
+    stride_btb, stride_cos, stride_sin, stride_ab, stride_ah,
+    nheads_k, group, seqlen_q, seqlen_new, appended, n_ro, rot_half, n_splits, m_blocks, rows_per_block,
+    qk_scale, softcap_scale, softcap_out, window_left, window_right,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    PAGE_SIZE: tl.constexpr, HAS_BATCH_IDX: tl.constexpr, HAS_LEFTPAD: tl.constexpr,
+    HAS_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr, ROTARY_INTERLEAVED: tl.constexpr,
+    ROTARY_PER_ROW: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+    HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
+    KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    pid_bh = tl.program_id(0)                       # b * Hk + hk
+    split = tl.program_id(1)
+    mblk = tl.program_id(2)
+    b = pid_bh // nheads_k
+    hk = pid_bh % nheads_k
+    rows_total = group * seqlen_q
+
+    # ---- this sequence's keys: absolute positions [lp, end + snew) ----------------------
+    end = tl.load(SEQLENS + b) + appended
+    if HAS_LEFTPAD:
+        lp = tl.load(LEFTPAD + b)
+    else:
+        lp = 0
+    if HAS_NEW:
+        snew = seqlen_new
+    else:
+        snew = 0
+    n = end + snew - lp                              # keys in the slice
+    diag = n - seqlen_q                              # query i sits on key i + diag
+    if HAS_BATCH_IDX:
+        cache_b = tl.load(BATCH_IDX + b)
+    else:
+        cache_b = b
+    bt_row = BLOCK_TABLE + b.to(tl.int64) * stride_btb
+    k_head = hk.to(tl.int64) * stride_kh
+    v_head = hk.to(tl.int64) * stride_vh
+    knew_row = K_NEW + b.to(tl.int64) * stride_knb + hk * stride_knh
+    vnew_row = V_NEW + b.to(tl.int64) * stride_vnb + hk * stride_vnh
+
+    # ---- the G * Sq query rows of this m-block: (BLOCK_M, BLOCK_D) ------------------------
+    offs_m = mblk * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_ok = offs_m < rows_total
+    qi = offs_m // group                            # query index of the row
+    h = hk * group + offs_m % group                 # its query head
+    offs_d = tl.arange(0, BLOCK_D)
+    q_rows = Q + b.to(tl.int64) * stride_qb + qi[:, None].to(tl.int64) * stride_qs + h[:, None] * stride_qh
+    if HAS_ROTARY:
+        # flash-attn's rule: per-row positions when causal or windowed, else all at `end`
+        if ROTARY_PER_ROW:
+            pos_q = end + qi
+        else:
+            pos_q = end + qi * 0
+        q = rotated_rows(q_rows, row_ok[:, None], pos_q, COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                         offs_d, HEAD_DIM, ROTARY_INTERLEAVED).to(Q.dtype.element_ty)
+    else:
+        q = tl.load(q_rows + offs_d[None, :], mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    if HAS_ALIBI:
+        slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah, mask=row_ok, other=0.0) * LOG2E
+    else:
+        slope_log2 = tl.zeros([BLOCK_M], tl.float32)
+
+    # ---- key range of these rows (relative), its fully visible part, and our chunk ---------
+    q_first = (mblk * BLOCK_M) // group
+    q_last = (tl.minimum(rows_total, (mblk + 1) * BLOCK_M) - 1) // group
+    lo = 0
+    hi = n
+    if HAS_RIGHT:
+        hi = tl.minimum(hi, q_last + diag + window_right + 1)
+    if HAS_LEFT:
+        lo = tl.maximum(lo, q_first + diag - window_left)
+    write_new = mblk == 0
+    if HAS_NEW:
+        # m-block 0 writes every new token into the cache, visible to its rows or not
+        lo = tl.where(write_new, tl.minimum(lo, end - lp), lo)
+        hi = tl.where(write_new, n, hi)
+    hi = tl.maximum(hi, lo)
+    # Fully visible tiles: every row sees every key, all of them already in the cache.
+    full_lo = 0
+    if HAS_LEFT:
+        full_lo = tl.maximum(q_last + diag - window_left, 0)
+    full_lo = ((lp + full_lo + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
+    full_hi = end - lp                               # old keys only (== n without HAS_NEW)
+    if HAS_RIGHT:
+        full_hi = tl.minimum(full_hi, q_first + diag + window_right + 1)
+    # (operands of // kept >= 0: the GPU truncates, the interpreter floors)
+    full_hi = (tl.maximum(lp + full_hi, 0) // BLOCK_N) * BLOCK_N
+    t_lo = ((lp + lo) // BLOCK_N) * BLOCK_N
+    t_hi = lp + hi
+    n_tiles = (t_hi - t_lo + BLOCK_N - 1) // BLOCK_N
+    per_split = (n_tiles + n_splits - 1) // n_splits
+    s0 = t_lo + split * per_split * BLOCK_N
+    s1 = tl.minimum(s0 + per_split * BLOCK_N, t_hi)
+    a = tl.minimum(tl.maximum(full_lo, s0), s1)
+    c = tl.minimum(tl.maximum(full_hi, a), s1)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    # Tiles cut by the window's left edge or the left padding: masked.
+    for start_n in range(s0, a, BLOCK_N):
+        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
+                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
+                                     True, HAS_NEW, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
+                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+    # Fully visible tiles: no mask - the bulk of a decode step.
+    for start_n in range(a, c, BLOCK_N):
+        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
+                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
+                                     False, False, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
+                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+    # The ragged end, the diagonal / right window edge, and the new tokens: masked.
+    for start_n in range(c, s1, BLOCK_N):
+        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
+                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
+                                     True, HAS_NEW, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
+                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+
+    empty = l_i == 0.0                               # no visible key in this chunk
+    l_safe = tl.where(empty, 1.0, l_i)
+    out = acc / l_safe[:, None]
+    if not SPLIT:
+        _store_final(O, LSE, out, tl.where(empty, float("inf"), m_i + tl.log2(l_safe)), b, qi, h, row_ok, offs_d,
+                     stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM)
+    else:
+        part = pid_bh.to(tl.int64) * n_splits + split
+        tl.store(LSE_PART + part * rows_total + offs_m, tl.where(empty, float("-inf"), m_i + tl.log2(l_safe)),
+                 mask=row_ok)
+        tl.store(O_PART + (part * rows_total + offs_m[:, None]) * HEAD_DIM + offs_d[None, :], out,
+                 mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
+        if FUSED_COMBINE:
+            # Last one out merges. The barrier orders every thread's partial stores before
+            # the (single-thread, acq_rel, gpu-scope) ticket; the ticket's acquire makes the
+            # other programs' partials visible to the merging program.
+            tl.debug_barrier()
+            counter = COUNTERS + pid_bh * m_blocks + mblk
+            ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+            if ticket == n_splits - 1:
+                tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # ready for the next launch
+                _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
+                              stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                              HEAD_DIM, BLOCK_D, BLOCK_M)
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "n_splits"])
+def decode_combine_kernel(O_PART, LSE_PART, O, LSE,
+                          stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                          nheads_k, group, seqlen_q, n_splits,
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr):
+    """The separate combine: program (b * Hk + hk, row block) merges BLOCK_R rows."""
+    pid_bh = tl.program_id(0)
+    offs_m = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+    _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, pid_bh // nheads_k, pid_bh % nheads_k, offs_m, group,
+                  group * seqlen_q, n_splits, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                  HEAD_DIM, BLOCK_D, BLOCK_R)
+
+
+@triton.jit(do_not_specialize=["n_parts", "seqlen"])
+def merge_states_kernel(OUTS, LSES, OUT, LSE,
+                        stride_on, stride_op, stride_os, stride_oh,      # outs (N, P, S, H, D)
+                        stride_ln, stride_lp, stride_lh, stride_ls,      # lses (N, P, H, S)
+                        stride_rp, stride_rs, stride_rh,                 # out (P, S, H, D)
+                        stride_xp, stride_xh, stride_xs,                 # lse (P, H, S)
+                        nheads, seqlen, n_parts,
+                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
+    """merge_attention_states: program (p * H + h, row block) merges BLOCK_S rows of
+    head h over the N parts. lse in natural log; +inf or -inf marks an empty part."""
+    pid = tl.program_id(0)
+    p = pid // nheads
+    h = pid % nheads
+    offs_s = tl.program_id(1) * BLOCK_S + tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    row_ok = offs_s < seqlen
+    mask = row_ok[:, None] & (offs_d[None, :] < HEAD_DIM)
+    m = tl.full([BLOCK_S], float("-inf"), tl.float32)
+    l = tl.zeros([BLOCK_S], tl.float32)
+    acc = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
+    for i in range(n_parts):
+        lse_i = tl.load(LSES + i * stride_ln + p * stride_lp + h * stride_lh + offs_s * stride_ls, mask=row_ok,
+                        other=float("-inf")).to(tl.float32) * LOG2E
+        lse_i = tl.where(lse_i == float("inf"), float("-inf"), lse_i)   # +inf: a part that saw no key
+        o_i = tl.load(OUTS + i * stride_on + p * stride_op + offs_s[:, None] * stride_os + h * stride_oh
+                      + offs_d[None, :], mask=mask, other=0.0).to(tl.float32)
+        m_new = tl.maximum(m, lse_i)
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_use)
+        w = tl.exp2(lse_i - m_use)
+        acc = acc * alpha[:, None] + tl.where(w[:, None] > 0, w[:, None] * o_i, 0.0)
+        l = l * alpha + w
+        m = m_new
+    empty = l == 0.0
+    l_safe = tl.where(empty, 1.0, l)
+    tl.store(OUT + p * stride_rp + offs_s[:, None] * stride_rs + h * stride_rh + offs_d[None, :],
+             (acc / l_safe[:, None]).to(OUT.dtype.element_ty), mask=mask)
+    tl.store(LSE + p * stride_xp + h * stride_xh + offs_s * stride_xs,
+             tl.where(empty, float("inf"), (m + tl.log2(l_safe)) * LN2), mask=row_ok)

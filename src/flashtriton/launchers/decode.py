@@ -1,0 +1,376 @@
+"""Layer 2: host launchers of the decode kernels (kernels/decode.py, kernels/rotary_append.py).
+
+kvcache_fwd is the `triton` backend's implementation of flash_attn_with_kvcache (the
+contract is in flashtriton.kvcache); merge_states backs merge_attention_states.
+
+One decode step is ONE launch by default: the split kernel appends the new tokens
+(with rotary) as it reaches them, attends, and the last program of each KV head
+merges the partials (the fused combine). The alternatives stay switchable, so
+that they can be timed against each other on the GPU in one run:
+
+  FLASHTRITON_DECODE_COMBINE = fused | kernel      merge in the split kernel, or in a second launch
+  FLASHTRITON_DECODE_APPEND  = fused | separate    append inside the split kernel, or kernels of its own
+  FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
+                                                   by pointer loads (cp.async); small pages always gather
+  FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: the table below)
+  FLASHTRITON_DECODE_MIN_SPLIT_KEYS = 256          the split heuristic's smallest chunk
+
+or in code: `with flashtriton.launchers.decode.options(combine="kernel"): ...`.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+
+from .. import memory
+from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
+from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
+from .prefill import LOG2E, AttnParams, _dot_precision, interpreting
+
+MAX_SPLITS = 256
+DEFAULT_SMS = 132  # H200; the real count is read from the device
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    combine: str = "fused"
+    append: str = "fused"
+    kv_load: str = "tma"        # "tma" where the layout allows it, else pointer loads; or "pointer"
+    block_n: int = 0            # 0: the default table
+    num_warps: int = 0
+    num_stages: int = 0
+    min_split_keys: int = 256
+
+
+# Host arithmetic in plain Python: triton.cdiv and triton.next_power_of_2 are
+# constexpr functions, slow to call on the host, and this runs on every decode step.
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+_ENV_KEYS = ("FLASHTRITON_DECODE_COMBINE", "FLASHTRITON_DECODE_APPEND", "FLASHTRITON_DECODE_KV_LOAD",
+             "FLASHTRITON_DECODE_TILE",
+             "FLASHTRITON_DECODE_MIN_SPLIT_KEYS")
+_env_cache: dict = {}
+
+
+def _env_options() -> DecodeOptions:
+    """The options the environment sets (parsed once per distinct environment)."""
+    key = tuple(os.environ.get(k) for k in _ENV_KEYS)
+    if key not in _env_cache:
+        _env_cache[key] = _parse_env_options()
+    return _env_cache[key]
+
+
+def _parse_env_options() -> DecodeOptions:
+    kw = {}
+    if "FLASHTRITON_DECODE_COMBINE" in os.environ:
+        kw["combine"] = os.environ["FLASHTRITON_DECODE_COMBINE"]
+    if "FLASHTRITON_DECODE_APPEND" in os.environ:
+        kw["append"] = os.environ["FLASHTRITON_DECODE_APPEND"]
+    if "FLASHTRITON_DECODE_KV_LOAD" in os.environ:
+        kw["kv_load"] = os.environ["FLASHTRITON_DECODE_KV_LOAD"]
+    if os.environ.get("FLASHTRITON_DECODE_TILE"):
+        parts = os.environ["FLASHTRITON_DECODE_TILE"].split(",")
+        if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+            raise ValueError(f"FLASHTRITON_DECODE_TILE: must be 'BLOCK_N,num_warps,num_stages', "
+                             f"got {os.environ['FLASHTRITON_DECODE_TILE']!r}")
+        kw["block_n"], kw["num_warps"], kw["num_stages"] = (int(p) for p in parts)
+    if os.environ.get("FLASHTRITON_DECODE_MIN_SPLIT_KEYS"):
+        kw["min_split_keys"] = int(os.environ["FLASHTRITON_DECODE_MIN_SPLIT_KEYS"])
+    return DecodeOptions(**kw)
+
+
+_override: list[DecodeOptions] = []
+
+
+def current_options() -> DecodeOptions:
+    opts = _override[-1] if _override else _env_options()
+    return _checked_options(opts)
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_options(opts: DecodeOptions) -> DecodeOptions:
+    if opts.combine not in ("fused", "kernel"):
+        raise ValueError(f"decode option combine: must be 'fused' or 'kernel', got {opts.combine!r}")
+    if opts.append not in ("fused", "separate"):
+        raise ValueError(f"decode option append: must be 'fused' or 'separate', got {opts.append!r}")
+    if opts.kv_load not in ("tma", "pointer"):
+        raise ValueError(f"decode option kv_load: must be 'tma' or 'pointer', got {opts.kv_load!r}")
+    if opts.block_n and (opts.block_n < 16 or opts.block_n & (opts.block_n - 1)):
+        raise ValueError(f"decode option block_n: must be a power of two >= 16, got {opts.block_n}")
+    if opts.min_split_keys < 1:
+        raise ValueError(f"decode option min_split_keys: must be >= 1, got {opts.min_split_keys}")
+    return opts
+
+
+@contextlib.contextmanager
+def options(**kw):
+    """Override decode launch options inside the block (see the module docstring)."""
+    base = _override[-1] if _override else _env_options()
+    _override.append(dataclasses.replace(base, **kw))
+    try:
+        current_options()  # validate now, not at the first launch
+        yield
+    finally:
+        _override.pop()
+
+
+# Default tiles for Hopper, by BLOCK_D: (BLOCK_N, num_warps, num_stages). Decode is
+# memory bound: a tile moves 2 * BLOCK_N * D * 2 bytes (32 KB for D = 128), and
+# num_stages of them are in flight per program. To be tuned on the H200 with
+# `python -m flashtriton.bench.decode` (its variant sweep) (bench/NOTES.md, "## Decode").
+DEFAULT_TILES = {16: (128, 4, 4), 32: (128, 4, 4), 64: (128, 4, 3), 128: (64, 4, 3), 256: (32, 4, 3)}
+INTERPRETER_TILE = (16, 4, 1)  # small tiles: the small test shapes still cross many tiles
+
+
+def block_d(head_dim: int) -> int:
+    return max(16, _pow2(head_dim))
+
+
+def tile_for(head_dim: int, opts: DecodeOptions):
+    bn, warps, stages = INTERPRETER_TILE if interpreting() else DEFAULT_TILES[block_d(head_dim)]
+    return opts.block_n or bn, opts.num_warps or warps, opts.num_stages or stages
+
+
+def block_m_for(rows: int, head_dim: int) -> int:
+    """Query rows (G * Sq) per program, padded for tl.dot (>= 16). Larger groups are
+    split over m-blocks, each of which reads the chunk again (from L2 when concurrent)."""
+    cap = 32 if head_dim > 128 else 64
+    return min(cap, max(16, _pow2(rows)))
+
+
+_sm_count: dict = {}
+
+
+def sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return DEFAULT_SMS
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _sm_count:
+        _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _sm_count[idx]
+
+
+@functools.lru_cache(maxsize=1024)
+def num_splits_heuristic(programs: int, max_keys: int, sms: int, min_split_keys: int) -> int:
+    """Splits per (sequence, KV head, m-block), from the program count without splits.
+
+    Enough programs to fill the SMs at least twice (every SM then has two programs'
+    loads in flight, plenty for its share of HBM bandwidth), with a last wave at least
+    85% full, and no chunk shorter than min_split_keys keys. max_keys is the cache
+    capacity: actual lengths live on the device and reading them would cost a sync.
+    """
+    limit = max(1, min(MAX_SPLITS, max_keys // min_split_keys))
+    for s in range(1, limit + 1):
+        w = programs * s
+        if w >= 2 * sms and w / (math.ceil(w / sms) * sms) >= 0.85:
+            return s
+    return limit
+
+
+# Ticket counters of the fused combine. The kernel leaves them at zero (the merging
+# program resets its counter), so they are zeroed once, at allocation, and never
+# again: no memset launch per step. Launches that may run concurrently must not share
+# counters, hence one buffer per (device, stream) for eager calls. CUDA graphs use one
+# more buffer per device, made (zeroed) by the eager warm-up call that precedes every
+# capture in practice, so that the graph holds no memset node; graphs of decode steps
+# must then not replay concurrently on different streams. Capturing without an eager
+# call first still works: the graph then zeroes a buffer of its own on every replay.
+_counters: dict = {}
+_COUNTER_MIN = 4096
+
+
+def _counter_buffer(device: torch.device, n: int) -> torch.Tensor:
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if torch.cuda.is_current_stream_capturing():
+            buf = _counters.get((index, "graphs"))
+            if buf is None or buf.numel() < n:
+                return torch.zeros(n, dtype=torch.int32, device=device)
+            return buf
+        key = (index, torch.cuda.current_stream(device).cuda_stream)
+        graph_key = (index, "graphs")
+        if graph_key not in _counters or _counters[graph_key].numel() < n:
+            _counters[graph_key] = torch.zeros(max(n, _COUNTER_MIN), dtype=torch.int32, device=device)
+    else:
+        key = (device.type, None)
+    buf = _counters.get(key)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, _COUNTER_MIN), dtype=torch.int32, device=device)
+        _counters[key] = buf
+    return buf
+
+
+def _tma_ready(t: torch.Tensor) -> bool:
+    """The (dim0 * dim1, Hk * D) view TMA uses needs a contiguous cache with a 16-byte
+    aligned base (its row stride Hk * D * esize is then a multiple of 16: D % 8 == 0)."""
+    return t.is_contiguous() and t.data_ptr() % 16 == 0
+
+
+def _kv_descriptor(t: torch.Tensor, block_n: int, bd: int):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    d0, d1, hk, d = t.shape
+    return TensorDescriptor(t, [d0 * d1, hk * d], [hk * d, 1], [block_n, bd])
+
+
+def _strides3(t):
+    return (t.stride(0), t.stride(1), t.stride(2)) if t is not None else (0, 0, 0)
+
+
+def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
+                num_splits: int):
+    """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache)."""
+    opts = current_options()
+    batch, seqlen_q, nheads, head_dim = q.shape
+    nheads_k = k_cache.shape[2]
+    group = nheads // nheads_k
+    paged = block_table is not None
+    page_size = k_cache.shape[1] if paged else 0
+    capacity = block_table.shape[1] * page_size if paged else k_cache.shape[1]
+    seqlen_new = k_new.shape[1] if k_new is not None else 0
+    has_new = seqlen_new > 0
+    has_rotary = rotary_cos is not None and has_new
+    per_row = params.window_left >= 0 or params.window_right >= 0
+    bd = block_d(head_dim)
+    block_n, num_warps, num_stages = tile_for(head_dim, opts)
+    rows = group * seqlen_q
+    block_m = block_m_for(rows, head_dim)
+    m_blocks = _cdiv(rows, block_m)
+    device = q.device
+    dummy = cache_seqlens  # stands in for absent pointer arguments (never dereferenced)
+
+    appended = 0
+    if has_new and opts.append == "separate":
+        _append_separately(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens,
+                           cache_batch_idx, block_table, rotary_interleaved, block_n)
+        if has_rotary:
+            q = _rotate_q(q, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, per_row)
+        appended, has_new, has_rotary = seqlen_new, False, False
+
+    if num_splits == 0:
+        num_splits = num_splits_heuristic(batch * nheads_k * m_blocks, capacity, sm_count(device),
+                                          opts.min_split_keys)
+    split = num_splits > 1
+    fused = split and opts.combine == "fused"
+
+    out = memory.empty(q.shape, q.dtype, device)
+    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, device)
+    if split:
+        o_part = memory.empty((batch * nheads_k, num_splits, rows, head_dim), torch.float32, device)
+        lse_part = memory.empty((batch * nheads_k, num_splits, rows), torch.float32, device)
+    else:
+        o_part = lse_part = lse
+    counters = _counter_buffer(device, batch * nheads_k * m_blocks) if fused else dummy
+    use_tma = (opts.kv_load == "tma" and (page_size == 0 or page_size >= block_n)
+               and _tma_ready(k_cache) and _tma_ready(v_cache))
+    if use_tma:
+        k_desc, v_desc = _kv_descriptor(k_cache, block_n, bd), _kv_descriptor(v_cache, block_n, bd)
+    else:
+        k_desc, v_desc = k_cache, v_cache  # unused
+
+    rot_half = rotary_cos.shape[1] if has_rotary else 0
+    n_ro = rotary_cos.shape[0] if has_rotary else 0
+    cos = rotary_cos if has_rotary else dummy
+    sin = rotary_sin if has_rotary else dummy
+    stride_ab, stride_ah = (0, 0)
+    if alibi_slopes is not None:
+        stride_ab, stride_ah = ((alibi_slopes.stride(0), alibi_slopes.stride(1)) if alibi_slopes.dim() == 2
+                                else (0, alibi_slopes.stride(0)))
+    softcap = params.softcap
+    grid = (batch * nheads_k, num_splits, m_blocks)
+    decode_split_kernel[grid](
+        q, k_cache, v_cache, k_new if has_new else dummy, v_new if has_new else dummy, cos, sin, k_desc, v_desc,
+        cache_seqlens, cache_batch_idx if cache_batch_idx is not None else dummy,
+        cache_leftpad if cache_leftpad is not None else dummy, block_table if paged else dummy,
+        alibi_slopes if alibi_slopes is not None else dummy,
+        out, lse, o_part, lse_part, counters,
+        *_strides3(q), *_strides3(k_cache), *_strides3(v_cache),
+        *_strides3(k_new if has_new else None), *_strides3(v_new if has_new else None),
+        *_strides3(out), *_strides3(lse),
+        block_table.stride(0) if paged else 0,
+        cos.stride(0) if has_rotary else 0, sin.stride(0) if has_rotary else 0,
+        stride_ab, stride_ah,
+        nheads_k, group, seqlen_q, seqlen_new if has_new else 0, appended, n_ro, rot_half, num_splits, m_blocks,
+        k_cache.shape[1],
+        params.softmax_scale * LOG2E,
+        (2.0 * LOG2E * params.softmax_scale / softcap) if softcap > 0 else 0.0,
+        softcap * LOG2E,
+        params.window_left, params.window_right,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=block_n, PAGE_SIZE=page_size,
+        HAS_BATCH_IDX=cache_batch_idx is not None and not paged, HAS_LEFTPAD=cache_leftpad is not None,
+        HAS_NEW=has_new, HAS_ROTARY=has_rotary, ROTARY_INTERLEAVED=bool(rotary_interleaved),
+        ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
+        HAS_ALIBI=alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split, FUSED_COMBINE=fused,
+        KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype),
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if split and not fused:
+        block_r = min(16, _pow2(rows))
+        decode_combine_kernel[(batch * nheads_k, _cdiv(rows, block_r))](
+            o_part, lse_part, out, lse, *_strides3(out), *_strides3(lse),
+            nheads_k, group, seqlen_q, num_splits,
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_R=block_r, num_warps=4)
+    return out, lse
+
+
+def _append_separately(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                       block_table, rotary_interleaved, block_n):
+    batch, seqlen_new, nheads_k, head_dim = k_new.shape
+    paged = block_table is not None
+    has_rotary = rotary_cos is not None
+    dummy = cache_seqlens
+    bn = min(block_n, max(16, _pow2(seqlen_new)))
+    append_kv_kernel[(batch * nheads_k, _cdiv(seqlen_new, bn))](
+        k_new, v_new, k_cache, v_cache, rotary_cos if has_rotary else dummy, rotary_sin if has_rotary else dummy,
+        cache_seqlens, cache_batch_idx if cache_batch_idx is not None else dummy, block_table if paged else dummy,
+        *_strides3(k_new), *_strides3(v_new), *_strides3(k_cache), *_strides3(v_cache),
+        block_table.stride(0) if paged else 0,
+        rotary_cos.stride(0) if has_rotary else 0, rotary_sin.stride(0) if has_rotary else 0,
+        nheads_k, seqlen_new, rotary_cos.shape[0] if has_rotary else 0, rotary_cos.shape[1] if has_rotary else 0,
+        HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), BLOCK_N=bn, PAGE_SIZE=k_cache.shape[1] if paged else 0,
+        HAS_BATCH_IDX=cache_batch_idx is not None and not paged, HAS_ROTARY=has_rotary,
+        INTERLEAVED=bool(rotary_interleaved), num_warps=4)
+
+
+def _rotate_q(q, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, per_row):
+    batch, seqlen_q, nheads, head_dim = q.shape
+    q_rot = torch.empty_like(q, memory_format=torch.contiguous_format)  # scratch, fully written
+    block_h = min(16, _pow2(nheads))
+    rotary_q_kernel[(batch, seqlen_q, _cdiv(nheads, block_h))](
+        q, q_rot, rotary_cos, rotary_sin, cache_seqlens, *_strides3(q), *_strides3(q_rot),
+        rotary_cos.stride(0), rotary_sin.stride(0), nheads, seqlen_q, rotary_cos.shape[0], rotary_cos.shape[1],
+        HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), BLOCK_H=block_h, PER_ROW=per_row,
+        INTERLEAVED=bool(rotary_interleaved), num_warps=4)
+    return q_rot
+
+
+def merge_states(outs: torch.Tensor, lses: torch.Tensor):
+    """outs (N, P, S, H, D), lses (N, P, H, S) (any strides, unit inner stride for outs)
+    -> (out (P, S, H, D) in outs' dtype, lse (P, H, S) fp32). See flashtriton.merge."""
+    n, p, s, h, d = outs.shape
+    out = memory.empty((p, s, h, d), outs.dtype, outs.device)
+    lse = memory.empty((p, h, s), torch.float32, outs.device)
+    if out.numel() == 0 and lse.numel() == 0:
+        return out, lse
+    block_s = min(64, max(16, _pow2(s)))
+    merge_states_kernel[(p * h, _cdiv(s, block_s))](
+        outs, lses, out, lse,
+        outs.stride(0), outs.stride(1), outs.stride(2), outs.stride(3),
+        lses.stride(0), lses.stride(1), lses.stride(2), lses.stride(3),
+        out.stride(0), out.stride(1), out.stride(2),
+        lse.stride(0), lse.stride(1), lse.stride(2),
+        h, s, n,
+        HEAD_DIM=d, BLOCK_D=block_d(d), BLOCK_S=block_s, num_warps=4)
+    return out, lse

@@ -1,0 +1,82 @@
+"""Bitwise reproducibility: the backward pass with deterministic=True (and, since no
+backend uses atomics, without it), repeated 20 times; the forward pass; dropout under
+the same seed."""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import flash_attn_func, flash_attn_varlen_func
+
+from conftest import DEVICE, kernel_backends
+from helpers import rand_qkv, rand_varlen
+
+BACKENDS = kernel_backends() + ["reference"]
+REPEATS = 20
+
+
+def _bits(t):
+    """The raw bits, so that NaN == NaN and -0.0 != 0.0."""
+    return t.detach().contiguous().view(torch.int16 if t.element_size() == 2 else torch.int32)
+
+
+def _same_bits(a, b):
+    return all(torch.equal(_bits(x), _bits(y)) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("deterministic", [True, False])
+def test_backward_is_bitwise_reproducible(backend, deterministic):
+    """GQA (the dK/dV of a kv head sum over its query heads), ALiBi, softcap, a window
+    and dropout: 20 backward passes give identical bits."""
+    q, k, v = rand_qkv(2, 47, 65, 4, 2, 40, torch.bfloat16, DEVICE, requires_grad=True)
+    alibi = (torch.rand(4) * 0.3).to(DEVICE)
+    with flashtriton.use_backend(backend):
+        torch.manual_seed(3)
+        out = flash_attn_func(q, k, v, dropout_p=0.1, causal=True, window_size=(30, -1), softcap=5.0,
+                              alibi_slopes=alibi, deterministic=deterministic)
+        dout = torch.randn_like(out)
+        first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        for _ in range(REPEATS - 1):
+            again = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+            assert _same_bits(first, again)
+    assert all(torch.isfinite(g).all() for g in first)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_varlen_backward_is_bitwise_reproducible(backend):
+    (q, k, v), varlen = rand_varlen([17, 0, 33], [40, 9, 33], 4, 1, 32, torch.float16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_varlen_func(q, k, v, *varlen, causal=True, deterministic=True)
+        dout = torch.randn_like(out)
+        first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        for _ in range(REPEATS - 1):
+            assert _same_bits(first, torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_forward_is_bitwise_reproducible(backend):
+    """The forward pass with every feature, dense and varlen; dropout with the same seed."""
+    q, k, v = rand_qkv(2, 47, 65, 4, 2, 40, torch.float16, DEVICE)
+    (qv, kv, vv), varlen = rand_varlen([17, 33], [40, 33], 4, 2, 40, torch.float16, DEVICE)
+    kw = dict(causal=True, window_size=(30, -1), softcap=5.0, alibi_slopes=(torch.rand(2, 4) * 0.3).to(DEVICE))
+
+    def run():
+        torch.manual_seed(9)
+        with flashtriton.use_backend(backend):
+            return (flash_attn_func(q, k, v, dropout_p=0.2, return_attn_probs=True, **kw)
+                    + flash_attn_varlen_func(qv, kv, vv, *varlen, dropout_p=0.2, return_attn_probs=True, **kw))
+
+    first = run()
+    for _ in range(2):
+        assert _same_bits(first, run())
+
+
+@pytest.mark.gpu
+def test_backward_is_bitwise_reproducible_gpu():
+    """Many programs in flight at once: where atomics would show nondeterminism."""
+    q, k, v = rand_qkv(4, 1024, 1024, 16, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
+    out = flash_attn_func(q, k, v, causal=True, deterministic=True)
+    dout = torch.randn_like(out)
+    first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    for _ in range(REPEATS - 1):
+        assert _same_bits(first, torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))

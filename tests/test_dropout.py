@@ -1,0 +1,167 @@
+"""Dropout: Philox counters in the kernel, seeded from torch's generator, never stored.
+
+The keep mask of a call is reproduced by the backend's dropout_mask() from the same
+rng state (the one the API draws after torch.manual_seed); outputs and gradients must
+equal the float64 reference under exactly that mask, and S_dmask's sign must agree.
+"""
+import math
+
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import backends, flash_attn_func, flash_attn_varlen_func
+from flashtriton.launchers.prefill import AttnParams, Varlen
+
+from conftest import DEVICE, kernel_backends
+from helpers import check_attention, dropout_rng, rand_qkv, rand_varlen
+
+BACKENDS = kernel_backends() + ["reference"]
+
+
+def _keep_mask(backend, q, k, p, seed, varlen=None, causal=False):
+    params = AttnParams(1 / math.sqrt(q.shape[-1]), -1, 0 if causal else -1, 0.0, p)
+    return backends.get(backend).dropout_mask(q, k, params, dropout_rng(seed, q.device),
+                                              None if varlen is None else Varlen(*varlen))
+
+
+def _bound(p, n, sigmas=6.0):
+    return sigmas * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.85])
+def test_keep_fraction(backend, p):
+    """The kept fraction is 1 - p within 6 sigma: overall, per (batch, head) slice, per
+    query row block; the masks of different heads, batches and rows are independent
+    (pairs kept together with probability (1 - p)^2)."""
+    q, k, _ = rand_qkv(2, 64, 96, 4, 2, 16, torch.float16, DEVICE)
+    keep = _keep_mask(backend, q, k, p, seed=11).float()
+    assert keep.shape == (2, 4, 64, 96)
+    n = keep.numel()
+    assert abs(keep.mean().item() - (1 - p)) <= _bound(p, n)
+    per_slice = keep.mean(dim=(2, 3))
+    assert (per_slice - (1 - p)).abs().max().item() <= _bound(p, 64 * 96)
+    per_rows = keep.view(2, 4, 4, 16, 96).mean(dim=(3, 4))
+    assert (per_rows - (1 - p)).abs().max().item() <= _bound(p, 16 * 96, 7.0)
+    both = (1 - p) ** 2
+    for a, b in [((0, 0), (0, 1)), ((0, 0), (1, 0)), ((1, 3), (0, 2))]:
+        joint = (keep[a] * keep[b]).mean().item()
+        assert abs(joint - both) <= _bound(both, 64 * 96), (a, b)
+    rows = keep[0, 0, :-1] * keep[0, 0, 1:]  # neighbouring rows of one head
+    assert abs(rows.mean().item() - both) <= _bound(both, rows.numel())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_keep_fraction_varlen(backend):
+    p = 0.3
+    (q, k, _), varlen = rand_varlen([50, 1, 64], [64, 40, 7], 4, 2, 16, torch.float16, DEVICE)
+    keep = _keep_mask(backend, q, k, p, seed=5, varlen=varlen)
+    assert keep.shape == (3, 4, 64, 64)
+    valid = torch.zeros_like(keep)
+    for i, (nq, nk) in enumerate(zip([50, 1, 64], [64, 40, 7])):
+        valid[i, :, :nq, :nk] = True
+    kept = keep[valid].float()
+    assert abs(kept.mean().item() - (1 - p)) <= _bound(p, kept.numel())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fraction_kept_in_the_forward_pass(backend):
+    """S_dmask of an actual call: negative where dropped, so the fraction of positive
+    entries (non-causal, so every probability is > 0) is 1 - p."""
+    p = 0.4
+    q, k, v = rand_qkv(2, 64, 80, 2, 2, 16, torch.float32, DEVICE)
+    with flashtriton.use_backend(backend):
+        _, _, s = flash_attn_func(q, k, v, dropout_p=p, return_attn_probs=True)
+    assert (s != 0).all()
+    assert abs((s > 0).float().mean().item() - (1 - p)) <= _bound(p, s.numel())
+
+
+CASES = [
+    # nq, nk, heads, d, dtype, p, options
+    (17, 17, (4, 4), 40, torch.float16, 0.2, dict()),
+    (113, 65, (4, 2), 80, torch.bfloat16, 0.5, dict(causal=True)),
+    (40, 113, (4, 1), 96, torch.float16, 0.1, dict(causal=True)),
+    (65, 65, (4, 2), 64, torch.float16, 0.85, dict()),
+    (50, 70, (4, 2), 40, torch.bfloat16, 0.3, dict(window_size=(10, 4), alibi=True, softcap=3.0)),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("nq,nk,heads,d,dtype,p,opts", CASES)
+def test_dropout_matches_reference_under_its_mask(backend, nq, nk, heads, d, dtype, p, opts):
+    opts = dict(opts)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
+    batch = 2 if nq * nk < 5000 else 1
+    q, k, v = rand_qkv(batch, nq, nk, *heads, d, dtype, DEVICE)
+    res = check_attention(backend, q, k, v, dropout_p=p, seed=nq + nk, **opts)
+    assert not res["keep"].all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("opts", [dict(causal=True), dict(window_size=(6, 6), alibi=True)])
+def test_dropout_varlen(backend, opts):
+    opts = dict(opts)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = (torch.rand(3, 4) * 0.3).to(DEVICE)
+    (q, k, v), varlen = rand_varlen([17, 0, 40], [30, 5, 33], 4, 2, 40, torch.float16, DEVICE)
+    check_attention(backend, q, k, v, varlen=varlen, dropout_p=0.25, seed=3, **opts)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_same_seed_same_result(backend):
+    """torch.manual_seed reproduces outputs and gradients bitwise; another seed draws
+    another mask; two calls in a row draw different masks."""
+    q, k, v = rand_qkv(2, 33, 47, 4, 2, 32, torch.float16, DEVICE, requires_grad=True)
+    dout = torch.randn(2, 33, 4, 32, dtype=torch.float16, device=DEVICE)
+
+    def run(seed):
+        torch.manual_seed(seed)
+        with flashtriton.use_backend(backend):
+            out = flash_attn_func(q, k, v, dropout_p=0.3, causal=True)
+            return (out,) + torch.autograd.grad(out, (q, k, v), dout)
+
+    a, b, c = run(1), run(1), run(2)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    with flashtriton.use_backend(backend):
+        torch.manual_seed(1)
+        first = flash_attn_func(q, k, v, dropout_p=0.3)
+        second = flash_attn_func(q, k, v, dropout_p=0.3)
+    assert not torch.equal(first, second)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mask_is_never_stored(backend):
+    """Nothing of size Nq x Nk is saved for the backward pass: it regenerates the mask."""
+    nq, nk = 48, 80
+    q, k, v = rand_qkv(1, nq, nk, 2, 2, 16, torch.float16, DEVICE, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t.shape) or t, lambda t: t):
+        with flashtriton.use_backend(backend):
+            out = flash_attn_func(q, k, v, dropout_p=0.5)
+    assert saved and all(math.prod(s) < nq * nk for s in saved), saved
+    torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_zero_is_no_dropout(backend):
+    q, k, v = rand_qkv(1, 40, 40, 2, 2, 32, torch.float16, DEVICE)
+    with flashtriton.use_backend(backend):
+        a, lse_a, s = flash_attn_func(q, k, v, dropout_p=0.0, causal=True, return_attn_probs=True)
+        b = flash_attn_func(q, k, v, causal=True)
+    assert torch.equal(a, b) and (s >= 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropout_scales_kept_values(backend):
+    """With v = 1 everywhere, out = sum of kept probabilities / (1 - p): the 1 / (1 - p)
+    scaling and the mask agree with S_dmask exactly."""
+    p = 0.6
+    q, k, _ = rand_qkv(1, 30, 50, 2, 2, 16, torch.float32, DEVICE)
+    v = torch.ones_like(k)
+    with flashtriton.use_backend(backend):
+        out, _, s = flash_attn_func(q, k, v, dropout_p=p, return_attn_probs=True)
+    expect = s.clamp(min=0).sum(-1) / (1 - p)  # (B, H, Nq)
+    torch.testing.assert_close(out[..., 0].transpose(1, 2), expect, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,88 @@
+"""fp32 inputs: computed with fp32 inputs and fp32 accumulation, true fp32 dots (not
+tf32) unless FLASHTRITON_ALLOW_TF32=1. Same criterion, against PyTorch's own fp32 math."""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import flash_attn_func
+from flashtriton.launchers import prefill
+
+from conftest import DEVICE, kernel_backends
+from helpers import check_attention, max_err, rand_qkv, rand_varlen, reference_pair
+
+BACKENDS = kernel_backends() + ["reference"]
+
+CASES = [
+    # nq, nk, heads, d, options
+    (17, 17, (4, 4), 40, dict()),
+    (113, 40, (4, 2), 80, dict(causal=True)),
+    (40, 113, (4, 1), 96, dict(window_size=(9, 3))),
+    (65, 65, (4, 2), 64, dict(alibi=True, softcap=4.0, causal=True)),
+    (1, 33, (2, 2), 256, dict()),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("nq,nk,heads,d,opts", CASES)
+def test_fp32(backend, nq, nk, heads, d, opts):
+    opts = dict(opts)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
+    q, k, v = rand_qkv(1, nq, nk, *heads, d, torch.float32, DEVICE)
+    check_attention(backend, q, k, v, **opts)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fp32_varlen_dropout(backend):
+    (q, k, v), varlen = rand_varlen([17, 0, 40], [30, 5, 20], 4, 2, 40, torch.float32, DEVICE)
+    check_attention(backend, q, k, v, varlen=varlen, causal=True, dropout_p=0.2, seed=4)
+
+
+class _LaunchSpy:
+    """Stands in for a @triton.jit kernel and records the keyword arguments of each launch."""
+
+    def __init__(self, kernel):
+        self.kernel, self.launches = kernel, []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.launches.append(kwargs)
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
+@pytest.mark.parametrize("allow_tf32", [None, "0", "1"])
+def test_dot_precision(allow_tf32, monkeypatch):
+    """fp32 dots run as "ieee" unless FLASHTRITON_ALLOW_TF32=1 (read at each call)."""
+    if allow_tf32 is None:
+        monkeypatch.delenv("FLASHTRITON_ALLOW_TF32", raising=False)
+    else:
+        monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", allow_tf32)
+    spies = {}
+    for name in ("attn_fwd_kernel", "attn_bwd_dq_kernel", "attn_bwd_dkdv_kernel"):
+        spies[name] = _LaunchSpy(getattr(prefill, name))
+        monkeypatch.setattr(prefill, name, spies[name])
+    q, k, v = rand_qkv(1, 20, 20, 2, 2, 32, torch.float32, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v)
+        torch.autograd.grad(out.sum(), (q, k, v))
+    want = "tf32" if allow_tf32 == "1" else "ieee"
+    for name, spy in spies.items():
+        assert [kw["DOT_PRECISION"] for kw in spy.launches] == [want], name
+    assert prefill._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs: the knob does not apply
+
+
+@pytest.mark.gpu
+def test_tf32_knob_changes_the_result_gpu(monkeypatch):
+    """On the GPU the knob is real: tf32 is measurably less accurate than ieee, which
+    in turn meets the fp32 criterion."""
+    q, k, v = rand_qkv(2, 512, 512, 4, 4, 128, torch.float32, "cuda")
+    truth, lowp = reference_pair(q, k, v, softmax_scale=128 ** -0.5)
+    errs = {}
+    for knob in ("0", "1"):
+        monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", knob)
+        with flashtriton.use_backend("triton"):
+            errs[knob] = max_err(flash_attn_func(q, k, v), truth["out"])
+    assert errs["0"] <= 2 * max_err(lowp["out"], truth["out"]) + 1e-6
+    assert errs["1"] > 4 * errs["0"]

@@ -1,0 +1,563 @@
+"""flash_attn_with_kvcache against the reference (flashtriton.reference_decode).
+
+Every kernel backend runs the same cases: the Triton kernels (on the GPU, or under
+the interpreter on CPU tensors) and the CPU backend when it is present. Outputs and
+lse are held to the project's criterion (helpers.assert_close: at most 2x the error
+of plain PyTorch in the input dtype, against a float64 truth); the caches after an
+append are compared entry by entry: untouched entries bitwise, written ones to the
+reference within one unit in the last place (the rotation may round differently).
+"""
+import math
+
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import backends, flash_attn_with_kvcache, kvcache, reference_decode
+from flashtriton.launchers import decode as decode_launcher
+from flashtriton.launchers.prefill import AttnParams
+
+from conftest import DEVICE, kernel_backends
+from helpers import assert_close
+
+BACKENDS = kernel_backends()
+
+
+def _need(backend):
+    if not hasattr(backends.get(backend), "kvcache_fwd"):
+        pytest.skip(f"the {backend} backend has no kvcache_fwd yet")
+
+
+# ---------------------------------------------------------------------------------------
+# inputs
+
+def rotary_tables(seqlen, rotary_dim, dtype, device):
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+    angles = torch.arange(seqlen, dtype=torch.float64)[:, None] * inv_freq[None, :]
+    return angles.cos().to(dtype).to(device), angles.sin().to(dtype).to(device)
+
+
+def make_inputs(batch, seqlen_q, nheads, nheads_k, d, dtype, capacity, lens, *, snew=0, page_size=0,
+                batch_cache=None, rotary_dim=0, rotary_dtype=None, leftpad=None):
+    """A decode step's tensors. lens (B,) tokens already cached; a paged cache gets a
+    shuffled pool with spare blocks, and -1 in the table entries a sequence does not use
+    (the kernels must never follow them)."""
+    q = torch.randn(batch, seqlen_q, nheads, d, dtype=dtype, device=DEVICE)
+    inp = dict(q=q, cache_seqlens=torch.tensor(lens, dtype=torch.int32, device=DEVICE))
+    if page_size:
+        max_blocks = capacity // page_size
+        num_blocks = batch * max_blocks + 3
+        perm = torch.randperm(num_blocks)[:batch * max_blocks].view(batch, max_blocks).to(torch.int32)
+        for b in range(batch):
+            used = math.ceil((lens[b] + snew) / page_size)
+            perm[b, used:] = -1
+        inp["block_table"] = perm.to(DEVICE)
+        shape = (num_blocks, page_size, nheads_k, d)
+    else:
+        shape = (batch_cache or batch, capacity, nheads_k, d)
+        if batch_cache is not None:
+            idx = torch.randperm(batch_cache)[:batch].to(torch.int32)
+            inp["cache_batch_idx"] = idx.to(DEVICE)
+    inp["k_cache"] = torch.randn(shape, dtype=dtype, device=DEVICE)
+    inp["v_cache"] = torch.randn(shape, dtype=dtype, device=DEVICE)
+    if snew:
+        inp["k"] = torch.randn(batch, snew, nheads_k, d, dtype=dtype, device=DEVICE)
+        inp["v"] = torch.randn(batch, snew, nheads_k, d, dtype=dtype, device=DEVICE)
+    if rotary_dim:
+        inp["rotary_cos"], inp["rotary_sin"] = rotary_tables(capacity + seqlen_q, rotary_dim,
+                                                             rotary_dtype or dtype, DEVICE)
+    if leftpad is not None:
+        inp["cache_leftpad"] = torch.tensor(leftpad, dtype=torch.int32, device=DEVICE)
+    return inp
+
+
+def _capacity(inp):
+    if inp.get("block_table") is not None:
+        return inp["block_table"].shape[1] * inp["k_cache"].shape[1]
+    return inp["k_cache"].shape[1]
+
+
+def params_for(inp, causal=False, window_size=(-1, -1), softcap=0.0, softmax_scale=None):
+    """The API's canonical parameters (causal is right = 0; a window as long as the cache is none)."""
+    left, right = window_size
+    if causal:
+        right = 0
+    cap = _capacity(inp)
+    left = -1 if left >= cap else left
+    right = -1 if right >= cap else right
+    scale = softmax_scale or 1 / math.sqrt(inp["q"].shape[-1])
+    return AttnParams(scale, left, right, softcap, 0.0)
+
+
+def written_mask(inp):
+    """(dim0, dim1) bool of the cache rows an append writes."""
+    kc = inp["k_cache"]
+    mask = torch.zeros(kc.shape[:2], dtype=torch.bool, device=kc.device)
+    if inp.get("k") is None:
+        return mask
+    paged = inp.get("block_table") is not None
+    snew = inp["k"].shape[1]
+    for b, end in enumerate(inp["cache_seqlens"].tolist()):
+        pos = torch.arange(end, end + snew, device=kc.device)
+        mask[reference_decode.cache_index(b, pos, inp.get("cache_batch_idx"), inp.get("block_table"),
+                                          kc.shape[1] if paged else 0)] = True
+    return mask
+
+
+def _clone_caches(inp):
+    out = dict(inp)
+    out["k_cache"] = inp["k_cache"].clone()
+    out["v_cache"] = inp["v_cache"].clone()
+    return out
+
+
+def _ref(inp, params, interleaved, alibi, compute_dtype):
+    r = _clone_caches(inp)
+    out, lse = reference_decode.kvcache_fwd(
+        r["q"], r["k_cache"], r["v_cache"], r.get("k"), r.get("v"), r.get("rotary_cos"), r.get("rotary_sin"),
+        r["cache_seqlens"], r.get("cache_batch_idx"), r.get("cache_leftpad"), r.get("block_table"), params,
+        interleaved, alibi, 0, compute_dtype=compute_dtype)
+    return out, lse, r["k_cache"], r["v_cache"]
+
+
+def assert_cache(name, ours, ref, original, written):
+    w = written.view(written.shape + (1, 1)).expand_as(ours)
+    same_bits = torch.equal(ours[~w].view(torch.uint8), original[~w].view(torch.uint8))  # NaN == NaN here
+    assert same_bits, f"{name}: entries outside the appended rows changed"
+    a, b = ours[w].double(), ref[w].double()
+    tol = torch.finfo(ours.dtype).eps * b.abs() + 1e-6
+    bad = (a - b).abs() > tol
+    assert not bad.any(), f"{name}: {int(bad.sum())} appended entries differ from the reference by > 1 ulp " \
+                          f"(max {(a - b).abs().max().item():.3e})"
+
+
+def run_case(backend, inp, *, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, num_splits=0,
+             rotary_interleaved=True, softmax_scale=None, check_cache=True):
+    """Runs the kernel on copies of the caches, checks out / lse / caches against the
+    reference, and returns (out, lse, k_cache, v_cache) of the kernel."""
+    _need(backend)
+    params = params_for(inp, causal, window_size, softcap, softmax_scale)
+    ours = _clone_caches(inp)
+    call = {k: v for k, v in ours.items() if k != "q"}
+    with flashtriton.use_backend(backend):
+        out, lse = flash_attn_with_kvcache(ours["q"], softmax_scale=softmax_scale, causal=causal,
+                                           window_size=window_size, softcap=softcap, alibi_slopes=alibi_slopes,
+                                           rotary_interleaved=rotary_interleaved, num_splits=num_splits,
+                                           return_softmax_lse=True, **call)
+    truth = _ref(inp, params, rotary_interleaved, alibi_slopes, torch.float64)
+    lowp = _ref(inp, params, rotary_interleaved, alibi_slopes, inp["q"].dtype)
+    q = inp["q"]
+    b, sq, h, _ = q.shape
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert lse.shape == (b, h, sq) and lse.dtype == torch.float32
+    assert_close("out", out, truth[0], lowp[0], 2, q.dtype)
+    assert_close("lse", lse, truth[1], lowp[1], 2, q.dtype)
+    if check_cache:
+        written = written_mask(inp)
+        assert_cache("k_cache", ours["k_cache"], truth[2], inp["k_cache"], written)
+        assert_cache("v_cache", ours["v_cache"], truth[3], inp["v_cache"], written)
+    return out, lse, ours["k_cache"], ours["v_cache"]
+
+
+# ---------------------------------------------------------------------------------------
+# correctness
+
+HEADS = [(4, 4), (4, 2), (6, 2), (4, 1)]   # MHA, GQA, GQA with a group of 3, MQA
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("splits", [1, 3, 8])
+@pytest.mark.parametrize("heads", HEADS)
+def test_random_lengths(backend, splits, heads):
+    """Per-sequence lengths, 0 included, over a contiguous cache, split 1, 3 and 8 ways."""
+    dtype = torch.bfloat16 if heads[1] % 2 == 0 else torch.float16
+    inp = make_inputs(4, 1, *heads, 32, dtype, 100, [0, 1, 57, 100])
+    run_case(backend, inp, num_splits=splits)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_splits_agree(backend):
+    """Split counts 1, 3, 8 and the heuristic (0) give the same result within tolerance."""
+    inp = make_inputs(2, 2, 8, 2, 64, torch.bfloat16, 160, [160, 77])
+    outs = [run_case(backend, inp, num_splits=s, causal=True)[:2] for s in (1, 3, 8, 0)]
+    for out, lse in outs[1:]:
+        assert (out.float() - outs[0][0].float()).abs().max().item() < 2e-2
+        assert (lse - outs[0][1]).abs().max().item() < 1e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("page_size", [1, 4, 16, 64])
+def test_paged_shuffled_pool(backend, page_size):
+    """Pages anywhere in the pool, in any order; small pages are gathered row by row,
+    large ones looked up once per tile (the interpreter's tile is 16 keys)."""
+    capacity = 128
+    inp = make_inputs(3, 1, 4, 2, 32, torch.float16, capacity, [5, 128, 70], page_size=page_size)
+    run_case(backend, inp, num_splits=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("layout", ["contiguous", "batch_idx", "paged4", "paged32"])
+@pytest.mark.parametrize("snew", [1, 21])
+def test_append_then_attend(backend, layout, snew):
+    """k and v are written in place at cache_seqlens, then attended; the caches are
+    checked after the call."""
+    kw = dict(contiguous={}, batch_idx=dict(batch_cache=5), paged4=dict(page_size=4),
+              paged32=dict(page_size=32))[layout]
+    inp = make_inputs(3, 1, 4, 2, 32, torch.bfloat16, 96, [0, 40, 96 - snew], snew=snew, **kw)
+    run_case(backend, inp, num_splits=2 if snew == 1 else 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("rotary_dim", [32, 16])
+def test_rotary(backend, interleaved, causal, rotary_dim):
+    """Both rotary styles, on all features or the first half; q rotated per row when
+    causal, at the cache length otherwise."""
+    inp = make_inputs(2, 3, 4, 2, 32, torch.float16, 64, [10, 50], snew=3, rotary_dim=rotary_dim,
+                      rotary_dtype=torch.float32 if rotary_dim == 16 else None, page_size=8 if causal else 0)
+    run_case(backend, inp, causal=causal, rotary_interleaved=interleaved, num_splits=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("sq,heads", [(4, (8, 2)), (16, (4, 1)), (16, (16, 2))])
+def test_speculative_causal(backend, sq, heads):
+    """Sq > 1 with a causal mask aligned bottom-right to the cache length. 16 queries x a
+    group of 8 are 128 rows: two m-blocks, each reading the chunk, m-block 0 appending."""
+    inp = make_inputs(2, sq, *heads, 32, torch.bfloat16, 64, [64 - sq, 9], snew=sq, rotary_dim=32)
+    run_case(backend, inp, causal=True, num_splits=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_more_queries_than_keys(backend):
+    """Causal with Sq > n: the first rows see no key (out 0, lse +inf)."""
+    inp = make_inputs(1, 6, 2, 1, 32, torch.float16, 16, [2])
+    out, lse, _, _ = run_case(backend, inp, causal=True, num_splits=2)
+    assert torch.all(out[:, :4] == 0)
+    assert torch.all(torch.isinf(lse[:, :, :4]) & (lse[:, :, :4] > 0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_cache(backend):
+    """A sequence with nothing cached and nothing appended outputs 0 with lse = +inf."""
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [0, 0])
+    out, lse, _, _ = run_case(backend, inp, num_splits=3)
+    assert torch.all(out == 0) and torch.all(torch.isinf(lse))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["window", "softcap", "alibi", "alibi_batch", "all"])
+def test_options(backend, case):
+    """Sliding window, softcap and ALiBi on the decode path (Sq = 4, appended keys)."""
+    b, h = 2, 4
+    kw = {}
+    if case in ("window", "all"):
+        kw["window_size"] = (9, 0)
+    if case in ("softcap", "all"):
+        kw["softcap"] = 5.0
+    if case in ("alibi", "all"):
+        kw["alibi_slopes"] = torch.rand(h, dtype=torch.float32, device=DEVICE) * 0.5
+    if case == "alibi_batch":
+        kw["alibi_slopes"] = torch.rand(b, h, dtype=torch.float32, device=DEVICE) * 0.5
+    inp = make_inputs(b, 4, h, 2, 32, torch.bfloat16, 80, [33, 74], snew=2, page_size=16 if case == "all" else 0)
+    run_case(backend, inp, num_splits=3, **kw)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_window_wider_than_queries_append(backend):
+    """Appending more tokens than the window shows: the hidden new tokens still land in
+    the cache."""
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 64, [20, 3], snew=12)
+    run_case(backend, inp, window_size=(2, 0), num_splits=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("paged", [False, True])
+def test_leftpad(backend, paged):
+    """cache_leftpad: positions before it are ignored; rotary positions stay absolute."""
+    inp = make_inputs(3, 2, 4, 2, 32, torch.float16, 64, [30, 50, 7], snew=2, leftpad=[5, 0, 7],
+                      page_size=8 if paged else 0, rotary_dim=32)
+    run_case(backend, inp, causal=True, num_splits=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [40, 64, 128])
+def test_head_dims(backend, d):
+    inp = make_inputs(2, 1, 4, 2, d, torch.float16, 48, [47, 20], snew=1, rotary_dim=d - 8 if d == 40 else d)
+    run_case(backend, inp, num_splits=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float32(backend):
+    inp = make_inputs(2, 2, 4, 2, 32, torch.float32, 48, [46, 20], snew=2, rotary_dim=32)
+    run_case(backend, inp, causal=True, num_splits=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_int_and_none_seqlens(backend):
+    """cache_seqlens as an int, and None (the whole capacity)."""
+    _need(backend)
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 40, [40, 40])
+    with flashtriton.use_backend(backend):
+        a = flash_attn_with_kvcache(inp["q"], inp["k_cache"], inp["v_cache"], cache_seqlens=40)
+        b = flash_attn_with_kvcache(inp["q"], inp["k_cache"], inp["v_cache"])
+        c = flash_attn_with_kvcache(inp["q"], inp["k_cache"], inp["v_cache"], cache_seqlens=inp["cache_seqlens"])
+    assert torch.equal(a, c) and torch.equal(b, c)
+    run_case(backend, inp)
+
+
+@pytest.mark.parametrize("combine", ["fused", "kernel"])
+@pytest.mark.parametrize("append", ["fused", "separate"])
+@pytest.mark.parametrize("kv_load", ["tma", "pointer"])
+def test_triton_variants_agree(combine, append, kv_load):
+    """The switchable launch variants (fused or separate combine and append, TMA or
+    pointer loads) compute the same thing; each is checked against the reference."""
+    inp = make_inputs(3, 2, 8, 2, 32, torch.bfloat16, 64, [0, 31, 60], snew=4, page_size=16, rotary_dim=32)
+    with decode_launcher.options(combine=combine, append=append, kv_load=kv_load):
+        run_case("triton", inp, causal=True, num_splits=3)
+
+
+@pytest.mark.parametrize("kv_load", ["tma", "pointer"])
+@pytest.mark.parametrize("layout,d", [("contiguous", 32), ("contiguous", 40), ("paged32", 40), ("paged4", 32),
+                                      ("strided", 32)])
+def test_garbage_beyond_sequences(kv_load, layout, d):
+    """NaN in every cache row outside the sequences never reaches the output: masked
+    tiles zero what they read past the end (TMA reads whole boxes). D = 40 < BLOCK_D = 64:
+    TMA boxes also cover the next head's columns, which must not matter. A strided
+    (non-contiguous) cache takes the pointer path."""
+    page = {"paged32": 32, "paged4": 4}.get(layout, 0)
+    inp = make_inputs(3, 1, 4, 2, d, torch.float16, 64, [9, 64, 33], page_size=page, leftpad=[3, 0, 1])
+    if layout == "strided":  # every other row of a cache twice as long
+        for name in ("k_cache", "v_cache"):
+            big = torch.randn(3, 128, 2, d, dtype=torch.float16, device=DEVICE)
+            inp[name] = big[:, ::2]
+    written = torch.zeros(inp["k_cache"].shape[:2], dtype=torch.bool, device=DEVICE)
+    for b, (lo, hi) in enumerate(zip(inp["cache_leftpad"].tolist(), inp["cache_seqlens"].tolist())):
+        pos = torch.arange(lo, hi, device=DEVICE)
+        written[reference_decode.cache_index(b, pos, None, inp.get("block_table"), page)] = True
+    for name in ("k_cache", "v_cache"):
+        inp[name][~written] = float("nan")
+    with decode_launcher.options(kv_load=kv_load):
+        run_case("triton", inp, num_splits=2)
+
+
+def test_fused_combine_leaves_counters_zero():
+    """The fused combine's ticket counters reset themselves: no memset per step."""
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 64, [64, 30])
+    with decode_launcher.options(combine="fused"):
+        for _ in range(2):
+            run_case("triton", inp, num_splits=4)
+    for buf in decode_launcher._counters.values():
+        assert int(buf.abs().sum()) == 0
+
+
+def test_num_splits_heuristic():
+    """The split counts the heuristic gives the benchmark's shapes (132 SMs, Hk = 8)."""
+    h = decode_launcher.num_splits_heuristic
+    assert h(8, 131072, 132, 256) == 33          # B=1, 128k: 264 programs = 2 waves
+    assert h(8, 8192, 132, 256) == 32            # B=1, 8k: capped by 256-key chunks
+    assert h(256, 32768, 132, 256) == 2          # B=32
+    assert h(1024, 32768, 132, 256) == 1         # B=128: enough programs already
+    assert h(64, 1024, 132, 256) == 4            # B=8, 1k: capped
+    assert h(8, 100, 132, 256) == 1              # shorter than one chunk
+
+
+def test_bitwise_repeatable():
+    inp = make_inputs(2, 1, 4, 2, 32, torch.bfloat16, 64, [64, 30])
+    a = run_case("triton", inp, num_splits=3)[0]
+    b = run_case("triton", inp, num_splits=3)[0]
+    assert torch.equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------
+# validation: clear errors before any launch
+
+def _good(**over):
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [10, 20], snew=1, rotary_dim=32)
+    inp.update(over)
+    return inp
+
+
+def _paged(**over):
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [10, 20], snew=1, page_size=8)
+    inp.update(over)
+    return inp
+
+
+BAD = [
+    ("cache_seqlens int64", lambda: _good(cache_seqlens=torch.tensor([1, 2])), TypeError, "cache_seqlens: dtype"),
+    ("cache_seqlens shape", lambda: _good(cache_seqlens=torch.tensor([1, 2, 3], dtype=torch.int32)), ValueError,
+     "cache_seqlens: shape"),
+    ("cache_seqlens negative", lambda: _good(cache_seqlens=torch.tensor([-1, 2], dtype=torch.int32)), ValueError,
+     "cache_seqlens: entry 0 is -1"),
+    ("append overflows", lambda: _good(cache_seqlens=torch.tensor([1, 32], dtype=torch.int32)), ValueError,
+     "too small for the append"),
+    ("int append overflows", lambda: _good(cache_seqlens=32), ValueError, "too small for the append"),
+    ("seqlens past capacity", lambda: _good(k=None, v=None, rotary_cos=None, rotary_sin=None,
+                                            cache_seqlens=torch.tensor([1, 33], dtype=torch.int32)),
+     ValueError, "capacity 32"),
+    ("block_table out of range", lambda: _paged(block_table=torch.tensor([[0, 99, -1, -1], [2, 3, 4, -1]],
+                                                                         dtype=torch.int32)),
+     ValueError, "block_table: entry [0, 1] is 99"),
+    ("block_table negative", lambda: _paged(block_table=torch.tensor([[0, 1, -1, -1], [2, -5, 4, -1]],
+                                                                     dtype=torch.int32)),
+     ValueError, "block_table: entry [1, 1] is -5"),
+    ("block_table int64", lambda: _paged(block_table=torch.zeros(2, 4, dtype=torch.int64)), TypeError,
+     "block_table: dtype"),
+    ("block_table rows", lambda: _paged(block_table=torch.zeros(3, 4, dtype=torch.int32)), ValueError,
+     "block_table: shape"),
+    ("page size not 2^k", lambda: _paged(k_cache=torch.randn(9, 6, 2, 32, dtype=torch.float16),
+                                         v_cache=torch.randn(9, 6, 2, 32, dtype=torch.float16)),
+     ValueError, "power of two"),
+    ("batch idx with pages", lambda: _paged(cache_batch_idx=torch.tensor([0, 1], dtype=torch.int32)), ValueError,
+     "cache_batch_idx: must be None with a paged cache"),
+    ("batch idx out of range", lambda: _good(k_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16),
+                                             v_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16),
+                                             cache_batch_idx=torch.tensor([0, 3], dtype=torch.int32)),
+     ValueError, "cache_batch_idx: entry 1 is 3"),
+    ("batch idx repeated", lambda: _good(k_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16),
+                                         v_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16),
+                                         cache_batch_idx=torch.tensor([1, 1], dtype=torch.int32)),
+     ValueError, "more than once"),
+    ("cache batch mismatch", lambda: _good(k_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16),
+                                           v_cache=torch.randn(3, 32, 2, 32, dtype=torch.float16)),
+     ValueError, "k_cache: batch_cache 3"),
+    ("leftpad past seqlens", lambda: _good(cache_leftpad=torch.tensor([11, 0], dtype=torch.int32)), ValueError,
+     "cache_leftpad: entry 0 is 11"),
+    ("k without v", lambda: _good(v=None), ValueError, "k, v: give both"),
+    ("k bad shape", lambda: _good(k=torch.randn(2, 1, 4, 32, dtype=torch.float16)), ValueError, "k: shape"),
+    ("k dtype", lambda: _good(k=torch.randn(2, 1, 2, 32, dtype=torch.bfloat16)), TypeError, "k: dtype"),
+    ("rotary without k", lambda: _good(k=None, v=None), ValueError, "rotary_cos: rotary embedding needs"),
+    ("rotary too wide", lambda: _good(rotary_cos=torch.ones(64, 20, dtype=torch.float16),
+                                      rotary_sin=torch.ones(64, 20, dtype=torch.float16)),
+     ValueError, "rotary_dim"),
+    ("rotary too short", lambda: _good(rotary_cos=torch.ones(20, 16, dtype=torch.float16),
+                                       rotary_sin=torch.ones(20, 16, dtype=torch.float16)),
+     ValueError, "sequence 1 needs position 20"),
+    ("rotary only cos", lambda: _good(rotary_sin=None), ValueError, "give both or neither"),
+    ("cache dtype", lambda: _good(v_cache=torch.randn(2, 32, 2, 32, dtype=torch.bfloat16)), TypeError,
+     "v_cache: dtype"),
+    ("cache shapes", lambda: _good(v_cache=torch.randn(2, 31, 2, 32, dtype=torch.float16)), ValueError,
+     "v_cache: shape"),
+    ("heads", lambda: _good(q=torch.randn(2, 1, 3, 32, dtype=torch.float16)), ValueError, "must divide"),
+    ("head dim", lambda: _good(q=torch.randn(2, 1, 4, 16, dtype=torch.float16)), ValueError, "head dim"),
+    ("q dims", lambda: _good(q=torch.randn(2, 4, 32, dtype=torch.float16)), ValueError, "q: expected 4 dims"),
+    ("no seqlens with append", lambda: _good(cache_seqlens=None), ValueError, "cache_seqlens: required"),
+    ("seqlens float", lambda: _good(cache_seqlens=3.0), TypeError, "cache_seqlens: expected"),
+]
+
+
+@pytest.mark.parametrize("name,make,exc,msg", BAD, ids=[b[0] for b in BAD])
+def test_bad_input(name, make, exc, msg):
+    inp = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in make().items()}
+    kc, vc = inp["k_cache"].clone(), inp["v_cache"].clone()
+    q = inp.pop("q")
+    with flashtriton.use_backend("triton"), pytest.raises(exc) as info:
+        flash_attn_with_kvcache(q, **inp)
+    assert msg in str(info.value), str(info.value)
+    assert torch.equal(kc, inp["k_cache"]) and torch.equal(vc, inp["v_cache"]), "a failed call wrote the cache"
+
+
+@pytest.mark.parametrize("kw,exc,msg", [
+    (dict(num_splits=-1), ValueError, "num_splits"), (dict(num_splits=1000), ValueError, "num_splits"),
+    (dict(num_splits=True), ValueError, "num_splits"), (dict(causal=1), TypeError, "causal"),
+    (dict(window_size=(3,)), ValueError, "window_size"), (dict(softcap=-1.0), ValueError, "softcap"),
+    (dict(alibi_slopes=torch.ones(3)), ValueError, "alibi_slopes"),
+    (dict(rotary_interleaved=None), TypeError, "rotary_interleaved"),
+])
+def test_bad_options(kw, exc, msg):
+    inp = _good()
+    inp = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
+    kw = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    q = inp.pop("q")
+    with flashtriton.use_backend("triton"), pytest.raises(exc, match=msg):
+        flash_attn_with_kvcache(q, **inp, **kw)
+
+
+def test_value_checks_switch(monkeypatch):
+    """value_checks(False) skips the host-synchronising checks (for serving loops and
+    CUDA graphs); the structure checks still run."""
+    calls = []
+    monkeypatch.setattr(kvcache, "_check_values", lambda *a, **k: calls.append(1))
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [10, 20])
+    q = inp.pop("q")
+    with flashtriton.use_backend("triton"):
+        flash_attn_with_kvcache(q, **inp)
+        assert calls == [1]
+        with kvcache.value_checks(False):
+            flash_attn_with_kvcache(q, **inp)
+            with pytest.raises(TypeError, match="cache_seqlens: dtype"):
+                flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=inp["cache_seqlens"].long()))
+    assert calls == [1]
+
+
+# ---------------------------------------------------------------------------------------
+# GPU: the serving shapes (skipped without CUDA; the lead runs these on the H200)
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["contiguous", "paged16", "paged256"])
+@pytest.mark.parametrize("lens", [[1, 4097, 16384, 777], [16384] * 4])
+def test_large_gpu(layout, lens):
+    page = {"contiguous": 0, "paged16": 16, "paged256": 256}[layout]
+    inp = make_inputs(4, 1, 32, 8, 128, torch.bfloat16, 16640, lens, snew=1, page_size=page, rotary_dim=128)
+    run_case("triton", inp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 256])
+@pytest.mark.parametrize("sq", [1, 4, 16])
+def test_head_dims_and_speculation_gpu(d, sq):
+    inp = make_inputs(3, sq, 32, 8, d, torch.float16, 4096, [4096 - sq, 1000, 0], snew=sq, rotary_dim=d,
+                      page_size=64)
+    run_case("triton", inp, causal=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("combine", ["fused", "kernel"])
+@pytest.mark.parametrize("append", ["fused", "separate"])
+@pytest.mark.parametrize("splits", [0, 1, 7, 64])
+def test_variants_gpu(combine, append, splits):
+    inp = make_inputs(8, 1, 32, 8, 128, torch.bfloat16, 8192, [8191, 5000, 1, 0, 300, 8000, 4096, 17], snew=1,
+                      rotary_dim=64, page_size=16)
+    with decode_launcher.options(combine=combine, append=append):
+        run_case("triton", inp, num_splits=splits)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tile", [(32, 4, 2), (64, 4, 4), (128, 4, 3), (128, 8, 3), (64, 8, 2)])
+def test_every_decode_tile_gpu(tile):
+    """The tiles the benchmark's variant sweep may pick compute the right answer."""
+    inp = make_inputs(4, 4, 32, 8, 128, torch.bfloat16, 4096, [4092, 100, 2000, 3333], snew=4, rotary_dim=128,
+                      page_size=16)
+    bn, warps, stages = tile
+    with decode_launcher.options(block_n=bn, num_warps=warps, num_stages=stages):
+        run_case("triton", inp, causal=True)
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_gpu():
+    """A decode step captured in a CUDA graph (value checks skip themselves while
+    capturing) and replayed with new lengths and new tokens."""
+    inp = make_inputs(4, 1, 32, 8, 128, torch.bfloat16, 4096, [100, 2000, 4000, 7], snew=1, page_size=16,
+                      rotary_dim=128)
+    static = _clone_caches(inp)
+    q = static.pop("q")
+    flash_attn_with_kvcache(q, **static)  # warm-up: compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attn_with_kvcache(q, **static)
+    for step in range(3):
+        new = make_inputs(4, 1, 32, 8, 128, torch.bfloat16, 4096, [101 + step, 2001, 3990, 8 + step], snew=1,
+                          page_size=16, rotary_dim=128)
+        ref_inp = dict(_clone_caches(static), q=new["q"], k=new["k"], v=new["v"],
+                       cache_seqlens=new["cache_seqlens"])
+        for name in ("k", "v", "cache_seqlens"):
+            static[name].copy_(new[name])
+        q.copy_(new["q"])
+        graph.replay()
+        truth = _ref(ref_inp, params_for(ref_inp), True, None, torch.float64)
+        lowp = _ref(ref_inp, params_for(ref_inp), True, None, torch.bfloat16)
+        assert_close("out", out, truth[0], lowp[0], 2, torch.bfloat16)
+        written = written_mask(ref_inp)
+        assert_cache("k_cache", static["k_cache"], truth[2], ref_inp["k_cache"], written)

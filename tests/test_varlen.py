@@ -1,0 +1,244 @@
+"""Variable-length batches: flash_attn_varlen_func and its packed forms.
+
+q (total_q, H, D), k and v (total_k, Hk, D), int32 cu_seqlens; each sequence has its
+own bottom-right aligned masks. Checked against reference.attention_varlen in float64
+on every kernel backend and the reference backend.
+"""
+import pytest
+import torch
+import triton
+
+import flashtriton
+from flashtriton import flash_attn_varlen_func
+from flashtriton.launchers import prefill
+
+from conftest import DEVICE, kernel_backends
+from helpers import assert_close, check_attention, cu_seqlens, rand_qkv, rand_varlen, reference_pair
+
+BACKENDS = kernel_backends() + ["reference"]
+
+
+def slopes(batch, nheads, per_batch):
+    shape = (batch, nheads) if per_batch else (nheads,)
+    return (torch.rand(shape) * 0.3 + 0.05).to(DEVICE)
+
+
+CASES = [
+    # lens_q, lens_k, heads, d, dtype, options
+    ([17, 1, 40], [17, 30, 1], (4, 4), 40, torch.float16, dict()),
+    ([17, 1, 40], [17, 30, 1], (4, 2), 80, torch.bfloat16, dict(causal=True)),
+    ([113, 17], [17, 113], (4, 1), 96, torch.float16, dict(causal=True)),
+    ([33, 70, 5], [70, 33, 5], (4, 2), 40, torch.bfloat16, dict(causal=True, window_size=(8, -1))),
+    ([50, 9], [64, 30], (4, 2), 80, torch.float16, dict(window_size=(6, 4))),
+    ([40, 17], [40, 60], (4, 2), 96, torch.float16, dict(alibi="bh", softcap=3.0)),
+    ([17, 65], [65, 17], (4, 1), 40, torch.bfloat16, dict(causal=True, alibi="h", softcap=8.0, window_size=(20, -1))),
+    ([1, 1, 1], [1, 7, 113], (4, 2), 64, torch.float16, dict(causal=True)),
+]
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,dtype,opts", CASES)
+def test_varlen(backend, lens_q, lens_k, heads, d, dtype, opts):
+    opts = dict(opts)
+    alibi = opts.pop("alibi", None)
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    if alibi is not None:
+        opts["alibi_slopes"] = slopes(len(lens_q), heads[0], alibi == "bh")
+    check_attention(backend, q, k, v, varlen=varlen, **opts)
+
+
+@pytest.mark.parametrize("opts", [dict(causal=True, window_size=(5, -1)), dict(alibi="bh", softcap=2.0)])
+def test_varlen_reference_backend(opts):
+    opts = dict(opts)
+    alibi = opts.pop("alibi", None)
+    (q, k, v), varlen = rand_varlen([17, 0, 30], [20, 5, 0], 4, 2, 40, torch.float16, DEVICE)
+    if alibi is not None:
+        opts["alibi_slopes"] = slopes(3, 4, True)
+    check_attention("reference", q, k, v, varlen=varlen, **opts)
+
+
+ZERO_LENGTH = [
+    ([0, 17, 5], [0, 20, 9]),      # leading empty sequence
+    ([17, 0, 5], [20, 0, 9]),      # empty in the middle
+    ([17, 5, 0], [20, 9, 0]),      # trailing
+    ([17, 0, 5], [20, 30, 9]),     # no queries, but keys: their dK, dV are 0
+    ([17, 5, 40], [20, 0, 9]),     # queries without keys: out 0, lse +inf
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lens_q,lens_k", ZERO_LENGTH)
+def test_zero_length_sequences(backend, lens_q, lens_k):
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, 4, 2, 40, torch.float16, DEVICE)
+    res = check_attention(backend, q, k, v, varlen=varlen, causal=True)
+    cq, ck = varlen[0].tolist(), varlen[1].tolist()
+    for i in range(len(lens_q)):
+        if lens_k[i] == 0:
+            assert torch.all(res["out"][cq[i]:cq[i + 1]] == 0)
+            assert torch.all(res["lse"][:, cq[i]:cq[i + 1]] == float("inf"))
+            assert torch.all(res["dq"][cq[i]:cq[i + 1]] == 0)
+        if lens_q[i] == 0:
+            assert torch.all(res["dk"][ck[i]:ck[i + 1]] == 0) and torch.all(res["dv"][ck[i]:ck[i + 1]] == 0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_regression_reference_zero_length_keys(backend):
+    """reference.attention crashed (amax over an empty dim) on a sequence with no keys,
+    so the reference backend and every varlen test with such a batch failed."""
+    (q, k, v), varlen = rand_varlen([3, 4], [5, 0], 2, 2, 16, torch.float16, DEVICE)
+    out, lse = flashtriton.reference.attention_varlen(q.double(), k.double(), v.double(), *varlen[:2],
+                                                      softmax_scale=0.25)
+    assert torch.all(out[3:] == 0) and torch.all(lse[:, 3:] == float("inf"))
+    with flashtriton.use_backend(backend):
+        out = flash_attn_varlen_func(q, k, v, *varlen)
+    assert torch.all(out[3:] == 0) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_all_sequences_empty(backend):
+    (q, k, v), varlen = rand_varlen([0, 0], [0, 0], 2, 2, 16, torch.float16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_varlen_func(q, k, v, *varlen)
+        grads = torch.autograd.grad(out.sum(), (q, k, v))
+    assert out.shape == (0, 2, 16) and all(g.shape == (0, 2, 16) for g in grads)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_varlen_equals_dense(backend):
+    """Equal lengths: the varlen result and the padded dense one agree with each other
+    (and with the reference)."""
+    q, k, v = rand_qkv(3, 40, 50, 4, 2, 40, torch.float16, DEVICE, requires_grad=True)
+    packed = [t.detach().flatten(0, 1).requires_grad_() for t in (q, k, v)]
+    varlen = (cu_seqlens([40] * 3, DEVICE), cu_seqlens([50] * 3, DEVICE), 40, 50)
+    with flashtriton.use_backend(backend):
+        dense = flashtriton.flash_attn_func(q, k, v, causal=True)
+        dout = torch.randn_like(dense)
+        g_dense = torch.autograd.grad(dense, (q, k, v), dout)
+        var = flash_attn_varlen_func(*packed, *varlen, causal=True)
+        g_var = torch.autograd.grad(var, packed, dout.flatten(0, 1))
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=40 ** -0.5, window_right=0)
+    assert_close("out", var.view_as(dense), truth["out"], lowp["out"], 2, torch.float16)
+    torch.testing.assert_close(var.view_as(dense), dense, rtol=0, atol=2e-3)
+    for name, a, b in zip(("dq", "dk", "dv"), g_var, g_dense):
+        assert_close(name, a.view_as(b), truth[name], lowp[name], 3, torch.float16)
+        torch.testing.assert_close(a.view_as(b), b, rtol=0, atol=4e-3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_max_seqlen_larger_than_needed(backend):
+    """max_seqlen_* is an upper bound only: a loose one changes nothing."""
+    (q, k, v), varlen = rand_varlen([17, 40], [30, 9], 4, 2, 40, torch.bfloat16, DEVICE, requires_grad=True)
+    cu_q, cu_k, max_q, max_k = varlen
+    with flashtriton.use_backend(backend):
+        a = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
+        dout = torch.randn_like(a)
+        ga = torch.autograd.grad(a, (q, k, v), dout)
+        b = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 500, 700, causal=True)
+        gb = torch.autograd.grad(b, (q, k, v), dout)
+    assert torch.equal(a, b)
+    assert all(torch.equal(x, y) for x, y in zip(ga, gb))
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_packed_varlen(backend):
+    """flash_attn_varlen_qkvpacked_func and flash_attn_varlen_kvpacked_func take strided
+    views of one packed tensor; gradients flow back into it."""
+    lens = [17, 1, 40]
+    cu = cu_seqlens(lens, DEVICE)
+    qkv = torch.randn(sum(lens), 3, 4, 40, dtype=torch.float16, device=DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flashtriton.flash_attn_varlen_qkvpacked_func(qkv, cu, max(lens), causal=True)
+        dout = torch.randn_like(out)
+        (dqkv,) = torch.autograd.grad(out, qkv, dout)
+    q, k, v = qkv.detach().unbind(1)
+    truth, lowp = reference_pair(q, k, v, dout, varlen=(cu, cu), softmax_scale=40 ** -0.5, window_right=0)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.float16)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, dqkv[:, i], truth[name], lowp[name], 3, torch.float16)
+
+    lens_k = [30, 5, 2]
+    cu_k = cu_seqlens(lens_k, DEVICE)
+    q = torch.randn(sum(lens), 4, 40, dtype=torch.bfloat16, device=DEVICE, requires_grad=True)
+    kv = torch.randn(sum(lens_k), 2, 2, 40, dtype=torch.bfloat16, device=DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flashtriton.flash_attn_varlen_kvpacked_func(q, kv, cu, cu_k, max(lens), max(lens_k),
+                                                          window_size=(3, 3))
+        dout = torch.randn_like(out)
+        dq, dkv = torch.autograd.grad(out, (q, kv), dout)
+    truth, lowp = reference_pair(q, kv[:, 0], kv[:, 1], dout, varlen=(cu, cu_k), softmax_scale=40 ** -0.5,
+                                 window_left=3, window_right=3)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+    assert_close("dq", dq, truth["dq"], lowp["dq"], 3, torch.bfloat16)
+    assert_close("dk", dkv[:, 0], truth["dk"], lowp["dk"], 3, torch.bfloat16)
+    assert_close("dv", dkv[:, 1], truth["dv"], lowp["dv"], 3, torch.bfloat16)
+
+
+# --- the program map: no program per padding block -------------------------------------
+
+class _GridSpy:
+    """Stands in for a @triton.jit kernel and records the grid of each launch."""
+
+    def __init__(self, kernel):
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid):
+        self.grids.append(tuple(grid))
+        return self.kernel[grid]
+
+
+@pytest.fixture
+def grid_spies(monkeypatch):
+    spies = {}
+    for name in ("attn_fwd_kernel", "attn_bwd_dq_kernel", "attn_bwd_dkdv_kernel", "bwd_preprocess_kernel"):
+        spies[name] = _GridSpy(getattr(prefill, name))
+        monkeypatch.setattr(prefill, name, spies[name])
+    return spies
+
+
+def test_cu_blocks_program_map():
+    cu = cu_seqlens([0, 1, 32, 33, 0, 100], "cpu")
+    assert prefill._cu_blocks(cu, 32).tolist() == [0, 0, 1, 2, 4, 4, 8]
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
+def test_grid_does_not_depend_on_max_seqlen(grid_spies):
+    """The varlen grids are sized by the total token count (plus at most one spare
+    program per sequence), never by batch x max_seqlen."""
+    lens_q, lens_k = [1, 17, 113, 0, 3], [2, 113, 17, 5, 0]
+    (q, k, v), (cu_q, cu_k, _, _) = rand_varlen(lens_q, lens_k, 4, 2, 32, torch.float16, DEVICE,
+                                                 requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        for max_q, max_k in ((113, 113), (5000, 7000)):
+            out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
+            torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    batch, total_q, total_k = len(lens_q), sum(lens_q), sum(lens_k)
+    for name, kind, total, heads in (("attn_fwd_kernel", "fwd", total_q, 4), ("attn_bwd_dq_kernel", "dq", total_q, 4),
+                                     ("attn_bwd_dkdv_kernel", "dkdv", total_k, 2)):
+        grids = grid_spies[name].grids
+        assert len(grids) == 2 and grids[0] == grids[1], (name, grids)
+        tile = prefill._tile(kind, prefill.block_d(32), q, None, 0, True, None)  # varlen: never autotuned
+        block = tile.block_n if kind == "dkdv" else tile.block_m
+        assert grids[0][0] == heads and grids[0][1] <= triton.cdiv(total, block) + batch, (name, grids)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
+def test_regression_varlen_preprocess_grid_ignores_padding(grid_spies):
+    """The backward's delta kernel was launched on batch x cdiv(max_seqlen_q) blocks, a
+    program per padding block; it now covers the total_q packed rows only."""
+    (q, k, v), (cu_q, cu_k, _, _) = rand_varlen([1, 2, 3], [3, 2, 1], 2, 2, 16, torch.float16, DEVICE,
+                                                 requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4096, 4096)
+        dq, = torch.autograd.grad(out, q, torch.randn_like(out))
+    (grid,) = grid_spies["bwd_preprocess_kernel"].grids
+    assert grid == (2, 1), grid  # 2 heads x one block of the 6 packed rows
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_regression_strided_cu_seqlens(backend):
+    """The kernels read cu_seqlens[b] at CU + b: a strided view (here every other entry
+    of a larger tensor) gave wrong outputs and gradients. It is now made contiguous."""
+    cu = torch.tensor([0, 7, 10, 99, 30, 3], dtype=torch.int32, device=DEVICE)[::2]
+    assert cu.stride(0) == 2 and cu.tolist() == [0, 10, 30]
+    q, k, v = (torch.randn(30, 2, 32, dtype=torch.float16, device=DEVICE) for _ in range(3))
+    check_attention(backend, q, k, v, varlen=(cu, cu, 20, 20), causal=True)
