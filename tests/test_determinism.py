@@ -24,27 +24,30 @@ def _same_bits(a, b):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("deterministic", [True, False])
-def test_backward_is_bitwise_reproducible(backend, deterministic):
+def test_backward_is_bitwise_reproducible(backend):
     """GQA (the dK/dV of a kv head sum over its query heads), ALiBi, softcap, a window
-    and dropout: 20 backward passes give identical bits."""
-    q, k, v = rand_qkv(2, 47, 65, 4, 2, 40, torch.bfloat16, DEVICE, requires_grad=True)
-    alibi = (torch.rand(4) * 0.3).to(DEVICE)
+    and dropout: 20 backward passes with deterministic=True give identical bits, and
+    deterministic=False the same bits again (no backend uses atomics)."""
+    q, k, v = rand_qkv(1, 24, 40, 2, 1, 32, torch.bfloat16, DEVICE, requires_grad=True)
+    alibi = (torch.rand(2) * 0.3).to(DEVICE)
+    kw = dict(dropout_p=0.1, causal=True, window_size=(30, -1), softcap=5.0, alibi_slopes=alibi)
     with flashtriton.use_backend(backend):
         torch.manual_seed(3)
-        out = flash_attn_func(q, k, v, dropout_p=0.1, causal=True, window_size=(30, -1), softcap=5.0,
-                              alibi_slopes=alibi, deterministic=deterministic)
+        out = flash_attn_func(q, k, v, deterministic=True, **kw)
         dout = torch.randn_like(out)
         first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
         for _ in range(REPEATS - 1):
             again = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
             assert _same_bits(first, again)
+        torch.manual_seed(3)
+        out = flash_attn_func(q, k, v, deterministic=False, **kw)
+        assert _same_bits(first, torch.autograd.grad(out, (q, k, v), dout))
     assert all(torch.isfinite(g).all() for g in first)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_varlen_backward_is_bitwise_reproducible(backend):
-    (q, k, v), varlen = rand_varlen([17, 0, 33], [40, 9, 33], 4, 1, 32, torch.float16, DEVICE, requires_grad=True)
+    (q, k, v), varlen = rand_varlen([17, 0, 9], [20, 9, 33], 2, 1, 32, torch.float16, DEVICE, requires_grad=True)
     with flashtriton.use_backend(backend):
         out = flash_attn_varlen_func(q, k, v, *varlen, causal=True, deterministic=True)
         dout = torch.randn_like(out)
@@ -56,7 +59,7 @@ def test_varlen_backward_is_bitwise_reproducible(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_forward_is_bitwise_reproducible(backend):
     """The forward pass with every feature, dense and varlen; dropout with the same seed."""
-    q, k, v = rand_qkv(2, 47, 65, 4, 2, 40, torch.float16, DEVICE)
+    q, k, v = rand_qkv(2, 33, 40, 4, 2, 40, torch.float16, DEVICE)
     (qv, kv, vv), varlen = rand_varlen([17, 33], [40, 33], 4, 2, 40, torch.float16, DEVICE)
     kw = dict(causal=True, window_size=(30, -1), softcap=5.0, alibi_slopes=(torch.rand(2, 4) * 0.3).to(DEVICE))
 

@@ -52,6 +52,17 @@ def test_window(backend, i, case):
     check_attention(backend, q, k, v, window_size=window)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_regression_huge_window(backend):
+    """window_size=(2**31 - 1, 2**31 - 1), a common way to say "unbounded", overflowed
+    the kernels' int32 index + window arithmetic: wrong outputs and gradients. A window
+    edge past every sequence now becomes -1 in the launcher."""
+    q, k, v = rand_qkv(1, 70, 70, 2, 2, 32, torch.float16, DEVICE)
+    big = 2 ** 31 - 1
+    check_attention(backend, q, k, v, window_size=(big, big))
+    check_attention(backend, q, k, v, window_size=(big, 3))
+
+
 @pytest.mark.parametrize("backend", kernel_backends())
 @pytest.mark.parametrize("nq,nk,left", [(65, 65, 20), (30, 90, 7), (90, 30, 7), (113, 113, 0)])
 def test_window_with_causal(backend, nq, nk, left):
@@ -108,6 +119,20 @@ def test_softcap(backend, softcap, scale, causal, d):
     check_attention(backend, q, k, v, softcap=softcap, softmax_scale=scale, causal=causal)
 
 
+# --- softmax_scale ----------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_regression_negative_softmax_scale(backend):
+    """Validation allows any finite softmax_scale. The forward kernel's unmasked tiles
+    took the row max of the raw dots times the scale, which is the row *min* of the
+    scores for a negative scale: exp2 overflowed and the output was inf/NaN. A wide
+    score range (scaled inputs) on tiles with no mask reproduces it."""
+    n = max(2 * _tile(backend), 64)
+    q, k, v = rand_qkv(1, n, n, 2, 1, 64, torch.float16, DEVICE)
+    check_attention(backend, q * 2, k * 2, v, softmax_scale=-1.0)
+    check_attention(backend, q, k, v, softmax_scale=-0.125, causal=True)
+
+
 # --- combinations ----------------------------------------------------------------
 
 COMBOS = [
@@ -150,17 +175,19 @@ def test_reference_backend(opts, nq, nk):
 
 # --- tiles outside the band are never loaded ----------------------------------------
 
-def _tile(backend):
-    """Largest tile dimension of the prefill kernels on this machine (0: not tiled)."""
+def _tile(backend, head_dim=64):
+    """Largest tile dimension the Triton launchers use on this machine, at any sequence
+    length (0 for other backends)."""
     if backend != "triton":
         return 0
-    from flashtriton.kernels import configs
-    from flashtriton.launchers.prefill import interpreting
-    tiles = [configs.default_tile(kind, 64, interpreting()) for kind in ("fwd", "dq", "dkdv")]
+    from flashtriton.launchers import prefill
+    bd = prefill.block_d(head_dim)
+    tiles = [prefill._tile(kind, bd, None, None, n, True, None)  # varlen=True: the fixed tiles, never tuned
+             for kind in ("fwd", "dq", "dkdv") for n in (1, 1 << 20)]
     return max(max(t.block_m, t.block_n) for t in tiles)
 
 
-@pytest.mark.parametrize("backend", kernel_backends())
+@pytest.mark.parametrize("backend", [b for b in kernel_backends() if b == "triton"])
 def test_tiles_outside_the_band_are_skipped(backend):
     """A NaN planted in a key/value row propagates through any tile that loads it (even
     fully masked: 0 * NaN = NaN in P V). So rows whose band never reaches that key stay

@@ -146,7 +146,7 @@ def test_large_shapes_gpu(d, causal, nq, nk):
 def test_every_tuner_config_gpu(kernel, d, monkeypatch):
     """Every config the tuner may pick computes the right answer."""
     from flashtriton.kernels import configs
-    for tile in configs.candidates(kernel, d, 2):
+    for tile in configs.tuner_candidates(kernel, d, 300):
         monkeypatch.setitem(configs.DEFAULTS[kernel], d, tile)
         try:
             run_and_check("triton", 1, 300, 300, (4, 2), d, torch.bfloat16, causal=True)

@@ -144,7 +144,8 @@ def _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_se
                 "(batch_cache, seqlen_cache, nheads_k, headdim)"
             raise ValueError(f"{name}: expected 4 dims {layout}, got shape {tuple(t.shape)}")
         if t.dtype != q.dtype:
-            raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}; q and the caches must share one dtype")
+            raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}; "
+                            f"q and the caches must share one dtype")
         if t.device != q.device:
             raise ValueError(f"{name}: on {t.device} but q is on {q.device}; all tensors must be on one device")
     if v_cache.shape != k_cache.shape:

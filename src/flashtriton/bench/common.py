@@ -39,6 +39,23 @@ def time_ms(fn, device: str, warmup_ms: float = 25, rep_ms: float = 100) -> floa
     return statistics.median(times)
 
 
+def graph_time_ms(fn) -> float:
+    """Median ms of one CUDA-graph replay of fn (forward only, no autograd): the GPU
+    time without the host's launch overhead, as a serving loop or torch.compile's
+    reduce-overhead mode would see it."""
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+    return time_ms(graph.replay, "cuda")
+
+
 def device_slug(device: str) -> str:
     if device == "cuda":
         name = torch.cuda.get_device_name()

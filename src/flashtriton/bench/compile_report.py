@@ -80,7 +80,7 @@ def main(argv=None):
     print("|---|---|---|---|---|---|---|---|---|")
     for kernel in args.kernels:
         for d in args.head_dims:
-            for t in configs.candidates(kernel, d, 2):
+            for t in configs.sweep_candidates(kernel, d, 2):
                 try:
                     r = resources(compile_variant(kernel, t, d, HAS_RIGHT=args.causal))
                 except Exception as exc:  # noqa: BLE001  (reported, not fatal)

@@ -247,10 +247,10 @@ def bench_append(batch, seqlen, device, graphs):
 def _variants(batch, seqlen, page, sms):
     base = launcher.num_splits_heuristic(batch * NHEADS_K, seqlen, sms, 256)
     v = [("default", {}, 0), ("combine=kernel", dict(combine="kernel"), 0),
-         ("kv_load=pointer", dict(kv_load="pointer"), 0)]
+         ("kv_load=pointer", dict(kv_load="pointer"), 0), ("block_m=64", dict(block_m=64), 0)]
     tiles = [(32, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 3), (128, 8, 4), (64, 4, 2)]
     if page:  # tiles of one page go through TMA; larger ones gather rows
-        tiles = [(page, 4, 4), (page, 4, 8), (32, 4, 4), (128, 4, 3)]
+        tiles = [(page, 4, 6), (page, 4, 8), (32, 4, 5), (64, 4, 4), (64, 4, 6), (128, 4, 5)]
     for tile in tiles:
         v.append(("tile=%d,%d,%d" % tile, dict(block_n=tile[0], num_warps=tile[1], num_stages=tile[2]), 0))
     for s in sorted({max(1, base // 2), base * 2, base * 4} - {base}):
@@ -297,7 +297,8 @@ def bench_variants_at(shapes, device, graphs, deadline):
 # reporting
 
 def _L(n):
-    return f"{_L(n)}" if n >= 1024 and n % 1024 == 0 else str(n)
+    """Cache length for the tables: 8192 -> "8k"."""
+    return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
 def _fmt(r, key="gbs"):
@@ -459,6 +460,132 @@ def main(out_dir=None, quick=False, smoke=False, variants=True, graphs=True) -> 
     return _write(rows, device, out_dir, "decode", dict(seconds=round(time.perf_counter() - start, 1)))
 
 
+# ----------------------------------------------------------------------------------------
+# offline: compile for Hopper without a GPU
+
+_I32_PTRS = {"SEQLENS", "BATCH_IDX", "LEFTPAD", "BLOCK_TABLE", "COUNTERS"}
+_F32_PTRS = {"ALIBI", "LSE", "O_PART", "LSE_PART"}
+_F32_ARGS = {"qk_scale", "softcap_scale", "softcap_out"}
+_NOT_DIVISIBLE = {"seqlen_q", "seqlen_new", "appended", "n_ro", "rot_half", "n_splits", "m_blocks",
+                  "rows_per_block", "window_left", "window_right", "group", "nheads_k"}
+
+# (label, constexprs beyond the shape's) of the split kernel, as the launcher sets them.
+COMPILE_CASES = [
+    ("contiguous, TMA, fused combine", dict()),
+    ("contiguous, pointer loads", dict(KV_TMA=False)),
+    ("contiguous, block_m=64", dict(BLOCK_M=64)),
+    ("paged 256, TMA", dict(PAGE_SIZE=256)),
+    ("paged 16, row gather", dict(PAGE_SIZE=16, KV_TMA=False)),
+    ("paged 16, tile 16, TMA", dict(PAGE_SIZE=16, BLOCK_N=16)),
+    ("append + rotary, causal", dict(HAS_NEW=True, HAS_ROTARY=True, ROTARY_PER_ROW=True, HAS_RIGHT=True)),
+    ("one split (direct store)", dict(SPLIT=False, FUSED_COMBINE=False)),
+    ("combine kernel mode", dict(FUSED_COMBINE=False)),
+    ("window + softcap + alibi + leftpad", dict(HAS_LEFT=True, HAS_RIGHT=True, HAS_SOFTCAP=True, HAS_ALIBI=True,
+                                               HAS_LEFTPAD=True)),
+]
+
+
+def compile_split_kernel(head_dim=128, dtype="bf16", num_warps=None, num_stages=None, **flags):
+    """Compile decode_split_kernel for sm_90a (no GPU needed), with the launcher's default
+    tile unless given; returns triton's CompiledKernel."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from flashtriton.kernels.decode import decode_split_kernel as fn
+    bd = launcher.block_d(head_dim)
+    bn, warps, stages = launcher.DEFAULT_TILES[bd]
+    const = dict(HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=16, BLOCK_N=bn, PAGE_SIZE=0, HAS_BATCH_IDX=False,
+                 HAS_LEFTPAD=False, HAS_NEW=False, BLOCK_NEW=16, HAS_ROTARY=False, ROTARY_INTERLEAVED=True,
+                 ROTARY_PER_ROW=False,
+                 HAS_LEFT=False, HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, SPLIT=True,
+                 FUSED_COMBINE=True, KV_TMA=True, DOT_PRECISION="tf32")
+    const.update(flags)
+    sig, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in const:
+            sig[name] = "constexpr"
+            continue
+        if name in ("K_DESC", "V_DESC") and const["KV_TMA"]:
+            sig[name] = f"tensordesc<{dtype}[{const['BLOCK_N']}, {bd}]>"
+            continue
+        if name[0].isupper():
+            sig[name] = "*i32" if name in _I32_PTRS else "*fp32" if name in _F32_PTRS else f"*{dtype}"
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        elif name in _F32_ARGS:
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+            if name.startswith("stride_") and name not in ("stride_ls", "stride_ab"):
+                attrs[(i,)] = [["tt.divisibility", 16]]  # a (B, S, H, D) stride, D % 16 == 0
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
+                    attrs=attrs)
+    if const["PAGE_SIZE"]:
+        stages += 2  # as launcher.tile_for
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps or warps, num_stages=num_stages or stages))
+
+
+def _compile_other(fn, const, f32_ptrs, num_warps=4):
+    """Compile one of the small kernels for sm_90a (bf16 data, fp32 where named)."""
+    from triton import compile as triton_compile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    sig, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in const:
+            sig[name] = "constexpr"
+        elif name[0].isupper():
+            sig[name] = "*i32" if name in _I32_PTRS else "*fp32" if name in f32_ptrs else "*bf16"
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            sig[name] = "i32"
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
+                    attrs=attrs)
+    return triton_compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps, num_stages=2))
+
+
+def _other_cases(d):
+    from flashtriton.kernels.decode import decode_combine_kernel, merge_states_kernel
+    from flashtriton.kernels.rotary_append import append_kv_kernel, rotary_q_kernel
+    bd = launcher.block_d(d)
+    yield "combine kernel", lambda: _compile_other(decode_combine_kernel, dict(HEAD_DIM=d, BLOCK_D=bd, BLOCK_R=16),
+                                                    {"O_PART", "LSE_PART", "LSE"})
+    yield "merge_attention_states", lambda: _compile_other(merge_states_kernel, dict(HEAD_DIM=d, BLOCK_D=bd,
+                                                                                     BLOCK_S=16), {"LSES", "LSE"})
+    for page in (0, 16):
+        yield f"separate append, page {page}", lambda page=page: _compile_other(
+            append_kv_kernel, dict(HEAD_DIM=d, BLOCK_D=bd, BLOCK_N=16, PAGE_SIZE=page, HAS_BATCH_IDX=False,
+                                   HAS_ROTARY=True, INTERLEAVED=False), set())
+    yield "separate q rotation", lambda: _compile_other(rotary_q_kernel, dict(HEAD_DIM=d, BLOCK_D=bd, BLOCK_H=16,
+                                                                              PER_ROW=True, INTERLEAVED=True), set())
+
+
+def compile_report(head_dims=(64, 128, 256)):
+    """Every COMPILE_CASES variant at each head dim: registers, spills, shared memory, and
+    which loads / MMAs the SASS holds (UTMALDG: TMA; LDGSTS: cp.async; HGMMA: wgmma;
+    HMMA: mma.sync). Catches GPU-only compile errors before device time is spent."""
+    from flashtriton.bench.compile_report import resources
+    print("| case | D | regs | spill B | smem KB | UTMALDG | LDGSTS | HGMMA | HMMA |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    for d in head_dims:
+        cases = [(label, lambda flags=flags: compile_split_kernel(d, **flags)) for label, flags in COMPILE_CASES]
+        for label, build in cases + list(_other_cases(d)):
+            try:
+                compiled = build()
+                r = resources(compiled)
+                ldgsts = compiled.asm.get("ptx", "").count("cp.async.cg") + compiled.asm.get("ptx", "").count(
+                    "cp.async.ca")
+            except Exception as exc:  # noqa: BLE001  (reported, then fails the run)
+                ok = False
+                print(f"| {label} | {d} | {type(exc).__name__}: {str(exc).splitlines()[0][:90]} |", flush=True)
+                continue
+            print(f"| {label} | {d} | {r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['utmaldg']} | "
+                  f"{ldgsts} | {r['hgmma']} | {r['hmma']} |", flush=True)
+    return ok
+
+
 def _cli(argv=None):
     ap = argparse.ArgumentParser(prog="python -m flashtriton.bench.decode", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -467,7 +594,11 @@ def _cli(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--no-variants", action="store_true", help="skip the sweep of launch variants")
     ap.add_argument("--no-graphs", action="store_true", help="time eagerly only")
+    ap.add_argument("--compile-report", action="store_true",
+                    help="compile the split kernel for sm_90a offline (no GPU) and report resources")
     args = ap.parse_args(argv)
+    if args.compile_report:
+        raise SystemExit(0 if compile_report() else 1)
     main(out_dir=args.out, quick=args.quick, smoke=args.smoke, variants=not args.no_variants,
          graphs=not args.no_graphs)
 

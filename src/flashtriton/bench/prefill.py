@@ -45,7 +45,9 @@ def _check(fn, q, k, v, dout, causal, ref):
 
 
 def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("fwd", "bwd", "fwd_bwd"),
-                device="cuda"):
+                device="cuda", graph_upto=0):
+    """One shape, every provider: check, then time. Up to seqlen graph_upto the forward
+    is also timed as a CUDA-graph replay (fwd_graph_*), which removes host overhead."""
     q, k, v = (torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, device=device, requires_grad=True)
                for _ in range(3))
     dout = torch.randn_like(q)
@@ -75,6 +77,13 @@ def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("f
             ms = common.time_ms(f, device)
             row[f"{mode}_ms"] = ms
             row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
+        if device == "cuda" and seqlen <= graph_upto:
+            try:
+                ms = common.graph_time_ms(lambda: fn(q, k, v, causal))
+                row["fwd_graph_ms"] = ms
+                row["fwd_graph_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal) / ms / 1e9
+            except Exception as exc:  # a provider that cannot be captured
+                row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         rows.append(row)
     del q, k, v, dout
     if device == "cuda":
@@ -126,6 +135,17 @@ def markdown(rows, env) -> str:
             if "fwd_tflops" in o and "fwd_tflops" in c:
                 ratio = f"{o['fwd_tflops'] / c['fwd_tflops']:.2f}, {o.get('bwd_tflops', 0) / c.get('bwd_tflops', 1):.2f}"
             lines.append(f"| {n} | " + " | ".join(cells) + f" | {ratio} |")
+        lines.append("")
+    graph_rows = [r for r in rows if "fwd_graph_tflops" in r]
+    if graph_rows:
+        lines.append("### Forward as CUDA-graph replay (no host overhead), TFLOP/s")
+        lines.append("")
+        lines.append("| dtype | D | causal | N | " + " | ".join(names) + " |")
+        lines.append("|---|---|---|---|" + "---|" * len(names))
+        for key in dict.fromkeys((r["dtype"], r["head_dim"], r["causal"], r["seqlen"]) for r in graph_rows):
+            by = {r["provider"]: r for r in graph_rows if (r["dtype"], r["head_dim"], r["causal"], r["seqlen"]) == key}
+            cells = [f"{by[n]['fwd_graph_tflops']:.0f}" if n in by else "x" for n in names]
+            lines.append(f"| {key[0]} | {key[1]} | {'yes' if key[2] else 'no'} | {key[3]} | " + " | ".join(cells) + " |")
         lines.append("")
     errs = [r for r in rows if "error" in r]
     if errs:
@@ -183,6 +203,8 @@ def main(argv=None, out_dir=None):
     ap.add_argument("--seqlens", type=int, nargs="+", default=SEQLENS)
     ap.add_argument("--causal", choices=["both", "yes", "no"], default="both")
     ap.add_argument("--no-flex", action="store_true", help="skip FlexAttention (its compiles are slow)")
+    ap.add_argument("--graph-upto", type=int, default=1024,
+                    help="also time the forward as a CUDA-graph replay up to this seqlen")
     ap.add_argument("--out", default=out_dir)
     ap.add_argument("--tag", default="prefill", help="file name stem of the results")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
@@ -198,7 +220,7 @@ def main(argv=None, out_dir=None):
     bar = common.Progress(len(shapes), "prefill")
     rows = []
     for dtype, d, causal, n in shapes:
-        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype)
+        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto)
         bar.step(f"{dtype} D={d} causal={causal} N={n}")
     out = common.results_dir("cuda", args.out)
     if args.memory:

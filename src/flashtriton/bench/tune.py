@@ -135,7 +135,7 @@ def main(argv=None):
         return breakdown(args.head_dims, args.seqlen)
     jobs = [(kern, d, causal, (t.block_m, t.block_n, t.num_warps, t.num_stages), args.seqlen)
             for d in args.head_dims for causal in (False, True) for kern in args.kernels
-            for t in configs.candidates(kern, d, 2)]
+            for t in configs.sweep_candidates(kern, d, 2)]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as pool:
         failures = dict(zip(jobs, pool.map(_compile_job, jobs)))

@@ -59,7 +59,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_
     qkT = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)     # (BLOCK_N, BLOCK_M)
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
@@ -200,7 +200,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, 
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:

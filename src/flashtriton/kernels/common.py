@@ -23,18 +23,38 @@ def softcap_tanh(qk, softcap_scale):
 
 
 @triton.jit
+def softcap_tanh_precise(qk, softcap_scale):
+    """softcap_tanh with a small relative error near 0 too, for fp32 inputs.
+
+    Near 0, 1 - 2 / (e + 1) cancels: its error is ~1 ulp of 1, not of tanh, and the
+    softcap multiplies it back up (softcap 50: ~6e-6 on every score, many times
+    PyTorch's fp32 error). There an odd Taylor polynomial, exact to ~1e-10 relative
+    for |x| < 1/4, takes over.
+    """
+    x = qk * (softcap_scale * 0.34657359027997264)  # x = qk * softmax_scale / softcap (ln(2) / 2)
+    x2 = x * x
+    poly = x + x * x2 * (-0.3333333333333333 + x2 * (0.13333333333333333 + x2 * (
+        -0.05396825396825397 + x2 * (0.021869488536155203 + x2 * -0.008863235529902197))))
+    return tl.where(tl.abs(x) < 0.25, poly, softcap_tanh(qk, softcap_scale))
+
+
+@triton.jit
 def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softcap_out,
                 slope_log2, window_left, window_right,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-                HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr):
+                HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, DOT_PRECISION: tl.constexpr):
     """Raw q.k dots -> scores in log2 units, -inf where key k_idx is not visible to q_idx.
 
     q_idx and k_idx are index tensors that broadcast against qk: (BM, 1) and (1, BN)
     in the forward layout, (1, BM) and (BN, 1) in the transposed backward layout.
+    DOT_PRECISION "ieee" (fp32 inputs) also selects the precise softcap tanh.
     """
     if HAS_SOFTCAP:
         # softcap * tanh(s / softcap), times log2(e): softcap_out = softcap * log2(e)
-        s = softcap_tanh(qk, softcap_scale) * softcap_out
+        if DOT_PRECISION == "ieee":
+            s = softcap_tanh_precise(qk, softcap_scale) * softcap_out
+        else:
+            s = softcap_tanh(qk, softcap_scale) * softcap_out
     else:
         s = qk * qk_scale
     if HAS_ALIBI:

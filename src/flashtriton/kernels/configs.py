@@ -6,9 +6,13 @@ tile; for the dK/dV kernel BLOCK_N is the key rows a program owns and BLOCK_M th
 query rows of a tile.
 
 Tuning modes (FLASHTRITON_AUTOTUNE):
-  "0" (default, and what the tests use): the tuned defaults below, no tuning.
-  "1": time the pruned candidates once per key (head-dim block, dtype, mask kind,
-       sequence-length bucket); a first call in a new bucket pays the tuning.
+  "0" (default, and what the tests use): the tuned defaults below, no tuning. On the
+       H200 they came out of a full sweep (bench/tune.py) and the runners-up were
+       within 5-15%, so tuning at run time buys little.
+  "1": time TUNER_SHORTLIST once per key (head-dim block, dtype, mask kind,
+       sequence-length bucket); a first call in a new bucket pays the tuning,
+       capped at launchers/tuning.TUNE_BUDGET_S per kernel.
+Sweep candidates (CANDIDATES) pass the pruning rule `prune`; the bench sweeps them.
 Under the Triton interpreter small fixed tiles are used, so that the small test
 shapes still cross several tiles and every masking path.
 """
@@ -42,9 +46,9 @@ DEFAULTS = {
             128: Tile(128, 128, 8, 3), 256: Tile(128, 64, 8, 2)},
     "fwd_short": {16: Tile(128, 64, 8, 4), 32: Tile(128, 64, 8, 4), 64: Tile(128, 64, 8, 4)},
     "dkdv": {16: Tile(32, 128, 4, 2), 32: Tile(32, 128, 4, 2), 64: Tile(32, 128, 4, 2),
-             128: Tile(64, 64, 4, 2), 256: Tile(32, 64, 8, 2)},
+             128: Tile(64, 64, 4, 2), 256: Tile(64, 64, 8, 2)},
     "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
-           128: Tile(128, 64, 8, 3), 256: Tile(64, 64, 8, 2)},
+           128: Tile(128, 64, 8, 3), 256: Tile(128, 32, 8, 3)},
 }
 
 
@@ -117,6 +121,27 @@ CANDIDATES = {
 }
 
 
+# What FLASHTRITON_AUTOTUNE=1 times: the three fastest tiles of the H200 sweeps
+# (bench/gpu/tune-r1.txt, call 3 in bench/NOTES.md) per kernel and head dim; all were
+# within 5-15% of each other, so a longer list would cost compile time for little.
+# Head dims without a list keep their default (nothing to tune).
+TUNER_SHORTLIST = {
+    "fwd": {64: [Tile(128, 64, 4, 4), Tile(128, 64, 4, 3), Tile(128, 64, 8, 4)],
+            128: [Tile(128, 128, 8, 3), Tile(128, 64, 8, 3), Tile(128, 64, 8, 4)]},
+    "dkdv": {64: [Tile(32, 128, 4, 2), Tile(32, 64, 4, 2), Tile(32, 64, 4, 3)],
+             128: [Tile(64, 64, 4, 2), Tile(32, 64, 4, 3), Tile(64, 128, 8, 2)]},
+    "dq": {64: [Tile(128, 64, 8, 3), Tile(64, 64, 4, 2), Tile(128, 32, 4, 3)],
+           128: [Tile(128, 64, 8, 3), Tile(64, 32, 4, 3), Tile(64, 64, 4, 2)]},
+}
+
+
+def tuner_candidates(kernel: str, block_d: int, seqlen: int):
+    """The tiles the autotuner may pick (the GPU tests run every one of them)."""
+    tiles = list(TUNER_SHORTLIST.get(kernel, {}).get(block_d, []))
+    default = default_tile(kernel, block_d, seqlen)
+    return tiles if default in tiles else [default] + tiles
+
+
 def autotune_enabled() -> bool:
     return os.environ.get("FLASHTRITON_AUTOTUNE", "0") == "1"
 
@@ -139,5 +164,6 @@ def default_tile(kernel: str, block_d: int, seqlen: int) -> Tile:
     return DEFAULTS[kernel][block_d]
 
 
-def candidates(kernel: str, block_d: int, elem: int):
+def sweep_candidates(kernel: str, block_d: int, elem: int):
+    """Every tile bench/tune.py sweeps: CANDIDATES after the pruning rule."""
     return prune(kernel, CANDIDATES[kernel], block_d, elem)

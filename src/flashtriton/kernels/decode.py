@@ -29,9 +29,11 @@ and the per-row gather of small pages), pipelined over num_stages either way.
 Positions: the keys of sequence b are the absolute cache positions [lp, end + Snew),
 lp = LEFTPAD[b] (or 0), end = SEQLENS[b] (+ `appended` when a separate kernel already
 wrote the new tokens). Masks and ALiBi use positions relative to lp ("krel"); n keys,
-diag = n - Sq (bottom-right alignment). With fused append (HAS_NEW), positions
-[end, end + Snew) are read from K_NEW / V_NEW (rotated here), and the program with
-m-block 0 that covers them also writes them into the cache.
+diag = n - Sq (bottom-right alignment). The cached keys [lp, end) are shared out among
+the splits in BLOCK_N tiles. With fused append (HAS_NEW), the new tokens [end, end + Snew)
+belong to the last split: it reads them from K_NEW / V_NEW in BLOCK_NEW-row tiles,
+rotates the keys, attends, and (in m-block 0) writes them into the cache. No program
+reads a cache row that this launch writes.
 
 Scores are in log2 units: the softmax scale and log2(e) are folded into qk_scale, so
 every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
@@ -106,89 +108,24 @@ def _locate(bt_row, start_n, offs_n, pos_ok, cache_b, PAGE_SIZE: tl.constexpr, B
 
 
 @triton.jit
-def _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
-                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk, rows_per_block,
-                 stride_kb, stride_kn, stride_vb, stride_vn,
-                 knew_row, vnew_row, stride_kns, stride_vns, seqlen_new, write_new,
-                 COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
-                 lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right,
-                 offs_d,
-                 HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PAGE_SIZE: tl.constexpr,
-                 MASKED: tl.constexpr, FROM_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr,
-                 INTERLEAVED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-                 HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, KV_TMA: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr):
-    """One tile of BLOCK_N keys at absolute positions [start_n, start_n + BLOCK_N): the
-    online-softmax update of (acc, l_i, m_i). MASKED tiles apply the sequence bounds
-    and the window; FROM_NEW tiles (masked ones only) take positions >= end from the
-    new tokens, rotate them, and write them into the cache when write_new."""
-    offs_n = start_n + tl.arange(0, BLOCK_N)                         # absolute positions
-    d_ok = offs_d < HEAD_DIM
-    if MASKED:
-        in_cache = (offs_n >= lp) & (offs_n < end)
-        blk, slot = _locate(bt_row, start_n, offs_n, in_cache | (offs_n < end + seqlen_new) & (offs_n >= end),
-                            cache_b, PAGE_SIZE, BLOCK_N)
-    else:
-        blk, slot = _locate(bt_row, start_n, offs_n, offs_n >= 0, cache_b, PAGE_SIZE, BLOCK_N)
-    if KV_TMA:
-        # TMA: the cache viewed as (blocks * rows_per_block, Hk * D); the tile is the box
-        # at row blk * rows_per_block + first slot, column hk * D. (With D < BLOCK_D the
-        # box also covers the next head's first columns: q is zero there, and the extra
-        # output columns are never stored.) Rows past the sequence may hold anything,
-        # NaN included, so masked tiles zero them.
-        if PAGE_SIZE == 0:
-            row0 = blk * rows_per_block + start_n
-        else:
-            row0 = blk * rows_per_block + start_n % PAGE_SIZE
-        k = K_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])           # (BLOCK_N, BLOCK_D)
-        v = V_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])
-        if MASKED:
-            k = tl.where(in_cache[:, None], k, 0.0)
-            v = tl.where(in_cache[:, None], v, 0.0)
-    else:
-        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
-        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
-        if MASKED:
-            kv_mask = in_cache[:, None] & d_ok[None, :]
-            k = tl.load(k_ptrs, mask=kv_mask, other=0.0)            # (BLOCK_N, BLOCK_D)
-            v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
-        elif HEAD_DIM == BLOCK_D:
-            k = tl.load(k_ptrs)
-            v = tl.load(v_ptrs)
-        else:
-            k = tl.load(k_ptrs, mask=d_ok[None, :], other=0.0)
-            v = tl.load(v_ptrs, mask=d_ok[None, :], other=0.0)
-    if FROM_NEW:
-        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
-        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
-        j = offs_n - end                                             # index into the new tokens
-        is_new = (j >= 0) & (j < seqlen_new)
-        jj = tl.where(is_new, j, 0).to(tl.int64)
-        nmask = is_new[:, None] & d_ok[None, :]
-        if HAS_ROTARY:
-            # a new key's rotary position is its absolute cache position
-            kn = rotated_rows(knew_row + jj[:, None] * stride_kns, is_new[:, None], offs_n, COS, SIN,
-                              stride_cos, stride_sin, rot_half, n_ro, offs_d, HEAD_DIM, INTERLEAVED)
-            kn = kn.to(K_CACHE.dtype.element_ty)
-        else:
-            kn = tl.load(knew_row + jj[:, None] * stride_kns + offs_d[None, :], mask=nmask, other=0.0)
-        vn = tl.load(vnew_row + jj[:, None] * stride_vns + offs_d[None, :], mask=nmask, other=0.0)
-        tl.store(k_ptrs, kn, mask=nmask & write_new)
-        tl.store(v_ptrs, vn, mask=nmask & write_new)
-        k = tl.where(is_new[:, None], kn, k)
-        v = tl.where(is_new[:, None], vn, v)
+def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale, softcap_scale, softcap_out,
+            window_left, window_right, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+            HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """Online-softmax update of (acc, l_i, m_i) with one tile of keys k and values v.
 
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    krel (1, N): the keys' positions in the slice; valid (1, N): keys that exist (only
+    used when MASKED, which also applies the window; unmasked tiles are fully visible).
+    """
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, N)
     if HAS_SOFTCAP:
         # softcap * tanh(scale * qk / softcap), in log2 units; tanh(x) = 1 - 2 / (e^2x + 1)
         s = (1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)) * softcap_out
     else:
         s = qk * qk_scale
-    krel = (offs_n - lp)[None, :]                                    # position in the slice
     if HAS_ALIBI:
         s = s - slope_log2[:, None] * tl.abs(qi[:, None] + diag - krel).to(tl.float32)
     if MASKED:
-        visible = (krel >= 0) & (krel < n)
+        visible = valid
         if HAS_RIGHT:
             visible = visible & (krel <= qi[:, None] + diag + window_right)
         if HAS_LEFT:
@@ -205,6 +142,101 @@ def _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
     l_i = l_i * alpha + tl.sum(p, 1)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
+
+
+@triton.jit
+def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                       K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk, rows_per_block,
+                       stride_kb, stride_kn, stride_vb, stride_vn,
+                       lp, end, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
+                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+                       PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
+                       HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+                       KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr):
+    """One tile of BLOCK_N cached keys at absolute positions [start_n, start_n + BLOCK_N).
+    MASKED tiles may stick out of [lp, end) (those keys read as 0 and are masked) and
+    apply the window."""
+    offs_n = start_n + tl.arange(0, BLOCK_N)                         # absolute positions
+    d_ok = offs_d < HEAD_DIM
+    if MASKED:
+        in_cache = (offs_n >= lp) & (offs_n < end)
+    else:
+        in_cache = offs_n >= 0
+    blk, slot = _locate(bt_row, start_n, offs_n, in_cache, cache_b, PAGE_SIZE, BLOCK_N)
+    if KV_TMA:
+        # TMA: the cache viewed as (blocks * rows_per_block, Hk * D); the tile is the box
+        # at row blk * rows_per_block + first slot, column hk * D. (With D < BLOCK_D the
+        # box also covers the next head's first columns: q is zero there, and the extra
+        # output columns are never stored.) Rows past the sequence may hold anything,
+        # NaN included: their scores become -inf in _update whatever k holds, but
+        # p = 0 times a NaN value is NaN, so masked tiles zero v.
+        if PAGE_SIZE == 0:
+            row0 = blk * rows_per_block + start_n
+        else:
+            row0 = blk * rows_per_block + start_n % PAGE_SIZE
+        k = K_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])           # (BLOCK_N, BLOCK_D)
+        v = V_DESC.load([row0.to(tl.int32), hk * HEAD_DIM])
+        if MASKED:
+            v = tl.where(in_cache[:, None], v, 0.0)
+    else:
+        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
+        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
+        if MASKED:
+            kv_mask = in_cache[:, None] & d_ok[None, :]
+            k = tl.load(k_ptrs, mask=kv_mask, other=0.0)            # (BLOCK_N, BLOCK_D)
+            v = tl.load(v_ptrs, mask=kv_mask, other=0.0)
+        elif HEAD_DIM == BLOCK_D:
+            k = tl.load(k_ptrs)
+            v = tl.load(v_ptrs)
+        else:
+            k = tl.load(k_ptrs, mask=d_ok[None, :], other=0.0)
+            v = tl.load(v_ptrs, mask=d_ok[None, :], other=0.0)
+    return _update(acc, l_i, m_i, q, k, v, qi, slope_log2, (offs_n - lp)[None, :], in_cache[None, :], diag,
+                   qk_scale, softcap_scale, softcap_out, window_left, window_right,
+                   MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
+
+
+@triton.jit
+def _attend_new_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                     K_CACHE, V_CACHE, bt_row, cache_b, k_head, v_head, stride_kb, stride_kn, stride_vb, stride_vn,
+                     knew_row, vnew_row, stride_kns, stride_vns, seqlen_new, write_new,
+                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                     lp, end, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
+                     HEAD_DIM: tl.constexpr, BLOCK_NEW: tl.constexpr, PAGE_SIZE: tl.constexpr,
+                     HAS_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_LEFT: tl.constexpr,
+                     HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
+                     DOT_PRECISION: tl.constexpr):
+    """BLOCK_NEW of the new tokens, at absolute positions [start_n, start_n + BLOCK_NEW)
+    (>= end): read from K_NEW / V_NEW, the keys rotated at their position, attended,
+    and written into the cache when write_new. Small tiles: the new tokens are few, and
+    the rotation holds four tiles (x, partner, cos, sin) in registers."""
+    offs_n = start_n + tl.arange(0, BLOCK_NEW)                       # absolute positions
+    j = offs_n - end                                                 # index into the new tokens
+    is_new = (j >= 0) & (j < seqlen_new)
+    jj = tl.where(is_new, j, 0).to(tl.int64)
+    nmask = is_new[:, None] & (offs_d[None, :] < HEAD_DIM)
+    if HAS_ROTARY:
+        k = rotated_rows(knew_row + jj[:, None] * stride_kns, is_new[:, None], offs_n, COS, SIN,
+                         stride_cos, stride_sin, rot_half, n_ro, offs_d, HEAD_DIM, INTERLEAVED)
+        k = k.to(K_CACHE.dtype.element_ty)
+    else:
+        k = tl.load(knew_row + jj[:, None] * stride_kns + offs_d[None, :], mask=nmask, other=0.0)
+    v = tl.load(vnew_row + jj[:, None] * stride_vns + offs_d[None, :], mask=nmask, other=0.0)
+    # where they go: the cache row of each position (new tokens need not be tile aligned,
+    # so pages are looked up per row)
+    if PAGE_SIZE == 0:
+        blk = cache_b.to(tl.int64)
+        slot = offs_n.to(tl.int64)
+    else:
+        blk = tl.load(bt_row + offs_n // PAGE_SIZE, mask=is_new, other=0).to(tl.int64)
+        slot = (offs_n % PAGE_SIZE).to(tl.int64)
+    k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
+    v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
+    tl.store(k_ptrs, k, mask=nmask & write_new)
+    tl.store(v_ptrs, v, mask=nmask & write_new)
+    return _update(acc, l_i, m_i, q, k, v, qi, slope_log2, (offs_n - lp)[None, :], is_new[None, :], diag,
+                   qk_scale, softcap_scale, softcap_out, window_left, window_right,
+                   True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
 
 
 @triton.jit
@@ -277,7 +309,7 @@ def decode_split_kernel(
     qk_scale, softcap_scale, softcap_out, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGE_SIZE: tl.constexpr, HAS_BATCH_IDX: tl.constexpr, HAS_LEFTPAD: tl.constexpr,
-    HAS_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr, ROTARY_INTERLEAVED: tl.constexpr,
+    HAS_NEW: tl.constexpr, BLOCK_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr, ROTARY_INTERLEAVED: tl.constexpr,
     ROTARY_PER_ROW: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -348,18 +380,21 @@ def decode_split_kernel(
         lo = tl.where(write_new, tl.minimum(lo, end - lp), lo)
         hi = tl.where(write_new, n, hi)
     hi = tl.maximum(hi, lo)
-    # Fully visible tiles: every row sees every key, all of them already in the cache.
+    # Cached keys [lp + lo, min(lp + hi, end)) are tiled at absolute multiples of BLOCK_N
+    # and the tiles shared out among the splits; the new tokens [end, end + snew) go to
+    # the last split. Fully visible tiles (every row sees every key, all in the cache)
+    # run unmasked.
     full_lo = 0
     if HAS_LEFT:
         full_lo = tl.maximum(q_last + diag - window_left, 0)
     full_lo = ((lp + full_lo + BLOCK_N - 1) // BLOCK_N) * BLOCK_N
-    full_hi = end - lp                               # old keys only (== n without HAS_NEW)
+    full_hi = end - lp
     if HAS_RIGHT:
         full_hi = tl.minimum(full_hi, q_first + diag + window_right + 1)
     # (operands of // kept >= 0: the GPU truncates, the interpreter floors)
     full_hi = (tl.maximum(lp + full_hi, 0) // BLOCK_N) * BLOCK_N
     t_lo = ((lp + lo) // BLOCK_N) * BLOCK_N
-    t_hi = lp + hi
+    t_hi = tl.maximum(tl.minimum(lp + hi, end), t_lo)
     n_tiles = (t_hi - t_lo + BLOCK_N - 1) // BLOCK_N
     per_split = (n_tiles + n_splits - 1) // n_splits
     s0 = t_lo + split * per_split * BLOCK_N
@@ -370,39 +405,48 @@ def decode_split_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    # Tiles cut by the window's left edge or the left padding: masked.
-    for start_n in range(s0, a, BLOCK_N):
-        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
-                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
-                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
-                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
-                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
-                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
-                                     True, HAS_NEW, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
-                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
-    # Fully visible tiles: no mask - the bulk of a decode step.
+    # Tiles cut by the window's left edge or the left padding: masked, not pipelined
+    # (there are one or two).
+    for start_n in tl.range(s0, a, BLOCK_N, num_stages=1):
+        acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                           K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                           rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                           lp, end, diag, qk_scale, softcap_scale, softcap_out,
+                                           window_left, window_right, offs_d,
+                                           HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+    # Fully visible tiles: no mask, pipelined num_stages deep - the bulk of a decode step.
     for start_n in range(a, c, BLOCK_N):
-        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
-                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
-                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
-                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
-                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
-                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
-                                     False, False, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
-                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
-    # The ragged end, the diagonal / right window edge, and the new tokens: masked.
-    for start_n in range(c, s1, BLOCK_N):
-        acc, l_i, m_i = _attend_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
-                                     K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
-                                     rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
-                                     knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
-                                     COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
-                                     lp, end, n, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                     window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE,
-                                     True, HAS_NEW, HAS_ROTARY, ROTARY_INTERLEAVED, HAS_LEFT, HAS_RIGHT,
-                                     HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+        acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                           K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                           rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                           lp, end, diag, qk_scale, softcap_scale, softcap_out,
+                                           window_left, window_right, offs_d,
+                                           HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT, HAS_RIGHT,
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+    # The ragged end of the cache and the diagonal / right window edge: masked.
+    for start_n in tl.range(c, s1, BLOCK_N, num_stages=1):
+        acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                           K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, cache_b, k_head, v_head, hk,
+                                           rows_per_block, stride_kb, stride_kn, stride_vb, stride_vn,
+                                           lp, end, diag, qk_scale, softcap_scale, softcap_out,
+                                           window_left, window_right, offs_d,
+                                           HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+    if HAS_NEW:
+        # The new tokens, in the last split: appended (m-block 0) and attended.
+        new_lo = tl.maximum(lp + lo, end)
+        new_hi = tl.where(split == n_splits - 1, lp + hi, new_lo)
+        for start_n in tl.range(new_lo, new_hi, BLOCK_NEW, num_stages=1):
+            acc, l_i, m_i = _attend_new_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
+                                             K_CACHE, V_CACHE, bt_row, cache_b, k_head, v_head,
+                                             stride_kb, stride_kn, stride_vb, stride_vn,
+                                             knew_row, vnew_row, stride_kns, stride_vns, snew, write_new,
+                                             COS, SIN, stride_cos, stride_sin, rot_half, n_ro,
+                                             lp, end, diag, qk_scale, softcap_scale, softcap_out,
+                                             window_left, window_right, offs_d,
+                                             HEAD_DIM, BLOCK_NEW, PAGE_SIZE, HAS_ROTARY, ROTARY_INTERLEAVED,
+                                             HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
 
     empty = l_i == 0.0                               # no visible key in this chunk
     l_safe = tl.where(empty, 1.0, l_i)

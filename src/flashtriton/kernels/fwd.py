@@ -32,7 +32,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     if MASKED or HAS_ALIBI or HAS_SOFTCAP:
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                         softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                        MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP)
+                        MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A row with nothing visible yet has m_new = -inf; shift it by 0 instead so
         # that exp2(-inf - -inf) never makes a NaN. m_i itself stays the true max.
@@ -41,8 +41,14 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     else:
         # Plain tile: the row max of the raw dots, scaled once per row (exact: scaling by
         # a positive number keeps the order), so the scale folds into the exp2 argument
-        # as one FMA per score instead of a multiply and a subtract.
-        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        # as one FMA per score instead of a multiply and a subtract. A negative
+        # softmax_scale reverses the order: then the row min is the max (a uniform
+        # branch on a scalar, taken once per tile).
+        if qk_scale >= 0:
+            m_tile = tl.max(qk, 1) * qk_scale
+        else:
+            m_tile = tl.min(qk, 1) * qk_scale
+        m_new = tl.maximum(m_i, m_tile)
         m_use = m_new
         p = tl.exp2(qk * qk_scale - m_use[:, None])                 # (BLOCK_M, BLOCK_N)
     alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state

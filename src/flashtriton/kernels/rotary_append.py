@@ -77,5 +77,6 @@ def rotary_q_kernel(Q, Q_OUT, COS, SIN, SEQLENS,
     rows = Q + b.to(tl.int64) * stride_qb + i.to(tl.int64) * stride_qs + offs_h[:, None] * stride_qh
     x = rotated_rows(rows, h_ok[:, None], pos, COS, SIN, stride_cos, stride_sin, rot_half, n_ro, offs_d,
                      HEAD_DIM, INTERLEAVED)
-    dst = Q_OUT + b.to(tl.int64) * stride_rb + i.to(tl.int64) * stride_rs + offs_h[:, None] * stride_rh + offs_d[None, :]
+    dst = (Q_OUT + b.to(tl.int64) * stride_rb + i.to(tl.int64) * stride_rs + offs_h[:, None] * stride_rh
+           + offs_d[None, :])
     tl.store(dst, x.to(Q_OUT.dtype.element_ty), mask=h_ok[:, None] & (offs_d[None, :] < HEAD_DIM))

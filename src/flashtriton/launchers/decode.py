@@ -13,6 +13,7 @@ that they can be timed against each other on the GPU in one run:
   FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
                                                    by pointer loads (cp.async); small pages always gather
   FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: the table below)
+  FLASHTRITON_DECODE_BLOCK_M = 16..128             query rows per program (default G * Sq padded to >= 16)
   FLASHTRITON_DECODE_MIN_SPLIT_KEYS = 256          the split heuristic's smallest chunk
 
 or in code: `with flashtriton.launchers.decode.options(combine="kernel"): ...`.
@@ -43,6 +44,7 @@ class DecodeOptions:
     append: str = "fused"
     kv_load: str = "tma"        # "tma" where the layout allows it, else pointer loads; or "pointer"
     block_n: int = 0            # 0: the default table
+    block_m: int = 0            # query rows per program; 0: G * Sq padded to >= 16 (64 allows wgmma)
     num_warps: int = 0
     num_stages: int = 0
     min_split_keys: int = 256
@@ -59,7 +61,7 @@ def _pow2(n: int) -> int:
 
 
 _ENV_KEYS = ("FLASHTRITON_DECODE_COMBINE", "FLASHTRITON_DECODE_APPEND", "FLASHTRITON_DECODE_KV_LOAD",
-             "FLASHTRITON_DECODE_TILE",
+             "FLASHTRITON_DECODE_TILE", "FLASHTRITON_DECODE_BLOCK_M",
              "FLASHTRITON_DECODE_MIN_SPLIT_KEYS")
 _env_cache: dict = {}
 
@@ -86,6 +88,8 @@ def _parse_env_options() -> DecodeOptions:
             raise ValueError(f"FLASHTRITON_DECODE_TILE: must be 'BLOCK_N,num_warps,num_stages', "
                              f"got {os.environ['FLASHTRITON_DECODE_TILE']!r}")
         kw["block_n"], kw["num_warps"], kw["num_stages"] = (int(p) for p in parts)
+    if os.environ.get("FLASHTRITON_DECODE_BLOCK_M"):
+        kw["block_m"] = int(os.environ["FLASHTRITON_DECODE_BLOCK_M"])
     if os.environ.get("FLASHTRITON_DECODE_MIN_SPLIT_KEYS"):
         kw["min_split_keys"] = int(os.environ["FLASHTRITON_DECODE_MIN_SPLIT_KEYS"])
     return DecodeOptions(**kw)
@@ -109,6 +113,8 @@ def _checked_options(opts: DecodeOptions) -> DecodeOptions:
         raise ValueError(f"decode option kv_load: must be 'tma' or 'pointer', got {opts.kv_load!r}")
     if opts.block_n and (opts.block_n < 16 or opts.block_n & (opts.block_n - 1)):
         raise ValueError(f"decode option block_n: must be a power of two >= 16, got {opts.block_n}")
+    if opts.block_m and (opts.block_m < 16 or opts.block_m > 128 or opts.block_m & (opts.block_m - 1)):
+        raise ValueError(f"decode option block_m: must be a power of two in 16..128, got {opts.block_m}")
     if opts.min_split_keys < 1:
         raise ValueError(f"decode option min_split_keys: must be >= 1, got {opts.min_split_keys}")
     return opts
@@ -138,14 +144,22 @@ def block_d(head_dim: int) -> int:
     return max(16, _pow2(head_dim))
 
 
-def tile_for(head_dim: int, opts: DecodeOptions):
+def tile_for(head_dim: int, paged: bool, opts: DecodeOptions):
+    """(BLOCK_N, num_warps, num_stages). Paged caches get two more stages by default: the
+    block-table load feeding each tile's address takes two stages of the software
+    pipeline, and without them only one K/V tile would be in flight (sm_90a compile:
+    38 KB of shared memory at 3 stages against 70 KB for the contiguous cache)."""
     bn, warps, stages = INTERPRETER_TILE if interpreting() else DEFAULT_TILES[block_d(head_dim)]
+    if paged and not interpreting():
+        stages += 2
     return opts.block_n or bn, opts.num_warps or warps, opts.num_stages or stages
 
 
-def block_m_for(rows: int, head_dim: int) -> int:
+def block_m_for(rows: int, head_dim: int, opts: DecodeOptions) -> int:
     """Query rows (G * Sq) per program, padded for tl.dot (>= 16). Larger groups are
     split over m-blocks, each of which reads the chunk again (from L2 when concurrent)."""
+    if opts.block_m:
+        return opts.block_m
     cap = 32 if head_dim > 128 else 64
     return min(cap, max(16, _pow2(rows)))
 
@@ -241,12 +255,12 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     capacity = block_table.shape[1] * page_size if paged else k_cache.shape[1]
     seqlen_new = k_new.shape[1] if k_new is not None else 0
     has_new = seqlen_new > 0
-    has_rotary = rotary_cos is not None and has_new
+    has_rotary = rotary_cos is not None  # q rotates even when k has no tokens (flash-attn)
     per_row = params.window_left >= 0 or params.window_right >= 0
     bd = block_d(head_dim)
-    block_n, num_warps, num_stages = tile_for(head_dim, opts)
+    block_n, num_warps, num_stages = tile_for(head_dim, paged, opts)
     rows = group * seqlen_q
-    block_m = block_m_for(rows, head_dim)
+    block_m = block_m_for(rows, head_dim, opts)
     m_blocks = _cdiv(rows, block_m)
     device = q.device
     dummy = cache_seqlens  # stands in for absent pointer arguments (never dereferenced)
@@ -310,7 +324,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=block_m, BLOCK_N=block_n, PAGE_SIZE=page_size,
         HAS_BATCH_IDX=cache_batch_idx is not None and not paged, HAS_LEFTPAD=cache_leftpad is not None,
-        HAS_NEW=has_new, HAS_ROTARY=has_rotary, ROTARY_INTERLEAVED=bool(rotary_interleaved),
+        HAS_NEW=has_new, BLOCK_NEW=16, HAS_ROTARY=has_rotary, ROTARY_INTERLEAVED=bool(rotary_interleaved),
         ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
         HAS_ALIBI=alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split, FUSED_COMBINE=fused,
         KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype),
@@ -364,7 +378,7 @@ def merge_states(outs: torch.Tensor, lses: torch.Tensor):
     lse = memory.empty((p, h, s), torch.float32, outs.device)
     if out.numel() == 0 and lse.numel() == 0:
         return out, lse
-    block_s = min(64, max(16, _pow2(s)))
+    block_s = 16  # rows per program: a larger tile spills (sm_90a compile: 3 KB at 64 x 128)
     merge_states_kernel[(p * h, _cdiv(s, block_s))](
         outs, lses, out, lse,
         outs.stride(0), outs.stride(1), outs.stride(2), outs.stride(3),

@@ -10,7 +10,7 @@ and (H, total_q) for variable-length ones, as in flash-attn.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional
 
 import torch
@@ -100,6 +100,15 @@ def _unit_stride_varlen(varlen: Varlen | None) -> Varlen | None:
                            cu_seqlens_k=varlen.cu_seqlens_k.contiguous())
 
 
+def _effective_window(params: AttnParams, seqlen_q: int, seqlen_k: int) -> AttnParams:
+    """A window edge that reaches past every sequence is no edge: -1. Same result, the
+    cheaper unmasked path, and the kernels' int32 index arithmetic (index + window)
+    cannot overflow on huge windows such as 2**31 - 1."""
+    left = -1 if params.window_left >= seqlen_k - 1 else params.window_left
+    right = -1 if params.window_right >= seqlen_q - 1 else params.window_right
+    return replace(params, window_left=left, window_right=right)
+
+
 def _cu_blocks(cu_seqlens: torch.Tensor, block: int) -> torch.Tensor:
     """Cumulative count of `block`-row blocks per sequence (B + 1,), on the device: the
     varlen program map, computed without a host sync."""
@@ -157,6 +166,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
         rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    params = _effective_window(params, seqlen_q, seqlen_k)
     out = memory.empty(q.shape, q.dtype, q.device)
     if not interpreting():
         _ensure_allocator()
@@ -207,6 +217,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         seqlen_k, nheads_k = k.shape[1], k.shape[2]
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
         rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    params = _effective_window(params, seqlen_q, seqlen_k)
     group = nheads // nheads_k
     bd = block_d(head_dim)
     if not interpreting():
