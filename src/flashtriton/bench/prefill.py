@@ -218,14 +218,14 @@ def main(argv=None, out_dir=None):
     shapes = [(getattr(torch, dt), d, c, n) for dt in args.dtypes for d in args.head_dims for c in causals
               for n in args.seqlens]
     bar = common.Progress(len(shapes), "prefill")
-    rows = []
-    for dtype, d, causal, n in shapes:
-        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto)
-        bar.step(f"{dtype} D={d} causal={causal} N={n}")
     out = common.results_dir("cuda", args.out)
     if args.memory:
         env["peak_memory"] = peak_memory()
-    common.write_json(out / f"{args.tag}.json", env, rows)
+    rows = []
+    for dtype, d, causal, n in shapes:
+        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto)
+        common.write_json(out / f"{args.tag}.json", env, rows)  # after every shape: a timeout keeps the rest
+        bar.step(f"{dtype} D={d} causal={causal} N={n}")
     md = markdown(rows, env)
     if args.memory:
         pm = env["peak_memory"]
