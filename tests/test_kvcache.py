@@ -366,12 +366,45 @@ def test_fused_combine_leaves_counters_zero():
 def test_num_splits_heuristic():
     """The split counts the heuristic gives the benchmark's shapes (132 SMs, Hk = 8)."""
     h = decode_launcher.num_splits_heuristic
-    assert h(8, 131072, 132, 256) == 33          # B=1, 128k: 264 programs = 2 waves
-    assert h(8, 8192, 132, 256) == 32            # B=1, 8k: capped by 256-key chunks
+    assert h(8, 131072, 132, 256) == 16          # B=1, 128k: capped (16 x 8 = 128 programs)
+    assert h(8, 8192, 132, 256) == 16            # B=1, 8k: capped
+    assert h(8, 1024, 132, 256) == 4             # B=1, 1k: 256-key chunks
+    assert h(64, 131072, 132, 256) == 6          # B=8: 384 programs, under the cap
     assert h(256, 32768, 132, 256) == 2          # B=32
     assert h(1024, 32768, 132, 256) == 1         # B=128: enough programs already
     assert h(64, 1024, 132, 256) == 4            # B=8, 1k: capped
     assert h(8, 100, 132, 256) == 1              # shorter than one chunk
+
+
+def test_default_launch_plan():
+    """The regimes and tiles the launcher picks for the benchmark's shapes (132 SMs,
+    Hk = 8, D = 128, G * Sq = 4 rows: one m-block), and when the append gets a split."""
+    regime, tile, h = decode_launcher.batch_regime, decode_launcher.default_tile, decode_launcher.num_splits_heuristic
+    for batch, seqlen, batch_mode in [(1, 8192, False), (1, 131072, False), (8, 131072, False), (32, 1024, False),
+                                      (32, 8192, True), (32, 32768, True), (128, 1024, False), (128, 8192, True)]:
+        programs = batch * 8
+        assert regime(programs, seqlen // h(programs, seqlen, 132, 256), 132) == batch_mode, (batch, seqlen)
+    assert tile(128, 0, False) == (64, 4, 3)
+    assert tile(128, 16, False) == (64, 4, 5)     # paged: two more stages
+    assert tile(128, 0, True) == (128, 4, 3)
+    assert tile(128, 256, True) == (128, 4, 5)
+    assert tile(128, 16, True) == (32, 4, 5)      # pages under the batch tile: the row-gather tile
+    assert tile(64, 0, True) == tile(64, 0, False)
+    assert decode_launcher.append_split(8, 16, 132)
+    assert not decode_launcher.append_split(8, 1, 132)
+    assert not decode_launcher.append_split(256, 2, 132)
+
+
+@pytest.mark.parametrize("snew", [0, 3])
+def test_batch_regime_launch(monkeypatch, snew):
+    """The batch regime's launch (no split of its own for the appended tokens, the last
+    cache split appends), forced on small shapes by pretending the GPU has 4 SMs."""
+    monkeypatch.setattr(decode_launcher, "sm_count", lambda device: 4)
+    inp = make_inputs(3, 2, 8, 2, 32, torch.bfloat16, 64, [0, 31, 61], snew=snew, page_size=16,
+                      rotary_dim=32 if snew else 0)
+    assert not decode_launcher.append_split(3 * 2, 3, 4)
+    run_case("triton", inp, causal=True, num_splits=3)
+    run_case("triton", inp, causal=True)
 
 
 def test_bitwise_repeatable():
@@ -548,6 +581,33 @@ def test_every_decode_tile_gpu(tile):
             run_case("triton", inp, causal=True)
     except OutOfResources as exc:  # the benchmark's sweep records these as errors too
         pytest.skip(f"tile {tile} does not fit: {exc}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["split-capped", "batch-contiguous", "batch-paged16", "batch-paged256"])
+@pytest.mark.parametrize("snew", [0, 1])
+def test_default_paths_gpu(case, snew):
+    """Every default the launcher can pick on the H200 at D = 128: the split regime at
+    its split cap (B = 1: 16 splits, plus the append's own split), and the batch regime
+    (B = 32, 8k: 2 splits of 4096 keys) with its 128-key tile (contiguous, pages of 256)
+    and its row-gather tile (pages of 16)."""
+    if case == "split-capped":
+        batch, capacity, page = 1, 32768, 0
+        lens = [32768 - snew]
+    else:
+        batch, capacity = 32, 8192
+        page = {"batch-contiguous": 0, "batch-paged16": 16, "batch-paged256": 256}[case]
+        lens = [(8192 - snew) if i % 4 == 0 else (i * 997) % (8192 - snew) for i in range(batch)]
+    programs = batch * 8
+    sms = decode_launcher.sm_count(torch.device("cuda"))
+    splits = decode_launcher.num_splits_heuristic(programs, capacity, sms, 256)
+    batch_mode = decode_launcher.batch_regime(programs, capacity // splits, sms)
+    assert batch_mode == (case != "split-capped"), "this GPU's SM count moves the case to the other regime"
+    if case == "split-capped":
+        assert splits == decode_launcher.SMALL_GRID_MAX_SPLITS and decode_launcher.append_split(programs, splits, sms)
+    inp = make_inputs(batch, 1, 32, 8, 128, torch.bfloat16, capacity, lens, snew=snew, page_size=page,
+                      rotary_dim=128 if snew else 0)
+    run_case("triton", inp, causal=bool(snew))
 
 
 @pytest.mark.gpu

@@ -49,7 +49,10 @@ def default_for(device: torch.device) -> str:
 
 
 def cpu_available() -> bool:
-    return importlib.util.find_spec("flashtriton.cpu") is not None
+    """True once the package flashtriton.cpu exists (a folder without __init__.py, a
+    namespace package, does not count)."""
+    spec = importlib.util.find_spec("flashtriton.cpu")
+    return spec is not None and spec.origin is not None and spec.origin.endswith("__init__.py")
 
 
 def select(device: torch.device) -> str:

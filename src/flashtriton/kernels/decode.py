@@ -30,10 +30,12 @@ Positions: the keys of sequence b are the absolute cache positions [lp, end + Sn
 lp = LEFTPAD[b] (or 0), end = SEQLENS[b] (+ `appended` when a separate kernel already
 wrote the new tokens). Masks and ALiBi use positions relative to lp ("krel"); n keys,
 diag = n - Sq (bottom-right alignment). The cached keys [lp, end) are shared out among
-the splits in BLOCK_N tiles. With fused append (HAS_NEW), the new tokens [end, end + Snew)
-belong to the last split: it reads them from K_NEW / V_NEW in BLOCK_NEW-row tiles,
-rotates the keys, attends, and (in m-block 0) writes them into the cache. No program
-reads a cache row that this launch writes.
+the first cache_splits splits in BLOCK_N tiles. With fused append (HAS_NEW), the new
+tokens [end, end + Snew) belong to the last split: it reads them from K_NEW / V_NEW in
+BLOCK_NEW-row tiles, rotates the keys, attends, and (in m-block 0) writes them into the
+cache. cache_splits = n_splits - 1 gives that work a split of its own, off the critical
+path of the cache streaming (the launcher's choice). No program reads a cache row that
+this launch writes.
 
 Scores are in log2 units: the softmax scale and log2(e) are folded into qk_scale, so
 every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
@@ -46,8 +48,16 @@ LN2 = tl.constexpr(0.6931471805599453)
 
 # Scalar arguments that change from call to call: not specialised, so that a new
 # split count or sequence length reuses the compiled kernel.
-NO_SPECIALIZE = ["seqlen_q", "seqlen_new", "appended", "n_ro", "rot_half", "n_splits", "m_blocks",
+NO_SPECIALIZE = ["seqlen_q", "seqlen_new", "appended", "n_ro", "rot_half", "n_splits", "cache_splits", "m_blocks",
                  "rows_per_block", "window_left", "window_right"]
+
+
+@triton.constexpr_function
+def combine_stages(block_r, block_d):
+    """Pipeline depth of the combine's loop over the partials (see _combine_rows): 3
+    partials in flight, 8 KB of shared memory each at 16 rows x 128 (reusing the K/V
+    buffers); none for larger row blocks (64 x 256: 194 KB and 548 B of spills)."""
+    return 4 if block_r * block_d <= 4096 else 1
 
 
 @triton.jit
@@ -251,12 +261,19 @@ def _store_final(O, LSE, out, lse2, b, qi, h, row_ok, offs_d,
 @triton.jit
 def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
                   stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
-                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr):
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
+                  SPLIT_STAGES: tl.constexpr):
     """Merge the n_splits partials of rows offs_m of (b, hk) and store the final rows.
 
     Partials: O_PART (B * Hk, n_splits, rows_total, HEAD_DIM) fp32, normalised;
     LSE_PART (B * Hk, n_splits, rows_total) fp32, log2 units, -inf for an empty chunk.
-    One pass with a running max, as in the attention loop. Loads bypass L1 (.cg):
+    One pass with a running max, as in the attention loop, software-pipelined
+    SPLIT_STAGES deep (cp.async: SPLIT_STAGES - 1 partials in flight). The loop is
+    bound by the latency of its loads, not by their bytes: the first H200 run
+    (2026-11-29, B = 1, L = 8k, graph) cost ~0.27 us a split (24.3 / 28.6 / 40.0 /
+    60.0 us at 16 / 32 / 64 / 128 splits) with one load in flight. (Loading several
+    partials as one 3-D tile instead took 254 registers at D = 128 against 128: one
+    program less an SM.) Loads bypass L1 (.cg):
     the partials were written by other programs, possibly on other SMs.
     """
     offs_d = tl.arange(0, BLOCK_D)
@@ -266,7 +283,7 @@ def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_t
     l = tl.zeros([BLOCK_R], tl.float32)
     acc = tl.zeros([BLOCK_R, BLOCK_D], tl.float32)
     base = pid_bh.to(tl.int64) * n_splits
-    for s in range(n_splits):
+    for s in tl.range(0, n_splits, num_stages=SPLIT_STAGES):
         part = base + s
         lse_s = tl.load(LSE_PART + part * rows_total + offs_m, mask=row_ok, other=float("-inf"),
                         cache_modifier=".cg")
@@ -305,7 +322,8 @@ def decode_split_kernel(
     stride_ob, stride_os, stride_oh,
     stride_lb, stride_lh, stride_ls,
     stride_btb, stride_cos, stride_sin, stride_ab, stride_ah,
-    nheads_k, group, seqlen_q, seqlen_new, appended, n_ro, rot_half, n_splits, m_blocks, rows_per_block,
+    nheads_k, group, seqlen_q, seqlen_new, appended, n_ro, rot_half, n_splits, cache_splits, m_blocks,
+    rows_per_block,
     qk_scale, softcap_scale, softcap_out, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGE_SIZE: tl.constexpr, HAS_BATCH_IDX: tl.constexpr, HAS_LEFTPAD: tl.constexpr,
@@ -396,7 +414,10 @@ def decode_split_kernel(
     t_lo = ((lp + lo) // BLOCK_N) * BLOCK_N
     t_hi = tl.maximum(tl.minimum(lp + hi, end), t_lo)
     n_tiles = (t_hi - t_lo + BLOCK_N - 1) // BLOCK_N
-    per_split = (n_tiles + n_splits - 1) // n_splits
+    # The first cache_splits splits share the cached tiles: all of them, or (when the
+    # launcher gives the appended tokens a split of their own, cache_splits = n_splits - 1)
+    # all but the last, which then only appends and attends the new tokens.
+    per_split = (n_tiles + cache_splits - 1) // cache_splits
     s0 = t_lo + split * per_split * BLOCK_N
     s1 = tl.minimum(s0 + per_split * BLOCK_N, t_hi)
     a = tl.minimum(tl.maximum(full_lo, s0), s1)
@@ -471,7 +492,7 @@ def decode_split_kernel(
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # ready for the next launch
                 _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
                               stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
-                              HEAD_DIM, BLOCK_D, BLOCK_M)
+                              HEAD_DIM, BLOCK_D, BLOCK_M, combine_stages(BLOCK_M, BLOCK_D))
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "n_splits"])
@@ -484,7 +505,7 @@ def decode_combine_kernel(O_PART, LSE_PART, O, LSE,
     offs_m = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
     _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, pid_bh // nheads_k, pid_bh % nheads_k, offs_m, group,
                   group * seqlen_q, n_splits, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
-                  HEAD_DIM, BLOCK_D, BLOCK_R)
+                  HEAD_DIM, BLOCK_D, BLOCK_R, combine_stages(BLOCK_R, BLOCK_D))
 
 
 @triton.jit(do_not_specialize=["n_parts", "seqlen"])

@@ -12,7 +12,7 @@ that they can be timed against each other on the GPU in one run:
   FLASHTRITON_DECODE_APPEND  = fused | separate    append inside the split kernel, or kernels of its own
   FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
                                                    by pointer loads (cp.async); small pages always gather
-  FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: the table below)
+  FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: default_tile, by regime)
   FLASHTRITON_DECODE_BLOCK_M = 16..128             query rows per program (default G * Sq padded to >= 16)
   FLASHTRITON_DECODE_MIN_SPLIT_KEYS = 256          the split heuristic's smallest chunk
 
@@ -134,9 +134,28 @@ def options(**kw):
 
 # Default tiles for Hopper, by BLOCK_D: (BLOCK_N, num_warps, num_stages). Decode is
 # memory bound: a tile moves 2 * BLOCK_N * D * 2 bytes (32 KB for D = 128), and
-# num_stages of them are in flight per program. To be tuned on the H200 with
-# `python -m flashtriton.bench.decode` (its variant sweep) (bench/NOTES.md, "## Decode").
+# num_stages - 1 of them are in flight per program. Two regimes (first H200 run,
+# 2026-11-29, bf16, Hq = 32, Hk = 8, D = 128; bench/NOTES.md, "## Decode", "Defaults
+# from the first H200 run"):
+#
+# split regime (B * Hk * m-blocks < SMs; the cache is split to fill the GPU): DEFAULT_TILES.
+#   D = 128: 64 keys, 4 warps, 3 stages (70 KB of shared memory: 3 programs an SM). At
+#   B = 1 it beat 128-key tiles (L = 8k: 28.6 vs 32.8 us graph; 128k: 147.7 vs 152.4) and
+#   equalled 4 stages or 8 warps.
+# batch regime (B * Hk * m-blocks >= SMs, and >= BATCH_TILE_MIN_KEYS keys a program):
+#   BATCH_TILES. D = 128: 128 keys, 4 warps, 3 stages (136 KB, 252 registers: one program
+#   an SM, each with two 64 KB tiles in flight): B = 32, L = 32k: 966 us against 1149 for
+#   the 64-key tile at the same 2 splits; B = 128, L = 8k: 957 against 983 us (graph).
+#   (The 64-key tile's 3 programs an SM left the 2-split grid of B = 32 at 1.29 waves of
+#   resident programs: 512 programs on 396 slots.) Paged caches add 2 stages as below
+#   (136 KB at 128 keys x 5 stages, sm_90a compile); pages smaller than the batch tile
+#   gather rows by pointer loads and take BATCH_GATHER_TILES instead: 32 keys, 4 warps,
+#   5 stages, 37 KB and 122 registers (4 programs an SM): page 16, B = 32, L = 32k:
+#   995 us against 1254 for the 64-key gather and 1131 for a 128-key gather (graph).
 DEFAULT_TILES = {16: (128, 4, 4), 32: (128, 4, 4), 64: (128, 4, 3), 128: (64, 4, 3), 256: (32, 4, 3)}
+BATCH_TILES = {128: (128, 4, 3)}          # other head dims: DEFAULT_TILES (not measured yet)
+BATCH_GATHER_TILES = {128: (32, 4, 5)}    # stages included (a paged layout only)
+BATCH_TILE_MIN_KEYS = 4096                # keys a program streams; below it, DEFAULT_TILES
 INTERPRETER_TILE = (16, 4, 1)  # small tiles: the small test shapes still cross many tiles
 
 
@@ -144,14 +163,33 @@ def block_d(head_dim: int) -> int:
     return max(16, _pow2(head_dim))
 
 
-def tile_for(head_dim: int, paged: bool, opts: DecodeOptions):
-    """(BLOCK_N, num_warps, num_stages). Paged caches get two more stages by default: the
-    block-table load feeding each tile's address takes two stages of the software
-    pipeline, and without them only one K/V tile would be in flight (sm_90a compile:
-    38 KB of shared memory at 3 stages against 70 KB for the contiguous cache)."""
-    bn, warps, stages = INTERPRETER_TILE if interpreting() else DEFAULT_TILES[block_d(head_dim)]
-    if paged and not interpreting():
-        stages += 2
+def batch_regime(programs: int, keys_per_split: int, sms: int) -> bool:
+    """Enough programs without splitting the cache to give every SM one, each streaming a
+    long chunk: one large-tile program an SM beats three small-tile ones (see BATCH_TILES)."""
+    return programs >= sms and keys_per_split >= BATCH_TILE_MIN_KEYS
+
+
+def default_tile(head_dim: int, page_size: int, batch: bool):
+    """(BLOCK_N, num_warps, num_stages) that the launcher picks on Hopper. Paged caches get
+    two more stages: the block-table load feeding each tile's address takes two stages of
+    the software pipeline, and without them only one K/V tile would be in flight (sm_90a
+    compile: 38 KB of shared memory at 3 stages against 70 KB for the contiguous cache)."""
+    bd = block_d(head_dim)
+    if batch and bd in BATCH_TILES:
+        bn, warps, stages = BATCH_TILES[bd]
+        if page_size and page_size < bn:
+            return BATCH_GATHER_TILES[bd]
+    else:
+        bn, warps, stages = DEFAULT_TILES[bd]
+    return bn, warps, stages + (2 if page_size else 0)
+
+
+def tile_for(head_dim: int, page_size: int, opts: DecodeOptions, batch: bool = False):
+    """default_tile, or the interpreter's small tile; options override each field."""
+    if interpreting():
+        bn, warps, stages = INTERPRETER_TILE
+    else:
+        bn, warps, stages = default_tile(head_dim, page_size, batch)
     return opts.block_n or bn, opts.num_warps or warps, opts.num_stages or stages
 
 
@@ -176,21 +214,42 @@ def sm_count(device: torch.device) -> int:
     return _sm_count[idx]
 
 
+# Most splits the heuristic gives when B * Hk * m-blocks < SMs. Each split adds a partial
+# to the serial merge of the last program (first H200 run, 2026-11-29, B = 1, L = 8k,
+# graph: 24.3 / 28.6 / 40.0 / 60.0 us at 16 / 32 / 64 / 128 splits, ~0.27 us a split;
+# L = 128k: 144.1 us at 16 splits, 147.7 at 33, 179.6 at 66): past one program an SM
+# (16 x 8 = 128 programs on 132 SMs) more splits lost time.
+SMALL_GRID_MAX_SPLITS = 16
+
+
 @functools.lru_cache(maxsize=1024)
 def num_splits_heuristic(programs: int, max_keys: int, sms: int, min_split_keys: int) -> int:
     """Splits per (sequence, KV head, m-block), from the program count without splits.
 
-    Enough programs to fill the SMs at least twice (every SM then has two programs'
-    loads in flight, plenty for its share of HBM bandwidth), with a last wave at least
-    85% full, and no chunk shorter than min_split_keys keys. max_keys is the cache
-    capacity: actual lengths live on the device and reading them would cost a sync.
+    Enough programs to fill the SMs at least twice, with a last wave at least 85% full
+    (counted in SMs: the batch regime's tile runs one program an SM), no chunk shorter
+    than min_split_keys keys, and at most SMALL_GRID_MAX_SPLITS when the unsplit grid
+    is smaller than the GPU. max_keys is the cache capacity: actual lengths live on the
+    device and reading them would cost a sync.
     """
     limit = max(1, min(MAX_SPLITS, max_keys // min_split_keys))
+    if programs < sms:
+        limit = min(limit, SMALL_GRID_MAX_SPLITS)
     for s in range(1, limit + 1):
         w = programs * s
         if w >= 2 * sms and w / (math.ceil(w / sms) * sms) >= 0.85:
             return s
     return limit
+
+
+def append_split(programs: int, num_splits: int, sms: int) -> bool:
+    """Whether the fused append gets a split of its own (the new tokens' rotation, cache
+    write and attention, off the critical path of the cache streaming). In the split
+    regime only, where the grid is resident at once and the extra programs cost no wave:
+    B = 1, L = 8k, graph (first H200 run): the append added 4.2 us (+14.7%) with the last
+    of 32 equal splits also doing the new tokens, but 1.2 us (+0.8%) at L = 128k where the
+    last of 33 splits had 32 tiles against 63 (its slack hid the new tokens)."""
+    return num_splits > 1 and programs < sms
 
 
 # Ticket counters of the fused combine. The kernel leaves them at zero (the merging
@@ -258,12 +317,17 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     has_rotary = rotary_cos is not None  # q rotates even when k has no tokens (flash-attn)
     per_row = params.window_left >= 0 or params.window_right >= 0
     bd = block_d(head_dim)
-    block_n, num_warps, num_stages = tile_for(head_dim, paged, opts)
     rows = group * seqlen_q
     block_m = block_m_for(rows, head_dim, opts)
     m_blocks = _cdiv(rows, block_m)
     device = q.device
     dummy = cache_seqlens  # stands in for absent pointer arguments (never dereferenced)
+    programs = batch * nheads_k * m_blocks
+    sms = sm_count(device)
+    if num_splits == 0:
+        num_splits = num_splits_heuristic(programs, capacity, sms, opts.min_split_keys)
+    block_n, num_warps, num_stages = tile_for(head_dim, page_size, opts,
+                                              batch_regime(programs, capacity // num_splits, sms))
 
     appended = 0
     if has_new and opts.append == "separate":
@@ -273,9 +337,9 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
             q = _rotate_q(q, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, per_row)
         appended, has_new, has_rotary = seqlen_new, False, False
 
-    if num_splits == 0:
-        num_splits = num_splits_heuristic(batch * nheads_k * m_blocks, capacity, sm_count(device),
-                                          opts.min_split_keys)
+    cache_splits = num_splits
+    if has_new and append_split(programs, num_splits, sms):
+        num_splits += 1
     split = num_splits > 1
     fused = split and opts.combine == "fused"
 
@@ -316,8 +380,8 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         block_table.stride(0) if paged else 0,
         cos.stride(0) if has_rotary else 0, sin.stride(0) if has_rotary else 0,
         stride_ab, stride_ah,
-        nheads_k, group, seqlen_q, seqlen_new if has_new else 0, appended, n_ro, rot_half, num_splits, m_blocks,
-        k_cache.shape[1],
+        nheads_k, group, seqlen_q, seqlen_new if has_new else 0, appended, n_ro, rot_half, num_splits, cache_splits,
+        m_blocks, k_cache.shape[1],
         params.softmax_scale * LOG2E,
         (2.0 * LOG2E * params.softmax_scale / softcap) if softcap > 0 else 0.0,
         softcap * LOG2E,
