@@ -44,6 +44,20 @@ def _check(fn, q, k, v, dout, causal, ref):
     return errs[0], max(errs[1:])
 
 
+def _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, seqlen, head_dim):
+    for mode in modes:
+        if mode == "fwd":
+            f = lambda: fn(q, k, v, causal)  # noqa: E731
+        elif mode == "bwd":
+            out = fn(q, k, v, causal)
+            f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
+        else:
+            f = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
+        ms = common.time_ms(f, device)
+        row[f"{mode}_ms"] = ms
+        row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
+
+
 def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("fwd", "bwd", "fwd_bwd"),
                 device="cuda", graph_upto=0):
     """One shape, every provider: check, then time. Up to seqlen graph_upto the forward
@@ -66,17 +80,10 @@ def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("f
             row["error"] = "accuracy check failed: not timed"
             rows.append(row)
             continue
-        for mode in modes:
-            if mode == "fwd":
-                f = lambda: fn(q, k, v, causal)  # noqa: E731
-            elif mode == "bwd":
-                out = fn(q, k, v, causal)
-                f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-            else:
-                f = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
-            ms = common.time_ms(f, device)
-            row[f"{mode}_ms"] = ms
-            row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
+        try:
+            _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, seqlen, head_dim)
+        except Exception as exc:  # a provider that fails while timing: recorded, not fatal
+            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
         if device == "cuda" and seqlen <= graph_upto:
             try:
                 ms = common.graph_time_ms(lambda: fn(q, k, v, causal))

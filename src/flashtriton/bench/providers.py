@@ -33,7 +33,17 @@ _flex_cache: dict = {}
 def _flex(q, k, v, causal):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
     if "fn" not in _flex_cache:
-        _flex_cache["fn"] = torch.compile(flex_attention)
+        # The benchmark times backward passes with retain_graph=True, which compiled
+        # backwards with donated buffers refuse (torch 2.11): keep buffers undonated.
+        torch._functorch.config.donated_buffer = False
+        # One static compile per shape. With the default (automatic dynamic shapes after a
+        # recompile, and dynamo's limit of 8 recompiles) the grid's later shapes ran
+        # Flex's unfused eager fallback on 2026-11-29: 3-49 TFLOP/s and out-of-memory
+        # errors (bench/NOTES.md). The grid has 36 shapes.
+        torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 128)
+        torch._dynamo.config.accumulated_cache_size_limit = max(
+            torch._dynamo.config.accumulated_cache_size_limit, 1024)
+        _flex_cache["fn"] = torch.compile(flex_attention, dynamic=False)
     nq, nk = q.shape[1], k.shape[1]
     key = (nq, nk, causal, q.device)
     if key not in _flex_cache:
