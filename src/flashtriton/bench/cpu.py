@@ -1,0 +1,255 @@
+"""The CPU benchmark (issue 6): flashtriton's CPU backend against torch's own CPU
+attention (scaled_dot_product_attention) on the same inputs, in one run.
+
+Cases and targets (bf16 / fp32 as listed):
+  prefill forward, B=1, H=8, N=4096, D=128, non-causal   bf16 >= 2.0x SDPA, fp32 >= 1.0x
+  causal, same shape                                     >= 1.8x faster than our non-causal
+  forward + backward, B=1, H=8, N=2048, D=64             >= 1.0x SDPA's forward + backward
+  decode, B=1, Hq=32, Hk=8, D=128, L in {8k, 32k}        >= 5x SDPA (enable_gqa) and
+                                                         >= 50% of the read bandwidth
+  small model, B=4, H=12, N=512, D=64, forward           >= 1.0x SDPA
+
+"Validate, then time": every case first checks flashtriton's output against the
+float64 reference (the last 128 query rows of the full problem for prefill, every
+row for decode; gradients on a 512-token problem with the same code path), then
+times the providers of the case interleaved (A, B, A, B, ...: a machine shared
+with other jobs slows both alike) and reports the median of whole calls.
+
+SDPA runs on the same tensors: (B, N, H, D) views transposed to (B, H, N, D), and for
+decode the (B, L, Hk, D) cache transposed to (B, Hk, L, D) with enable_gqa=True.
+Decode bandwidth = K and V bytes of the attended positions / time; the machine's read
+bandwidth is measured in the same run (the best of a few sums over a 512 MiB tensor).
+
+    python -m flashtriton.bench.cpu            # about a minute on 2 cores
+    python -m flashtriton.bench.cpu --quick    # small shapes, a smoke test of the harness
+Results: bench/results/<cpu>/cpu.json and cpu.md.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import flashtriton
+from flashtriton import kvcache, reference, reference_decode
+from flashtriton.bench import common
+from flashtriton.launchers.prefill import AttnParams
+
+CHECK_ROWS = 128
+MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
+
+
+def _sdpa(q, k, v, causal=False, gqa=False):
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                          is_causal=causal, enable_gqa=gqa).transpose(1, 2)
+
+
+def _ours(q, k, v, causal=False):
+    with flashtriton.use_backend("cpu"):
+        return flashtriton.flash_attn_func(q, k, v, causal=causal)
+
+
+def read_bandwidth(mib: int = 512) -> float:
+    """GB/s: the best of three full reads (sums) of a mib-MiB float32 tensor."""
+    x = torch.rand(mib * 2 ** 20 // 4)
+    x.sum()
+    best = 0.0
+    for _ in range(3):
+        t0 = time.perf_counter()
+        x.sum()
+        best = max(best, x.numel() * 4 / (time.perf_counter() - t0) / 1e9)
+    return best
+
+
+def _check_prefill(q, k, v, out, causal):
+    """Relative error of out's last CHECK_ROWS query rows against float64."""
+    rows = min(CHECK_ROWS, q.shape[1])
+    qs = q[:, -rows:].double()
+    # the last rows of a square causal problem keep their bottom-right alignment
+    ref = reference.attention(qs, k.double(), v.double(), softmax_scale=1 / math.sqrt(q.shape[-1]),
+                              window_right=0 if causal else -1)[0]
+    return common.max_rel_err(out[:, -rows:], ref)
+
+
+def _check_grads(dtype, h, d, n=512):
+    """Relative errors of dq, dk, dv against float64 on an n-token problem."""
+    q, k, v = (torch.randn(1, n, h, d, dtype=dtype, requires_grad=True) for _ in range(3))
+    out = _ours(q, k, v)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    args = [t.detach().double() for t in (q, k, v)]
+    ref = reference.attention_grad(dout.double(), *args, softmax_scale=1 / math.sqrt(d))
+    return max(common.max_rel_err(g, r) for g, r in zip(grads, ref))
+
+
+def time_interleaved(fns: dict, budget_s: float = 1.5, min_runs: int = 5) -> dict:
+    """Median milliseconds per call of each fn, calling them in turn (one warm-up
+    call each) until every fn has min_runs samples and budget_s has passed, or
+    4 * budget_s has passed."""
+    for f in fns.values():
+        f()
+    times = {k: [] for k in fns}
+    t_start = time.perf_counter()
+    while True:
+        for k, f in fns.items():
+            t0 = time.perf_counter()
+            f()
+            times[k].append((time.perf_counter() - t0) * 1e3)
+        elapsed = time.perf_counter() - t_start
+        enough = min(len(v) for v in times.values()) >= min_runs
+        if (enough and elapsed >= budget_s) or elapsed >= 4 * budget_s:
+            return {k: statistics.median(v) for k, v in times.items()}
+
+
+def _row(case, dtype, shape, ours_ms, torch_ms, err, target, met, **extra):
+    r = dict(case=case, dtype=str(dtype).replace("torch.", ""), shape=shape, ours_us=round(ours_ms * 1e3, 1),
+             torch_us=round(torch_ms * 1e3, 1) if torch_ms else None,
+             ratio=round(torch_ms / ours_ms, 2) if torch_ms else None, rel_err=float(f"{err:.2e}"),
+             target=target, met=met)
+    r.update(extra)
+    return r
+
+
+def _checked(err, dtype, what):
+    if not err <= MAX_REL_ERR[dtype]:
+        raise AssertionError(f"{what}: relative error {err:.2e} > {MAX_REL_ERR[dtype]:.0e}; not timing a wrong result")
+
+
+def bench_prefill(dtype, b, h, n, d):
+    """Non-causal and causal forward; returns two rows."""
+    q, k, v = (torch.randn(b, n, h, d, dtype=dtype) for _ in range(3))
+    shape = f"B={b} H={h} N={n} D={d}"
+    err = {}
+    for causal in (False, True):
+        err[causal] = _check_prefill(q, k, v, _ours(q, k, v, causal), causal)
+        _checked(err[causal], dtype, f"prefill {shape} causal={causal}")
+    ms = time_interleaved({(p, c): (lambda p=p, c=c: (_ours if p == "ours" else _sdpa)(q, k, v, c))
+                           for p in ("ours", "sdpa") for c in (False, True)}, budget_s=3.0)
+    goal = 2.0 if dtype == torch.bfloat16 else 1.0
+    nc, c = ms[("ours", False)], ms[("ours", True)]
+    return [_row("prefill fwd", dtype, shape, nc, ms[("sdpa", False)], err[False], f">= {goal}x SDPA",
+                 ms[("sdpa", False)] / nc >= goal),
+            _row("prefill fwd causal", dtype, shape, c, ms[("sdpa", True)], err[True], ">= 1.8x our non-causal",
+                 nc / c >= 1.8, causal_speedup=round(nc / c, 2))]
+
+
+def bench_fwd_bwd(dtype, b, h, n, d):
+    err = _check_grads(dtype, h, d)
+    _checked(err, dtype, "forward+backward")
+    q, k, v = (torch.randn(b, n, h, d, dtype=dtype, requires_grad=True) for _ in range(3))
+    dout = torch.randn(b, n, h, d, dtype=dtype)
+
+    def ours():
+        out = _ours(q, k, v)
+        torch.autograd.grad(out, (q, k, v), dout)
+
+    def sdpa():
+        out = _sdpa(q, k, v)
+        torch.autograd.grad(out, (q, k, v), dout)
+
+    ms = time_interleaved({"ours": ours, "sdpa": sdpa})
+    a, t = ms["ours"], ms["sdpa"]
+    return [_row("fwd+bwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0)]
+
+
+def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
+    q = torch.randn(1, 1, hq, d, dtype=dtype)
+    k_cache = torch.randn(1, seqlen, hk, d, dtype=dtype)
+    v_cache = torch.randn(1, seqlen, hk, d, dtype=dtype)
+    lens = torch.full((1,), seqlen, dtype=torch.int32)
+
+    def ours():
+        with flashtriton.use_backend("cpu"), kvcache.value_checks(False):
+            return flashtriton.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens)
+
+    ref = reference_decode.kvcache_fwd(q.double(), k_cache.double(), v_cache.double(), None, None, None, None,
+                                       lens, None, None, None, AttnParams(1 / math.sqrt(d)), True, None, 0)[0]
+    err = common.max_rel_err(ours(), ref)
+    _checked(err, dtype, f"decode L={seqlen}")
+    ms = time_interleaved({"ours": ours, "sdpa": lambda: _sdpa(q, k_cache, v_cache, gqa=True)})
+    a, t = ms["ours"], ms["sdpa"]
+    nbytes = 2 * seqlen * hk * d * k_cache.element_size()
+    gbs = nbytes / (a / 1e3) / 1e9
+    pct = 100 * gbs / bandwidth
+    return [_row("decode", dtype, f"B=1 Hq={hq} Hk={hk} D={d} L={seqlen // 1024}k", a, t, err,
+                 ">= 5x SDPA, >= 50% BW", t / a >= 5 and pct >= 50, gbs=round(gbs, 1), bw_pct=round(pct, 1))]
+
+
+def bench_small(dtype, b=4, h=12, n=512, d=64):
+    q, k, v = (torch.randn(b, n, h, d, dtype=dtype) for _ in range(3))
+    out = _ours(q, k, v)
+    err = _check_prefill(q, k, v, out, False)
+    _checked(err, dtype, "small model")
+    ms = time_interleaved({"ours": lambda: _ours(q, k, v), "sdpa": lambda: _sdpa(q, k, v)})
+    a, t = ms["ours"], ms["sdpa"]
+    return [_row("small model fwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0)]
+
+
+COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "bw_pct", "rel_err", "target", "met"]
+HEADERS = ["case", "dtype", "shape", "ours (us)", "torch SDPA (us)", "SDPA / ours", "GB/s", "% read BW",
+           "rel. err", "target", "met"]
+
+
+def markdown(rows, env) -> str:
+    lines = [f"# CPU benchmark ({env['date']})", "",
+             f"torch {env['torch']}, {env['device']}, {env['threads']} threads, float32 engine: {env['engine']}, "
+             f"read bandwidth measured in this run: {env['read_gbs']} GB/s.", "",
+             common.markdown_table([dict(r, met="yes" if r["met"] else "NO",
+                                         ratio=(f"{r['ratio']:.2f}" if r.get("ratio") else None),
+                                         ours_us=f"{r['ours_us']:.0f}",
+                                         torch_us=(f"{r['torch_us']:.0f}" if r.get("torch_us") else None),
+                                         rel_err=f"{r['rel_err']:.1e}")
+                                    for r in rows], COLUMNS, HEADERS), ""]
+    causal = [r for r in rows if "causal_speedup" in r]
+    for r in causal:
+        lines.append(f"- causal {r['dtype']}: {r['causal_speedup']}x faster than our non-causal (target 1.8x)")
+    return "\n".join(lines) + "\n"
+
+
+def main(out_dir=None, quick=False) -> list[dict]:
+    """Runs the CPU suite, prints the table, writes bench/results/<cpu>/cpu.{json,md}."""
+    from flashtriton.cpu import engine
+    start = time.perf_counter()
+    bw = read_bandwidth(128 if quick else 512)
+    if quick:
+        plan = [(bench_prefill, (torch.bfloat16, 1, 2, 1024, 64)),
+                (bench_fwd_bwd, (torch.float32, 1, 2, 512, 64)),
+                (bench_decode, (torch.bfloat16, 4096, bw)),
+                (bench_small, (torch.float32, 2, 4, 256, 64))]
+    else:
+        plan = [(bench_prefill, (torch.bfloat16, 1, 8, 4096, 128)),
+                (bench_prefill, (torch.float32, 1, 8, 4096, 128)),
+                (bench_fwd_bwd, (torch.bfloat16, 1, 8, 2048, 64)),
+                (bench_fwd_bwd, (torch.float32, 1, 8, 2048, 64)),
+                (bench_decode, (torch.bfloat16, 8192, bw)),
+                (bench_decode, (torch.bfloat16, 32768, bw)),
+                (bench_decode, (torch.float32, 8192, bw)),
+                (bench_decode, (torch.float32, 32768, bw)),
+                (bench_small, (torch.bfloat16,)),
+                (bench_small, (torch.float32,))]
+    bar = common.Progress(len(plan), "cpu bench")
+    rows = []
+    for fn, args in plan:
+        rows += fn(*args)
+        bar.step(f"{fn.__name__} {args[0]}")
+    env = common.environment("cpu")
+    env.update(engine=engine.NAME, read_gbs=round(bw, 1), seconds=round(time.perf_counter() - start, 1))
+    md = markdown(rows, env)
+    print(md)
+    d = common.results_dir("cpu", out_dir)
+    common.write_json(d / "cpu.json", env, rows)
+    (d / "cpu.md").write_text(md)
+    print(f"wrote {d / 'cpu.json'} and {d / 'cpu.md'} in {env['seconds']} s")
+    return rows
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="small shapes (a smoke test)")
+    ap.add_argument("--out", default=None, help="results root (default bench/results)")
+    a = ap.parse_args()
+    main(out_dir=a.out, quick=a.quick)

@@ -1,0 +1,320 @@
+"""The feature benchmark (GPU, bf16, D=128): what varlen, sliding windows, dropout,
+the deterministic backward and float32 inputs cost, side by side in one run.
+
+    python -m flashtriton.bench.features --out DIR
+
+Cases (the targets are those of the feature issue; each row says whether it is met):
+  varlen   16k tokens in random lengths 128..4096 against the dense kernel on equal
+           lengths with the same token count; TFLOP/s count useful FLOPs only
+           (sum over sequences of the FA2 count), target >= 0.9x dense.
+  window   window (1024, 0) at N = 16k: TFLOP/s over the FLOPs inside the band
+           against full causal (over the causal triangle), target >= 0.85x; and the
+           time against SDPA with the same boolean mask (its memory-efficient
+           kernel: FA2 CUDA and cuDNN take no arbitrary mask) and compiled
+           FlexAttention with a sliding-window block mask.
+  dropout  p = 0.1 against p = 0, forward+backward, target <= 1.15x time.
+  determ.  deterministic=True against the default backward (reported, no target).
+  float32  float32 inputs (exact fp32 dots, and with FLASHTRITON_ALLOW_TF32=1)
+           against bf16, and SDPA's float32 (memory-efficient kernel).
+
+Every configuration is first checked against a float64 reference on one head, then
+timed with triton.testing.do_bench (median). Results: features.{json,md}.
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+
+import torch
+import torch.nn.functional as F
+
+import flashtriton
+from flashtriton import reference
+from flashtriton.bench import common
+
+HEAD_DIM, NHEADS = 128, 16
+DEVICE = "cuda"  # --smoke: "cpu", tiny shapes, to check the harness itself
+MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
+
+
+def _flops_band(nq, nk, left, right, head_dim, nheads, mode):
+    """FA2 count over the (query, key) pairs inside the window band only."""
+    pairs = 0
+    off = nk - nq
+    for i in range(nq):
+        lo = 0 if left < 0 else max(0, i + off - left)
+        hi = nk - 1 if right < 0 else min(nk - 1, i + off + right)
+        pairs += max(0, hi - lo + 1)
+    return 4.0 * nheads * pairs * head_dim * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
+
+
+def _grad_fn(fn, inputs, dout):
+    return lambda: torch.autograd.grad(fn(), inputs, dout)
+
+
+def _bwd_fn(fn, inputs, dout):
+    out = fn()
+    return lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)
+
+
+def _check_head0(out, q, k, v, **kw):
+    """Relative error of out[:, :, 0] against float64 (dense layout (B, N, H, D))."""
+    sl = lambda t: t[:, :, :1].detach().double()  # noqa: E731
+    ref = reference.attention(sl(q), sl(k), sl(v), softmax_scale=1 / math.sqrt(q.shape[-1]), **kw)[0]
+    return common.max_rel_err(out[:, :, :1], ref)
+
+
+def _row(case, provider, ms_by_mode, flops_by_mode, **extra):
+    row = dict(case=case, provider=provider, **extra)
+    for mode, ms in ms_by_mode.items():
+        row[f"{mode}_ms"] = ms
+        if flops_by_mode:
+            row[f"{mode}_tflops"] = flops_by_mode[mode] / ms / 1e9
+    return row
+
+
+def _random_lengths(total, lo, hi, seed):
+    rnd = random.Random(seed)
+    lens = []
+    while sum(lens) < total:
+        lens.append(rnd.randint(lo, hi))
+    excess = sum(lens) - total
+    lens[-1] -= excess
+    if lens[-1] < lo:  # fold a short tail into the previous sequence while it stays <= hi
+        tail = lens.pop()
+        lens[-1] += tail
+        if lens[-1] > hi:
+            lens.append(lens[-1] - hi)
+            lens[-2] = hi
+    return lens
+
+
+def bench_varlen(rows, causal, total=16384, lo=128, hi=4096, seed=0):
+    lens = _random_lengths(total, lo, hi, seed)
+    dev, dt = DEVICE, torch.bfloat16
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device=dev)
+    q, k, v = (torch.randn(total, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
+    dout = torch.randn_like(q)
+    mx = max(lens)
+    fn = lambda: flashtriton.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=causal)  # noqa: E731
+    # check: the longest sequence, head 0, against float64
+    j = lens.index(mx)
+    a, b = cu[j].item(), cu[j + 1].item()
+    out = fn()
+    err = _check_head0(out[a:b].unsqueeze(0), q[a:b].unsqueeze(0), k[a:b].unsqueeze(0), v[a:b].unsqueeze(0),
+                       window_right=0 if causal else -1)
+    useful = {m: sum(common.attention_flops(1, NHEADS, n, n, HEAD_DIM, causal, m) for n in lens)
+              for m in ("fwd", "bwd", "fwd_bwd")}
+    ms = {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
+          "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
+    rows.append(_row("varlen", "flashtriton varlen", ms, useful, causal=causal, err=err,
+                     shape=f"{len(lens)} seqs, {total} tokens, lengths {min(lens)}..{mx}"))
+    # dense: equal lengths, the same token count
+    nseq = len(lens)
+    n = total // nseq
+    bq, bk, bv = (torch.randn(nseq, n, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
+    bdo = torch.randn_like(bq)
+    dfn = lambda: flashtriton.flash_attn_func(bq, bk, bv, causal=causal)  # noqa: E731
+    derr = _check_head0(dfn()[:1], bq[:1], bk[:1], bv[:1], window_right=0 if causal else -1)
+    dense = {m: common.attention_flops(nseq, NHEADS, n, n, HEAD_DIM, causal, m) for m in ("fwd", "bwd", "fwd_bwd")}
+    dms = {"fwd": common.time_ms(dfn, dev), "bwd": common.time_ms(_bwd_fn(dfn, (bq, bk, bv), bdo), dev),
+           "fwd_bwd": common.time_ms(_grad_fn(dfn, (bq, bk, bv), bdo), dev)}
+    rows.append(_row("varlen", "flashtriton dense (equal lengths)", dms, dense, causal=causal, err=derr,
+                     shape=f"B={nseq} N={n}"))
+    for m in ("fwd", "bwd", "fwd_bwd"):
+        rows[-2][f"{m}_vs_dense"] = rows[-2][f"{m}_tflops"] / rows[-1][f"{m}_tflops"]
+    rows[-2]["target"] = ">= 0.9x dense TFLOP/s"
+    rows[-2]["met"] = all(rows[-2][f"{m}_vs_dense"] >= 0.9 for m in ("fwd", "bwd", "fwd_bwd"))
+
+
+def bench_window(rows, seqlen=16384, left=1024, with_flex=True):
+    dev, dt = DEVICE, torch.bfloat16
+    q, k, v = (torch.randn(1, seqlen, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True) for _ in range(3))
+    dout = torch.randn_like(q)
+    band = {m: _flops_band(seqlen, seqlen, left, 0, HEAD_DIM, NHEADS, m) for m in ("fwd", "bwd", "fwd_bwd")}
+    tri = {m: _flops_band(seqlen, seqlen, -1, 0, HEAD_DIM, NHEADS, m) for m in ("fwd", "bwd", "fwd_bwd")}
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, N, D) views for SDPA / Flex
+
+    def time3(fn):
+        return {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
+                "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
+
+    def check(out):
+        return _check_head0(out, q, k, v, window_left=left, window_right=0)
+
+    ours = lambda: flashtriton.flash_attn_func(q, k, v, window_size=(left, 0))  # noqa: E731
+    causal = lambda: flashtriton.flash_attn_func(q, k, v, causal=True)  # noqa: E731
+    r_w = _row("window", f"flashtriton window ({left}, 0)", time3(ours), band, err=check(ours()))
+    r_c = _row("window", "flashtriton causal (full)", time3(causal), tri,
+               err=_check_head0(causal(), q, k, v, window_right=0))
+    for m in ("fwd", "bwd", "fwd_bwd"):
+        r_w[f"{m}_vs_causal"] = r_w[f"{m}_tflops"] / r_c[f"{m}_tflops"]
+    r_w["target"] = ">= 0.85x causal TFLOP/s; faster than SDPA mask and Flex"
+    rows += [r_w, r_c]
+    idx = torch.arange(seqlen, device=dev)
+    mask = (idx[None, :] <= idx[:, None]) & (idx[None, :] >= idx[:, None] - left)  # (Nq, Nk) bool, True = attend
+    sdpa = lambda: F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask).transpose(1, 2)  # noqa: E731
+    try:
+        rows.append(_row("window", "sdpa + boolean mask (mem-efficient)", time3(sdpa), band, err=check(sdpa())))
+    except Exception as exc:  # recorded, not fatal
+        rows.append(dict(case="window", provider="sdpa + boolean mask", error=f"{type(exc).__name__}: {exc}"[:160]))
+    if with_flex:
+        try:
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+            torch._functorch.config.donated_buffer = False
+            flex = torch.compile(flex_attention, dynamic=False)
+
+            def sliding(b, h, i, j):
+                return (j <= i) & (j >= i - left)
+            bm = create_block_mask(sliding, None, None, seqlen, seqlen, device=dev)
+            fx = lambda: flex(qh, kh, vh, block_mask=bm).transpose(1, 2)  # noqa: E731
+            rows.append(_row("window", "flex (compiled, sliding block mask)", time3(fx), band, err=check(fx())))
+        except Exception as exc:  # recorded, not fatal
+            rows.append(dict(case="window", provider="flex", error=f"{type(exc).__name__}: {exc}"[:160]))
+    others = [r for r in rows if r.get("case") == "window" and r["provider"].startswith(("sdpa", "flex"))
+              and "fwd_ms" in r]
+    r_w["met"] = (all(r_w[f"{m}_vs_causal"] >= 0.85 for m in ("fwd", "bwd", "fwd_bwd"))
+                  and all(r_w[f"{m}_ms"] < o[f"{m}_ms"] for o in others for m in ("fwd", "bwd", "fwd_bwd")))
+
+
+def bench_dropout_determinism(rows, batch=2, seqlen=4096):
+    dev, dt = DEVICE, torch.bfloat16
+    q, k, v = (torch.randn(batch, seqlen, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True)
+               for _ in range(3))
+    dout = torch.randn_like(q)
+    shape = f"B={batch} H={NHEADS} N={seqlen} D={HEAD_DIM}"
+    for causal in (False, True):
+        fl = {m: common.attention_flops(batch, NHEADS, seqlen, seqlen, HEAD_DIM, causal, m)
+              for m in ("fwd", "bwd", "fwd_bwd")}
+        base_fn = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
+        err = _check_head0(base_fn(), q, k, v, window_right=0 if causal else -1)
+        base = {"fwd": common.time_ms(base_fn, dev), "bwd": common.time_ms(_bwd_fn(base_fn, (q, k, v), dout), dev),
+                "fwd_bwd": common.time_ms(_grad_fn(base_fn, (q, k, v), dout), dev)}
+        rows.append(_row("dropout", "p = 0 (default backward)", base, fl, causal=causal, shape=shape, err=err))
+        # dropout: checked against the reference with the very keep-mask the kernel drew
+        drop_fn = lambda: flashtriton.flash_attn_func(q, k, v, dropout_p=0.1, causal=causal)  # noqa: E731
+        torch.manual_seed(1)
+        out, _, probs = flashtriton.flash_attn_func(q, k, v, dropout_p=0.1, causal=causal, return_attn_probs=True)
+        keep = probs[:, :1] >= 0  # (B, 1, Nq, Nk): S_dmask's sign carries the keep bit
+        sl = lambda t: t[:, :, :1].detach().double()  # noqa: E731
+        ref = reference.attention(sl(q), sl(k), sl(v), softmax_scale=1 / math.sqrt(HEAD_DIM), dropout_p=0.1,
+                                  dropout_mask=keep, window_right=0 if causal else -1)[0]
+        derr = common.max_rel_err(out[:, :, :1], ref)
+        del probs, keep
+        drop = {"fwd": common.time_ms(drop_fn, dev), "bwd": common.time_ms(_bwd_fn(drop_fn, (q, k, v), dout), dev),
+                "fwd_bwd": common.time_ms(_grad_fn(drop_fn, (q, k, v), dout), dev)}
+        r = _row("dropout", "p = 0.1", drop, None, causal=causal, shape=shape, err=derr)
+        for m in ("fwd", "bwd", "fwd_bwd"):
+            r[f"{m}_vs_base"] = drop[f"{m}"] / base[m]
+        r["target"] = "fwd+bwd <= 1.15x time of p = 0"
+        r["met"] = r["fwd_bwd_vs_base"] <= 1.15
+        rows.append(r)
+        det_fn = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=True)  # noqa: E731
+        det = {"bwd": common.time_ms(_bwd_fn(det_fn, (q, k, v), dout), dev),
+               "fwd_bwd": common.time_ms(_grad_fn(det_fn, (q, k, v), dout), dev)}
+        r = _row("deterministic", "deterministic=True", det, None, causal=causal, shape=shape)
+        for m in det:
+            r[f"{m}_vs_base"] = det[m] / base[m]
+        rows.append(r)
+
+
+def bench_fp32(rows, batch=2, seqlen=4096):
+    dev = DEVICE
+    shape = f"B={batch} H={NHEADS} N={seqlen} D={HEAD_DIM}"
+    fl = {m: common.attention_flops(batch, NHEADS, seqlen, seqlen, HEAD_DIM, False, m) for m in ("fwd", "bwd", "fwd_bwd")}
+    for dt, tf32 in ((torch.bfloat16, False), (torch.float32, False), (torch.float32, True)):
+        q, k, v = (torch.randn(batch, seqlen, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True)
+                   for _ in range(3))
+        dout = torch.randn_like(q)
+        old = os.environ.get("FLASHTRITON_ALLOW_TF32")
+        os.environ["FLASHTRITON_ALLOW_TF32"] = "1" if tf32 else "0"
+        try:
+            fn = lambda: flashtriton.flash_attn_func(q, k, v)  # noqa: E731
+            err = _check_head0(fn(), q, k, v)
+            ms = {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
+                  "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
+        finally:
+            if old is None:
+                os.environ.pop("FLASHTRITON_ALLOW_TF32")
+            else:
+                os.environ["FLASHTRITON_ALLOW_TF32"] = old
+        name = "flashtriton " + str(dt).replace("torch.", "") + (" (FLASHTRITON_ALLOW_TF32=1)" if tf32 else "")
+        rows.append(_row("float32", name, ms, fl, shape=shape, err=err))
+        if dt == torch.float32 and not tf32:
+            qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
+            sd = lambda: F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2)  # noqa: E731
+            ms = {"fwd": common.time_ms(sd, dev), "bwd": common.time_ms(_bwd_fn(sd, (q, k, v), dout), dev),
+                  "fwd_bwd": common.time_ms(_grad_fn(sd, (q, k, v), dout), dev)}
+            rows.append(_row("float32", "sdpa float32 (default backend)", ms, fl, shape=shape, err=_check_head0(sd(), q, k, v)))
+        del q, k, v, dout
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+
+
+def markdown(rows, env) -> str:
+    lines = [f"# Feature benchmark ({env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']})",
+             "", "bf16, D=128, H=16 unless stated. TFLOP/s count useful FLOPs (FA2 paper's count; for windows,",
+             "only the pairs inside the band). Times: median of triton.testing.do_bench.", ""]
+    cols = ["case", "provider", "causal", "shape", "fwd_ms", "bwd_ms", "fwd_bwd_ms", "fwd_tflops", "bwd_tflops",
+            "fwd_bwd_tflops", "err"]
+    extra = [c for c in ("fwd_vs_dense", "bwd_vs_dense", "fwd_bwd_vs_dense", "fwd_vs_causal", "bwd_vs_causal",
+                         "fwd_bwd_vs_causal", "fwd_vs_base", "bwd_vs_base", "fwd_bwd_vs_base", "met", "error")
+             if any(c in r for r in rows)]
+    fmt_rows = []
+    for r in rows:
+        f = dict(r)
+        for c in cols + extra:
+            if isinstance(f.get(c), float):
+                f[c] = f"{f[c]:.2e}" if c == "err" else (f"{f[c]:.3f}" if c.endswith("_ms") or "_vs_" in c
+                                                          else f"{f[c]:.1f}")
+        fmt_rows.append(f)
+    lines.append(common.markdown_table(fmt_rows, cols + extra))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m flashtriton.bench.features", description=__doc__)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--cases", nargs="+", default=["varlen", "window", "dropout", "float32"])
+    ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    args = ap.parse_args(argv)
+    global DEVICE, HEAD_DIM, NHEADS
+    if args.smoke:
+        DEVICE, HEAD_DIM, NHEADS = "cpu", 32, 2
+        sizes = dict(varlen=(512, 32, 128), window=(256, 32), batch_n=(1, 128))
+    elif not torch.cuda.is_available():
+        raise SystemExit("the feature benchmark needs a CUDA GPU (or --smoke)")
+    else:
+        sizes = dict(varlen=(16384, 128, 4096), window=(16384, 1024), batch_n=(2, 4096))
+    env = common.environment(DEVICE)
+    rows: list = []
+    out = common.results_dir(DEVICE, args.out)
+
+    def save():
+        common.write_json(out / "features.json", env, rows)
+        (out / "features.md").write_text(markdown(rows, env))
+
+    for case in args.cases:
+        if case == "varlen":
+            bench_varlen(rows, False, *sizes["varlen"])
+            save()
+            bench_varlen(rows, True, *sizes["varlen"])
+        elif case == "window":
+            bench_window(rows, *sizes["window"], with_flex=not args.no_flex)
+        elif case == "dropout":
+            bench_dropout_determinism(rows, *sizes["batch_n"])
+        elif case == "float32":
+            bench_fp32(rows, *sizes["batch_n"])
+        else:
+            raise SystemExit(f"--cases: unknown case {case!r}")
+        save()
+        shown = (case, "deterministic") if case == "dropout" else (case,)
+        print(markdown([r for r in rows if r.get("case") in shown], env), flush=True)
+    print(f"results: {out}/features.md")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The `cpu` backend: FlashAttention-2's algorithm on CPUs, driven by PyTorch ops.
+
+Interface (the same as flashtriton.triton_backend and flashtriton.reference_backend):
+  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)
+  bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen) -> (dq, dk, dv)
+  dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
+  kvcache_fwd(q, k_cache, v_cache, k_new, v_new, ...) -> (out, lse)   (flash_attn_with_kvcache)
+
+Files:
+  engine.py    the float32 matmul (oneDNN through torch, ~2x torch.mm's MKL on AMD)
+  config.py    tile sizes and precision choices, with the measurements behind them
+  tiles.py     causal / window tile skipping, masks of partial tiles, ALiBi tiles
+  layout.py    per-sequence views and the per-head float32 copies the loops use
+  forward.py   online softmax over key tiles (exp2, lazy rescaling, divide once)
+  backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics
+  dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
+  decode.py    split-KV decoding over a contiguous or paged cache, append, rotary
+  rotary.py    rotary embedding (GPT-J and GPT-NeoX pairings)
+
+Precision: every score product (S = q k^T, and dP = dO v^T in the backward) is an
+exact float32 product of the inputs (bf16 / fp16 convert exactly to float32, so this
+is "input precision, float32 accumulation"); for bf16 inputs the products that
+accumulate over tiles (P @ V, dV, dK, dQ) run as bf16 matmuls on P / dS rounded to
+bf16, as flash-attn does on GPUs. Nothing materialises N x N; see bench/NOTES.md
+("CPU backend") for the design measurements.
+"""
+from flashtriton.launchers.prefill import AttnParams, Varlen
+
+from .backward import bwd  # noqa: F401
+from .decode import kvcache_fwd  # noqa: F401
+from .dropout import Dropout
+from .forward import fwd  # noqa: F401
+
+
+def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None):
+    """The keep mask (B, H, Nq, Nk) bool (varlen: (B, H, max_seqlen_q, max_seqlen_k))
+    that fwd and bwd draw for this rng state."""
+    nheads = q.shape[-2]
+    if varlen is None:
+        batch, mq, mk = q.shape[0], q.shape[1], k.shape[1]
+    else:
+        batch, mq, mk = varlen.cu_seqlens_q.numel() - 1, varlen.max_seqlen_q, varlen.max_seqlen_k
+    return Dropout(params.dropout_p, rng, nheads, mq, mk).full_mask(batch)

@@ -1,0 +1,238 @@
+"""flash_attn_with_kvcache on the CPU: append (with rotary), then split-KV attention.
+
+The contract is flashtriton.kvcache's docstring; flashtriton.reference_decode is the
+truth. For every sequence b, the keys are the cache positions [start, end + Snew).
+
+Split-KV: the keys a sequence's queries can see are cut into S contiguous splits
+(`num_splits`; by default enough for the (split, KV head) batch below to give every
+intra-op thread work: one split when Hk >= threads, 2 for MQA on 2 threads). The
+splits advance in lock step, each by DECODE_CHUNK / S positions per round, as one
+batch of S x Hk (split, KV head) problems: every op of a round covers all splits,
+and torch's intra-op threads divide that batch, so different threads work on
+different KV splits (or heads). Each split keeps its own online-
+softmax state (m, l, acc); at the end the states are merged by logsumexp, in split
+order (log2 units inside):
+
+    M = max_s m_s,   L = sum_s 2^(m_s - M) l_s,   out = sum_s 2^(m_s - M) acc_s / L,
+    lse = (M + log2 L) * ln 2
+
+A round, rows = the Sq * G queries of a KV head (R of them):
+    kf, vf = each split's chunk of keys / values, copied into float32 scratch
+             (c, S * Hk, D): one sequential read of the cache rows (of the pages,
+             when paged), an exact conversion for bf16 / fp16 caches
+    s   = q (S * Hk, R, D) @ kf^T                  (S * Hk, R, c), float32, log2 units
+    m, l, acc: the online softmax update, on (S * Hk, R) rows
+    acc += p @ vf                                  (S * Hk, R, D)
+Each KV byte is read from memory once per GQA group: the G query heads of a KV head
+are rows of one product, and the cache is never expanded (no repeat_interleave).
+
+Why not worker threads (one per split, single-threaded ops)? Measured (bench/NOTES.md):
+as fast alone, but right after other intra-op work (any model op; SDPA in the bench)
+OpenMP's workers keep spinning for milliseconds and compete with such threads: 1.5-2x
+slower, while this lock-step form stays on OpenMP's own threads.
+"""
+from __future__ import annotations
+
+import math
+import threading
+
+import torch
+
+from flashtriton import memory
+
+from . import config
+from .forward import LN2, M_FLOOR, q_scale
+from .rotary import rotate
+from .tiles import LOG2E, Band, alibi_distance, hidden_mask
+
+
+def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits):
+    """Backend entry point (see flashtriton.kvcache). Mutates the caches when k_new is
+    given. Returns (out like q, lse (B, H, Sq) float32)."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    nheads_k = k_cache.shape[2]
+    group = nheads // nheads_k
+    if params.dropout_p > 0:
+        raise NotImplementedError("flash_attn_with_kvcache: dropout is not supported (dropout_p must be 0)")
+    ends = cache_seqlens.tolist()
+    starts = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
+    snew = k_new.shape[1] if k_new is not None else 0
+    if snew:
+        _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                block_table, rotary_interleaved)
+    if rotary_cos is not None:
+        # flash-attn's rule: queries rotate at end + i when the call is causal or
+        # windowed, else all at position end
+        per_row = params.window_left >= 0 or params.window_right >= 0
+        offs = torch.arange(seqlen_q) if per_row else torch.zeros(seqlen_q, dtype=torch.int64)
+        q = rotate(q, rotary_cos, rotary_sin, cache_seqlens.to(torch.int64)[:, None] + offs[None, :],
+                   rotary_interleaved)
+    # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
+    qf = torch.empty(batch, nheads_k, seqlen_q, group, head_dim, dtype=torch.float32)
+    qf.copy_(q.view(batch, seqlen_q, nheads_k, group, head_dim).permute(0, 2, 1, 3, 4))
+    qf = qf.mul_(q_scale(params)).view(batch, nheads_k, seqlen_q * group, head_dim)
+
+    out = memory.empty(q.shape, q.dtype, q.device)
+    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
+    for b in range(batch):
+        seq = _SeqView(b, starts[b], ends[b] + snew - starts[b], k_cache, v_cache, cache_batch_idx, block_table,
+                       alibi_slopes, nheads_k, group, seqlen_q)
+        m, l_, acc = _attend(params, qf[b], seq, num_splits)
+        _write(m, l_, acc, seqlen_q, group, out[b], lse[b])
+    return out, lse
+
+
+def num_splits_for(n: int, requested: int, nheads_k: int) -> int:
+    """Splits of n keys: the request, else enough that the (split, KV head) batch
+    gives every intra-op thread an item, while every split keeps two chunks. With
+    Hk >= threads the heads alone occupy the threads and one split is fastest
+    (measured: 23 vs 31 ms at L=32k bf16 for 1 vs 2 splits, Hk=8, 2 threads)."""
+    if requested > 0:
+        return requested
+    want = -(-torch.get_num_threads() // nheads_k)
+    return max(1, min(want, n // (2 * config.DECODE_CHUNK)))
+
+
+class _SeqView:
+    """Where the keys of one sequence live: its slice [start, start + n) of cache
+    positions, in a contiguous cache row or in pages."""
+
+    def __init__(self, b, start, n, k_cache, v_cache, cache_batch_idx, block_table, alibi, nheads_k, group, seqlen_q):
+        self.start, self.n, self.seqlen_q = start, n, seqlen_q
+        self.k_cache, self.v_cache = k_cache, v_cache
+        self.paged = block_table is not None
+        if self.paged:
+            self.page = k_cache.shape[1]
+            self.pages = block_table[b].to(torch.int64)
+        else:
+            self.row = int(cache_batch_idx[b]) if cache_batch_idx is not None else b
+        self.slopes = None
+        if alibi is not None:
+            s = alibi if alibi.dim() == 1 else alibi[b]
+            self.slopes = (s.to(torch.float32) * -LOG2E).view(nheads_k, 1, group, 1)
+
+    def load(self, cache: torch.Tensor, j0: int, j1: int, dst: torch.Tensor) -> None:
+        """Copies keys (or values) j0 .. j1 - 1 of the slice into dst (j1 - j0, Hk, D)
+        float32: one sequential pass over the cache memory they occupy."""
+        p0, p1 = self.start + j0, self.start + j1
+        if not self.paged:
+            dst.copy_(cache[self.row, p0:p1])
+            return
+        pg0, pg1 = p0 // self.page, (p1 - 1) // self.page + 1
+        hk, d = cache.shape[2], cache.shape[3]
+        gathered = _scratch("pages", (pg1 - pg0, self.page, hk, d), cache.dtype)
+        torch.index_select(cache, 0, self.pages[pg0:pg1], out=gathered)
+        dst.copy_(gathered.view(-1, hk, d)[p0 - pg0 * self.page:p1 - pg0 * self.page])
+
+
+def _attend(params, qh, seq: _SeqView, num_splits: int):
+    """Split-KV online softmax of one sequence's queries qh (Hk, R, D). Returns the
+    merged (m (Hk, R, 1), l (Hk, R, 1), acc (Hk, R, D)), unnormalised."""
+    hk, rows, d = qh.shape
+    sq = seq.seqlen_q
+    group = rows // sq
+    band = Band(sq, seq.n, params.window_left, params.window_right)
+    lo, hi = band.key_range(0, sq)       # keys no query sees are never read
+    n = max(0, hi - lo)
+    ns = min(num_splits_for(n, num_splits, hk), max(n, 1))
+    per = -(-n // ns) if n else 0        # keys per split (the last may be shorter)
+    m_i = torch.full((ns * hk, rows, 1), M_FLOOR)
+    l_i = torch.zeros(ns * hk, rows, 1)
+    acc = torch.zeros(ns * hk, rows, d)
+    qb = qh.repeat(ns, 1, 1)                               # (S * Hk, R, D): split-major
+    # a round covers DECODE_CHUNK positions over all splits: its scratch stays ~8 MiB
+    step = max(64, config.DECODE_CHUNK // ns)
+    for c0 in range(0, per, step):
+        c = min(step, per - c0)
+        kf = _scratch("k", (c, ns * hk, d), torch.float32)
+        vf = _scratch("v", (c, ns * hk, d), torch.float32)
+        spans = []  # (split, first key, width) of this round
+        for s in range(ns):
+            j0 = lo + s * per + c0
+            w = max(0, min(c, hi - j0, lo + (s + 1) * per - j0))
+            spans.append((s, j0, w))
+            cols = slice(s * hk, (s + 1) * hk)
+            if w:
+                seq.load(seq.k_cache, j0, j0 + w, kf[:w, cols])
+                seq.load(seq.v_cache, j0, j0 + w, vf[:w, cols])
+            if w < c:  # a short last split: zero keys / values, masked below
+                kf[w:, cols].zero_()
+                vf[w:, cols].zero_()
+        s_ = torch.bmm(qb, kf.permute(1, 2, 0))              # (S * Hk, R, c)
+        s4 = s_.view(ns, hk, sq, group, c)
+        if params.softcap > 0:
+            s_.tanh_().mul_(params.softcap * LOG2E)
+        for s, j0, w in spans:
+            if seq.slopes is not None and w:
+                s4[s, :, :, :, :w].addcmul_(alibi_distance(band, 0, sq, j0, j0 + w).view(1, sq, 1, w), seq.slopes)
+            if w < c:
+                s4[s, :, :, :, w:] = -math.inf
+            if w and not band.full(0, sq, j0, j0 + w):
+                hidden = hidden_mask(sq, w, band.off - j0, band.left, band.right)   # (Sq, 1, w)
+                s4[s, :, :, :, :w].masked_fill_(hidden.view(1, sq, 1, w), -math.inf)
+        m_new = torch.maximum(m_i, s_.amax(dim=2, keepdim=True))
+        p = s_.sub_(m_new).exp2_()
+        alpha = torch.exp2(m_i.sub_(m_new))
+        m_i = m_new
+        l_i.mul_(alpha).add_(p.sum(dim=2, keepdim=True))
+        torch.addcmul(torch.bmm(p, vf.permute(1, 0, 2)), acc, alpha, out=acc)
+    return _merge(m_i.view(ns, hk, rows, 1), l_i.view(ns, hk, rows, 1), acc.view(ns, hk, rows, d))
+
+
+def _merge(m, l_, acc):
+    """Logsumexp merge of the split states (S, Hk, R, .), in split order."""
+    big_m = m.amax(dim=0)                                   # (Hk, R, 1)
+    w = torch.exp2(m - big_m)                               # (S, Hk, R, 1); 0 for empty splits
+    big_l = (l_ * w).sum(dim=0)
+    big_acc = (acc * w).sum(dim=0)
+    return big_m, big_l, big_acc
+
+
+def _write(m, l_, acc, seqlen_q, group, out_b, lse_b):
+    """out_b (Sq, H, D) and lse_b (H, Sq) from the merged state of one sequence."""
+    hk, _, d = acc.shape
+    empty = l_ == 0                                         # no key at all: out 0, lse +inf
+    acc.div_(l_.masked_fill(empty, 1.0))
+    lse_rows = torch.log2(l_).add_(m).mul_(LN2).masked_fill_(empty, math.inf)   # (Hk, R, 1)
+    # rows r = i * G + g of KV head hk are query i of head hk * G + g
+    out_b.copy_(acc.view(hk, seqlen_q, group, d).permute(1, 0, 2, 3).reshape(seqlen_q, hk * group, d))
+    lse_b.copy_(lse_rows.view(hk, seqlen_q, group).permute(0, 2, 1).reshape(hk * group, seqlen_q))
+
+
+_local = threading.local()
+
+
+def _scratch(name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A per-thread reusable buffer of at least this size, viewed to `shape`.
+
+    Decode rounds reuse the same few MiB on every call: a fresh multi-MiB allocation
+    is an mmap whose first touch page-faults (~20x the cost of refilling a warm
+    buffer on the reference VM). Held for the thread's lifetime; its size is bounded
+    by the largest round (DECODE_CHUNK x splits x Hk x D floats)."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    n = math.prod(shape)
+    buf = bufs.get((name, dtype))
+    if buf is None or buf.numel() < n:
+        buf = bufs[(name, dtype)] = torch.empty(n, dtype=dtype)
+    return buf[:n].view(shape)
+
+
+def _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, block_table,
+            interleaved):
+    """Writes k_new (rotated at positions end + i) and v_new into the caches, in place."""
+    batch, snew = k_new.shape[:2]
+    pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(snew)[None, :]   # (B, Snew)
+    if rotary_cos is not None:
+        k_new = rotate(k_new, rotary_cos, rotary_sin, pos, interleaved)
+    if block_table is not None:
+        page = k_cache.shape[1]
+        bt = block_table.to(torch.int64)
+        idx = (bt.gather(1, pos // page), pos % page)
+    else:
+        rows = cache_batch_idx.to(torch.int64) if cache_batch_idx is not None else torch.arange(batch)
+        idx = (rows[:, None].expand(batch, snew), pos)
+    k_cache[idx] = k_new.to(k_cache.dtype)
+    v_cache[idx] = v_new.to(v_cache.dtype)

@@ -1,0 +1,60 @@
+"""The matmul engine of the CPU backend: `mm_nt(x, w) = x @ w^T` in float32.
+
+Why not torch.mm? On this project's reference CPU (AMD EPYC, AVX-512 + AVX512-BF16)
+torch's float32 matmul goes to MKL, which runs its AVX2 code on AMD parts: ~105
+GFLOP/s per core. The same product through oneDNN (which torch also ships, for its
+bf16 matmuls and for inductor) runs the AVX-512 kernels: ~230 GFLOP/s per core,
+bitwise equal to MKL's result on the shapes we checked (both accumulate in fp32).
+torch exposes oneDNN's float32 matmul to Python only through the inductor op
+`torch.ops.mkldnn._linear_pointwise(x, w, bias, "none", [], "")`, which computes
+x @ w^T for a 2-D (or batched-row) x and a 2-D weight w.
+
+Surprises measured on that op (bench/NOTES.md, "CPU backend"):
+- the weight must be contiguous: a strided weight view is ~100x slower (oneDNN
+  reorders it element by element); a contiguous slice of a larger tensor is fine;
+- ~11 us of fixed cost per call (the primitive lookup), against ~2 us for torch.mm:
+  tiles must be large enough to hide it;
+- the weight is re-read on every call (nothing is cached by address), so buffers
+  may be reused and mutated freely - checked by the self-test below.
+
+The op is internal to torch, so it is probed once at import: it must exist and give
+the float32 product of a small random problem (compared with torch.mm, which is the
+engine used when the probe fails). `NAME` records which engine is in use; the
+benchmark prints it. Both engines compute the same float32 matmul; only speed differs.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _onednn_linear():
+    op = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+    if op is None or not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        g = torch.Generator().manual_seed(1234)
+        x = torch.randn(33, 40, generator=g)
+        w = torch.randn(17, 40, generator=g)
+        got = op(x, w, None, "none", [], "")
+        w.mul_(2.0)  # a mutated weight must be seen (no caching by address)
+        got2 = op(x, w, None, "none", [], "")
+    except (RuntimeError, TypeError):
+        return None
+    ref = x.double() @ (w.double() / 2.0).t()
+    tol = 1e-5 * ref.abs().max().item()
+    if got.dtype != torch.float32 or got.shape != (33, 17) or (got.double() - ref).abs().max().item() > tol:
+        return None
+    if (got2.double() - 2 * ref).abs().max().item() > 2 * tol:
+        return None
+    return op
+
+
+_LINEAR = _onednn_linear()
+NAME = "onednn" if _LINEAR is not None else "torch.mm"
+
+
+def mm_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x (M, K) @ w (N, K)^T -> (M, N), float32 in and out; w must be contiguous."""
+    if _LINEAR is not None:
+        return _LINEAR(x, w, None, "none", [], "")
+    return torch.mm(x, w.t())

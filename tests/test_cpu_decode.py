@@ -1,0 +1,195 @@
+"""The CPU backend's flash_attn_with_kvcache beyond the shared kvcache suite: many
+chunks per split (config.DECODE_CHUNK shrunk), splits advancing in lock step,
+paged caches whose pages are cut by chunk and split boundaries, append + rotary in
+both pairings, GQA / MQA, speculative (Sq > 1) causal decoding, lengths from 0, and
+the float64 reference of flashtriton.reference_decode as the truth.
+"""
+import math
+
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import backends, flash_attn_with_kvcache, reference_decode
+from flashtriton.launchers.prefill import AttnParams
+
+from conftest import DEVICE
+from helpers import assert_close
+
+pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
+
+if backends.cpu_available():
+    from flashtriton.cpu import config
+
+
+def _inputs(batch, sq, h, hk, d, dtype, capacity, lens, *, snew=0, page=0, rotary_dim=0, leftpad=None):
+    q = torch.randn(batch, sq, h, d, dtype=dtype)
+    inp = dict(q=q, cache_seqlens=torch.tensor(lens, dtype=torch.int32))
+    if page:
+        per_seq = capacity // page
+        nblocks = batch * per_seq + 5
+        table = torch.randperm(nblocks)[:batch * per_seq].view(batch, per_seq).to(torch.int32)
+        inp["block_table"] = table
+        shape = (nblocks, page, hk, d)
+    else:
+        shape = (batch, capacity, hk, d)
+    inp["k_cache"] = torch.randn(shape, dtype=dtype)
+    inp["v_cache"] = torch.randn(shape, dtype=dtype)
+    if snew:
+        inp["k"] = torch.randn(batch, snew, hk, d, dtype=dtype)
+        inp["v"] = torch.randn(batch, snew, hk, d, dtype=dtype)
+    if rotary_dim:
+        inv = 1.0 / (10000 ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim))
+        ang = torch.arange(capacity + sq, dtype=torch.float64)[:, None] * inv[None, :]
+        inp["rotary_cos"], inp["rotary_sin"] = ang.cos().float(), ang.sin().float()
+    if leftpad is not None:
+        inp["cache_leftpad"] = torch.tensor(leftpad, dtype=torch.int32)
+    return inp
+
+
+def _copy(inp):
+    return {k: (v.clone() if k in ("k_cache", "v_cache") else v) for k, v in inp.items()}
+
+
+def _run(inp, *, causal=False, window_size=(-1, -1), num_splits=0, interleaved=True, alibi=None, softcap=0.0):
+    """Runs the CPU backend and returns (out, lse, k_cache, v_cache), after checking
+    out and lse against the float64 reference and the caches bit for bit."""
+    ours = _copy(inp)
+    with flashtriton.use_backend("cpu"):
+        out, lse = flash_attn_with_kvcache(return_softmax_lse=True, causal=causal, window_size=window_size,
+                                           num_splits=num_splits, rotary_interleaved=interleaved,
+                                           alibi_slopes=alibi, softcap=softcap, **ours)
+    cap = inp["k_cache"].shape[1] * (inp["block_table"].shape[1] if "block_table" in inp else 1)
+    left, right = window_size[0], 0 if causal else window_size[1]
+    left, right = (-1 if left >= cap else left), (-1 if right >= cap else right)
+    params = AttnParams(1 / math.sqrt(inp["q"].shape[-1]), left, right, softcap, 0.0)
+    res = {}
+    for cd in (torch.float64, inp["q"].dtype):
+        r = _copy(inp)
+        o, l = reference_decode.kvcache_fwd(r["q"], r["k_cache"], r["v_cache"], r.get("k"), r.get("v"),
+                                            r.get("rotary_cos"), r.get("rotary_sin"), r["cache_seqlens"], None,
+                                            r.get("cache_leftpad"), r.get("block_table"), params, interleaved,
+                                            alibi, 0, compute_dtype=cd)
+        res[cd] = (o, l, r["k_cache"], r["v_cache"])
+    truth, lowp = res[torch.float64], res[inp["q"].dtype]
+    dtype = inp["q"].dtype
+    assert_close("out", out, truth[0], lowp[0], 2, dtype)
+    assert_close("lse", lse, truth[1], lowp[1], 2, dtype)
+    # the appended rows are the reference's (rotary in float32, rounded once)
+    assert torch.equal(ours["k_cache"], truth[2]) and torch.equal(ours["v_cache"], truth[3])
+    return out, lse, ours["k_cache"], ours["v_cache"]
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(config, "DECODE_CHUNK", 32)
+
+
+@pytest.mark.parametrize("heads", [(8, 2), (4, 4), (6, 1)])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_contiguous_many_chunks(small_chunks, heads, dtype):
+    inp = _inputs(3, 1, *heads, 64, dtype, 300, [0, 257, 131])
+    _run(inp, num_splits=3)
+
+
+@pytest.mark.parametrize("page", [1, 16, 64])
+def test_paged_shuffled_pool_many_chunks(small_chunks, page):
+    """Pages anywhere in the pool; chunks (32 positions) and splits cut pages."""
+    inp = _inputs(2, 1, 8, 2, 64, torch.bfloat16, 256, [250, 77], page=page)
+    _run(inp, num_splits=3)
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("page", [0, 16])
+def test_append_rotary(small_chunks, interleaved, page):
+    inp = _inputs(2, 3, 8, 2, 64, torch.bfloat16, 192, [100, 0], snew=3, page=page, rotary_dim=32)
+    _run(inp, causal=True, interleaved=interleaved, num_splits=2)
+    _run(inp, causal=False, interleaved=interleaved, num_splits=2)  # queries all at position end
+
+
+@pytest.mark.parametrize("sq", [2, 5])
+def test_speculative_causal_gqa(small_chunks, sq):
+    inp = _inputs(2, sq, 12, 4, 32, torch.float16, 160, [150, 40], snew=sq)
+    _run(inp, causal=True, num_splits=4)
+
+
+def test_leftpad_window_alibi_softcap(small_chunks):
+    inp = _inputs(3, 2, 4, 2, 32, torch.float32, 200, [180, 60, 9], leftpad=[17, 60, 0])
+    alibi = torch.rand(3, 4) * 0.2
+    _run(inp, causal=True, window_size=(50, 0), alibi=alibi, softcap=6.0, num_splits=3)
+
+
+def test_empty_and_tiny_caches(small_chunks):
+    inp = _inputs(4, 1, 4, 1, 32, torch.bfloat16, 64, [0, 1, 0, 33])
+    out, lse, _, _ = _run(inp, num_splits=8)
+    assert torch.all(out[0] == 0) and torch.all(out[2] == 0)
+    assert torch.all(torch.isinf(lse[0])) and torch.all(lse[0] > 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_splits_agree(small_chunks, dtype):
+    """1, 3 and 8 splits (and the heuristic) give the same result to rounding."""
+    inp = _inputs(2, 1, 8, 2, 64, dtype, 512, [500, 333])
+    outs = [_run(inp, num_splits=s)[:2] for s in (1, 3, 8, 0)]
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-5
+    for o, l in outs[1:]:
+        assert (o.double() - outs[0][0].double()).abs().max().item() <= tol
+        assert (l - outs[0][1]).abs().max().item() <= 1e-5
+
+
+def test_repeatable_and_thread_counts_agree(small_chunks):
+    """Bitwise repeatable for a fixed thread count; one thread and the default count
+    agree to rounding (the splits are the same; only the split of work differs)."""
+    inp = _inputs(2, 1, 8, 2, 64, torch.bfloat16, 400, [400, 250], page=16)
+    with flashtriton.use_backend("cpu"):
+        a = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        b = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            c = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        finally:
+            torch.set_num_threads(old)
+    assert torch.equal(a, b)
+    assert (a.double() - c.double()).abs().max().item() <= 1e-2
+
+
+def test_split_heuristic():
+    """Splits give every intra-op thread a (split, KV head) item once the keys fill
+    two chunks per split; the request wins when given."""
+    from flashtriton.cpu.decode import num_splits_for
+    chunk, threads = config.DECODE_CHUNK, torch.get_num_threads()
+    long = 2 * chunk * threads
+    assert num_splits_for(100, 0, 1) == 1              # too short to split
+    assert num_splits_for(long, 0, 1) == threads       # MQA: the splits feed the threads
+    assert num_splits_for(long, 0, threads) == 1       # the heads already do
+    assert num_splits_for(100, 3, 8) == 3
+
+
+def test_mqa_default_splits_match_one_split(small_chunks):
+    inp = _inputs(1, 1, 4, 1, 64, torch.float32, 512, [500])
+    a = _run(inp)[0]
+    b = _run(inp, num_splits=1)[0]
+    assert (a - b).abs().max().item() <= 1e-5
+
+
+def test_default_chunks_long_cache():
+    """Default chunk size, a cache longer than several chunks, the heuristic splits."""
+    inp = _inputs(1, 1, 16, 4, 128, torch.bfloat16, 5000, [4999], snew=1)
+    _run(inp)
+
+
+def test_cache_garbage_is_never_read(small_chunks):
+    """NaN beyond the sequences (and in unused pages) must not leak into the output."""
+    inp = _inputs(2, 1, 4, 2, 32, torch.float32, 128, [70, 5], page=16)
+    table = inp["block_table"]
+    used = torch.zeros(inp["k_cache"].shape[0], dtype=torch.bool)
+    for b, n in enumerate([70, 5]):
+        used[table[b, :math.ceil(n / 16)].long()] = True
+    for name in ("k_cache", "v_cache"):
+        inp[name][~used] = float("nan")
+        inp[name][table[0, 4].long(), 70 - 64:] = float("nan")   # tail of sequence 0's last page
+    ours = _copy(inp)
+    with flashtriton.use_backend("cpu"):
+        out = flash_attn_with_kvcache(num_splits=2, **ours)
+    assert torch.isfinite(out).all()
