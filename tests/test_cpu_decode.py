@@ -83,6 +83,7 @@ def _run(inp, *, causal=False, window_size=(-1, -1), num_splits=0, interleaved=T
 @pytest.fixture
 def small_chunks(monkeypatch):
     monkeypatch.setattr(config, "DECODE_CHUNK", 32)
+    monkeypatch.setattr(config, "DECODE_DIRECT_CHUNK", 32)
 
 
 @pytest.mark.parametrize("heads", [(8, 2), (4, 4), (6, 1)])
@@ -193,3 +194,58 @@ def test_cache_garbage_is_never_read(small_chunks):
     with flashtriton.use_backend("cpu"):
         out = flash_attn_with_kvcache(num_splits=2, **ours)
     assert torch.isfinite(out).all()
+
+
+def test_direct_path_selection():
+    """bf16 caches at the target shape (Hk = 8, G = 4) take the direct path
+    (decode._attend_direct); float32 (lock-step, rows read in place), fp16 and wide
+    block-diagonal weights (MHA with many KV heads) the lock-step path."""
+    from flashtriton.cpu.decode import direct_ok
+    assert direct_ok(torch.bfloat16, 8, 4) and direct_ok(torch.bfloat16, 1, 16)
+    assert not direct_ok(torch.float32, 8, 4) and not direct_ok(torch.float16, 8, 4)
+    assert not direct_ok(torch.bfloat16, 32, 1)
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+@pytest.mark.parametrize("page", [0, 16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_lock_step_paths_exact(small_chunks, monkeypatch, dtype, page, in_place):
+    """The lock-step path on bf16 (direct path off) and float32 caches, one split
+    (float32: rows read in place, or copied) and three (always copied)."""
+    monkeypatch.setattr(config, "DECODE_DIRECT_MAX", 0)
+    monkeypatch.setattr(config, "DECODE_FP32_IN_PLACE", in_place)
+    inp = _inputs(2, 2, 8, 2, 64, dtype, 256, [250, 77], page=page)
+    for splits in (1, 3):
+        _run(inp, causal=True, num_splits=splits)
+    _run(inp, window_size=(40, 0), alibi=torch.rand(2, 8) * 0.2, softcap=5.0, num_splits=1)
+
+
+@pytest.mark.parametrize("seed", [9, 62, 0, 1])
+@pytest.mark.parametrize("page", [0, 4])
+def test_direct_bf16_scores_from_unscaled_q(page, seed):
+    """Regression: the direct path first folded softmax_scale * log2(e) into q before
+    rounding it to bf16 for the bf16 score product, a second rounding the same-dtype
+    PyTorch math does not make: out errors of 1 bf16 ulp, 2.3x the baseline's, failed
+    test_kvcache's append case (and seeds 9 and 62 with pages here: 2 of 160 cases).
+    W now holds q itself and the scale multiplies the float32 copy of the scores."""
+    torch.manual_seed(seed)
+    inp = _inputs(3, 1, 4, 2, 32, torch.bfloat16, 96, [0, 40, 95], snew=1, page=page)
+    _run(inp, num_splits=2)
+
+
+def test_direct_long_cache_several_chunks():
+    """Default direct chunk, a cache of several chunks plus a ragged tail, GQA 4."""
+    inp = _inputs(1, 1, 16, 4, 64, torch.bfloat16, 3 * config.DECODE_DIRECT_CHUNK + 77,
+                  [3 * config.DECODE_DIRECT_CHUNK + 70], snew=2)
+    _run(inp, causal=True)
+
+
+@pytest.mark.parametrize("page", [0, 16])
+def test_direct_leftpad_window_alibi_softcap(small_chunks, page):
+    """The direct path (bf16) with every mask and bias: left padding, a causal window,
+    ALiBi, softcap, speculative rows, several chunks and splits."""
+    leftpad = None if page else [17, 60, 0]
+    inp = _inputs(3, 2, 8, 2, 32, torch.bfloat16, 208, [180, 60, 9], leftpad=leftpad, page=page)
+    alibi = torch.rand(3, 8) * 0.2
+    _run(inp, causal=True, window_size=(50, 0), alibi=alibi, softcap=6.0, num_splits=3)
+    _run(inp, window_size=(30, 20), alibi=alibi, num_splits=1)

@@ -189,3 +189,76 @@ def test_fp32_stays_fp32():
         out = flash_attn_func(q, k, v)
     ref = reference.attention(q.double(), k.double(), v.double(), softmax_scale=1 / 8)[0]
     assert (out.double() - ref).abs().max().item() < 1e-5
+
+
+@pytest.mark.parametrize("n", [40, 101])   # one piece per block (_one_piece) / many tiles (_Block)
+def test_hidden_nan_stays_hidden(tiny_tiles, monkeypatch, n):
+    """Regression (the fast mask, min(s, +-inf bound), keeps a hidden NaN score NaN):
+    a NaN key that only the last query sees must not reach the other rows; the forward
+    detects the NaN and recomputes the block with masked_fill_."""
+    if n == 40:
+        monkeypatch.setattr(config, "FWD_ROWS", 64)
+        monkeypatch.setattr(config, "FWD_KEYS", 64)
+    q, k, v = rand_qkv(1, n, n, 2, 2, 32, torch.float32, DEVICE)
+    k[:, -1] = float("nan")
+    with flashtriton.use_backend("cpu"):
+        out = flash_attn_func(q, k, v, causal=True)
+    ref = reference.attention(q.double(), k.double(), v.double(), softmax_scale=32 ** -0.5, window_right=0)[0]
+    assert torch.isnan(out[:, -1]).all()
+    assert torch.isfinite(out[:, :-1]).all()
+    assert (out[:, :-1].double() - ref[:, :-1]).abs().max().item() <= 1e-5
+
+
+def test_fast_mask_equals_masked_fill():
+    """tiles.mask_'s fast form (min with a +-inf bound) gives masked_fill_'s result,
+    +inf scores included, on diagonal, window and strided (partial-column) cases."""
+    from flashtriton.cpu.tiles import Band, mask_
+    for band, (i0, i1, j0, j1) in [(Band(64, 64, -1, 0), (0, 32, 0, 48)), (Band(64, 80, 5, 3), (16, 48, 8, 72)),
+                                   (Band(64, 64, -1, 0), (32, 64, 0, 64))]:
+        s = torch.randn(i1 - i0, 3, j1 - j0)
+        s[0, 0, -1] = math.inf
+        a, b = s.clone(), s.clone()
+        mask_(a, band, i0, i1, j0, j1, fast=False)
+        mask_(b, band, i0, i1, j0, j1, fast=True)
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_diagonal_row_sub_blocks(tiny_tiles, monkeypatch, dtype):
+    """config.FWD_DIAG_ROWS > 0 cuts tiles on the causal diagonal into row sub-blocks
+    (off by default: measured no faster, bench/NOTES.md); results stay exact."""
+    monkeypatch.setattr(config, "FWD_DIAG_ROWS", 8)
+    q, k, v = rand_qkv(2, 77, 101, 4, 2, 32, dtype, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, window_size=(-1, 5), grads=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("kw", [dict(causal=True), dict(window_size=(9, 4), softcap=5.0), dict(alibi=True),
+                                dict(varlen=True, causal=True)])
+def test_short_sequence_path_matches_per_head(monkeypatch, dtype, kw):
+    """Sequences of one row block over one key piece take forward._short_sequence
+    (all heads per pass); it must give the per-head path's result bit for bit."""
+    kw = dict(kw)
+    q, k, v = rand_qkv(3, 40, 56, 6, 2, 32, dtype, DEVICE)
+    if kw.pop("alibi", False):
+        kw["alibi_slopes"] = torch.rand(3, 6) * 0.3
+    calls = []
+    real = forward._short_sequence
+    monkeypatch.setattr(forward, "_short_sequence", lambda *a: calls.append(1) or real(*a))
+
+    def run():
+        with flashtriton.use_backend("cpu"):
+            if kw.get("varlen"):
+                args = {x: y for x, y in kw.items() if x != "varlen"}
+                cu_q = torch.tensor([0, 40, 70, 120], dtype=torch.int32)
+                cu_k = torch.tensor([0, 56, 90, 168], dtype=torch.int32)
+                return flashtriton.flash_attn_varlen_func(q.reshape(-1, 6, 32), k.reshape(-1, 2, 32),
+                                                          v.reshape(-1, 2, 32), cu_q, cu_k, 50, 78,
+                                                          return_attn_probs=True, **args)[:2]
+            return flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2]
+    out, lse = run()
+    assert calls
+    monkeypatch.setattr(forward, "_single_piece", lambda *a: None)
+    out2, lse2 = run()
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)

@@ -165,3 +165,53 @@ def test_dropout_scales_kept_values(backend):
         out, _, s = flash_attn_func(q, k, v, dropout_p=p, return_attn_probs=True)
     expect = s.clamp(min=0).sum(-1) / (1 - p)  # (B, H, Nq)
     torch.testing.assert_close(out[..., 0].transpose(1, 2), expect, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_neighbours_and_blocks_independent(backend, p):
+    """Neighbouring columns, and the four elements of 2 x 2 blocks, are kept together
+    with the probability of independent draws ((1 - p)^2 and (1 - p)^4), and the
+    parity of a 2 x 2 block is that of four independent bits. The Triton mask is
+    built from a row key XOR a column key: this is the test that structure must pass."""
+    q, k, _ = rand_qkv(1, 256, 256, 2, 2, 16, torch.float16, DEVICE)
+    keep = _keep_mask(backend, q, k, p, seed=3).double()[0]  # (H, Nq, Nk)
+    kq = 1 - p
+    cols = keep[:, :, :-1] * keep[:, :, 1:]
+    assert abs(cols.mean().item() - kq ** 2) <= _bound(kq ** 2, cols.numel())
+    a, b, c, d = keep[:, :-1, :-1], keep[:, :-1, 1:], keep[:, 1:, :-1], keep[:, 1:, 1:]
+    quad = a * b * c * d
+    assert abs(quad.mean().item() - kq ** 4) <= _bound(kq ** 4, quad.numel())
+    parity = ((a + b + c + d) % 2)
+    odd = 0.5 * (1 - (1 - 2 * kq) ** 4)
+    assert abs(parity.mean().item() - odd) <= _bound(odd, parity.numel())
+
+
+def _fmix32(x):
+    x = x ^ (x >> 16)
+    x = (x * 0x85EBCA6B) & 0xFFFFFFFF
+    x = x ^ (x >> 13)
+    x = (x * 0xC2B2AE35) & 0xFFFFFFFF
+    return x ^ (x >> 16)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton backend's own mask")
+def test_triton_keep_mask_is_its_definition():
+    """kernels.common.dropout_keep, recomputed here in int64 torch arithmetic: row key
+    XOR column key, times an odd constant, against p * 2^32."""
+    p, seed = 0.3, 77
+    batch, nq, nk, nheads = 2, 37, 45, 3
+    q, k, _ = rand_qkv(batch, nq, nk, nheads, 1, 16, torch.float16, DEVICE)
+    keep = _keep_mask("triton", q, k, p, seed=seed).cpu()
+    rng = dropout_rng(seed, q.device).cpu()
+    s_lo, s_hi = int(rng[0]) & 0xFFFFFFFF, (int(rng[0]) >> 32) & 0xFFFFFFFF
+    h = torch.arange(nheads).view(1, nheads, 1, 1)
+    b = torch.arange(batch).view(batch, 1, 1, 1)
+    i = torch.arange(nq).view(1, 1, nq, 1)
+    j = torch.arange(nk).view(1, 1, 1, nk)
+    row_id = int(rng[1]) + h * (batch * nq) * nk + (b * nq + i) * nk
+    rk = _fmix32(_fmix32((row_id & 0xFFFFFFFF) ^ s_lo) ^ ((row_id >> 32) & 0xFFFFFFFF) ^ s_hi)
+    ck = _fmix32(j ^ _fmix32(torch.tensor(s_hi ^ 0x5BD1E995)))
+    x = ((rk ^ ck) * 0x9E3779B1) & 0xFFFFFFFF
+    threshold = int(torch.tensor(p, dtype=torch.float32).item() * 4294967296.0)
+    assert torch.equal(keep, x >= threshold)

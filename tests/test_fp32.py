@@ -97,3 +97,25 @@ def test_regression_fp32_softcap_precision(backend):
     q, k, v = rand_qkv(1, 64, 64, 2, 2, 64, torch.float32, DEVICE)
     for softcap in (50.0, 200.0):
         check_attention(backend, q, k, v * 4, softcap=softcap)
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
+@pytest.mark.parametrize("d", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("seqlen", [512, 4096])
+def test_regression_fp32_default_tiles_fit_shared_memory(kernel, d, seqlen):
+    """2026-11-29, H200: a float32 call at D = 128 and N > 1024 launched the bf16
+    default tile, whose operands need twice the bytes: OutOfResources (320 KiB of
+    shared memory asked, 227 KiB there). float32 now has its own defaults."""
+    from flashtriton.kernels import configs
+    for elem in (2, 4):
+        tile = configs.default_tile(kernel, d, seqlen, elem)
+        assert configs._smem_estimate(kernel, tile, d, elem) <= configs.SMEM_BYTES, (kernel, d, elem, tile)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [128, 256])
+def test_regression_fp32_long_sequence_gpu(d):
+    """The same bug, end to end: fp32 forward and backward past the short-sequence tiles."""
+    q, k, v = rand_qkv(1, 1500, 1500, 2, 1, d, torch.float32, "cuda")
+    with flashtriton.use_backend("triton"):
+        check_attention("triton", q, k, v, causal=True)

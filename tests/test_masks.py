@@ -180,10 +180,11 @@ def _tile(backend, head_dim=64):
     length (0 for other backends)."""
     if backend != "triton":
         return 0
+    from flashtriton.kernels import configs
     from flashtriton.launchers import prefill
     bd = prefill.block_d(head_dim)
-    tiles = [prefill._tile(kind, bd, None, None, n, True, None)  # varlen=True: the fixed tiles, never tuned
-             for kind in ("fwd", "dq", "dkdv") for n in (1, 1 << 20)]
+    # every 16-bit default table: long, short and sliding-window sequences
+    tiles = [table[bd] for table in configs.DEFAULTS.values() if bd in table]
     return max(max(t.block_m, t.block_n) for t in tiles)
 
 

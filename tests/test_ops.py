@@ -287,7 +287,7 @@ def test_default_backend_by_device():
 
 def test_select_precedence(monkeypatch):
     """use_backend (innermost first) > FLASHTRITON_BACKEND > the device's default."""
-    cpu = torch.device("cpu")
+    cpu = torch.device(DEVICE)  # the device the kernels run on here (the GPU when there is one)
     monkeypatch.delenv("FLASHTRITON_BACKEND", raising=False)
     assert backends.select(cpu) == backends.default_for(cpu)
     monkeypatch.setenv("FLASHTRITON_BACKEND", "reference")

@@ -48,7 +48,7 @@ def test_not_a_tensor(backend, no_launch):
     with flashtriton.use_backend(backend):
         raises(TypeError, r"^q: expected a torch.Tensor, got list", flash_attn_func, [1.0], k, v)
         raises(TypeError, r"^k: expected a torch.Tensor, got NoneType", flash_attn_func, q, None, v)
-        raises(TypeError, r"^v: expected a torch.Tensor, got ndarray", flash_attn_func, q, k, v.numpy())
+        raises(TypeError, r"^v: expected a torch.Tensor, got ndarray", flash_attn_func, q, k, v.cpu().numpy())
 
 
 @pytest.mark.parametrize("backend", kernel_backends())

@@ -107,17 +107,33 @@ def cu_seqlens(name: str, cu: torch.Tensor, total: int, device, batch: int | Non
 
 def cu_seqlens_values(name: str, cu: torch.Tensor, total: int, max_seqlen: int):
     """Values of a cu_seqlens tensor: starts at 0, never decreases, ends at total.
-    Costs one small device-to-host copy."""
-    vals = cu.tolist()
-    if vals[0] != 0:
-        raise ValueError(f"{name}: must start at 0, got {vals[0]}")
-    lens = [b - a for a, b in zip(vals, vals[1:])]
-    if any(n < 0 for n in lens):
-        i = next(i for i, n in enumerate(lens) if n < 0)
-        raise ValueError(f"{name}: must be non-decreasing, but entry {i + 1} ({vals[i + 1]}) < entry {i} ({vals[i]})")
-    if vals[-1] != total:
-        raise ValueError(f"{name}: last entry must equal the total number of tokens {total}, got {vals[-1]}")
-    longest = max(lens)
+
+    Reading them costs a device-to-host copy, which is a host sync: every launch after
+    it waits for the host (measured 2026-11-29 on the H200: a varlen forward of 16k
+    tokens took 1.5 ms against 0.7 ms for its kernel). A model calls attention with
+    the same cu_seqlens in every layer, so a tensor that passed is remembered, with
+    its version counter (bumped by any in-place write) and data pointer; only a new
+    or modified tensor is read again."""
+    stamp = (cu._version, cu.data_ptr())
+    seen = getattr(cu, "_flashtriton_checked", None)
+    if seen is not None and seen[0] == stamp and seen[1] == total:
+        longest = seen[2]
+    else:
+        vals = cu.tolist()
+        if vals[0] != 0:
+            raise ValueError(f"{name}: must start at 0, got {vals[0]}")
+        lens = [b - a for a, b in zip(vals, vals[1:])]
+        if any(n < 0 for n in lens):
+            i = next(i for i, n in enumerate(lens) if n < 0)
+            raise ValueError(f"{name}: must be non-decreasing, but entry {i + 1} ({vals[i + 1]}) < entry {i} "
+                             f"({vals[i]})")
+        if vals[-1] != total:
+            raise ValueError(f"{name}: last entry must equal the total number of tokens {total}, got {vals[-1]}")
+        longest = max(lens)
+        try:
+            cu._flashtriton_checked = (stamp, total, longest)
+        except (AttributeError, RuntimeError):  # a tensor subclass that refuses attributes: no cache
+            pass
     if longest > max_seqlen:
         raise ValueError(f"max_seqlen_{name[-1]}: {max_seqlen} is less than the longest sequence in {name} "
                          f"({longest})")

@@ -23,7 +23,7 @@ from flashtriton.kernels.fwd import attn_fwd_kernel
 
 KERNELS = {"fwd": attn_fwd_kernel, "dkdv": attn_bwd_dkdv_kernel, "dq": attn_bwd_dq_kernel}
 _NVBIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
-_PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", "CU_BLOCKS": "*i32",
+_PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", "CU_BLOCKS": "*i32", "ORDER": "*i32",
               "ALIBI": "*fp32", "RNG": "*i64"}
 _FLOAT_ARGS = {"softmax_scale", "qk_scale", "softcap_scale", "softcap_out", "dropout_p"}
 
@@ -34,6 +34,8 @@ def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str =
                  BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, IS_VARLEN=False, HAS_LEFT=False,
                  HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, HAS_DROPOUT=False, DOT_PRECISION="tf32")
     const.update(flags)
+    if "USE_ORDER" in fn.arg_names:
+        const.setdefault("USE_ORDER", False)
     sig = {}
     for name in fn.arg_names:
         if name in const:

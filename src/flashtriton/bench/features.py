@@ -274,13 +274,47 @@ def markdown(rows, env) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows, path):
+    """One panel per case: forward, backward and forward+backward milliseconds of every
+    configuration, side by side (lower is better)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cases = list(dict.fromkeys(r["case"] for r in rows if "fwd_bwd_ms" in r or "bwd_ms" in r))
+    fig, axes = plt.subplots(1, len(cases), figsize=(5.2 * len(cases), 4.6), squeeze=False)
+    for ax, case in zip(axes[0], cases):
+        sel = [r for r in rows if r["case"] == case and ("fwd_bwd_ms" in r or "bwd_ms" in r)]
+        labels = [r["provider"] + ("" if r.get("causal") in (None, "") else (" causal" if r["causal"] else ""))
+                  for r in sel]
+        for j, mode in enumerate(("fwd", "bwd", "fwd_bwd")):
+            xs = [i + (j - 1) * 0.27 for i in range(len(sel))]
+            ax.bar(xs, [r.get(f"{mode}_ms", 0) for r in sel], width=0.27, label=mode)
+        ax.set_xticks(range(len(sel)))
+        ax.set_xticklabels(labels, rotation=35, ha="right", fontsize=7)
+        ax.set_ylabel("ms (lower is better)")
+        ax.set_yscale("log")
+        ax.set_title(case, fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m flashtriton.bench.features", description=__doc__)
     ap.add_argument("--out", default=None)
     ap.add_argument("--cases", nargs="+", default=["varlen", "window", "dropout", "float32"])
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    ap.add_argument("--replot", metavar="JSON", help="only redraw features.{md,png} next to this results file")
     args = ap.parse_args(argv)
+    if args.replot:
+        import json
+        from pathlib import Path
+        data = json.loads(Path(args.replot).read_text())
+        (Path(args.replot).parent / "features.md").write_text(markdown(data["rows"], data["environment"]))
+        plot(data["rows"], Path(args.replot).parent / "features.png")
+        return
     global DEVICE, HEAD_DIM, NHEADS
     if args.smoke:
         DEVICE, HEAD_DIM, NHEADS = "cpu", 32, 2
@@ -296,6 +330,7 @@ def main(argv=None):
     def save():
         common.write_json(out / "features.json", env, rows)
         (out / "features.md").write_text(markdown(rows, env))
+        plot(rows, out / "features.png")
 
     for case in args.cases:
         if case == "varlen":

@@ -29,9 +29,10 @@ def _shape(d, n):
 
 
 def _run_once(kernel, d, causal, tile, n, timed):
-    """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked."""
+    """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked.
+    causal: False, True, or "w<L>" for a sliding window (L, 0)."""
     from flashtriton.kernels import configs
-    table = configs.DEFAULTS.setdefault(_table(kernel, n), {})
+    table = configs.DEFAULTS.setdefault(_table(kernel, n, causal), {})
     saved = table.get(d)
     table[d] = configs.Tile(*tile)
     try:
@@ -43,9 +44,11 @@ def _run_once(kernel, d, causal, tile, n, timed):
             table[d] = saved
 
 
-def _table(kernel, n):
+def _table(kernel, n, causal=False):
     """The defaults table a launch at sequence length n consults (configs.default_tile)."""
     from flashtriton.kernels import configs
+    if isinstance(causal, str):
+        return kernel + "_window"
     return kernel + "_short" if n <= configs.SHORT_SEQLEN else kernel
 
 
@@ -55,18 +58,28 @@ def _run_with_defaults(kernel, d, causal, n, timed):
     b, n, h, d = _shape(d, n)
     q, k, v = (torch.randn(b, n, h, d, dtype=torch.bfloat16, device="cuda", requires_grad=True) for _ in range(3))
     dout = torch.randn_like(q)
-    out = flashtriton.flash_attn_func(q, k, v, causal=causal)
+    if isinstance(causal, str):
+        kw = dict(window_size=(int(causal[1:]), 0))
+    else:
+        kw = dict(causal=causal)
+    out = flashtriton.flash_attn_func(q, k, v, **kw)
     torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
     if not timed:
         return None
     if kernel == "fwd":
-        f = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
+        f = lambda: flashtriton.flash_attn_func(q, k, v, **kw)  # noqa: E731
         mode = "fwd"
     else:
         f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
         mode = "bwd"
     ms = common.time_ms(f, "cuda")
-    return ms, common.attention_flops(b, h, n, n, d, causal, mode) / ms / 1e9
+    if isinstance(causal, str):  # FLOPs inside the band only
+        left = int(causal[1:])
+        pairs = sum(min(i, left) + 1 for i in range(n))
+        flops = 4.0 * b * h * pairs * d * {"fwd": 1.0, "bwd": 2.5}[mode]
+    else:
+        flops = common.attention_flops(b, h, n, n, d, causal, mode)
+    return ms, flops / ms / 1e9
 
 
 def _compile_job(args):
@@ -130,11 +143,14 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--first-call", action="store_true", help="also time a cold first call with autotuning")
     ap.add_argument("--breakdown", action="store_true", help="only profile the kernels of one fwd+bwd per shape")
+    ap.add_argument("--window", type=int, default=None,
+                    help="sweep sliding window (WINDOW, 0) instead of causal / not: the *_window tables")
     args = ap.parse_args(argv)
     if args.breakdown:
         return breakdown(args.head_dims, args.seqlen)
+    masks = (f"w{args.window}",) if args.window is not None else (False, True)
     jobs = [(kern, d, causal, (t.block_m, t.block_n, t.num_warps, t.num_stages), args.seqlen)
-            for d in args.head_dims for causal in (False, True) for kern in args.kernels
+            for d in args.head_dims for causal in masks for kern in args.kernels
             for t in configs.sweep_candidates(kern, d, 2)]
     t0 = time.perf_counter()
     with cf.ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as pool:
@@ -158,7 +174,7 @@ def main(argv=None):
     print("| kernel | D | causal | best tile (BM, BN, warps, stages) | TFLOP/s | default's TFLOP/s |")
     print("|---|---|---|---|---|---|")
     for (kern, d, causal), r in sorted(best.items()):
-        dflt = configs.default_tile(kern, d, args.seqlen)
+        dflt = configs.default_tile(kern, d, args.seqlen, window_band=args.window)
         dflt_t = (dflt.block_m, dflt.block_n, dflt.num_warps, dflt.num_stages)
         dr = next((x for x in rows if (x["kernel"], x["head_dim"], x["causal"], x["tile"]) == (kern, d, causal, dflt_t)
                    and "tflops" in x), None)
@@ -172,9 +188,9 @@ def main(argv=None):
             for r in rows:
                 if r["kernel"] == kern and r["head_dim"] == d and "ms" in r:
                     totals.setdefault(r["tile"], []).append(r["ms"])
-            full = {t: sum(v) for t, v in totals.items() if len(v) == 2}
+            full = {t: sum(v) for t, v in totals.items() if len(v) == len(masks)}
             if full:
-                tiles.setdefault(_table(kern, args.seqlen), {})[str(d)] = min(full, key=full.get)
+                tiles.setdefault(_table(kern, args.seqlen, masks[0]), {})[str(d)] = min(full, key=full.get)
     result["tiles"] = tiles
     print("tiles:", json.dumps(tiles))
     if args.first_call:

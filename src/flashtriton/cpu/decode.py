@@ -40,7 +40,7 @@ import torch
 
 from flashtriton import memory
 
-from . import config
+from . import config, engine
 from .forward import LN2, M_FLOOR, q_scale
 from .rotary import rotate
 from .tiles import LOG2E, Band, alibi_distance, hidden_mask
@@ -112,6 +112,23 @@ class _SeqView:
             s = alibi if alibi.dim() == 1 else alibi[b]
             self.slopes = (s.to(torch.float32) * -LOG2E).view(nheads_k, 1, group, 1)
 
+    def chunk(self, cache: torch.Tensor, j0: int, j1: int, name: str) -> torch.Tensor:
+        """Keys (or values) j0 .. j1 - 1 of the slice as a contiguous (j1 - j0, Hk, D)
+        tensor in the cache's dtype: a view of a contiguous cache row (no copy), else
+        gathered (pages) or copied into per-thread scratch."""
+        p0, p1 = self.start + j0, self.start + j1
+        hk, d = cache.shape[2], cache.shape[3]
+        if not self.paged:
+            x = cache[self.row, p0:p1]
+            if x.is_contiguous():
+                return x
+            dst = _scratch(name, (p1 - p0, hk, d), cache.dtype)
+            return dst.copy_(x)
+        pg0, pg1 = p0 // self.page, (p1 - 1) // self.page + 1
+        gathered = _scratch(name, (pg1 - pg0, self.page, hk, d), cache.dtype)
+        torch.index_select(cache, 0, self.pages[pg0:pg1], out=gathered)
+        return gathered.view(-1, hk, d)[p0 - pg0 * self.page:p1 - pg0 * self.page]
+
     def load(self, cache: torch.Tensor, j0: int, j1: int, dst: torch.Tensor) -> None:
         """Copies keys (or values) j0 .. j1 - 1 of the slice into dst (j1 - j0, Hk, D)
         float32: one sequential pass over the cache memory they occupy."""
@@ -126,10 +143,20 @@ class _SeqView:
         dst.copy_(gathered.view(-1, hk, d)[p0 - pg0 * self.page:p1 - pg0 * self.page])
 
 
+def direct_ok(dtype: torch.dtype, nheads_k: int, rows: int) -> bool:
+    """Whether the direct path (_attend_direct) takes this problem: a bf16 cache
+    (config.DECODE_DIRECT_DTYPES), and a block-diagonal score weight whose wasted
+    columns stay cheap (Hk^2 * R <= config.DECODE_DIRECT_MAX, e.g. Hk = 8 KV heads x
+    R = 4 rows)."""
+    return dtype in config.DECODE_DIRECT_DTYPES and nheads_k * nheads_k * rows <= config.DECODE_DIRECT_MAX
+
+
 def _attend(params, qh, seq: _SeqView, num_splits: int):
     """Split-KV online softmax of one sequence's queries qh (Hk, R, D). Returns the
     merged (m (Hk, R, 1), l (Hk, R, 1), acc (Hk, R, D)), unnormalised."""
     hk, rows, d = qh.shape
+    if direct_ok(seq.k_cache.dtype, hk, rows):
+        return _attend_direct(params, qh, seq, num_splits)
     sq = seq.seqlen_q
     group = rows // sq
     band = Band(sq, seq.n, params.window_left, params.window_right)
@@ -143,12 +170,20 @@ def _attend(params, qh, seq: _SeqView, num_splits: int):
     qb = qh.repeat(ns, 1, 1)                               # (S * Hk, R, D): split-major
     # a round covers DECODE_CHUNK positions over all splits: its scratch stays ~8 MiB
     step = max(64, config.DECODE_CHUNK // ns)
+    # one split of a float32 cache: bmm reads the cache rows in place (strided, no
+    # copy); measured 1.0-1.1x the copy into scratch (bench/NOTES.md)
+    in_place = ns == 1 and seq.k_cache.dtype == torch.float32 and config.DECODE_FP32_IN_PLACE
     for c0 in range(0, per, step):
         c = min(step, per - c0)
-        kf = _scratch("k", (c, ns * hk, d), torch.float32)
-        vf = _scratch("v", (c, ns * hk, d), torch.float32)
         spans = []  # (split, first key, width) of this round
-        for s in range(ns):
+        if in_place:  # one split of a float32 cache: its rows as they are
+            spans.append((0, lo + c0, c))
+            kf = seq.chunk(seq.k_cache, lo + c0, lo + c0 + c, "kd")
+            vf = seq.chunk(seq.v_cache, lo + c0, lo + c0 + c, "vd")
+        else:
+            kf = _scratch("k", (c, ns * hk, d), torch.float32)
+            vf = _scratch("v", (c, ns * hk, d), torch.float32)
+        for s in range(0 if in_place else ns):
             j0 = lo + s * per + c0
             w = max(0, min(c, hi - j0, lo + (s + 1) * per - j0))
             spans.append((s, j0, w))
@@ -178,6 +213,78 @@ def _attend(params, qh, seq: _SeqView, num_splits: int):
         l_i.mul_(alpha).add_(p.sum(dim=2, keepdim=True))
         torch.addcmul(torch.bmm(p, vf.permute(1, 0, 2)), acc, alpha, out=acc)
     return _merge(m_i.view(ns, hk, rows, 1), l_i.view(ns, hk, rows, 1), acc.view(ns, hk, rows, d))
+
+
+def _attend_direct(params, qh, seq: _SeqView, num_splits: int):
+    """The split-KV online softmax read straight from a bf16 / float32 cache: no
+    float32 copy, chunks of config.DECODE_DIRECT_CHUNK positions, the long dimension
+    as the rows of the products. A chunk (c positions, contiguous in the cache):
+
+        s   = K (c, Hk * D) @ W^T               (c, Hk * R), the cache's dtype
+              W (Hk * R, Hk * D) block-diagonal: row h * R + r holds query row r of
+              KV head h in head h's D columns, zeros elsewhere (Hk x the useful
+              flops, but one contiguous 2-D oneDNN product with M = c; every per-head
+              or strided form measured 1.2-5x slower, bench/NOTES.md)
+        m, l: online softmax over the c rows of each of the Hk * R columns, float32
+        acc += P^T (Hk, R, c) @ V (Hk, c, D)    V a strided view of the cache, P in
+              the cache's dtype (bf16: a bf16 product, as the prefill's P @ V)
+
+    bf16 scores are rounded to bf16 (the same-dtype PyTorch math does too). Splits run
+    one after the other, each with its own state, merged by logsumexp at the end;
+    torch's threads split every product along c."""
+    hk, rows, d = qh.shape
+    sq = seq.seqlen_q
+    group = rows // sq
+    dt = seq.k_cache.dtype
+    band = Band(sq, seq.n, params.window_left, params.window_right)
+    lo, hi = band.key_range(0, sq)       # keys no query sees are never read
+    n = max(0, hi - lo)
+    ns = min(num_splits_for(n, num_splits, hk), max(n, 1))
+    per = -(-n // ns) if n else 0
+    # bf16: W holds q itself (q_scale undone: back to the exact bf16 inputs) and the
+    # scale multiplies the float32 copy of the bf16 scores; float32: W is the scaled q
+    unscale = q_scale(params) if dt != torch.float32 else 1.0
+    w = torch.zeros(hk, rows, hk, d, dtype=dt)
+    w.diagonal(dim1=0, dim2=2).copy_((qh / unscale if unscale != 1.0 else qh).permute(1, 2, 0))  # w[h, :, h] = q_h
+    w = w.view(hk * rows, hk * d)
+    slopes = seq.slopes.view(1, hk, 1, group) if seq.slopes is not None else None
+    step = config.DECODE_DIRECT_CHUNK
+    pbuf = _scratch("p", (hk * rows, min(step, max(per, 1))), dt)
+    states = []
+    for s in range(ns):
+        m_i = torch.full((1, hk * rows), M_FLOOR)
+        l_i = torch.zeros(1, hk * rows)
+        acc = torch.zeros(hk, rows, d)
+        a0, a1 = lo + s * per, min(hi, lo + (s + 1) * per)
+        for j0 in range(a0, a1, step):
+            j1 = min(a1, j0 + step)
+            c = j1 - j0
+            kc = seq.chunk(seq.k_cache, j0, j1, "kd")
+            s_ = engine.mm_nt_any(kc.view(c, hk * d), w)           # (c, Hk * R)
+            if s_.dtype != torch.float32:
+                s_ = s_.float().mul_(unscale)
+            s4 = s_.view(c, hk, sq, group)
+            if params.softcap > 0:
+                s_.tanh_().mul_(params.softcap * LOG2E)
+            if slopes is not None:
+                s4.addcmul_(alibi_distance(band, 0, sq, j0, j1).view(sq, c).t().reshape(c, 1, sq, 1), slopes)
+            if not band.full(0, sq, j0, j1):
+                hidden = hidden_mask(sq, c, band.off - j0, band.left, band.right)   # (Sq, 1, c)
+                s4.masked_fill_(hidden.view(sq, c).t().reshape(c, 1, sq, 1), -math.inf)
+            m_new = torch.maximum(m_i, s_.amax(dim=0, keepdim=True))
+            p = s_.sub_(m_new).exp2_()
+            alpha = torch.exp2(m_i.sub_(m_new))
+            m_i = m_new
+            l_i.mul_(alpha).add_(p.sum(dim=0, keepdim=True))
+            pt = pbuf[:, :c]
+            pt.copy_(p.t())                                        # (Hk * R, c), rounded to dt
+            vc = seq.chunk(seq.v_cache, j0, j1, "vd")
+            pv = torch.bmm(pt.view(hk, rows, c), vc.permute(1, 0, 2))  # (Hk, R, D)
+            torch.addcmul(pv, acc, alpha.view(hk, rows, 1), out=acc)
+        states.append((m_i.view(hk, rows, 1), l_i.view(hk, rows, 1), acc))
+    if ns == 1:
+        return states[0]
+    return _merge(*(torch.stack(x) for x in zip(*states)))
 
 
 def _merge(m, l_, acc):

@@ -53,8 +53,35 @@ _LINEAR = _onednn_linear()
 NAME = "onednn" if _LINEAR is not None else "torch.mm"
 
 
+def _bf16_ok() -> bool:
+    """Whether the oneDNN op also multiplies bf16 (bf16 out): compared with torch.mm."""
+    if _LINEAR is None:
+        return False
+    try:
+        g = torch.Generator().manual_seed(4321)
+        x = torch.randn(64, 48, generator=g).bfloat16()
+        w = torch.randn(9, 48, generator=g).bfloat16()
+        got = _LINEAR(x, w, None, "none", [], "")
+    except (RuntimeError, TypeError):
+        return False
+    ref = x.double() @ w.double().t()
+    return got.dtype == torch.bfloat16 and got.shape == (64, 9) and \
+        bool(((got.double() - ref).abs() <= 2 ** -7 * ref.abs() + 1e-3).all())
+
+
+_LINEAR_BF16 = _bf16_ok()
+
+
 def mm_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x (M, K) @ w (N, K)^T -> (M, N), float32 in and out; w must be contiguous."""
     if _LINEAR is not None:
+        return _LINEAR(x, w, None, "none", [], "")
+    return torch.mm(x, w.t())
+
+
+def mm_nt_any(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x (M, K) @ w (N, K)^T -> (M, N) in the inputs' dtype (float32 or bf16 with
+    float32 accumulation); w must be contiguous. oneDNN when it takes the dtype."""
+    if _LINEAR is not None and (x.dtype == torch.float32 or (x.dtype == torch.bfloat16 and _LINEAR_BF16)):
         return _LINEAR(x, w, None, "none", [], "")
     return torch.mm(x, w.t())

@@ -67,6 +67,10 @@ def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
     bm = max(1, config.FWD_ROWS // group)  # query positions per block
     for seq in layout.sequences(q, k, v, varlen, extra=(out,), lse=lse):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
+        piece = _single_piece(band, bm, group)
+        if piece is not None:  # short sequences: every head in one pass
+            _short_sequence(ctx, seq, band, piece)
+            continue
         for hk in range(nheads_k):
             head = None
             for i0 in range(0, band.n_q, bm):
@@ -119,10 +123,12 @@ def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs):
         out[i0:i1, h0:h0 + group].zero_()
         lse[h0:h0 + group, i0:i1].fill_(math.inf)
         return
-    pieces = [(t, piece) for t, j0, j1 in tiles(j_lo, j_hi, config.FWD_KEYS)
-              for piece in band.steps(i0, i1, j0, j1, max(1, config.FWD_SUB_ROWS // group))]
+    pieces = _pieces(band, i0, i1, group)
     if len(pieces) == 1:  # short sequences: one step, without the running state
-        m_i, l_i, acc = _one_piece(ctx, seq, band, hk, i0, i1, head, *pieces[0])
+        m_i, l_i, acc = _one_piece(ctx, seq, band, hk, i0, i1, head, *pieces[0], fast=True)
+        if not band.full(i0, i1, *pieces[0][1][2:]) and bool(torch.isnan(l_i).any()):
+            # a NaN: maybe a hidden one, which the fast mask keeps; redo with masked_fill_
+            m_i, l_i, acc = _one_piece(ctx, seq, band, hk, i0, i1, head, *pieces[0], fast=False)
     else:
         blk = _Block(ctx, seq, band, hk, i0, i1, head, pieces, lazy=True)
         if not blk.finite():  # a lazy step overflowed (or a NaN): redo with a rescale at every step
@@ -135,13 +141,76 @@ def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs):
     lse[h0:h0 + group, i0:i1].copy_(lse_blk.view(bm, group).t())
 
 
-def _one_piece(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, t, piece):
+def _pieces(band: Band, i0: int, i1: int, group: int) -> list:
+    """The (key tile, (a0, a1, k0, k1)) steps of row block [i0, i1)."""
+    j_lo, j_hi = band.key_range(i0, i1)
+    diag = max(1, config.FWD_DIAG_ROWS // group) if config.FWD_DIAG_ROWS else 0
+    return [(t, piece) for t, j0, j1 in tiles(j_lo, j_hi, config.FWD_KEYS)
+            for piece in band.steps(i0, i1, j0, j1, max(1, config.FWD_SUB_ROWS // group), diag)]
+
+
+def _single_piece(band: Band, bm: int, group: int):
+    """The one (tile, piece) of a sequence whose queries fit one row block and see a
+    single piece of keys (no more than one key tile), else None."""
+    if band.n_q == 0 or band.n_q > bm or band.n_k > config.FWD_KEYS:
+        return None
+    j_lo, j_hi = band.key_range(0, band.n_q)
+    if j_lo >= j_hi:
+        return None
+    pieces = _pieces(band, 0, band.n_q, group)
+    return pieces[0] if len(pieces) == 1 else None
+
+
+def _short_sequence(ctx: _Ctx, seq, band: Band, piece) -> None:
+    """A sequence whose queries form one row block over one piece of keys (short
+    sequences, e.g. B=4 H=12 N=512): every head's plain softmax (_one_piece), with the
+    per-head work that does not depend on the head done once for all heads: one
+    float32 copy of K (and V^T), one scaled copy of q, one normalisation and one write
+    of out and lse. Measured (B=4 H=12 N=512 D=64): ~20 torch ops per head -> ~8;
+    bench/NOTES.md. Extra memory: the keys (<= FWD_KEYS) of all KV heads in float32."""
+    params, group, d = ctx.params, ctx.group, ctx.head_dim
+    n_q, n_k, nheads_k = seq.q.shape[0], seq.k.shape[0], seq.k.shape[1]
+    rows = n_q * group
+    kf = torch.empty(nheads_k, n_k, d, dtype=torch.float32)
+    kf.copy_(seq.k.permute(1, 0, 2))
+    if ctx.lowp_pv:
+        vs = seq.v.permute(1, 0, 2).contiguous()                           # (Hk, n_k, D) bf16
+    else:
+        vs = torch.empty(nheads_k, d, n_k, dtype=torch.float32)            # V^T of each head
+        vs.copy_(seq.v.permute(1, 2, 0))
+    qa = torch.empty(nheads_k, n_q, group, d, dtype=torch.float32)
+    qa.copy_(seq.q.view(n_q, nheads_k, group, d).permute(1, 0, 2, 3))
+    qa = qa.mul_(q_scale(params)).view(nheads_k, rows, d)
+    m_all = torch.empty(nheads_k, rows, 1)
+    l_all = torch.empty(nheads_k, rows, 1)
+    acc_all = torch.empty(nheads_k, rows, d)
+    heads = [_HeadInputs(kf[hk], vs[hk] if ctx.lowp_pv else [vs[hk]],
+                         alibi_slopes_log2(ctx.alibi, seq.index, hk * group, group)) for hk in range(nheads_k)]
+
+    def run(fast):
+        for hk in range(nheads_k):
+            _one_piece(ctx, seq, band, hk, 0, n_q, heads[hk], *piece, fast=fast, q=qa[hk],
+                       dst=(m_all[hk], l_all[hk], acc_all[hk]))
+    run(True)
+    if not band.full(0, n_q, *piece[1][2:]) and bool(torch.isnan(l_all).any()):
+        run(False)  # a NaN, maybe a hidden one that the fast mask keeps: redo with masked_fill_
+    empty = l_all == 0
+    acc_all.div_(l_all.masked_fill(empty, 1.0))
+    seq.extra[0].view(n_q, nheads_k, group, d).copy_(acc_all.view(nheads_k, n_q, group, d).permute(1, 0, 2, 3))
+    lse_rows = torch.log2(l_all).add_(m_all).mul_(LN2).masked_fill_(empty, math.inf)   # (Hk, rows, 1)
+    seq.lse.view(nheads_k, group, n_q).copy_(lse_rows.view(nheads_k, n_q, group).permute(0, 2, 1))
+
+
+def _one_piece(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, t, piece, fast: bool, q=None, dst=None):
     """A row block that sees a single piece of keys (short sequences): the plain
     softmax, with half the ops of the running-state path, which dominate there.
-    Returns (m, l, acc) like _Block."""
+    Returns (m, l, acc) like _Block. fast: tiles.mask_'s fast mask (a hidden NaN
+    stays NaN; the caller reruns with fast=False when l has a NaN). q: the block's
+    scaled (r, D) rows when the caller has them; dst: (m, l, acc) buffers to write."""
     _, _, j0, j1 = piece  # one piece covers every row of the block
     params, group, d = ctx.params, ctx.group, ctx.head_dim
-    q = layout.group_rows(seq.q[i0:i1], hk, group, q_scale(params))          # (r, D)
+    if q is None:
+        q = layout.group_rows(seq.q[i0:i1], hk, group, q_scale(params))      # (r, D)
     s = engine.mm_nt(q, head.kf[j0:j1])                      # (r, w)
     s3 = s.view(i1 - i0, group, j1 - j0)
     if params.softcap > 0:
@@ -149,13 +218,23 @@ def _one_piece(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, t, pie
     if head.slopes is not None:
         s3.addcmul_(alibi_distance(band, i0, i1, j0, j1), head.slopes)
     if not band.full(i0, i1, j0, j1):
-        mask_(s3, band, i0, i1, j0, j1)
-    m = s.amax(dim=1, keepdim=True).clamp_min_(M_FLOOR)    # a row without keys: p = 0, l = 0
-    p = s.sub_(m).exp2_()
-    l_i = p.sum(dim=1, keepdim=True)
+        mask_(s3, band, i0, i1, j0, j1, fast=fast)
+    if dst is None:
+        m = s.amax(dim=1, keepdim=True).clamp_min_(M_FLOOR)    # a row without keys: p = 0, l = 0
+        p = s.sub_(m).exp2_()
+        l_i = p.sum(dim=1, keepdim=True)
+    else:
+        m, l_i, acc = dst
+        torch.amax(s, dim=1, keepdim=True, out=m).clamp_min_(M_FLOOR)
+        p = s.sub_(m).exp2_()
+        torch.sum(p, dim=1, keepdim=True, out=l_i)
     if ctx.lowp_pv:
         p = p.to(torch.bfloat16)
-    return m, l_i, _pv(ctx, seq, head, hk, p, i0, i1, t, j0, j1).float()
+    pv = _pv(ctx, seq, head, hk, p, i0, i1, t, j0, j1)
+    if dst is None:
+        return m, l_i, pv.float()
+    acc.copy_(pv)
+    return dst
 
 
 def _pv(ctx: _Ctx, seq, head: _HeadInputs, hk, p, i0, i1, t, j0, j1) -> torch.Tensor:
@@ -203,6 +282,7 @@ class _Block:
     def __init__(self, ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, pieces, lazy: bool):
         params, group, d = ctx.params, ctx.group, ctx.head_dim
         self.ctx, self.seq, self.band, self.hk, self.head, self.i0 = ctx, seq, band, hk, head, i0
+        self.fast_mask = lazy  # a hidden NaN stays NaN, fails finite(): rerun with lazy=False
         rows = (i1 - i0) * group
         self.q = layout.group_rows(seq.q[i0:i1], hk, group, q_scale(params))    # (r, D)
         self.m_i = torch.full((rows, 1), M_FLOOR)
@@ -235,7 +315,7 @@ class _Block:
         if self.head.slopes is not None:
             s3.addcmul_(alibi_distance(band, i0, i1, j0, j1), self.head.slopes)
         if not band.full(i0, i1, j0, j1):
-            mask_(s3, band, i0, i1, j0, j1)
+            mask_(s3, band, i0, i1, j0, j1, fast=self.fast_mask)
         return s
 
     def _lazy_step(self, i0, i1, t, j0, j1):

@@ -49,8 +49,28 @@ DEFAULTS = {
              128: Tile(64, 64, 4, 2), 256: Tile(64, 64, 8, 2)},
     "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
            128: Tile(128, 64, 8, 3), 256: Tile(128, 32, 8, 3)},
+    # Sliding windows of at most WINDOW_BAND keys: sweep of 2026-11-29 (H200, window
+    # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
+    # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
+    "fwd_window": {128: Tile(64, 64, 4, 3)},
+    "dq_window": {128: Tile(64, 32, 4, 2)},
 }
 
+# float32 inputs. Their dots run on FMA units (true fp32, no tensor cores, unless
+# FLASHTRITON_ALLOW_TF32=1), and the bf16 tiles above neither fit shared memory
+# (2026-11-29, H200: the D = 128 forward tile asked for 320 KiB of the 227 KiB,
+# OutOfResources) nor registers: compiled for sm_90a, the first fp32 tiles that fit
+# shared memory spilled 30-390 KB per thread and took 10-50 s in ptxas each, which
+# made the GPU test run time out. These small tiles spill 5-12 KB and compile in
+# 2-5 s (python -m flashtriton.bench.compile_report, logged in bench/NOTES.md).
+DEFAULTS_FP32 = {
+    "fwd": {16: Tile(64, 32, 4, 2), 32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2),
+            128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 2)},
+    "dkdv": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
+             128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
+    "dq": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
+           128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
+}
 
 
 def _load_tile_overrides():
@@ -135,10 +155,15 @@ TUNER_SHORTLIST = {
 }
 
 
-def tuner_candidates(kernel: str, block_d: int, seqlen: int):
-    """The tiles the autotuner may pick (the GPU tests run every one of them)."""
-    tiles = list(TUNER_SHORTLIST.get(kernel, {}).get(block_d, []))
-    default = default_tile(kernel, block_d, seqlen)
+def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2):
+    """The tiles the autotuner may pick (the GPU tests run every one of them).
+    float32 keeps its one small default: its FMA dots make big tiles spill and compile
+    for tens of seconds (DEFAULTS_FP32)."""
+    if elem == 4:
+        return [default_tile(kernel, block_d, seqlen, elem)]
+    tiles = [t for t in TUNER_SHORTLIST.get(kernel, {}).get(block_d, [])
+             if _smem_estimate(kernel, t, block_d, elem) <= SMEM_BYTES]
+    default = default_tile(kernel, block_d, seqlen, elem)
     return tiles if default in tiles else [default] + tiles
 
 
@@ -157,7 +182,20 @@ def seqlen_bucket(n: int) -> int:
 SHORT_SEQLEN = 1024
 
 
-def default_tile(kernel: str, block_d: int, seqlen: int) -> Tile:
+# A sliding window whose band (keys a row sees) is at most WINDOW_BAND uses the
+# "<kernel>_window" defaults where present: each program then runs only a few tiles,
+# so its prologue and epilogue weigh more than in a long causal or full program.
+WINDOW_BAND = 4096
+
+
+def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None) -> Tile:
+    """The tile used without tuning; elem is the input's bytes per element, window_band
+    the keys a row sees under a sliding window (None: no window)."""
+    if elem == 4:
+        return DEFAULTS_FP32[kernel][block_d]
+    win = DEFAULTS.get(kernel + "_window", {})
+    if window_band is not None and window_band <= WINDOW_BAND and block_d in win:
+        return win[block_d]
     short = DEFAULTS.get(kernel + "_short", {})
     if seqlen <= SHORT_SEQLEN and block_d in short:
         return short[block_d]

@@ -65,6 +65,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
 def attn_fwd_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32
     CU_Q, CU_K, CU_BLOCKS,           # varlen only: (B+1,) int32 offsets, and cumulative query-block counts
+    ORDER,                           # varlen with USE_ORDER: (programs,) int32, dispatch slot -> program
     ALIBI, RNG,                      # (B, H) or (H,) fp32 slopes; int64 [seed, offset]
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
@@ -79,11 +80,15 @@ def attn_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False,
 ):
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
+        if USE_ORDER:
+            # Blocks are dispatched in slot order; ORDER puts the programs with the most
+            # key tiles first across all sequences (launchers/prefill._heaviest_first).
+            pid = tl.load(ORDER + pid)
         if pid >= tl.load(CU_BLOCKS + batch):
             return  # the grid is an upper bound of at most `batch` spare programs
         b = find_sequence(CU_BLOCKS, pid, batch)
