@@ -249,3 +249,13 @@ def test_direct_leftpad_window_alibi_softcap(small_chunks, page):
     alibi = torch.rand(3, 8) * 0.2
     _run(inp, causal=True, window_size=(50, 0), alibi=alibi, softcap=6.0, num_splits=3)
     _run(inp, window_size=(30, 20), alibi=alibi, num_splits=1)
+
+
+@pytest.mark.parametrize("page", [0, 16])
+def test_direct_path_float32_when_configured(small_chunks, monkeypatch, page):
+    """The direct path is dtype-generic (float32 scores exact); float32 caches take it
+    only when config.DECODE_DIRECT_DTYPES lists float32."""
+    monkeypatch.setattr(config, "DECODE_DIRECT_DTYPES", (torch.bfloat16, torch.float32))
+    inp = _inputs(2, 2, 8, 2, 64, torch.float32, 256, [250, 77], page=page)
+    _run(inp, causal=True, alibi=torch.rand(2, 8) * 0.2, softcap=5.0, num_splits=3)
+    _run(inp, window_size=(40, 7), num_splits=0)

@@ -210,6 +210,31 @@ def markdown(rows, env) -> str:
     return "\n".join(lines) + "\n"
 
 
+def plot(rows, path):
+    """Speed-up over torch SDPA per case (bars), with each case's SDPA target as a tick;
+    decode bars are labelled with their GB/s."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{r['case']}\n{r['dtype'].replace('bfloat16', 'bf16').replace('float32', 'fp32')} {r['shape']}"
+              for r in rows]
+    fig, ax = plt.subplots(figsize=(max(8, 1.05 * len(rows)), 4.8))
+    bars = ax.bar(range(len(rows)), [r["ratio"] for r in rows],
+                  color=["tab:green" if r["met"] else "tab:red" for r in rows])
+    for b, r in zip(bars, rows):
+        if r.get("gbs"):
+            ax.annotate(f"{r['gbs']:.0f} GB/s", (b.get_x() + b.get_width() / 2, b.get_height()),
+                        ha="center", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(labels, rotation=40, ha="right", fontsize=6.5)
+    ax.set_ylabel("torch SDPA time / ours")
+    ax.set_title("flashtriton CPU backend against torch SDPA (green: target met)", fontsize=10)
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
 def main(out_dir=None, quick=False) -> list[dict]:
     """Runs the CPU suite, prints the table, writes bench/results/<cpu>/cpu.{json,md}."""
     from flashtriton.cpu import engine
@@ -243,6 +268,10 @@ def main(out_dir=None, quick=False) -> list[dict]:
     d = common.results_dir("cpu", out_dir)
     common.write_json(d / "cpu.json", env, rows)
     (d / "cpu.md").write_text(md)
+    try:
+        plot(rows, d / "cpu.png")
+    except ImportError:  # matplotlib is a bench extra; the table is the result
+        pass
     print(f"wrote {d / 'cpu.json'} and {d / 'cpu.md'} in {env['seconds']} s")
     return rows
 

@@ -21,8 +21,11 @@ Precision: every score product (S = q k^T, and dP = dO v^T in the backward) is a
 exact float32 product of the inputs (bf16 / fp16 convert exactly to float32, so this
 is "input precision, float32 accumulation"); for bf16 inputs the products that
 accumulate over tiles (P @ V, dV, dK, dQ) run as bf16 matmuls on P / dS rounded to
-bf16, as flash-attn does on GPUs. Nothing materialises N x N; see bench/NOTES.md
-("CPU backend") for the design measurements.
+bf16, as flash-attn does on GPUs. Exception: decoding from a bf16 KV cache
+(decode._attend_direct) multiplies q and the cache in bf16 with bf16 scores (as the
+same-dtype PyTorch math does): a float32 score product would need a float32 copy
+of every cache byte, and decoding is bound by reading the cache. Nothing
+materialises N x N; see bench/NOTES.md ("CPU backend") for the design measurements.
 """
 from flashtriton.launchers.prefill import AttnParams, Varlen
 

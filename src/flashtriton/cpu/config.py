@@ -20,7 +20,8 @@ FWD_KEYS = 1024
 # (Band.steps); the causal diagonal is not cut.
 FWD_SUB_ROWS = 128
 # Rows of the sub-blocks a tile cut by the causal diagonal (a one-sided window edge)
-# is computed in; 0: the tile stays whole, masked.
+# is computed in; 0: the tile stays whole, masked. Causal / non-causal at N=4096,
+# bf16 / fp32: whole 1.63 / 1.60, 256 rows 1.55 / 1.57, 128 rows 1.44 / 1.43.
 FWD_DIAG_ROWS = 0
 
 # Backward: keys per tile (the rows of the transposed score tile) and query rows per block.
@@ -44,13 +45,13 @@ def products_in_input_precision(dtype: torch.dtype) -> bool:
 # D = 128); 512 and 2048 measured the same or slower, 4096 1.5x slower (bench/NOTES.md).
 DECODE_CHUNK = 1024
 
-# Decode, direct path (bf16 / float32 caches, decode._attend_direct): positions per
-# chunk, read in place. At B=1 Hq=32 Hk=8 D=128 L=32k, bf16: 2048 / 4096 / 8192 /
+# Decode, direct path (decode._attend_direct, bf16 caches): positions per chunk,
+# read in place. At B=1 Hq=32 Hk=8 D=128 L=32k, bf16: 2048 / 4096 / 8192 /
 # 16384 positions 11.2 / 10.4 / 11.4 / 29 ms (interleaved, a slow period of the host;
-# the float32-scratch path: 23 ms); float32 16.0 / 15.5 / 15.7 / 15.4 (old: 23.5).
+# the float32-scratch path: 23 ms); float32 (not taken now) 16.0 / 15.5 / 15.7 / 15.4.
 DECODE_DIRECT_CHUNK = 4096
 # The direct path's score weight is block-diagonal, Hk x the useful flops: taken while
-# Hk^2 * R <= this (Hk = 8, R = G = 4: 256; MHA with Hk = 32: the float32 path).
+# Hk^2 * R <= this (Hk = 8, R = G = 4: 256; MHA with Hk = 32: the lock-step path).
 DECODE_DIRECT_MAX = 512
 # Cache dtypes the direct path takes. float32 measured the same as the scratch path
 # with the block-diagonal product (16.1 vs 15.3 ms at L=32k) and 0.85-0.9x a plain

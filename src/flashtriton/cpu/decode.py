@@ -16,6 +16,14 @@ order (log2 units inside):
     M = max_s m_s,   L = sum_s 2^(m_s - M) l_s,   out = sum_s 2^(m_s - M) acc_s / L,
     lse = (M + log2 L) * ln 2
 
+Two paths compute those splits (measurements: bench/NOTES.md, "CPU backend"):
+- bf16 caches (at most Hk^2 * R <= config.DECODE_DIRECT_MAX): _attend_direct, bf16
+  products read straight from the cache, the long dimension as the rows of the
+  products, the splits one after the other (torch's threads split each product);
+  1.35-2x the lock-step path at L = 8k-32k, Hk = 8, G = 4.
+- everything else: the lock-step rounds below; a float32 cache with one split is
+  read in place (the bmm takes the strided cache rows), other cases are copied.
+
 A round, rows = the Sq * G queries of a KV head (R of them):
     kf, vf = each split's chunk of keys / values, copied into float32 scratch
              (c, S * Hk, D): one sequential read of the cache rows (of the pages,
@@ -216,8 +224,8 @@ def _attend(params, qh, seq: _SeqView, num_splits: int):
 
 
 def _attend_direct(params, qh, seq: _SeqView, num_splits: int):
-    """The split-KV online softmax read straight from a bf16 / float32 cache: no
-    float32 copy, chunks of config.DECODE_DIRECT_CHUNK positions, the long dimension
+    """The split-KV online softmax read straight from a bf16 cache (float32 too when
+    config.DECODE_DIRECT_DTYPES has it; tests use it): no float32 copy, chunks of config.DECODE_DIRECT_CHUNK positions, the long dimension
     as the rows of the products. A chunk (c positions, contiguous in the cache):
 
         s   = K (c, Hk * D) @ W^T               (c, Hk * R), the cache's dtype
