@@ -318,3 +318,22 @@ def test_regression_varlen_maps_built_once_per_cu_seqlens(monkeypatch):
         cu_q.copy_(cu_q.clone())  # same values, but an in-place write: maps are rebuilt
         third = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
         assert len(built) > n_first and torch.equal(first, third)
+
+
+@pytest.mark.gpu
+def test_varlen_maps_not_cached_during_graph_capture():
+    """A map first built inside CUDA-graph capture is only recorded, not computed: it
+    must not be remembered for later eager calls (which would read garbage)."""
+    (q, k, v), (cu_q, cu_k, mq, mk) = rand_varlen([30, 200, 7], [30, 250, 9], 4, 2, 64, torch.bfloat16, "cuda")
+    with flashtriton.use_backend("triton"):
+        expected = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)  # checks cu_seqlens
+        for t in (cu_q, cu_k):
+            del t._flashtriton_maps
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side), torch.cuda.graph(graph):
+            flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
+        torch.cuda.current_stream().wait_stream(side)
+        again = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
+    assert torch.equal(expected, again)
