@@ -215,3 +215,27 @@ def test_triton_keep_mask_is_its_definition():
     x = ((rk ^ ck) * 0x9E3779B1) & 0xFFFFFFFF
     threshold = int(torch.tensor(p, dtype=torch.float32).item() * 4294967296.0)
     assert torch.equal(keep, x >= threshold)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton backend's key table")
+def test_triton_key_table_holds_the_mask_hashes():
+    """The prefill kernels load row and column keys from the per-call table of
+    kernels/dropout_keys.py instead of hashing in their loops: the table must hold
+    exactly the hashes of kernels.common.dropout_keep (checked here in int64 torch
+    arithmetic), head-major row keys after the column keys, for a GQA-sized head count."""
+    from flashtriton.launchers import prefill
+    seed, nheads, rows, cols = 5, 6, 77, 45
+    rng = dropout_rng(seed, DEVICE)
+    table = prefill._dropout_keys(rng, nheads, rows, cols).cpu().long() & 0xFFFFFFFF
+    rng = rng.cpu()
+    s_lo, s_hi = int(rng[0]) & 0xFFFFFFFF, (int(rng[0]) >> 32) & 0xFFFFFFFF
+    j = torch.arange(cols)
+    ck = _fmix32(j ^ _fmix32(torch.tensor(s_hi ^ 0x5BD1E995)))
+    h = torch.arange(nheads).view(nheads, 1)
+    i = torch.arange(rows).view(1, rows)
+    row_id = int(rng[1]) + (h * rows + i) * cols
+    rk = _fmix32(_fmix32((row_id & 0xFFFFFFFF) ^ s_lo) ^ ((row_id >> 32) & 0xFFFFFFFF) ^ s_hi)
+    assert table.shape == (cols + nheads * rows,)
+    assert torch.equal(table[:cols], ck)
+    assert torch.equal(table[cols:].view(nheads, rows), rk)
+

@@ -317,7 +317,7 @@ def test_int_and_none_seqlens(backend):
     run_case(backend, inp)
 
 
-@pytest.mark.parametrize("combine", ["fused", "kernel"])
+@pytest.mark.parametrize("combine", ["auto", "fused", "kernel"])
 @pytest.mark.parametrize("append", ["fused", "separate"])
 @pytest.mark.parametrize("kv_load,block_m", [("tma", 0), ("pointer", 0), ("tma", 64)])
 def test_triton_variants_agree(combine, append, kv_load, block_m):
@@ -390,9 +390,22 @@ def test_default_launch_plan():
     assert tile(128, 256, True) == (128, 4, 5)
     assert tile(128, 16, True) == (32, 4, 5)      # pages under the batch tile: the row-gather tile
     assert tile(64, 0, True) == tile(64, 0, False)
+    # split regime: splits of >= 2048 keys take the wide tile (B = 1, 32k and 128k at 16 splits),
+    # except over pages too small to load it by TMA
+    assert tile(128, 0, False, 8192 // 16) == (64, 4, 3)
+    assert tile(128, 0, False, 32768 // 16) == (128, 4, 3)
+    assert tile(128, 256, False, 131072 // 16) == (128, 4, 5)
+    assert tile(128, 16, False, 131072 // 16) == (64, 4, 5)
+    # ... and row-gathered pages split further while a split keeps >= 4096 keys
+    assert decode_launcher.gather_splits(16, 131072) == 32
+    assert decode_launcher.gather_splits(16, 32768) == 16
+    assert decode_launcher.gather_splits(16, 8192) == 16
     assert decode_launcher.append_split(8, 16, 132)
     assert not decode_launcher.append_split(8, 1, 132)
     assert not decode_launcher.append_split(256, 2, 132)
+    # outside CUDA-graph capture the split regime merges in the split kernel (one launch)
+    assert decode_launcher.auto_combine(True, torch.device(DEVICE)) == "fused"
+    assert decode_launcher.auto_combine(False, torch.device(DEVICE)) == "fused"
 
 
 @pytest.mark.parametrize("snew", [0, 3])
@@ -591,7 +604,7 @@ def test_default_paths_gpu(case, snew):
     its split cap (B = 1: 16 splits, plus the append's own split), and the batch regime
     (B = 32, 8k: 2 splits of 4096 keys) with its 128-key tile (contiguous, pages of 256)
     and its row-gather tile (pages of 16)."""
-    if case == "split-capped":
+    if case == "split-capped":  # 16 splits of 2048 keys: the wide tile
         batch, capacity, page = 1, 32768, 0
         lens = [32768 - snew]
     else:
@@ -660,3 +673,29 @@ def test_decode_bench_smoke(tmp_path):
     assert (sub / "decode-smoke.png").stat().st_size > 0
     kinds = {r["kind"] for r in rows}
     assert kinds == {"grid", "paged", "append", "variant"}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("snew", [0, 1])
+def test_gathered_pages_split_further_gpu(monkeypatch, snew):
+    """The split regime over pages smaller than the tile (row gather) doubles its splits
+    while each keeps GATHER_SPLIT_MIN_KEYS keys (32 splits at B = 1, L = 128k on the H200;
+    here the threshold is lowered so that a small cache takes the same path), eagerly
+    and inside a CUDA graph (where the combine runs as its own kernel)."""
+    monkeypatch.setattr(decode_launcher, "GATHER_SPLIT_MIN_KEYS", 128)
+    capacity = 8192
+    sms = decode_launcher.sm_count(torch.device("cuda"))
+    splits = decode_launcher.num_splits_heuristic(8, capacity, sms, 256)
+    assert decode_launcher.gather_splits(splits, capacity) == decode_launcher.GATHER_MAX_SPLITS
+    inp = make_inputs(1, 1, 32, 8, 128, torch.bfloat16, capacity, [capacity - 7 - snew], snew=snew, page_size=16,
+                      rotary_dim=128 if snew else 0)
+    run_case("triton", inp, causal=bool(snew))
+    static = _clone_caches(inp)
+    q = static.pop("q")
+    eager = flash_attn_with_kvcache(q, **{k: v.clone() if k in ("k_cache", "v_cache") else v
+                                          for k, v in static.items()})
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = flash_attn_with_kvcache(q, **static)
+    graph.replay()
+    torch.testing.assert_close(out, eager, atol=2e-3, rtol=2e-2)  # the two combines sum in other orders

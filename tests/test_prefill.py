@@ -156,3 +156,4 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
                 continue  # the tuner skips these too
             raise AssertionError(f"tile {tile} of {kernel}: {exc}") from exc
 
+

@@ -246,7 +246,7 @@ def bench_append(batch, seqlen, device, graphs):
 
 def _variants(batch, seqlen, page, sms):
     base = launcher.num_splits_heuristic(batch * NHEADS_K, seqlen, sms, 256)
-    v = [("default", {}, 0), ("combine=kernel", dict(combine="kernel"), 0),
+    v = [("default", {}, 0), ("combine=kernel", dict(combine="kernel"), 0), ("combine=fused", dict(combine="fused"), 0),
          ("kv_load=pointer", dict(kv_load="pointer"), 0), ("block_m=64", dict(block_m=64), 0)]
     tiles = [(32, 4, 3), (64, 4, 4), (64, 8, 3), (128, 4, 3), (128, 8, 4), (64, 4, 2)]
     if page:  # tiles of one page go through TMA; larger ones gather rows

@@ -90,9 +90,10 @@ def _compile_job(args):
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:100]}"
 
 
-def first_call_tuning_seconds(d: int, n: int) -> float:
+def first_call_tuning_seconds(d: int, n: int, autotune: bool = True) -> float:
     """Seconds a user's first fwd+bwd call spends with FLASHTRITON_AUTOTUNE=1 at a new
-    shape bucket, in a fresh process with an empty Triton cache (compiles included)."""
+    shape bucket, in a fresh process with an empty Triton cache (compiles included).
+    autotune=False: the same cold call with the fixed defaults (compiles only)."""
     code = (
         "import time, torch, flashtriton\n"
         f"b, n, h, d = {TOKENS // n}, {n}, {HIDDEN // d}, {d}\n"
@@ -100,7 +101,7 @@ def first_call_tuning_seconds(d: int, n: int) -> float:
         "torch.cuda.synchronize(); t = time.perf_counter()\n"
         "out = flashtriton.flash_attn_func(q, k, v, causal=True); out.backward(torch.randn_like(out))\n"
         "torch.cuda.synchronize(); print(time.perf_counter() - t)\n")
-    env = dict(os.environ, FLASHTRITON_AUTOTUNE="1", TRITON_CACHE_DIR=f"/tmp/ft-cold-cache-{time.time_ns()}")
+    env = dict(os.environ, FLASHTRITON_AUTOTUNE="1" if autotune else "0", TRITON_CACHE_DIR=f"/tmp/ft-cold-cache-{time.time_ns()}")
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise RuntimeError(res.stderr[-2000:])

@@ -13,8 +13,8 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 import triton
 import triton.language as tl
 
-from .common import (LOG2E, NO_SPECIALIZE, dropout_keep, find_sequence, kv_tile_ranges, q_tile_ranges,
-                     scores_log2, softcap_tanh)
+from .common import (LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, find_sequence, kv_tile_ranges,
+                     q_tile_ranges, scores_log2, softcap_tanh)
 
 
 @triton.jit
@@ -44,13 +44,15 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
                qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-               seed, rng_offset, row_base, rng_stride, dropout_p,
+               ck, rk_ptr, threshold, dropout_p,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
     # dS^T feed dV and dK without a transpose in registers.
     offs_m = start_m + tl.arange(0, BLOCK_M)
+    if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
+        rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
     q = q_desc.load([start_m, 0])                                   # (BLOCK_M, BLOCK_D)
     do = do_desc.load([start_m, 0])                                 # (BLOCK_M, BLOCK_D)
     # rows past seqlen_q get lse = +inf, hence p = 0: they need no mask
@@ -63,7 +65,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_
     pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
-        keepT = dropout_keep(seed, rng_offset, (row_base + offs_m)[None, :], offs_n[:, None], rng_stride, dropout_p)
+        keepT = dropout_keep_keys(rk[None, :], ck[:, None], threshold)
         scale_keep = 1.0 / (1.0 - dropout_p)
         dv += tl.dot((tl.where(keepT, pT * scale_keep, 0.0)).to(do.dtype), do, input_precision=DOT_PRECISION)
         dpT = tl.where(keepT, dpT * scale_keep, 0.0)
@@ -80,7 +82,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,
-    CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,
+    CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -134,10 +136,13 @@ def attn_bwd_dkdv_kernel(
 
     lo, full_lo, full_hi, hi = q_tile_ranges(start_n, seqlen_q, seqlen_k, diag, window_left, window_right,
                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    seed = 0
+    ck = 0
+    threshold = 0
     row_base = 0
     if HAS_DROPOUT:
-        seed = tl.load(RNG)
+        # this program's column keys, once; row keys are loaded per tile (like lse)
+        threshold = dropout_threshold(dropout_p)
+        ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
         row_base = b * seqlen_q
         if IS_VARLEN:
             row_base = q_start
@@ -154,25 +159,23 @@ def attn_bwd_dkdv_kernel(
         slope_log2 = 0.0
         if HAS_ALIBI:
             slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
-        rng_offset = 0
-        if HAS_DROPOUT:
-            rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        rk_ptr = KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_base  # row keys of head h
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION)
         for start_m in range(full_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, seed, rng_offset, row_base, rng_stride, dropout_p,
+                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION)
 
@@ -190,11 +193,13 @@ def attn_bwd_dkdv_kernel(
 @triton.jit
 def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
              qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-             seed, rng_offset, row_global, rng_stride, dropout_p,
+             rk, KEYS, rng_stride, threshold, dropout_p,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
+    if HAS_DROPOUT:  # column keys of this tile, issued first so that the load overlaps the dots
+        ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
     k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
     v = v_desc.load([start_n, 0])
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
@@ -204,7 +209,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, 
     p = tl.exp2(s - lse2[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
-        keep = dropout_keep(seed, rng_offset, row_global[:, None], offs_n[None, :], rng_stride, dropout_p)
+        keep = dropout_keep_keys(rk[:, None], ck[None, :], threshold)
         dp = tl.where(keep, dp * (1.0 / (1.0 - dropout_p)), 0.0)
     ds = p * (dp - delta[:, None])
     if HAS_SOFTCAP:
@@ -217,7 +222,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,
-    CU_Q, CU_K, CU_BLOCKS, ALIBI, RNG,
+    CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -283,32 +288,32 @@ def attn_bwd_dq_kernel(
     slope_log2 = 0.0
     if HAS_ALIBI:
         slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
-    seed = 0
-    rng_offset = 0
-    row_global = offs_m
+    rk = 0
+    threshold = 0
     if HAS_DROPOUT:
-        seed = tl.load(RNG)
-        rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        threshold = dropout_threshold(dropout_p)
         row_global = b * seqlen_q + offs_m
         if IS_VARLEN:
             row_global = q_start + offs_m
+        rk = tl.load(KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_global, mask=row_mask,
+                     other=0).to(tl.uint32, bitcast=True)                 # (BLOCK_M,)
 
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     for start_n in range(lo, full_lo, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      rk, KEYS, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     for start_n in range(full_lo, full_hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      rk, KEYS, rng_stride, threshold, dropout_p,
                       BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      seed, rng_offset, row_global, rng_stride, dropout_p,
+                      rk, KEYS, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
 
     dq = dq * softmax_scale

@@ -166,32 +166,57 @@ def _fmix32(x):
 
 
 @triton.jit
-def dropout_keep(seed, rng_offset, row_global, col, rng_stride, dropout_p):
-    """Counter-based keep mask of element (row, col), drawn from scratch wherever a
-    kernel needs it (forward, both backward kernels, the S_dmask kernel): never stored.
-
-    A row key rk (hash of seed and the row's counter, rng_offset + row * rng_stride)
-    and a column key ck (hash of seed and column) are hashed per row and per column;
-    an element costs three integer ops: x = (rk ^ ck) * odd constant, then keep iff
-    x >= p * 2^32. Since x is a bijection of ck for a fixed row, and rk, ck are full-
-    avalanche hashes, every element is uniform; tests/test_dropout.py checks rates,
-    neighbours and 2 x 2 blocks against independence.
-
-    Why not Philox (tl.rand) per element: measured 2026-11-29 on the H200, ~80 integer
-    ops per element made dropout cost 4.0x the time of a forward+backward without it
-    (bench/NOTES.md, "Dropout")."""
-    row_id = rng_offset + row_global.to(tl.int64) * rng_stride                 # int64, row-shaped
+def dropout_row_key(seed, row_id):
+    """rk: the hash of the seed and a row's counter (int64, rng_offset + row * rng_stride)."""
     s64 = seed.to(tl.int64)
     s_lo = (s64 & 0xFFFFFFFF).to(tl.uint32)
     s_hi = ((s64 >> 32) & 0xFFFFFFFF).to(tl.uint32)
     r_lo = (row_id & 0xFFFFFFFF).to(tl.uint32)
     r_hi = ((row_id >> 32) & 0xFFFFFFFF).to(tl.uint32)
-    rk = _fmix32(_fmix32(r_lo ^ s_lo) ^ r_hi ^ s_hi)                           # per row
-    ck = _fmix32(col.to(tl.uint32) ^ _fmix32(s_hi ^ 0x5BD1E995))               # per column
-    x = (rk ^ ck) * 0x9E3779B1                                                 # per element
+    return _fmix32(_fmix32(r_lo ^ s_lo) ^ r_hi ^ s_hi)
+
+
+@triton.jit
+def dropout_col_key(seed, col):
+    """ck: the hash of the seed and a key column (its index within the sequence)."""
+    s_hi = ((seed.to(tl.int64) >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    return _fmix32(col.to(tl.uint32) ^ _fmix32(s_hi ^ 0x5BD1E995))
+
+
+@triton.jit
+def dropout_threshold(dropout_p):
     # p * 2^32, capped below 2^32 (the largest float32 under it) so the cast cannot wrap
-    threshold = tl.minimum(dropout_p * 4294967296.0, 4294967040.0).to(tl.uint32)
-    return x >= threshold
+    return tl.minimum(dropout_p * 4294967296.0, 4294967040.0).to(tl.uint32)
+
+
+@triton.jit
+def dropout_keep_keys(rk, ck, threshold):
+    """Keep iff (rk ^ ck) * odd >= p * 2^32: three integer ops per element (uint32)."""
+    return ((rk ^ ck) * 0x9E3779B1) >= threshold
+
+
+@triton.jit
+def dropout_keep(seed, rng_offset, row_global, col, rng_stride, dropout_p):
+    """Counter-based keep mask of element (row, col), computed from scratch: the
+    definition of the mask. The forward kernel hashes the same keys itself (rk once per
+    program, ck per tile); the backward kernels load them from a table that
+    kernels/dropout_keys.py fills once per call. The S_dmask kernel (return_attn_probs)
+    hashes here, so the tests that compare outputs and gradients against the returned
+    mask also check the forward's hashes and the backward's table.
+
+    A row key rk (hash of seed and the row's counter, rng_offset + row * rng_stride)
+    and a column key ck (hash of seed and column); an element costs three integer
+    ops: x = (rk ^ ck) * odd constant, then keep iff x >= p * 2^32. Since x is a
+    bijection of ck for a fixed row, and rk, ck are full-avalanche hashes, every
+    element is uniform; tests/test_dropout.py checks rates, neighbours and 2 x 2
+    blocks against independence.
+
+    Why not Philox (tl.rand) per element: measured 2026-11-29 on the H200, ~80 integer
+    ops per element made dropout cost 4.0x the time of a forward+backward without it
+    (bench/NOTES.md, "Dropout")."""
+    rk = dropout_row_key(seed, rng_offset + row_global.to(tl.int64) * rng_stride)   # per row
+    ck = dropout_col_key(seed, col)                                                 # per column
+    return dropout_keep_keys(rk, ck, dropout_threshold(dropout_p))
 
 
 # Scalar arguments that vary from call to call: not specialised (Triton would otherwise

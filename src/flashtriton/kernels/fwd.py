@@ -16,17 +16,23 @@ end and columns past the head dim read as zeros and are never written.
 import triton
 import triton.language as tl
 
-from .common import LN2, LOG2E, NO_SPECIALIZE, dropout_keep, find_sequence, kv_tile_ranges, scores_log2
+from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_key, dropout_keep_keys, dropout_row_key, dropout_threshold,
+                     find_sequence, kv_tile_ranges, scores_log2)
 
 
 @triton.jit
 def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
               qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-              seed, rng_offset, row_global, rng_stride, dropout_p,
+              rk, seed, threshold,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
+    if HAS_DROPOUT:
+        # Column keys hashed here, not loaded from a key table as in the backward: on the
+        # H200 (2026-11-29, B=2 H=16 N=4096 D=128, p = 0.1) the table made the forward
+        # 1.36-1.40x the time without dropout, the hash 1.28x (bench/NOTES.md, Session 4).
+        ck = dropout_col_key(seed, offs_n)                          # (BLOCK_N,)
     k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     if MASKED or HAS_ALIBI or HAS_SOFTCAP:
@@ -54,8 +60,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state
     l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
     if HAS_DROPOUT:
-        keep = dropout_keep(seed, rng_offset, row_global[:, None], offs_n[None, :], rng_stride, dropout_p)
-        p = tl.where(keep, p, 0.0)
+        p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)
     v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
@@ -134,15 +139,18 @@ def attn_fwd_kernel(
     slope_log2 = 0.0
     if HAS_ALIBI:
         slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
+    rk = 0
+    threshold = 0
     seed = 0
-    rng_offset = 0
-    row_global = offs_m
     if HAS_DROPOUT:
+        # this program's row keys, hashed once; column keys per tile (kernels.common.dropout_keep)
+        threshold = dropout_threshold(dropout_p)
         seed = tl.load(RNG)
-        rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
         row_global = b * seqlen_q + offs_m
         if IS_VARLEN:
             row_global = q_start + offs_m
+        rng_offset = tl.load(RNG + 1) + h.to(tl.int64) * rng_rows * rng_stride
+        rk = dropout_row_key(seed, rng_offset + row_global.to(tl.int64) * rng_stride)  # (BLOCK_M,)
 
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
@@ -150,21 +158,21 @@ def attn_fwd_kernel(
     for start_n in range(lo, full_lo, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                   DOT_PRECISION)
     # Fully visible tiles: no mask at all.
     for start_n in range(full_lo, full_hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  rk, seed, threshold,
                                   BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                   DOT_PRECISION)
     # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
     for start_n in range(full_hi, hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  seed, rng_offset, row_global, rng_stride, dropout_p,
+                                  rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                   DOT_PRECISION)
 

@@ -3,12 +3,14 @@
 kvcache_fwd is the `triton` backend's implementation of flash_attn_with_kvcache (the
 contract is in flashtriton.kvcache); merge_states backs merge_attention_states.
 
-One decode step is ONE launch by default: the split kernel appends the new tokens
-(with rotary) as it reaches them, attends, and the last program of each KV head
-merges the partials (the fused combine). The alternatives stay switchable, so
-that they can be timed against each other on the GPU in one run:
+A decode step is one launch by default: the split kernel appends the new tokens (with
+rotary) as it reaches them, attends, and the last program of each KV head merges the
+partials (the fused combine). Inside a CUDA graph, when the cache is split to fill the
+GPU (few sequences), a second small kernel merges the partials instead ("auto"; see
+auto_combine). The alternatives stay switchable, so that they can be timed against
+each other on the GPU in one run:
 
-  FLASHTRITON_DECODE_COMBINE = fused | kernel      merge in the split kernel, or in a second launch
+  FLASHTRITON_DECODE_COMBINE = auto | fused | kernel   merge in the split kernel, or in a second launch
   FLASHTRITON_DECODE_APPEND  = fused | separate    append inside the split kernel, or kernels of its own
   FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
                                                    by pointer loads (cp.async); small pages always gather
@@ -40,7 +42,7 @@ DEFAULT_SMS = 132  # H200; the real count is read from the device
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    combine: str = "fused"
+    combine: str = "auto"       # "kernel" in the split regime under CUDA-graph capture, else "fused"
     append: str = "fused"
     kv_load: str = "tma"        # "tma" where the layout allows it, else pointer loads; or "pointer"
     block_n: int = 0            # 0: the default table
@@ -105,8 +107,8 @@ def current_options() -> DecodeOptions:
 
 @functools.lru_cache(maxsize=64)
 def _checked_options(opts: DecodeOptions) -> DecodeOptions:
-    if opts.combine not in ("fused", "kernel"):
-        raise ValueError(f"decode option combine: must be 'fused' or 'kernel', got {opts.combine!r}")
+    if opts.combine not in ("auto", "fused", "kernel"):
+        raise ValueError(f"decode option combine: must be 'auto', 'fused' or 'kernel', got {opts.combine!r}")
     if opts.append not in ("fused", "separate"):
         raise ValueError(f"decode option append: must be 'fused' or 'separate', got {opts.append!r}")
     if opts.kv_load not in ("tma", "pointer"):
@@ -152,10 +154,25 @@ def options(**kw):
 #   gather rows by pointer loads and take BATCH_GATHER_TILES instead: 32 keys, 4 warps,
 #   5 stages, 37 KB and 122 registers (4 programs an SM): page 16, B = 32, L = 32k:
 #   995 us against 1254 for the 64-key gather and 1131 for a 128-key gather (graph).
+#
+# Session 4 sweep (2026-11-29, H200, B = 1, graph µs at L = 8k / 32k / 128k; bench/gpu/
+# s4_decode_sweep.py, bench/NOTES.md "Session 4"):
+#   64,4,3 fused 23.7 / 52.4 / 144.1; 64,4,3 + combine kernel 21.7 / 50.7 / 142.0;
+#   128,4,3 + combine kernel 22.3 / 49.5 / 138.6. Hence, in the split regime:
+#   - COMBINE: the partials merge in a second kernel (each program loads all partials of
+#     its rows at once) instead of serially in the last program: -2 µs at every L
+#     (in CUDA graphs; eagerly the second launch costs more host time: auto_combine);
+#   - the 128-key tile once a split streams >= WIDE_SPLIT_MIN_KEYS keys;
+#   - paged caches that gather rows (page < BLOCK_N): twice the splits while a split
+#     keeps >= GATHER_SPLIT_MIN_KEYS keys (page 16, L = 128k: 144.0 µs at 32 splits
+#     against 159.7 at 16; at L = 8k 16 splits stay: 23.6 against 25.5).
 DEFAULT_TILES = {16: (128, 4, 4), 32: (128, 4, 4), 64: (128, 4, 3), 128: (64, 4, 3), 256: (32, 4, 3)}
 BATCH_TILES = {128: (128, 4, 3)}          # other head dims: DEFAULT_TILES (not measured yet)
 BATCH_GATHER_TILES = {128: (32, 4, 5)}    # stages included (a paged layout only)
 BATCH_TILE_MIN_KEYS = 4096                # keys a program streams; below it, DEFAULT_TILES
+WIDE_SPLIT_MIN_KEYS = 2048                # split regime: BATCH_TILES from this many keys a split
+GATHER_SPLIT_MIN_KEYS = 4096              # split regime, row gather: split further down to this
+GATHER_MAX_SPLITS = 32
 INTERPRETER_TILE = (16, 4, 1)  # small tiles: the small test shapes still cross many tiles
 
 
@@ -169,13 +186,19 @@ def batch_regime(programs: int, keys_per_split: int, sms: int) -> bool:
     return programs >= sms and keys_per_split >= BATCH_TILE_MIN_KEYS
 
 
-def default_tile(head_dim: int, page_size: int, batch: bool):
+def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0):
     """(BLOCK_N, num_warps, num_stages) that the launcher picks on Hopper. Paged caches get
     two more stages: the block-table load feeding each tile's address takes two stages of
     the software pipeline, and without them only one K/V tile would be in flight (sm_90a
-    compile: 38 KB of shared memory at 3 stages against 70 KB for the contiguous cache)."""
+    compile: 38 KB of shared memory at 3 stages against 70 KB for the contiguous cache).
+    split_keys: keys per split in the split regime (long splits take the wide tile,
+    except where pages are too small for it to load them by TMA)."""
     bd = block_d(head_dim)
-    if batch and bd in BATCH_TILES:
+    wide = (not batch and split_keys >= WIDE_SPLIT_MIN_KEYS and bd in BATCH_TILES
+            and (page_size == 0 or page_size >= BATCH_TILES[bd][0]))
+    if wide:
+        bn, warps, stages = BATCH_TILES[bd]
+    elif batch and bd in BATCH_TILES:
         bn, warps, stages = BATCH_TILES[bd]
         if page_size and page_size < bn:
             return BATCH_GATHER_TILES[bd]
@@ -184,12 +207,12 @@ def default_tile(head_dim: int, page_size: int, batch: bool):
     return bn, warps, stages + (2 if page_size else 0)
 
 
-def tile_for(head_dim: int, page_size: int, opts: DecodeOptions, batch: bool = False):
+def tile_for(head_dim: int, page_size: int, opts: DecodeOptions, batch: bool = False, split_keys: int = 0):
     """default_tile, or the interpreter's small tile; options override each field."""
     if interpreting():
         bn, warps, stages = INTERPRETER_TILE
     else:
-        bn, warps, stages = default_tile(head_dim, page_size, batch)
+        bn, warps, stages = default_tile(head_dim, page_size, batch, split_keys)
     return opts.block_n or bn, opts.num_warps or warps, opts.num_stages or stages
 
 
@@ -240,6 +263,29 @@ def num_splits_heuristic(programs: int, max_keys: int, sms: int, min_split_keys:
         if w >= 2 * sms and w / (math.ceil(w / sms) * sms) >= 0.85:
             return s
     return limit
+
+
+def auto_combine(batch: bool, device: torch.device) -> str:
+    """The "auto" combine: the merge in a second kernel only in the split regime and only
+    while a CUDA graph is being captured. There it saves ~2 µs of GPU time per step
+    (COMBINE above). Eagerly, a step at small B is bound by host time instead, and a
+    second Triton launch costs more than it saves: on the H200 machine's host, ~40 µs
+    (2026-11-29, B = 1, L = 8k, eager: 115 µs fused against 159 µs with the kernel;
+    bench/gpu/s4-decode-sweep.txt). Each mode is bitwise repeatable; the two differ in
+    the order of the merge's float sums."""
+    if batch:
+        return "fused"
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return "kernel" if capturing else "fused"
+
+
+def gather_splits(num_splits: int, capacity: int) -> int:
+    """Split regime, pages gathered row by row (page < BLOCK_N): pointer gathers keep
+    fewer bytes in flight per program than TMA tiles, so more programs stream the cache:
+    double the splits while each keeps >= GATHER_SPLIT_MIN_KEYS keys."""
+    while num_splits * 2 <= GATHER_MAX_SPLITS and capacity // (num_splits * 2) >= GATHER_SPLIT_MIN_KEYS:
+        num_splits *= 2
+    return num_splits
 
 
 def append_split(programs: int, num_splits: int, sms: int) -> bool:
@@ -324,10 +370,13 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     dummy = cache_seqlens  # stands in for absent pointer arguments (never dereferenced)
     programs = batch * nheads_k * m_blocks
     sms = sm_count(device)
-    if num_splits == 0:
+    auto_splits = num_splits == 0
+    if auto_splits:
         num_splits = num_splits_heuristic(programs, capacity, sms, opts.min_split_keys)
-    block_n, num_warps, num_stages = tile_for(head_dim, page_size, opts,
-                                              batch_regime(programs, capacity // num_splits, sms))
+    in_batch_regime = batch_regime(programs, capacity // num_splits, sms)
+    block_n, num_warps, num_stages = tile_for(head_dim, page_size, opts, in_batch_regime, capacity // num_splits)
+    if auto_splits and not in_batch_regime and 0 < page_size < block_n:
+        num_splits = gather_splits(num_splits, capacity)
 
     appended = 0
     if has_new and opts.append == "separate":
@@ -341,7 +390,8 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     if has_new and append_split(programs, num_splits, sms):
         num_splits += 1
     split = num_splits > 1
-    fused = split and opts.combine == "fused"
+    combine = opts.combine if opts.combine != "auto" else auto_combine(in_batch_regime, device)
+    fused = split and combine == "fused"
 
     out = memory.empty(q.shape, q.dtype, device)
     lse = memory.empty((batch, nheads, seqlen_q), torch.float32, device)

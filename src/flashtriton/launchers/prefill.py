@@ -175,6 +175,19 @@ def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, bl
     return torch.sort(work, descending=True, stable=True).indices.to(torch.int32)
 
 
+def _dropout_keys(rng: torch.Tensor, nheads: int, rng_rows: int, rng_stride: int) -> torch.Tensor:
+    """The backward's per-call dropout key table (kernels/dropout_keys.py): rng_stride column keys,
+    then nheads * rng_rows row keys; O(N) int32, hashed on the device from the rng
+    state (no host sync)."""
+    from ..kernels.dropout_keys import dropout_keys_kernel
+    total = rng_stride + nheads * rng_rows
+    keys = memory.empty((total,), torch.int32, rng.device)
+    block = 1024
+    dropout_keys_kernel[(triton.cdiv(total, block),)](keys, rng, rng_stride, rng_rows, total, rng_stride,
+                                                      BLOCK=block, num_warps=4)
+    return keys
+
+
 def _common_scalars(params: AttnParams, alibi):
     scale = params.softmax_scale
     softcap = params.softcap
@@ -297,7 +310,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     stride_ab, stride_ah = _alibi_strides(alibi)
     dummy = lse
     alibi_arg = alibi if alibi is not None else dummy
-    rng_arg = rng if rng is not None else dummy
+    rng_arg = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else dummy
     cu_q = varlen.cu_seqlens_q if is_varlen else dummy
     cu_k = varlen.cu_seqlens_k if is_varlen else dummy
     scalars = _common_scalars(params, alibi)
