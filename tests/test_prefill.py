@@ -157,3 +157,32 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
             raise AssertionError(f"tile {tile} of {kernel}: {exc}") from exc
 
 
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 77, 77, (4, 4), 96, dict(causal=True)),
+    (1, 113, 203, (4, 2), 64, dict()),
+    (2, 17, 33, (4, 1), 40, dict(causal=True, softcap=5.0)),
+    (1, 1, 129, (2, 2), 128, dict(window_size=(20, 3))),
+    (1, 64, 48, (2, 1), 192, dict(dropout_p=0.2)),
+])
+def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, heads, d, kw):
+    """FLASHTRITON_HOST_DESCRIPTORS=1 (descriptors of the whole (B, N, H, D) tensors, made
+    on the host) computes bitwise what the in-kernel per-program descriptors compute:
+    out, lse, dq, dk, dv, across GQA / MQA, head dims under BLOCK_D, Nq != Nk, masks,
+    softcap and dropout; and it passes the reference check on its own."""
+    h, hk = heads
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE, requires_grad=True)
+    dout = torch.randn_like(q)
+    results = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", flag)
+        torch.manual_seed(7)
+        with flashtriton.use_backend("triton"):
+            out, lse, _ = flash_attn_func(q, k, v, return_attn_probs=True, **kw)
+            results.append((out, lse) + torch.autograd.grad(out, (q, k, v), dout))
+    for name, a, c in zip(("out", "lse", "dq", "dk", "dv"), *results):
+        assert torch.equal(a, c), name
+    if "dropout_p" not in kw:
+        run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)

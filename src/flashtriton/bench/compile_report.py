@@ -34,12 +34,19 @@ def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str =
                  BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, IS_VARLEN=False, HAS_LEFT=False,
                  HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, HAS_DROPOUT=False, DOT_PRECISION="tf32")
     const.update(flags)
-    if "USE_ORDER" in fn.arg_names:
-        const.setdefault("USE_ORDER", False)
+    for flag in ("USE_ORDER", "HOST_DESC"):  # constexprs with defaults
+        if flag in fn.arg_names:
+            const.setdefault(flag, False)
+    bd = const["BLOCK_D"]
+    # host-made descriptors (HOST_DESC): (B, N, H, D) with a [1, rows, 1, BLOCK_D] box
+    desc_rows = {"Q_DESC": tile.block_m, "O_DESC": tile.block_m, "DO_DESC": tile.block_m, "DQ_DESC": tile.block_m,
+                 "K_DESC": tile.block_n, "V_DESC": tile.block_n, "DK_DESC": tile.block_n, "DV_DESC": tile.block_n}
     sig = {}
     for name in fn.arg_names:
         if name in const:
             sig[name] = "constexpr"
+        elif name in desc_rows and const.get("HOST_DESC"):
+            sig[name] = f"tensordesc<{dtype}[1, {desc_rows[name]}, 1, {bd}]>"
         elif name[0].isupper():
             sig[name] = _PTR_TYPES.get(name, f"*{dtype}")
         elif name in _FLOAT_ARGS:
@@ -77,6 +84,7 @@ def main(argv=None):
     ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128, 256])
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS))
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--host-desc", action="store_true", help="the HOST_DESC variants (host-made descriptors)")
     args = ap.parse_args(argv)
     print("| kernel | D | tile (BM, BN, warps, stages) | regs | spill B | smem KB | HGMMA | UTMALDG | HMMA |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -84,7 +92,7 @@ def main(argv=None):
         for d in args.head_dims:
             for t in configs.sweep_candidates(kernel, d, 2):
                 try:
-                    r = resources(compile_variant(kernel, t, d, HAS_RIGHT=args.causal))
+                    r = resources(compile_variant(kernel, t, d, HAS_RIGHT=args.causal, HOST_DESC=args.host_desc))
                 except Exception as exc:  # noqa: BLE001  (reported, not fatal)
                     print(f"| {kernel} | {d} | {tuple(t.__dict__.values())} | {type(exc).__name__}: "
                           f"{str(exc).splitlines()[0][:60]} |")

@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .common import (LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, find_sequence, kv_tile_ranges,
-                     q_tile_ranges, scores_log2, softcap_tanh)
+                     q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -42,19 +42,20 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
 
 
 @triton.jit
-def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
+def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
                qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                ck, rk_ptr, threshold, dropout_p,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
-               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
     # dS^T feed dV and dK without a transpose in registers.
     offs_m = start_m + tl.arange(0, BLOCK_M)
     if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
         rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
-    q = q_desc.load([start_m, 0])                                   # (BLOCK_M, BLOCK_D)
-    do = do_desc.load([start_m, 0])                                 # (BLOCK_M, BLOCK_D)
+    q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)     # (BLOCK_M, BLOCK_D)
+    do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)   # (BLOCK_M, BLOCK_D)
     # rows past seqlen_q get lse = +inf, hence p = 0: they need no mask
     lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
     delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
@@ -83,6 +84,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_
 def attn_bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,
     CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
+    Q_DESC, K_DESC, V_DESC, DO_DESC, DK_DESC, DV_DESC,   # HOST_DESC: host-made, of the (B, N, H, D) tensors
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -97,7 +99,7 @@ def attn_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences)."""
     if IS_VARLEN:
@@ -123,14 +125,18 @@ def attn_bwd_dkdv_kernel(
     diag = seqlen_k - seqlen_q
     offs_n = start_n + tl.arange(0, BLOCK_N)
 
-    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                       shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                       shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
-    v = v_desc.load([start_n, 0])
+    if HOST_DESC:
+        k_desc = K_DESC
+        v_desc = V_DESC
+    else:
+        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+    k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
+    v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -148,12 +154,16 @@ def attn_bwd_dkdv_kernel(
             row_base = q_start
     for g in range(group):
         h = hk * group + g
-        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                           shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
-                                            shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_don, 1],
-                                            block_shape=[BLOCK_M, BLOCK_D])
+        if HOST_DESC:
+            q_desc = Q_DESC
+            do_desc = DO_DESC
+        else:
+            q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                               shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
+                                               block_shape=[BLOCK_M, BLOCK_D])
+            do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
+                                                shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_don, 1],
+                                                block_shape=[BLOCK_M, BLOCK_D])
         lse_ptr = LSE + b * stride_lb + h * stride_lh + q_start
         delta_ptr = DELTA + b * stride_lb + h * stride_lh + q_start
         slope_log2 = 0.0
@@ -161,47 +171,52 @@ def attn_bwd_dkdv_kernel(
             slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
         rk_ptr = KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_base  # row keys of head h
         for start_m in range(lo, full_lo, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC)
         for start_m in range(full_lo, full_hi, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC)
         for start_m in range(full_hi, hi, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, lse_ptr, delta_ptr, start_m, offs_n,
+            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     dk = dk * softmax_scale
-    dk_desc = tl.make_tensor_descriptor(DK + b * stride_dkb + k_start * stride_dkn + hk * stride_dkh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
-    dv_desc = tl.make_tensor_descriptor(DV + b * stride_dvb + k_start * stride_dvn + hk * stride_dvh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
-    dk_desc.store([start_n, 0], dk.to(DK.dtype.element_ty))
-    dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
+    if HOST_DESC:
+        dk_desc = DK_DESC
+        dv_desc = DV_DESC
+    else:
+        dk_desc = tl.make_tensor_descriptor(DK + b * stride_dkb + k_start * stride_dkn + hk * stride_dkh,
+                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
+                                            block_shape=[BLOCK_N, BLOCK_D])
+        dv_desc = tl.make_tensor_descriptor(DV + b * stride_dvb + k_start * stride_dvn + hk * stride_dvh,
+                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
+                                            block_shape=[BLOCK_N, BLOCK_D])
+    tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
+    tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
 
 
 @triton.jit
-def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
              qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
              rk, KEYS, rng_stride, threshold, dropout_p,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
-             HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+             HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+             BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     if HAS_DROPOUT:  # column keys of this tile, issued first so that the load overlaps the dots
         ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
-    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
-    v = v_desc.load([start_n, 0])
+    k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
+    v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
@@ -223,6 +238,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, 
 def attn_bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,
     CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
+    Q_DESC, K_DESC, V_DESC, DO_DESC, DQ_DESC,            # HOST_DESC: host-made, of the (B, N, H, D) tensors
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -236,7 +252,7 @@ def attn_bwd_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False,
 ):
     """Grid: as the forward kernel's."""
     if IS_VARLEN:
@@ -266,20 +282,26 @@ def attn_bwd_dq_kernel(
     diag = seqlen_k - seqlen_q
     offs_m = start_m + tl.arange(0, BLOCK_M)
 
-    q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
-    do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    q = q_desc.load([start_m, 0])
-    do = do_desc.load([start_m, 0])
+    if HOST_DESC:
+        q_desc = Q_DESC
+        do_desc = DO_DESC
+        k_desc = K_DESC
+        v_desc = V_DESC
+    else:
+        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
+                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
+        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+    q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
+    do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     row_mask = offs_m < seqlen_q
     lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
     delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)
@@ -301,23 +323,29 @@ def attn_bwd_dq_kernel(
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     for start_n in range(lo, full_lo, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, rng_stride, threshold, dropout_p,
-                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                      BLOCK_D, HOST_DESC)
     for start_n in range(full_lo, full_hi, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, rng_stride, threshold, dropout_p,
-                      BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+                      BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                      BLOCK_D, HOST_DESC)
     for start_n in range(full_hi, hi, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, rng_stride, threshold, dropout_p,
-                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                      BLOCK_D, HOST_DESC)
 
     dq = dq * softmax_scale
-    dq_desc = tl.make_tensor_descriptor(DQ + b * stride_dqb + q_start * stride_dqn + h * stride_dqh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
-    dq_desc.store([start_m, 0], dq.to(DQ.dtype.element_ty))
+    if HOST_DESC:
+        dq_desc = DQ_DESC
+    else:
+        dq_desc = tl.make_tensor_descriptor(DQ + b * stride_dqb + q_start * stride_dqn + h * stride_dqh,
+                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
+    tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

@@ -156,6 +156,30 @@ def find_sequence(CU_BLOCKS, pid, batch):
 
 
 @triton.jit
+def tile_load(desc, b, h, start, ROWS: tl.constexpr, COLS: tl.constexpr, HOST_DESC: tl.constexpr):
+    """A (ROWS, COLS) tile of rows [start, start + ROWS) of batch b, head h.
+
+    HOST_DESC: desc was made on the host over the whole (B, N, H, D) tensor (a kernel
+    parameter; box [1, ROWS, 1, COLS], rows past N read as 0). Otherwise desc is this
+    program's (N, D) slice, made in the kernel: each such descriptor costs the program
+    13 tensormap.replace, a 128-byte global write and a proxy fence (PTX, sm_90a)."""
+    if HOST_DESC:
+        return desc.load([b, start, h, 0]).reshape(ROWS, COLS)
+    else:
+        return desc.load([start, 0])
+
+
+@triton.jit
+def tile_store(desc, b, h, start, x, ROWS: tl.constexpr, COLS: tl.constexpr, HOST_DESC: tl.constexpr):
+    """Stores x (ROWS, COLS) at rows [start, start + ROWS) of batch b, head h (rows past
+    the sequence are not written); desc as in tile_load."""
+    if HOST_DESC:
+        desc.store([b, start, h, 0], x.reshape(1, ROWS, 1, COLS))
+    else:
+        desc.store([start, 0], x)
+
+
+@triton.jit
 def _fmix32(x):
     """murmur3's 32-bit finaliser: a bijection of uint32 with full avalanche."""
     x = x ^ (x >> 16)

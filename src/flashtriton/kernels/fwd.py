@@ -9,31 +9,34 @@ Per program, in registers:  acc (BLOCK_M, BLOCK_D) fp32, unnormalised;
                             m_i, l_i (BLOCK_M,) fp32: running max and sum, log2 units.
 Written once at the end:    out = acc / l_i, and lse = (m_i + log2(l_i)) * ln(2).
 
-Loads and stores go through tensor descriptors (TMA on Hopper). A descriptor is
-made per program for its own (sequence, head) slice, so rows past the sequence
-end and columns past the head dim read as zeros and are never written.
+Loads and stores go through tensor descriptors (TMA on Hopper), so rows past the
+sequence end and columns past the head dim read as zeros and are never written.
+Either each program makes descriptors of its own (sequence, head) slice (varlen, and
+the default), or, with HOST_DESC, the launcher passes descriptors of the whole
+(B, N, H, D) tensors and programs address their slice by coordinates.
 """
 import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_key, dropout_keep_keys, dropout_row_key, dropout_threshold,
-                     find_sequence, kv_tile_ranges, scores_log2)
+                     find_sequence, kv_tile_ranges, scores_log2, tile_load, tile_store)
 
 
 @triton.jit
-def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
               qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
               rk, seed, threshold,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
-              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr):
+              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     if HAS_DROPOUT:
         # Column keys hashed here, not loaded from a key table as in the backward: on the
         # H200 (2026-11-29, B=2 H=16 N=4096 D=128, p = 0.1) the table made the forward
         # 1.36-1.40x the time without dropout, the hash 1.28x (bench/NOTES.md, Session 4).
         ck = dropout_col_key(seed, offs_n)                          # (BLOCK_N,)
-    k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     if MASKED or HAS_ALIBI or HAS_SOFTCAP:
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
@@ -61,7 +64,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
     l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
     if HAS_DROPOUT:
         p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)
-    v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+    v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
 
@@ -72,6 +75,7 @@ def attn_fwd_kernel(
     CU_Q, CU_K, CU_BLOCKS,           # varlen only: (B+1,) int32 offsets, and cumulative query-block counts
     ORDER,                           # varlen with USE_ORDER: (programs,) int32, dispatch slot -> program
     ALIBI, RNG,                      # (B, H) or (H,) fp32 slopes; int64 [seed, offset]
+    Q_DESC, K_DESC, V_DESC, O_DESC,  # HOST_DESC: host-made descriptors of q, k, v, o as (B, N, H, D)
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -85,7 +89,7 @@ def attn_fwd_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False,
+    DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
 ):
     if IS_VARLEN:
         h = tl.program_id(0)
@@ -119,19 +123,24 @@ def attn_fwd_kernel(
     hk = h // group
     diag = seqlen_k - seqlen_q
 
-    q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
-    # max(.., 1): a zero-length key sequence makes no loads, but its descriptor must be valid
-    k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
+    if HOST_DESC:  # dense batches: descriptors of the whole tensors, made on the host
+        q_desc = Q_DESC
+        k_desc = K_DESC
+        v_desc = V_DESC
+    else:  # this program's slices (varlen: the sequence's rows), made here
+        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        # max(.., 1): a zero-length key sequence makes no loads, but its descriptor must be valid
+        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
+                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
+                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    q = q_desc.load([start_m, 0])                                   # (BLOCK_M, BLOCK_D)
+    q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)  # (BLOCK_M, BLOCK_D)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -156,25 +165,25 @@ def attn_fwd_kernel(
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     # Tiles cut by the left edge of a sliding window: masked.
     for start_n in range(lo, full_lo, BLOCK_N):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Fully visible tiles: no mask at all.
     for start_n in range(full_lo, full_hi, BLOCK_N):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, seed, threshold,
                                   BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
     for start_n in range(full_hi, hi, BLOCK_N):
-        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, start_n, offs_m, seqlen_k, diag,
+        acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     # The one normalisation. A row that saw no key has l_i = 0 and acc = 0: it outputs
     # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.
@@ -185,9 +194,12 @@ def attn_fwd_kernel(
         l_safe = l_safe * (1.0 - dropout_p)  # kept values are scaled by 1 / (1 - p)
     out = acc / l_safe[:, None]
 
-    o_desc = tl.make_tensor_descriptor(O + b * stride_ob + q_start * stride_on + h * stride_oh,
-                                       shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
-    o_desc.store([start_m, 0], out.to(O.dtype.element_ty))
+    if HOST_DESC:
+        o_desc = O_DESC
+    else:
+        o_desc = tl.make_tensor_descriptor(O + b * stride_ob + q_start * stride_on + h * stride_oh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+    tile_store(o_desc, b, h, start_m, out.to(O.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)
     lse_ptrs = LSE + b * stride_lb + h * stride_lh + q_start + offs_m
     tl.store(lse_ptrs, lse, mask=offs_m < seqlen_q)

@@ -63,6 +63,24 @@ def _ensure_allocator():
         triton.set_allocator(_alloc_descriptor_scratch)
 
 
+def host_descriptors() -> bool:
+    """FLASHTRITON_HOST_DESCRIPTORS=1: the dense forward and backward kernels take host-made
+    TMA descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
+    the kernel (kernels/common.tile_load; bench/NOTES.md, Session 4: not yet timed on a GPU,
+    hence off by default)."""
+    import os
+    return os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "0") == "1"
+
+
+def _host_descriptor(t: torch.Tensor, rows: int, cols: int):
+    """Descriptor of a (B, N, H, D) tensor with a [1, rows, 1, cols] box. Strides of
+    size-1 dims are never used; TMA still wants them 16-byte multiples."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    unit = 16 // t.element_size()
+    strides = [st if n > 1 else unit for st, n in zip(t.stride()[:-1], t.shape[:-1])] + [1]
+    return TensorDescriptor(t, list(t.shape), strides, [1, rows, 1, cols])
+
+
 def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
     """TMA needs a unit inner stride, a 16-byte aligned base and 16-byte multiples for
     the outer strides. Views that break this (rare: odd offsets into a larger buffer,
@@ -260,15 +278,20 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         else:
             cu_blocks = cu_q = cu_k = order = dummy
             grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        descs = (dummy,) * 4
+        if use_host_desc:
+            descs = (_host_descriptor(q, tile.block_m, bd), _host_descriptor(k, tile.block_n, bd),
+                     _host_descriptor(v, tile.block_n, bd), _host_descriptor(out, tile.block_m, bd))
         attn_fwd_kernel[grid](
             q, k, v, out, lse, cu_q, cu_k, cu_blocks, order,
-            alibi if alibi is not None else dummy, rng if rng is not None else dummy,
+            alibi if alibi is not None else dummy, rng if rng is not None else dummy, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(out, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
+            HOST_DESC=use_host_desc,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -276,6 +299,8 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     # Causal-like varlen only: there block costs differ within and across sequences;
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
+    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
+    use_host_desc = host_descriptors() and not is_varlen and min(seqlen_q, seqlen_k) > 0
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
     return out, lse
@@ -336,13 +361,18 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         else:
             cu_blocks = dummy
             grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
+        descs = (dummy,) * 6
+        if use_host_desc:
+            bm, bn = tile.block_m, tile.block_n
+            descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
+                     _host_descriptor(dout, bm, bd), _host_descriptor(dk, bn, bd), _host_descriptor(dv, bn, bd))
         attn_bwd_dkdv_kernel[grid](
-            q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg,
+            q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
             *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile):
@@ -353,15 +383,21 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         else:
             cu_blocks = dummy
             grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        descs = (dummy,) * 5
+        if use_host_desc:
+            bm, bn = tile.block_m, tile.block_n
+            descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
+                     _host_descriptor(dout, bm, bd), _host_descriptor(dq, bm, bd))
         attn_bwd_dq_kernel[grid](
-            q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg,
+            q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
             *_dims4(dq, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
+    use_host_desc = host_descriptors() and not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
     launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
