@@ -1,4 +1,5 @@
-"""The CPU backend's flash_attn_with_kvcache beyond the shared kvcache suite: many
+"""The CPU backend's flash_attn_with_kvcache, torch-ops paths (config.DECODE_PATH =
+"ops"; the compiled kernel: test_cpu_decode_compiled.py), beyond the shared kvcache suite: many
 chunks per split (config.DECODE_CHUNK shrunk), splits advancing in lock step,
 paged caches whose pages are cut by chunk and split boundaries, append + rotary in
 both pairings, GQA / MQA, speculative (Sq > 1) causal decoding, lengths from 0, and
@@ -81,7 +82,14 @@ def _run(inp, *, causal=False, window_size=(-1, -1), num_splits=0, interleaved=T
 
 
 @pytest.fixture
-def small_chunks(monkeypatch):
+def ops_path(monkeypatch):
+    """The torch-ops paths (lock-step and direct), which this file tests; the compiled
+    kernel (the default) is tested in test_cpu_decode_compiled.py."""
+    monkeypatch.setattr(config, "DECODE_PATH", "ops")
+
+
+@pytest.fixture
+def small_chunks(monkeypatch, ops_path):
     monkeypatch.setattr(config, "DECODE_CHUNK", 32)
     monkeypatch.setattr(config, "DECODE_DIRECT_CHUNK", 32)
 
@@ -174,7 +182,7 @@ def test_mqa_default_splits_match_one_split(small_chunks):
     assert (a - b).abs().max().item() <= 1e-5
 
 
-def test_default_chunks_long_cache():
+def test_default_chunks_long_cache(ops_path):
     """Default chunk size, a cache longer than several chunks, the heuristic splits."""
     inp = _inputs(1, 1, 16, 4, 128, torch.bfloat16, 5000, [4999], snew=1)
     _run(inp)
@@ -222,7 +230,7 @@ def test_lock_step_paths_exact(small_chunks, monkeypatch, dtype, page, in_place)
 
 @pytest.mark.parametrize("seed", [9, 62, 0, 1])
 @pytest.mark.parametrize("page", [0, 4])
-def test_direct_bf16_scores_from_unscaled_q(page, seed):
+def test_direct_bf16_scores_from_unscaled_q(ops_path, page, seed):
     """Regression: the direct path first folded softmax_scale * log2(e) into q before
     rounding it to bf16 for the bf16 score product, a second rounding the same-dtype
     PyTorch math does not make: out errors of 1 bf16 ulp, 2.3x the baseline's, failed
@@ -233,7 +241,7 @@ def test_direct_bf16_scores_from_unscaled_q(page, seed):
     _run(inp, num_splits=2)
 
 
-def test_direct_long_cache_several_chunks():
+def test_direct_long_cache_several_chunks(ops_path):
     """Default direct chunk, a cache of several chunks plus a ragged tail, GQA 4."""
     inp = _inputs(1, 1, 16, 4, 64, torch.bfloat16, 3 * config.DECODE_DIRECT_CHUNK + 77,
                   [3 * config.DECODE_DIRECT_CHUNK + 70], snew=2)

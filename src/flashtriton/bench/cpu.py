@@ -22,7 +22,9 @@ bandwidth is measured in the same run (the best of a few sums over a 512 MiB ten
 
     python -m flashtriton.bench.cpu            # about a minute on 2 cores
     python -m flashtriton.bench.cpu --quick    # small shapes, a smoke test of the harness
-Results: bench/results/<cpu>/cpu.json and cpu.md.
+Results: bench/results/<cpu>/cpu.json and cpu.md. Decode runs the path config.DECODE_PATH
+selects (FLASHTRITON_CPU_DECODE=compiled, the default: the C kernel of cpu/native.py,
+built or loaded from its cache before timing; =ops: torch ops); the table names it.
 """
 from __future__ import annotations
 
@@ -170,13 +172,16 @@ def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
                                        lens, None, None, None, AttnParams(1 / math.sqrt(d)), True, None, 0)[0]
     err = common.max_rel_err(ours(), ref)
     _checked(err, dtype, f"decode L={seqlen}")
+    from flashtriton.cpu import decode as cpu_decode
+    path = cpu_decode.LAST_PATH     # "compiled" (cpu/native.py) or "ops" (torch ops)
     ms = time_interleaved({"ours": ours, "sdpa": lambda: _sdpa(q, k_cache, v_cache, gqa=True)})
     a, t = ms["ours"], ms["sdpa"]
     nbytes = 2 * seqlen * hk * d * k_cache.element_size()
     gbs = nbytes / (a / 1e3) / 1e9
     pct = 100 * gbs / bandwidth
     return [_row("decode", dtype, f"B=1 Hq={hq} Hk={hk} D={d} L={seqlen // 1024}k", a, t, err,
-                 ">= 5x SDPA, >= 50% BW", t / a >= 5 and pct >= 50, gbs=round(gbs, 1), bw_pct=round(pct, 1))]
+                 ">= 5x SDPA, >= 50% BW", t / a >= 5 and pct >= 50, gbs=round(gbs, 1), bw_pct=round(pct, 1),
+                 path=path)]
 
 
 def bench_small(dtype, b=4, h=12, n=512, d=64):
@@ -189,15 +194,17 @@ def bench_small(dtype, b=4, h=12, n=512, d=64):
     return [_row("small model fwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0)]
 
 
-COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "bw_pct", "rel_err", "target", "met"]
+COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "bw_pct", "rel_err", "target", "met",
+           "path"]
 HEADERS = ["case", "dtype", "shape", "ours (us)", "torch SDPA (us)", "SDPA / ours", "GB/s", "% read BW",
-           "rel. err", "target", "met"]
+           "rel. err", "target", "met", "decode path"]
 
 
 def markdown(rows, env) -> str:
     lines = [f"# CPU benchmark ({env['date']})", "",
              f"torch {env['torch']}, {env['device']}, {env['threads']} threads, float32 engine: {env['engine']}, "
              f"read bandwidth measured in this run: {env['read_gbs']} GB/s.", "",
+             f"Decode path: {env['decode_path']} ({env['decode_build']}).", "",
              common.markdown_table([dict(r, met="yes" if r["met"] else "NO",
                                          ratio=(f"{r['ratio']:.2f}" if r.get("ratio") else None),
                                          ours_us=f"{r['ours_us']:.0f}",
@@ -235,10 +242,28 @@ def plot(rows, path):
     fig.savefig(path, dpi=90)
 
 
+def _decode_build(config, native) -> str:
+    """Builds (or loads from the on-disk cache) the compiled decode kernel when it is
+    the selected path, and says what that cost; the error, if any, is raised by the
+    first decode call (no silent fallback)."""
+    if config.DECODE_PATH != "compiled":
+        return "torch ops, selected with FLASHTRITON_CPU_DECODE=ops"
+    t0 = time.perf_counter()
+    try:
+        native.load()
+    except native.NativeUnavailable as e:
+        return f"kernel unavailable: {e}"
+    s = time.perf_counter() - t0
+    if native.COMPILE_SECONDS is not None:
+        return f"C kernel compiled in this run: {s:.1f} s, cached in {native.cache_dir()}"
+    return f"C kernel loaded from the cache in {s * 1e3:.0f} ms"
+
+
 def main(out_dir=None, quick=False) -> list[dict]:
     """Runs the CPU suite, prints the table, writes bench/results/<cpu>/cpu.{json,md}."""
-    from flashtriton.cpu import engine
+    from flashtriton.cpu import config, engine, native
     start = time.perf_counter()
+    decode_build = _decode_build(config, native)
     bw = read_bandwidth(128 if quick else 512)
     if quick:
         plan = [(bench_prefill, (torch.bfloat16, 1, 2, 1024, 64)),
@@ -262,7 +287,8 @@ def main(out_dir=None, quick=False) -> list[dict]:
         rows += fn(*args)
         bar.step(f"{fn.__name__} {args[0]}")
     env = common.environment("cpu")
-    env.update(engine=engine.NAME, read_gbs=round(bw, 1), seconds=round(time.perf_counter() - start, 1))
+    env.update(engine=engine.NAME, read_gbs=round(bw, 1), seconds=round(time.perf_counter() - start, 1),
+               decode_path=config.DECODE_PATH, decode_build=decode_build)
     md = markdown(rows, env)
     print(md)
     d = common.results_dir("cpu", out_dir)

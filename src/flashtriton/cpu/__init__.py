@@ -15,16 +15,19 @@ Files:
   backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics
   dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
   decode.py    split-KV decoding over a contiguous or paged cache, append, rotary
+  native.py    the compiled C decode kernel (built with the system compiler on first
+               use, cached on disk): decode's default path for bf16 / float32 caches
   rotary.py    rotary embedding (GPT-J and GPT-NeoX pairings)
 
 Precision: every score product (S = q k^T, and dP = dO v^T in the backward) is an
 exact float32 product of the inputs (bf16 / fp16 convert exactly to float32, so this
 is "input precision, float32 accumulation"); for bf16 inputs the products that
 accumulate over tiles (P @ V, dV, dK, dQ) run as bf16 matmuls on P / dS rounded to
-bf16, as flash-attn does on GPUs. Exception: decoding from a bf16 KV cache
-(decode._attend_direct) multiplies q and the cache in bf16 with bf16 scores (as the
-same-dtype PyTorch math does): a float32 score product would need a float32 copy
-of every cache byte, and decoding is bound by reading the cache. Nothing
+bf16, as flash-attn does on GPUs. Decoding (native.py, the default) keeps scores,
+P and the accumulators in float32 (exact products of the bf16 inputs); the torch-ops
+decode from a bf16 KV cache (decode._attend_direct, FLASHTRITON_CPU_DECODE=ops)
+multiplies q and the cache in bf16 with bf16 scores (as the same-dtype PyTorch math
+does): a float32 score product would need a float32 copy of every cache byte. Nothing
 materialises N x N; see bench/NOTES.md ("CPU backend") for the design measurements.
 """
 from flashtriton.launchers.prefill import AttnParams, Varlen

@@ -11,6 +11,8 @@ elementwise passes spill from L2.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 # Forward: query rows per block (times G) and keys per tile.
@@ -60,3 +62,21 @@ DECODE_DIRECT_DTYPES = (torch.bfloat16,)
 # The lock-step path reads a float32 cache in place (no scratch copy) when one split
 # runs (the default at Hk >= threads).
 DECODE_FP32_IN_PLACE = True
+
+# Decode path (decode.kvcache_fwd): "compiled" (default) runs the compiled C kernel of
+# cpu/native.py for bf16 / float32 caches without softcap / ALiBi (everything else
+# takes the torch-ops paths above, by feature, not by failure); "ops" always takes the
+# torch-ops paths. Set with FLASHTRITON_CPU_DECODE=compiled|ops at import, or assign
+# here. "compiled" raises native.NativeUnavailable (naming the cause: no C compiler, a
+# compile error) instead of falling back. At B=1 Hq=32 Hk=8 D=128 L=32k, 2 threads,
+# in the benchmark (right after SDPA): bf16 4.6-5.3 ms / fp32 8.2-9.7 ms, 25-33 GB/s,
+# against 11 / 17.5 ms for the ops paths (bench/NOTES.md, "Session 4").
+DECODE_PATH = os.environ.get("FLASHTRITON_CPU_DECODE", "compiled")
+DECODE_PATHS = ("compiled", "ops")
+# Compiled path: key pieces (splits) per sequence, at most; the number used gives the
+# (sequence, piece) items about DECODE_ITEMS_PER_THREAD items per thread (dynamic
+# scheduling evens out the tails) while every piece keeps DECODE_MIN_PIECE keys.
+# L = 8k, B = 1, 2 threads: 2 / 4 / 8 / 16 / 32 pieces bf16 2.16 / 1.84 / 1.75 / 1.70 /
+# 1.82 ms, fp32 3.19 / 2.68 / 2.57 / 2.54 / 2.58 ms (medians, interleaved with SDPA).
+DECODE_ITEMS_PER_THREAD = 4
+DECODE_MIN_PIECE = 256

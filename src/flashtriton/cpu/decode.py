@@ -16,7 +16,13 @@ order (log2 units inside):
     M = max_s m_s,   L = sum_s 2^(m_s - M) l_s,   out = sum_s 2^(m_s - M) acc_s / L,
     lse = (M + log2 L) * ln 2
 
-Two paths compute those splits (measurements: bench/NOTES.md, "CPU backend"):
+The default path (config.DECODE_PATH = "compiled", FLASHTRITON_CPU_DECODE) is the C
+kernel of native.py (_attend_compiled): the same split-KV online softmax, fused into
+one streaming pass over the cache, for bf16 / float32 caches without softcap / ALiBi
+(compiled_ok lists the conditions); 2-3x the torch-ops paths below at L = 8k-32k.
+Everything else, or FLASHTRITON_CPU_DECODE=ops, takes the torch-ops paths.
+
+Two torch-ops paths compute those splits (measurements: bench/NOTES.md, "CPU backend"):
 - bf16 caches (at most Hk^2 * R <= config.DECODE_DIRECT_MAX): _attend_direct, bf16
   products read straight from the cache, the long dimension as the rows of the
   products, the splits one after the other (torch's threads split each product);
@@ -41,6 +47,7 @@ slower, while this lock-step form stays on OpenMP's own threads.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 
@@ -48,7 +55,7 @@ import torch
 
 from flashtriton import memory
 
-from . import config, engine
+from . import config, engine, native
 from .forward import LN2, M_FLOOR, q_scale
 from .rotary import rotate
 from .tiles import LOG2E, Band, alibi_distance, hidden_mask
@@ -76,19 +83,110 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         offs = torch.arange(seqlen_q) if per_row else torch.zeros(seqlen_q, dtype=torch.int64)
         q = rotate(q, rotary_cos, rotary_sin, cache_seqlens.to(torch.int64)[:, None] + offs[None, :],
                    rotary_interleaved)
+    out = memory.empty(q.shape, q.dtype, q.device)
+    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
+    global LAST_PATH
+    if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
+        LAST_PATH = "compiled"
+        n = [e + snew - s for e, s in zip(ends, starts)]
+        _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse)
+        return out, lse
     # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
     qf = torch.empty(batch, nheads_k, seqlen_q, group, head_dim, dtype=torch.float32)
     qf.copy_(q.view(batch, seqlen_q, nheads_k, group, head_dim).permute(0, 2, 1, 3, 4))
     qf = qf.mul_(q_scale(params)).view(batch, nheads_k, seqlen_q * group, head_dim)
-
-    out = memory.empty(q.shape, q.dtype, q.device)
-    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
+    LAST_PATH = "ops"
     for b in range(batch):
         seq = _SeqView(b, starts[b], ends[b] + snew - starts[b], k_cache, v_cache, cache_batch_idx, block_table,
                        alibi_slopes, nheads_k, group, seqlen_q)
         m, l_, acc = _attend(params, qf[b], seq, num_splits)
         _write(m, l_, acc, seqlen_q, group, out[b], lse[b])
     return out, lse
+
+
+# Which path the last kvcache_fwd call took: "compiled" (cpu/native.py) or "ops"
+# (the torch-ops paths below); the benchmark prints it.
+LAST_PATH: str | None = None
+
+
+def decode_path() -> str:
+    """config.DECODE_PATH, checked: "compiled" or "ops" (FLASHTRITON_CPU_DECODE)."""
+    p = config.DECODE_PATH
+    if p not in config.DECODE_PATHS:
+        raise ValueError(f"FLASHTRITON_CPU_DECODE / config.DECODE_PATH must be one of {config.DECODE_PATHS}, "
+                         f"got {p!r}")
+    return p
+
+
+def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bool:
+    """Whether this call runs the compiled kernel (cpu/native.py): the "compiled" path
+    is selected and the kernel implements the problem - a bf16 / float32 cache, head_dim
+    in {32, 64, 96, 128, 192, 256}, at most native.MAX_ROWS query rows (Sq * G) per KV
+    head, no softcap, no ALiBi, K and V caches with the same strides and contiguous
+    rows. Everything else takes the torch-ops paths (a documented split by feature;
+    windows, causal speculative rows, paged caches, leftpad and GQA / MQA are all in
+    the kernel). When the kernel is selected but cannot be built (no C compiler, a
+    compile error), native.load() raises NativeUnavailable: no silent fallback."""
+    if decode_path() != "compiled":
+        return False
+    ok = (native.supports(k_cache.dtype, head_dim, rows) and params.softcap == 0 and alibi is None
+          and v_cache.dtype == k_cache.dtype and k_cache.stride() == v_cache.stride() and k_cache.stride(-1) == 1)
+    if ok:
+        native.load()
+    return ok
+
+
+def _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse):
+    """All sequences through the compiled kernel (native.py has the math): q (B, Sq, H,
+    D) as given (rotated); the keys of sequence b are cache positions starts[b] + [0,
+    n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself. The host side
+    is kept to a few Python lines and no torch op: right after other work (SDPA in the
+    benchmark) every torch op runs with cold caches, and ~12 of them cost ~0.3 ms,
+    a fifth of the L = 8k bf16 call (bench/NOTES.md, "Session 4")."""
+    batch, sq, nheads, d = q.shape
+    hk = k_cache.shape[2]
+    group = nheads // hk
+    rows = sq * group
+    padded = -(-rows // 4) * 4           # the kernel takes rows in groups of 4 (empty rows pad)
+    if q.stride(-1) != 1:
+        q = q.contiguous()
+    # query i of sequence b sees keys [lo, hi) (tiles.Band's rule): i + off - left <= j
+    # <= i + off + right, off = n - Sq, 0 <= j < n; klo / khi: the keys some query sees
+    left, right = params.window_left, params.window_right
+    rlo, rhi = [], []
+    for nb in n:
+        nb = max(nb, 0)
+        for i in range(sq):
+            rlo.append(max(0, i + nb - sq - left) if left >= 0 else 0)
+            rhi.append(min(nb, i + nb - sq + right + 1) if right >= 0 else nb)
+    klo, khi = rlo[::sq], rhi[sq - 1::sq]
+    width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
+    threads = torch.get_num_threads()
+    if num_splits > 0:
+        splits = num_splits
+    else:
+        splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch), width // config.DECODE_MIN_PIECE))
+    paged = block_table is not None
+    if paged:
+        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
+            block_table.to(torch.int32).contiguous()
+        rowids = [0] * batch
+    else:
+        rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
+    vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
+    meta = (ctypes.c_int64 * len(vals))(*vals)
+    es = k_cache.element_size()
+    work = _scratch("native_work", (batch * splits * hk * padded * (d + 2),), torch.float32)
+    rc = native.load().ft_decode(
+        k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0) * es, k_cache.stride(1) * es,
+        k_cache.stride(2) * es, k_cache.shape[1] if paged else 0, table.data_ptr() if paged else None,
+        table.stride(0) if paged else 0, meta, q.data_ptr(), q.stride(0) * es, q.stride(1) * es, q.stride(2) * es,
+        q_scale(params), batch, hk, sq, group, padded, d, splits, int(k_cache.dtype == torch.bfloat16),
+        work.data_ptr(), out.data_ptr(), out.stride(0) * es, out.stride(1) * es, out.stride(2) * es,
+        lse.data_ptr(), threads)
+    if rc != 0:
+        raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
+                           f"rows={rows}; 4 out of memory)")
 
 
 def num_splits_for(n: int, requested: int, nheads_k: int) -> int:

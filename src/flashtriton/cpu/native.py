@@ -1,0 +1,580 @@
+"""A compiled decode kernel: split-KV attention of a few query rows over a KV cache,
+read once, in one streaming pass (bench/NOTES.md, "Session 4: CPU decode (helper)").
+
+Why C and not torch ops: decoding is a pair of skinny products (M = G = 4 query rows
+per KV head) over the whole cache. Every torch formulation measured runs them at
+~9-16 GB/s per core (MKL / oneDNN GEMV, bmm, block-diagonal linear, grouped conv,
+torch.compile'd reductions: inductor's C++ code for P @ V is one accumulator chain
+per (row, 32 columns), latency-bound, ~4.2 ms for the 67 MB of V at L = 32k bf16),
+against 36-65 GB/s of read bandwidth measured on the 2-core reference VM. This
+kernel reads each cache row once, keeps the softmax state of all query rows of a KV
+head in registers / L1, and fuses scores, online softmax and P @ V, so the cache is
+the only memory stream.
+
+The C source below is compiled on first use by the system C compiler (`$CC`, else
+`cc` / `gcc`) with `-O3 -march=native -fopenmp` (~2.5 s), into a per-user cache
+directory keyed by the source, the flags, the compiler and the CPU
+(`FLASHTRITON_CACHE_DIR`, default `$XDG_CACHE_HOME/flashtriton` or
+`~/.cache/flashtriton`); later processes load the cached library (~3 ms). It runs on
+OpenMP with `torch.get_num_threads()` threads: the library asks for libgomp.so.1,
+which resolves to the libgomp torch's wheel already loaded (same soname: one thread
+pool, checked in /proc/self/maps; a torch built on another OpenMP runtime would get
+a second pool).
+
+No silent fallback: `load()` raises NativeUnavailable naming the cause (no
+compiler, a compile error); decode.py lets it propagate unless the user selected
+the torch-ops path (FLASHTRITON_CPU_DECODE=ops, or config.DECODE_PATH = "ops").
+
+Math (scores in log2 units: the float32 dot products q . k are multiplied by
+softmax_scale * log2(e)). The keys [lo_b, hi_b) that some query row of sequence b
+sees are cut into `splits` contiguous pieces; a work item is one (sequence, piece),
+all KV heads, so each item reads one contiguous stretch of cache rows. Per block of
+T = 16 keys: the block's K and V rows are first read in address order (the "touch",
+see item()), then per KV head h, for the R = Sq * G rows r (padded to 4):
+
+    s[r, t]  = (q[r] . K[t, h]) * scale    float32 sums of exact products (bf16 inputs:
+                                           vdpbf16ps with AVX512-BF16, else float32 FMAs)
+    s[r, t]  = -inf where key t is outside row r's range [rlo_i, rhi_i)  (i = r / G)
+    m'       = max(m, max_t s[r, t]),  alpha = 2^(m - m'),  p = 2^(s - m')
+    l        = alpha l + sum_t p,       acc = alpha acc + sum_t p[r, t] V[t, h]
+                                           (float32 p and accumulators)
+
+and at the end the pieces of a sequence are merged by logsumexp, in piece order:
+M = max m_s, L = sum 2^(m_s - M) l_s, out = sum 2^(m_s - M) acc_s / L,
+lse = (M + log2 L) ln 2; a row with no key gets out = 0, lse = +inf. The result
+does not depend on the thread count (pieces are fixed by `splits`, merged in order).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+
+import torch
+
+
+class NativeUnavailable(RuntimeError):
+    """The compiled decode kernel cannot be built or loaded (the message says why)."""
+
+
+C_SOURCE = r"""
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(FT_NO_DPBF16)
+#include <immintrin.h>
+#define DPBF16 1      /* bf16 scores with vdpbf16ps (AVX512-BF16): q and K stay bf16 */
+#else
+#define DPBF16 0
+#endif
+
+/* GCC / clang vector extensions: 16 float32 lanes (one AVX-512 register; two AVX2
+   registers elsewhere). Unaligned loads / stores go through memcpy. */
+typedef float vf __attribute__((vector_size(64)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+#define VL 16
+#define T 16        /* keys per block (one score vector); its K and V rows (64 KiB at
+                       bf16, Hk = 8, D = 128) stay in L2 from the touch to their use */
+#define RG 4        /* query rows per register group */
+#define MAXR 256    /* rows per KV head the kernel takes (Python checks) */
+
+static inline vf ld_f32(const void *p) { vf v; memcpy(&v, p, sizeof v); return v; }
+/* bf16 -> float32 is exact: a bf16 is the high half of a float32. 32 bf16 values
+   loaded as 16 32-bit words give two float32 vectors, the even elements (word << 16)
+   and the odd ones (word & 0xffff0000): 3 ops, where a widening convert of 16 values
+   took 5 (GCC splits it into 256-bit halves). Rows of 32 elements are thus read
+   permuted as [0, 2, .., 30, 1, 3, .., 31]: q comes in that order (decode.py; on
+   CPUs without AVX512-BF16, else the scores take vdpbf16ps on bf16 q), and the PV
+   accumulators come out in it (decode.py undoes it). */
+static inline void ld_bf16x2(const void *p, vf *ev, vf *od) {
+    vu w; memcpy(&w, p, sizeof w);
+    vu e = w << 16, o = w & 0xffff0000u;
+    memcpy(ev, &e, sizeof e); memcpy(od, &o, sizeof o);
+}
+static inline void st_f32(float *p, vf v) { memcpy(p, &v, sizeof v); }
+static inline float bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
+static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, NaN stays NaN */
+    uint32_t u; memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* where element d of a row sits in the [even, odd] order of its 32-column group */
+static inline int64_t eo(int64_t d) { return (d & ~31) + (d & 1) * 16 + ((d & 31) >> 1); }
+
+typedef int32_t vi __attribute__((vector_size(64)));
+#ifdef __clang__
+#define SHUF2(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#define SHUF1(a, ...) __builtin_shufflevector(a, a, __VA_ARGS__)
+#else
+#define SHUF2(a, b, ...) __builtin_shuffle(a, b, (vi){__VA_ARGS__})
+#define SHUF1(a, ...) __builtin_shuffle(a, (vi){__VA_ARGS__})
+#endif
+static inline vf vsel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
+static inline vf vmax(vf a, vf b) { return vsel(a > b, a, b); }
+static inline float hsum(vf v) {
+    v += SHUF1(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7);
+    v += SHUF1(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11);
+    v += SHUF1(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13);
+    v += SHUF1(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14);
+    return v[0];
+}
+static inline float hmax(vf v) {
+    v = vmax(v, SHUF1(v, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7));
+    v = vmax(v, SHUF1(v, 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11));
+    v = vmax(v, SHUF1(v, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13));
+    v = vmax(v, SHUF1(v, 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14));
+    return v[0];
+}
+
+/* 16 vectors P[i] -> one vector whose lane l is the lane sum of P[bitrev4(l)]: a
+   transpose-and-add tree (15 two-source shuffle pairs) instead of 16 separate
+   horizontal sums. Each level halves the lane block that belongs to one input. */
+static inline vf c16(vf a, vf b) { return SHUF2(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)
+                                        + SHUF2(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31); }
+static inline vf c8(vf a, vf b) { return SHUF2(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27)
+                                       + SHUF2(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31); }
+static inline vf c4(vf a, vf b) { return SHUF2(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29)
+                                       + SHUF2(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31); }
+static inline vf c2(vf a, vf b) { return SHUF2(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
+                                       + SHUF2(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31); }
+static inline vf reduce16(const vf *P) {
+    vf w[8], x[4];
+    for (int i = 0; i < 8; i++) w[i] = c16(P[2 * i], P[2 * i + 1]);
+    for (int i = 0; i < 4; i++) x[i] = c8(w[2 * i], w[2 * i + 1]);
+    return c2(c4(x[0], x[1]), c4(x[2], x[3]));
+}
+static const int BITREV4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+/* 2^x for x <= 0 (softmax arguments), 16 lanes: 2^n * 2^f, n = round(x), |f| <= 1/2,
+   2^f by its degree-7 Taylor polynomial (truncation < 6e-9 relative, under 0.1 ulp;
+   about 1 ulp with the rounding of the Horner steps, like torch's exp2). x < -125
+   (p < 3e-38, nothing next to the row max 2^0) gives 0. */
+static inline vf vexp2(vf x) {
+    const vi tiny = x < -125.0f;
+    x = vsel(tiny, (vf){0} - 125.0f, x);
+    const vf magic = (vf){0} + 12582912.0f;          /* 1.5 * 2^23: round to nearest */
+    vf n = (x + magic) - magic;
+    vf f = x - n;
+    vf p = (vf){0} + 1.525273380405984e-05f;
+    p = p * f + 1.5403530393381606e-04f;
+    p = p * f + 1.3333558146428443e-03f;
+    p = p * f + 9.618129107628477e-03f;
+    p = p * f + 5.550410866482158e-02f;
+    p = p * f + 2.402265069591007e-01f;
+    p = p * f + 6.931471805599453e-01f;
+    p = p * f + 1.0f;
+    vi e = __builtin_convertvector(n, vi) << 23;
+    return (vf)(((vi)p + e) & ~tiny);
+}
+
+typedef struct {
+    const char *k, *v;          /* cache bases */
+    int64_t sb, sp, sh;         /* byte strides: cache row (or page), position, head */
+    int64_t page;               /* 0: contiguous rows; else positions per page */
+    const int32_t *table;       /* (B, table_stride) page indices, when paged */
+    int64_t table_stride;
+    const int64_t *row;         /* (B,) cache row of each sequence (contiguous) */
+    const int64_t *start;       /* (B,) cache position of key 0 of each sequence */
+    const int64_t *rlo, *rhi;   /* (B, Sq) keys [rlo, rhi) query i sees */
+    const int64_t *klo, *khi;   /* (B,) keys some query sees */
+    const char *q;              /* (B, Sq, H, D) as given (the cache's dtype), byte strides: */
+    int64_t qsb, qss, qsh;
+    float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
+    int64_t B, Hk, Sq, G, R, D, splits, bf16;   /* R: rows per KV head, padded to RG */
+    float *work;                /* (B, splits, Hk, R, D + 2): acc, m, l per item */
+} args_t;
+
+static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, int64_t pos) {
+    if (a->page == 0) return base + a->row[b] * a->sb + pos * a->sp;
+    int64_t pg = a->table[b * a->table_stride + pos / a->page];
+    return base + pg * a->sb + (pos % a->page) * a->sp;
+}
+
+/* acc[r + g] += sum_t p[r + g, t] V[t, h] for vectors c0 .. c0 + NC - 1 of the rows:
+   RG x NC accumulators in registers while the block's V rows stream through */
+static inline __attribute__((always_inline)) void pv_group(const args_t *a, const char *const *vp, int nt,
+                                                          int64_t h, const vf *S, float *x0, int64_t W,
+                                                          int c0, const int NC, const int BF16) {
+    vf acc[RG][4];
+    for (int g = 0; g < RG; g++)
+        for (int c = 0; c < NC; c++) acc[g][c] = ld_f32(x0 + g * W + (c0 + c) * VL);
+    for (int t = 0; t < nt; t++) {
+        const char *vr = vp[t] + h * a->sh;
+        vf vv[4];
+        for (int c = 0; c < NC; c += 2) {
+            if (BF16) ld_bf16x2(vr + (c0 + c) * VL * 2, &vv[c], &vv[c + 1]);
+            else { vv[c] = ld_f32(vr + (c0 + c) * VL * 4); vv[c + 1] = ld_f32(vr + (c0 + c + 1) * VL * 4); }
+        }
+        for (int g = 0; g < RG; g++) {
+            const float p = S[g][t];
+            for (int c = 0; c < NC; c++) acc[g][c] += p * vv[c];
+        }
+    }
+    for (int g = 0; g < RG; g++)
+        for (int c = 0; c < NC; c++) st_f32(x0 + g * W + (c0 + c) * VL, acc[g][c]);
+}
+
+/* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row
+   (a compile-time constant in the specialised copies below). Rows per KV head: R,
+   a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no
+   key, so their p is 0 and their state stays empty). State st: (Hk, R, D + 2),
+   acc then m then l per row. */
+static inline __attribute__((always_inline)) void item(const args_t *a, int64_t b, int64_t j0, int64_t j1,
+                                                      float *st, char *qbuf, const int ND, const int BF16) {
+    const int64_t Hk = a->Hk, G = a->G, D = a->D, R = a->R, Rreal = a->Sq * G, W = D + 2;
+    vf S[MAXR];                             /* scores, then p, of one (head, block): lane = key */
+    const vi IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    int64_t lo[MAXR], hi[MAXR];
+    for (int64_t r = 0; r < R; r++) {
+        lo[r] = r < Rreal ? a->rlo[b * a->Sq + r / G] : 0;
+        hi[r] = r < Rreal ? a->rhi[b * a->Sq + r / G] : 0;
+    }
+    for (int64_t h = 0; h < Hk; h++)
+        for (int64_t r = 0; r < R; r++) {
+            float *x = st + (h * R + r) * W;
+            for (int64_t d = 0; d < D; d++) x[d] = 0.0f;
+            x[D] = -INFINITY; x[D + 1] = 0.0f;
+        }
+    /* this sequence's q rows as (Hk, R, D), row r = i * G + g of KV head h being
+       query i of head h * G + g; padding rows zero. bf16 with DPBF16: as given;
+       bf16 otherwise: float32 in the [even, odd] order of the K loads; float32: as given */
+    const int qbf = BF16 && DPBF16;
+    for (int64_t h = 0; h < Hk; h++)
+        for (int64_t r = 0; r < R; r++) {
+            char *dst = qbuf + (h * R + r) * D * (qbf ? 2 : 4);
+            if (r >= Rreal) { memset(dst, 0, (size_t)D * (qbf ? 2 : 4)); continue; }
+            const char *src = a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh;
+            if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
+            else for (int64_t d = 0; d < D; d++) {
+                uint16_t x; memcpy(&x, src + 2 * d, 2);
+                ((float *)dst)[eo(d)] = bf16_to_f32(x);
+            }
+        }
+    /* The block's cache rows are first read in address order (one load per 64-byte
+       line of K and V rows, position by position: "touch"), then computed head by head
+       from L1 / L2. Reading them head by head straight from DRAM (256-512 bytes per
+       row, a 2-4 KiB stride) caps a pure read at ~30 GB/s on the 2-core VM, against
+       ~45 for whole rows in order; software prefetches of the next block (per head,
+       or in address order) did not close that gap (bench/NOTES.md, "Session 4"). */
+    const char *kp[T], *vp[T];
+    const int64_t row_bytes = BF16 ? D * 2 : D * 4;
+    const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
+    for (int64_t j = j0; j < j1; j += T) {
+        const int nt = (int)(j1 - j < T ? j1 - j : T);
+        for (int t = 0; t < nt; t++) {
+            kp[t] = row_ptr(a, a->k, b, a->start[b] + j + t);
+            vp[t] = row_ptr(a, a->v, b, a->start[b] + j + t);
+        }
+        {   /* 4-byte loads: every line is touched, nothing past a row's last byte */
+            uint32_t sink = 0;
+            for (int t = 0; t < nt; t++)
+                for (int64_t o = 0; o < span; o += 64) {
+                    uint32_t x, y;
+                    memcpy(&x, kp[t] + o, 4); memcpy(&y, vp[t] + o, 4);
+                    sink += x + y;
+                }
+            __asm__ volatile("" : : "r"(sink));   /* keeps the loads (an empty asm reading sink) */
+        }
+        for (int64_t h = 0; h < Hk; h++) {
+            const float *qh = (const float *)qbuf + h * R * D;
+            /* scores, RG rows at a time, two accumulators per row (even / odd
+               vectors: 2 * RG independent FMA chains): slot i of P holds key
+               bitrev4(i), so after reduce16 lane t of S[r] is key t's score */
+            for (int64_t r = 0; r < R; r += RG) {
+                vf P[RG][T];
+                for (int i = 0; i < T; i++) {
+                    const int t = BITREV4[i];
+                    vf acc0[RG], acc1[RG];
+                    for (int g = 0; g < RG; g++) { acc0[g] = (vf){0}; acc1[g] = (vf){0}; }
+                    if (BF16 && DPBF16 && t < nt) {
+#if DPBF16
+                        /* 32 bf16 products per instruction, exact products, float32 sums:
+                           no conversion, a quarter of the FMA-path instructions */
+                        const char *kr = kp[t] + h * a->sh;
+                        const uint16_t *qr = (const uint16_t *)qbuf + (h * R + r) * D;
+                        for (int c = 0; c < ND; c += 2) {
+                            const __m512bh kb = (__m512bh)_mm512_loadu_si512(kr + c * VL * 2);
+                            for (int g = 0; g < RG; g++) {
+                                const __m512bh qv = (__m512bh)_mm512_loadu_si512(qr + g * D + c * VL);
+                                if (c & 2) acc1[g] = (vf)_mm512_dpbf16_ps((__m512)acc1[g], kb, qv);
+                                else acc0[g] = (vf)_mm512_dpbf16_ps((__m512)acc0[g], kb, qv);
+                            }
+                        }
+#endif
+                    } else if (t < nt) {
+                        const char *kr = kp[t] + h * a->sh;
+                        for (int c = 0; c < ND; c += 2) {
+                            vf k0, k1;
+                            if (BF16) ld_bf16x2(kr + c * VL * 2, &k0, &k1);
+                            else { k0 = ld_f32(kr + c * VL * 4); k1 = ld_f32(kr + (c + 1) * VL * 4); }
+                            for (int g = 0; g < RG; g++) {
+                                acc0[g] += k0 * ld_f32(qh + (r + g) * D + c * VL);
+                                acc1[g] += k1 * ld_f32(qh + (r + g) * D + (c + 1) * VL);
+                            }
+                        }
+                    }
+                    for (int g = 0; g < RG; g++) P[g][i] = acc0[g] + acc1[g];
+                }
+                for (int g = 0; g < RG; g++) S[r + g] = reduce16(P[g]) * a->qscale;
+            }
+            /* online softmax per row, 16 keys per vector; a row that sees no key of
+               the block gets p = 0 */
+            for (int64_t r = 0; r < R; r++) {
+                float *x = st + (h * R + r) * W;
+                int64_t t0 = lo[r] - j, t1 = hi[r] - j;
+                if (t0 < 0) t0 = 0;
+                if (t1 > nt) t1 = nt;
+                if (t0 >= t1) { S[r] = (vf){0}; continue; }
+                const vi valid = (IOTA >= (int)t0) & (IOTA < (int)t1);
+                const vf sv = vsel(valid, S[r], (vf){0} - INFINITY);
+                const float bm = hmax(sv);
+                const float m = x[D], mn = bm > m ? bm : m;
+                const vf p = (vf)((vi)vexp2(sv - mn) & valid);
+                S[r] = p;
+                if (mn > m) {               /* rescale only when the max moved */
+                    const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
+                    x[D + 1] *= alpha;
+                    for (int64_t d = 0; d < D; d++) x[d] *= alpha;
+                    x[D] = mn;
+                }
+                x[D + 1] += hsum(p);
+            }
+            for (int64_t r = 0; r < R; r += RG) {
+                float *x0 = st + (h * R + r) * W;
+                int c0 = 0;
+                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16);
+                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16);
+            }
+        }
+    }
+}
+
+#define SPECIALISE(ND_) \
+    static void item_##ND_##_bf16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 1); } \
+    static void item_##ND_##_f32(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0); }
+SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
+
+typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char *);
+
+static item_fn pick(int64_t nd, int64_t bf16) {
+    switch (nd) {
+    case 2: return bf16 ? item_2_bf16 : item_2_f32;
+    case 4: return bf16 ? item_4_bf16 : item_4_f32;
+    case 6: return bf16 ? item_6_bf16 : item_6_f32;
+    case 8: return bf16 ? item_8_bf16 : item_8_f32;
+    case 12: return bf16 ? item_12_bf16 : item_12_f32;
+    case 16: return bf16 ? item_16_bf16 : item_16_f32;
+    }
+    return 0;
+}
+
+
+/* 1: bf16 scores take vdpbf16ps (AVX512-BF16 built in) */
+int ft_dpbf16(void) { return DPBF16; }
+
+/* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq).
+   q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
+   contiguous (natural log); work (B, splits, Hk, R, D + 2) float32. R: rows per KV head
+   padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
+   (decode.py checks first), 4 when out of memory. */
+int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+              const int32_t *table, int64_t table_stride, const int64_t *meta,
+              const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
+              int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
+              float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads) {
+    const int64_t W = D + 2, Rreal = Sq * G;
+    if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
+    item_fn fn = pick(D / VL, bf16);
+    if (!fn) return 2;
+    const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
+    const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
+    args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
+                qscale, B, Hk, Sq, G, R, D, splits, bf16, work};
+    const int64_t items = B * splits, per_item = Hk * R * W;
+    int oom = 0;
+    #pragma omp parallel num_threads(nthreads)
+    {
+        char *qbuf = malloc((size_t)(Hk * R * D) * 4);     /* per thread: an item's q rows */
+        if (!qbuf) {
+            #pragma omp atomic write
+            oom = 1;
+        }
+        #pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            if (!qbuf) continue;
+            const int64_t b = it / splits, s = it % splits;
+            const int64_t n = khi[b] - klo[b] > 0 ? khi[b] - klo[b] : 0;
+            const int64_t per = (n + splits - 1) / splits;
+            int64_t j0 = klo[b] + s * per, j1 = j0 + per;
+            if (j1 > klo[b] + n) j1 = klo[b] + n;
+            if (j0 > j1) j0 = j1;
+            fn(&a, b, j0, j1, work + it * per_item, qbuf);
+        }
+        free(qbuf);
+        /* logsumexp merge of the pieces of each (sequence, KV head, row), in piece
+           order, normalised and written to out / lse in q's layout (the loop's
+           implicit barrier above makes oom final here) */
+        #pragma omp for schedule(static)
+        for (int64_t x = 0; x < (oom ? 0 : B * Hk * R); x++) {
+            const int64_t b = x / (Hk * R), hr = x % (Hk * R), h = hr / R, r = hr % R;
+            if (r >= Rreal) continue;                       /* a padding row */
+            const int64_t i = r / G, head = h * G + r % G;
+            float M = -INFINITY;
+            for (int64_t s = 0; s < splits; s++) {
+                float m = work[((b * splits + s) * Hk * R + hr) * W + D];
+                M = m > M ? m : M;
+            }
+            float o[16 * VL];
+            for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+            float L = 0.0f;
+            if (M > -INFINITY) {
+                for (int64_t s = 0; s < splits; s++) {
+                    const float *st = work + ((b * splits + s) * Hk * R + hr) * W;
+                    if (!(st[D] > -INFINITY)) continue;     /* an empty piece */
+                    float w = exp2f(st[D] - M);
+                    L += w * st[D + 1];
+                    for (int64_t d = 0; d < D; d++) o[d] += w * st[d];
+                }
+            }
+            float *lrow = lse + (b * Hk * G + head) * Sq + i;
+            char *orow = out + b * osb + i * oss + head * osh;
+            if (L > 0.0f) {
+                float inv = 1.0f / L;
+                for (int64_t d = 0; d < D; d++) o[d] *= inv;
+                *lrow = (M + log2f(L)) * 0.6931471805599453f;
+            } else {
+                *lrow = INFINITY;                           /* no key: out 0, lse +inf */
+            }
+            if (bf16)   /* the accumulators are in [even, odd] order (the V loads) */
+                for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[eo(d)]); memcpy(orow + 2 * d, &y, 2); }
+            else
+                memcpy(orow, o, (size_t)D * 4);
+        }
+    }
+    return oom ? 4 : 0;
+}
+"""
+
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno"]
+
+_lock = threading.Lock()
+_lib = None
+_error: str | None = None
+COMPILE_SECONDS: float | None = None   # the last compile in this process (None: loaded from cache)
+
+
+def _compiler() -> str:
+    for c in (os.environ.get("CC"), "cc", "gcc"):
+        if c and shutil.which(c):
+            return c
+    raise NativeUnavailable("no C compiler found (set CC, or install gcc / cc); "
+                            "or select the torch-ops decode path: FLASHTRITON_CPU_DECODE=ops")
+
+
+def _cpu_key() -> str:
+    """What -march=native depends on: the CPU's model and feature flags."""
+    info = platform.processor() + platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "model name")):
+                    info += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def cache_dir() -> str:
+    d = os.environ.get("FLASHTRITON_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "flashtriton")
+    return d
+
+
+def _build(defines: tuple = ()) -> str:
+    """Path of the compiled library: from the cache, else compiled now."""
+    global COMPILE_SECONDS
+    cc = _compiler()
+    try:
+        version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise NativeUnavailable(f"C compiler {cc!r} does not run: {e}") from e
+    flags = FLAGS + [f"-D{x}" for x in defines]
+    key = hashlib.sha256("\0".join([C_SOURCE, " ".join(flags), cc, version, _cpu_key()]).encode()).hexdigest()[:20]
+    d = cache_dir()
+    path = os.path.join(d, f"decode_{key}.so")
+    if os.path.exists(path):
+        return path
+    t0 = time.perf_counter()
+    try:
+        os.makedirs(d, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=d) as tmp:
+            src = os.path.join(tmp, "decode.c")
+            with open(src, "w") as f:
+                f.write(C_SOURCE)
+            lib = os.path.join(tmp, "decode.so")
+            res = subprocess.run([cc, *flags, src, "-o", lib, "-lm"], capture_output=True, text=True)
+            if res.returncode != 0:
+                raise NativeUnavailable(f"compiling the decode kernel with {cc} failed:\n{res.stderr[-2000:]}")
+            os.replace(lib, path)   # atomic: concurrent processes see a whole library or none
+    except OSError as e:
+        raise NativeUnavailable(f"building the decode kernel in {d} failed ({e}); set FLASHTRITON_CACHE_DIR "
+                                f"to a writable directory") from e
+    COMPILE_SECONDS = time.perf_counter() - t0
+    return path
+
+
+def _open(path: str):
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise NativeUnavailable(f"loading the compiled decode kernel failed: {e}") from e
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.ft_decode.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, i64, ctypes.c_float,
+                              i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int]
+    lib.ft_decode.restype = ctypes.c_int
+    lib.ft_dpbf16.argtypes = []
+    lib.ft_dpbf16.restype = ctypes.c_int
+    return lib
+
+
+def load():
+    """The loaded library (compiled on first use); raises NativeUnavailable."""
+    global _lib, _error
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            if _error is not None:
+                raise NativeUnavailable(_error)
+            try:
+                _lib = _open(_build())
+            except NativeUnavailable as e:
+                _error = str(e)
+                raise
+    return _lib
+
+
+def load_variant(*defines: str):
+    """A separately built copy with extra preprocessor defines (tests: FT_NO_DPBF16
+    builds the float32-FMA bf16 score path that CPUs without AVX512-BF16 run)."""
+    return _open(_build(tuple(defines)))
+
+
+MAX_ROWS = 256   # C's MAXR: query rows (Sq * G) per KV head
+
+
+def supports(dtype: torch.dtype, head_dim: int, rows: int) -> bool:
+    """Whether the kernel takes this problem (bf16 / float32 cache, D a multiple of
+    16 in {32, 64, 96, 128, 192, 256}, at most MAX_ROWS rows per KV head)."""
+    return dtype in (torch.bfloat16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256) and rows <= MAX_ROWS

@@ -1,0 +1,195 @@
+"""The CPU backend's compiled decode kernel (flashtriton/cpu/native.py, the default
+decode path, config.DECODE_PATH = "compiled") against the float64 reference, with the
+error bound of the other decode tests (<= 2x the same-dtype PyTorch math's error):
+lengths from 0 and ragged tails of the 16-key blocks, paged caches (pages of 1, 16
+and 64 positions, shuffled pools), GQA / MQA / MHA, speculative causal rows, windows,
+left padding, append + rotary, every head dim the kernel takes, splits, thread counts,
+path selection and the error raised when the kernel cannot be built. One compile
+(a few seconds, then the on-disk cache) serves the whole file.
+"""
+import math
+import os
+
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import backends, flash_attn_with_kvcache
+
+from conftest import DEVICE
+from test_cpu_decode import _copy, _inputs, _run
+
+pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
+
+if backends.cpu_available():
+    from flashtriton.cpu import config, decode, native
+
+
+@pytest.fixture(autouse=True)
+def compiled_path(monkeypatch):
+    monkeypatch.setattr(config, "DECODE_PATH", "compiled")
+
+
+def _run_compiled(inp, **kw):
+    res = _run(inp, **kw)
+    assert decode.LAST_PATH == "compiled"
+    return res
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("heads", [(8, 2), (4, 4), (8, 1), (32, 8)])
+def test_random_lengths(dtype, heads):
+    """Lengths 0, 1, 15, 16, 17 and random ones: empty items and partial 16-key blocks."""
+    g = torch.Generator().manual_seed(heads[0] * 10 + heads[1])
+    lens = [0, 1, 15, 16, 17] + torch.randint(18, 300, (3,), generator=g).tolist()
+    inp = _inputs(len(lens), 1, *heads, 64, dtype, 300, lens)
+    for splits in (0, 1, 3):
+        _run_compiled(inp, num_splits=splits)
+
+
+@pytest.mark.parametrize("page", [1, 16, 64])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_paged_shuffled_pool(page, dtype):
+    """Pages anywhere in the pool; blocks, splits and prefetches cross pages."""
+    inp = _inputs(3, 1, 8, 2, 64, dtype, 384, [383, 77, 0], page=page)
+    for splits in (0, 3):
+        _run_compiled(inp, num_splits=splits)
+
+
+@pytest.mark.parametrize("page", [0, 16])
+@pytest.mark.parametrize("interleaved", [True, False])
+def test_append_rotary_speculative(page, interleaved):
+    """Sq = 3 new tokens appended (rotary), causal rows see different key counts."""
+    inp = _inputs(2, 3, 8, 2, 64, torch.bfloat16, 192, [100, 0], snew=3, page=page, rotary_dim=32)
+    _run_compiled(inp, causal=True, interleaved=interleaved, num_splits=2)
+    _run_compiled(inp, causal=False, interleaved=interleaved)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_windows_leftpad(dtype):
+    inp = _inputs(3, 2, 8, 2, 64, dtype, 208, [180, 60, 9], leftpad=[17, 60, 0])
+    _run_compiled(inp, causal=True, window_size=(50, 0), num_splits=3)
+    _run_compiled(inp, window_size=(30, 20), num_splits=1)
+    _run_compiled(inp, window_size=(0, 0))
+
+
+@pytest.mark.parametrize("d", [32, 96, 128, 256])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_head_dims(d, dtype):
+    inp = _inputs(2, 1, 8, 2, d, dtype, 100, [100, 37])
+    _run_compiled(inp)
+
+
+def test_many_rows_per_head():
+    """MQA with 16 query heads and 4 speculative rows: 64 rows per KV head."""
+    inp = _inputs(1, 4, 16, 1, 64, torch.bfloat16, 140, [130], snew=4)
+    _run_compiled(inp, causal=True)
+
+
+def test_bench_shape_long_cache():
+    """The benchmark's heads (Hq = 32, Hk = 8, D = 128) over 5000 positions, default splits."""
+    inp = _inputs(1, 1, 32, 8, 128, torch.bfloat16, 5000, [4999], snew=1)
+    _run_compiled(inp)
+
+
+def test_empty_cache():
+    inp = _inputs(2, 1, 4, 1, 32, torch.float32, 64, [0, 0])
+    out, lse, _, _ = _run_compiled(inp)
+    assert torch.all(out == 0) and torch.all(torch.isinf(lse)) and torch.all(lse > 0)
+
+
+def test_cache_garbage_is_never_read():
+    """NaN beyond the sequences, in unused pages, and in a page's tail."""
+    inp = _inputs(2, 1, 4, 2, 32, torch.float32, 128, [70, 5], page=16)
+    table = inp["block_table"]
+    used = torch.zeros(inp["k_cache"].shape[0], dtype=torch.bool)
+    for b, n in enumerate([70, 5]):
+        used[table[b, :math.ceil(n / 16)].long()] = True
+    for name in ("k_cache", "v_cache"):
+        inp[name][~used] = float("nan")
+        inp[name][table[0, 4].long(), 70 - 64:] = float("nan")
+    with flashtriton.use_backend("cpu"):
+        out = flash_attn_with_kvcache(num_splits=2, **_copy(inp))
+    assert decode.LAST_PATH == "compiled" and torch.isfinite(out).all()
+
+
+def test_batch_idx_and_strided_cache():
+    """cache_batch_idx picks rows; a cache that is a strided view (its D columns a
+    slice of wider rows) is read in place; both equal the plain call bitwise."""
+    torch.manual_seed(0)
+    q = torch.randn(2, 1, 8, 64, dtype=torch.bfloat16)
+    wide_k, wide_v = (torch.randn(3, 90, 2, 96, dtype=torch.bfloat16) for _ in range(2))
+    k, v = wide_k[..., 16:80], wide_v[..., 16:80]         # strided views, stride(-1) = 1
+    lens = torch.tensor([90, 41], dtype=torch.int32)
+    idx = torch.tensor([2, 0], dtype=torch.int32)
+    with flashtriton.use_backend("cpu"):
+        a = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, cache_batch_idx=idx)
+        assert decode.LAST_PATH == "compiled"
+        b = flash_attn_with_kvcache(q, k[idx.long()].contiguous(), v[idx.long()].contiguous(), cache_seqlens=lens)
+    assert torch.equal(a, b)
+
+
+def test_splits_agree_repeatable_threads():
+    """1, 3, 8 splits and the heuristic agree to rounding; bitwise repeatable; one
+    thread gives the same bits (the pieces do not depend on the thread count when
+    num_splits is given)."""
+    inp = _inputs(2, 1, 8, 2, 64, torch.float32, 704, [700, 333], page=16)
+    outs = [_run_compiled(inp, num_splits=s)[:2] for s in (1, 3, 8, 0)]
+    for o, l in outs[1:]:
+        assert (o - outs[0][0]).abs().max().item() <= 1e-5
+        assert (l - outs[0][1]).abs().max().item() <= 1e-5
+    with flashtriton.use_backend("cpu"):
+        a = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        b = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            c = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
+        finally:
+            torch.set_num_threads(old)
+    assert torch.equal(a, b) and torch.equal(a, c)
+
+
+def test_path_selection(monkeypatch):
+    """The kernel takes bf16 / float32 caches without softcap / ALiBi; the rest (and
+    FLASHTRITON_CPU_DECODE=ops) takes the torch-ops paths; a bad value raises."""
+    inp = _inputs(1, 1, 4, 2, 64, torch.bfloat16, 50, [50])
+    _run_compiled(inp)
+    _run(inp, softcap=5.0)
+    assert decode.LAST_PATH == "ops"
+    _run(inp, alibi=torch.rand(1, 4) * 0.2)
+    assert decode.LAST_PATH == "ops"
+    _run(_inputs(1, 1, 4, 2, 64, torch.float16, 50, [50]))
+    assert decode.LAST_PATH == "ops"
+    _run(_inputs(1, 1, 4, 2, 80, torch.float32, 50, [50]))   # D = 80: not a kernel head dim
+    assert decode.LAST_PATH == "ops"
+    monkeypatch.setattr(config, "DECODE_PATH", "ops")
+    _run(inp)
+    assert decode.LAST_PATH == "ops"
+    monkeypatch.setattr(config, "DECODE_PATH", "fast")
+    with pytest.raises(ValueError, match="FLASHTRITON_CPU_DECODE"):
+        _run(inp)
+
+
+def test_build_failure_raises(monkeypatch, tmp_path):
+    """No silent fallback: a compiler that fails names the cause."""
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setattr(native, "_error", None)
+    monkeypatch.setenv("FLASHTRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", "false")   # runs, exits 1
+    inp = _inputs(1, 1, 4, 2, 64, torch.bfloat16, 50, [50])
+    with pytest.raises(native.NativeUnavailable, match="compiling the decode kernel with false failed"):
+        with flashtriton.use_backend("cpu"):
+            flash_attn_with_kvcache(**_copy(inp))
+    assert not os.listdir(tmp_path) or all(not f.endswith(".so") for f in os.listdir(tmp_path))
+
+
+def test_fma_bf16_score_path(monkeypatch):
+    """The bf16 score path of CPUs without AVX512-BF16 (float32 FMAs on even / odd
+    halves of each 32 columns, q permuted to match), built separately here."""
+    lib = native.load_variant("FT_NO_DPBF16")
+    assert lib.ft_dpbf16() == 0
+    monkeypatch.setattr(native, "load", lambda: lib)
+    inp = _inputs(3, 2, 8, 2, 96, torch.bfloat16, 208, [200, 33, 0], page=16)
+    _run_compiled(inp, causal=True, num_splits=3)
+    _run_compiled(_inputs(2, 1, 12, 2, 128, torch.bfloat16, 100, [100, 61]))
