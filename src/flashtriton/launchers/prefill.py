@@ -74,11 +74,14 @@ def host_descriptors() -> bool:
 
 def _host_descriptor(t: torch.Tensor, rows: int, cols: int):
     """Descriptor of a (B, N, H, D) tensor with a [1, rows, 1, cols] box. Strides of
-    size-1 dims are never used; TMA still wants them 16-byte multiples."""
+    size-1 dims are never used, but TMA still checks them (16-byte multiples): they get
+    the stride a contiguous layout would give them (a multiple of the inner one)."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    unit = 16 // t.element_size()
-    strides = [st if n > 1 else unit for st, n in zip(t.stride()[:-1], t.shape[:-1])] + [1]
-    return TensorDescriptor(t, list(t.shape), strides, [1, rows, 1, cols])
+    shape, strides = list(t.shape), list(t.stride())
+    for i in range(len(shape) - 2, -1, -1):
+        if shape[i] == 1:
+            strides[i] = strides[i + 1] * shape[i + 1]
+    return TensorDescriptor(t, shape, strides, [1, rows, 1, cols])
 
 
 def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
