@@ -146,19 +146,25 @@ def test_splits_agree(small_chunks, dtype):
         assert (l - outs[0][1]).abs().max().item() <= 1e-5
 
 
+def _twice_then_one_thread(inp, num_splits=4):
+    """The same call twice with the default thread count, then once on one thread."""
+    with flashtriton.use_backend("cpu"):
+        a = flash_attn_with_kvcache(num_splits=num_splits, **_copy(inp))
+        b = flash_attn_with_kvcache(num_splits=num_splits, **_copy(inp))
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            c = flash_attn_with_kvcache(num_splits=num_splits, **_copy(inp))
+        finally:
+            torch.set_num_threads(old)
+    return a, b, c
+
+
 def test_repeatable_and_thread_counts_agree(small_chunks):
     """Bitwise repeatable for a fixed thread count; one thread and the default count
     agree to rounding (the splits are the same; only the split of work differs)."""
     inp = _inputs(2, 1, 8, 2, 64, torch.bfloat16, 400, [400, 250], page=16)
-    with flashtriton.use_backend("cpu"):
-        a = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        b = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            c = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        finally:
-            torch.set_num_threads(old)
+    a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b)
     assert (a.double() - c.double()).abs().max().item() <= 1e-2
 

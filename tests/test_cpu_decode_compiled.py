@@ -17,7 +17,7 @@ import flashtriton
 from flashtriton import backends, flash_attn_with_kvcache
 
 from conftest import DEVICE
-from test_cpu_decode import _copy, _inputs, _run
+from test_cpu_decode import _copy, _inputs, _run, _twice_then_one_thread
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -138,15 +138,7 @@ def test_splits_agree_repeatable_threads():
     for o, l in outs[1:]:
         assert (o - outs[0][0]).abs().max().item() <= 1e-5
         assert (l - outs[0][1]).abs().max().item() <= 1e-5
-    with flashtriton.use_backend("cpu"):
-        a = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        b = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            c = flash_attn_with_kvcache(num_splits=4, **_copy(inp))
-        finally:
-            torch.set_num_threads(old)
+    a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b) and torch.equal(a, c)
 
 
