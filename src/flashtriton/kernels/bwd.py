@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 from .common import (LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, find_sequence, kv_tile_ranges,
-                     q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
+                     head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -125,16 +125,10 @@ def attn_bwd_dkdv_kernel(
     diag = seqlen_k - seqlen_q
     offs_n = start_n + tl.arange(0, BLOCK_N)
 
-    if HOST_DESC:
-        k_desc = K_DESC
-        v_desc = V_DESC
-    else:
-        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
+    k_desc = head_rows_desc(K_DESC, K, b, k_start, hk, stride_kb, stride_kn, stride_kh, seqlen_k,
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    v_desc = head_rows_desc(V_DESC, V, b, k_start, hk, stride_vb, stride_vn, stride_vh, seqlen_k,
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
@@ -154,16 +148,11 @@ def attn_bwd_dkdv_kernel(
             row_base = q_start
     for g in range(group):
         h = hk * group + g
-        if HOST_DESC:
-            q_desc = Q_DESC
-            do_desc = DO_DESC
-        else:
-            q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                               shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
-                                               block_shape=[BLOCK_M, BLOCK_D])
-            do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
-                                                shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_don, 1],
-                                                block_shape=[BLOCK_M, BLOCK_D])
+        n_q = tl.maximum(seqlen_q, 1)  # a zero-length sequence loads nothing; its descriptor must be valid
+        q_desc = head_rows_desc(Q_DESC, Q, b, q_start, h, stride_qb, stride_qn, stride_qh, n_q,
+                                HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
+        do_desc = head_rows_desc(DO_DESC, DO, b, q_start, h, stride_dob, stride_don, stride_doh, n_q,
+                                 HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
         lse_ptr = LSE + b * stride_lb + h * stride_lh + q_start
         delta_ptr = DELTA + b * stride_lb + h * stride_lh + q_start
         slope_log2 = 0.0
@@ -190,16 +179,10 @@ def attn_bwd_dkdv_kernel(
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     dk = dk * softmax_scale
-    if HOST_DESC:
-        dk_desc = DK_DESC
-        dv_desc = DV_DESC
-    else:
-        dk_desc = tl.make_tensor_descriptor(DK + b * stride_dkb + k_start * stride_dkn + hk * stride_dkh,
-                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
-                                            block_shape=[BLOCK_N, BLOCK_D])
-        dv_desc = tl.make_tensor_descriptor(DV + b * stride_dvb + k_start * stride_dvn + hk * stride_dvh,
-                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
-                                            block_shape=[BLOCK_N, BLOCK_D])
+    dk_desc = head_rows_desc(DK_DESC, DK, b, k_start, hk, stride_dkb, stride_dkn, stride_dkh, seqlen_k,
+                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    dv_desc = head_rows_desc(DV_DESC, DV, b, k_start, hk, stride_dvb, stride_dvn, stride_dvh, seqlen_k,
+                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
     tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
 
@@ -282,24 +265,14 @@ def attn_bwd_dq_kernel(
     diag = seqlen_k - seqlen_q
     offs_m = start_m + tl.arange(0, BLOCK_M)
 
-    if HOST_DESC:
-        q_desc = Q_DESC
-        do_desc = DO_DESC
-        k_desc = K_DESC
-        v_desc = V_DESC
-    else:
-        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        do_desc = tl.make_tensor_descriptor(DO + b * stride_dob + q_start * stride_don + h * stride_doh,
-                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
-                                            block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
+    q_desc = head_rows_desc(Q_DESC, Q, b, q_start, h, stride_qb, stride_qn, stride_qh, seqlen_q,
+                            HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
+    do_desc = head_rows_desc(DO_DESC, DO, b, q_start, h, stride_dob, stride_don, stride_doh, seqlen_q,
+                             HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
+    k_desc = head_rows_desc(K_DESC, K, b, k_start, hk, stride_kb, stride_kn, stride_kh, tl.maximum(seqlen_k, 1),
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    v_desc = head_rows_desc(V_DESC, V, b, k_start, hk, stride_vb, stride_vn, stride_vh, tl.maximum(seqlen_k, 1),
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
     q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     row_mask = offs_m < seqlen_q
@@ -342,10 +315,6 @@ def attn_bwd_dq_kernel(
                       BLOCK_D, HOST_DESC)
 
     dq = dq * softmax_scale
-    if HOST_DESC:
-        dq_desc = DQ_DESC
-    else:
-        dq_desc = tl.make_tensor_descriptor(DQ + b * stride_dqb + q_start * stride_dqn + h * stride_dqh,
-                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
-                                            block_shape=[BLOCK_M, BLOCK_D])
+    dq_desc = head_rows_desc(DQ_DESC, DQ, b, q_start, h, stride_dqb, stride_dqn, stride_dqh, seqlen_q,
+                             HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
     tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

@@ -156,6 +156,21 @@ def find_sequence(CU_BLOCKS, pid, batch):
 
 
 @triton.jit
+def head_rows_desc(HOST, X, b, row0, h, stride_b, stride_n, stride_h, n_rows,
+                   HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+    """The descriptor a program reads (or writes) its rows of batch b, head h through:
+    HOST (made on the host over the whole (B, N, H, D) tensor) with HOST_DESC, else one
+    made here over this program's (n_rows, HEAD_DIM) slice starting at row0 (rows past
+    n_rows read as 0 and are never written)."""
+    if HOST_DESC:
+        return HOST
+    else:
+        return tl.make_tensor_descriptor(X + b * stride_b + row0 * stride_n + h * stride_h,
+                                         shape=[n_rows, HEAD_DIM], strides=[stride_n, 1],
+                                         block_shape=[ROWS, BLOCK_D])
+
+
+@triton.jit
 def tile_load(desc, b, h, start, ROWS: tl.constexpr, COLS: tl.constexpr, HOST_DESC: tl.constexpr):
     """A (ROWS, COLS) tile of rows [start, start + ROWS) of batch b, head h.
 

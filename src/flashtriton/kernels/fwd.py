@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_key, dropout_keep_keys, dropout_row_key, dropout_threshold,
-                     find_sequence, kv_tile_ranges, scores_log2, tile_load, tile_store)
+                     find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load, tile_store)
 
 
 @triton.jit
@@ -123,21 +123,13 @@ def attn_fwd_kernel(
     hk = h // group
     diag = seqlen_k - seqlen_q
 
-    if HOST_DESC:  # dense batches: descriptors of the whole tensors, made on the host
-        q_desc = Q_DESC
-        k_desc = K_DESC
-        v_desc = V_DESC
-    else:  # this program's slices (varlen: the sequence's rows), made here
-        q_desc = tl.make_tensor_descriptor(Q + b * stride_qb + q_start * stride_qn + h * stride_qh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        # max(.., 1): a zero-length key sequence makes no loads, but its descriptor must be valid
-        k_desc = tl.make_tensor_descriptor(K + b * stride_kb + k_start * stride_kn + hk * stride_kh,
-                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b * stride_vb + k_start * stride_vn + hk * stride_vh,
-                                           shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
+    q_desc = head_rows_desc(Q_DESC, Q, b, q_start, h, stride_qb, stride_qn, stride_qh, seqlen_q,
+                            HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
+    # max(.., 1): a zero-length key sequence makes no loads, but its descriptor must be valid
+    k_desc = head_rows_desc(K_DESC, K, b, k_start, hk, stride_kb, stride_kn, stride_kh, tl.maximum(seqlen_k, 1),
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    v_desc = head_rows_desc(V_DESC, V, b, k_start, hk, stride_vb, stride_vn, stride_vh, tl.maximum(seqlen_k, 1),
+                            HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
 
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)  # (BLOCK_M, BLOCK_D)
@@ -194,12 +186,8 @@ def attn_fwd_kernel(
         l_safe = l_safe * (1.0 - dropout_p)  # kept values are scaled by 1 / (1 - p)
     out = acc / l_safe[:, None]
 
-    if HOST_DESC:
-        o_desc = O_DESC
-    else:
-        o_desc = tl.make_tensor_descriptor(O + b * stride_ob + q_start * stride_on + h * stride_oh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
+    o_desc = head_rows_desc(O_DESC, O, b, q_start, h, stride_ob, stride_on, stride_oh, seqlen_q,
+                            HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
     tile_store(o_desc, b, h, start_m, out.to(O.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)
     lse_ptrs = LSE + b * stride_lb + h * stride_lh + q_start + offs_m
     tl.store(lse_ptrs, lse, mask=offs_m < seqlen_q)
