@@ -274,6 +274,21 @@ def test_options(backend, case):
     run_case(backend, inp, num_splits=3, **kw)
 
 
+@pytest.mark.parametrize("splits", [2, 4])
+@pytest.mark.parametrize("case", ["plain", "window", "leftpad", "paged"])
+def test_append_split_takes_the_ragged_tile(splits, case):
+    """Regression (2026-11-29): with the append on a split of its own, that split also
+    attends the ragged last tile of the cache (the interpreter's tile is 16 keys).
+    Lengths on, just past and just before a tile edge, one shorter than a tile, and 0."""
+    lens = [32, 33, 47, 5, 0]
+    kw = dict(window=dict(window_size=(20, 0)), leftpad={}, paged={}, plain={})[case]
+    inp = make_inputs(5, 1, 4, 2, 32, torch.bfloat16, 64, lens, snew=1, rotary_dim=32,
+                      leftpad=[3, 0, 17, 5, 0] if case == "leftpad" else None,
+                      page_size=32 if case == "paged" else 0)
+    assert decode_launcher.append_split(5 * 2, splits, decode_launcher.DEFAULT_SMS)
+    run_case("triton", inp, causal=True, num_splits=splits, **kw)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_window_wider_than_queries_append(backend):
     """Appending more tokens than the window shows: the hidden new tokens still land in

@@ -157,8 +157,6 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
             raise AssertionError(f"tile {tile} of {kernel}: {exc}") from exc
 
 
-
-
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 77, 77, (4, 4), 96, dict(causal=True)),
@@ -169,20 +167,32 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 ])
 def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, heads, d, kw):
     """FLASHTRITON_HOST_DESCRIPTORS=1 (descriptors of the whole (B, N, H, D) tensors, made
-    on the host) computes bitwise what the in-kernel per-program descriptors compute:
+    on the host) and auto (the forward only) compute bitwise what the in-kernel
+    per-program descriptors (0) compute:
     out, lse, dq, dk, dv, across GQA / MQA, head dims under BLOCK_D, Nq != Nk, masks,
     softcap and dropout; and it passes the reference check on its own."""
     h, hk = heads
     q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE, requires_grad=True)
     dout = torch.randn_like(q)
     results = []
-    for flag in ("0", "1"):
+    for flag in ("0", "auto", "1"):
         monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", flag)
         torch.manual_seed(7)
         with flashtriton.use_backend("triton"):
             out, lse, _ = flash_attn_func(q, k, v, return_attn_probs=True, **kw)
             results.append((out, lse) + torch.autograd.grad(out, (q, k, v), dout))
-    for name, a, c in zip(("out", "lse", "dq", "dk", "dv"), *results):
-        assert torch.equal(a, c), name
+    for other in results[1:]:
+        for name, a, c in zip(("out", "lse", "dq", "dk", "dv"), results[0], other):
+            assert torch.equal(a, c), name
     if "dropout_p" not in kw:
         run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_host_descriptors_flag_is_checked(monkeypatch):
+    """A misspelt FLASHTRITON_HOST_DESCRIPTORS is an error, not a silent default."""
+    q, k, v = rand_qkv(1, 8, 8, 2, 2, 32, torch.bfloat16, DEVICE)
+    monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", "yes")
+    with flashtriton.use_backend("triton"):
+        with pytest.raises(ValueError, match=r"^FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0 or 1, got 'yes'"):
+            flash_attn_func(q, k, v)

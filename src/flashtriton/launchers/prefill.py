@@ -63,13 +63,21 @@ def _ensure_allocator():
         triton.set_allocator(_alloc_descriptor_scratch)
 
 
-def host_descriptors() -> bool:
-    """FLASHTRITON_HOST_DESCRIPTORS=1: the dense forward and backward kernels take host-made
-    TMA descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
-    the kernel (kernels/common.tile_load; bench/NOTES.md, Session 4: not yet timed on a GPU,
-    hence off by default)."""
+def host_descriptors(kernel: str) -> bool:
+    """Whether the dense `kernel` ("fwd" or "bwd") takes host-made TMA descriptors of the
+    whole (B, N, H, D) tensors instead of making 4-6 per program in the kernel
+    (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default) for the
+    forward only, "1" for both, "0" for neither.
+
+    Measured on the H200 (2026-11-29, bf16, bench/NOTES.md "Session 5"): the forward
+    gains +27% / +5% / +8% at N = 512 / 1k / 2k (D = 128, graph replays), +32% / +23% /
+    +12% causal, and is level from 4k; the backward loses 10-22% from 4k (dQ needs 170
+    registers against 128 with the descriptors as kernel parameters)."""
     import os
-    return os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "0") == "1"
+    flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
+    if flag not in ("auto", "0", "1"):
+        raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0 or 1, got {flag!r}")
+    return flag == "1" or (flag == "auto" and kernel == "fwd")
 
 
 def _host_descriptor(t: torch.Tensor, rows: int, cols: int):
@@ -303,7 +311,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
-    use_host_desc = host_descriptors() and not is_varlen and min(seqlen_q, seqlen_k) > 0
+    use_host_desc = host_descriptors("fwd") and not is_varlen and min(seqlen_q, seqlen_k) > 0
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
     return out, lse
@@ -400,7 +408,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
-    use_host_desc = host_descriptors() and not is_varlen and min(seqlen_q, seqlen_k) > 0
+    use_host_desc = host_descriptors("bwd") and not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
     launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
