@@ -167,7 +167,7 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 ])
 def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, heads, d, kw):
     """FLASHTRITON_HOST_DESCRIPTORS=1 (descriptors of the whole (B, N, H, D) tensors, made
-    on the host) and auto (the forward only) compute bitwise what the in-kernel
+    on the host), auto (the forward only) and a per-kernel list compute bitwise what the in-kernel
     per-program descriptors (0) compute:
     out, lse, dq, dk, dv, across GQA / MQA, head dims under BLOCK_D, Nq != Nk, masks,
     softcap and dropout; and it passes the reference check on its own."""
@@ -175,7 +175,7 @@ def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, he
     q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE, requires_grad=True)
     dout = torch.randn_like(q)
     results = []
-    for flag in ("0", "auto", "1"):
+    for flag in ("0", "auto", "1", "dkdv,dq"):
         monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", flag)
         torch.manual_seed(7)
         with flashtriton.use_backend("triton"):
@@ -194,5 +194,5 @@ def test_host_descriptors_flag_is_checked(monkeypatch):
     q, k, v = rand_qkv(1, 8, 8, 2, 2, 32, torch.bfloat16, DEVICE)
     monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", "yes")
     with flashtriton.use_backend("triton"):
-        with pytest.raises(ValueError, match=r"^FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0 or 1, got 'yes'"):
+        with pytest.raises(ValueError, match=r"^FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-sep"):
             flash_attn_func(q, k, v)

@@ -23,12 +23,20 @@ def attention_flops(batch, nheads, seqlen_q, seqlen_k, head_dim, causal, mode="f
     return f * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
 
 
-def time_ms(fn, device: str, warmup_ms: float = 25, rep_ms: float = 100) -> float:
-    """Median milliseconds per call. CUDA: triton.testing.do_bench (CUDA events, L2
-    flushed between calls). CPU: wall clock around whole calls."""
+def time_ms(fn, device: str, warmup_ms: float = 25, rep_ms: float = 100, flush: str = "zero") -> float:
+    """Median milliseconds per call. CUDA: CUDA events around each call, L2 flushed before
+    it. flush="zero" is triton.testing.do_bench (it zeroes a 256 MB buffer, which leaves
+    L2 full of dirty lines: the timed call then also pays for writing up to L2's 50 MB
+    back to memory, ~11 us at 4.5 TB/s on the H200); flush="read" reads a 256 MB buffer
+    instead, leaving L2 cold but clean, as a model's weight reads between two attention
+    calls would (bench/NOTES.md, Session 5). CPU: wall clock around whole calls."""
     if device == "cuda":
-        from triton.testing import do_bench
-        return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        if flush == "zero":
+            from triton.testing import do_bench
+            return do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median")
+        if flush != "read":
+            raise ValueError(f"flush: must be 'zero' or 'read', got {flush!r}")
+        return _time_read_flush(fn, warmup_ms, rep_ms)
     fn()  # warm-up (allocations, first-call work)
     times = []
     deadline = time.perf_counter() + max(rep_ms, 1) / 1000
@@ -37,6 +45,38 @@ def time_ms(fn, device: str, warmup_ms: float = 25, rep_ms: float = 100) -> floa
         fn()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
+
+
+_flush_buffer = None
+
+
+def _time_read_flush(fn, warmup_ms, rep_ms):
+    global _flush_buffer
+    if _flush_buffer is None:
+        _flush_buffer = torch.ones(64 * 2**20, dtype=torch.float32, device="cuda")   # 256 MB
+    flush = lambda: _flush_buffer.sum()  # noqa: E731  (reads only; writes one scalar)
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        flush()
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    per_call = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup_ms / per_call))):
+        fn()
+    n = max(5, min(1000, int(rep_ms / per_call)))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        flush()
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
 
 
 def graph_time_ms(fn) -> float:

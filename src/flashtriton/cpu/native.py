@@ -501,8 +501,10 @@ def cache_dir() -> str:
     return d
 
 
-def _build(defines: tuple = ()) -> str:
-    """Path of the compiled library: from the cache, else compiled now."""
+def _build(defines: tuple = (), source: str = C_SOURCE, stem: str = "decode") -> str:
+    """Path of the compiled library of `source` (the decode kernel unless given; the
+    prefill kernel of native_prefill.py shares this builder): from the cache, else
+    compiled now. The file name starts with `stem`."""
     global COMPILE_SECONDS
     cc = _compiler()
     try:
@@ -510,25 +512,25 @@ def _build(defines: tuple = ()) -> str:
     except (OSError, subprocess.SubprocessError) as e:
         raise NativeUnavailable(f"C compiler {cc!r} does not run: {e}") from e
     flags = FLAGS + [f"-D{x}" for x in defines]
-    key = hashlib.sha256("\0".join([C_SOURCE, " ".join(flags), cc, version, _cpu_key()]).encode()).hexdigest()[:20]
+    key = hashlib.sha256("\0".join([source, " ".join(flags), cc, version, _cpu_key()]).encode()).hexdigest()[:20]
     d = cache_dir()
-    path = os.path.join(d, f"decode_{key}.so")
+    path = os.path.join(d, f"{stem}_{key}.so")
     if os.path.exists(path):
         return path
     t0 = time.perf_counter()
     try:
         os.makedirs(d, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=d) as tmp:
-            src = os.path.join(tmp, "decode.c")
+            src = os.path.join(tmp, f"{stem}.c")
             with open(src, "w") as f:
-                f.write(C_SOURCE)
-            lib = os.path.join(tmp, "decode.so")
+                f.write(source)
+            lib = os.path.join(tmp, f"{stem}.so")
             res = subprocess.run([cc, *flags, src, "-o", lib, "-lm"], capture_output=True, text=True)
             if res.returncode != 0:
-                raise NativeUnavailable(f"compiling the decode kernel with {cc} failed:\n{res.stderr[-2000:]}")
+                raise NativeUnavailable(f"compiling the {stem} kernel with {cc} failed:\n{res.stderr[-2000:]}")
             os.replace(lib, path)   # atomic: concurrent processes see a whole library or none
     except OSError as e:
-        raise NativeUnavailable(f"building the decode kernel in {d} failed ({e}); set FLASHTRITON_CACHE_DIR "
+        raise NativeUnavailable(f"building the {stem} kernel in {d} failed ({e}); set FLASHTRITON_CACHE_DIR "
                                 f"to a writable directory") from e
     COMPILE_SECONDS = time.perf_counter() - t0
     return path

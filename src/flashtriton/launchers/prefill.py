@@ -63,21 +63,33 @@ def _ensure_allocator():
         triton.set_allocator(_alloc_descriptor_scratch)
 
 
+HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
+HOST_DESC_DEFAULT = ("fwd",)
+
+
 def host_descriptors(kernel: str) -> bool:
-    """Whether the dense `kernel` ("fwd" or "bwd") takes host-made TMA descriptors of the
-    whole (B, N, H, D) tensors instead of making 4-6 per program in the kernel
-    (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default) for the
-    forward only, "1" for both, "0" for neither.
+    """Whether the dense `kernel` (one of HOST_DESC_KERNELS) takes host-made TMA
+    descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
+    the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
+    HOST_DESC_DEFAULT), "1" (all), "0" (none), or a comma-separated list of kernels.
 
     Measured on the H200 (2026-11-29, bf16, bench/NOTES.md "Session 5"): the forward
     gains +27% / +5% / +8% at N = 512 / 1k / 2k (D = 128, graph replays), +32% / +23% /
-    +12% causal, and is level from 4k; the backward loses 10-22% from 4k (dQ needs 170
-    registers against 128 with the descriptors as kernel parameters)."""
+    +12% causal, and is level from 4k; the backward (dK/dV and dQ both) lost 10-22% from
+    4k (dQ needs 170 registers against 128 with the descriptors as kernel parameters).
+    Eagerly, each descriptor costs host time (~10 us on the H200 machine's CPU)."""
     import os
     flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
-    if flag not in ("auto", "0", "1"):
-        raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0 or 1, got {flag!r}")
-    return flag == "1" or (flag == "auto" and kernel == "fwd")
+    if flag == "auto":
+        chosen = HOST_DESC_DEFAULT
+    elif flag in ("0", "1"):
+        chosen = HOST_DESC_KERNELS if flag == "1" else ()
+    else:
+        chosen = tuple(x.strip() for x in flag.split(","))
+        if not chosen or any(x not in HOST_DESC_KERNELS for x in chosen):
+            raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-separated subset of "
+                             f"{HOST_DESC_KERNELS}, got {flag!r}")
+    return kernel in chosen
 
 
 def _host_descriptor(t: torch.Tensor, rows: int, cols: int):
@@ -373,6 +385,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             cu_blocks = dummy
             grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
         descs = (dummy,) * 6
+        use_host_desc = dense_desc and host_descriptors("dkdv")
         if use_host_desc:
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
@@ -395,6 +408,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             cu_blocks = dummy
             grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
         descs = (dummy,) * 5
+        use_host_desc = dense_desc and host_descriptors("dq")
         if use_host_desc:
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
@@ -408,7 +422,8 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
-    use_host_desc = host_descriptors("bwd") and not is_varlen and min(seqlen_q, seqlen_k) > 0
+    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
+    dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
     launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
