@@ -119,52 +119,89 @@ static inline void vis(const args_t *a, int64_t i, int64_t *lo, int64_t *hi) {
     *hi = h > a->n_k ? a->n_k : h;
 }
 
-/* K of keys [s0, s1) as blocks of 32 keys transposed: float32 [blk][D][32], bf16
-   [blk][D/2][32][2] (key pairs of d for vdpbf16ps); V as float32 [key][DP], bf16
+/* rows of K / V sit a whole head stride apart (a 4 KiB page at Hk = 8, D = 128
+   float32), which the hardware prefetchers do not follow: the packing loop asks for
+   the row PF keys ahead itself (it was 12% of the kernel's time waiting on loads) */
+#define PF 8
+static inline void prefetch_row(const char *base, int64_t j, int64_t end, int64_t stride, int64_t bytes) {
+    if (j >= end) return;
+    const char *p = base + j * stride;
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+/* pack(): K of keys [s0, s1) as blocks of 32 keys transposed: float32 [blk][D][32],
+   bf16 [blk][D/2][32][2] (pairs of d for vdpbf16ps); V as float32 [key][DP], bf16
    [key pair][DP][2]. Padding (keys past s1, columns past D) is zero: a zero p
    times garbage could be NaN. */
+/* dst[c * 32 + t] = row t's word w0 + c, for 16 rows (NULL: zero) and 16 32-bit
+   words: a 16 x 16 transpose in four butterfly stages (stage s swaps the off-diagonal
+   s x s blocks of each 2s x 2s block), instead of 256 scalar stores */
+static inline void tr16(const uint32_t *const *rows, int64_t w0, uint32_t *dst) {
+    __m512 x[16];
+    for (int t = 0; t < 16; t++) x[t] = rows[t] ? _mm512_loadu_ps(rows[t] + w0) : _mm512_setzero_ps();
+    for (int s = 8; s >= 1; s >>= 1) {
+        int32_t ia[16], ib[16];
+        for (int c = 0; c < 16; c++) { ia[c] = (c & s) ? 16 + c - s : c; ib[c] = (c & s) ? 16 + c : c + s; }
+        const __m512i va = _mm512_loadu_si512(ia), vb = _mm512_loadu_si512(ib);
+        for (int i = 0; i < 16; i++) {
+            if (i & s) continue;
+            const __m512 a0 = x[i], b0 = x[i + s];
+            x[i] = _mm512_permutex2var_ps(a0, va, b0);
+            x[i + s] = _mm512_permutex2var_ps(a0, vb, b0);
+        }
+    }
+    for (int c = 0; c < 16; c++) _mm512_storeu_ps(dst + c * 32, x[c]);
+}
+
 static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, int64_t DP) {
     const int64_t n = s1 - s0, nb = (n + 31) / 32, D = a->D;
-    if (a->bf16) {
-        uint16_t *k16 = (uint16_t *)kp, *v16 = (uint16_t *)vp;
-        const int64_t D2 = D / 2;
-        for (int64_t b = 0; b < nb; b++)
-            for (int64_t t = 0; t < 32; t++) {
-                const int64_t j = b * 32 + t;
-                uint16_t *dst = k16 + b * D2 * 64 + t * 2;
-                if (j < n) {
-                    const uint16_t *src = (const uint16_t *)(a->k + (s0 + j) * a->ks);
-                    for (int64_t d2 = 0; d2 < D2; d2++) { dst[d2 * 64] = src[2 * d2]; dst[d2 * 64 + 1] = src[2 * d2 + 1]; }
-                } else {
-                    for (int64_t d2 = 0; d2 < D2; d2++) { dst[d2 * 64] = 0; dst[d2 * 64 + 1] = 0; }
-                }
+    const int64_t es = a->bf16 ? 2 : 4, W = D * es / 4;     /* 32-bit words per row */
+    /* K^T blocks: words of 32 keys side by side (bf16: a word is a pair of d) */
+    uint32_t *k32 = (uint32_t *)kp;
+    for (int64_t b = 0; b < nb; b++) {
+        uint32_t *blk = k32 + b * W * 32;
+        for (int64_t t0 = 0; t0 < 32; t0 += 16) {
+            const uint32_t *rows[16];
+            for (int t = 0; t < 16; t++) {
+                const int64_t j = b * 32 + t0 + t;
+                rows[t] = j < n ? (const uint32_t *)(a->k + (s0 + j) * a->ks) : 0;
+                prefetch_row(a->k, s0 + j + PF, s1, a->ks, D * es);
+                prefetch_row(a->v, s0 + j + PF, s1, a->vs, D * es);
             }
+            int64_t w0 = 0;
+            for (; w0 + 16 <= W; w0 += 16) tr16(rows, w0, blk + w0 * 32 + t0);
+            for (; w0 < W; w0++)
+                for (int t = 0; t < 16; t++) blk[w0 * 32 + t0 + t] = rows[t] ? rows[t][w0] : 0;
+        }
+    }
+#if HAVE_BF16
+    if (a->bf16) {
+        /* V in key pairs: dst[2 d + e] = V[2 pr + e][d] (one 32-bit word per d) */
+        uint16_t *v16 = (uint16_t *)vp;
         const int64_t np = (n + 1) / 2 + 1;
+        static const uint16_t LO[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+        static const uint16_t HI[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                        24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+        const __m512i lo = _mm512_loadu_si512(LO), hi = _mm512_loadu_si512(HI);
         for (int64_t pr = 0; pr < np; pr++) {
             uint16_t *dst = v16 + pr * DP * 2;
-            for (int64_t e = 0; e < 2; e++) {
-                const int64_t j = 2 * pr + e;
-                if (j < n) {
-                    const uint16_t *src = (const uint16_t *)(a->v + (s0 + j) * a->vs);
-                    for (int64_t d = 0; d < D; d++) dst[2 * d + e] = src[d];
-                    for (int64_t d = D; d < DP; d++) dst[2 * d + e] = 0;
-                } else {
-                    for (int64_t d = 0; d < DP; d++) dst[2 * d + e] = 0;
-                }
+            const int64_t j = 2 * pr;
+            const uint16_t *r0 = j < n ? (const uint16_t *)(a->v + (s0 + j) * a->vs) : 0;
+            const uint16_t *r1 = j + 1 < n ? (const uint16_t *)(a->v + (s0 + j + 1) * a->vs) : 0;
+            for (int64_t d0 = 0; d0 < DP; d0 += 32) {
+                const int64_t left = D - d0;
+                const __mmask32 mk = left >= 32 ? ~(__mmask32)0 : left <= 0 ? 0 : (((__mmask32)1 << left) - 1);
+                const __m512i x0 = r0 ? _mm512_maskz_loadu_epi16(mk, r0 + d0) : _mm512_setzero_si512();
+                const __m512i x1 = r1 ? _mm512_maskz_loadu_epi16(mk, r1 + d0) : _mm512_setzero_si512();
+                _mm512_storeu_si512(dst + 2 * d0, _mm512_permutex2var_epi16(x0, lo, x1));
+                _mm512_storeu_si512(dst + 2 * d0 + 32, _mm512_permutex2var_epi16(x0, hi, x1));
             }
         }
-    } else {
-        for (int64_t b = 0; b < nb; b++)
-            for (int64_t t = 0; t < 32; t++) {
-                const int64_t j = b * 32 + t;
-                float *dst = kp + b * D * 32 + t;
-                if (j < n) {
-                    const float *src = (const float *)(a->k + (s0 + j) * a->ks);
-                    for (int64_t d = 0; d < D; d++) dst[d * 32] = src[d];
-                } else {
-                    for (int64_t d = 0; d < D; d++) dst[d * 32] = 0.0f;
-                }
-            }
+        return;
+    }
+#endif
+    {
         for (int64_t j = 0; j < n + 2; j++) {
             float *dst = vp + j * DP;
             if (j < n) {
@@ -227,7 +264,10 @@ static inline __attribute__((always_inline)) void pv_f32(const float *P, const f
         for (int x = 0; x < NC; x++) c[r][x] = _mm512_loadu_ps(O + r * DP + (c0 + x) * 16);
     for (int64_t t = t0; t < t1; t++) {
         __m512 vv[4];
-        for (int x = 0; x < NC; x++) vv[x] = _mm512_loadu_ps(V + t * DP + (c0 + x) * 16);
+        for (int x = 0; x < NC; x++) {
+            vv[x] = _mm512_loadu_ps(V + t * DP + (c0 + x) * 16);
+            __asm__("" : "+v"(vv[x]));   /* one load per vector, not one per row's FMA */
+        }
         for (int r = 0; r < PR; r++) {
             const __m512 p = _mm512_set1_ps(P[r * KT + t]);
             for (int x = 0; x < NC; x++) c[r][x] = _mm512_fmadd_ps(p, vv[x], c[r][x]);
@@ -247,7 +287,10 @@ static inline __attribute__((always_inline)) void pv_bf16(const uint16_t *P, con
         for (int x = 0; x < NC; x++) c[r][x] = _mm512_loadu_ps(O + r * DP + (c0 + x) * 16);
     for (int64_t t = t0; t < t1; t += 2) {
         __m512bh vv[4];
-        for (int x = 0; x < NC; x++) vv[x] = (__m512bh)_mm512_loadu_si512(V + ((t / 2) * DP + (c0 + x) * 16) * 2);
+        for (int x = 0; x < NC; x++) {
+            vv[x] = (__m512bh)_mm512_loadu_si512(V + ((t / 2) * DP + (c0 + x) * 16) * 2);
+            __asm__("" : "+v"(vv[x]));
+        }
         for (int r = 0; r < PR; r++) {
             int32_t w; memcpy(&w, P + r * KT + t, 4);
             const __m512bh p = (__m512bh)_mm512_set1_epi32(w);
@@ -261,7 +304,7 @@ static inline __attribute__((always_inline)) void pv_bf16(const uint16_t *P, con
 
 /* rows [r0, r0 + nr) of the item (nr <= RT), keys of segment [s0, s1) packed in kp / vp.
    State per row: m (running max, -inf before any key), l, O (DP floats). */
-static void tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1, const float *kp, const float *vp,
+static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1, const float *kp, const float *vp,
                  const void *Q, float *O, float *S, void *Pbuf, float *m, float *l, const int64_t *rlo,
                  const int64_t *rhi, int64_t DP) {
     const int64_t D = a->D, NV = DP / 16;
@@ -270,8 +313,9 @@ static void tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1
         int64_t lo = rlo[r] > s0 ? rlo[r] : s0, hi = rhi[r] < s1 ? rhi[r] : s1;
         if (lo < hi) { if (lo < ulo) ulo = lo; if (hi > uhi) uhi = hi; }
     }
-    if (ulo >= uhi) return;
+    if (ulo >= uhi) return 0;
     const int64_t nrp = rup(nr, QR);
+    int64_t counted = 0;      /* scores computed (the tests check the skipping) */
     for (int64_t j0 = s0 + (ulo - s0) / 32 * 32; j0 < uhi; j0 += KT) {   /* 32-aligned in the segment */
         const int64_t j1 = j0 + KT < uhi ? j0 + KT : uhi, w = j1 - j0;
         /* scores of each QR-row group, 32-key blocks that some row of the group sees */
@@ -284,6 +328,7 @@ static void tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1
             for (int64_t b = 0; b < w; b += 32) {
                 if (j0 + b >= ghi || j0 + b + 32 <= glo) continue;
                 const int64_t blk = (j0 + b - s0) / 32;
+                counted += QR * 32;
 #if HAVE_BF16
                 if (a->bf16) {
                     qk_bf16((const uint16_t *)Q + g0 * DP, DP, (const uint16_t *)kp + blk * (D / 2) * 64, D, a->scale,
@@ -365,10 +410,11 @@ static void tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1
             else if (NV - c0 == 1) pv_f32((const float *)Pbuf + g0 * KT, V, DP, O + g0 * DP, glo, ghi, c0, 1);
         }
     }
+    return counted;
 }
 
 /* One item: queries [i0, i1) (rows i * G + g), key segments [sa0, sa1) then [sb0, sb1). */
-static void item(const args_t *a, const int64_t *it, char *scratch, int64_t max_keys) {
+static int64_t item(const args_t *a, const int64_t *it, char *scratch, int64_t max_keys) {
     const int64_t i0 = it[0], i1 = it[1], G = a->G, D = a->D;
     const int64_t DP = rup(D, 32), nk = rup(max_keys, 32) + 160;
     float *kp = (float *)scratch, *vp = kp + nk * DP, *Q = vp + nk * DP, *O = Q + RT * DP, *S = O + RT * DP;
@@ -376,7 +422,7 @@ static void item(const args_t *a, const int64_t *it, char *scratch, int64_t max_
     const int64_t rows = (i1 - i0) * G;
     int64_t rlo[RT], rhi[RT];
     float m[RT], l[RT];
-    int64_t kofs = 0;
+    int64_t kofs = 0, counted = 0;
     /* both segments packed one after the other (each from a 32-key block boundary) */
     const int64_t nseg = 2;
     float *kps[2], *vps[2];
@@ -414,7 +460,7 @@ static void item(const args_t *a, const int64_t *it, char *scratch, int64_t max_
         }
         for (int64_t sgi = 0; sgi < nseg; sgi++) {
             const int64_t s0 = it[2 + 2 * sgi], s1 = it[3 + 2 * sgi];
-            if (s0 < s1) tile(a, r0, nr, s0, s1, kps[sgi], vps[sgi], Q, O, S, Pbuf, m, l, rlo, rhi, DP);
+            if (s0 < s1) counted += tile(a, r0, nr, s0, s1, kps[sgi], vps[sgi], Q, O, S, Pbuf, m, l, rlo, rhi, DP);
         }
         for (int64_t r = 0; r < nr; r++) {
             const int64_t row = i0 * G + r0 + r;
@@ -423,27 +469,32 @@ static void item(const args_t *a, const int64_t *it, char *scratch, int64_t max_
             memcpy(a->acc + row * D, O + r * DP, (size_t)D * 4);
         }
     }
+    return counted;
 }
 #endif
 
 /* The diagonal pieces of one KV head: items (n_items, 6) int64 = (i0, i1, sa0, sa1,
    sb0, sb1), each over every head of the group. Writes m, l, acc of rows i * G + g
    for i in [i0, i1) (the state of forward._Block: log2-unit max, sum of exp2(s - m),
-   unnormalised P @ V). Returns 0; 1 for a problem it does not take. */
+   unnormalised P @ V). counted (may be NULL): the number of scores computed, masked
+   ones included. Returns 0; 1 for a problem it does not take. */
 int ft_prefill_diag(const char *q, int64_t qss, int64_t qsh, const char *k, int64_t ks, const char *v, int64_t vs,
                     int64_t n_q, int64_t n_k, int64_t left, int64_t right, int64_t G, int64_t D, int64_t bf16,
                     float scale, const int64_t *items, int64_t n_items, int64_t max_keys, char *scratch,
-                    int64_t scratch_per_thread, float *m, float *l, float *acc, int nthreads) {
+                    int64_t scratch_per_thread, float *m, float *l, float *acc, int64_t *counted,
+                    int nthreads) {
 #if HAVE_F32
     if (D <= 0 || D > MAXD || (bf16 && (D % 2 || !HAVE_BF16))) return 1;
     if (scratch_per_thread < ft_prefill_scratch(D, max_keys)) return 1;
     args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale, m, l, acc};
-    #pragma omp parallel num_threads(nthreads)
+    int64_t total = 0;
+    #pragma omp parallel num_threads(nthreads) reduction(+ : total)
     {
         char *mine = scratch + (int64_t)omp_get_thread_num() * scratch_per_thread;
         #pragma omp for schedule(dynamic, 1)
-        for (int64_t x = 0; x < n_items; x++) item(&a, items + 6 * x, mine, max_keys);
+        for (int64_t x = 0; x < n_items; x++) total += item(&a, items + 6 * x, mine, max_keys);
     }
+    if (counted) *counted = total;
     return 0;
 #else
     return 1;
@@ -468,7 +519,7 @@ def _open(path: str):
         raise NativeUnavailable(f"loading the compiled prefill kernel failed: {e}") from e
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.ft_prefill_diag.argtypes = [ptr, i64, i64, ptr, i64, ptr, i64, i64, i64, i64, i64, i64, i64, i64,
-                                    ctypes.c_float, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ctypes.c_int]
+                                    ctypes.c_float, ptr, i64, i64, ptr, i64, ptr, ptr, ptr, ptr, ctypes.c_int]
     lib.ft_prefill_diag.restype = ctypes.c_int
     lib.ft_prefill_scratch.argtypes = [i64, i64]
     lib.ft_prefill_scratch.restype = i64
@@ -544,10 +595,11 @@ def _scratch(nbytes: int) -> torch.Tensor:
 
 
 def edge_state(lib, seq, hk: int, group: int, scale: float, left: int, right: int, items: list,
-               m: torch.Tensor, l_: torch.Tensor, acc: torch.Tensor) -> None:
+               m: torch.Tensor, l_: torch.Tensor, acc: torch.Tensor) -> int:
     """Runs the kernel on `items` [(i0, i1, sa0, sa1, sb0, sb1), ...] of KV head hk of
     sequence `seq` (layout.Seq); writes m, l (n_q * G, 1) and acc (n_q * G, D) float32
-    at rows i * G + g of every item's queries."""
+    at rows i * G + g of every item's queries. Returns the number of scores the kernel
+    computed (masked ones in its 8 x 32 blocks included)."""
     q, k, v = seq.q, seq.k, seq.v
     n_q, n_k, d = q.shape[0], k.shape[0], q.shape[-1]
     if q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1:
@@ -560,10 +612,12 @@ def edge_state(lib, seq, hk: int, group: int, scale: float, left: int, right: in
     per = lib.ft_prefill_scratch(d, max_keys)
     per = (per + 4095) // 4096 * 4096
     buf = _scratch(per * threads)
+    counted = ctypes.c_int64(0)
     rc = lib.ft_prefill_diag(
         q.data_ptr() + hk * group * q.stride(1) * es, q.stride(0) * es, q.stride(1) * es,
         k.data_ptr() + hk * k.stride(1) * es, k.stride(0) * es, v.data_ptr() + hk * v.stride(1) * es,
         v.stride(0) * es, n_q, n_k, left, right, group, d, int(q.dtype == torch.bfloat16), scale, arr, len(items),
-        max_keys, buf.data_ptr(), per, m.data_ptr(), l_.data_ptr(), acc.data_ptr(), threads)
+        max_keys, buf.data_ptr(), per, m.data_ptr(), l_.data_ptr(), acc.data_ptr(), ctypes.byref(counted), threads)
     if rc != 0:
         raise RuntimeError(f"compiled prefill edge kernel refused the problem (code {rc}, D={d}, dtype={q.dtype})")
+    return counted.value

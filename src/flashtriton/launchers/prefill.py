@@ -64,31 +64,39 @@ def _ensure_allocator():
 
 
 HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
-HOST_DESC_DEFAULT = ("fwd",)
 
 
-def host_descriptors(kernel: str) -> bool:
+def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
+    """Where host-made descriptors measured faster (H200, 2026-11-29, bf16, 16k tokens,
+    bench/gpu/s5_bwd_ab.py and next_host_desc.sh; bench/NOTES.md "Session 5"):
+    - forward: everywhere (D = 128 graph replays +27% / +5% / +8% at N = 512 / 1k / 2k,
+      causal +32% / +23% / +12%, level from 4k; window (1024, 0) at 16k: +17%);
+    - dQ at D = 128 up to N = 4k (+3-8%; -4% at 16k);
+    - dK/dV at D = 64, causal (+4-11%); everywhere else both lost up to 22% (dQ at D = 64:
+      170 registers against 128 with the descriptors as kernel parameters)."""
+    if kernel == "fwd":
+        return True
+    if kernel == "dq":
+        return block_d == 128 and seqlen <= 4096
+    return block_d == 64 and causal
+
+
+def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
     """Whether the dense `kernel` (one of HOST_DESC_KERNELS) takes host-made TMA
     descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
     the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
-    HOST_DESC_DEFAULT), "1" (all), "0" (none), or a comma-separated list of kernels.
-
-    Measured on the H200 (2026-11-29, bf16, bench/NOTES.md "Session 5"): the forward
-    gains +27% / +5% / +8% at N = 512 / 1k / 2k (D = 128, graph replays), +32% / +23% /
-    +12% causal, and is level from 4k; the backward (dK/dV and dQ both) lost 10-22% from
-    4k (dQ needs 170 registers against 128 with the descriptors as kernel parameters).
+    host_desc_default), "1" (all), "0" (none), or a comma-separated list of kernels.
     Eagerly, each descriptor costs host time (~10 us on the H200 machine's CPU)."""
     import os
     flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
     if flag == "auto":
-        chosen = HOST_DESC_DEFAULT
-    elif flag in ("0", "1"):
-        chosen = HOST_DESC_KERNELS if flag == "1" else ()
-    else:
-        chosen = tuple(x.strip() for x in flag.split(","))
-        if not chosen or any(x not in HOST_DESC_KERNELS for x in chosen):
-            raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-separated subset of "
-                             f"{HOST_DESC_KERNELS}, got {flag!r}")
+        return host_desc_default(kernel, block_d, causal, seqlen)
+    if flag in ("0", "1"):
+        return flag == "1"
+    chosen = tuple(x.strip() for x in flag.split(","))
+    if not chosen or any(x not in HOST_DESC_KERNELS for x in chosen):
+        raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-separated subset of "
+                         f"{HOST_DESC_KERNELS}, got {flag!r}")
     return kernel in chosen
 
 
@@ -323,7 +331,8 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
-    use_host_desc = host_descriptors("fwd") and not is_varlen and min(seqlen_q, seqlen_k) > 0
+    use_host_desc = (host_descriptors("fwd", bd, params.window_right == 0, max(seqlen_q, seqlen_k))
+                     and not is_varlen and min(seqlen_q, seqlen_k) > 0)
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
     return out, lse
@@ -385,7 +394,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             cu_blocks = dummy
             grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
         descs = (dummy,) * 6
-        use_host_desc = dense_desc and host_descriptors("dkdv")
+        use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
         if use_host_desc:
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
@@ -408,7 +417,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             cu_blocks = dummy
             grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
         descs = (dummy,) * 5
-        use_host_desc = dense_desc and host_descriptors("dq")
+        use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
         if use_host_desc:
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
