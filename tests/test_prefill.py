@@ -188,6 +188,19 @@ def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, he
         run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
 
 
+def test_host_descriptor_defaults():
+    """auto: the forward takes host descriptors once its GPU time hides their host time
+    (or under CUDA-graph capture); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
+    from flashtriton.launchers import prefill
+    cpu = torch.device("cpu")
+    assert prefill.fwd_host_desc_pays(prefill.HOST_DESC_MIN_EAGER_FLOPS, cpu)
+    assert not prefill.fwd_host_desc_pays(prefill.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
+    assert prefill.host_desc_default("dq", 128, False, 4096) and not prefill.host_desc_default("dq", 128, False, 8192)
+    assert not prefill.host_desc_default("dq", 64, True, 1024)
+    assert prefill.host_desc_default("dkdv", 64, True, 16384) and not prefill.host_desc_default("dkdv", 64, False, 1024)
+    assert not prefill.host_desc_default("dkdv", 128, True, 1024)
+
+
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 def test_host_descriptors_flag_is_checked(monkeypatch):
     """A misspelt FLASHTRITON_HOST_DESCRIPTORS is an error, not a silent default."""

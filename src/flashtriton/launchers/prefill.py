@@ -64,6 +64,12 @@ def _ensure_allocator():
 
 
 HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
+# Eager forwards under this many FLOPs (~0.25 ms of GPU time) keep the in-kernel
+# descriptors: the four host-made ones cost ~45 us of host time a call on the H200
+# machine's CPU, and there the call is already host-bound (2026-11-29, D = 128, eager
+# TFLOP/s without / with: N = 512 235 / 146, causal N = 1k 212 / 181; from 1e11 FLOPs,
+# N = 1k 323 / 367, causal N = 2k 302 / 334). CUDA-graph capture pays no host time.
+HOST_DESC_MIN_EAGER_FLOPS = 1e11
 
 
 def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
@@ -79,6 +85,19 @@ def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> b
     if kernel == "dq":
         return block_d == 128 and seqlen <= 4096
     return block_d == 64 and causal
+
+
+def fwd_host_desc_pays(flops: float, device: torch.device) -> bool:
+    """The forward's host-made descriptors pay for their host time (see above)."""
+    if flops >= HOST_DESC_MIN_EAGER_FLOPS:
+        return True
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def forced_host_descriptors() -> bool:
+    """FLASHTRITON_HOST_DESCRIPTORS set to anything but auto: no host-time heuristic."""
+    import os
+    return os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto") != "auto"
 
 
 def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
@@ -331,8 +350,12 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
-    use_host_desc = (host_descriptors("fwd", bd, params.window_right == 0, max(seqlen_q, seqlen_k))
-                     and not is_varlen and min(seqlen_q, seqlen_k) > 0)
+    causal = params.window_right == 0
+    flops = 4.0 * batch * nheads * seqlen_q * seqlen_k * head_dim / (2 if causal else 1)
+    use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
+                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k))
+                     and (forced_host_descriptors() or fwd_host_desc_pays(flops, q.device)))
+
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
     return out, lse
