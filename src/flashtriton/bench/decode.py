@@ -316,6 +316,16 @@ def _fmt(r, key="gbs"):
     return f"{us:.1f}{g} µs, {r[key] / 1000:.2f} TB/s"
 
 
+def _graph_ratios(r, c):
+    """' (graph ratio; zeroing-flush graph ratio)' of row r against row c, where timed."""
+    if not c or "graph_us" not in r or "graph_us" not in c:
+        return ""
+    out = f" ({r['graph_us'] / c['graph_us']:.3f}"
+    if "graph_zero_flush_us" in r and "graph_zero_flush_us" in c:
+        out += f"; {r['graph_zero_flush_us'] / c['graph_zero_flush_us']:.3f}"
+    return out + ")"
+
+
 def markdown(rows, env) -> str:
     lines = [f"GPU: {env['device']} ({env.get('sms')} SMs), torch {env['torch']}, triton {env['triton']}, "
              f"{env['date']}. bf16, H={NHEADS}, Hk={NHEADS_K}, D={HEAD_DIM}, one query per sequence. "
@@ -354,10 +364,12 @@ def markdown(rows, env) -> str:
     paged = [r for r in rows if r["kind"] == "paged"]
     if paged:
         lines += ["### Paged cache (shuffled pool) against the contiguous cache", "",
-                  "| B | L | page | paged | contiguous | paged / contiguous time |", "|---|---|---|---|---|---|"]
+                  "| B | L | page | paged | contiguous | paged / contiguous time: eager (graph; graph with the "
+                  "zeroing flush) |", "|---|---|---|---|---|---|"]
         for r in paged:
             c = by.get(("flashtriton", r["batch"], r["seqlen"]))
             ratio = f"{r['us'] / c['us']:.3f}" if c and "us" in c and "us" in r else "–"
+            ratio += _graph_ratios(r, c)
             lines.append(f"| {r['batch']} | {_L(r['seqlen'])} | {r['page_size']} | {_fmt(r)} | {_fmt(c)} "
                          f"| {ratio} |")
         lines.append("")
@@ -370,7 +382,10 @@ def markdown(rows, env) -> str:
             b0 = base.get((r["batch"], r["seqlen"]))
             over = f"{(r['us'] / b0['us'] - 1) * 100:+.1f}%" if b0 and "us" in r else "–"
             if b0 and "graph_us" in r and "graph_us" in b0:
-                over += f" ({(r['graph_us'] / b0['graph_us'] - 1) * 100:+.1f}% graph)"
+                over += f" ({(r['graph_us'] / b0['graph_us'] - 1) * 100:+.1f}% graph"
+                if "graph_zero_flush_us" in r and "graph_zero_flush_us" in b0:
+                    over += f"; {(r['graph_zero_flush_us'] / b0['graph_zero_flush_us'] - 1) * 100:+.1f}% zeroing flush"
+                over += ")"
             lines.append(f"| {r['batch']} | {_L(r['seqlen'])} | {r['variant']} | {_fmt(r)} | {over} |")
         lines.append("")
     var = [r for r in rows if r["kind"] == "variant"]

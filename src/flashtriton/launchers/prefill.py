@@ -351,7 +351,12 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     use_order = is_varlen and params.window_right >= 0 and batch > 1
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     causal = params.window_right == 0
-    flops = 4.0 * batch * nheads * seqlen_q * seqlen_k * head_dim / (2 if causal else 1)
+    keys = seqlen_k                                  # keys a query sees, on average (roughly)
+    if params.window_left >= 0 and params.window_right >= 0:
+        keys = min(seqlen_k, params.window_left + params.window_right + 1)
+    elif params.window_left >= 0 or params.window_right >= 0:
+        keys = seqlen_k / 2
+    flops = 4.0 * batch * nheads * seqlen_q * keys * head_dim
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k))
                      and (forced_host_descriptors() or fwd_host_desc_pays(flops, q.device)))
