@@ -5,7 +5,10 @@ dropout, and the bound on the size of every score tile.
 
 Most cases shrink the tiles (config.FWD_ROWS etc.) so that small sequences cross
 many tile boundaries; every result is checked against the float64 reference with
-the suite's criterion (tests/helpers.py).
+the suite's criterion (tests/helpers.py). Every test runs on both forward paths
+(config.FWD_PATH): the compiled kernel of cpu/native_prefill.py (the default where
+it builds; its own tests are in test_cpu_prefill_compiled.py) and the torch-ops loop
+of cpu/forward.py; tests of the loop's internals run on "ops" only.
 """
 import math
 
@@ -22,7 +25,29 @@ from helpers import assert_close, check_attention, dropout_rng, rand_qkv, rand_v
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
 if backends.cpu_available():
-    from flashtriton.cpu import config, engine, forward
+    from flashtriton.cpu import config, engine, forward, native_prefill
+
+
+def compiled_available() -> bool:
+    """Whether the compiled forward builds here and has both of its kernels."""
+    try:
+        return native_prefill.load().ft_prefill_caps() == 3
+    except native_prefill.NativeUnavailable:
+        return False
+
+
+@pytest.fixture(autouse=True, params=["compiled", "ops"])
+def forward_path(request, monkeypatch):
+    """Runs the test on the compiled forward and on the torch-ops loop."""
+    if request.param == "compiled" and not compiled_available():
+        pytest.skip("the compiled forward (cpu/native_prefill.py) does not build / run on this machine")
+    monkeypatch.setattr(config, "FWD_PATH", request.param)
+    return request.param
+
+
+def ops_only(path):
+    if path != "ops":
+        pytest.skip("tests the torch-ops loop's internals (config.FWD_PATH = 'ops')")
 
 
 @pytest.fixture
@@ -96,7 +121,8 @@ def test_row_without_keys_in_first_tile(tiny_tiles):
 
 
 def _score_tiles(monkeypatch, n=2048, **kw):
-    """Runs a forward pass and returns the element counts of every product."""
+    """Runs a forward pass and returns the element counts of every product (torch-ops
+    loop), or of the scores the compiled kernel computed (one count per sequence)."""
     sizes = []
     real = engine.mm_nt
 
@@ -105,29 +131,40 @@ def _score_tiles(monkeypatch, n=2048, **kw):
         sizes.append(res.numel())
         return res
 
+    real_seq = native_prefill.forward_sequence
     monkeypatch.setattr(engine, "mm_nt", counting)
+    monkeypatch.setattr(native_prefill, "forward_sequence", lambda *a: sizes.append(real_seq(*a)) or sizes[-1])
     q, k, v = rand_qkv(1, n, n, 2, 2, 16, torch.float32, DEVICE)
     params = AttnParams(0.25, **kw)
     forward.fwd(q, k, v, params)
     return sizes
 
 
-def test_causal_tiles_are_skipped(monkeypatch):
-    """Causal computes about half the scores of non-causal: with nb row blocks, block
-    b computes keys [0, (b + 1) * rows) (the diagonal square whole, masked), a share
-    of (nb + 1) / (2 nb) = 0.625 at N = 2048 with 512-row blocks. A narrow sliding
-    window is cut into row sub-blocks and computes far less."""
+def test_causal_tiles_are_skipped(monkeypatch, forward_path):
+    """Causal computes about half the scores of non-causal. Torch-ops loop: with nb
+    row blocks, block b computes keys [0, (b + 1) * rows) (the diagonal square whole,
+    masked), a share of (nb + 1) / (2 nb) = 0.625 at N = 2048 with 512-row blocks; a
+    narrow sliding window is cut into row sub-blocks and computes far less. Compiled
+    kernel: blocks of 8 rows x 32 keys that no row sees are skipped, so causal is
+    within 1% of the half and the window (64, 0) within 4% of its 3%."""
     full = sum(_score_tiles(monkeypatch))
     assert full >= 2 * 2048 * 2048  # two heads, every score once (+ the small P @ V products)
     nb = 2048 // config.FWD_ROWS
     causal = sum(_score_tiles(monkeypatch, window_right=0))
-    assert causal <= ((nb + 1) / (2 * nb) + 0.01) * full
     window = sum(_score_tiles(monkeypatch, window_left=64, window_right=0))
-    assert window <= 0.15 * full
+    if forward_path == "ops":
+        assert causal <= ((nb + 1) / (2 * nb) + 0.01) * full
+        assert window <= 0.15 * full
+    else:
+        assert full == 2 * 2048 * 2048
+        assert 0.5 * full <= causal <= 0.51 * full
+        assert 0.03 * full <= window <= 0.07 * full
 
 
-def test_score_tiles_are_bounded(monkeypatch):
-    """Nothing materialises N x N: every product is at most one tile."""
+def test_score_tiles_are_bounded(monkeypatch, forward_path):
+    """Nothing materialises N x N: every product is at most one tile (the compiled
+    kernel's bound: test_cpu_prefill_compiled.py::test_scratch_does_not_grow_with_n)."""
+    ops_only(forward_path)
     sizes = _score_tiles(monkeypatch)
     assert max(sizes) <= config.FWD_ROWS * config.FWD_KEYS
 
@@ -224,9 +261,10 @@ def test_fast_mask_equals_masked_fill():
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_diagonal_row_sub_blocks(tiny_tiles, monkeypatch, dtype):
+def test_diagonal_row_sub_blocks(tiny_tiles, monkeypatch, dtype, forward_path):
     """config.FWD_DIAG_ROWS > 0 cuts tiles on the causal diagonal into row sub-blocks
     (off by default: measured no faster, bench/NOTES.md); results stay exact."""
+    ops_only(forward_path)
     monkeypatch.setattr(config, "FWD_DIAG_ROWS", 8)
     q, k, v = rand_qkv(2, 77, 101, 4, 2, 32, dtype, DEVICE)
     check_attention("cpu", q, k, v, causal=True, grads=False)
@@ -236,9 +274,10 @@ def test_diagonal_row_sub_blocks(tiny_tiles, monkeypatch, dtype):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("kw", [dict(causal=True), dict(window_size=(9, 4), softcap=5.0), dict(alibi=True),
                                 dict(varlen=True, causal=True)])
-def test_short_sequence_path_matches_per_head(monkeypatch, dtype, kw):
+def test_short_sequence_path_matches_per_head(monkeypatch, dtype, kw, forward_path):
     """Sequences of one row block over one key piece take forward._short_sequence
     (all heads per pass); it must give the per-head path's result bit for bit."""
+    ops_only(forward_path)
     kw = dict(kw)
     q, k, v = rand_qkv(3, 40, 56, 6, 2, 32, dtype, DEVICE)
     if kw.pop("alibi", False):

@@ -24,7 +24,10 @@ bandwidth is measured in the same run (the best of a few sums over a 512 MiB ten
     python -m flashtriton.bench.cpu --quick    # small shapes, a smoke test of the harness
 Results: bench/results/<cpu>/cpu.json and cpu.md. Decode runs the path config.DECODE_PATH
 selects (FLASHTRITON_CPU_DECODE=compiled, the default: the C kernel of cpu/native.py,
-built or loaded from its cache before timing; =ops: torch ops); the table names it.
+built or loaded from its cache before timing; =ops: torch ops); the forward runs the
+path config.FWD_PATH selects (FLASHTRITON_CPU_FORWARD=auto, the default: the C kernel of
+cpu/native_prefill.py where it builds and applies, else torch ops). The table names the
+path of every row.
 """
 from __future__ import annotations
 
@@ -133,10 +136,17 @@ def bench_prefill(dtype, b, h, n, d):
                            for p in ("ours", "sdpa") for c in (False, True)}, budget_s=3.0)
     goal = 2.0 if dtype == torch.bfloat16 else 1.0
     nc, c = ms[("ours", False)], ms[("ours", True)]
+    path = _forward_path()
     return [_row("prefill fwd", dtype, shape, nc, ms[("sdpa", False)], err[False], f">= {goal}x SDPA",
-                 ms[("sdpa", False)] / nc >= goal),
+                 ms[("sdpa", False)] / nc >= goal, path=path),
             _row("prefill fwd causal", dtype, shape, c, ms[("sdpa", True)], err[True], ">= 1.8x our non-causal",
-                 nc / c >= 1.8, causal_speedup=round(nc / c, 2))]
+                 nc / c >= 1.8, causal_speedup=round(nc / c, 2), path=path)]
+
+
+def _forward_path():
+    """The path the last CPU forward took: "compiled" (cpu/native_prefill.py) or "ops"."""
+    from flashtriton.cpu import forward as cpu_forward
+    return cpu_forward.LAST_PATH
 
 
 def bench_fwd_bwd(dtype, b, h, n, d):
@@ -155,7 +165,8 @@ def bench_fwd_bwd(dtype, b, h, n, d):
 
     ms = time_interleaved({"ours": ours, "sdpa": sdpa})
     a, t = ms["ours"], ms["sdpa"]
-    return [_row("fwd+bwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0)]
+    return [_row("fwd+bwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0,
+                 path=_forward_path() + " forward")]
 
 
 def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
@@ -191,13 +202,14 @@ def bench_small(dtype, b=4, h=12, n=512, d=64):
     _checked(err, dtype, "small model")
     ms = time_interleaved({"ours": lambda: _ours(q, k, v), "sdpa": lambda: _sdpa(q, k, v)})
     a, t = ms["ours"], ms["sdpa"]
-    return [_row("small model fwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0)]
+    return [_row("small model fwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0,
+                 path=_forward_path())]
 
 
 COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "bw_pct", "rel_err", "target", "met",
            "path"]
 HEADERS = ["case", "dtype", "shape", "ours (us)", "torch SDPA (us)", "SDPA / ours", "GB/s", "% read BW",
-           "rel. err", "target", "met", "decode path"]
+           "rel. err", "target", "met", "path"]
 
 
 def markdown(rows, env) -> str:

@@ -11,7 +11,10 @@ Files:
   config.py    tile sizes and precision choices, with the measurements behind them
   tiles.py     causal / window tile skipping, masks of partial tiles, ALiBi tiles
   layout.py    per-sequence views and the per-head float32 copies the loops use
-  forward.py   online softmax over key tiles (exp2, lazy rescaling, divide once)
+  forward.py   online softmax over key tiles (exp2, lazy rescaling, divide once):
+               the torch-ops forward, for what the compiled one does not take
+  native_prefill.py  the compiled forward (C, AVX-512 / AVX512-BF16, built on first
+               use like native.py): the default forward for bf16 / float32
   backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics
   dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
   decode.py    split-KV decoding over a contiguous or paged cache, append, rotary
@@ -23,7 +26,10 @@ Precision: every score product (S = q k^T, and dP = dO v^T in the backward) is a
 exact float32 product of the inputs (bf16 / fp16 convert exactly to float32, so this
 is "input precision, float32 accumulation"); for bf16 inputs the products that
 accumulate over tiles (P @ V, dV, dK, dQ) run as bf16 matmuls on P / dS rounded to
-bf16, as flash-attn does on GPUs. Decoding (native.py, the default) keeps scores,
+bf16, as flash-attn does on GPUs. The compiled forward (native_prefill.py, the
+default for bf16 / float32) computes bf16 scores by vdpbf16ps (exact bf16 products,
+float32 sums) and P @ V on P rounded to bf16 with float32 accumulation; float32
+stays float32. Decoding (native.py, the default) keeps scores,
 P and the accumulators in float32 (exact products of the bf16 inputs); the torch-ops
 decode from a bf16 KV cache (decode._attend_direct, FLASHTRITON_CPU_DECODE=ops)
 multiplies q and the cache in bf16 with bf16 scores (as the same-dtype PyTorch math

@@ -26,17 +26,14 @@ FWD_SUB_ROWS = 128
 # bf16 / fp32: whole 1.63 / 1.60, 256 rows 1.55 / 1.57, 128 rows 1.44 / 1.43.
 FWD_DIAG_ROWS = 0
 
-# Forward, causal / window edges: the key tiles cut by the band's edge (the causal
-# diagonal) run in the compiled kernel of cpu/native_prefill.py, which computes only
-# their visible part and hands forward._Block the online-softmax state; the fully
-# visible tiles stay on the torch-ops loop. "auto" (default): compiled when the kernel
-# builds and takes the problem (bf16 with AVX512-BF16 / float32, even D <= 256, no
-# softcap / ALiBi / dropout), else torch ops (one RuntimeWarning when the build
-# failed); "compiled": raise native.NativeUnavailable instead; "ops": never compiled.
-# Set with FLASHTRITON_CPU_PREFILL_EDGE at import or assign here. Non-causal calls
-# have no edge pieces and never reach it (bench/NOTES.md, "Session 5: causal (helper)").
-FWD_EDGE_PATH = os.environ.get("FLASHTRITON_CPU_PREFILL_EDGE", "auto")
-FWD_EDGE_PATHS = ("auto", "compiled", "ops")
+# Forward path: "auto" (default) runs the compiled kernel of cpu/native_prefill.py
+# (bf16 with AVX512-BF16 / float32, even D <= 256, no softcap / ALiBi / dropout) when
+# it can be built, else the torch-ops loop of forward.py (one RuntimeWarning naming
+# the cause, e.g. no C compiler); "compiled" raises native.NativeUnavailable instead;
+# "ops" always takes the torch-ops loop. Set with FLASHTRITON_CPU_FORWARD at import
+# or assign here (bench/NOTES.md, "Session 5: causal (helper)").
+FWD_PATH = os.environ.get("FLASHTRITON_CPU_FORWARD", "auto")
+FWD_PATHS = ("auto", "compiled", "ops")
 
 # Backward: keys per tile (the rows of the transposed score tile) and query rows per block.
 BWD_KEYS = 512

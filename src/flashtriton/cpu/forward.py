@@ -1,6 +1,12 @@
 """Forward pass: FlashAttention-2's online softmax over key tiles, driven by
 PyTorch ops on float32 tiles.
 
+Where it builds, the default forward is the compiled kernel of native_prefill.py (the
+same recurrence in C, every head of a sequence in one call: bf16 / float32 without
+softcap, ALiBi or dropout; config.FWD_PATH); this file is the path for everything
+else (fp16, those features, no C compiler, FLASHTRITON_CPU_FORWARD=ops) and the
+reference design the compiled one follows.
+
 For one sequence and one KV head, rows = (query i, head g) pairs of the G query
 heads sharing that KV head (K and V tiles are read once per group), in blocks of
 config.FWD_ROWS rows:
@@ -51,6 +57,11 @@ LAZY_LIMIT = 2.0 ** 64
 LN2 = math.log(2.0)
 
 
+# The path the last forward call took: "compiled" (native_prefill.py) or "ops" (the
+# torch-ops loop below); the CPU benchmark reports it.
+LAST_PATH: str | None = None
+
+
 def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
     """Backend entry point: returns (out like q, lse float32)."""
     nheads, nheads_k = q.shape[-2], k.shape[-2]
@@ -65,83 +76,28 @@ def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
     ctx = _Ctx(params, alibi, Dropout(params.dropout_p, rng, nheads, mq, mk) if params.dropout_p > 0 else None,
                group, config.products_in_input_precision(q.dtype), q.shape[-1])
     bm = max(1, config.FWD_ROWS // group)  # query positions per block
-    lib = native_prefill.library_for(q.dtype, q.shape[-1], params, alibi, ctx.drop is not None)
+    lib = native_prefill.library_for(q, k, v, params, alibi, ctx.drop is not None)
+    global LAST_PATH
+    LAST_PATH = "ops" if lib is None else "compiled"
     for seq in layout.sequences(q, k, v, varlen, extra=(out,), lse=lse):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
+        if lib is not None:  # the compiled forward (native_prefill.py): every head in one call
+            native_prefill.forward_sequence(lib, seq, group, q_scale(params), params.window_left,
+                                            params.window_right, bm)
+            continue
         piece = _single_piece(band, bm, group)
         if piece is not None:  # short sequences: every head in one pass
             _short_sequence(ctx, seq, band, piece)
             continue
-        plan = _edge_plan(band, bm) if lib is not None else {}
         for hk in range(nheads_k):
             head = None
-            edges = None
-            if plan:  # the per-head copies first: their read of K / V warms the caches for the kernel's
-                head = _head_inputs(ctx, seq, hk)
-                edges = _Edges(lib, ctx, seq, band, hk, plan)
             for i0 in range(0, band.n_q, bm):
                 i1 = min(band.n_q, i0 + bm)
                 j_lo, j_hi = band.key_range(i0, i1)
                 if head is None and j_lo < j_hi:  # the per-head copies, made on first use
                     head = _head_inputs(ctx, seq, hk)
-                _block(ctx, seq, band, hk, i0, i1, head, edges)
+                _block(ctx, seq, band, hk, i0, i1, head)
     return out, lse
-
-
-def _edge_plan(band: Band, bm: int) -> dict:
-    """{i0: (item, (c0, c1))} for the row blocks [i0, i1) that the band's edge cuts:
-    item = (i0, i1, sa0, sa1, sb0, sb1), the key segments [sa0, sa1) (left edge) and
-    [sb0, sb1) (right edge, the causal diagonal) that the compiled kernel computes,
-    and [c0, c1), the keys every row of the block sees that the torch-ops loop takes.
-    The cuts sit on multiples of 32 keys (aligned products) and each segment keeps
-    one key that every row sees, so every row of a block that sees a key leaves the
-    kernel with a running max (the loop then takes lazy steps only). A block that
-    sees no key that all its rows see goes to the kernel whole. Fully visible blocks
-    (every non-causal block) are not in the plan."""
-    plan = {}
-    for i0 in range(0, band.n_q, bm):
-        i1 = min(band.n_q, i0 + bm)
-        j_lo, j_hi = band.key_range(i0, i1)
-        if j_lo >= j_hi:
-            continue
-        f0, f1 = band.full_keys(i0, i1, j_lo, j_hi)
-        if f0 <= j_lo and f1 >= j_hi:
-            continue
-        if f0 >= f1:
-            plan[i0] = ((i0, i1, j_lo, j_hi, j_hi, j_hi), (j_hi, j_hi))
-            continue
-        c1 = j_hi if f1 >= j_hi else max(f0, (f1 - 1) // 32 * 32)
-        c0 = j_lo if f0 <= j_lo else min(c1, (f0 + 32) // 32 * 32)
-        plan[i0] = ((i0, i1, j_lo, c0, c1, j_hi), (c0, c1))
-    return plan
-
-
-class _Edges:
-    """The compiled kernel's state for the edge pieces of every planned row block of
-    one (sequence, KV head): m, l (n_q * G, 1) and acc (n_q * G, D) float32, computed
-    in one call (its threads split the blocks)."""
-
-    def __init__(self, lib, ctx: _Ctx, seq, band: Band, hk: int, plan: dict):
-        self.lib, self.ctx, self.seq, self.band, self.hk, self.plan = lib, ctx, seq, band, hk, plan
-        rows = band.n_q * ctx.group
-        self.m = torch.empty(rows, 1)
-        self.l = torch.empty(rows, 1)
-        self.acc = torch.empty(rows, ctx.head_dim)
-        self._run([item for item, _ in plan.values()])
-
-    def _run(self, items):
-        p = self.ctx.params
-        native_prefill.edge_state(self.lib, self.seq, self.hk, self.ctx.group, q_scale(p), p.window_left,
-                                  p.window_right, items, self.m, self.l, self.acc)
-
-    def state(self, i0, i1, rerun: bool = False):
-        """(m, l, acc) views of block [i0, i1) (rerun: recomputed first, after a
-        failed lazy pass wrote to them) and the keys [c0, c1) left to the loop."""
-        item, keys = self.plan[i0]
-        if rerun:
-            self._run([item])
-        r0, r1 = i0 * self.ctx.group, i1 * self.ctx.group
-        return (self.m[r0:r1], self.l[r0:r1], self.acc[r0:r1]), keys
 
 
 class _Ctx(NamedTuple):
@@ -173,10 +129,9 @@ def _head_inputs(ctx: _Ctx, seq, hk) -> _HeadInputs:
     return _HeadInputs(kf, v, alibi_slopes_log2(ctx.alibi, seq.index, hk * ctx.group, ctx.group))
 
 
-def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, edges=None):
+def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs):
     """Rows [i0, i1) x the G query heads of KV head hk: the online softmax over the
-    key tiles this block can see, written to out and lse. edges (_Edges): the
-    compiled kernel's state of the block's edge pieces, when planned."""
+    key tiles this block can see, written to out and lse."""
     params, group, d = ctx.params, ctx.group, ctx.head_dim
     out, lse = seq.extra[0], seq.lse  # (n_q, H, D), (H, n_q)
     h0 = hk * group
@@ -186,22 +141,8 @@ def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, edges=None
         out[i0:i1, h0:h0 + group].zero_()
         lse[h0:h0 + group, i0:i1].fill_(math.inf)
         return
-    if edges is not None and i0 in edges.plan:
-        # the edge pieces ran compiled; the loop continues from their state over the
-        # keys [c0, c1) that every row sees (no mask), rerunning the kernel for the
-        # block if a lazy step overflowed
-        init, (c0, c1) = edges.state(i0, i1)
-        pieces = [(t, (i0, i1, j0, j1)) for t, j0, j1 in tiles(c0, c1, config.FWD_KEYS)]
-        blk = _Block(ctx, seq, band, hk, i0, i1, head, pieces, lazy=True, init=init)
-        if not blk.finite():
-            blk = _Block(ctx, seq, band, hk, i0, i1, head, pieces, lazy=False, init=edges.state(i0, i1, True)[0])
-        m_i, l_i, acc = blk.m_i, blk.l_i, blk.acc
-        pieces = ()
-    else:
-        pieces = _pieces(band, i0, i1, group)
-    if not pieces:
-        pass
-    elif len(pieces) == 1:  # short sequences: one step, without the running state
+    pieces = _pieces(band, i0, i1, group)
+    if len(pieces) == 1:  # short sequences: one step, without the running state
         m_i, l_i, acc = _one_piece(ctx, seq, band, hk, i0, i1, head, *pieces[0], fast=True)
         if not band.full(i0, i1, *pieces[0][1][2:]) and bool(torch.isnan(l_i).any()):
             # a NaN: maybe a hidden one, which the fast mask keeps; redo with masked_fill_
@@ -356,24 +297,17 @@ class _Block:
     add) against ~15 for the plain one.
     """
 
-    def __init__(self, ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, pieces, lazy: bool, init=None):
+    def __init__(self, ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs, pieces, lazy: bool):
         params, group, d = ctx.params, ctx.group, ctx.head_dim
         self.ctx, self.seq, self.band, self.hk, self.head, self.i0 = ctx, seq, band, hk, head, i0
         self.fast_mask = lazy  # a hidden NaN stays NaN, fails finite(): rerun with lazy=False
         rows = (i1 - i0) * group
-        if pieces:
-            self.q = layout.group_rows(seq.q[i0:i1], hk, group, q_scale(params))    # (r, D)
+        self.q = layout.group_rows(seq.q[i0:i1], hk, group, q_scale(params))    # (r, D)
+        self.m_i = torch.full((rows, 1), M_FLOOR)
+        self.l_i = torch.zeros(rows, 1)
+        self.acc = torch.zeros(rows, d)
         sub = max(1, config.FWD_SUB_ROWS // group)
         ready = set()  # sub-blocks whose rows all hold a running max
-        if init is None:
-            self.m_i = torch.full((rows, 1), M_FLOOR)
-            self.l_i = torch.zeros(rows, 1)
-            self.acc = torch.zeros(rows, d)
-        else:  # the compiled edge pieces' state (native_prefill), continued in place
-            self.m_i, self.l_i, self.acc = init
-            if pieces:
-                has_max = (self.m_i.view(i1 - i0, group) > M_FLOOR).all(dim=1).tolist()
-                ready = {x for x in range(-(-(i1 - i0) // sub)) if all(has_max[x * sub:(x + 1) * sub])}
         for t, (a0, a1, k0, k1) in pieces:
             subs = range((a0 - i0) // sub, (a1 - i0 + sub - 1) // sub)
             if lazy and all(x in ready for x in subs):

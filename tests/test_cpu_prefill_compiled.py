@@ -1,0 +1,260 @@
+"""The CPU backend's compiled forward (flashtriton/cpu/native_prefill.py, the default
+prefill path where it builds, config.FWD_PATH = "auto"): against the float64
+reference with the suite's criterion on awkward shapes (head dims 40 / 80 / 96 / 192,
+sequence lengths 1 / 17 / 113 / 1023, Nq != Nk, GQA / MQA, causal and windows, rows
+that see no key), against the torch-ops loop, strided inputs, bitwise repeatability
+across runs and thread counts, the bound on its scratch memory, and path selection:
+features it does not take go to the torch-ops loop, "ops" never compiles, a machine
+without a C compiler falls back with a warning under "auto" and raises under
+"compiled", and a CPU without AVX512-BF16 runs bf16 on the torch-ops loop.
+"""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import backends, flash_attn_func, reference
+
+from conftest import DEVICE
+from helpers import check_attention, rand_qkv, rand_varlen
+
+pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
+
+if backends.cpu_available():
+    from flashtriton.cpu import config, native, native_prefill
+
+
+def _available() -> bool:
+    try:
+        return native_prefill.load().ft_prefill_caps() == 3
+    except native_prefill.NativeUnavailable:
+        return False
+
+
+needs_kernel = pytest.mark.skipif(backends.cpu_available() and not _available(),
+                                  reason="the compiled forward does not build / run on this machine")
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the sequences that ran through the compiled forward."""
+    seen = []
+    real = native_prefill.forward_sequence
+    monkeypatch.setattr(native_prefill, "forward_sequence", lambda *a: seen.append(a[1].index) or real(*a))
+    return seen
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    monkeypatch.setattr(config, "FWD_PATH", "compiled")
+
+
+def _run(q, k, v, **kw):
+    with flashtriton.use_backend("cpu"):
+        return flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2]
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("d", [40, 80, 96, 192])
+@pytest.mark.parametrize("n", [1, 17, 113, 1023])
+def test_awkward_shapes(compiled, calls, dtype, d, n):
+    """Head dims that are not multiples of the 32-column blocks, lengths around the
+    8-row / 32-key / 64-row / 512-key blocks; causal over Nq != Nk (rows that see no
+    key when Nq > Nk), GQA."""
+    nk = {1: 5, 17: 17, 113: 300, 1023: 700}[n]
+    q, k, v = rand_qkv(1, n, nk, 6, 2, d, dtype, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, grads=False)
+    assert len(calls) == 2
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("d, heads", [(8, (4, 2)), (256, (4, 2)), (64, (32, 2)), (128, (16, 1))])
+def test_head_dim_limits_and_large_groups(compiled, calls, dtype, d, heads):
+    """The smallest and largest head dims the API takes; groups of 16 (a 512-row item
+    holds 32 query positions) and MQA."""
+    q, k, v = rand_qkv(2, 150, 290, *heads, d, dtype, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, window_size=(40, 7), grads=False)
+    assert len(calls) == 4
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("window", [(5, 3), (0, 0), (20, -1), (-1, 7), (300, 0), (3, 200)])
+def test_windows_and_gqa(compiled, calls, dtype, window):
+    for heads in [(4, 4), (6, 2), (4, 1)]:
+        q, k, v = rand_qkv(2, 333, 270, *heads, 64, dtype, DEVICE)
+        check_attention("cpu", q, k, v, window_size=window, grads=False)
+    assert len(calls) == 6
+
+
+@needs_kernel
+def test_rows_without_keys_and_empty_sequences(compiled, calls):
+    """Rows that see no key give out 0, lse +inf; empty sequences (varlen) give nothing."""
+    q, k, v = rand_qkv(1, 90, 40, 2, 1, 32, torch.bfloat16, DEVICE)
+    res = check_attention("cpu", q, k, v, window_size=(3, 0), grads=False)
+    assert torch.all(res["out"][:, :47] == 0) and torch.all(torch.isinf(res["lse"][:, :, :47]))
+    (q, k, v), varlen = rand_varlen([33, 0, 700, 1], [40, 12, 650, 0], 4, 2, 32, torch.float32, DEVICE)
+    check_attention("cpu", q, k, v, varlen=varlen, causal=True, grads=False)
+    assert calls
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_matches_torch_ops_path(monkeypatch, dtype):
+    """The two forward paths agree to within their rounding (bf16: P rounded to bf16 in
+    both; the ops path also rounds each tile's P @ V to bf16)."""
+    q, k, v = rand_qkv(2, 1100, 1100, 8, 2, 128, dtype, DEVICE)
+    res = {}
+    for path in ("compiled", "ops"):
+        monkeypatch.setattr(config, "FWD_PATH", path)
+        res[path] = _run(q, k, v, causal=True)
+    tol = 2e-2 if dtype == torch.bfloat16 else 2e-5
+    assert (res["compiled"][0].float() - res["ops"][0].float()).abs().max().item() < tol
+    assert (res["compiled"][1] - res["ops"][1]).abs().max().item() < 1e-4
+
+
+@needs_kernel
+def test_large_logits_and_late_maxima(compiled):
+    """Keys in a late tile score far above earlier ones (and the reverse): the kernel's
+    online softmax rescales (no lazy step to fall back from)."""
+    q, k, v = rand_qkv(1, 700, 900, 2, 2, 32, torch.float32, DEVICE)
+    k[:, 600:] *= 60.0
+    check_attention("cpu", q * 4.0, k, v, grads=False)
+    k2 = k.clone()
+    k2[:, :16] *= 60.0
+    k2[:, 600:] /= 60.0
+    check_attention("cpu", q * 4.0, k2, v, causal=True, grads=False)
+
+
+@needs_kernel
+def test_nan_only_where_visible(compiled):
+    """A NaN key that only the last query sees stays out of every other row."""
+    q, k, v = rand_qkv(1, 600, 600, 2, 2, 32, torch.float32, DEVICE)
+    k[:, -1] = float("nan")
+    out, _ = _run(q, k, v, causal=True)
+    ref = reference.attention(q.double(), k.double(), v.double(), softmax_scale=32 ** -0.5, window_right=0)[0]
+    assert torch.isnan(out[:, -1]).all()
+    assert torch.isfinite(out[:, :-1]).all()
+    assert (out[:, :-1].double() - ref[:, :-1]).abs().max().item() <= 1e-5
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_strided_inputs(compiled, calls, dtype):
+    """(B, H, N, D) tensors transposed to (B, N, H, D) views are read in place."""
+    q, k, v = (torch.randn(2, 4, 300, 64, dtype=dtype).transpose(1, 2) for _ in range(3))
+    assert not q.is_contiguous()
+    out, lse = _run(q, k, v, causal=True)
+    out2, lse2 = _run(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2)
+    assert len(calls) == 4
+
+
+@needs_kernel
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_bitwise_repeatable_across_threads(compiled, dtype):
+    """Each row's result depends only on its data and the fixed tile order."""
+    q, k, v = rand_qkv(1, 1500, 1500, 4, 2, 64, dtype, DEVICE)
+    a = _run(q, k, v, causal=True)
+    b = _run(q, k, v, causal=True)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        c = _run(q, k, v, causal=True)
+        torch.set_num_threads(3)
+        d = _run(q, k, v, causal=True)
+    finally:
+        torch.set_num_threads(threads)
+    for x in (b, c, d):
+        assert torch.equal(a[0], x[0]) and torch.equal(a[1], x[1])
+
+
+@needs_kernel
+def test_scratch_does_not_grow_with_n(compiled):
+    """Extra memory is per-thread scratch for one item (a 512-row block, 512-key
+    chunks): the same for N = 256 and N = 8192."""
+    lib = native_prefill.load()
+    assert lib.ft_prefill_scratch(128, 512) < 4 * 2 ** 20
+    sizes = []
+    for n in (256, 8192):
+        native_prefill._local.buf = None
+        q, k, v = rand_qkv(1, n, n, 1, 1, 128, torch.float32, DEVICE)
+        _run(q, k, v, causal=True)
+        sizes.append(native_prefill._local.buf.numel())
+    assert sizes[0] == sizes[1]
+
+
+@needs_kernel
+def test_unsupported_features_take_ops_path(monkeypatch, calls):
+    """fp16, softcap, ALiBi and dropout run the torch-ops loop (by feature, also under
+    "compiled"); results stay exact."""
+    monkeypatch.setattr(config, "FWD_PATH", "compiled")
+    q, k, v = rand_qkv(1, 200, 200, 4, 2, 32, torch.float16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    q, k, v = rand_qkv(1, 200, 200, 4, 2, 32, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, softcap=5.0, grads=False)
+    check_attention("cpu", q, k, v, causal=True, alibi_slopes=torch.rand(4), grads=False)
+    check_attention("cpu", q, k, v, causal=True, dropout_p=0.2, seed=1, grads=False)
+    assert not calls
+
+
+def test_ops_path_never_compiles(monkeypatch, calls):
+    monkeypatch.setattr(config, "FWD_PATH", "ops")
+    q, k, v = rand_qkv(1, 600, 600, 4, 2, 64, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    assert not calls
+
+
+def test_bad_path_name(monkeypatch):
+    monkeypatch.setattr(config, "FWD_PATH", "fast")
+    q, k, v = rand_qkv(1, 8, 8, 2, 2, 32, torch.float32, DEVICE)
+    with pytest.raises(ValueError, match="FWD_PATH"):
+        _run(q, k, v)
+
+
+@pytest.fixture
+def no_compiler(monkeypatch, tmp_path):
+    """A machine without a C compiler (and an empty kernel cache)."""
+    def missing():
+        raise native.NativeUnavailable("no C compiler found (test)")
+    monkeypatch.setattr(native, "_compiler", missing)
+    monkeypatch.setenv("FLASHTRITON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native_prefill, "_lib", None)
+    monkeypatch.setattr(native_prefill, "_error", None)
+    monkeypatch.setattr(native_prefill, "_warned", False)
+
+
+def test_no_compiler_auto_falls_back(monkeypatch, no_compiler, calls):
+    """"auto" on a machine without a C compiler: one warning naming the cause, then the
+    torch-ops loop, with correct results."""
+    monkeypatch.setattr(config, "FWD_PATH", "auto")
+    q, k, v = rand_qkv(1, 600, 600, 4, 2, 64, torch.bfloat16, DEVICE)
+    with pytest.warns(RuntimeWarning, match="no C compiler"):
+        check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, grads=False)      # no second warning needed
+    assert not calls
+
+
+def test_no_compiler_compiled_raises(monkeypatch, no_compiler):
+    monkeypatch.setattr(config, "FWD_PATH", "compiled")
+    q, k, v = rand_qkv(1, 60, 60, 2, 2, 64, torch.float32, DEVICE)
+    with pytest.raises(native.NativeUnavailable, match="no C compiler"):
+        _run(q, k, v, causal=True)
+
+
+@needs_kernel
+def test_cpu_without_avx512_bf16(monkeypatch, calls):
+    """A library built without the bf16 kernel (FT_NO_BF16, as on CPUs without
+    AVX512-BF16) runs bf16 on the torch-ops loop and float32 compiled."""
+    lib = native_prefill.load_variant("FT_NO_BF16")
+    assert lib.ft_prefill_caps() == 1
+    monkeypatch.setattr(native_prefill, "_lib", lib)
+    monkeypatch.setattr(config, "FWD_PATH", "compiled")
+    q, k, v = rand_qkv(1, 600, 600, 4, 2, 64, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    assert not calls
+    check_attention("cpu", q.float(), k.float(), v.float(), causal=True, grads=False)
+    assert len(calls) == 1
