@@ -185,3 +185,67 @@ def test_fma_bf16_score_path(monkeypatch):
     inp = _inputs(3, 2, 8, 2, 96, torch.bfloat16, 208, [200, 33, 0], page=16)
     _run_compiled(inp, causal=True, num_splits=3)
     _run_compiled(_inputs(2, 1, 12, 2, 128, torch.bfloat16, 100, [100, 61]))
+
+
+def _lengths_inputs(dtype, group, sq, page, leftpad=False, d=64):
+    """Five sequences (2 KV heads, `group` query heads each) of 1, 17, 113, 1023 and 0
+    keys; with Sq > 1 the Sq rows are appended first (so at least Sq keys), with Sq = 1
+    nothing is appended (the empty cache stays empty); contiguous or paged; optionally
+    left-padded."""
+    lens = [1, 17, 113, 1023, 0]
+    pad = [3, 0, 50, 1, 0] if leftpad else [0] * 5
+    snew = sq if sq > 1 else 0
+    before = [max(n - snew, 0) + p for n, p in zip(lens, pad)]
+    return _inputs(5, sq, 2 * group, 2, d, dtype, 1088, before, snew=snew, page=page,
+                   leftpad=pad if leftpad else None)
+
+
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_blk512_step_groups_lengths(group, dtype):
+    """The AVX-512 step (head_blk: bf16 scores and P @ V by vdpbf16ps, P rounded to
+    bf16; float32 by FMA) against the float64 reference within the usual bound (2x
+    the same-dtype PyTorch math's error): GQA groups 1 / 2 / 4 / 8, lengths 1, 17,
+    113, 1023 and 0 (odd block tails: the unpaired last key of a vdpbf16ps pair),
+    Sq = 1 and 3 causal rows, contiguous and paged caches."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    torch.manual_seed(group)
+    for sq, page in ((1, 0), (3, 16), (1, 64)):
+        inp = _lengths_inputs(dtype, group, sq, page)
+        _run_compiled(inp, causal=sq > 1)
+        _run_compiled(inp, causal=sq > 1, num_splits=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_blk512_step_windows_leftpad(dtype):
+    """Windows (rows that see no key of a block, blocks no row sees) and left padding
+    through the AVX-512 step."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    torch.manual_seed(1)
+    inp = _lengths_inputs(dtype, 4, 2, 16, leftpad=True, d=128)
+    _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
+    _run_compiled(inp, window_size=(7, 5))
+    _run_compiled(inp, window_size=(0, 0), num_splits=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_blk512_matches_portable_step(monkeypatch, dtype):
+    """The AVX-512 step and the portable vector-extension one (FT_NO_BLK512, what CPUs
+    without AVX-512 run) both meet the bound and agree closely (float32: to rounding;
+    bf16: the same inputs, P rounded to bf16 only in the AVX-512 step); each is
+    bitwise repeatable, also on one thread."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    portable = native.load_variant("FT_NO_BLK512")
+    assert portable.ft_blk512() == 0
+    torch.manual_seed(2)
+    inp = _inputs(2, 1, 32, 8, 128, dtype, 2100, [2100, 999])
+    fast = _run_compiled(inp)[0]
+    a, b, c = _twice_then_one_thread(inp)
+    assert torch.equal(a, b) and torch.equal(a, c)
+    monkeypatch.setattr(native, "load", lambda: portable)
+    slow = _run_compiled(inp)[0]
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    assert (fast.double() - slow.double()).abs().max().item() <= tol

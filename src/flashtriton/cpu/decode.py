@@ -176,7 +176,8 @@ def _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, 
     vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
     meta = (ctypes.c_int64 * len(vals))(*vals)
     es = k_cache.element_size()
-    work = _scratch("native_work", (batch * splits * hk * padded * (d + 2),), torch.float32)
+    # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
+    work = _scratch("native_work", (batch * splits * hk * padded * (d + 16),), torch.float32)
     rc = native.load().ft_decode(
         k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0) * es, k_cache.stride(1) * es,
         k_cache.stride(2) * es, k_cache.shape[1] if paged else 0, table.data_ptr() if paged else None,

@@ -37,12 +37,21 @@ see item()), then per KV head h, for the R = Sq * G rows r (padded to 4):
     s[r, t]  = -inf where key t is outside row r's range [rlo_i, rhi_i)  (i = r / G)
     m'       = max(m, max_t s[r, t]),  alpha = 2^(m - m'),  p = 2^(s - m')
     l        = alpha l + sum_t p,       acc = alpha acc + sum_t p[r, t] V[t, h]
-                                           (float32 p and accumulators)
+                                           (float32 p, l and accumulators; bf16 caches
+                                           with AVX512-BF16: the products p V take p
+                                           rounded to bf16, vdpbf16ps on key pairs,
+                                           as the prefill kernel and flash-attn do)
 
 and at the end the pieces of a sequence are merged by logsumexp, in piece order:
 M = max m_s, L = sum 2^(m_s - M) l_s, out = sum 2^(m_s - M) acc_s / L,
 lse = (M + log2 L) ln 2; a row with no key gets out = 0, lse = +inf. The result
 does not depend on the thread count (pieces are fixed by `splits`, merged in order).
+
+Code paths: with AVX-512 (-march=native), float32 caches and bf16 caches with
+AVX512-BF16 take head_blk() (intrinsics); the rest (bf16 without AVX512-BF16, CPUs
+without AVX-512) the portable GCC-vector-extension step. Tests build the latter here
+with FT_NO_BLK512 / FT_NO_DPBF16 (load_variant). Measurements: bench/NOTES.md,
+"Session 5: CPU decode (helper)".
 """
 from __future__ import annotations
 
@@ -68,8 +77,10 @@ C_SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
-#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(FT_NO_DPBF16)
+#if defined(__AVX512F__)
 #include <immintrin.h>
+#endif
+#if defined(__AVX512BF16__) && defined(__AVX512F__) && !defined(FT_NO_DPBF16)
 #define DPBF16 1      /* bf16 scores with vdpbf16ps (AVX512-BF16): q and K stay bf16 */
 #else
 #define DPBF16 0
@@ -188,7 +199,8 @@ typedef struct {
     int64_t qsb, qss, qsh;
     float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
     int64_t B, Hk, Sq, G, R, D, splits, bf16;   /* R: rows per KV head, padded to RG */
-    float *work;                /* (B, splits, Hk, R, D + 2): acc, m, l per item */
+    float *work;                /* (B, splits, Hk, R, D + 16): acc, m, l (14 floats of padding:
+                                   64-byte aligned rows) per item */
 } args_t;
 
 static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, int64_t pos) {
@@ -221,14 +233,169 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
         for (int c = 0; c < NC; c++) st_f32(x0 + g * W + (c0 + c) * VL, acc[g][c]);
 }
 
+#if defined(__AVX512F__) && !defined(FT_NO_BLK512)
+#define BLK512 1      /* the per-(block, head) step below, AVX-512 intrinsics */
+#else
+#define BLK512 0
+#endif
+#if BLK512
+#ifndef KG
+#define KG 4        /* keys per score step of head_blk */
+#endif
+/* One block of nt <= T keys, KV head h, every row r < R of the head, AVX-512:
+   (1) scores, RG rows at a time: one accumulator per (row, key) over the D / 32 (bf16:
+       vdpbf16ps on bf16 q and K) or D / 16 (float32: FMA) column vectors, q in
+       registers / L1, then reduce16 puts key t in lane t;
+   (2) online softmax of the RG rows (16 keys per vector);
+   (3) P @ V: float32 caches by FMA, p broadcast per key; bf16 (DP) by vdpbf16ps on key
+       pairs: p rounded to bf16 (as the prefill kernel, and flash-attn, do), the V rows
+       of keys t and t + 1 interleaved by 16-bit unpacks, so lane l of a product holds
+       p_t v_t[e] + p_t+1 v_t+1[e] in float32. The unpacks work within 128-bit lanes:
+       the accumulators of each 32-column group hold its columns in the order pvi()
+       gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
+static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
+        const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP) {
+    const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
+    const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
+    for (int64_t r = 0; r < R; r += RG) {
+        __m512 P[RG][T], S[RG];
+        /* KG keys at a time: each q vector loaded once serves KG keys (KG x RG
+           accumulators; loads, not FMAs, bound a loop that reloads q per key) */
+        for (int i0 = 0; i0 < T; i0 += KG) {
+            const char *kr[KG];
+            int live = 0;
+            for (int u = 0; u < KG; u++) {
+                const int t = BITREV4[i0 + u];
+                kr[u] = (t < nt ? kp[t] : kp[0]) + h * sh;     /* past nt: any real row, result dropped */
+                live |= t < nt;
+            }
+            if (!live) {
+                for (int u = 0; u < KG; u++)
+                    for (int g = 0; g < RG; g++) P[g][i0 + u] = _mm512_setzero_ps();
+                continue;
+            }
+            __m512 acc[KG][RG];
+            for (int u = 0; u < KG; u++)
+                for (int g = 0; g < RG; g++) acc[u][g] = _mm512_setzero_ps();
+            for (int c = 0; c < NCH; c++) {
+                if (DP) {
+#if DPBF16
+                    __m512bh kb[KG];
+                    for (int u = 0; u < KG; u++) kb[u] = (__m512bh)_mm512_loadu_si512(kr[u] + c * 64);
+                    for (int g = 0; g < RG; g++) {
+                        const __m512bh qv = (__m512bh)_mm512_loadu_si512(qh + ((r + g) * D + c * 32) * 2);
+                        for (int u = 0; u < KG; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv);
+                    }
+#endif
+                } else {
+                    __m512 kv[KG];
+                    for (int u = 0; u < KG; u++) kv[u] = _mm512_loadu_ps(kr[u] + c * 64);
+                    for (int g = 0; g < RG; g++) {
+                        const __m512 qv = _mm512_loadu_ps(qh + ((r + g) * D + c * 16) * 4);
+                        for (int u = 0; u < KG; u++) acc[u][g] = _mm512_fmadd_ps(kv[u], qv, acc[u][g]);
+                    }
+                }
+            }
+            for (int u = 0; u < KG; u++)
+                for (int g = 0; g < RG; g++)
+                    P[g][i0 + u] = BITREV4[i0 + u] < nt ? acc[u][g] : _mm512_setzero_ps();
+        }
+        const __m512 qs = _mm512_set1_ps(a->qscale);
+        for (int g = 0; g < RG; g++) S[g] = _mm512_mul_ps((__m512)reduce16((const vf *)P[g]), qs);
+        /* online softmax; p of keys a row does not see is 0 */
+        float pf[RG][T] __attribute__((aligned(64)));
+        uint32_t pw[RG][T / 2] __attribute__((aligned(64)));
+        int any = 0;
+        for (int g = 0; g < RG; g++) {
+            float *x = sth + (r + g) * W;
+            int64_t t0 = lo[r + g] - j, t1 = hi[r + g] - j;
+            if (t0 < 0) t0 = 0;
+            if (t1 > nt) t1 = nt;
+            __m512 p = _mm512_setzero_ps();
+            if (t0 < t1) {
+                const __mmask16 valid = (__mmask16)(((1u << t1) - 1u) & ~((1u << t0) - 1u));
+                const __m512 sv = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), S[g]);
+                const float bm = _mm512_reduce_max_ps(sv);
+                const float m = x[D], mn = bm > m ? bm : m;
+                p = _mm512_maskz_mov_ps(valid, (__m512)vexp2((vf)_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
+                if (mn > m) {               /* rescale only when the max moved */
+                    const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
+                    x[D + 1] *= alpha;
+                    const __m512 al = _mm512_set1_ps(alpha);
+                    for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
+                    x[D] = mn;
+                }
+                x[D + 1] += _mm512_reduce_add_ps(p);
+                any = 1;
+            }
+            if (DP) {
+#if DPBF16
+                _mm256_store_si256((__m256i *)pw[g], (__m256i)_mm512_cvtneps_pbh(p));
+#endif
+            } else {
+                _mm512_store_ps(pf[g], p);
+            }
+        }
+        if (!any) continue;
+        /* P @ V, 4 column vectors per pass */
+        float *x0 = sth + r * W;
+        for (int c0 = 0; c0 < (DP ? 2 * NCH : NCH); c0 += 4) {
+            const int NC = (DP ? 2 * NCH : NCH) - c0 < 4 ? (DP ? 2 * NCH : NCH) - c0 : 4;
+            __m512 acc[RG][4];
+            for (int g = 0; g < RG; g++)
+                for (int c = 0; c < NC; c++) acc[g][c] = _mm512_loadu_ps(x0 + g * W + (c0 + c) * 16);
+            if (DP) {
+#if DPBF16
+                for (int t = 0; t < nt; t += 2) {
+                    const char *v0 = vp[t] + h * sh;
+                    __m512i vv[4];
+                    for (int c = 0; c < NC; c += 2) {
+                        const __m512i a0 = _mm512_loadu_si512(v0 + (c0 + c) * 32);
+                        const __m512i a1 = t + 1 < nt ? _mm512_loadu_si512(vp[t + 1] + h * sh + (c0 + c) * 32)
+                                                      : _mm512_setzero_si512();
+                        vv[c] = _mm512_unpacklo_epi16(a0, a1);
+                        vv[c + 1] = _mm512_unpackhi_epi16(a0, a1);
+                    }
+                    for (int g = 0; g < RG; g++) {
+                        const __m512bh pp = (__m512bh)_mm512_set1_epi32((int)pw[g][t >> 1]);
+                        for (int c = 0; c < NC; c++) acc[g][c] = _mm512_dpbf16_ps(acc[g][c], (__m512bh)vv[c], pp);
+                    }
+                }
+#endif
+            } else {
+                for (int t = 0; t < nt; t++) {
+                    const char *v0 = vp[t] + h * sh;
+                    __m512 vv[4];
+                    for (int c = 0; c < NC; c++) vv[c] = _mm512_loadu_ps(v0 + (c0 + c) * 64);
+                    for (int g = 0; g < RG; g++) {
+                        const __m512 pp = _mm512_set1_ps(pf[g][t]);
+                        for (int c = 0; c < NC; c++) acc[g][c] = _mm512_fmadd_ps(pp, vv[c], acc[g][c]);
+                    }
+                }
+            }
+            for (int g = 0; g < RG; g++)
+                for (int c = 0; c < NC; c++) _mm512_storeu_ps(x0 + g * W + (c0 + c) * 16, acc[g][c]);
+        }
+    }
+}
+#endif
+/* where element d of a row sits in the accumulators of the vdpbf16ps P @ V (above):
+   within its 32-column group, lane 4L + i of the "low" vector holds column 8L + i and
+   lane 4L + i of the "high" one column 8L + 4 + i (L, i < 4) */
+static inline int64_t pvi(int64_t d) {
+    const int64_t e = d & 31;
+    return (d & ~31) + ((e >> 2) & 1) * 16 + (e >> 3) * 4 + (e & 3);
+}
+
 /* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row
    (a compile-time constant in the specialised copies below). Rows per KV head: R,
    a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no
-   key, so their p is 0 and their state stays empty). State st: (Hk, R, D + 2),
+   key, so their p is 0 and their state stays empty). State st: (Hk, R, D + 16),
    acc then m then l per row. */
 static inline __attribute__((always_inline)) void item(const args_t *a, int64_t b, int64_t j0, int64_t j1,
                                                       float *st, char *qbuf, const int ND, const int BF16) {
-    const int64_t Hk = a->Hk, G = a->G, D = a->D, R = a->R, Rreal = a->Sq * G, W = D + 2;
+    const int64_t Hk = a->Hk, G = a->G, D = a->D, R = a->R, Rreal = a->Sq * G, W = D + 16;
     vf S[MAXR];                             /* scores, then p, of one (head, block): lane = key */
     const vi IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     int64_t lo[MAXR], hi[MAXR];
@@ -283,6 +450,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             __asm__ volatile("" : : "r"(sink));   /* keeps the loads (an empty asm reading sink) */
         }
         for (int64_t h = 0; h < Hk; h++) {
+#if BLK512
+            if (!BF16 || DPBF16) {
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16);
+                continue;
+            }
+#endif
             const float *qh = (const float *)qbuf + h * R * D;
             /* scores, RG rows at a time, two accumulators per row (even / odd
                vectors: 2 * RG independent FMA chains): slot i of P holds key
@@ -378,10 +551,12 @@ static item_fn pick(int64_t nd, int64_t bf16) {
 
 /* 1: bf16 scores take vdpbf16ps (AVX512-BF16 built in) */
 int ft_dpbf16(void) { return DPBF16; }
+/* 1: float32 caches, and bf16 ones with AVX512-BF16, take head_blk (AVX-512 built in) */
+int ft_blk512(void) { return BLK512; }
 
 /* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq).
    q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
-   contiguous (natural log); work (B, splits, Hk, R, D + 2) float32. R: rows per KV head
+   contiguous (natural log); work (B, splits, Hk, R, D + 16) float32, 64-byte aligned. R: rows per KV head
    padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
    (decode.py checks first), 4 when out of memory. */
 int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
@@ -389,7 +564,7 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
               const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
               int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
               float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads) {
-    const int64_t W = D + 2, Rreal = Sq * G;
+    const int64_t W = D + 16, Rreal = Sq * G;
     if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
     item_fn fn = pick(D / VL, bf16);
     if (!fn) return 2;
@@ -401,7 +576,9 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
     {
-        char *qbuf = malloc((size_t)(Hk * R * D) * 4);     /* per thread: an item's q rows */
+        /* per thread: an item's q rows, 64-byte aligned (a 64-byte load across two lines
+           costs two) */
+        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + 63) & ~(size_t)63);
         if (!qbuf) {
             #pragma omp atomic write
             oom = 1;
@@ -452,7 +629,9 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
             } else {
                 *lrow = INFINITY;                           /* no key: out 0, lse +inf */
             }
-            if (bf16)   /* the accumulators are in [even, odd] order (the V loads) */
+            if (bf16 && BLK512 && DPBF16)   /* the vdpbf16ps P @ V order (pvi) */
+                for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[pvi(d)]); memcpy(orow + 2 * d, &y, 2); }
+            else if (bf16)   /* the accumulators are in [even, odd] order (the V loads) */
                 for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[eo(d)]); memcpy(orow + 2 * d, &y, 2); }
             else
                 memcpy(orow, o, (size_t)D * 4);
@@ -547,6 +726,8 @@ def _open(path: str):
     lib.ft_decode.restype = ctypes.c_int
     lib.ft_dpbf16.argtypes = []
     lib.ft_dpbf16.restype = ctypes.c_int
+    lib.ft_blk512.argtypes = []
+    lib.ft_blk512.restype = ctypes.c_int
     return lib
 
 
@@ -569,7 +750,8 @@ def load():
 
 def load_variant(*defines: str):
     """A separately built copy with extra preprocessor defines (tests: FT_NO_DPBF16
-    builds the float32-FMA bf16 score path that CPUs without AVX512-BF16 run)."""
+    builds the float32-FMA bf16 score path that CPUs without AVX512-BF16 run;
+    FT_NO_BLK512 the portable vector-extension step that CPUs without AVX-512 run)."""
     return _open(_build(tuple(defines)))
 
 
