@@ -194,8 +194,9 @@ def test_default_chunks_long_cache(ops_path):
     _run(inp)
 
 
-def test_cache_garbage_is_never_read(small_chunks):
-    """NaN beyond the sequences (and in unused pages) must not leak into the output."""
+def _garbage_cache_inputs():
+    """A paged step (page 16, lengths 70 and 5) whose caches hold NaN in unused pages and
+    in the tail of sequence 0's last page: nothing a correct kernel reads."""
     inp = _inputs(2, 1, 4, 2, 32, torch.float32, 128, [70, 5], page=16)
     table = inp["block_table"]
     used = torch.zeros(inp["k_cache"].shape[0], dtype=torch.bool)
@@ -204,9 +205,13 @@ def test_cache_garbage_is_never_read(small_chunks):
     for name in ("k_cache", "v_cache"):
         inp[name][~used] = float("nan")
         inp[name][table[0, 4].long(), 70 - 64:] = float("nan")   # tail of sequence 0's last page
-    ours = _copy(inp)
+    return inp
+
+
+def test_cache_garbage_is_never_read(small_chunks):
+    """NaN beyond the sequences (and in unused pages) must not leak into the output."""
     with flashtriton.use_backend("cpu"):
-        out = flash_attn_with_kvcache(num_splits=2, **ours)
+        out = flash_attn_with_kvcache(num_splits=2, **_copy(_garbage_cache_inputs()))
     assert torch.isfinite(out).all()
 
 

@@ -7,7 +7,6 @@ left padding, append + rotary, every head dim the kernel takes, splits, thread c
 path selection and the error raised when the kernel cannot be built. One compile
 (a few seconds, then the on-disk cache) serves the whole file.
 """
-import math
 import os
 
 import pytest
@@ -17,7 +16,7 @@ import flashtriton
 from flashtriton import backends, flash_attn_with_kvcache
 
 from conftest import DEVICE
-from test_cpu_decode import _copy, _inputs, _run, _twice_then_one_thread
+from test_cpu_decode import _copy, _garbage_cache_inputs, _inputs, _run, _twice_then_one_thread
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -100,16 +99,8 @@ def test_empty_cache():
 
 def test_cache_garbage_is_never_read():
     """NaN beyond the sequences, in unused pages, and in a page's tail."""
-    inp = _inputs(2, 1, 4, 2, 32, torch.float32, 128, [70, 5], page=16)
-    table = inp["block_table"]
-    used = torch.zeros(inp["k_cache"].shape[0], dtype=torch.bool)
-    for b, n in enumerate([70, 5]):
-        used[table[b, :math.ceil(n / 16)].long()] = True
-    for name in ("k_cache", "v_cache"):
-        inp[name][~used] = float("nan")
-        inp[name][table[0, 4].long(), 70 - 64:] = float("nan")
     with flashtriton.use_backend("cpu"):
-        out = flash_attn_with_kvcache(num_splits=2, **_copy(inp))
+        out = flash_attn_with_kvcache(num_splits=2, **_copy(_garbage_cache_inputs()))
     assert decode.LAST_PATH == "compiled" and torch.isfinite(out).all()
 
 
@@ -165,8 +156,8 @@ def test_path_selection(monkeypatch):
 
 def test_build_failure_raises(monkeypatch, tmp_path):
     """No silent fallback: a compiler that fails names the cause."""
-    monkeypatch.setattr(native, "_lib", None)
-    monkeypatch.setattr(native, "_error", None)
+    monkeypatch.setattr(native._library, "lib", None)
+    monkeypatch.setattr(native._library, "error", None)
     monkeypatch.setenv("FLASHTRITON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", "false")   # runs, exits 1
     inp = _inputs(1, 1, 4, 2, 64, torch.bfloat16, 50, [50])

@@ -222,8 +222,8 @@ def no_compiler(monkeypatch, tmp_path):
         raise native.NativeUnavailable("no C compiler found (test)")
     monkeypatch.setattr(native, "_compiler", missing)
     monkeypatch.setenv("FLASHTRITON_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(native_prefill, "_lib", None)
-    monkeypatch.setattr(native_prefill, "_error", None)
+    monkeypatch.setattr(native_prefill._library, "lib", None)
+    monkeypatch.setattr(native_prefill._library, "error", None)
     monkeypatch.setattr(native_prefill, "_warned", False)
 
 
@@ -251,7 +251,7 @@ def test_cpu_without_avx512_bf16(monkeypatch, calls):
     AVX512-BF16) runs bf16 on the torch-ops loop and float32 compiled."""
     lib = native_prefill.load_variant("FT_NO_BF16")
     assert lib.ft_prefill_caps() == 1
-    monkeypatch.setattr(native_prefill, "_lib", lib)
+    monkeypatch.setattr(native_prefill._library, "lib", lib)
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     q, k, v = rand_qkv(1, 600, 600, 4, 2, 64, torch.bfloat16, DEVICE)
     check_attention("cpu", q, k, v, causal=True, grads=False)

@@ -3,22 +3,12 @@ forward-only (auto), and where it goes (cProfile, top entries by own time)."""
 import cProfile
 import os
 import pstats
-import time
 
 import torch
 
 import flashtriton
 from flashtriton.bench import decode as D
-
-
-def per_call_us(fn, n=300):
-    fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / n * 1e6
+from s4_host_profile import per_call_us  # (same folder: the script's own)
 
 
 def main():

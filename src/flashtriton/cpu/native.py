@@ -643,9 +643,6 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno"]
 
-_lock = threading.Lock()
-_lib = None
-_error: str | None = None
 COMPILE_SECONDS: float | None = None   # the last compile in this process (None: loaded from cache)
 
 
@@ -731,21 +728,38 @@ def _open(path: str):
     return lib
 
 
+class LazyLibrary:
+    """A library compiled (or taken from the disk cache) and loaded on first use. A failed
+    build is remembered and its error raised again, so a process without a compiler
+    tries once. Shared by the decode kernel here and native_prefill.py."""
+
+    def __init__(self, build_and_open):
+        self._build_and_open = build_and_open
+        self._lock = threading.Lock()
+        self.lib = None
+        self.error: str | None = None
+
+    def get(self):
+        if self.lib is not None:
+            return self.lib
+        with self._lock:
+            if self.lib is None:
+                if self.error is not None:
+                    raise NativeUnavailable(self.error)
+                try:
+                    self.lib = self._build_and_open()
+                except NativeUnavailable as e:
+                    self.error = str(e)
+                    raise
+        return self.lib
+
+
+_library = LazyLibrary(lambda: _open(_build()))
+
+
 def load():
-    """The loaded library (compiled on first use); raises NativeUnavailable."""
-    global _lib, _error
-    if _lib is not None:
-        return _lib
-    with _lock:
-        if _lib is None:
-            if _error is not None:
-                raise NativeUnavailable(_error)
-            try:
-                _lib = _open(_build())
-            except NativeUnavailable as e:
-                _error = str(e)
-                raise
-    return _lib
+    """The loaded decode library (compiled on first use); raises NativeUnavailable."""
+    return _library.get()
 
 
 def load_variant(*defines: str):

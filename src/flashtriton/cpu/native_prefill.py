@@ -552,9 +552,6 @@ int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64
 
 MAX_HEAD_DIM = 256
 
-_lock = threading.Lock()
-_lib = None
-_error: str | None = None
 _warned = False
 _local = threading.local()
 
@@ -576,22 +573,13 @@ def _open(path: str):
     return lib
 
 
+_library = native.LazyLibrary(lambda: _open(native._build(source=C_SOURCE, stem="prefill")))
+
+
 def load():
     """The loaded library (compiled on first use, then cached on disk); raises
     NativeUnavailable naming the cause."""
-    global _lib, _error
-    if _lib is not None:
-        return _lib
-    with _lock:
-        if _lib is None:
-            if _error is not None:
-                raise NativeUnavailable(_error)
-            try:
-                _lib = _open(native._build(source=C_SOURCE, stem="prefill"))
-            except NativeUnavailable as e:
-                _error = str(e)
-                raise
-    return _lib
+    return _library.get()
 
 
 def load_variant(*defines: str):
