@@ -193,8 +193,8 @@ def test_host_descriptor_defaults():
     (or under CUDA-graph capture); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
     from flashtriton.launchers import prefill
     cpu = torch.device("cpu")
-    assert prefill.fwd_host_desc_pays(prefill.HOST_DESC_MIN_EAGER_FLOPS, cpu)
-    assert not prefill.fwd_host_desc_pays(prefill.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
+    assert prefill.host_desc_default("fwd", 128, False, 512, prefill.HOST_DESC_MIN_EAGER_FLOPS, cpu)
+    assert not prefill.host_desc_default("fwd", 128, False, 512, prefill.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
     assert prefill.host_desc_default("dq", 128, False, 4096) and not prefill.host_desc_default("dq", 128, False, 8192)
     assert not prefill.host_desc_default("dq", 64, True, 1024)
     assert prefill.host_desc_default("dkdv", 64, True, 16384) and not prefill.host_desc_default("dkdv", 64, False, 1024)

@@ -72,7 +72,8 @@ HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
 HOST_DESC_MIN_EAGER_FLOPS = 1e11
 
 
-def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
+def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
+                      device: torch.device | None = None) -> bool:
     """Where host-made descriptors measured faster (H200, 2026-11-29, bf16, 16k tokens,
     bench/gpu/s5_bwd_ab.py and next_host_desc.sh; bench/NOTES.md "Session 5"):
     - forward: everywhere (D = 128 graph replays +27% / +5% / +8% at N = 512 / 1k / 2k,
@@ -81,26 +82,21 @@ def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> b
     - dK/dV at D = 64, causal (+4-11%); everywhere else both lost up to 22% (dQ at D = 64:
       170 registers against 128 with the descriptors as kernel parameters)."""
     if kernel == "fwd":
-        return True
+        return fwd_host_desc_pays(fwd_flops, device)
     if kernel == "dq":
         return block_d == 128 and seqlen <= 4096
     return block_d == 64 and causal
 
 
-def fwd_host_desc_pays(flops: float, device: torch.device) -> bool:
+def fwd_host_desc_pays(flops: float, device: torch.device | None) -> bool:
     """The forward's host-made descriptors pay for their host time (see above)."""
     if flops >= HOST_DESC_MIN_EAGER_FLOPS:
         return True
-    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return device is not None and device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
 
-def forced_host_descriptors() -> bool:
-    """FLASHTRITON_HOST_DESCRIPTORS set to anything but auto: no host-time heuristic."""
-    import os
-    return os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto") != "auto"
-
-
-def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
+def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
+                     device: torch.device | None = None) -> bool:
     """Whether the dense `kernel` (one of HOST_DESC_KERNELS) takes host-made TMA
     descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
     the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
@@ -109,7 +105,7 @@ def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bo
     import os
     flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
     if flag == "auto":
-        return host_desc_default(kernel, block_d, causal, seqlen)
+        return host_desc_default(kernel, block_d, causal, seqlen, fwd_flops, device)
     if flag in ("0", "1"):
         return flag == "1"
     chosen = tuple(x.strip() for x in flag.split(","))
@@ -349,7 +345,6 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     # Causal-like varlen only: there block costs differ within and across sequences;
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
-    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     causal = params.window_right == 0
     keys = seqlen_k                                  # keys a query sees, on average (roughly)
     if params.window_left >= 0 and params.window_right >= 0:
@@ -357,9 +352,9 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     elif params.window_left >= 0 or params.window_right >= 0:
         keys = seqlen_k / 2
     flops = 4.0 * batch * nheads * seqlen_q * keys * head_dim
+    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
-                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k))
-                     and (forced_host_descriptors() or fwd_host_desc_pays(flops, q.device)))
+                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
 
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
