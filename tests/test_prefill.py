@@ -209,3 +209,49 @@ def test_host_descriptors_flag_is_checked(monkeypatch):
     with flashtriton.use_backend("triton"):
         with pytest.raises(ValueError, match=r"^FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-sep"):
             flash_attn_func(q, k, v)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 256, 256, (4, 4), 128, dict()),
+    (1, 128, 384, (4, 2), 96, dict()),                           # GQA, D under BLOCK_D, Nq < Nk
+    (2, 384, 128, (4, 1), 128, dict()),                          # MQA, Nq > Nk
+    (1, 128, 256, (2, 2), 128, dict(softmax_scale=-0.2)),         # a negative scale: the row min
+])
+def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
+    """The warp-specialized forward (kernels/fwd_ws.py), forced with FLASHTRITON_WARP_SPEC=1
+    (under the interpreter its arithmetic runs without the specialization), passes the
+    reference check on GQA / MQA, Nq != Nk, head dims under BLOCK_D and a negative scale,
+    and is the kernel that ran."""
+    from flashtriton.launchers import prefill
+    calls = []
+    real = prefill._fwd_warp_spec
+    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert calls, "the warp-specialized forward did not run"
+
+
+def test_warp_spec_rule(monkeypatch):
+    """Which calls the warp-specialized forward computes: unmasked attention (key count a
+    multiple of 128) in bf16 / fp16 at BLOCK_D 128; never causal or windowed (its masked
+    variant was wrong on the H200: regression of session 6), nor with varlen, ALiBi,
+    softcap or dropout; FLASHTRITON_WARP_SPEC is checked."""
+    from flashtriton.launchers import prefill
+    bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
+    rule = prefill.warp_spec_plain
+    assert rule(bf16, plain, None, False, 128, 128, 256) and rule(torch.float16, plain, None, False, 128, 256, 128)
+    assert not rule(bf16, plain, None, False, 128, 128, 200)      # a ragged key count needs the mask
+    assert not rule(bf16, plain, None, False, 128, 200, 256)      # query blocks must not straddle heads
+    assert not rule(bf16, plain, None, False, 64, 128, 256) and not rule(torch.float32, plain, None, False, 128, 128, 256)
+    for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
+              prefill.AttnParams(0.1, softcap=3.0), prefill.AttnParams(0.1, dropout_p=0.1)):
+        assert not rule(bf16, p, None, False, 128, 128, 256)
+    assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
+    assert not rule(bf16, plain, None, False, 128, 0, 256)
+    q = torch.empty(1, 8, 2, 128, dtype=bf16)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    assert not prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "yes")
+    with pytest.raises(ValueError, match=r"^FLASHTRITON_WARP_SPEC: must be auto, 0 or 1"):
+        prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)

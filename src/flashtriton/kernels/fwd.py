@@ -90,6 +90,7 @@ def attn_fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     if IS_VARLEN:
         h = tl.program_id(0)
@@ -108,13 +109,21 @@ def attn_fwd_kernel(
         block = pid - tl.load(CU_BLOCKS + b)
         n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
     else:
-        pid_bh = tl.program_id(0)
+        if ROWS_FIRST:
+            # one linear grid, the query blocks of a (batch, head) consecutive: the
+            # programs in flight share a few heads' K and V in L2 instead of touching
+            # one K / V per program (see launchers/prefill.FWD_ROWS_FIRST)
+            n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
+            pid_bh = tl.program_id(0) // n_blocks
+            block = tl.program_id(0) % n_blocks
+        else:
+            pid_bh = tl.program_id(0)
+            block = tl.program_id(1)
+            n_blocks = tl.num_programs(1)
         b = pid_bh // nheads
         h = pid_bh % nheads
         q_start = 0
         k_start = 0
-        block = tl.program_id(1)
-        n_blocks = tl.num_programs(1)
     if HAS_RIGHT:
         # Causal-like masks: the last query block has the most key tiles. Block ids are
         # dispatched in order, so hand out the heaviest blocks first.

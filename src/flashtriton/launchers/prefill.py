@@ -20,6 +20,7 @@ from .. import memory
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.fwd import attn_fwd_kernel
+from ..kernels.fwd_ws import attn_fwd_ws_kernel
 from . import tuning
 
 LOG2E = 1.4426950408889634
@@ -323,7 +324,10 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
                                     lambda: _heaviest_first(varlen, cu_blocks, grid[1], tile.block_m))
         else:
             cu_blocks = cu_q = cu_k = order = dummy
-            grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+            if FWD_ROWS_FIRST:
+                grid = (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)
+            else:
+                grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
         descs = (dummy,) * 4
         if use_host_desc:
             descs = (_host_descriptor(q, tile.block_m, bd), _host_descriptor(k, tile.block_n, bd),
@@ -337,7 +341,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
-            HOST_DESC=use_host_desc,
+            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST and not is_varlen,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -356,9 +360,74 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
 
+    if warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        _fwd_warp_spec(q, k, v, out, lse, params, bd)
+        return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
     return out, lse
+
+
+# Dense forward grid order. True: one linear grid whose consecutive programs are the query
+# blocks of one (batch, head), so the ~132 programs in flight read a few heads' K and V,
+# which stay in L2; False: (B * H, query blocks), consecutive programs on different heads
+# (each K / V read by programs spread over the whole launch). fwd.py, H200, 2026-11-29,
+# bf16, 16k tokens (bench/gpu/s6_ws_ab.py): rows-first / heads-first TFLOP/s 1.03-1.13x at
+# N >= 2k (D = 128 and 64, causal and not), 1.00-1.34x at N = 512; one outlier, D = 128
+# non-causal N = 1k, 0.74x (280 against 379; that case now runs fwd_ws.py: 405). Dense
+# calls only: the varlen grid keeps (heads, block slots) (not yet measured rows-first).
+FWD_ROWS_FIRST = True
+
+
+# The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
+# what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
+# warps); 2 stages (3 overflow shared memory at 128 x 128: 257 KB). D = 64 is not here:
+# there it lost to fwd.py at N >= 2k (327-383 against 354-405 TFLOP/s, H200, 2026-11-29,
+# bench/gpu/s6_ws_ab.py; 128 x 64 tiles gave wrong results under the specialization).
+WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2)}
+
+
+def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether the forward takes the warp-specialized kernel. FLASHTRITON_WARP_SPEC:
+    "auto" (default): the calls warp_spec_plain accepts, on a Hopper GPU (compute
+    capability 9); "0": never; "1": as auto, and also under the Triton interpreter (where
+    the specialization itself is ignored: the tests check the kernel's arithmetic there)."""
+    import os
+    flag = os.environ.get("FLASHTRITON_WARP_SPEC", "auto")
+    if flag not in ("auto", "0", "1"):
+        raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
+    if flag == "0":
+        return False
+    if not warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        return False
+    if interpreting():
+        return flag == "1"
+    return q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9
+
+
+def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """The calls kernels/fwd_ws.py computes: no mask at all (not causal, no window, key
+    and query counts that are multiples of the tile), no varlen, ALiBi, softcap or
+    dropout; bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES."""
+    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and params.window_left < 0 and params.window_right < 0 and bd in WARP_SPEC_TILES
+            and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
+            and seqlen_k % WARP_SPEC_TILES[bd].block_n == 0 and seqlen_q % WARP_SPEC_TILES[bd].block_m == 0)
+
+
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int):
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
+    qk_scale = params.softmax_scale * LOG2E
+    attn_fwd_ws_kernel[(batch * nheads * (seqlen_q // tile.block_m),)](
+        q, k, v, out, lse,
+        *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
+        lse.numel(),
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
 
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):

@@ -1,0 +1,101 @@
+"""FlashAttention-2 forward, warp-specialized for Hopper (Triton 3.6 on sm_90).
+
+The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M rows
+of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
+one logsumexp per row), for the plainest case only: no mask of any kind (not causal,
+no window, key and query counts multiples of the tile), no ALiBi, softcap, dropout or
+varlen.
+The launcher (launchers/prefill.warp_spec_applies) picks it; everything else runs fwd.py.
+
+What differs is the loop: `tl.range(..., warp_specialize=True)` with num_warps=4 makes
+Triton's Hopper pass split the program into a producer warpgroup that only issues the
+TMA loads and two consumer warpgroups that each own BLOCK_M / 2 rows (num_warps
+becomes 12, registers rebalanced with setmaxnreg), so one consumer's softmax can run
+while the other's wgmma holds the tensor cores. H200, 2026-11-29, bf16, D = 128,
+non-causal, 16k tokens, both on the rows-first grid (bench/gpu/s6_ws_ab.py, eager):
+300 / 405 / 479 / 520 / 537 / 548 TFLOP/s at N = 512 / 1k / 2k / 4k / 8k / 16k against
+244 / 280 / 445 / 475 / 485 / 494 for fwd.py (cuDNN 526 / 569 / 599 / 599 / 611 / 612).
+
+Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
+  - only one loop in the kernel: a second loop before or after the warp-specialized
+    one fails to compile ("'scf.for' op operation destroyed but still has uses", or the
+    NVGPUWarpSpecialization pass fails), and a branch inside the loop silently turns
+    the specialization off;
+  - anything indexed by the query row goes wrong in the second consumer warpgroup:
+    a causal mask (key <= row, from tl.arange, inside or outside the loop) and a
+    pointer store of the lse compiled, passed under the interpreter, and were wrong
+    on the H200 (max error ~1; lse errors of inf), while masks on the key index alone
+    were right (bench/gpu/s6_ws_mask_probe.py). So causal calls stay on fwd.py, and
+    the lse leaves through a descriptor;
+  - descriptors made in the kernel (host-made ones are not data-partitioned);
+  - no branch on a runtime scalar's sign inside the loop: the scale's sign is NEG_SCALE.
+"""
+import triton
+import triton.language as tl
+
+from .common import LN2, NO_SPECIALIZE
+
+
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
+def attn_fwd_ws_kernel(
+    Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_ob, stride_on, stride_oh,
+    lse_rows,
+    nheads, group, seqlen_q, seqlen_k, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    NEG_SCALE: tl.constexpr,
+):
+    # one linear grid, the query blocks of each (batch, head) consecutive (see
+    # launchers/prefill.FWD_ROWS_FIRST)
+    n_blocks = seqlen_q // BLOCK_M
+    pid_bh = tl.program_id(0) // n_blocks
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    start_m = (tl.program_id(0) % n_blocks) * BLOCK_M
+    hk = h // group
+
+    # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written
+    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
+                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    o_desc = tl.make_tensor_descriptor(O + b.to(tl.int64) * stride_ob + h * stride_oh, shape=[seqlen_q, HEAD_DIM],
+                                       strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
+
+    q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+
+    # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N): no mask
+    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
+        k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
+        # the row max of the raw dots, scaled once per row, is the max of the scaled ones
+        # (with a negative scale, the min), so the scale folds into exp2's FMA
+        if NEG_SCALE:
+            m_new = tl.maximum(m_i, tl.min(qk, 1) * qk_scale)
+        else:
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        p = tl.exp2(qk * qk_scale - m_new[:, None])                     # (BLOCK_M, BLOCK_N)
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
+        m_i = m_new
+
+    # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
+    lse = (m_i + tl.log2(l_i)) * LN2
+    o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
+    # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
+    # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
+    # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
+    # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
+    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    lse_desc.store([pid_bh * seqlen_q + start_m], lse)
