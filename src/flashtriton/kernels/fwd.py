@@ -93,8 +93,14 @@ def attn_fwd_kernel(
     ROWS_FIRST: tl.constexpr = False,
 ):
     if IS_VARLEN:
-        h = tl.program_id(0)
-        pid = tl.program_id(1)
+        if ROWS_FIRST:
+            # one linear grid, a head's block slots consecutive (launchers/prefill.FWD_ROWS_FIRST)
+            n_slots = tl.num_programs(0) // nheads
+            h = tl.program_id(0) // n_slots
+            pid = tl.program_id(0) % n_slots
+        else:
+            h = tl.program_id(0)
+            pid = tl.program_id(1)
         if USE_ORDER:
             # Blocks are dispatched in slot order; ORDER puts the programs with the most
             # key tiles first across all sequences (launchers/prefill._heaviest_first).

@@ -317,11 +317,12 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         if is_varlen:
             cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
             cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
-            grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
+            slots = triton.cdiv(total_q, tile.block_m) + batch
+            grid = (nheads * slots,) if FWD_ROWS_FIRST else (nheads, slots)
             order = dummy
             if use_order:
-                order = _cached_map(cu_q, ("order", tile.block_m, grid[1], _stamp(cu_k)),
-                                    lambda: _heaviest_first(varlen, cu_blocks, grid[1], tile.block_m))
+                order = _cached_map(cu_q, ("order", tile.block_m, slots, _stamp(cu_k)),
+                                    lambda: _heaviest_first(varlen, cu_blocks, slots, tile.block_m))
         else:
             cu_blocks = cu_q = cu_k = order = dummy
             if FWD_ROWS_FIRST:
@@ -341,7 +342,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
-            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST and not is_varlen,
+            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
