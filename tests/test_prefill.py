@@ -255,3 +255,24 @@ def test_warp_spec_rule(monkeypatch):
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "yes")
     with pytest.raises(ValueError, match=r"^FLASHTRITON_WARP_SPEC: must be auto, 0 or 1"):
         prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
+    (1, 113, 203, (4, 2), 96, dict(causal=True)),                # Nq < Nk, bottom-right diagonal
+    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key
+    (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
+    (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
+])
+def test_warp_specialized_split_forward(monkeypatch, b, nq, nk, heads, d, kw):
+    """The split path: the warp-specialized kernel does the fully visible tiles
+    (fwd_ws.py, PARTIAL), fwd.py resumes from its state (RESUME) with the masked ones;
+    forced with FLASHTRITON_WARP_SPEC=1, it passes the reference check and both ran."""
+    from flashtriton.launchers import prefill
+    calls = []
+    real = prefill._fwd_warp_spec
+    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(k.get("partial")) or real(*a, **k))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert calls == [True], calls

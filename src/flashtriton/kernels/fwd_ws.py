@@ -44,13 +44,13 @@ def attn_fwd_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale,
+    nheads, group, seqlen_q, seqlen_k, window_right, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NEG_SCALE: tl.constexpr,
+    NEG_SCALE: tl.constexpr, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
-    n_blocks = seqlen_q // BLOCK_M
+    n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh = tl.program_id(0) // n_blocks
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -72,8 +72,16 @@ def attn_fwd_ws_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N): no mask
-    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
+    if PARTIAL:
+        # only the key tiles every row of the block sees (kernels.common.kv_tile_ranges'
+        # full_hi, a per-program bound: no row-indexed op); fwd.py resumes from the state
+        # written below with the rest (the diagonal, the right window edge, the ragged end)
+        hi = (seqlen_k // BLOCK_N) * BLOCK_N
+        if HAS_RIGHT:
+            hi = tl.minimum(hi, (tl.maximum(start_m + seqlen_k - seqlen_q + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    else:
+        hi = seqlen_k          # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N)
+    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         # the row max of the raw dots, scaled once per row, is the max of the scaled ones
@@ -90,12 +98,22 @@ def attn_fwd_ws_kernel(
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new
 
-    # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
-    lse = (m_i + tl.log2(l_i)) * LN2
-    o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
-    # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
-    # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
-    # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
-    # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
-    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-    lse_desc.store([pid_bh * seqlen_q + start_m], lse)
+    if PARTIAL:
+        # the state after the bulk, for fwd.py's RESUME: out normalised (0 for a row that
+        # saw no tile yet) and its logsumexp in log2 units (-inf there), into a buffer of
+        # cdiv(Nq, BLOCK_M) * BLOCK_M rows per head, so that no block straddles two heads
+        empty = l_i == 0.0
+        l_safe = tl.where(empty, 1.0, l_i)
+        o_desc.store([start_m, 0], (acc / l_safe[:, None]).to(O.dtype.element_ty))
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        lse_desc.store([pid_bh * n_blocks * BLOCK_M + start_m], tl.where(empty, float("-inf"), m_i + tl.log2(l_safe)))
+    else:
+        # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
+        lse = (m_i + tl.log2(l_i)) * LN2
+        o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
+        # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
+        # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
+        # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
+        # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        lse_desc.store([pid_bh * seqlen_q + start_m], lse)

@@ -10,6 +10,7 @@ and (H, total_q) for variable-length ones, as in flash-attn.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional
 
@@ -313,7 +314,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     dummy = lse
     stride_ab, stride_ah = _alibi_strides(alibi)
 
-    def launch(tile: configs.Tile):
+    def launch(tile: configs.Tile, resume=None):
         if is_varlen:
             cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
             cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
@@ -335,11 +336,13 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
                      _host_descriptor(v, tile.block_n, bd), _host_descriptor(out, tile.block_m, bd))
         attn_fwd_kernel[grid](
             q, k, v, out, lse, cu_q, cu_k, cu_blocks, order,
-            alibi if alibi is not None else dummy, rng if rng is not None else dummy, *descs,
+            alibi if alibi is not None else dummy, rng if rng is not None else dummy,
+            resume if resume is not None else dummy, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(out, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
+            nq_pad=triton.cdiv(seqlen_q, tile.block_m) * tile.block_m, RESUME=resume is not None,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
@@ -361,8 +364,19 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
 
-    if warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+    mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
+    if mode == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd)
+        return out, lse
+    if mode == "split" and (os.environ.get("FLASHTRITON_WARP_SPEC") == "1" or fwd_host_desc_pays(flops, q.device)):
+        # the fully visible tiles in the warp-specialized kernel, the rest (diagonal, right
+        # window edge, ragged end) in fwd.py resuming from its state: two launches, so
+        # only where the call's GPU time hides the second one's host time
+        tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
+        lse_p = memory.empty((batch * nheads * triton.cdiv(seqlen_q, tile.block_m) * tile.block_m,), torch.float32,
+                             q.device)
+        _fwd_warp_spec(q, k, v, out, lse_p, params, bd, partial=True)
+        launch(replace(tile, num_warps=8, num_stages=3) if not interpreting() else tile, resume=lse_p)
         return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
@@ -388,18 +402,38 @@ FWD_ROWS_FIRST = True
 WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2)}
 
 
-def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int):
+    """How the forward uses the warp-specialized kernel: "whole" (warp_spec_plain: it
+    does the whole call), "split" (warp_spec_split: it does the fully visible tiles and
+    fwd.py the masked rest), or None; under warp_spec_applies' switch."""
+    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=True):
+        return None
+    return "whole" if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) else "split"
+
+
+def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """The calls the split path computes: warp_spec_plain's, but causal, a right window
+    edge and any Nq / Nk allowed (the masked tiles run in fwd.py); no left window edge."""
+    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and params.window_left < 0 and bd in WARP_SPEC_TILES and dtype in (torch.bfloat16, torch.float16)
+            and seqlen_q > 0 and seqlen_k > 0)
+
+
+def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                      split_ok: bool = False) -> bool:
     """Whether the forward takes the warp-specialized kernel. FLASHTRITON_WARP_SPEC:
-    "auto" (default): the calls warp_spec_plain accepts, on a Hopper GPU (compute
-    capability 9); "0": never; "1": as auto, and also under the Triton interpreter (where
-    the specialization itself is ignored: the tests check the kernel's arithmetic there)."""
+    "auto" (default): the calls warp_spec_plain accepts (with split_ok, also those
+    warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
+    auto, and also under the Triton interpreter (where the specialization itself is
+    ignored: the tests check the kernels' arithmetic there)."""
     import os
     flag = os.environ.get("FLASHTRITON_WARP_SPEC", "auto")
     if flag not in ("auto", "0", "1"):
         raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
     if flag == "0":
         return False
-    if not warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+    rule = warp_spec_split if split_ok else warp_spec_plain
+    if not rule(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         return False
     if interpreting():
         return flag == "1"
@@ -416,17 +450,20 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
             and seqlen_k % WARP_SPEC_TILES[bd].block_n == 0 and seqlen_q % WARP_SPEC_TILES[bd].block_m == 0)
 
 
-def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int):
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool = False):
+    """partial: the fully visible tiles only; out gets the normalised partial result and
+    lse (then a flat (B * H * nq_pad,) buffer) its logsumexp in log2 units."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
     qk_scale = params.softmax_scale * LOG2E
-    attn_fwd_ws_kernel[(batch * nheads * (seqlen_q // tile.block_m),)](
+    attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
         q, k, v, out, lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_right, qk_scale,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
