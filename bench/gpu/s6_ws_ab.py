@@ -42,6 +42,16 @@ def main():
                         errs[name] = (out.float() - ref.float()).abs().max().item()
                         res[name] = do_bench(lambda: flashtriton.flash_attn_func(q, k, v, causal=causal),
                                              warmup=25, rep=100, return_mode="median")
+                        if os.environ.get("S6_AB_FWD_BWD"):
+                            qg, kg, vg = (x.detach().requires_grad_() for x in (q, k, v))
+                            dout = torch.randn_like(q)
+
+                            def fb():
+                                o = flashtriton.flash_attn_func(qg, kg, vg, causal=causal)
+                                return torch.autograd.grad(o, (qg, kg, vg), dout)
+                            fb_ms = do_bench(fb, warmup=25, rep=100, return_mode="median")
+                            print(f"  D={d} causal={int(causal)} N={n} {name} fwd+bwd: "
+                                  f"{3.5 * flops / fb_ms / 1e9:.0f} TFLOP/s", flush=True)
                     except Exception as exc:  # noqa: BLE001
                         print(f"D={d} causal={causal} N={n} {name}: {type(exc).__name__}: {str(exc)[:150]}")
                 os.environ["FLASHTRITON_WARP_SPEC"] = "auto"

@@ -1,0 +1,84 @@
+"""FlashAttention-2 dK/dV kernel, warp-specialized for Hopper (Triton 3.6 on sm_90).
+
+The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
+kernels/fwd_ws.py computes whole: no mask at all (not causal, no window, Nq and Nk
+multiples of the tiles), no ALiBi, softcap, dropout or varlen. One program owns BLOCK_N
+keys of one (batch, KV head) and loops over the query blocks of every query head of its
+GQA group in ONE flattened loop (`warp_specialize=True` needs the loop alone in the
+kernel, with no branch in it; kernels/fwd_ws.py lists what Triton 3.6 accepts). The two
+consumer warpgroups split the BLOCK_N keys (the rows of dK and dV); nothing is indexed
+by tl.arange: q, dO, lse and delta all arrive through descriptors (a tl.arange-indexed
+op went wrong in the second consumer of the forward, H200, 2026-11-29).
+
+Per query tile (transposed layout: keys x queries, as bwd.py):
+    P^T = exp2(K Q^T * scale * log2e - lse * log2e),   dV += P^T dO,
+    dP^T = V dO^T,   dS^T = P^T * (dP^T - delta),      dK += dS^T Q   (times scale at the end)
+"""
+import triton
+import triton.language as tl
+
+from .common import LOG2E, NO_SPECIALIZE
+
+
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
+def attn_bwd_dkdv_ws_kernel(
+    Q, K, V, DO, LSE, DELTA, DK, DV,   # q, do (B, Nq, H, D); k, v, dk, dv (B, Nk, Hk, D); lse, delta (B, H, Nq) fp32
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh,
+    stride_dkb, stride_dkn, stride_dkh,
+    stride_dvb, stride_dvn, stride_dvh,
+    lse_rows,                          # B * H * Nq: lse and delta are contiguous
+    nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    # one linear grid, the key blocks of each (batch, KV head) consecutive
+    n_blocks = seqlen_k // BLOCK_N
+    pid_bh = tl.program_id(0) // n_blocks
+    b = pid_bh // nheads_k
+    hk = pid_bh % nheads_k
+    start_n = (tl.program_id(0) % n_blocks) * BLOCK_N
+
+    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    # q and dO of batch b as (Nq, H, D): a tile is the box [BLOCK_M, 1, BLOCK_D] of head h
+    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb, shape=[seqlen_q, nheads, HEAD_DIM],
+                                       strides=[stride_qn, stride_qh, 1], block_shape=[BLOCK_M, 1, BLOCK_D])
+    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads, HEAD_DIM],
+                                        strides=[stride_don, stride_doh, 1], block_shape=[BLOCK_M, 1, BLOCK_D])
+    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+
+    k = k_desc.load([start_n, 0])                                       # (BLOCK_N, BLOCK_D)
+    v = v_desc.load([start_n, 0])
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+
+    m_tiles = seqlen_q // BLOCK_M
+    # every query tile of every head of the GQA group, in one loop: t -> (head, tile)
+    for t in tl.range(0, group * m_tiles, warp_specialize=True):
+        h = hk * group + t // m_tiles
+        start_m = (t % m_tiles) * BLOCK_M
+        q = q_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)      # (BLOCK_M, BLOCK_D)
+        do = do_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)
+        row = (b * nheads + h) * seqlen_q + start_m                     # flat (B, H, Nq) index
+        lse2 = lse_desc.load([row]) * LOG2E                             # (BLOCK_M,)
+        delta = delta_desc.load([row])
+        qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
+        pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
+        dv = tl.dot(pT.to(do.dtype), do, dv)
+        dpT = tl.dot(v, tl.trans(do))                                   # (BLOCK_N, BLOCK_M)
+        dsT = pT * (dpT - delta[None, :])
+        dk = tl.dot(dsT.to(q.dtype), q, dk)
+
+    dk_desc = tl.make_tensor_descriptor(DK + b.to(tl.int64) * stride_dkb + hk * stride_dkh,
+                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
+                                        block_shape=[BLOCK_N, BLOCK_D])
+    dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
+                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
+                                        block_shape=[BLOCK_N, BLOCK_D])
+    dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
+    dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
