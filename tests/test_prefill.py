@@ -284,13 +284,13 @@ def test_warp_specialized_split_forward(monkeypatch, b, nq, nk, heads, d, kw):
     (1, 128, 384, (4, 2), 96),                                   # GQA: one program sums its group
     (2, 384, 128, (4, 1), 128),                                  # MQA, Nq > Nk
 ])
-def test_warp_specialized_dkdv(monkeypatch, b, nq, nk, heads, d):
-    """The warp-specialized dK/dV kernel (kernels/bwd_ws.py), forced with
-    FLASHTRITON_WARP_SPEC=1, gives gradients within the reference bound, and ran."""
+def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
+    """The warp-specialized dK/dV and dQ kernels (kernels/bwd_ws.py), forced with
+    FLASHTRITON_WARP_SPEC=1, give gradients within the reference bound, and ran."""
     from flashtriton.launchers import prefill
     calls = []
-    real = prefill._dkdv_warp_spec
-    monkeypatch.setattr(prefill, "_dkdv_warp_spec", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = prefill._bwd_warp_spec
+    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16)
-    assert calls, "the warp-specialized dK/dV kernel did not run"
+    assert calls, "the warp-specialized backward did not run"

@@ -1,4 +1,4 @@
-"""FlashAttention-2 dK/dV kernel, warp-specialized for Hopper (Triton 3.6 on sm_90).
+"""FlashAttention-2 dK/dV and dQ kernels, warp-specialized for Hopper (Triton 3.6 on sm_90).
 
 The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
 kernels/fwd_ws.py computes whole: no mask at all (not causal, no window, Nq and Nk
@@ -10,7 +10,11 @@ consumer warpgroups split the BLOCK_N keys (the rows of dK and dV); nothing is i
 by tl.arange: q, dO, lse and delta all arrive through descriptors (a tl.arange-indexed
 op went wrong in the second consumer of the forward, H200, 2026-11-29).
 
-Per query tile (transposed layout: keys x queries, as bwd.py):
+attn_bwd_dq_ws_kernel is the dQ kernel the same way: one program owns BLOCK_M query rows
+of one (batch, head), one loop over the key tiles, the consumers split the rows, and
+its lse and delta rows come through a 1-D descriptor.
+
+Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
     P^T = exp2(K Q^T * scale * log2e - lse * log2e),   dV += P^T dO,
     dP^T = V dO^T,   dS^T = P^T * (dP^T - delta),      dK += dS^T Q   (times scale at the end)
 """
@@ -82,3 +86,55 @@ def attn_bwd_dkdv_ws_kernel(
                                         block_shape=[BLOCK_N, BLOCK_D])
     dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
     dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
+
+
+@triton.jit(do_not_specialize=NO_SPECIALIZE)
+def attn_bwd_dq_ws_kernel(
+    Q, K, V, DO, LSE, DELTA, DQ,       # q, do, dq (B, Nq, H, D); k, v (B, Nk, Hk, D); lse, delta (B, H, Nq) fp32
+    stride_qb, stride_qn, stride_qh,
+    stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh,
+    stride_dob, stride_don, stride_doh,
+    stride_dqb, stride_dqn, stride_dqh,
+    lse_rows,                          # B * H * Nq: lse and delta are contiguous
+    nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    # one linear grid, the query blocks of each (batch, head) consecutive
+    n_blocks = seqlen_q // BLOCK_M
+    pid_bh = tl.program_id(0) // n_blocks
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    hk = h // group
+    start_m = (tl.program_id(0) % n_blocks) * BLOCK_M
+
+    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
+                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob + h * stride_doh,
+                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
+                                        block_shape=[BLOCK_M, BLOCK_D])
+    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
+                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+
+    q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
+    do = do_desc.load([start_m, 0])
+    lse2 = lse_desc.load([pid_bh * seqlen_q + start_m]) * LOG2E         # (BLOCK_M,)
+    delta = delta_desc.load([pid_bh * seqlen_q + start_m])
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
+        k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        v = v_desc.load([start_n, 0])
+        qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
+        p = tl.exp2(qk * qk_scale - lse2[:, None])
+        dp = tl.dot(do, tl.trans(v))                                    # (BLOCK_M, BLOCK_N)
+        ds = p * (dp - delta[:, None])
+        dq = tl.dot(ds.to(k.dtype), k, dq)
+
+    dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
+                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
+                                        block_shape=[BLOCK_M, BLOCK_D])
+    dq_desc.store([start_m, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))

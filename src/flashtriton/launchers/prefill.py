@@ -20,7 +20,7 @@ import triton
 from .. import memory
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
-from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel
+from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
 from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
 from . import tuning
@@ -566,22 +566,24 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
     if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and lse.is_contiguous()
-            and seqlen_q % BWD_WARP_SPEC_TILE.block_m == 0):
-        _dkdv_warp_spec(q, k, v, dout, lse, delta, dk, dv, params, bd)
+            and seqlen_q % BWD_WARP_SPEC_TILE.block_m == 0 and seqlen_q % DQ_WARP_SPEC_TILE.block_m == 0):
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd)
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
-    launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
+        launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
 
 
-# The warp-specialized dK/dV kernel (kernels/bwd_ws.py), for the calls the warp-specialized
-# forward computes whole: 64 query rows a tile, 128 keys a program (64 per consumer
-# warpgroup), num_warps=4 -> 12. sm_90a compile (2026-11-29): 168 registers, no spills,
-# 162 KB of shared memory at 2 stages. Not yet timed on the GPU.
+# The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
+# warp-specialized forward computes whole (num_warps=4 -> 12). dK/dV: 64 query rows a
+# tile, 128 keys a program (64 per consumer warpgroup); dQ: 128 query rows a program, 64
+# keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills, 162 KB of shared
+# memory each at 2 stages. Not yet timed on the GPU.
 BWD_WARP_SPEC_TILE = configs.Tile(64, 128, 4, 2)
+DQ_WARP_SPEC_TILE = configs.Tile(128, 64, 4, 2)
 
 
-def _dkdv_warp_spec(q, k, v, dout, lse, delta, dk, dv, params: AttnParams, bd: int):
+def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int):
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = BWD_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
@@ -590,6 +592,15 @@ def _dkdv_warp_spec(q, k, v, dout, lse, delta, dk, dv, params: AttnParams, bd: i
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
         *_dims4(dk, False), *_dims4(dv, False),
         lse.numel(), nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
+        params.softmax_scale, params.softmax_scale * LOG2E,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+    tile = DQ_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
+    attn_bwd_dq_ws_kernel[(batch * nheads * (seqlen_q // tile.block_m),)](
+        q, k, v, dout, lse, delta, dq,
+        *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
+        lse.numel(), nheads, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
