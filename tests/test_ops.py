@@ -313,7 +313,8 @@ def test_use_backend_routes_the_call(backend, monkeypatch):
         mod = backends.get(name)
         for fn in ("fwd", "bwd"):
             real = getattr(mod, fn)
-            monkeypatch.setattr(mod, fn, lambda *a, _n=name, _f=fn, _r=real, **kw: calls.append((_n, _f)) or _r(*a, **kw))
+            monkeypatch.setattr(mod, fn,
+                                lambda *a, _n=name, _f=fn, _r=real, **kw: calls.append((_n, _f)) or _r(*a, **kw))
     q, k, v = rand_qkv(1, 20, 20, 2, 2, 32, torch.float16, DEVICE, requires_grad=True)
     with flashtriton.use_backend(backend):
         out = flash_attn_func(q, k, v)

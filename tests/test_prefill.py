@@ -243,7 +243,8 @@ def test_warp_spec_rule(monkeypatch):
     assert rule(bf16, plain, None, False, 128, 128, 256) and rule(torch.float16, plain, None, False, 128, 256, 128)
     assert not rule(bf16, plain, None, False, 128, 128, 200)      # a ragged key count needs the mask
     assert not rule(bf16, plain, None, False, 128, 200, 256)      # query blocks must not straddle heads
-    assert not rule(bf16, plain, None, False, 64, 128, 256) and not rule(torch.float32, plain, None, False, 128, 128, 256)
+    assert not rule(bf16, plain, None, False, 64, 128, 256)
+    assert not rule(torch.float32, plain, None, False, 128, 128, 256)
     for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
               prefill.AttnParams(0.1, softcap=3.0), prefill.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
