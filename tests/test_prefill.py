@@ -234,9 +234,9 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
 
 def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
-    multiple of 128) in bf16 / fp16 at BLOCK_D 128; never causal or windowed (its masked
-    variant was wrong on the H200: regression of session 6), nor with varlen, ALiBi,
-    softcap or dropout; FLASHTRITON_WARP_SPEC is checked."""
+    multiple of 128) in bf16 / fp16 at BLOCK_D 128, dropout included; never causal or
+    windowed (its masked variant was wrong on the H200: regression of session 6), nor
+    with varlen, ALiBi or softcap; FLASHTRITON_WARP_SPEC is checked."""
     from flashtriton.launchers import prefill
     bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
     rule = prefill.warp_spec_plain
@@ -246,8 +246,9 @@ def test_warp_spec_rule(monkeypatch):
     assert not rule(bf16, plain, None, False, 64, 128, 256)
     assert not rule(torch.float32, plain, None, False, 128, 128, 256)
     for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
-              prefill.AttnParams(0.1, softcap=3.0), prefill.AttnParams(0.1, dropout_p=0.1)):
+              prefill.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
+    assert rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256)
     assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
     assert not rule(bf16, plain, None, False, 128, 0, 256)
     q = torch.empty(1, 8, 2, 128, dtype=bf16)
@@ -295,3 +296,24 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16)
     assert calls, "the warp-specialized backward did not run"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,p", [
+    (2, 256, 256, (4, 4), 128, 0.2),
+    (1, 128, 384, (4, 2), 96, 0.5),                              # GQA, Nq < Nk
+])
+def test_warp_specialized_forward_dropout(monkeypatch, b, nq, nk, heads, d, p):
+    """Dropout in the warp-specialized forward (its keys from the call's table through
+    descriptors): the output and gradients match the reference under the mask
+    dropout_mask() returns for the same seed, and the kernel ran."""
+    from helpers import check_attention
+    from flashtriton.launchers import prefill
+    calls = []
+    real = prefill._fwd_warp_spec
+    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(k.get("keys")) or real(*a, **k))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
+    assert not res["keep"].all()
+    assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"

@@ -33,20 +33,22 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE
+from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_ws_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
+    KEYS,                            # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, window_right, qk_scale,
+    nheads, group, seqlen_q, seqlen_k, window_right, qk_scale, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -68,6 +70,17 @@ def attn_fwd_ws_kernel(
                                        strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
+    if HAS_DROPOUT:
+        # Both keys come from the call's table through descriptors: the row keys of this
+        # block once, the column keys per tile (nothing indexed by tl.arange; the mask
+        # of element (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j)).
+        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        # table: [ck of seqlen_k columns | rk of (head, b * seqlen_q + row), head-major;
+        # rng_rows = B * seqlen_q rows a head]
+        rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m])
+        rk = rk.to(tl.uint32, bitcast=True)                             # (BLOCK_M,)
+        threshold = dropout_threshold(dropout_p)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -94,6 +107,9 @@ def attn_fwd_ws_kernel(
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        if HAS_DROPOUT:
+            ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
+            p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)  # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new
@@ -110,7 +126,10 @@ def attn_fwd_ws_kernel(
     else:
         # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
         lse = (m_i + tl.log2(l_i)) * LN2
-        o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
+        l_out = l_i
+        if HAS_DROPOUT:
+            l_out = l_i * (1.0 - dropout_p)                              # kept values scale by 1 / (1 - p)
+        o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
         # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
         # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
         # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query

@@ -367,7 +367,8 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 
     mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
     if mode == "whole":
-        _fwd_warp_spec(q, k, v, out, lse, params, bd)
+        keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
+        _fwd_warp_spec(q, k, v, out, lse, params, bd, keys=keys)
         return out, lse
     if mode == "split" and (os.environ.get("FLASHTRITON_WARP_SPEC") == "1" or fwd_host_desc_pays(flops, q.device)):
         # the fully visible tiles in the warp-specialized kernel, the rest (diagonal, right
@@ -433,8 +434,8 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
         raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
     if flag == "0":
         return False
-    rule = warp_spec_split if split_ok else warp_spec_plain
-    if not rule(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
+    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))):
         return False
     if interpreting():
         return flag == "1"
@@ -442,29 +443,31 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
 
 
 def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """The calls kernels/fwd_ws.py computes: no mask at all (not causal, no window, key
-    and query counts that are multiples of the tile), no varlen, ALiBi, softcap or
-    dropout; bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES."""
-    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+    """The calls kernels/fwd_ws.py computes whole: no mask at all (not causal, no window,
+    key and query counts that are multiples of the tile), no varlen, ALiBi or softcap
+    (dropout is fine); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES."""
+    return (not is_varlen and alibi is None and params.softcap == 0
             and params.window_left < 0 and params.window_right < 0 and bd in WARP_SPEC_TILES
             and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
             and seqlen_k % WARP_SPEC_TILES[bd].block_n == 0 and seqlen_q % WARP_SPEC_TILES[bd].block_m == 0)
 
 
-def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool = False):
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool = False, keys=None):
     """partial: the fully visible tiles only; out gets the normalised partial result and
-    lse (then a flat (B * H * nq_pad,) buffer) its logsumexp in log2 units."""
+    lse (then a flat (B * H * nq_pad,) buffer) its logsumexp in log2 units. keys: the
+    dropout key table (_dropout_keys) when params.dropout_p > 0."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
     qk_scale = params.softmax_scale * LOG2E
     attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
-        q, k, v, out, lse,
+        q, k, v, out, lse, keys if keys is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_right, qk_scale,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_right, qk_scale, params.dropout_p,
+        keys.numel() if keys is not None else 0, batch * seqlen_q,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
-        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_DROPOUT=keys is not None,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
@@ -565,7 +568,8 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
-    if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and lse.is_contiguous()
+    if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and params.dropout_p == 0
+            and lse.is_contiguous()
             and seqlen_q % BWD_WARP_SPEC_TILE.block_m == 0 and seqlen_q % DQ_WARP_SPEC_TILE.block_m == 0):
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd)
     else:
