@@ -303,10 +303,10 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     (2, 256, 256, (4, 4), 128, 0.2),
     (1, 128, 384, (4, 2), 96, 0.5),                              # GQA, Nq < Nk
 ])
-def test_warp_specialized_forward_dropout(monkeypatch, b, nq, nk, heads, d, p):
-    """Dropout in the warp-specialized forward (its keys from the call's table through
-    descriptors): the output and gradients match the reference under the mask
-    dropout_mask() returns for the same seed, and the kernel ran."""
+def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
+    """Dropout in the warp-specialized forward and backward (their keys from the call's
+    table through descriptors): the output and gradients match the reference under the
+    mask dropout_mask() returns for the same seed, and the kernels ran."""
     from helpers import check_attention
     from flashtriton.launchers import prefill
     calls = []
@@ -314,6 +314,10 @@ def test_warp_specialized_forward_dropout(monkeypatch, b, nq, nk, heads, d, p):
     monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(k.get("keys")) or real(*a, **k))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    bwd_calls = []
+    real_bwd = prefill._bwd_warp_spec
+    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: bwd_calls.append(a[11]) or real_bwd(*a, **k))
     res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
     assert not res["keep"].all()
     assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
+    assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"

@@ -2,7 +2,8 @@
 
 The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
 kernels/fwd_ws.py computes whole: no mask at all (not causal, no window, Nq and Nk
-multiples of the tiles), no ALiBi, softcap, dropout or varlen. One program owns BLOCK_N
+multiples of the tiles), no ALiBi, softcap or varlen; dropout takes its row and column
+keys from the call's table (kernels/dropout_keys.py) through 1-D descriptors. One program owns BLOCK_N
 keys of one (batch, KV head) and loops over the query blocks of every query head of its
 GQA group in ONE flattened loop (`warp_specialize=True` needs the loop alone in the
 kernel, with no branch in it; kernels/fwd_ws.py lists what Triton 3.6 accepts). The two
@@ -21,12 +22,13 @@ Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
 import triton
 import triton.language as tl
 
-from .common import LOG2E, NO_SPECIALIZE
+from .common import LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_ws_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,   # q, do (B, Nq, H, D); k, v, dk, dv (B, Nk, Hk, D); lse, delta (B, H, Nq) fp32
+    KEYS,                              # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -34,8 +36,9 @@ def attn_bwd_dkdv_ws_kernel(
     stride_dkb, stride_dkn, stride_dkh,
     stride_dvb, stride_dvn, stride_dvh,
     lse_rows,                          # B * H * Nq: lse and delta are contiguous
-    nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+    nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the key blocks of each (batch, KV head) consecutive
     n_blocks = seqlen_k // BLOCK_N
@@ -58,6 +61,13 @@ def attn_bwd_dkdv_ws_kernel(
 
     k = k_desc.load([start_n, 0])                                       # (BLOCK_N, BLOCK_D)
     v = v_desc.load([start_n, 0])
+    if HAS_DROPOUT:
+        # table: [ck of seqlen_k columns | rk of (head, b * seqlen_q + row), head-major]
+        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)   # this program's keys (BLOCK_N,)
+        threshold = dropout_threshold(dropout_p)
+        scale_keep = 1.0 / (1.0 - dropout_p)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -73,8 +83,15 @@ def attn_bwd_dkdv_ws_kernel(
         delta = delta_desc.load([row])
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
-        dv = tl.dot(pT.to(do.dtype), do, dv)
+        if HAS_DROPOUT:
+            rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
+            keepT = dropout_keep_keys(rk[None, :], ck[:, None], threshold)
+            dv = tl.dot(tl.where(keepT, pT * scale_keep, 0.0).to(do.dtype), do, dv)
+        else:
+            dv = tl.dot(pT.to(do.dtype), do, dv)
         dpT = tl.dot(v, tl.trans(do))                                   # (BLOCK_N, BLOCK_M)
+        if HAS_DROPOUT:
+            dpT = tl.where(keepT, dpT * scale_keep, 0.0)
         dsT = pT * (dpT - delta[None, :])
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
@@ -91,14 +108,16 @@ def attn_bwd_dkdv_ws_kernel(
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dq_ws_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,       # q, do, dq (B, Nq, H, D); k, v (B, Nk, Hk, D); lse, delta (B, H, Nq) fp32
+    KEYS,                              # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_dob, stride_don, stride_doh,
     stride_dqb, stride_dqn, stride_dqh,
     lse_rows,                          # B * H * Nq: lse and delta are contiguous
-    nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale,
+    nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive
     n_blocks = seqlen_q // BLOCK_M
@@ -124,6 +143,12 @@ def attn_bwd_dq_ws_kernel(
     do = do_desc.load([start_m, 0])
     lse2 = lse_desc.load([pid_bh * seqlen_q + start_m]) * LOG2E         # (BLOCK_M,)
     delta = delta_desc.load([pid_bh * seqlen_q + start_m])
+    if HAS_DROPOUT:
+        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
+        threshold = dropout_threshold(dropout_p)
+        scale_keep = 1.0 / (1.0 - dropout_p)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
@@ -131,6 +156,9 @@ def attn_bwd_dq_ws_kernel(
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         p = tl.exp2(qk * qk_scale - lse2[:, None])
         dp = tl.dot(do, tl.trans(v))                                    # (BLOCK_M, BLOCK_N)
+        if HAS_DROPOUT:
+            ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)
+            dp = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), dp * scale_keep, 0.0)
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
 

@@ -568,10 +568,10 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
-    if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and params.dropout_p == 0
-            and lse.is_contiguous()
+    if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and lse.is_contiguous()
             and seqlen_q % BWD_WARP_SPEC_TILE.block_m == 0 and seqlen_q % DQ_WARP_SPEC_TILE.block_m == 0):
-        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
+                       rng_arg if params.dropout_p > 0 else None, rng_rows)
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
@@ -581,32 +581,35 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
 # warp-specialized forward computes whole (num_warps=4 -> 12). dK/dV: 64 query rows a
 # tile, 128 keys a program (64 per consumer warpgroup); dQ: 128 query rows a program, 64
-# keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills, 162 KB of shared
-# memory each at 2 stages. Not yet timed on the GPU.
+# keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills (dK/dV with dropout:
+# 292 bytes, the mask live across the dP dot), 162 KB of shared memory each at 2 stages.
+# Not yet timed on the GPU.
 BWD_WARP_SPEC_TILE = configs.Tile(64, 128, 4, 2)
 DQ_WARP_SPEC_TILE = configs.Tile(128, 64, 4, 2)
 
 
-def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int):
+def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0):
+    """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = BWD_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
+    keys_arg, keys_total = (keys, keys.numel()) if keys is not None else (lse, 0)
     attn_bwd_dkdv_ws_kernel[(batch * nheads_k * (seqlen_k // tile.block_n),)](
-        q, k, v, dout, lse, delta, dk, dv,
+        q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
         *_dims4(dk, False), *_dims4(dv, False),
         lse.numel(), nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
-        params.softmax_scale, params.softmax_scale * LOG2E,
-        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+        params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = DQ_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
     attn_bwd_dq_ws_kernel[(batch * nheads * (seqlen_q // tile.block_m),)](
-        q, k, v, dout, lse, delta, dq,
+        q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
         lse.numel(), nheads, nheads // nheads_k, seqlen_q, seqlen_k,
-        params.softmax_scale, params.softmax_scale * LOG2E,
-        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+        params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
