@@ -321,3 +321,24 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     assert not res["keep"].all()
     assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
     assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
+    (1, 113, 203, (4, 2), 96, dict(causal=True)),                # Nq < Nk, GQA
+    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key, MQA
+    (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
+    (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
+])
+def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
+    """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully
+    visible tiles, bwd.py's kernels resume (RESUME) with the masked ones; forced with
+    FLASHTRITON_WARP_SPEC=1, the gradients pass the reference check and both ran."""
+    from flashtriton.launchers import prefill
+    calls = []
+    real = prefill._bwd_warp_spec
+    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: calls.append(k.get("partial")) or real(*a, **k))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert calls == [True], calls

@@ -13,8 +13,8 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 import triton
 import triton.language as tl
 
-from .common import (LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, find_sequence, kv_tile_ranges,
-                     head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
+from .common import (LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_keep_keys, dropout_threshold, find_sequence,
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -99,9 +99,12 @@ def attn_bwd_dkdv_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False,
+    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
 ):
-    """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences)."""
+    """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
+    RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
+    gives, with the same BLOCK_M / BLOCK_N, and left its unscaled dK and dV in DK, DV:
+    start from them and do the other tiles."""
     if IS_VARLEN:
         hk = tl.program_id(0)
         pid = tl.program_id(1)
@@ -131,11 +134,23 @@ def attn_bwd_dkdv_kernel(
                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
-    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
-    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+    dk_desc = head_rows_desc(DK_DESC, DK, b, k_start, hk, stride_dkb, stride_dkn, stride_dkh, seqlen_k,
+                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    dv_desc = head_rows_desc(DV_DESC, DV, b, k_start, hk, stride_dvb, stride_dvn, stride_dvh, seqlen_k,
+                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
+    if RESUME:
+        dk = tile_load(dk_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC).to(tl.float32)
+        dv = tile_load(dv_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC).to(tl.float32)
+    else:
+        dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
+        dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
     lo, full_lo, full_hi, hi = q_tile_ranges(start_n, seqlen_q, seqlen_k, diag, window_left, window_right,
                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+    un_lo = full_lo                     # the fully visible tiles this kernel still does
+    if RESUME:
+        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right, BLOCK_M, BLOCK_N, HAS_RIGHT)
+        un_lo = tl.where(m_hi > m_lo, m_hi, full_lo)
     ck = 0
     threshold = 0
     row_base = 0
@@ -165,7 +180,7 @@ def attn_bwd_dkdv_kernel(
                                 window_left, window_right, ck, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
-        for start_m in range(full_lo, full_hi, BLOCK_M):
+        for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, rk_ptr, threshold, dropout_p,
@@ -179,10 +194,6 @@ def attn_bwd_dkdv_kernel(
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     dk = dk * softmax_scale
-    dk_desc = head_rows_desc(DK_DESC, DK, b, k_start, hk, stride_dkb, stride_dkn, stride_dkh, seqlen_k,
-                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
-    dv_desc = head_rows_desc(DV_DESC, DV, b, k_start, hk, stride_dvb, stride_dvn, stride_dvh, seqlen_k,
-                             HEAD_DIM, BLOCK_N, BLOCK_D, HOST_DESC)
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
     tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
 
@@ -235,9 +246,11 @@ def attn_bwd_dq_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False,
+    DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
 ):
-    """Grid: as the forward kernel's."""
+    """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
+    fully visible key tiles with the same BLOCK_M / BLOCK_N and left its unscaled dQ in
+    DQ: start from it and do only the masked tiles."""
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
@@ -278,7 +291,12 @@ def attn_bwd_dq_kernel(
     row_mask = offs_m < seqlen_q
     lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
     delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)
-    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    dq_desc = head_rows_desc(DQ_DESC, DQ, b, q_start, h, stride_dqb, stride_dqn, stride_dqh, seqlen_q,
+                             HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
+    if RESUME:
+        dq = tile_load(dq_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC).to(tl.float32)
+    else:
+        dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
     slope_log2 = 0.0
     if HAS_ALIBI:
@@ -301,7 +319,7 @@ def attn_bwd_dq_kernel(
                       rk, KEYS, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
-    for start_n in range(full_lo, full_hi, BLOCK_N):
+    for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, rng_stride, threshold, dropout_p,
@@ -315,6 +333,4 @@ def attn_bwd_dq_kernel(
                       BLOCK_D, HOST_DESC)
 
     dq = dq * softmax_scale
-    dq_desc = head_rows_desc(DQ_DESC, DQ, b, q_start, h, stride_dqb, stride_dqn, stride_dqh, seqlen_q,
-                             HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
     tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

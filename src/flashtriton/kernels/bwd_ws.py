@@ -22,7 +22,7 @@ Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
 import triton
 import triton.language as tl
 
-from .common import LOG2E, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
+from .common import LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -35,13 +35,14 @@ def attn_bwd_dkdv_ws_kernel(
     stride_dob, stride_don, stride_doh,
     stride_dkb, stride_dkn, stride_dkh,
     stride_dvb, stride_dvn, stride_dvh,
-    lse_rows,                          # B * H * Nq: lse and delta are contiguous
+    lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
     nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
+    window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
 ):
     # one linear grid, the key blocks of each (batch, KV head) consecutive
-    n_blocks = seqlen_k // BLOCK_N
+    n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
     pid_bh = tl.program_id(0) // n_blocks
     b = pid_bh // nheads_k
     hk = pid_bh % nheads_k
@@ -71,14 +72,21 @@ def attn_bwd_dkdv_ws_kernel(
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
-    m_tiles = seqlen_q // BLOCK_M
-    # every query tile of every head of the GQA group, in one loop: t -> (head, tile)
+    # the query tiles [m_lo, m_hi): all of them, or (PARTIAL) those that see every key of
+    # this block and lie wholly inside the sequence (bulk_query_tiles); bwd.py's RESUME
+    # does the rest
+    m_lo = 0
+    m_hi = seqlen_q
+    if PARTIAL:
+        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right, BLOCK_M, BLOCK_N, HAS_RIGHT)
+    m_tiles = (m_hi - m_lo) // BLOCK_M
+    # every such query tile of every head of the GQA group, in one loop: t -> (head, tile)
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
         h = hk * group + t // m_tiles
-        start_m = (t % m_tiles) * BLOCK_M
+        start_m = m_lo + (t % m_tiles) * BLOCK_M
         q = q_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)      # (BLOCK_M, BLOCK_D)
         do = do_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)
-        row = (b * nheads + h) * seqlen_q + start_m                     # flat (B, H, Nq) index
+        row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
         lse2 = lse_desc.load([row]) * LOG2E                             # (BLOCK_M,)
         delta = delta_desc.load([row])
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
@@ -101,7 +109,10 @@ def attn_bwd_dkdv_ws_kernel(
     dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
                                         shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
                                         block_shape=[BLOCK_N, BLOCK_D])
-    dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
+    if PARTIAL:
+        dk_desc.store([start_n, 0], dk.to(DK.dtype.element_ty))         # unscaled: RESUME scales once
+    else:
+        dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
     dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
 
 
@@ -114,13 +125,14 @@ def attn_bwd_dq_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_dob, stride_don, stride_doh,
     stride_dqb, stride_dqn, stride_dqh,
-    lse_rows,                          # B * H * Nq: lse and delta are contiguous
+    lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
     nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
+    window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    HAS_DROPOUT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive
-    n_blocks = seqlen_q // BLOCK_M
+    n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh = tl.program_id(0) // n_blocks
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -141,8 +153,8 @@ def attn_bwd_dq_ws_kernel(
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
     do = do_desc.load([start_m, 0])
-    lse2 = lse_desc.load([pid_bh * seqlen_q + start_m]) * LOG2E         # (BLOCK_M,)
-    delta = delta_desc.load([pid_bh * seqlen_q + start_m])
+    lse2 = lse_desc.load([pid_bh * lse_stride + start_m]) * LOG2E       # (BLOCK_M,)
+    delta = delta_desc.load([pid_bh * lse_stride + start_m])
     if HAS_DROPOUT:
         keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
         keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
@@ -150,7 +162,14 @@ def attn_bwd_dq_ws_kernel(
         threshold = dropout_threshold(dropout_p)
         scale_keep = 1.0 / (1.0 - dropout_p)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
+    n_hi = seqlen_k
+    if PARTIAL:
+        # the key tiles every row of the block sees (kernels.common.kv_tile_ranges' full_hi)
+        n_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+        if HAS_RIGHT:
+            n_hi = tl.minimum(n_hi, (tl.maximum(start_m + seqlen_k - seqlen_q + window_right + 1, 0) // BLOCK_N)
+                              * BLOCK_N)
+    for start_n in tl.range(0, n_hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         v = v_desc.load([start_n, 0])
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
@@ -165,4 +184,7 @@ def attn_bwd_dq_ws_kernel(
     dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
                                         shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
                                         block_shape=[BLOCK_M, BLOCK_D])
-    dq_desc.store([start_m, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))
+    if PARTIAL:
+        dq_desc.store([start_m, 0], dq.to(DQ.dtype.element_ty))         # unscaled: RESUME scales once
+    else:
+        dq_desc.store([start_m, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))

@@ -156,6 +156,24 @@ def find_sequence(CU_BLOCKS, pid, batch):
 
 
 @triton.jit
+def bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """[m_lo, m_hi): the query tiles of the warp-specialized dK/dV bulk for keys
+    [start_n, start_n + BLOCK_N) - q_tile_ranges' fully visible tiles (no left window
+    edge), cut at the last whole tile of the sequence (the bulk reads lse through a
+    descriptor: rows past seqlen_q would read the next head's). bwd.py's RESUME skips
+    exactly these."""
+    m_lo = 0
+    if HAS_RIGHT:
+        diag = seqlen_k - seqlen_q
+        lo = (tl.maximum(start_n - diag - window_right, 0) // BLOCK_M) * BLOCK_M
+        first = tl.maximum(start_n + BLOCK_N - 1 - diag - window_right, 0)
+        m_lo = tl.maximum(lo, ((first + BLOCK_M - 1) // BLOCK_M) * BLOCK_M)
+    m_hi = tl.maximum((seqlen_q // BLOCK_M) * BLOCK_M, m_lo)
+    return m_lo, m_hi
+
+
+@triton.jit
 def head_rows_desc(HOST, X, b, row0, h, stride_b, stride_n, stride_h, n_rows,
                    HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     """The descriptor a program reads (or writes) its rows of batch b, head h through:

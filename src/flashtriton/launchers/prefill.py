@@ -519,7 +519,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         stride_lb, stride_lh, nheads, pre_rows,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
 
-    def launch_dkdv(tile: configs.Tile):
+    def launch_dkdv(tile: configs.Tile, resume: bool = False):
         if is_varlen:
             cu_blocks = _cached_map(varlen.cu_seqlens_k, ("blocks", tile.block_n),
                                     lambda: _cu_blocks(varlen.cu_seqlens_k, tile.block_n))
@@ -539,10 +539,10 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
-    def launch_dq(tile: configs.Tile):
+    def launch_dq(tile: configs.Tile, resume: bool = False):
         if is_varlen:
             cu_blocks = _cached_map(varlen.cu_seqlens_q, ("blocks", tile.block_m),
                                     lambda: _cu_blocks(varlen.cu_seqlens_q, tile.block_m))
@@ -562,16 +562,28 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             *_dims4(dq, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
-            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
-    if (warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) and lse.is_contiguous()
-            and seqlen_q % BWD_WARP_SPEC_TILE.block_m == 0 and seqlen_q % DQ_WARP_SPEC_TILE.block_m == 0):
+    mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) if lse.is_contiguous() else None
+    bwd_flops = 10.0 * batch * nheads * seqlen_q * seqlen_k * head_dim
+    if mode == "whole":
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
                        rng_arg if params.dropout_p > 0 else None, rng_rows)
+    elif mode == "split" and (os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+                              or fwd_host_desc_pays(bwd_flops, q.device)):
+        # the warp-specialized kernels do the fully visible tiles and leave unscaled partial
+        # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
+        # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
+        interp = interpreting()
+        ws_dkdv = BWD_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+        ws_dq = DQ_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+        launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
+        launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
@@ -588,28 +600,44 @@ BWD_WARP_SPEC_TILE = configs.Tile(64, 128, 4, 2)
 DQ_WARP_SPEC_TILE = configs.Tile(128, 64, 4, 2)
 
 
-def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0):
-    """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0."""
+def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
+                   partial: bool = False):
+    """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
+    only the fully visible tiles (causal, right window, ragged counts), the unscaled
+    gradients left in dq, dk, dv for bwd.py's RESUME."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    lse_stride = seqlen_q
+    if seqlen_q % 128:
+        # The kernels read lse and delta through 1-D descriptors, whose box must start on
+        # 16 bytes (Triton checks it): each head's rows get padded to a multiple of 128.
+        lse_stride = triton.cdiv(seqlen_q, 128) * 128
+        padded = memory.empty((2, batch, nheads, lse_stride), torch.float32, q.device)
+        padded[0, ..., :seqlen_q].copy_(lse)
+        padded[1, ..., :seqlen_q].copy_(delta)
+        lse, delta = padded[0], padded[1]
     tile = BWD_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
     keys_arg, keys_total = (keys, keys.numel()) if keys is not None else (lse, 0)
-    attn_bwd_dkdv_ws_kernel[(batch * nheads_k * (seqlen_k // tile.block_n),)](
+    attn_bwd_dkdv_ws_kernel[(batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),)](
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
         *_dims4(dk, False), *_dims4(dv, False),
-        lse.numel(), nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
+        lse.numel(), lse_stride, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = DQ_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
-    attn_bwd_dq_ws_kernel[(batch * nheads * (seqlen_q // tile.block_m),)](
+    attn_bwd_dq_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
-        lse.numel(), nheads, nheads // nheads_k, seqlen_q, seqlen_k,
+        lse.numel(), lse_stride, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
