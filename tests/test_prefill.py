@@ -266,6 +266,8 @@ def test_warp_spec_rule(monkeypatch):
     (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key
     (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
     (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
+    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
+    (1, 200, 200, (2, 2), 96, dict(window_size=(40, 25))),
 ])
 def test_warp_specialized_split_forward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split path: the warp-specialized kernel does the fully visible tiles
@@ -330,6 +332,8 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key, MQA
     (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
     (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
+    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
+    (1, 200, 200, (2, 2), 96, dict(window_size=(40, 25))),
 ])
 def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully

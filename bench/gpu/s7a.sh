@@ -11,5 +11,5 @@ timeout 200 python -m pytest tests -o addopts="" -q -rf --tb=short -p no:warning
   -k "not cpu" > $OUT/pytest-gpu.txt 2>&1
 echo "pytest rc=$?"; grep -E "^FAILED|^ERROR" $OUT/pytest-gpu.txt | head -20; tail -1 $OUT/pytest-gpu.txt
 S6_AB_DIMS=128 S6_AB_FWD_BWD=1 timeout 200 python bench/gpu/s6_ws_ab.py 2>&1 | grep -v Warning | tee $OUT/s7-ws-ab.txt
-timeout 100 python -m flashtriton.bench.features --cases varlen dropout --out $OUT 2>&1 | grep -v Warning \
-  | grep -E "^\| (varlen|dropout|determ)|Error|error" | cut -c1-260
+timeout 100 python -m flashtriton.bench.features --cases varlen dropout window --out $OUT 2>&1 | grep -v Warning \
+  | grep -E "^\| (varlen|dropout|determ|window)|Error|error" | cut -c1-260

@@ -149,7 +149,8 @@ def attn_bwd_dkdv_kernel(
                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     un_lo = full_lo                     # the fully visible tiles this kernel still does
     if RESUME:
-        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right, BLOCK_M, BLOCK_N, HAS_RIGHT)
+        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                      HAS_LEFT, HAS_RIGHT)
         un_lo = tl.where(m_hi > m_lo, m_hi, full_lo)
     ck = 0
     threshold = 0

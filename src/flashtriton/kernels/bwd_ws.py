@@ -22,7 +22,7 @@ Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
 import triton
 import triton.language as tl
 
-from .common import LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_keep_keys, dropout_threshold
+from .common import LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -37,9 +37,10 @@ def attn_bwd_dkdv_ws_kernel(
     stride_dvb, stride_dvn, stride_dvh,
     lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
     nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
-    window_right,
+    window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
+    HAS_LEFT: tl.constexpr = False,
 ):
     # one linear grid, the key blocks of each (batch, KV head) consecutive
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
@@ -78,7 +79,8 @@ def attn_bwd_dkdv_ws_kernel(
     m_lo = 0
     m_hi = seqlen_q
     if PARTIAL:
-        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right, BLOCK_M, BLOCK_N, HAS_RIGHT)
+        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                      HAS_LEFT, HAS_RIGHT)
     m_tiles = (m_hi - m_lo) // BLOCK_M
     # every such query tile of every head of the GQA group, in one loop: t -> (head, tile)
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
@@ -127,9 +129,10 @@ def attn_bwd_dq_ws_kernel(
     stride_dqb, stride_dqn, stride_dqh,
     lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
     nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
-    window_right,
+    window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
+    HAS_LEFT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
@@ -162,14 +165,13 @@ def attn_bwd_dq_ws_kernel(
         threshold = dropout_threshold(dropout_p)
         scale_keep = 1.0 / (1.0 - dropout_p)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    n_lo = 0
     n_hi = seqlen_k
     if PARTIAL:
-        # the key tiles every row of the block sees (kernels.common.kv_tile_ranges' full_hi)
-        n_hi = (seqlen_k // BLOCK_N) * BLOCK_N
-        if HAS_RIGHT:
-            n_hi = tl.minimum(n_hi, (tl.maximum(start_m + seqlen_k - seqlen_q + window_right + 1, 0) // BLOCK_N)
-                              * BLOCK_N)
-    for start_n in tl.range(0, n_hi, BLOCK_N, warp_specialize=True):
+        # the key tiles every row of the block sees (kernels.common.kv_tile_ranges' [b, c))
+        n_lo, n_hi = bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                    HAS_LEFT, HAS_RIGHT)
+    for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         v = v_desc.load([start_n, 0])
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)

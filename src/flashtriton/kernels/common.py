@@ -156,20 +156,40 @@ def find_sequence(CU_BLOCKS, pid, batch):
 
 
 @triton.jit
-def bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_right,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RIGHT: tl.constexpr):
+def bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
+    """[n_lo, n_hi): the key tiles of the warp-specialized bulk (forward, dQ) for query
+    rows [start_m, start_m + BLOCK_M) - exactly kv_tile_ranges' fully visible [b, c)
+    (empty when n_hi <= n_lo); the resuming kernels skip that range."""
+    diag = seqlen_k - seqlen_q
+    n_lo = 0
+    if HAS_LEFT:
+        lo = (tl.maximum(start_m + diag - window_left, 0) // BLOCK_N) * BLOCK_N
+        first = tl.maximum(start_m + BLOCK_M - 1 + diag - window_left, 0)
+        n_lo = tl.maximum(lo, ((first + BLOCK_N - 1) // BLOCK_N) * BLOCK_N)
+    n_hi = (seqlen_k // BLOCK_N) * BLOCK_N
+    if HAS_RIGHT:
+        n_hi = tl.minimum(n_hi, (tl.maximum(start_m + diag + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+    return n_lo, n_hi
+
+
+@triton.jit
+def bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
     """[m_lo, m_hi): the query tiles of the warp-specialized dK/dV bulk for keys
-    [start_n, start_n + BLOCK_N) - q_tile_ranges' fully visible tiles (no left window
-    edge), cut at the last whole tile of the sequence (the bulk reads lse through a
-    descriptor: rows past seqlen_q would read the next head's). bwd.py's RESUME skips
-    exactly these."""
+    [start_n, start_n + BLOCK_N) - q_tile_ranges' fully visible tiles, cut at the last
+    whole tile of the sequence (the bulk reads lse through a descriptor: rows past
+    seqlen_q would read the next head's). bwd.py's RESUME skips exactly these."""
+    diag = seqlen_k - seqlen_q
     m_lo = 0
     if HAS_RIGHT:
-        diag = seqlen_k - seqlen_q
         lo = (tl.maximum(start_n - diag - window_right, 0) // BLOCK_M) * BLOCK_M
         first = tl.maximum(start_n + BLOCK_N - 1 - diag - window_right, 0)
         m_lo = tl.maximum(lo, ((first + BLOCK_M - 1) // BLOCK_M) * BLOCK_M)
-    m_hi = tl.maximum((seqlen_q // BLOCK_M) * BLOCK_M, m_lo)
+    m_hi = (seqlen_q // BLOCK_M) * BLOCK_M
+    if HAS_LEFT:
+        m_hi = tl.minimum(m_hi, (tl.maximum(start_n - diag + window_left + 1, 0) // BLOCK_M) * BLOCK_M)
+    m_hi = tl.maximum(m_hi, m_lo)
     return m_lo, m_hi
 
 

@@ -174,8 +174,9 @@ def attn_fwd_kernel(
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     if RESUME:
         # The warp-specialized kernel (fwd_ws.py, PARTIAL) already did the fully visible
-        # tiles [lo, full_hi) with the same BLOCK_M / BLOCK_N: start from its state, which
-        # is exact - acc = out * l and m + log2(l) = lse with l = 1 - and do the rest.
+        # tiles [full_lo, full_hi) with the same BLOCK_M / BLOCK_N: start from its state,
+        # which is exact - acc = out * l and m + log2(l) = lse with l = 1 - and do the
+        # masked tiles on either side.
         lse_p = tl.load(LSE_P + pid_bh.to(tl.int64) * nq_pad + offs_m, mask=offs_m < seqlen_q,
                         other=float("-inf"))                                  # (BLOCK_M,)
         m_i = lse_p
@@ -183,8 +184,6 @@ def attn_fwd_kernel(
         o_res = head_rows_desc(O_DESC, O, b, q_start, h, stride_ob, stride_on, stride_oh, seqlen_q,
                                HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
         acc = tile_load(o_res, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC).to(tl.float32)
-        lo = full_hi
-        full_lo = full_hi
     # Tiles cut by the left edge of a sliding window: masked.
     for start_n in range(lo, full_lo, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
@@ -192,8 +191,8 @@ def attn_fwd_kernel(
                                   rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                   DOT_PRECISION, BLOCK_D, HOST_DESC)
-    # Fully visible tiles: no mask at all.
-    for start_n in range(full_lo, full_hi, BLOCK_N):
+    # Fully visible tiles: no mask at all (RESUME: done already).
+    for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, seed, threshold,

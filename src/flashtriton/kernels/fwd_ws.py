@@ -33,7 +33,7 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
+from .common import LN2, NO_SPECIALIZE, bulk_key_tiles, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -45,10 +45,10 @@ def attn_fwd_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, window_right, qk_scale, dropout_p, keys_total, rng_rows,
+    nheads, group, seqlen_q, seqlen_k, window_left, window_right, qk_scale, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
-    HAS_DROPOUT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -85,16 +85,17 @@ def attn_fwd_ws_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
+    lo = 0
     if PARTIAL:
         # only the key tiles every row of the block sees (kernels.common.kv_tile_ranges'
-        # full_hi, a per-program bound: no row-indexed op); fwd.py resumes from the state
-        # written below with the rest (the diagonal, the right window edge, the ragged end)
-        hi = (seqlen_k // BLOCK_N) * BLOCK_N
-        if HAS_RIGHT:
-            hi = tl.minimum(hi, (tl.maximum(start_m + seqlen_k - seqlen_q + window_right + 1, 0) // BLOCK_N) * BLOCK_N)
+        # fully visible range, per-program bounds: no row-indexed op); fwd.py resumes from
+        # the state written below with the rest (the diagonal, the window edges, the
+        # ragged end)
+        lo, hi = bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                HAS_LEFT, HAS_RIGHT)
     else:
         hi = seqlen_k          # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N)
-    for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         # the row max of the raw dots, scaled once per row, is the max of the scaled ones

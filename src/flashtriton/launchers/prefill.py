@@ -414,10 +414,10 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 
 
 def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """The calls the split path computes: warp_spec_plain's, but causal, a right window
-    edge and any Nq / Nk allowed (the masked tiles run in fwd.py); no left window edge."""
+    """The calls the split path computes: warp_spec_plain's, but causal, windows and any
+    Nq / Nk allowed (the masked tiles run in fwd.py / bwd.py); no dropout there."""
     return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
-            and params.window_left < 0 and bd in WARP_SPEC_TILES and dtype in (torch.bfloat16, torch.float16)
+            and bd in WARP_SPEC_TILES and dtype in (torch.bfloat16, torch.float16)
             and seqlen_q > 0 and seqlen_k > 0)
 
 
@@ -464,10 +464,12 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool
         q, k, v, out, lse, keys if keys is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_right, qk_scale, params.dropout_p,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_left, params.window_right, qk_scale,
+        params.dropout_p,
         keys.numel() if keys is not None else 0, batch * seqlen_q,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_DROPOUT=keys is not None,
+        HAS_LEFT=params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
@@ -624,9 +626,9 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         *_dims4(dk, False), *_dims4(dv, False),
         lse.numel(), lse_stride, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
-        params.window_right,
+        params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
-        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = DQ_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
@@ -635,9 +637,9 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
         lse.numel(), lse_stride, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
-        params.window_right,
+        params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
-        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
