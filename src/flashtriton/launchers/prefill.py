@@ -105,7 +105,6 @@ def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_f
     the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
     host_desc_default), "1" (all), "0" (none), or a comma-separated list of kernels.
     Eagerly, each descriptor costs host time (~10 us on the H200 machine's CPU)."""
-    import os
     flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
     if flag == "auto":
         return host_desc_default(kernel, block_d, causal, seqlen, fwd_flops, device)
@@ -146,7 +145,6 @@ def block_d(head_dim: int) -> int:
 
 def _dot_precision(dtype: torch.dtype) -> str:
     # fp32 inputs compute in true fp32 unless the user opts into tf32 (see README)
-    import os
     if dtype == torch.float32 and os.environ.get("FLASHTRITON_ALLOW_TF32", "0") != "1":
         return "ieee"
     return "tf32"
@@ -428,7 +426,6 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
     warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
     auto, and also under the Triton interpreter (where the specialization itself is
     ignored: the tests check the kernels' arithmetic there)."""
-    import os
     flag = os.environ.get("FLASHTRITON_WARP_SPEC", "auto")
     if flag not in ("auto", "0", "1"):
         raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
