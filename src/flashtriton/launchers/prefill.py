@@ -387,7 +387,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 # blocks of one (batch, head), so the ~132 programs in flight read a few heads' K and V,
 # which stay in L2; False: (B * H, query blocks), consecutive programs on different heads
 # (each K / V read by programs spread over the whole launch). fwd.py, H200, 2026-11-29,
-# bf16, 16k tokens (bench/gpu/s6_ws_ab.py): rows-first / heads-first TFLOP/s 1.03-1.13x at
+# bf16, 16k tokens (bench/gpu/s6_ws_ab.py): rows-first / heads-first TFLOP/s 1.00-1.13x at
 # N >= 2k (D = 128 and 64, causal and not), 1.00-1.34x at N = 512; one outlier, D = 128
 # non-causal N = 1k, 0.74x (280 against 379; that case now runs fwd_ws.py: 405). Dense
 # calls only: the varlen grid keeps (heads, block slots) (not yet measured rows-first).
