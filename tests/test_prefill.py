@@ -259,6 +259,34 @@ def test_warp_spec_rule(monkeypatch):
         prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)
 
 
+def test_warp_spec_mode_rule(monkeypatch):
+    """Which path each pass takes on a Hopper GPU ("auto"): the whole-call kernels for
+    unmasked calls; the split path only in the backward, causal at min(Nq, Nk) >=
+    BWD_SPLIT_MIN_N without a left window (the forward split and shorter or windowed
+    backward splits measured slower); the backward only at head_dim == BLOCK_D with the
+    heads of a row contiguous in q and dout (its 2-D column descriptors)."""
+    from flashtriton.launchers import prefill
+    monkeypatch.setattr(prefill, "warp_spec_applies", lambda *a, **k: True)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    n = prefill.BWD_SPLIT_MIN_N
+    q = torch.empty(1, n, 2, 128, dtype=torch.bfloat16)
+    plain, causal = prefill.AttnParams(0.1), prefill.AttnParams(0.1, window_right=0)
+    window = prefill.AttnParams(0.1, window_left=1024, window_right=0)
+
+    def mode(p, nq, nk, kernel, qq=q, dout=q, bd=128):
+        return prefill.warp_spec_mode(qq, p, None, False, bd, nq, nk, kernel=kernel, dout=dout)
+    assert mode(plain, n, n, "fwd") == "whole" and mode(plain, n, n, "bwd") == "whole"
+    assert mode(causal, n, n, "fwd") is None and mode(causal, n, n, "bwd") == "split"
+    assert mode(causal, n // 2, n, "bwd") is None and mode(plain, n, n + 1, "bwd") == "split"
+    assert mode(window, n, n, "bwd") is None
+    q96 = torch.empty(1, n, 2, 96, dtype=torch.bfloat16)
+    assert mode(plain, n, n, "fwd", qq=q96) == "whole" and mode(plain, n, n, "bwd", qq=q96, dout=q96) is None
+    heads_apart = torch.empty(1, 2, n, 128, dtype=torch.bfloat16).transpose(1, 2)   # (B, N, H, D), stride_h N*D
+    assert mode(plain, n, n, "bwd", dout=heads_apart) is None and mode(plain, n, n, "bwd", qq=heads_apart) is None
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert mode(causal, 128, 128, "fwd") == "split" and mode(causal, 128, 128, "bwd") == "split"
+
+
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
@@ -285,12 +313,14 @@ def test_warp_specialized_split_forward(monkeypatch, b, nq, nk, heads, d, kw):
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d", [
     (2, 256, 256, (4, 4), 128),
-    (1, 128, 384, (4, 2), 96),                                   # GQA: one program sums its group
+    (1, 128, 384, (4, 2), 128),                                  # GQA: one program sums its group
     (2, 384, 128, (4, 1), 128),                                  # MQA, Nq > Nk
 ])
 def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     """The warp-specialized dK/dV and dQ kernels (kernels/bwd_ws.py), forced with
-    FLASHTRITON_WARP_SPEC=1, give gradients within the reference bound, and ran."""
+    FLASHTRITON_WARP_SPEC=1, give gradients within the reference bound, and ran.
+    Regression (H200, session 7): dK/dV read q and dO through a reshaped 3-D descriptor
+    and were wrong on the GPU (errors 0.3-2.8) while right under the interpreter."""
     from flashtriton.launchers import prefill
     calls = []
     real = prefill._bwd_warp_spec
@@ -303,7 +333,7 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,p", [
     (2, 256, 256, (4, 4), 128, 0.2),
-    (1, 128, 384, (4, 2), 96, 0.5),                              # GQA, Nq < Nk
+    (1, 128, 384, (4, 2), 128, 0.5),                             # GQA, Nq < Nk
 ])
 def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     """Dropout in the warp-specialized forward and backward (their keys from the call's
@@ -328,12 +358,12 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
-    (1, 113, 203, (4, 2), 96, dict(causal=True)),                # Nq < Nk, GQA
+    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
     (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key, MQA
     (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
     (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
     (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
-    (1, 200, 200, (2, 2), 96, dict(window_size=(40, 25))),
+    (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
 ])
 def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully

@@ -8,8 +8,9 @@ keys of one (batch, KV head) and loops over the query blocks of every query head
 GQA group in ONE flattened loop (`warp_specialize=True` needs the loop alone in the
 kernel, with no branch in it; kernels/fwd_ws.py lists what Triton 3.6 accepts). The two
 consumer warpgroups split the BLOCK_N keys (the rows of dK and dV); nothing is indexed
-by tl.arange: q, dO, lse and delta all arrive through descriptors (a tl.arange-indexed
-op went wrong in the second consumer of the forward, H200, 2026-11-29).
+by tl.arange: q, dO, lse and delta all arrive through 1-D and 2-D descriptors (a
+tl.arange-indexed op went wrong in the second consumer of the forward, and a reshaped
+3-D descriptor load here, H200, 2026-11-29).
 
 attn_bwd_dq_ws_kernel is the dQ kernel the same way: one program owns BLOCK_M query rows
 of one (batch, head), one loop over the key tiles, the consumers split the rows, and
@@ -53,11 +54,15 @@ def attn_bwd_dkdv_ws_kernel(
                                        strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
     v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
                                        strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    # q and dO of batch b as (Nq, H, D): a tile is the box [BLOCK_M, 1, BLOCK_D] of head h
-    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb, shape=[seqlen_q, nheads, HEAD_DIM],
-                                       strides=[stride_qn, stride_qh, 1], block_shape=[BLOCK_M, 1, BLOCK_D])
-    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads, HEAD_DIM],
-                                        strides=[stride_don, stride_doh, 1], block_shape=[BLOCK_M, 1, BLOCK_D])
+    # q and dO of batch b as (Nq, H * D): a tile is the box [BLOCK_M, BLOCK_D] at column
+    # h * D (the launcher guarantees stride_qh == stride_doh == HEAD_DIM == BLOCK_D). A 3-D
+    # (Nq, H, D) descriptor with a [BLOCK_M, 1, BLOCK_D] box and a reshape gave wrong dK and
+    # dV on the H200 under warp_specialize (right without it; Triton 3.6, 2026-11-29,
+    # bench/gpu/s7_dk_probe.py).
+    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb, shape=[seqlen_q, nheads * HEAD_DIM],
+                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads * HEAD_DIM],
+                                        strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
     lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
     delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
 
@@ -86,8 +91,8 @@ def attn_bwd_dkdv_ws_kernel(
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
         h = hk * group + t // m_tiles
         start_m = m_lo + (t % m_tiles) * BLOCK_M
-        q = q_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)      # (BLOCK_M, BLOCK_D)
-        do = do_desc.load([start_m, h, 0]).reshape(BLOCK_M, BLOCK_D)
+        q = q_desc.load([start_m, h * HEAD_DIM])                        # (BLOCK_M, BLOCK_D)
+        do = do_desc.load([start_m, h * HEAD_DIM])
         row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
         lse2 = lse_desc.load([row]) * LOG2E                             # (BLOCK_M,)
         delta = delta_desc.load([row])

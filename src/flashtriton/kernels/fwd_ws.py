@@ -3,9 +3,11 @@
 The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M rows
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
 one logsumexp per row), for the plainest case only: no mask of any kind (not causal,
-no window, key and query counts multiples of the tile), no ALiBi, softcap, dropout or
-varlen.
-The launcher (launchers/prefill.warp_spec_applies) picks it; everything else runs fwd.py.
+no window, key and query counts multiples of the tile), no ALiBi, softcap or varlen;
+dropout takes its keys from the call's table through descriptors.
+The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
+PARTIAL (the split path, only under FLASHTRITON_WARP_SPEC=1: it measured no faster)
+does the fully visible tiles of a masked call and leaves the state to fwd.py's RESUME.
 
 What differs is the loop: `tl.range(..., warp_specialize=True)` with num_warps=4 makes
 Triton's Hopper pass split the program into a producer warpgroup that only issues the

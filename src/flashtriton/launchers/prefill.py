@@ -368,10 +368,10 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
         _fwd_warp_spec(q, k, v, out, lse, params, bd, keys=keys)
         return out, lse
-    if mode == "split" and (os.environ.get("FLASHTRITON_WARP_SPEC") == "1" or fwd_host_desc_pays(flops, q.device)):
+    if mode == "split":
         # the fully visible tiles in the warp-specialized kernel, the rest (diagonal, right
-        # window edge, ragged end) in fwd.py resuming from its state: two launches, so
-        # only where the call's GPU time hides the second one's host time
+        # window edge, ragged end) in fwd.py resuming from its state: two launches
+        # (FLASHTRITON_WARP_SPEC=1 only: it measured no faster, see warp_spec_mode)
         tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
         lse_p = memory.empty((batch * nheads * triton.cdiv(seqlen_q, tile.block_m) * tile.block_m,), torch.float32,
                              q.device)
@@ -402,13 +402,36 @@ FWD_ROWS_FIRST = True
 WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2)}
 
 
-def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int):
-    """How the forward uses the warp-specialized kernel: "whole" (warp_spec_plain: it
-    does the whole call), "split" (warp_spec_split: it does the fully visible tiles and
-    fwd.py the masked rest), or None; under warp_spec_applies' switch."""
+def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                   kernel: str = "fwd", dout=None):
+    """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
+    kernels: "whole" (warp_spec_plain: they do the whole call), "split" (warp_spec_split:
+    they do the fully visible tiles and fwd.py / bwd.py the masked rest), or None; under
+    warp_spec_applies' switch. Where "split" is taken unless FLASHTRITON_WARP_SPEC=1
+    forces it (H200, 2026-11-29, bf16 D = 128, 16k tokens, bench/gpu/s6_ws_ab.py):
+    - forward: nowhere. Causal split / fwd.py TFLOP/s 73 / 139, 194 / 220, 292 / 356,
+      393 / 417 at N = 512 to 4k, level (457 / 453, 493 / 493) at 8k and 16k; window
+      (1024, 0) at 16k 0.491 ms against 0.345.
+    - backward: causal (or right-window, or ragged) with min(Nq, Nk) >= BWD_SPLIT_MIN_N,
+      no left window. Causal backward alone ~306 / 293 at 4k, 365 / 320 at 8k, 415 / 309
+      at 16k; 225 / 250 at 2k. Window (1024, 0): 1.67 ms against 1.38.
+    The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
+    they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
     if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=True):
         return None
-    return "whole" if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) else "split"
+    if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
+        return None
+    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        return "whole"
+    if os.environ.get("FLASHTRITON_WARP_SPEC") == "1":
+        return "split"
+    if kernel == "bwd" and params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N:
+        return "split"
+    return None
+
+
+# The shortest sequences at which the backward's split path pays (see warp_spec_mode).
+BWD_SPLIT_MIN_N = 4096
 
 
 def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
@@ -567,13 +590,12 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
-    mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) if lse.is_contiguous() else None
-    bwd_flops = 10.0 * batch * nheads * seqlen_q * seqlen_k * head_dim
+    mode = (warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel="bwd", dout=dout)
+            if lse.is_contiguous() else None)
     if mode == "whole":
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
                        rng_arg if params.dropout_p > 0 else None, rng_rows)
-    elif mode == "split" and (os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
-                              or fwd_host_desc_pays(bwd_flops, q.device)):
+    elif mode == "split":
         # the warp-specialized kernels do the fully visible tiles and leave unscaled partial
         # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
@@ -594,7 +616,10 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # tile, 128 keys a program (64 per consumer warpgroup); dQ: 128 query rows a program, 64
 # keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills (dK/dV with dropout:
 # 292 bytes, the mask live across the dP dot), 162 KB of shared memory each at 2 stages.
-# Not yet timed on the GPU.
+# H200, 2026-11-29, bf16 D = 128, 16k tokens (bench/results/nvidia-h200/prefill-d128.md):
+# non-causal backward 245 / 333 / 392 / 431 / 449 / 458 TFLOP/s at N = 512 to 16k against
+# 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
+# against 291 / 319 / 342. The dK/dV kernel alone: 629 TFLOP/s at N = 4k (s7_dk_probe.py).
 BWD_WARP_SPEC_TILE = configs.Tile(64, 128, 4, 2)
 DQ_WARP_SPEC_TILE = configs.Tile(128, 64, 4, 2)
 
