@@ -339,3 +339,53 @@ def test_varlen_maps_not_cached_during_graph_capture():
         torch.cuda.current_stream().wait_stream(side)
         again = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
     assert torch.equal(expected, again)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,dtype", [
+    ([17, 1, 300], [200, 30, 1], (4, 2), 128, torch.bfloat16),   # ragged key tiles, a one-row sequence, GQA
+    ([0, 130, 5], [64, 0, 129], (2, 2), 96, torch.float16),      # an empty query and an empty key sequence
+    ([256, 128], [128, 256], (4, 1), 128, torch.bfloat16),       # whole tiles, MQA
+])
+def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
+    """The varlen warp-specialized forward (kernels/fwd_ws_varlen.py: slot table, key mask
+    in every tile, lse through a per-slot buffer) and backward (bwd_ws_varlen.py, at
+    head_dim 128; bwd.py otherwise), forced with FLASHTRITON_WARP_SPEC=1: output, lse and
+    gradients pass the reference check; rows without keys give 0 and lse +inf; both ran.
+    Keys without queries get dK = dV = 0 (check_attention's reference has them 0)."""
+    calls = []
+    for name in ("_fwd_warp_spec_varlen", "_bwd_warp_spec_varlen"):
+        real = getattr(prefill, name)
+        monkeypatch.setattr(prefill, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    res = check_attention("triton", q, k, v, varlen=varlen)
+    # the backward's q / dO column descriptors need head_dim == BLOCK_D
+    expect = ["_fwd_warp_spec_varlen"] + (["_bwd_warp_spec_varlen"] if d == 128 else [])
+    assert calls == expect, calls
+    cq = varlen[0].tolist()
+    for i in range(len(lens_q)):
+        if lens_k[i] == 0:
+            assert torch.all(res["out"][cq[i]:cq[i + 1]] == 0)
+            assert torch.all(res["lse"][:, cq[i]:cq[i + 1]] == float("inf"))
+
+
+def test_warp_spec_varlen_rule(monkeypatch):
+    """Which varlen calls take the warp-specialized forward: non-causal without window,
+    ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128; FLASHTRITON_WARP_SPEC applies
+    (here, under the interpreter or on a CPU, only when forced)."""
+    bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
+    q = torch.empty(8, 2, 128, dtype=bf16)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    rule = prefill.warp_spec_varlen
+    if prefill.interpreting():
+        assert rule(q, plain, None, 128) and rule(q.half(), plain, None, 128)
+    for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
+              prefill.AttnParams(0.1, softcap=3.0), prefill.AttnParams(0.1, dropout_p=0.1)):
+        assert not rule(q, p, None, 128)
+    assert not rule(q, plain, torch.ones(2), 128) and not rule(q, plain, None, 64) and not rule(q.float(), plain, None, 128)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    assert not rule(q, plain, None, 128)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "on")
+    with pytest.raises(ValueError, match=r"^FLASHTRITON_WARP_SPEC: must be auto, 0 or 1"):
+        rule(q, plain, None, 128)

@@ -21,8 +21,10 @@ from .. import memory
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
+from ..kernels.bwd_ws_varlen import attn_bwd_dkdv_ws_varlen_kernel, attn_bwd_dq_ws_varlen_kernel
 from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
+from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from . import tuning
 
 LOG2E = 1.4426950408889634
@@ -363,6 +365,9 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
 
+    if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
+        _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
+        return out, lse
     mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
     if mode == "whole":
         keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
@@ -449,17 +454,39 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
     warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
     auto, and also under the Triton interpreter (where the specialization itself is
     ignored: the tests check the kernels' arithmetic there)."""
+    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
+    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))):
+        _warp_spec_flag()  # a bad value is an error on every call
+        return False
+    return _warp_spec_switch(q)
+
+
+def _warp_spec_flag() -> str:
     flag = os.environ.get("FLASHTRITON_WARP_SPEC", "auto")
     if flag not in ("auto", "0", "1"):
         raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
+    return flag
+
+
+def _warp_spec_switch(q) -> bool:
+    """FLASHTRITON_WARP_SPEC for a call the warp-specialized kernels can compute."""
+    flag = _warp_spec_flag()
     if flag == "0":
-        return False
-    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
-    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))):
         return False
     if interpreting():
         return flag == "1"
     return q.is_cuda and torch.cuda.get_device_capability(q.device)[0] == 9
+
+
+def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
+    """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
+    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES; under
+    warp_spec_applies' switch."""
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
+            and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)):
+        _warp_spec_flag()
+        return False
+    return _warp_spec_switch(q)
 
 
 def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
@@ -540,6 +567,11 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
         stride_lb, stride_lh, nheads, pre_rows,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
+
+    if (is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, total_k) > 0
+            and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd):
+        _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
+        return dq, dk, dv
 
     def launch_dkdv(tile: configs.Tile, resume: bool = False):
         if is_varlen:
@@ -663,6 +695,93 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+
+
+def _ws_varlen_maps(cu_q: torch.Tensor, block_m: int, n_slots: int, total_q: int):
+    """The varlen warp-specialized forward's maps, on the device without a host sync:
+    slots (n_slots, 2) int32, each slot's (sequence, first row), spare slots (the grid
+    is an upper bound) at row 2**30; gather (total_q,) int64, each token's row in the
+    kernel's (H, n_slots * block_m) lse buffer."""
+    cu_blocks = _cu_blocks(cu_q, block_m).long()
+    s = torch.arange(n_slots, device=cu_q.device)
+    seq = torch.searchsorted(cu_blocks[1:].contiguous(), s, right=True)   # cu_blocks[seq] <= s < cu_blocks[seq + 1]
+    valid = s < cu_blocks[-1]
+    seq = torch.where(valid, seq, 0)
+    start = torch.where(valid, (s - cu_blocks[seq]) * block_m, 1 << 30)
+    slots = torch.stack([seq, start], 1).to(torch.int32).contiguous()
+    cu = cu_q.long()
+    t = torch.arange(total_q, device=cu_q.device)
+    tseq = torch.searchsorted(cu[1:].contiguous(), t, right=True)
+    row = t - cu[tseq]
+    gather = (cu_blocks[tseq] + row // block_m) * block_m + row % block_m
+    return slots, gather
+
+
+def _fwd_warp_spec_varlen(q, k, v, out, lse, params: AttnParams, varlen: Varlen, bd: int):
+    """kernels/fwd_ws_varlen.py over a packed batch; lse (H, total_q) is gathered from
+    the kernel's per-slot buffer."""
+    total_q, nheads, head_dim = q.shape
+    nheads_k = k.shape[1]
+    batch = varlen.cu_seqlens_q.numel() - 1
+    tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
+    bm = tile.block_m
+    n_slots = triton.cdiv(total_q, bm) + batch
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+    slots, gather = _cached_map(cu_q, ("ws_slots", bm, n_slots), lambda: _ws_varlen_maps(cu_q, bm, n_slots, total_q))
+    lse_pad = memory.empty((nheads, n_slots * bm), torch.float32, q.device)
+    qk_scale = params.softmax_scale * LOG2E
+    attn_fwd_ws_varlen_kernel[(nheads * n_slots,)](
+        q, k, v, out, lse_pad, cu_q, cu_k, slots,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+        n_slots, lse_pad.numel(), nheads // nheads_k, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=bm, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+    torch.index_select(lse_pad, 1, gather, out=lse)
+
+
+def _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, varlen: Varlen, bd: int):
+    """kernels/bwd_ws_varlen.py over a packed batch: lse and delta (H, total_q) are first
+    copied into buffers padded per sequence to whole dQ blocks (+inf / 0 in the padding)."""
+    total_q, nheads, head_dim = q.shape
+    total_k, nheads_k = k.shape[0], k.shape[1]
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+    batch = cu_q.numel() - 1
+    interp = interpreting()
+    dq_tile = DQ_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+    kv_tile = BWD_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+    pad = dq_tile.block_m                      # the dK/dV kernel's BLOCK_M divides it
+    n_qslots = triton.cdiv(total_q, pad) + batch
+    q_slots, gather = _cached_map(cu_q, ("ws_slots", pad, n_qslots),
+                                  lambda: _ws_varlen_maps(cu_q, pad, n_qslots, total_q))
+    n_kslots = triton.cdiv(total_k, kv_tile.block_n) + batch
+    k_slots, _ = _cached_map(cu_k, ("ws_slots", kv_tile.block_n, n_kslots),
+                             lambda: _ws_varlen_maps(cu_k, kv_tile.block_n, n_kslots, total_k))
+    cu_qblocks = _cached_map(cu_q, ("blocks", pad), lambda: _cu_blocks(cu_q, pad))
+    padded = memory.empty((2, nheads, n_qslots * pad), torch.float32, q.device)
+    padded[0].fill_(float("inf"))
+    padded[1].zero_()
+    padded[0].index_copy_(1, gather, lse)
+    padded[1].index_copy_(1, gather, delta)
+    lse_p, delta_p = padded[0], padded[1]
+    group = nheads // nheads_k
+    qk_scale = params.softmax_scale * LOG2E
+    attn_bwd_dkdv_ws_varlen_kernel[(nheads_k * n_kslots,)](
+        q, k, v, dout, lse_p, delta_p, dk, dv, cu_q, cu_k, cu_qblocks, k_slots,
+        q.stride(0), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0),
+        dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        n_kslots, nheads, group, lse_p.numel(), n_qslots * pad, params.softmax_scale, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=kv_tile.block_m, BLOCK_N=kv_tile.block_n, PAD_BLOCK=pad,
+        num_warps=kv_tile.num_warps, num_stages=kv_tile.num_stages,
+    )
+    attn_bwd_dq_ws_varlen_kernel[(nheads * n_qslots,)](
+        q, k, v, dout, lse_p, delta_p, dq, cu_q, cu_k, q_slots,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0), dout.stride(1),
+        dq.stride(0), dq.stride(1),
+        n_qslots, group, lse_p.numel(), n_qslots * pad, params.softmax_scale, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=dq_tile.block_m, BLOCK_N=dq_tile.block_n,
+        num_warps=dq_tile.num_warps, num_stages=dq_tile.num_stages,
     )
 
 
