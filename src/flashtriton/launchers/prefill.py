@@ -422,11 +422,11 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
       at 16k; 225 / 250 at 2k. Window (1024, 0): 1.67 ms against 1.38.
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
     they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
-    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=True):
+    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=True, kernel=kernel):
         return None
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
-    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         return "whole"
     if os.environ.get("FLASHTRITON_WARP_SPEC") == "1":
         return "split"
@@ -439,22 +439,29 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 BWD_SPLIT_MIN_N = 4096
 
 
-def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                    kernel: str = "fwd") -> bool:
     """The calls the split path computes: warp_spec_plain's, but causal, windows and any
     Nq / Nk allowed (the masked tiles run in fwd.py / bwd.py); no dropout there."""
     return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
-            and bd in WARP_SPEC_TILES and dtype in (torch.bfloat16, torch.float16)
+            and bd in _ws_tiles(kernel) and dtype in (torch.bfloat16, torch.float16)
             and seqlen_q > 0 and seqlen_k > 0)
 
 
+def _ws_tiles(kernel: str) -> dict:
+    """The warp-specialized tiles of the forward ("fwd": BLOCK_D -> tile) or of the
+    backward ("bwd": BLOCK_D -> (dK/dV tile, dQ tile))."""
+    return WARP_SPEC_TILES if kernel == "fwd" else BWD_WARP_SPEC_TILES
+
+
 def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
-                      split_ok: bool = False) -> bool:
+                      split_ok: bool = False, kernel: str = "fwd") -> bool:
     """Whether the forward takes the warp-specialized kernel. FLASHTRITON_WARP_SPEC:
     "auto" (default): the calls warp_spec_plain accepts (with split_ok, also those
     warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
     auto, and also under the Triton interpreter (where the specialization itself is
     ignored: the tests check the kernels' arithmetic there)."""
-    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
+    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel)
     if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))):
         _warp_spec_flag()  # a bad value is an error on every call
         return False
@@ -489,14 +496,21 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
     return _warp_spec_switch(q)
 
 
-def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """The calls kernels/fwd_ws.py computes whole: no mask at all (not causal, no window,
-    key and query counts that are multiples of the tile), no varlen, ALiBi or softcap
-    (dropout is fine); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES."""
+def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                    kernel: str = "fwd") -> bool:
+    """The calls kernels/fwd_ws.py (kernel="fwd") or bwd_ws.py ("bwd") computes whole:
+    no mask at all (not causal, no window, key and query counts that are multiples of the
+    tiles), no varlen, ALiBi or softcap (dropout is fine); bf16 / fp16 at a BLOCK_D of
+    WARP_SPEC_TILES / BWD_WARP_SPEC_TILES."""
+    tiles = _ws_tiles(kernel)
+    if bd not in tiles:
+        return False
+    n_mult, m_mult = ((tiles[bd].block_n, tiles[bd].block_m) if kernel == "fwd"
+                      else (tiles[bd][0].block_n, tiles[bd][1].block_m))
     return (not is_varlen and alibi is None and params.softcap == 0
-            and params.window_left < 0 and params.window_right < 0 and bd in WARP_SPEC_TILES
+            and params.window_left < 0 and params.window_right < 0
             and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
-            and seqlen_k % WARP_SPEC_TILES[bd].block_n == 0 and seqlen_q % WARP_SPEC_TILES[bd].block_m == 0)
+            and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool = False, keys=None):
@@ -633,8 +647,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
         interp = interpreting()
-        ws_dkdv = BWD_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
-        ws_dq = DQ_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+        ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
         launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
         launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
     else:
@@ -652,8 +665,17 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # non-causal backward 245 / 333 / 392 / 431 / 449 / 458 TFLOP/s at N = 512 to 16k against
 # 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
 # against 291 / 319 / 342. The dK/dV kernel alone: 629 TFLOP/s at N = 4k (s7_dk_probe.py).
-BWD_WARP_SPEC_TILE = configs.Tile(64, 128, 4, 2)
-DQ_WARP_SPEC_TILE = configs.Tile(128, 64, 4, 2)
+# D = 64 compiles with the specialization on the same tiles (sm_90a: 168 registers, no
+# spills, 83 KB of shared memory) but has not run on a GPU: bench/gpu/s7f.sh is its test
+# and A/B (next session).
+BWD_WARP_SPEC_TILES = {128: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2))}
+
+
+def _bwd_ws_tiles(bd: int):
+    """(dK/dV tile, dQ tile) of the warp-specialized backward at BLOCK_D bd."""
+    if interpreting():
+        return configs.INTERPRETER_TILE, configs.INTERPRETER_TILE
+    return BWD_WARP_SPEC_TILES[bd]
 
 
 def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
@@ -672,7 +694,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         padded[0, ..., :seqlen_q].copy_(lse)
         padded[1, ..., :seqlen_q].copy_(delta)
         lse, delta = padded[0], padded[1]
-    tile = BWD_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
+    tile, dq_tile = _bwd_ws_tiles(bd)
     keys_arg, keys_total = (keys, keys.numel()) if keys is not None else (lse, 0)
     attn_bwd_dkdv_ws_kernel[(batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),)](
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
@@ -685,7 +707,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
-    tile = DQ_WARP_SPEC_TILE if not interpreting() else configs.INTERPRETER_TILE
+    tile = dq_tile
     attn_bwd_dq_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
@@ -748,9 +770,7 @@ def _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnPar
     total_k, nheads_k = k.shape[0], k.shape[1]
     cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
     batch = cu_q.numel() - 1
-    interp = interpreting()
-    dq_tile = DQ_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
-    kv_tile = BWD_WARP_SPEC_TILE if not interp else configs.INTERPRETER_TILE
+    kv_tile, dq_tile = _bwd_ws_tiles(bd)
     pad = dq_tile.block_m                      # the dK/dV kernel's BLOCK_M divides it
     n_qslots = triton.cdiv(total_q, pad) + batch
     q_slots, gather = _cached_map(cu_q, ("ws_slots", pad, n_qslots),
