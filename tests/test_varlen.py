@@ -389,3 +389,30 @@ def test_warp_spec_varlen_rule(monkeypatch):
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "on")
     with pytest.raises(ValueError, match=r"^FLASHTRITON_WARP_SPEC: must be auto, 0 or 1"):
         rule(q, plain, None, 128)
+
+
+@pytest.mark.gpu
+def test_warp_specialized_varlen_in_cuda_graph():
+    """The varlen warp-specialized forward (non-causal, D = 128, on Hopper) captured in a
+    CUDA graph: its slot table and lse gather are built inside the capture (not cached),
+    and the replay equals the eager call bit for bit. (Written in session 7 after the
+    last GPU run: first checked by the next GPU test run.)"""
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the warp-specialized kernels run on Hopper only")
+    (q, k, v), (cu_q, cu_k, mq, mk) = rand_varlen([300, 77, 1024], [290, 128, 1000], 4, 2, 128, torch.bfloat16,
+                                                  "cuda")
+    with flashtriton.use_backend("triton"):
+        expected = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk)
+        for t in (cu_q, cu_k):
+            if hasattr(t, "_flashtriton_maps"):
+                del t._flashtriton_maps
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(side), torch.cuda.graph(graph):
+            out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk)
+        torch.cuda.current_stream().wait_stream(side)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(out, expected)
