@@ -213,3 +213,16 @@ def naive_attention(q, k, v, *, softmax_scale, window_left=-1, window_right=-1, 
                         w = w / (1 - dropout_p) if dropout_mask[b, h, i, j] else 0.0
                     out[b, i, h] += w * v[b, j, hk]
     return out, lse
+
+
+def spy(monkeypatch, module, name, record=lambda *a, **k: True):
+    """Wrap module.name for the test: every call still runs the real function and
+    appends record(*args, **kwargs) to the list returned (which path ran, with what)."""
+    calls = []
+    real = getattr(module, name)
+
+    def wrapper(*args, **kwargs):
+        calls.append(record(*args, **kwargs))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(module, name, wrapper)
+    return calls

@@ -13,7 +13,7 @@ from flashtriton import flash_attn_varlen_func
 from flashtriton.launchers import prefill
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, check_attention, cu_seqlens, rand_qkv, rand_varlen, reference_pair
+from helpers import assert_close, check_attention, cu_seqlens, rand_qkv, rand_varlen, reference_pair, spy
 
 BACKENDS = kernel_backends() + ["reference"]
 
@@ -321,6 +321,24 @@ def test_regression_varlen_maps_built_once_per_cu_seqlens(monkeypatch):
         assert len(built) > n_first and torch.equal(first, third)
 
 
+def _forget_maps(*cu_seqlens):
+    """Drop the program maps a launcher cached on these cu_seqlens tensors."""
+    for t in cu_seqlens:
+        if hasattr(t, "_flashtriton_maps"):
+            del t._flashtriton_maps
+
+
+def _capture(fn):
+    """fn() captured in a CUDA graph on a side stream: (the graph, fn's output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side), torch.cuda.graph(graph):
+        out = fn()
+    torch.cuda.current_stream().wait_stream(side)
+    return graph, out
+
+
 @pytest.mark.gpu
 def test_varlen_maps_not_cached_during_graph_capture():
     """A map first built inside CUDA-graph capture is only recorded, not computed: it
@@ -328,15 +346,8 @@ def test_varlen_maps_not_cached_during_graph_capture():
     (q, k, v), (cu_q, cu_k, mq, mk) = rand_varlen([30, 200, 7], [30, 250, 9], 4, 2, 64, torch.bfloat16, "cuda")
     with flashtriton.use_backend("triton"):
         expected = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)  # checks cu_seqlens
-        for t in (cu_q, cu_k):  # (the forward caches maps on cu_q only)
-            if hasattr(t, "_flashtriton_maps"):
-                del t._flashtriton_maps
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side), torch.cuda.graph(graph):
-            flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
-        torch.cuda.current_stream().wait_stream(side)
+        _forget_maps(cu_q, cu_k)  # (the forward caches maps on cu_q only)
+        _capture(lambda: flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True))
         again = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
     assert torch.equal(expected, again)
 
@@ -353,16 +364,13 @@ def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
     head_dim 128; bwd.py otherwise), forced with FLASHTRITON_WARP_SPEC=1: output, lse and
     gradients pass the reference check; rows without keys give 0 and lse +inf; both ran.
     Keys without queries get dK = dV = 0 (check_attention's reference has them 0)."""
-    calls = []
-    for name in ("_fwd_warp_spec_varlen", "_bwd_warp_spec_varlen"):
-        real = getattr(prefill, name)
-        monkeypatch.setattr(prefill, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
+    fwd_calls = spy(monkeypatch, prefill, "_fwd_warp_spec_varlen")
+    bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec_varlen")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
     res = check_attention("triton", q, k, v, varlen=varlen)
     # the backward's q / dO column descriptors need head_dim == BLOCK_D
-    expect = ["_fwd_warp_spec_varlen"] + (["_bwd_warp_spec_varlen"] if d == 128 else [])
-    assert calls == expect, calls
+    assert len(fwd_calls) == 1 and len(bwd_calls) == (1 if d == 128 else 0), (fwd_calls, bwd_calls)
     cq = varlen[0].tolist()
     for i in range(len(lens_q)):
         if lens_k[i] == 0:
@@ -403,15 +411,8 @@ def test_warp_specialized_varlen_in_cuda_graph():
                                                   "cuda")
     with flashtriton.use_backend("triton"):
         expected = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk)
-        for t in (cu_q, cu_k):
-            if hasattr(t, "_flashtriton_maps"):
-                del t._flashtriton_maps
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.stream(side), torch.cuda.graph(graph):
-            out = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk)
-        torch.cuda.current_stream().wait_stream(side)
+        _forget_maps(cu_q, cu_k)
+        graph, out = _capture(lambda: flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk))
         out.fill_(float("nan"))
         graph.replay()
         torch.cuda.synchronize()

@@ -18,7 +18,7 @@ row (launchers/prefill.warp_spec_varlen picks them):
 import triton
 import triton.language as tl
 
-from .common import LOG2E
+from .common import LOG2E, seq_rows_desc, varlen_slot
 
 
 @triton.jit
@@ -33,20 +33,11 @@ def attn_bwd_dkdv_ws_varlen_kernel(
 ):
     hk = tl.program_id(0) // n_slots
     slot = tl.program_id(0) % n_slots
-    b = tl.load(SLOTS + 2 * slot)
-    start_n = tl.load(SLOTS + 2 * slot + 1)
-    q_start = tl.load(CU_Q + b)
-    k_start = tl.load(CU_K + b)
-    seqlen_q = tl.load(CU_Q + b + 1) - q_start
-    seqlen_k = tl.load(CU_K + b + 1) - k_start
+    b, start_n, q_start, k_start, seqlen_q, seqlen_k = varlen_slot(SLOTS, CU_Q, CU_K, slot)
     pad_start = tl.load(CU_QBLOCKS + b) * PAD_BLOCK                     # this sequence's first row in lse / delta
 
-    k_desc = tl.make_tensor_descriptor(K + k_start.to(tl.int64) * stride_kn + hk * stride_kh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + k_start.to(tl.int64) * stride_vn + hk * stride_vh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
+    k_desc = seq_rows_desc(K, k_start, hk * stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+    v_desc = seq_rows_desc(V, k_start, hk * stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
     q_desc = tl.make_tensor_descriptor(Q + q_start.to(tl.int64) * stride_qn, shape=[tl.maximum(seqlen_q, 1),
                                        nheads * HEAD_DIM], strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
     do_desc = tl.make_tensor_descriptor(DO + q_start.to(tl.int64) * stride_don, shape=[tl.maximum(seqlen_q, 1),
@@ -74,12 +65,8 @@ def attn_bwd_dkdv_ws_varlen_kernel(
         dsT = pT * (dpT - delta[None, :])
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
-    dk_desc = tl.make_tensor_descriptor(DK + k_start.to(tl.int64) * stride_dkn + hk * stride_dkh,
-                                        shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_dkn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
-    dv_desc = tl.make_tensor_descriptor(DV + k_start.to(tl.int64) * stride_dvn + hk * stride_dvh,
-                                        shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_dvn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
+    dk_desc = seq_rows_desc(DK, k_start, hk * stride_dkh, stride_dkn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+    dv_desc = seq_rows_desc(DV, k_start, hk * stride_dvh, stride_dvn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
     dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
     dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
 
@@ -95,26 +82,13 @@ def attn_bwd_dq_ws_varlen_kernel(
 ):
     h = tl.program_id(0) // n_slots
     slot = tl.program_id(0) % n_slots
-    b = tl.load(SLOTS + 2 * slot)
-    start_m = tl.load(SLOTS + 2 * slot + 1)
-    q_start = tl.load(CU_Q + b)
-    k_start = tl.load(CU_K + b)
-    seqlen_q = tl.load(CU_Q + b + 1) - q_start
-    seqlen_k = tl.load(CU_K + b + 1) - k_start
+    b, start_m, q_start, k_start, seqlen_q, seqlen_k = varlen_slot(SLOTS, CU_Q, CU_K, slot)
     hk = h // group
 
-    q_desc = tl.make_tensor_descriptor(Q + q_start.to(tl.int64) * stride_qn + h * stride_qh,
-                                       shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
-    do_desc = tl.make_tensor_descriptor(DO + q_start.to(tl.int64) * stride_don + h * stride_doh,
-                                        shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_don, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(K + k_start.to(tl.int64) * stride_kn + hk * stride_kh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + k_start.to(tl.int64) * stride_vn + hk * stride_vh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
+    q_desc = seq_rows_desc(Q, q_start, h * stride_qh, stride_qn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+    do_desc = seq_rows_desc(DO, q_start, h * stride_doh, stride_don, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+    k_desc = seq_rows_desc(K, k_start, hk * stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+    v_desc = seq_rows_desc(V, k_start, hk * stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
     lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
     delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
 
@@ -135,7 +109,5 @@ def attn_bwd_dq_ws_varlen_kernel(
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
 
-    dq_desc = tl.make_tensor_descriptor(DQ + q_start.to(tl.int64) * stride_dqn + h * stride_dqh,
-                                        shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_dqn, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
+    dq_desc = seq_rows_desc(DQ, q_start, h * stride_dqh, stride_dqn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
     dq_desc.store([start_m, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))

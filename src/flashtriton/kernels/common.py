@@ -158,9 +158,9 @@ def find_sequence(CU_BLOCKS, pid, batch):
 @triton.jit
 def bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
-    """[n_lo, n_hi): the key tiles of the warp-specialized bulk (forward, dQ) for query
-    rows [start_m, start_m + BLOCK_M) - exactly kv_tile_ranges' fully visible [b, c)
-    (empty when n_hi <= n_lo); the resuming kernels skip that range."""
+    """[n_lo, n_hi): the key tiles of the warp-specialized dQ bulk (bwd_ws.py, PARTIAL)
+    for query rows [start_m, start_m + BLOCK_M) - exactly kv_tile_ranges' fully visible
+    [b, c) (empty when n_hi <= n_lo); bwd.py's resuming dQ kernel skips that range."""
     diag = seqlen_k - seqlen_q
     n_lo = 0
     if HAS_LEFT:
@@ -206,6 +206,28 @@ def head_rows_desc(HOST, X, b, row0, h, stride_b, stride_n, stride_h, n_rows,
         return tl.make_tensor_descriptor(X + b * stride_b + row0 * stride_n + h * stride_h,
                                          shape=[n_rows, HEAD_DIM], strides=[stride_n, 1],
                                          block_shape=[ROWS, BLOCK_D])
+
+
+@triton.jit
+def seq_rows_desc(X, row0, col0, stride_n, n_rows, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A descriptor over n_rows rows of X from row row0 (HEAD_DIM columns from column
+    offset col0, e.g. a head's): rows past n_rows read as 0 and are never written. The
+    shape is max(n_rows, 1), since a descriptor's must be positive (an empty sequence
+    makes no loads; stores past its end are dropped)."""
+    return tl.make_tensor_descriptor(X + row0.to(tl.int64) * stride_n + col0, shape=[tl.maximum(n_rows, 1), HEAD_DIM],
+                                     strides=[stride_n, 1], block_shape=[ROWS, BLOCK_D])
+
+
+@triton.jit
+def varlen_slot(SLOTS, CU_Q, CU_K, slot):
+    """A varlen warp-specialized program's place: (sequence, first row of its block, the
+    sequence's first query and key rows, its query and key counts), from the launcher's
+    slot table (n_slots, 2) int32 and the (B + 1,) cu_seqlens."""
+    b = tl.load(SLOTS + 2 * slot)
+    start = tl.load(SLOTS + 2 * slot + 1)
+    q_start = tl.load(CU_Q + b)
+    k_start = tl.load(CU_K + b)
+    return b, start, q_start, k_start, tl.load(CU_Q + b + 1) - q_start, tl.load(CU_K + b + 1) - k_start
 
 
 @triton.jit

@@ -24,7 +24,7 @@ change against fwd.py's varlen path:
 import triton
 import triton.language as tl
 
-from .common import LN2
+from .common import LN2, seq_rows_desc, varlen_slot
 
 
 @triton.jit
@@ -40,28 +40,15 @@ def attn_fwd_ws_varlen_kernel(
     # one linear grid, a head's slots consecutive (launchers/prefill.FWD_ROWS_FIRST)
     h = tl.program_id(0) // n_slots
     slot = tl.program_id(0) % n_slots
-    b = tl.load(SLOTS + 2 * slot)
-    start_m = tl.load(SLOTS + 2 * slot + 1)
-    q_start = tl.load(CU_Q + b)
-    k_start = tl.load(CU_K + b)
-    seqlen_q = tl.load(CU_Q + b + 1) - q_start
-    seqlen_k = tl.load(CU_K + b + 1) - k_start
+    b, start_m, q_start, k_start, seqlen_q, seqlen_k = varlen_slot(SLOTS, CU_Q, CU_K, slot)
     hk = h // group
 
-    # this sequence's rows of head h / hk; max(.., 1): a descriptor's shape must be
-    # positive (an empty sequence makes no loads, and a spare slot's stores fall outside)
-    q_desc = tl.make_tensor_descriptor(Q + q_start.to(tl.int64) * stride_qn + h * stride_qh,
-                                       shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qn, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(K + k_start.to(tl.int64) * stride_kn + hk * stride_kh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_kn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + k_start.to(tl.int64) * stride_vn + hk * stride_vh,
-                                       shape=[tl.maximum(seqlen_k, 1), HEAD_DIM], strides=[stride_vn, 1],
-                                       block_shape=[BLOCK_N, BLOCK_D])
-    o_desc = tl.make_tensor_descriptor(O + q_start.to(tl.int64) * stride_on + h * stride_oh,
-                                       shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_on, 1],
-                                       block_shape=[BLOCK_M, BLOCK_D])
+    # this sequence's rows of head h / hk (seq_rows_desc: rows past the end read as 0 and
+    # are never written; a spare slot's stores fall outside)
+    q_desc = seq_rows_desc(Q, q_start, h * stride_qh, stride_qn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+    k_desc = seq_rows_desc(K, k_start, hk * stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+    v_desc = seq_rows_desc(V, k_start, hk * stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+    o_desc = seq_rows_desc(O, q_start, h * stride_oh, stride_on, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
