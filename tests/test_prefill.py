@@ -13,7 +13,7 @@ import flashtriton
 from flashtriton import flash_attn_func
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, rand_qkv, reference_pair
+from helpers import assert_close, rand_qkv, reference_pair, spy
 
 HEAD_DIMS = [16, 40, 64, 96, 128]
 SEQLENS = [(1, 1), (17, 17), (113, 203), (128, 64), (200, 200)]
@@ -224,9 +224,7 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     reference check on GQA / MQA, Nq != Nk, head dims under BLOCK_D and a negative scale,
     and is the kernel that ran."""
     from flashtriton.launchers import prefill
-    calls = []
-    real = prefill._fwd_warp_spec
-    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert calls, "the warp-specialized forward did not run"
@@ -284,30 +282,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     heads_apart = torch.empty(1, 2, n, 128, dtype=torch.bfloat16).transpose(1, 2)   # (B, N, H, D), stride_h N*D
     assert mode(plain, n, n, "bwd", dout=heads_apart) is None and mode(plain, n, n, "bwd", qq=heads_apart) is None
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    assert mode(causal, 128, 128, "fwd") == "split" and mode(causal, 128, 128, "bwd") == "split"
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
-    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
-    (1, 113, 203, (4, 2), 96, dict(causal=True)),                # Nq < Nk, bottom-right diagonal
-    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk: rows that see no key
-    (1, 150, 150, (2, 2), 128, dict(window_size=(-1, 5))),        # a right window edge alone
-    (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
-    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
-    (1, 200, 200, (2, 2), 96, dict(window_size=(40, 25))),
-])
-def test_warp_specialized_split_forward(monkeypatch, b, nq, nk, heads, d, kw):
-    """The split path: the warp-specialized kernel does the fully visible tiles
-    (fwd_ws.py, PARTIAL), fwd.py resumes from its state (RESUME) with the masked ones;
-    forced with FLASHTRITON_WARP_SPEC=1, it passes the reference check and both ran."""
-    from flashtriton.launchers import prefill
-    calls = []
-    real = prefill._fwd_warp_spec
-    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(k.get("partial")) or real(*a, **k))
-    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
-    assert calls == [True], calls
+    assert mode(causal, 128, 128, "fwd") is None and mode(causal, 128, 128, "bwd") == "split"
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
@@ -322,9 +297,7 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     Regression (H200, session 7): dK/dV read q and dO through a reshaped 3-D descriptor
     and were wrong on the GPU (errors 0.3-2.8) while right under the interpreter."""
     from flashtriton.launchers import prefill
-    calls = []
-    real = prefill._bwd_warp_spec
-    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: calls.append(1) or real(*a, **k))
+    calls = spy(monkeypatch, prefill, "_bwd_warp_spec")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16)
     assert calls, "the warp-specialized backward did not run"
@@ -341,14 +314,10 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     mask dropout_mask() returns for the same seed, and the kernels ran."""
     from helpers import check_attention
     from flashtriton.launchers import prefill
-    calls = []
-    real = prefill._fwd_warp_spec
-    monkeypatch.setattr(prefill, "_fwd_warp_spec", lambda *a, **k: calls.append(k.get("keys")) or real(*a, **k))
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("keys"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
-    bwd_calls = []
-    real_bwd = prefill._bwd_warp_spec
-    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: bwd_calls.append(a[11]) or real_bwd(*a, **k))
+    bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: a[11])
     res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
     assert not res["keep"].all()
     assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
@@ -370,9 +339,7 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     visible tiles, bwd.py's kernels resume (RESUME) with the masked ones; forced with
     FLASHTRITON_WARP_SPEC=1, the gradients pass the reference check and both ran."""
     from flashtriton.launchers import prefill
-    calls = []
-    real = prefill._bwd_warp_spec
-    monkeypatch.setattr(prefill, "_bwd_warp_spec", lambda *a, **k: calls.append(k.get("partial")) or real(*a, **k))
+    calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: k.get("partial"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert calls == [True], calls

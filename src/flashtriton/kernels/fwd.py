@@ -75,7 +75,6 @@ def attn_fwd_kernel(
     CU_Q, CU_K, CU_BLOCKS,           # varlen only: (B+1,) int32 offsets, and cumulative query-block counts
     ORDER,                           # varlen with USE_ORDER: (programs,) int32, dispatch slot -> program
     ALIBI, RNG,                      # (B, H) or (H,) fp32 slopes; int64 [seed, offset]
-    LSE_P,                           # RESUME: (B * H * nq_pad,) fp32, the bulk's logsumexp (log2 units)
     Q_DESC, K_DESC, V_DESC, O_DESC,  # HOST_DESC: host-made descriptors of q, k, v, o as (B, N, H, D)
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
@@ -87,12 +86,11 @@ def attn_fwd_kernel(
     qk_scale, softcap_scale, softcap_out, window_left, window_right, dropout_p,
     rng_rows, rng_stride,            # dropout counter layout: rows per head, counters per row
     n_bucket,                        # bucketed sequence length: an autotuning key only
-    nq_pad,                          # RESUME: LSE_P rows per head
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False, RESUME: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
@@ -172,18 +170,6 @@ def attn_fwd_kernel(
 
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    if RESUME:
-        # The warp-specialized kernel (fwd_ws.py, PARTIAL) already did the fully visible
-        # tiles [full_lo, full_hi) with the same BLOCK_M / BLOCK_N: start from its state,
-        # which is exact - acc = out * l and m + log2(l) = lse with l = 1 - and do the
-        # masked tiles on either side.
-        lse_p = tl.load(LSE_P + pid_bh.to(tl.int64) * nq_pad + offs_m, mask=offs_m < seqlen_q,
-                        other=float("-inf"))                                  # (BLOCK_M,)
-        m_i = lse_p
-        l_i = tl.where(lse_p == float("-inf"), 0.0, 1.0)
-        o_res = head_rows_desc(O_DESC, O, b, q_start, h, stride_ob, stride_on, stride_oh, seqlen_q,
-                               HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
-        acc = tile_load(o_res, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC).to(tl.float32)
     # Tiles cut by the left edge of a sliding window: masked.
     for start_n in range(lo, full_lo, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
@@ -191,8 +177,8 @@ def attn_fwd_kernel(
                                   rk, seed, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                   DOT_PRECISION, BLOCK_D, HOST_DESC)
-    # Fully visible tiles: no mask at all (RESUME: done already).
-    for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
+    # Fully visible tiles: no mask at all.
+    for start_n in range(full_lo, full_hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, seed, threshold,

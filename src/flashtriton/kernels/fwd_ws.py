@@ -6,8 +6,9 @@ one logsumexp per row), for the plainest case only: no mask of any kind (not cau
 no window, key and query counts multiples of the tile), no ALiBi, softcap or varlen;
 dropout takes its keys from the call's table through descriptors.
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
-PARTIAL (the split path, only under FLASHTRITON_WARP_SPEC=1: it measured no faster)
-does the fully visible tiles of a masked call and leaves the state to fwd.py's RESUME.
+(A split path - this kernel on the fully visible tiles of causal and windowed calls,
+fwd.py resuming with the masked ones - measured no faster anywhere and was removed in
+session 7: bench/NOTES.md.)
 
 What differs is the loop: `tl.range(..., warp_specialize=True)` with num_warps=4 makes
 Triton's Hopper pass split the program into a producer warpgroup that only issues the
@@ -35,7 +36,7 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE, bulk_key_tiles, dropout_keep_keys, dropout_threshold
+from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -47,10 +48,9 @@ def attn_fwd_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, window_left, window_right, qk_scale, dropout_p, keys_total, rng_rows,
+    nheads, group, seqlen_q, seqlen_k, qk_scale, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NEG_SCALE: tl.constexpr, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
-    HAS_DROPOUT: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
+    NEG_SCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -87,17 +87,8 @@ def attn_fwd_ws_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    lo = 0
-    if PARTIAL:
-        # only the key tiles every row of the block sees (kernels.common.kv_tile_ranges'
-        # fully visible range, per-program bounds: no row-indexed op); fwd.py resumes from
-        # the state written below with the rest (the diagonal, the window edges, the
-        # ragged end)
-        lo, hi = bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
-                                HAS_LEFT, HAS_RIGHT)
-    else:
-        hi = seqlen_k          # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N)
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=True):
+    # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N)
+    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         # the row max of the raw dots, scaled once per row, is the max of the scaled ones
@@ -117,25 +108,15 @@ def attn_fwd_ws_kernel(
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new
 
-    if PARTIAL:
-        # the state after the bulk, for fwd.py's RESUME: out normalised (0 for a row that
-        # saw no tile yet) and its logsumexp in log2 units (-inf there), into a buffer of
-        # cdiv(Nq, BLOCK_M) * BLOCK_M rows per head, so that no block straddles two heads
-        empty = l_i == 0.0
-        l_safe = tl.where(empty, 1.0, l_i)
-        o_desc.store([start_m, 0], (acc / l_safe[:, None]).to(O.dtype.element_ty))
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        lse_desc.store([pid_bh * n_blocks * BLOCK_M + start_m], tl.where(empty, float("-inf"), m_i + tl.log2(l_safe)))
-    else:
-        # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
-        lse = (m_i + tl.log2(l_i)) * LN2
-        l_out = l_i
-        if HAS_DROPOUT:
-            l_out = l_i * (1.0 - dropout_p)                              # kept values scale by 1 / (1 - p)
-        o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
-        # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
-        # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
-        # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
-        # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        lse_desc.store([pid_bh * seqlen_q + start_m], lse)
+    # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
+    lse = (m_i + tl.log2(l_i)) * LN2
+    l_out = l_i
+    if HAS_DROPOUT:
+        l_out = l_i * (1.0 - dropout_p)                                  # kept values scale by 1 / (1 - p)
+    o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
+    # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
+    # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
+    # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
+    # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
+    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    lse_desc.store([pid_bh * seqlen_q + start_m], lse)

@@ -315,7 +315,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     dummy = lse
     stride_ab, stride_ah = _alibi_strides(alibi)
 
-    def launch(tile: configs.Tile, resume=None):
+    def launch(tile: configs.Tile):
         if is_varlen:
             cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
             cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
@@ -338,12 +338,11 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         attn_fwd_kernel[grid](
             q, k, v, out, lse, cu_q, cu_k, cu_blocks, order,
             alibi if alibi is not None else dummy, rng if rng is not None else dummy,
-            resume if resume is not None else dummy, *descs,
+            *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(out, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
-            nq_pad=triton.cdiv(seqlen_q, tile.block_m) * tile.block_m, RESUME=resume is not None,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
@@ -368,20 +367,9 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
-    mode = warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k)
-    if mode == "whole":
+    if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) == "whole":
         keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
         _fwd_warp_spec(q, k, v, out, lse, params, bd, keys=keys)
-        return out, lse
-    if mode == "split":
-        # the fully visible tiles in the warp-specialized kernel, the rest (diagonal, right
-        # window edge, ragged end) in fwd.py resuming from its state: two launches
-        # (FLASHTRITON_WARP_SPEC=1 only: it measured no faster, see warp_spec_mode)
-        tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
-        lse_p = memory.empty((batch * nheads * triton.cdiv(seqlen_q, tile.block_m) * tile.block_m,), torch.float32,
-                             q.device)
-        _fwd_warp_spec(q, k, v, out, lse_p, params, bd, partial=True)
-        launch(replace(tile, num_warps=8, num_stages=3) if not interpreting() else tile, resume=lse_p)
         return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
@@ -394,8 +382,9 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 # (each K / V read by programs spread over the whole launch). fwd.py, H200, 2026-11-29,
 # bf16, 16k tokens (bench/gpu/s6_ws_ab.py): rows-first / heads-first TFLOP/s 1.00-1.13x at
 # N >= 2k (D = 128 and 64, causal and not), 1.00-1.34x at N = 512; one outlier, D = 128
-# non-causal N = 1k, 0.74x (280 against 379; that case now runs fwd_ws.py: 405). Dense
-# calls only: the varlen grid keeps (heads, block slots) (not yet measured rows-first).
+# non-causal N = 1k, 0.74x (280 against 379; that case now runs fwd_ws.py: 405). The varlen
+# grid too (a head's block slots consecutive): no measurable effect there (session 7,
+# 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
 
 
@@ -410,27 +399,29 @@ WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2)}
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None):
     """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
-    kernels: "whole" (warp_spec_plain: they do the whole call), "split" (warp_spec_split:
-    they do the fully visible tiles and fwd.py / bwd.py the masked rest), or None; under
-    warp_spec_applies' switch. Where "split" is taken unless FLASHTRITON_WARP_SPEC=1
-    forces it (H200, 2026-11-29, bf16 D = 128, 16k tokens, bench/gpu/s6_ws_ab.py):
-    - forward: nowhere. Causal split / fwd.py TFLOP/s 73 / 139, 194 / 220, 292 / 356,
-      393 / 417 at N = 512 to 4k, level (457 / 453, 493 / 493) at 8k and 16k; window
-      (1024, 0) at 16k 0.491 ms against 0.345.
-    - backward: causal (or right-window, or ragged) with min(Nq, Nk) >= BWD_SPLIT_MIN_N,
-      no left window. Causal backward alone ~306 / 293 at 4k, 365 / 320 at 8k, 415 / 309
-      at 16k; 225 / 250 at 2k. Window (1024, 0): 1.67 ms against 1.38.
+    kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
+    warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
+    or None; under warp_spec_applies' switch. "split" is taken for causal (or
+    right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N and no left window,
+    or always with FLASHTRITON_WARP_SPEC=1 (H200, 2026-11-29, bf16 D = 128, 16k tokens,
+    bench/gpu/s6_ws_ab.py): causal backward alone ~306 / 293 TFLOP/s at 4k, 365 / 320 at
+    8k, 415 / 309 at 16k, but 225 / 250 at 2k; window (1024, 0) 1.67 ms against 1.38.
+    (The forward's split, removed in session 7, measured 73 / 139 to 393 / 417 at N = 512
+    to 4k and level from 8k.)
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
     they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
-    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=True, kernel=kernel):
+    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=kernel == "bwd",
+                             kernel=kernel):
         return None
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         return "whole"
+    if kernel == "fwd":
+        return None
     if os.environ.get("FLASHTRITON_WARP_SPEC") == "1":
         return "split"
-    if kernel == "bwd" and params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N:
+    if params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N:
         return "split"
     return None
 
@@ -441,8 +432,8 @@ BWD_SPLIT_MIN_N = 4096
 
 def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                     kernel: str = "fwd") -> bool:
-    """The calls the split path computes: warp_spec_plain's, but causal, windows and any
-    Nq / Nk allowed (the masked tiles run in fwd.py / bwd.py); no dropout there."""
+    """The calls the backward's split path computes: warp_spec_plain's, but causal,
+    windows and any Nq / Nk allowed (the masked tiles run in bwd.py); no dropout there."""
     return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
             and bd in _ws_tiles(kernel) and dtype in (torch.bfloat16, torch.float16)
             and seqlen_q > 0 and seqlen_k > 0)
@@ -513,10 +504,9 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
             and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
 
 
-def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool = False, keys=None):
-    """partial: the fully visible tiles only; out gets the normalised partial result and
-    lse (then a flat (B * H * nq_pad,) buffer) its logsumexp in log2 units. keys: the
-    dropout key table (_dropout_keys) when params.dropout_p > 0."""
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, keys=None):
+    """kernels/fwd_ws.py over a whole unmasked call. keys: the dropout key table
+    (_dropout_keys) when params.dropout_p > 0."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
@@ -525,12 +515,10 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, partial: bool
         q, k, v, out, lse, keys if keys is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, params.window_left, params.window_right, qk_scale,
-        params.dropout_p,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.dropout_p,
         keys.numel() if keys is not None else 0, batch * seqlen_q,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
-        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_DROPOUT=keys is not None,
-        HAS_LEFT=params.window_left >= 0,
+        HAS_DROPOUT=keys is not None,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
