@@ -290,6 +290,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     (2, 256, 256, (4, 4), 128),
     (1, 128, 384, (4, 2), 128),                                  # GQA: one program sums its group
     (2, 384, 128, (4, 1), 128),                                  # MQA, Nq > Nk
+    (1, 256, 384, (4, 2), 64),                                   # D = 64
 ])
 def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     """The warp-specialized dK/dV and dQ kernels (kernels/bwd_ws.py), forced with
@@ -333,6 +334,7 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     (2, 77, 90, (2, 2), 128, dict()),                            # ragged, not causal
     (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
     (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
+    (1, 200, 230, (2, 1), 64, dict(causal=True)),                 # D = 64
 ])
 def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully

@@ -654,9 +654,9 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
 # against 291 / 319 / 342. The dK/dV kernel alone: 629 TFLOP/s at N = 4k (s7_dk_probe.py).
 # D = 64 compiles with the specialization on the same tiles (sm_90a: 168 registers, no
-# spills, 83 KB of shared memory) but has not run on a GPU: bench/gpu/s7f.sh is its test
-# and A/B (next session).
-BWD_WARP_SPEC_TILES = {128: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2))}
+# spills, 83 KB of shared memory). Branch wip/s8: not yet run on a GPU (bench/gpu/s8a.sh).
+BWD_WARP_SPEC_TILES = {128: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2)),
+                       64: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2))}
 
 
 def _bwd_ws_tiles(bd: int):
