@@ -217,6 +217,13 @@ def test_host_descriptors_flag_is_checked(monkeypatch):
     (1, 128, 384, (4, 2), 96, dict()),                           # GQA, D under BLOCK_D, Nq < Nk
     (2, 384, 128, (4, 1), 128, dict()),                          # MQA, Nq > Nk
     (1, 128, 256, (2, 2), 128, dict(softmax_scale=-0.2)),         # a negative scale: the row min
+    (1, 128, 320, (4, 2), 256, dict()),                           # D = 256: 64-key tiles, Nk not a multiple of 128
+    (1, 256, 192, (2, 1), 192, dict()),                           # D = 192 under BLOCK_D 256, MQA
+    # the CAUSAL variant (rows through an iota descriptor), bottom-right, Nq <= Nk
+    (1, 256, 256, (2, 2), 256, dict(causal=True)),
+    (1, 128, 384, (4, 2), 128, dict(causal=True)),                # Nq < Nk, GQA
+    (2, 256, 384, (2, 1), 192, dict(causal=True)),                # D = 192, MQA
+    (1, 128, 256, (2, 2), 256, dict(causal=True, softmax_scale=-0.2)),  # a negative scale masks with +inf
 ])
 def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     """The warp-specialized forward (kernels/fwd_ws.py), forced with FLASHTRITON_WARP_SPEC=1
@@ -232,9 +239,10 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
 
 def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
-    multiple of 128) in bf16 / fp16 at BLOCK_D 128, dropout included; never causal or
-    windowed (its masked variant was wrong on the H200: regression of session 6), nor
-    with varlen, ALiBi or softcap; FLASHTRITON_WARP_SPEC is checked."""
+    multiple of the tile) in bf16 / fp16 at BLOCK_D 128 and 256; never causal or windowed
+    (its masked variant was wrong on the H200: regression of session 6), nor with varlen,
+    ALiBi, softcap or dropout (wrong lse on the H200: regression of session 8; the
+    backward takes dropout); FLASHTRITON_WARP_SPEC is checked."""
     from flashtriton.launchers import prefill
     bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
     rule = prefill.warp_spec_plain
@@ -246,7 +254,19 @@ def test_warp_spec_rule(monkeypatch):
     for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
               prefill.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
-    assert rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256)
+    assert not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256)
+    assert rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256, kernel="bwd")
+    assert rule(bf16, plain, None, False, 256, 128, 320) and not rule(bf16, plain, None, False, 256, 128, 288)
+    # the CAUSAL forward: bottom-right causal, 0 < Nq <= Nk, at D = 256 (any tiled D when forced)
+    causal_rule, causal = prefill.warp_spec_causal_fwd, prefill.AttnParams(0.1, window_right=0)
+    assert causal_rule(bf16, causal, None, False, 256, 128, 320) and not causal_rule(bf16, causal, None, False, 128, 128, 256)
+    assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
+    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_left=64, window_right=0), None, False, 256, 128, 128)
+    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
+    assert not causal_rule(bf16, plain, None, False, 256, 128, 128)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert causal_rule(bf16, causal, None, False, 128, 128, 256)
+    monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
     assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
     assert not rule(bf16, plain, None, False, 128, 0, 256)
     q = torch.empty(1, 8, 2, 128, dtype=bf16)
@@ -266,7 +286,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     from flashtriton.launchers import prefill
     monkeypatch.setattr(prefill, "warp_spec_applies", lambda *a, **k: True)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
-    n = prefill.BWD_SPLIT_MIN_N
+    n = prefill.BWD_SPLIT_MIN_N[128]
     q = torch.empty(1, n, 2, 128, dtype=torch.bfloat16)
     plain, causal = prefill.AttnParams(0.1), prefill.AttnParams(0.1, window_right=0)
     window = prefill.AttnParams(0.1, window_left=1024, window_right=0)
@@ -281,8 +301,21 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, n, n, "fwd", qq=q96) == "whole" and mode(plain, n, n, "bwd", qq=q96, dout=q96) is None
     heads_apart = torch.empty(1, 2, n, 128, dtype=torch.bfloat16).transpose(1, 2)   # (B, N, H, D), stride_h N*D
     assert mode(plain, n, n, "bwd", dout=heads_apart) is None and mode(plain, n, n, "bwd", qq=heads_apart) is None
+    # D = 64: the split from BWD_SPLIT_MIN_N[64], the whole backward from BWD_WHOLE_MIN_N[64]
+    n64, w64 = prefill.BWD_SPLIT_MIN_N[64], prefill.BWD_WHOLE_MIN_N[64]
+    q64 = torch.empty(1, n64, 2, 64, dtype=torch.bfloat16)
+    assert mode(causal, n64, n64, "bwd", qq=q64, dout=q64, bd=64) == "split"
+    assert mode(causal, n64 // 2, n64, "bwd", qq=q64, dout=q64, bd=64) is None
+    assert mode(plain, w64, w64, "bwd", qq=q64, dout=q64, bd=64) == "whole"
+    assert mode(plain, w64 // 2, w64 // 2, "bwd", qq=q64, dout=q64, bd=64) is None
+    assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
+    q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
+    assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
+    assert mode(causal, 256, 256, "fwd", qq=q256, bd=256) == "whole"                  # the CAUSAL variant
+    assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    assert mode(causal, 128, 128, "fwd") is None and mode(causal, 128, 128, "bwd") == "split"
+    assert mode(causal, 128, 128, "fwd") == "whole" and mode(causal, 128, 128, "bwd") == "split"
+    assert mode(plain, 128, 128, "bwd", qq=q64, dout=q64, bd=64) == "whole"
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
@@ -308,21 +341,26 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
 @pytest.mark.parametrize("b,nq,nk,heads,d,p", [
     (2, 256, 256, (4, 4), 128, 0.2),
     (1, 128, 384, (4, 2), 128, 0.5),                             # GQA, Nq < Nk
+    (1, 128, 256, (2, 2), 256, 0.3),                             # D = 256 (the backward: bwd.py)
 ])
 def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
-    """Dropout in the warp-specialized forward and backward (their keys from the call's
-    table through descriptors): the output and gradients match the reference under the
-    mask dropout_mask() returns for the same seed, and the kernels ran."""
+    """Dropout in the warp-specialized backward (its keys from the call's table through
+    descriptors): the output and gradients match the reference under the mask
+    dropout_mask() returns for the same seed, and the kernel ran.
+    Regression (H200, session 8): the warp-specialized forward with dropout wrote a wrong
+    lse for row 0 at D = 256 in every call, and at D = 128 under load ("S_dmask's sign
+    disagrees with the keep mask" here); dropout forwards must stay on fwd.py."""
     from helpers import check_attention
     from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("keys"))
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
     bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: a[11])
     res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
     assert not res["keep"].all()
-    assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
-    assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"
+    assert not calls, "a dropout forward took the warp-specialized kernel"
+    if d in prefill.BWD_WARP_SPEC_TILES:
+        assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

@@ -2,9 +2,10 @@
 
 The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M rows
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
-one logsumexp per row), for the plainest case only: no mask of any kind (not causal,
-no window, key and query counts multiples of the tile), no ALiBi, softcap or varlen;
-dropout takes its keys from the call's table through descriptors.
+one logsumexp per row), for the plainest cases only: no mask (no window, key and query
+counts multiples of the tile) or, with CAUSAL, a causal mask with Nq <= Nk (launchers/
+prefill.warp_spec_causal_fwd says where it runs); no ALiBi, softcap, varlen or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
+lse of some rows came out wrong on the H200, launchers/prefill.warp_spec_plain says how.)
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,
 fwd.py resuming with the masked ones - measured no faster anywhere and was removed in
@@ -28,29 +29,32 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
     a causal mask (key <= row, from tl.arange, inside or outside the loop) and a
     pointer store of the lse compiled, passed under the interpreter, and were wrong
     on the H200 (max error ~1; lse errors of inf), while masks on the key index alone
-    were right (bench/gpu/s6_ws_mask_probe.py). So causal calls stay on fwd.py, and
-    the lse leaves through a descriptor;
+    were right (bench/gpu/s6_ws_mask_probe.py). So the causal variant takes its rows
+    from an iota table through a descriptor, and the lse leaves through one;
+  - row data loaded before the loop through a descriptor next to per-tile loads of
+    other tables (dropout's keys) left the lse of row 0 wrong (session 8): dropout
+    forwards run fwd.py;
   - descriptors made in the kernel (host-made ones are not data-partitioned);
   - no branch on a runtime scalar's sign inside the loop: the scale's sign is NEG_SCALE.
 """
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold
+from .common import LN2, NO_SPECIALIZE
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_ws_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
-    KEYS,                            # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
+    IOTA,                            # CAUSAL: int32 (Nq,), IOTA[i] = i (the query rows, through a descriptor)
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale, dropout_p, keys_total, rng_rows,
+    nheads, group, seqlen_q, seqlen_k, qk_scale,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NEG_SCALE: tl.constexpr, HAS_DROPOUT: tl.constexpr = False,
+    NEG_SCALE: tl.constexpr, CAUSAL: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -72,25 +76,33 @@ def attn_fwd_ws_kernel(
                                        strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
-    if HAS_DROPOUT:
-        # Both keys come from the call's table through descriptors: the row keys of this
-        # block once, the column keys per tile (nothing indexed by tl.arange; the mask
-        # of element (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j)).
-        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
-        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
-        # table: [ck of seqlen_k columns | rk of (head, b * seqlen_q + row), head-major;
-        # rng_rows = B * seqlen_q rows a head]
-        rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m])
-        rk = rk.to(tl.uint32, bitcast=True)                             # (BLOCK_M,)
-        threshold = dropout_threshold(dropout_p)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
-    # every key tile is fully visible (seqlen_k is a multiple of BLOCK_N)
-    for start_n in tl.range(0, seqlen_k, BLOCK_N, warp_specialize=True):
+    n_hi = seqlen_k
+    if CAUSAL:
+        # Bottom-right causal, Nq <= Nk: row i sees keys j <= i + Nk - Nq, so every row sees
+        # key 0 (the first tile) and no row is empty. The rows come from IOTA through a
+        # descriptor: rows from tl.arange are wrong in the second consumer warpgroup
+        # (module doc), rows loaded like lse are right (session 7, s7_ws_iota_probe.py).
+        # One loop only, so every tile below the block's last diagonal key is masked.
+        iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
+        diag = iota_desc.load([start_m]) + (seqlen_k - seqlen_q)        # (BLOCK_M,) each row's last key
+        offs_n = tl.arange(0, BLOCK_N)
+        n_hi = tl.minimum(start_m + BLOCK_M + seqlen_k - seqlen_q, seqlen_k)
+
+    # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
+    for start_n in tl.range(0, n_hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
+        if CAUSAL:
+            # a hidden key gets the value that scales to -inf (the sign of the scale)
+            visible = (start_n + offs_n)[None, :] <= diag[:, None]
+            if NEG_SCALE:
+                qk = tl.where(visible, qk, float("inf"))
+            else:
+                qk = tl.where(visible, qk, float("-inf"))
         # the row max of the raw dots, scaled once per row, is the max of the scaled ones
         # (with a negative scale, the min), so the scale folds into exp2's FMA
         if NEG_SCALE:
@@ -101,19 +113,13 @@ def attn_fwd_ws_kernel(
         alpha = tl.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
-        if HAS_DROPOUT:
-            ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
-            p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)  # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new
 
-    # the one normalisation (every row saw seqlen_k > 0 keys: l_i >= 1)
+    # the one normalisation (every row saw at least one key: l_i >= 1)
     lse = (m_i + tl.log2(l_i)) * LN2
-    l_out = l_i
-    if HAS_DROPOUT:
-        l_out = l_i * (1.0 - dropout_p)                                  # kept values scale by 1 / (1 - p)
-    o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
+    o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
     # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
     # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
     # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query

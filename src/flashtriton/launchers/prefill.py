@@ -368,8 +368,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) == "whole":
-        keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
-        _fwd_warp_spec(q, k, v, out, lse, params, bd, keys=keys)
+        _fwd_warp_spec(q, k, v, out, lse, params, bd)
         return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
@@ -393,7 +392,12 @@ FWD_ROWS_FIRST = True
 # warps); 2 stages (3 overflow shared memory at 128 x 128: 257 KB). D = 64 is not here:
 # there it lost to fwd.py at N >= 2k (327-383 against 354-405 TFLOP/s, H200, 2026-11-29,
 # bench/gpu/s6_ws_ab.py; 128 x 64 tiles gave wrong results under the specialization).
-WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2)}
+# D = 256: 128 x 128 needs 263 KB of shared memory; 128 x 64 with one stage fits (197 KB,
+# 12 warps, no spills) and is right: 486 / 550 / 585 / 613 TFLOP/s at N = 1k / 2k / 4k /
+# 16k against 353 / 383 / 401 / 406 for fwd.py and 308-326 for FA2's CUDA kernel
+# (bench/gpu/s8_d256_fwd_ab.py, H200, 2026-11-29); 128 x 32 with 2 stages 402-490, with
+# 3 stages NaN.
+WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2), 256: configs.Tile(128, 64, 4, 1)}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -402,8 +406,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
     warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
     or None; under warp_spec_applies' switch. "split" is taken for causal (or
-    right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N and no left window,
-    or always with FLASHTRITON_WARP_SPEC=1 (H200, 2026-11-29, bf16 D = 128, 16k tokens,
+    right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N[BLOCK_D] and no
+    left window, or always with FLASHTRITON_WARP_SPEC=1; the backward's "whole" from
+    min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag (H200, 2026-11-29, bf16 D = 128, 16k tokens,
     bench/gpu/s6_ws_ab.py): causal backward alone ~306 / 293 TFLOP/s at 4k, 365 / 320 at
     8k, 415 / 309 at 16k, but 225 / 250 at 2k; window (1024, 0) 1.67 ms against 1.38.
     (The forward's split, removed in session 7, measured 73 / 139 to 393 / 417 at N = 512
@@ -415,19 +420,31 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
         return None
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
-    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
+    forced = os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+    if kernel == "fwd" and warp_spec_causal_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         return "whole"
+    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
+        if kernel == "fwd" or forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
+            return "whole"
+        return None
     if kernel == "fwd":
         return None
-    if os.environ.get("FLASHTRITON_WARP_SPEC") == "1":
+    if forced:
         return "split"
-    if params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N:
+    if params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N.get(bd, float("inf")):
         return "split"
     return None
 
 
-# The shortest sequences at which the backward's split path pays (see warp_spec_mode).
-BWD_SPLIT_MIN_N = 4096
+# The shortest sequences at which the backward's split path pays, per BLOCK_D (see
+# warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
+# backward 221 / 284 / 334 TFLOP/s at 4k / 8k / 16k with the split, 242 / 267 / 280
+# with bwd.py.
+BWD_SPLIT_MIN_N = {128: 4096, 64: 8192}
+# The shortest sequences at which the whole-call backward pays, where not from the start:
+# D = 64 non-causal at N = 512 / 1k 159 / 230 TFLOP/s against 187 / 240 with bwd.py
+# (from 2k: 294 / 337 / 364 / 372 against 273 / 303 / 326 / 325; same runs as above).
+BWD_WHOLE_MIN_N = {64: 2048}
 
 
 def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -453,7 +470,8 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
     auto, and also under the Triton interpreter (where the specialization itself is
     ignored: the tests check the kernels' arithmetic there)."""
     args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel)
-    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))):
+    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))
+            or (kernel == "fwd" and warp_spec_causal_fwd(*args[:-1]))):
         _warp_spec_flag()  # a bad value is an error on every call
         return False
     return _warp_spec_switch(q)
@@ -491,8 +509,15 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                     kernel: str = "fwd") -> bool:
     """The calls kernels/fwd_ws.py (kernel="fwd") or bwd_ws.py ("bwd") computes whole:
     no mask at all (not causal, no window, key and query counts that are multiples of the
-    tiles), no varlen, ALiBi or softcap (dropout is fine); bf16 / fp16 at a BLOCK_D of
-    WARP_SPEC_TILES / BWD_WARP_SPEC_TILES."""
+    tiles), no varlen, ALiBi or softcap; no dropout in the forward (the backward takes
+    it); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES / BWD_WARP_SPEC_TILES.
+
+    Why no dropout in the forward (H200, Triton 3.6.0, 2026-11-29): with the dropout key
+    loads in fwd_ws.py, the lse of row 0 came out wrong in every call at D = 256
+    (bench/gpu/s8_lse_probe.py; the output right), and at D = 128 in 6-9% of calls
+    with ten processes sharing the GPU (s8_ws_stress.py), never without dropout (20k
+    calls): a compiler or shared-memory race we could not fix in the kernel. The
+    dropout forward runs fwd.py."""
     tiles = _ws_tiles(kernel)
     if bd not in tiles:
         return False
@@ -500,25 +525,51 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                       else (tiles[bd][0].block_n, tiles[bd][1].block_m))
     return (not is_varlen and alibi is None and params.softcap == 0
             and params.window_left < 0 and params.window_right < 0
+            and (kernel == "bwd" or params.dropout_p == 0)
             and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
             and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
 
 
-def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, keys=None):
-    """kernels/fwd_ws.py over a whole unmasked call. keys: the dropout key table
-    (_dropout_keys) when params.dropout_p > 0."""
+def warp_spec_causal_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                         seqlen_k: int) -> bool:
+    """The causal calls kernels/fwd_ws.py computes (CAUSAL, every tile masked, rows through
+    an iota descriptor): bottom-right causal with 0 < Nq <= Nk (no row without keys),
+    counts multiples of the tile, no left window, ALiBi, softcap, dropout or varlen,
+    bf16 / fp16, at a BLOCK_D of WARP_SPEC_CAUSAL_FWD (any BLOCK_D of WARP_SPEC_TILES with
+    FLASHTRITON_WARP_SPEC=1, so the tests reach it under the interpreter)."""
+    forced = os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+    if bd not in WARP_SPEC_TILES or not (bd in WARP_SPEC_CAUSAL_FWD or forced):
+        return False
+    tile = WARP_SPEC_TILES[bd]
+    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and params.window_left < 0 and params.window_right == 0
+            and dtype in (torch.bfloat16, torch.float16) and 0 < seqlen_q <= seqlen_k
+            and seqlen_k % tile.block_n == 0 and seqlen_q % tile.block_m == 0)
+
+
+# BLOCK_Ds whose causal forward runs fwd_ws.py's CAUSAL variant by default.
+# D = 256 (H200, 2026-11-29): see bench/NOTES.md, "Session 8".
+WARP_SPEC_CAUSAL_FWD = {256}
+
+
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int):
+    """kernels/fwd_ws.py over a whole call without dropout: unmasked, or causal
+    (warp_spec_causal_fwd)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
     qk_scale = params.softmax_scale * LOG2E
+    causal = params.window_right == 0
+    # the query rows, for the causal mask (a few us of launch; made per call, so that a
+    # CUDA-graph capture owns it)
+    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if causal else None
     attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
-        q, k, v, out, lse, keys if keys is not None else lse,
+        q, k, v, out, lse, iota if causal else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.dropout_p,
-        keys.numel() if keys is not None else 0, batch * seqlen_q,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
-        HAS_DROPOUT=keys is not None,
+        CAUSAL=causal,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
@@ -653,10 +704,13 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # non-causal backward 245 / 333 / 392 / 431 / 449 / 458 TFLOP/s at N = 512 to 16k against
 # 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
 # against 291 / 319 / 342. The dK/dV kernel alone: 629 TFLOP/s at N = 4k (s7_dk_probe.py).
-# D = 64 compiles with the specialization on the same tiles (sm_90a: 168 registers, no
-# spills, 83 KB of shared memory). Branch wip/s8: not yet run on a GPU (bench/gpu/s8a.sh).
+# D = 64 (sm_90a: (128, 128) tiles 117 KB of shared memory, dK/dV 8 bytes of spill):
+# causal 8k split 284 against 267 with bwd.py.
 BWD_WARP_SPEC_TILES = {128: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2)),
-                       64: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2))}
+                       # D = 64: (128, 128) both (s8a.sh, bench/gpu/s7_d64_bwd_ab.py, 2026-11-29):
+                       # 293 / 362 TFLOP/s non-causal at 2k / 8k against 273 / 334 for (64, 128) /
+                       # (128, 64) and 279 / 332 for bwd.py.
+                       64: (configs.Tile(128, 128, 4, 2), configs.Tile(128, 128, 4, 2))}
 
 
 def _bwd_ws_tiles(bd: int):
