@@ -3,8 +3,9 @@
 The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M rows
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
 one logsumexp per row), for the plainest cases only: no mask (no window, key and query
-counts multiples of the tile) or, with CAUSAL, a causal mask with Nq <= Nk (launchers/
-prefill.warp_spec_causal_fwd says where it runs); no ALiBi, softcap, varlen or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
+counts multiples of the tile) or, with CAUSAL, a causal mask with Nq <= Nk
+(launchers/prefill.warp_spec_causal_fwd says where it runs); no ALiBi, softcap, varlen
+or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
 lse of some rows came out wrong on the H200, launchers/prefill.warp_spec_plain says how.)
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,

@@ -408,11 +408,11 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     or None; under warp_spec_applies' switch. "split" is taken for causal (or
     right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N[BLOCK_D] and no
     left window, or always with FLASHTRITON_WARP_SPEC=1; the backward's "whole" from
-    min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag (H200, 2026-11-29, bf16 D = 128, 16k tokens,
-    bench/gpu/s6_ws_ab.py): causal backward alone ~306 / 293 TFLOP/s at 4k, 365 / 320 at
-    8k, 415 / 309 at 16k, but 225 / 250 at 2k; window (1024, 0) 1.67 ms against 1.38.
-    (The forward's split, removed in session 7, measured 73 / 139 to 393 / 417 at N = 512
-    to 4k and level from 8k.)
+    min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag.
+    (H200, 2026-11-29, bf16 D = 128, 16k tokens, bench/gpu/s6_ws_ab.py: causal backward
+    alone ~306 / 293 TFLOP/s at 4k, 365 / 320 at 8k, 415 / 309 at 16k, but 225 / 250 at
+    2k; window (1024, 0) 1.67 ms against 1.38. The forward's split, removed in session 7,
+    measured 73 / 139 to 393 / 417 at N = 512 to 4k and level from 8k.)
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
     they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
     if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=kernel == "bwd",
@@ -509,8 +509,9 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                     kernel: str = "fwd") -> bool:
     """The calls kernels/fwd_ws.py (kernel="fwd") or bwd_ws.py ("bwd") computes whole:
     no mask at all (not causal, no window, key and query counts that are multiples of the
-    tiles), no varlen, ALiBi or softcap; no dropout in the forward (the backward takes
-    it); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES / BWD_WARP_SPEC_TILES.
+    tiles), no varlen, ALiBi, softcap or dropout (the backward takes dropout only with
+    FLASHTRITON_WARP_SPEC=1); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES /
+    BWD_WARP_SPEC_TILES.
 
     Why no dropout in the forward (H200, Triton 3.6.0, 2026-11-29): with the dropout key
     loads in fwd_ws.py, the lse of row 0 came out wrong in every call at D = 256
@@ -551,8 +552,9 @@ def warp_spec_causal_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
             and seqlen_k % tile.block_n == 0 and seqlen_q % tile.block_m == 0)
 
 
-# BLOCK_Ds whose causal forward runs fwd_ws.py's CAUSAL variant by default.
-# D = 256 (H200, 2026-11-29): see bench/NOTES.md, "Session 8".
+# BLOCK_Ds whose causal forward runs fwd_ws.py's CAUSAL variant by default. D = 256 (H200,
+# 2026-11-29, bench/gpu/s8_causal_ws_ab.py): 315 / 408 / 474 / 534 TFLOP/s at N = 1k / 2k /
+# 4k / 16k against fwd.py's 274 / 313 / 350 / 415; D = 128 level (-8% at 16k), not taken.
 WARP_SPEC_CAUSAL_FWD = {256}
 
 
