@@ -71,6 +71,32 @@ def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softc
 
 
 @triton.jit
+def ws_hidden_score(NEG_SCALE: tl.constexpr):
+    """The raw score a hidden key gets in the warp-specialized forwards: the value that
+    scales to -inf (+inf before a negative scale)."""
+    if NEG_SCALE:
+        return float("inf")
+    else:
+        return float("-inf")
+
+
+@triton.jit
+def ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE: tl.constexpr):
+    """One online-softmax step of the warp-specialized forwards on raw scores qk (BLOCK_M,
+    BLOCK_N): returns (p, alpha, m_new, l_new), p unnormalised in exp2 units. The row max
+    of the raw dots, scaled once per row, is the max of the scaled ones (with a negative
+    scale, the min), so the scale folds into exp2's FMA. Every row must see a key in the
+    first tile it runs (m_new finite from there on)."""
+    if NEG_SCALE:
+        m_new = tl.maximum(m_i, tl.min(qk, 1) * qk_scale)
+    else:
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.exp2(qk * qk_scale - m_new[:, None])                         # (BLOCK_M, BLOCK_N)
+    alpha = tl.exp2(m_i - m_new)
+    return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
+
+
+@triton.jit
 def kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):

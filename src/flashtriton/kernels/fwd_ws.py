@@ -41,7 +41,7 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE
+from .common import LN2, NO_SPECIALIZE, ws_hidden_score, ws_softmax_step
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -98,21 +98,8 @@ def attn_fwd_ws_kernel(
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         if CAUSAL:
-            # a hidden key gets the value that scales to -inf (the sign of the scale)
-            visible = (start_n + offs_n)[None, :] <= diag[:, None]
-            if NEG_SCALE:
-                qk = tl.where(visible, qk, float("inf"))
-            else:
-                qk = tl.where(visible, qk, float("-inf"))
-        # the row max of the raw dots, scaled once per row, is the max of the scaled ones
-        # (with a negative scale, the min), so the scale folds into exp2's FMA
-        if NEG_SCALE:
-            m_new = tl.maximum(m_i, tl.min(qk, 1) * qk_scale)
-        else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])                     # (BLOCK_M, BLOCK_N)
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
+            qk = tl.where((start_n + offs_n)[None, :] <= diag[:, None], qk, ws_hidden_score(NEG_SCALE))
+        p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place

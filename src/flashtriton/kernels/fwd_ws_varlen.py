@@ -24,7 +24,7 @@ change against fwd.py's varlen path:
 import triton
 import triton.language as tl
 
-from .common import LN2, seq_rows_desc, varlen_slot
+from .common import LN2, seq_rows_desc, varlen_slot, ws_hidden_score, ws_softmax_step
 
 
 @triton.jit
@@ -54,25 +54,14 @@ def attn_fwd_ws_varlen_kernel(
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    # a masked score: -inf after the scale (+inf before a negative one)
-    if NEG_SCALE:
-        masked = float("inf")
-    else:
-        masked = float("-inf")
     offs_n = tl.arange(0, BLOCK_N)
     hi = tl.where(start_m < seqlen_q, seqlen_k, 0)                      # a spare slot runs no tile
     for start_n in tl.range(0, hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
-        qk = tl.where((offs_n < seqlen_k - start_n)[None, :], qk, masked)   # keys past the end
-        # the scale folds into exp2's FMA (fwd_ws.py); every tile keeps >= 1 key per row
-        if NEG_SCALE:
-            m_new = tl.maximum(m_i, tl.min(qk, 1) * qk_scale)
-        else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-        p = tl.exp2(qk * qk_scale - m_new[:, None])                     # (BLOCK_M, BLOCK_N)
-        alpha = tl.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
+        # keys past the end are hidden; every tile keeps >= 1 key per row
+        qk = tl.where((offs_n < seqlen_k - start_n)[None, :], qk, ws_hidden_score(NEG_SCALE))
+        p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)
