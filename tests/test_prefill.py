@@ -219,11 +219,15 @@ def test_host_descriptors_flag_is_checked(monkeypatch):
     (1, 128, 256, (2, 2), 128, dict(softmax_scale=-0.2)),         # a negative scale: the row min
     (1, 128, 320, (4, 2), 256, dict()),                           # D = 256: 64-key tiles, Nk not a multiple of 128
     (1, 256, 192, (2, 1), 192, dict()),                           # D = 192 under BLOCK_D 256, MQA
-    # the CAUSAL variant (rows through an iota descriptor), bottom-right, Nq <= Nk
+    # the MASKED variant (rows through an iota descriptor), bottom-right, Nq <= Nk
     (1, 256, 256, (2, 2), 256, dict(causal=True)),
     (1, 128, 384, (4, 2), 128, dict(causal=True)),                # Nq < Nk, GQA
     (2, 256, 384, (2, 1), 192, dict(causal=True)),                # D = 192, MQA
     (1, 128, 256, (2, 2), 256, dict(causal=True, softmax_scale=-0.2)),  # a negative scale masks with +inf
+    (1, 384, 512, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: rows whose first tiles hide all keys
+    (1, 256, 320, (2, 2), 256, dict(window_size=(100, 30))),      # both edges
+    (1, 128, 256, (2, 2), 128, dict(window_size=(-1, 40))),       # a right edge alone
+    (1, 256, 256, (2, 2), 128, dict(window_size=(50, 0), softmax_scale=-0.3)),  # left edge, negative scale
 ])
 def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     """The warp-specialized forward (kernels/fwd_ws.py), forced with FLASHTRITON_WARP_SPEC=1
@@ -259,16 +263,18 @@ def test_warp_spec_rule(monkeypatch):
     # nor the backward by default (same key loads; session 8): only when forced
     assert not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256, kernel="bwd")
     assert rule(bf16, plain, None, False, 256, 128, 320) and not rule(bf16, plain, None, False, 256, 128, 288)
-    # the CAUSAL forward: bottom-right causal, 0 < Nq <= Nk, at D = 256 (any tiled D when forced)
-    causal_rule, causal = prefill.warp_spec_causal_fwd, prefill.AttnParams(0.1, window_right=0)
-    assert causal_rule(bf16, causal, None, False, 256, 128, 320)
-    assert not causal_rule(bf16, causal, None, False, 128, 128, 256)               # D = 128 stays on fwd.py
+    # the MASKED forward: bottom-right causal, 0 < Nq <= Nk, at D = 256; windows nowhere yet
+    # (any tiled D, and windows with a right edge, when forced)
+    causal_rule, causal = prefill.warp_spec_masked_fwd, prefill.AttnParams(0.1, window_right=0)
+    window = prefill.AttnParams(0.1, window_left=64, window_right=0)
+    assert causal_rule(bf16, causal, None, False, 256, 128, 320) and not causal_rule(bf16, causal, None, False, 128, 128, 256)
     assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
-    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_left=64, window_right=0), None, False, 256, 128, 128)
+    assert not causal_rule(bf16, window, None, False, 256, 128, 128)
     assert not causal_rule(bf16, prefill.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
     assert not causal_rule(bf16, plain, None, False, 256, 128, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    assert causal_rule(bf16, causal, None, False, 128, 128, 256)
+    assert causal_rule(bf16, causal, None, False, 128, 128, 256) and causal_rule(bf16, window, None, False, 128, 128, 256)
+    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_left=64), None, False, 128, 128, 256)  # no right edge
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
     assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
     assert not rule(bf16, plain, None, False, 128, 0, 256)
@@ -314,7 +320,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
     q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
-    assert mode(causal, 256, 256, "fwd", qq=q256, bd=256) == "whole"                  # the CAUSAL variant
+    assert mode(causal, 256, 256, "fwd", qq=q256, bd=256) == "whole"                  # the MASKED variant
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert mode(causal, 128, 128, "fwd") == "whole" and mode(causal, 128, 128, "bwd") == "split"

@@ -81,18 +81,23 @@ def ws_hidden_score(NEG_SCALE: tl.constexpr):
 
 
 @triton.jit
-def ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE: tl.constexpr):
+def ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE: tl.constexpr, MAY_HIDE_ROW: tl.constexpr = False):
     """One online-softmax step of the warp-specialized forwards on raw scores qk (BLOCK_M,
     BLOCK_N): returns (p, alpha, m_new, l_new), p unnormalised in exp2 units. The row max
     of the raw dots, scaled once per row, is the max of the scaled ones (with a negative
     scale, the min), so the scale folds into exp2's FMA. Every row must see a key in the
-    first tile it runs (m_new finite from there on)."""
+    first tile it runs (m_new finite from there on), unless MAY_HIDE_ROW: then a row
+    whose keys are all hidden so far keeps m = -inf but exponentiates against 0 (p = 0,
+    alpha = 0, no NaN)."""
     if NEG_SCALE:
         m_new = tl.maximum(m_i, tl.min(qk, 1) * qk_scale)
     else:
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.exp2(qk * qk_scale - m_new[:, None])                         # (BLOCK_M, BLOCK_N)
-    alpha = tl.exp2(m_i - m_new)
+    m_ref = m_new
+    if MAY_HIDE_ROW:
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+    p = tl.exp2(qk * qk_scale - m_ref[:, None])                         # (BLOCK_M, BLOCK_N)
+    alpha = tl.exp2(m_i - m_ref)
     return p, alpha, m_new, l_i * alpha + tl.sum(p, 1)
 
 

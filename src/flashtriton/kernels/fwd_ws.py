@@ -3,9 +3,8 @@
 The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M rows
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
 one logsumexp per row), for the plainest cases only: no mask (no window, key and query
-counts multiples of the tile) or, with CAUSAL, a causal mask with Nq <= Nk
-(launchers/prefill.warp_spec_causal_fwd says where it runs); no ALiBi, softcap, varlen
-or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
+counts multiples of the tile) or, with MASKED, a bottom-right causal mask or sliding
+window with Nq <= Nk (launchers/prefill.warp_spec_masked_fwd says where it runs); no ALiBi, softcap, varlen or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
 lse of some rows came out wrong on the H200, launchers/prefill.warp_spec_plain says how.)
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,
@@ -30,7 +29,7 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
     a causal mask (key <= row, from tl.arange, inside or outside the loop) and a
     pointer store of the lse compiled, passed under the interpreter, and were wrong
     on the H200 (max error ~1; lse errors of inf), while masks on the key index alone
-    were right (bench/gpu/s6_ws_mask_probe.py). So the causal variant takes its rows
+    were right (bench/gpu/s6_ws_mask_probe.py). So the MASKED variant takes its rows
     from an iota table through a descriptor, and the lse leaves through one;
   - row data loaded before the loop through a descriptor next to per-tile loads of
     other tables (dropout's keys) left the lse of row 0 wrong (session 8): dropout
@@ -47,15 +46,15 @@ from .common import LN2, NO_SPECIALIZE, ws_hidden_score, ws_softmax_step
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_ws_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
-    IOTA,                            # CAUSAL: int32 (Nq,), IOTA[i] = i (the query rows, through a descriptor)
+    IOTA,                            # MASKED: int32 (Nq,), IOTA[i] = i (the query rows, through a descriptor)
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale,
+    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    NEG_SCALE: tl.constexpr, CAUSAL: tl.constexpr = False,
+    NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -81,25 +80,34 @@ def attn_fwd_ws_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
+    n_lo = 0
     n_hi = seqlen_k
-    if CAUSAL:
-        # Bottom-right causal, Nq <= Nk: row i sees keys j <= i + Nk - Nq, so every row sees
-        # key 0 (the first tile) and no row is empty. The rows come from IOTA through a
-        # descriptor: rows from tl.arange are wrong in the second consumer warpgroup
+    if MASKED:
+        # A bottom-right band, Nq <= Nk: row i sees keys j with d - window_left <= j <= d +
+        # window_right, d = i + Nk - Nq (causal: window_right = 0, no left edge), so every
+        # row sees its diagonal key d and no row is empty. The rows come from IOTA through
+        # a descriptor: rows from tl.arange are wrong in the second consumer warpgroup
         # (module doc), rows loaded like lse are right (session 7, s7_ws_iota_probe.py).
-        # One loop only, so every tile below the block's last diagonal key is masked.
+        # One loop only, so every tile of the block's band is masked.
         iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
-        diag = iota_desc.load([start_m]) + (seqlen_k - seqlen_q)        # (BLOCK_M,) each row's last key
+        diag = iota_desc.load([start_m]) + (seqlen_k - seqlen_q)        # (BLOCK_M,) each row's diagonal key
         offs_n = tl.arange(0, BLOCK_N)
-        n_hi = tl.minimum(start_m + BLOCK_M + seqlen_k - seqlen_q, seqlen_k)
+        n_hi = tl.minimum(tl.cdiv(start_m + BLOCK_M + seqlen_k - seqlen_q + window_right, BLOCK_N) * BLOCK_N,
+                          seqlen_k)
+        if HAS_LEFT:
+            n_lo = tl.maximum(start_m + seqlen_k - seqlen_q - window_left, 0) // BLOCK_N * BLOCK_N
 
     # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
-    for start_n in tl.range(0, n_hi, BLOCK_N, warp_specialize=True):
+    for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
         k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
-        if CAUSAL:
-            qk = tl.where((start_n + offs_n)[None, :] <= diag[:, None], qk, ws_hidden_score(NEG_SCALE))
-        p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE)
+        if MASKED:
+            visible = (start_n + offs_n)[None, :] <= (diag + window_right)[:, None]
+            if HAS_LEFT:
+                visible = visible & ((start_n + offs_n)[None, :] >= (diag - window_left)[:, None])
+            qk = tl.where(visible, qk, ws_hidden_score(NEG_SCALE))
+        # HAS_LEFT: a row's first tiles may hide all its keys (its window starts later)
+        p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place

@@ -421,7 +421,7 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
-    if kernel == "fwd" and warp_spec_causal_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+    if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd" or forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
@@ -471,7 +471,7 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
     ignored: the tests check the kernels' arithmetic there)."""
     args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel)
     if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))
-            or (kernel == "fwd" and warp_spec_causal_fwd(*args[:-1]))):
+            or (kernel == "fwd" and warp_spec_masked_fwd(*args[:-1]))):
         _warp_spec_flag()  # a bad value is an error on every call
         return False
     return _warp_spec_switch(q)
@@ -535,47 +535,51 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
             and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
 
 
-def warp_spec_causal_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
                          seqlen_k: int) -> bool:
-    """The causal calls kernels/fwd_ws.py computes (CAUSAL, every tile masked, rows through
-    an iota descriptor): bottom-right causal with 0 < Nq <= Nk (no row without keys),
-    counts multiples of the tile, no left window, ALiBi, softcap, dropout or varlen,
-    bf16 / fp16, at a BLOCK_D of WARP_SPEC_CAUSAL_FWD (any BLOCK_D of WARP_SPEC_TILES with
-    FLASHTRITON_WARP_SPEC=1, so the tests reach it under the interpreter)."""
-    forced = os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
-    if bd not in WARP_SPEC_TILES or not (bd in WARP_SPEC_CAUSAL_FWD or forced):
+    """The masked calls kernels/fwd_ws.py computes (MASKED, every tile of the band masked,
+    rows through an iota descriptor): a bottom-right causal mask or sliding window with a
+    right edge (window_right >= 0; a left edge optional) and 0 < Nq <= Nk (no row without
+    keys), counts multiples of the tile, no ALiBi, softcap, dropout or varlen, bf16 / fp16,
+    at a BLOCK_D in WARP_SPEC_MASKED_FWD["causal"] (window_right = 0, no left edge) or
+    ["window"] (any BLOCK_D of WARP_SPEC_TILES with FLASHTRITON_WARP_SPEC=1, so the tests
+    reach it under the interpreter)."""
+    if params.window_right < 0 or bd not in WARP_SPEC_TILES:
+        return False
+    kind = "causal" if params.window_right == 0 and params.window_left < 0 else "window"
+    if not (bd in WARP_SPEC_MASKED_FWD[kind] or os.environ.get("FLASHTRITON_WARP_SPEC") == "1"):
         return False
     tile = WARP_SPEC_TILES[bd]
     return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
-            and params.window_left < 0 and params.window_right == 0
             and dtype in (torch.bfloat16, torch.float16) and 0 < seqlen_q <= seqlen_k
             and seqlen_k % tile.block_n == 0 and seqlen_q % tile.block_m == 0)
 
 
-# BLOCK_Ds whose causal forward runs fwd_ws.py's CAUSAL variant by default. D = 256 (H200,
-# 2026-11-29, bench/gpu/s8_causal_ws_ab.py): 315 / 408 / 474 / 534 TFLOP/s at N = 1k / 2k /
-# 4k / 16k against fwd.py's 274 / 313 / 350 / 415; D = 128 level (-8% at 16k), not taken.
-WARP_SPEC_CAUSAL_FWD = {256}
+# BLOCK_Ds whose causal / windowed forwards run fwd_ws.py's MASKED variant by default.
+# Causal D = 256 (H200, 2026-11-29): 315 / 408 / 474 / 534 TFLOP/s at N = 1k / 2k / 4k / 16k
+# against fwd.py's 274 / 313 / 350 / 415 (bench/gpu/s8_causal_ws_ab.py); D = 128 level
+# (-8% at 16k), so not taken. Windows: not yet measured (bench/gpu/s9_window_ws_ab.py).
+WARP_SPEC_MASKED_FWD = {"causal": {256}, "window": set()}
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int):
-    """kernels/fwd_ws.py over a whole call without dropout: unmasked, or causal
-    (warp_spec_causal_fwd)."""
+    """kernels/fwd_ws.py over a whole call without dropout: unmasked, or causal / windowed
+    (warp_spec_masked_fwd)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
     qk_scale = params.softmax_scale * LOG2E
-    causal = params.window_right == 0
-    # the query rows, for the causal mask (a few us of launch; made per call, so that a
-    # CUDA-graph capture owns it)
-    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if causal else None
+    masked = params.window_right >= 0
+    # the query rows, for the mask (a few us of launch; made per call, so that a CUDA-graph
+    # capture owns it)
+    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if masked else None
     attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
-        q, k, v, out, lse, iota if causal else lse,
+        q, k, v, out, lse, iota if masked else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale,
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
-        CAUSAL=causal,
+        MASKED=masked, HAS_LEFT=masked and params.window_left >= 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
