@@ -259,9 +259,11 @@ def test_warp_spec_rule(monkeypatch):
     for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
               prefill.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
-    assert not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256)
+    assert not prefill.WARP_SPEC_DROPOUT_FWD and not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+                                                          128, 128, 256)
     # nor the backward by default (same key loads; session 8): only when forced
-    assert not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False, 128, 128, 256, kernel="bwd")
+    assert not prefill.WARP_SPEC_DROPOUT_BWD and not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+                                                          128, 128, 256, kernel="bwd")
     assert rule(bf16, plain, None, False, 256, 128, 320) and not rule(bf16, plain, None, False, 256, 128, 288)
     # the MASKED forward: bottom-right causal, 0 < Nq <= Nk, at D = 256; windows nowhere yet
     # (any tiled D, and windows with a right edge, when forced)
@@ -359,16 +361,18 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     returns for the same seed, and the kernel ran.
     Regression (H200, session 8): the warp-specialized forward with dropout wrote a wrong
     lse for row 0 at D = 256 in every call, and at D = 128 under load ("S_dmask's sign
-    disagrees with the keep mask" here); dropout forwards must stay on fwd.py."""
+    disagrees with the keep mask" here). The reworked forward (keys loaded inside the
+    loop) runs here only because the flag forces it; by default dropout forwards stay on
+    fwd.py until WARP_SPEC_DROPOUT_FWD is set (test_warp_spec_rule)."""
     from helpers import check_attention
     from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("keys"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
     bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: a[11])
     res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
     assert not res["keep"].all()
-    assert not calls, "a dropout forward took the warp-specialized kernel"
+    assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
     if d in prefill.BWD_WARP_SPEC_TILES:
         assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"
 

@@ -4,8 +4,10 @@ The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
 one logsumexp per row), for the plainest cases only: no mask (no window, key and query
 counts multiples of the tile) or, with MASKED, a bottom-right causal mask or sliding
-window with Nq <= Nk (launchers/prefill.warp_spec_masked_fwd says where it runs); no ALiBi, softcap, varlen or dropout. (Dropout, its keys loaded through descriptors, was here until session 8: the
-lse of some rows came out wrong on the H200, launchers/prefill.warp_spec_plain says how.)
+window with Nq <= Nk (launchers/prefill.warp_spec_masked_fwd says where it runs); no
+ALiBi, softcap or varlen. Dropout (HAS_DROPOUT, its keys through descriptors inside the
+loop) runs here only when launchers/prefill.WARP_SPEC_DROPOUT_FWD allows it: with the row
+keys loaded before the loop the lse of some rows came out wrong on the H200 (session 8).
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,
 fwd.py resuming with the masked ones - measured no faster anywhere and was removed in
@@ -32,29 +34,31 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
     were right (bench/gpu/s6_ws_mask_probe.py). So the MASKED variant takes its rows
     from an iota table through a descriptor, and the lse leaves through one;
   - row data loaded before the loop through a descriptor next to per-tile loads of
-    other tables (dropout's keys) left the lse of row 0 wrong (session 8): dropout
-    forwards run fwd.py;
+    other tables (dropout's keys) left the lse of row 0 wrong (session 8), so both keys
+    load inside the loop now (not yet checked on the GPU: WARP_SPEC_DROPOUT_FWD);
   - descriptors made in the kernel (host-made ones are not data-partitioned);
   - no branch on a runtime scalar's sign inside the loop: the scale's sign is NEG_SCALE.
 """
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE, ws_hidden_score, ws_softmax_step
+from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, ws_hidden_score, ws_softmax_step
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_ws_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
     IOTA,                            # MASKED: int32 (Nq,), IOTA[i] = i (the query rows, through a descriptor)
+    KEYS,                            # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right,
+    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, keys_total, rng_rows,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/prefill.FWD_ROWS_FIRST)
@@ -76,6 +80,16 @@ def attn_fwd_ws_kernel(
                                        strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
+    if HAS_DROPOUT:
+        # The keys come from the call's table through descriptors (the mask of element
+        # (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j)); table: [ck of seqlen_k
+        # columns | rk of (head, b * seqlen_q + row), head-major, rng_rows = B * seqlen_q a
+        # head]. Both are loaded inside the loop: with the row keys loaded once before it
+        # (session 8), the lse of row 0 came out wrong on the H200.
+        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        rk_row = seqlen_k + h * rng_rows + b * seqlen_q + start_m
+        threshold = dropout_threshold(dropout_p)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -109,13 +123,20 @@ def attn_fwd_ws_kernel(
         # HAS_LEFT: a row's first tiles may hide all its keys (its window starts later)
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        if HAS_DROPOUT:
+            rk = keys_desc_m.load([rk_row]).to(tl.uint32, bitcast=True)      # (BLOCK_M,)
+            ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)     # (BLOCK_N,)
+            p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)  # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new
 
     # the one normalisation (every row saw at least one key: l_i >= 1)
     lse = (m_i + tl.log2(l_i)) * LN2
-    o_desc.store([start_m, 0], (acc / l_i[:, None]).to(O.dtype.element_ty))
+    l_out = l_i
+    if HAS_DROPOUT:
+        l_out = l_i * (1.0 - dropout_p)                                  # kept values scale by 1 / (1 - p)
+    o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
     # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
     # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
     # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
