@@ -269,13 +269,15 @@ def test_warp_spec_rule(monkeypatch):
     # (any tiled D, and windows with a right edge, when forced)
     causal_rule, causal = prefill.warp_spec_masked_fwd, prefill.AttnParams(0.1, window_right=0)
     window = prefill.AttnParams(0.1, window_left=64, window_right=0)
-    assert causal_rule(bf16, causal, None, False, 256, 128, 320) and not causal_rule(bf16, causal, None, False, 128, 128, 256)
+    assert causal_rule(bf16, causal, None, False, 256, 128, 320)
+    assert not causal_rule(bf16, causal, None, False, 128, 128, 256)               # D = 128 stays on fwd.py
     assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
     assert not causal_rule(bf16, window, None, False, 256, 128, 128)
     assert not causal_rule(bf16, prefill.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
     assert not causal_rule(bf16, plain, None, False, 256, 128, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    assert causal_rule(bf16, causal, None, False, 128, 128, 256) and causal_rule(bf16, window, None, False, 128, 128, 256)
+    assert causal_rule(bf16, causal, None, False, 128, 128, 256)
+    assert causal_rule(bf16, window, None, False, 128, 128, 256)
     assert not causal_rule(bf16, prefill.AttnParams(0.1, window_left=64), None, False, 128, 128, 256)  # no right edge
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
     assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
