@@ -245,8 +245,8 @@ def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
     multiple of the tile) in bf16 / fp16 at BLOCK_D 128 and 256; never causal or windowed
     (its masked variant was wrong on the H200: regression of session 6), nor with varlen,
-    ALiBi, softcap or dropout (wrong lse on the H200: regression of session 8; the
-    backward takes dropout only when forced); FLASHTRITON_WARP_SPEC is checked."""
+    ALiBi or softcap; with dropout (its keys hashed in the kernel since session 9);
+    FLASHTRITON_WARP_SPEC is checked."""
     from flashtriton.launchers import prefill
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC", raising=False)
     bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
@@ -259,20 +259,21 @@ def test_warp_spec_rule(monkeypatch):
     for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
               prefill.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
-    assert not prefill.WARP_SPEC_DROPOUT_FWD and not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
-                                                          128, 128, 256)
-    # nor the backward by default (same key loads; session 8): only when forced
-    assert not prefill.WARP_SPEC_DROPOUT_BWD and not rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
-                                                          128, 128, 256, kernel="bwd")
+    assert prefill.WARP_SPEC_DROPOUT_FWD and rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+                                                  128, 128, 256)
+    # the backward takes dropout (stressed under load in session 9)
+    assert prefill.WARP_SPEC_DROPOUT_BWD and rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+                                                  128, 128, 256, kernel="bwd")
     assert rule(bf16, plain, None, False, 256, 128, 320) and not rule(bf16, plain, None, False, 256, 128, 288)
-    # the MASKED forward: bottom-right causal, 0 < Nq <= Nk, at D = 256; windows nowhere yet
-    # (any tiled D, and windows with a right edge, when forced)
+    # the MASKED forward: bottom-right causal or windows with a right edge, 0 < Nq <= Nk,
+    # at D = 256 (any tiled D when forced)
     causal_rule, causal = prefill.warp_spec_masked_fwd, prefill.AttnParams(0.1, window_right=0)
     window = prefill.AttnParams(0.1, window_left=64, window_right=0)
     assert causal_rule(bf16, causal, None, False, 256, 128, 320)
     assert not causal_rule(bf16, causal, None, False, 128, 128, 256)               # D = 128 stays on fwd.py
     assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
-    assert not causal_rule(bf16, window, None, False, 256, 128, 128)
+    assert causal_rule(bf16, window, None, False, 256, 128, 128)
+    assert not causal_rule(bf16, window, None, False, 128, 128, 128)                # D = 128 windows: fwd.py
     assert not causal_rule(bf16, prefill.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
     assert not causal_rule(bf16, plain, None, False, 256, 128, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
@@ -357,18 +358,16 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     (1, 128, 256, (2, 2), 256, 0.3),                             # D = 256 (the backward: bwd.py)
 ])
 def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
-    """Dropout in the warp-specialized backward (its keys from the call's table through
-    descriptors; taken only when forced, as here, until a longer stress clears it on the
-    GPU): the output and gradients match the reference under the mask dropout_mask()
-    returns for the same seed, and the kernel ran.
-    Regression (H200, session 8): the warp-specialized forward with dropout wrote a wrong
-    lse for row 0 at D = 256 in every call, and at D = 128 under load ("S_dmask's sign
-    disagrees with the keep mask" here). The reworked forward (keys loaded inside the
-    loop) runs here only because the flag forces it; by default dropout forwards stay on
-    fwd.py until WARP_SPEC_DROPOUT_FWD is set (test_warp_spec_rule)."""
+    """Dropout in the warp-specialized forward and backward (forced): the output and
+    gradients match the reference under the mask dropout_mask() returns for the same
+    seed, and the kernels ran.
+    Regression (H200, sessions 8 and 9): the warp-specialized forward with dropout, its
+    keys read from the key table through descriptors, wrote a wrong lse for row 0 at
+    D = 256 in every call, and at D = 128 under load ("S_dmask's sign disagrees with the
+    keep mask" here). It hashes the keys itself now."""
     from helpers import check_attention
     from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("keys"))
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("rng"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
     bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: a[11])

@@ -309,8 +309,20 @@ def dropout_row_key(seed, row_id):
 @triton.jit
 def dropout_col_key(seed, col):
     """ck: the hash of the seed and a key column (its index within the sequence)."""
+    return dropout_col_key_seeded(dropout_col_seed(seed), col)
+
+
+@triton.jit
+def dropout_col_seed(seed):
+    """The seed's part of every column key (a scalar: hashed once per program)."""
     s_hi = ((seed.to(tl.int64) >> 32) & 0xFFFFFFFF).to(tl.uint32)
-    return _fmix32(col.to(tl.uint32) ^ _fmix32(s_hi ^ 0x5BD1E995))
+    return _fmix32(s_hi ^ 0x5BD1E995)
+
+
+@triton.jit
+def dropout_col_key_seeded(col_seed, col):
+    """ck of column col from dropout_col_seed(seed)."""
+    return _fmix32(col.to(tl.uint32) ^ col_seed)
 
 
 @triton.jit

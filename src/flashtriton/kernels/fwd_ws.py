@@ -5,9 +5,9 @@ of one (batch, head), K/V tiles streamed, the accumulator normalised once at the
 one logsumexp per row), for the plainest cases only: no mask (no window, key and query
 counts multiples of the tile) or, with MASKED, a bottom-right causal mask or sliding
 window with Nq <= Nk (launchers/prefill.warp_spec_masked_fwd says where it runs); no
-ALiBi, softcap or varlen. Dropout (HAS_DROPOUT, its keys through descriptors inside the
-loop) runs here only when launchers/prefill.WARP_SPEC_DROPOUT_FWD allows it: with the row
-keys loaded before the loop the lse of some rows came out wrong on the H200 (session 8).
+ALiBi, softcap or varlen. Dropout (HAS_DROPOUT; unmasked calls only: with MASKED the
+specialization pass fails, NVGPUWarpSpecialization, Triton 3.6.0, 2026-11-29) hashes its
+keys in the kernel, the rows from the iota table (launchers/prefill.WARP_SPEC_DROPOUT_FWD).
 The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,
 fwd.py resuming with the masked ones - measured no faster anywhere and was removed in
@@ -33,29 +33,34 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
     on the H200 (max error ~1; lse errors of inf), while masks on the key index alone
     were right (bench/gpu/s6_ws_mask_probe.py). So the MASKED variant takes its rows
     from an iota table through a descriptor, and the lse leaves through one;
-  - row data loaded before the loop through a descriptor next to per-tile loads of
-    other tables (dropout's keys) left the lse of row 0 wrong (session 8), so both keys
-    load inside the loop now (not yet checked on the GPU: WARP_SPEC_DROPOUT_FWD);
+  - dropout keys read from the call's key table through a descriptor (row keys before
+    the loop and column keys per tile, session 8; both per tile, or column keys alone,
+    session 9) left the lse of some rows wrong (row 0 of every D = 256 call, 0.07% of
+    D = 128 calls under load; the output right there: bench/gpu/s9_dropout_fwd.py), and a
+    pointer load inside the loop fails the specialization pass (WSLowerToken assertion).
+    So both keys are hashed here: the row keys once, at the iota rows; the column keys
+    per tile, at tl.arange columns (15453 calls a case under load right);
   - descriptors made in the kernel (host-made ones are not data-partitioned);
   - no branch on a runtime scalar's sign inside the loop: the scale's sign is NEG_SCALE.
 """
 import triton
 import triton.language as tl
 
-from .common import LN2, NO_SPECIALIZE, dropout_keep_keys, dropout_threshold, ws_hidden_score, ws_softmax_step
+from .common import (LN2, NO_SPECIALIZE, dropout_col_key_seeded, dropout_col_seed, dropout_keep_keys, dropout_row_key,
+                     dropout_threshold, ws_hidden_score, ws_softmax_step)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_ws_kernel(
     Q, K, V, O, LSE,                 # q (B, Nq, H, D), k/v (B, Nk, Hk, D), o like q, lse (B, H, Nq) fp32 contiguous
-    IOTA,                            # MASKED: int32 (Nq,), IOTA[i] = i (the query rows, through a descriptor)
-    KEYS,                            # HAS_DROPOUT: the call's key table (kernels/dropout_keys.py), int32
+    IOTA,                            # MASKED / HAS_DROPOUT: int32 (Nq,), IOTA[i] = i (the query rows)
+    RNG,                             # HAS_DROPOUT: int64 (seed, offset) of the call
     stride_qb, stride_qn, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, keys_total, rng_rows,
+    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
     HAS_DROPOUT: tl.constexpr = False,
@@ -80,36 +85,39 @@ def attn_fwd_ws_kernel(
                                        strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
 
     q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
-    if HAS_DROPOUT:
-        # The keys come from the call's table through descriptors (the mask of element
-        # (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j)); table: [ck of seqlen_k
-        # columns | rk of (head, b * seqlen_q + row), head-major, rng_rows = B * seqlen_q a
-        # head]. Both are loaded inside the loop: with the row keys loaded once before it
-        # (session 8), the lse of row 0 came out wrong on the H200.
-        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
-        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
-        rk_row = seqlen_k + h * rng_rows + b * seqlen_q + start_m
-        threshold = dropout_threshold(dropout_p)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
 
+    if MASKED or HAS_DROPOUT:
+        # The query rows come from IOTA through a descriptor: rows from tl.arange are wrong
+        # in the second consumer warpgroup (module doc), rows loaded like lse are right
+        # (session 7, s7_ws_iota_probe.py; the MASKED variant, stressed in session 9).
+        iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
+        rows = iota_desc.load([start_m])                                # (BLOCK_M,)
+        offs_n = tl.arange(0, BLOCK_N)
     n_lo = 0
     n_hi = seqlen_k
     if MASKED:
         # A bottom-right band, Nq <= Nk: row i sees keys j with d - window_left <= j <= d +
         # window_right, d = i + Nk - Nq (causal: window_right = 0, no left edge), so every
-        # row sees its diagonal key d and no row is empty. The rows come from IOTA through
-        # a descriptor: rows from tl.arange are wrong in the second consumer warpgroup
-        # (module doc), rows loaded like lse are right (session 7, s7_ws_iota_probe.py).
-        # One loop only, so every tile of the block's band is masked.
-        iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
-        diag = iota_desc.load([start_m]) + (seqlen_k - seqlen_q)        # (BLOCK_M,) each row's diagonal key
-        offs_n = tl.arange(0, BLOCK_N)
+        # row sees its diagonal key d and no row is empty. One loop only, so every tile of
+        # the block's band is masked.
+        diag = rows + (seqlen_k - seqlen_q)                             # (BLOCK_M,) each row's diagonal key
         n_hi = tl.minimum(tl.cdiv(start_m + BLOCK_M + seqlen_k - seqlen_q + window_right, BLOCK_N) * BLOCK_N,
                           seqlen_k)
         if HAS_LEFT:
             n_lo = tl.maximum(start_m + seqlen_k - seqlen_q - window_left, 0) // BLOCK_N * BLOCK_N
+    if HAS_DROPOUT:
+        # The mask of element (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j) with
+        # the keys hashed here as kernels/dropout_keys.py hashes its table (module doc:
+        # why not read from it): rk at the counter rng_offset + (h * rng_rows + b * Nq +
+        # row) * rng_stride of each row loaded above, once; ck per tile.
+        seed = tl.load(RNG)
+        rng_row0 = tl.load(RNG + 1) + (h * rng_rows + b * seqlen_q).to(tl.int64) * rng_stride
+        rk = dropout_row_key(seed, rng_row0 + rows.to(tl.int64) * rng_stride)   # (BLOCK_M,)
+        threshold = dropout_threshold(dropout_p)
+        ck_seed = dropout_col_seed(seed)
 
     # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
     for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
@@ -124,8 +132,7 @@ def attn_fwd_ws_kernel(
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         if HAS_DROPOUT:
-            rk = keys_desc_m.load([rk_row]).to(tl.uint32, bitcast=True)      # (BLOCK_M,)
-            ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)     # (BLOCK_N,)
+            ck = dropout_col_key_seeded(ck_seed, start_n + offs_n)          # (BLOCK_N,)
             p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)  # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place

@@ -368,8 +368,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) == "whole":
-        keys = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else None
-        _fwd_warp_spec(q, k, v, out, lse, params, bd, keys=keys)
+        _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)
         return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
     launch(tile)
@@ -510,21 +509,18 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                     kernel: str = "fwd") -> bool:
     """The calls kernels/fwd_ws.py (kernel="fwd") or bwd_ws.py ("bwd") computes whole:
     no mask at all (not causal, no window, key and query counts that are multiples of the
-    tiles), no varlen, ALiBi, softcap or dropout (the backward takes dropout only with
-    FLASHTRITON_WARP_SPEC=1); bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES /
-    BWD_WARP_SPEC_TILES.
+    tiles), no varlen, ALiBi or softcap; dropout where WARP_SPEC_DROPOUT_FWD /
+    WARP_SPEC_DROPOUT_BWD allow it (always with FLASHTRITON_WARP_SPEC=1, for the tests);
+    bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES / BWD_WARP_SPEC_TILES.
 
-    Why no dropout in the forward (H200, Triton 3.6.0, 2026-11-29): with the dropout key
-    loads in fwd_ws.py, the lse of row 0 came out wrong in every call at D = 256
-    (bench/gpu/s8_lse_probe.py; the output right), and at D = 128 in 6-9% of calls
-    with ten processes sharing the GPU (s8_ws_stress.py), never without dropout (20k
-    calls): a compiler or shared-memory race we could not fix in the kernel. The
-    dropout forward runs fwd.py unless WARP_SPEC_DROPOUT_FWD (or FLASHTRITON_WARP_SPEC=1,
-    for the tests) lets the reworked kernel (both keys loaded inside the loop) take it.
-    The backward kernels load the same key table the same way (a row or column key block
-    before the loop, the other per tile), and a stress of them under load ran only 10-20
-    calls a case (no error, s8_ws_stress.py BWD=1): until a longer stress clears them,
-    the dropout backward runs bwd.py too unless WARP_SPEC_DROPOUT_BWD or the flag."""
+    The dropout forward's history (H200, Triton 3.6.0, 2026-11-29): with the key table
+    read through descriptors in fwd_ws.py, the lse of row 0 came out wrong in every call
+    at D = 256 (bench/gpu/s8_lse_probe.py; the output right), and at D = 128 in 6-9% of
+    calls with ten processes sharing the GPU (s8_ws_stress.py), never without dropout
+    (20k calls): a compiler or shared-memory race we could not fix in the kernel. The
+    kernel now hashes the keys itself, at the iota rows (kernels/fwd_ws.py).
+    The backward kernels read the same table through descriptors; a stress of 26689
+    calls a case under load found their gradients right (bench/gpu/s9_dropout_bwd.py)."""
     tiles = _ws_tiles(kernel)
     if bd not in tiles:
         return False
@@ -543,7 +539,8 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
     """The masked calls kernels/fwd_ws.py computes (MASKED, every tile of the band masked,
     rows through an iota descriptor): a bottom-right causal mask or sliding window with a
     right edge (window_right >= 0; a left edge optional) and 0 < Nq <= Nk (no row without
-    keys), counts multiples of the tile, no ALiBi, softcap, dropout or varlen, bf16 / fp16,
+    keys), counts multiples of the tile, no ALiBi, softcap, dropout or varlen (with
+    dropout the specialization pass fails to compile it: Triton 3.6.0, sm_90a), bf16 / fp16,
     at a BLOCK_D in WARP_SPEC_MASKED_FWD["causal"] (window_right = 0, no left edge) or
     ["window"] (any BLOCK_D of WARP_SPEC_TILES with FLASHTRITON_WARP_SPEC=1, so the tests
     reach it under the interpreter)."""
@@ -561,23 +558,28 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
 # BLOCK_Ds whose causal / windowed forwards run fwd_ws.py's MASKED variant by default.
 # Causal D = 256 (H200, 2026-11-29): 315 / 408 / 474 / 534 TFLOP/s at N = 1k / 2k / 4k / 16k
 # against fwd.py's 274 / 313 / 350 / 415 (bench/gpu/s8_causal_ws_ab.py); D = 128 level
-# (-8% at 16k), so not taken. Windows: not yet measured (bench/gpu/s9_window_ws_ab.py).
-WARP_SPEC_MASKED_FWD = {"causal": {256}, "window": set()}
+# (-8% at 16k), so not taken. Window (1024, 0) (bench/gpu/s9_window_ws_ab.py, 16k tokens):
+# D = 256 400 / 403 band TFLOP/s at N = 4k / 16k against 326 / 331; D = 128 305 against
+# 258 at 4k but 316 against 371 at 16k, so not taken.
+WARP_SPEC_MASKED_FWD = {"causal": {256}, "window": {256}}
 
 
-# The dropout forward on fwd_ws.py (keys loaded inside the loop). Off until the stress of
-# bench/gpu/s8_ws_stress.py finds its lse right under load (session 8's version, with
-# the row keys loaded before the loop, was wrong: warp_spec_plain).
-WARP_SPEC_DROPOUT_FWD = False
-# The dropout backward on bwd_ws.py: off until a stress of >= 500 calls a case under load
-# (BWD=1 bench/gpu/s8_ws_stress.py) finds its gradients right (see warp_spec_plain).
-WARP_SPEC_DROPOUT_BWD = False
+# The dropout forward on fwd_ws.py (keys hashed in the kernel at the iota rows): its lse
+# right in 15453 calls a case under load and 20 poisoned calls a case idle (H200,
+# bench/gpu/s9_dropout_fwd.py; the versions that read the key table through
+# descriptors were wrong: warp_spec_plain, kernels/fwd_ws.py).
+WARP_SPEC_DROPOUT_FWD = True
+# The dropout backward on bwd_ws.py: session 8 took it off as a precaution (see
+# warp_spec_plain); session 9's stress (bench/gpu/s9_dropout_bwd.py, H200: 10 processes
+# for 150 s, 26689 calls a case, D = 128 and 64) found no gradient off from bwd.py's, and
+# it is 10% faster (B=2 H=16 N=4k D=128 p=0.1 non-causal: 2.046 ms against 2.271).
+WARP_SPEC_DROPOUT_BWD = True
 
 
-def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, keys=None):
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     """kernels/fwd_ws.py over a whole call: unmasked, or causal / windowed
-    (warp_spec_masked_fwd). keys: the dropout key table (_dropout_keys) when
-    params.dropout_p > 0 (only unmasked calls: warp_spec_masked_fwd takes no dropout)."""
+    (warp_spec_masked_fwd). rng: the call's (seed, offset) when params.dropout_p > 0 (only
+    unmasked calls: warp_spec_masked_fwd takes no dropout)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
@@ -585,15 +587,16 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, keys=None):
     masked = params.window_right >= 0
     # the query rows, for the mask (a few us of launch; made per call, so that a CUDA-graph
     # capture owns it)
-    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if masked else None
+    rows = masked or rng is not None
+    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if rows else None
     attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
-        q, k, v, out, lse, iota if masked else lse, keys if keys is not None else lse,
+        q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
         nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
-        params.dropout_p, keys.numel() if keys is not None else 0, batch * seqlen_q,
+        params.dropout_p, batch * seqlen_q, seqlen_k,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
-        MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=keys is not None,
+        MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=rng is not None,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
