@@ -74,7 +74,7 @@ def attn_bwd_dkdv_ws_kernel(
         keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
         ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)   # this program's keys (BLOCK_N,)
         threshold = dropout_threshold(dropout_p)
-        scale_keep = 1.0 / (1.0 - dropout_p)
+        keep_frac = 1.0 - dropout_p
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
 
@@ -99,14 +99,17 @@ def attn_bwd_dkdv_ws_kernel(
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:
+            # 1 / (1 - p) = s leaves the loop: dV = s * sum(keep * P) dO, and with dP' = keep *
+            # dP, dS = P (s dP' - delta) = s * P (dP' - (1 - p) delta); dK and dV scale once
             rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
             keepT = dropout_keep_keys(rk[None, :], ck[:, None], threshold)
-            dv = tl.dot(tl.where(keepT, pT * scale_keep, 0.0).to(do.dtype), do, dv)
+            dv = tl.dot(tl.where(keepT, pT, 0.0).to(do.dtype), do, dv)
         else:
             dv = tl.dot(pT.to(do.dtype), do, dv)
         dpT = tl.dot(v, tl.trans(do))                                   # (BLOCK_N, BLOCK_M)
         if HAS_DROPOUT:
-            dpT = tl.where(keepT, dpT * scale_keep, 0.0)
+            dpT = tl.where(keepT, dpT, 0.0)
+            delta = delta * keep_frac
         dsT = pT * (dpT - delta[None, :])
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
@@ -116,6 +119,9 @@ def attn_bwd_dkdv_ws_kernel(
     dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
                                         shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
                                         block_shape=[BLOCK_N, BLOCK_D])
+    if HAS_DROPOUT:
+        dk = dk / keep_frac                                             # the loop's 1 / (1 - p), once
+        dv = dv / keep_frac
     if PARTIAL:
         dk_desc.store([start_n, 0], dk.to(DK.dtype.element_ty))         # unscaled: RESUME scales once
     else:
@@ -168,7 +174,10 @@ def attn_bwd_dq_ws_kernel(
         keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
         rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
         threshold = dropout_threshold(dropout_p)
-        scale_keep = 1.0 / (1.0 - dropout_p)
+        # dS = P (dP keep / (1 - p) - delta) = P (dP keep - (1 - p) delta) / (1 - p): the
+        # division leaves the loop (dQ scales once)
+        keep_frac = 1.0 - dropout_p
+        delta = delta * keep_frac
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     n_lo = 0
     n_hi = seqlen_k
@@ -184,13 +193,15 @@ def attn_bwd_dq_ws_kernel(
         dp = tl.dot(do, tl.trans(v))                                    # (BLOCK_M, BLOCK_N)
         if HAS_DROPOUT:
             ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)
-            dp = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), dp * scale_keep, 0.0)
+            dp = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), dp, 0.0)
         ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
 
     dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
                                         shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
                                         block_shape=[BLOCK_M, BLOCK_D])
+    if HAS_DROPOUT:
+        dq = dq / keep_frac
     if PARTIAL:
         dq_desc.store([start_m, 0], dq.to(DQ.dtype.element_ty))         # unscaled: RESUME scales once
     else:
