@@ -114,7 +114,7 @@ def attn_fwd_ws_kernel(
         # why not read from it): rk at the counter rng_offset + (h * rng_rows + b * Nq +
         # row) * rng_stride of each row loaded above, once; ck per tile.
         seed = tl.load(RNG)
-        rng_row0 = tl.load(RNG + 1) + (h * rng_rows + b * seqlen_q).to(tl.int64) * rng_stride
+        rng_row0 = tl.load(RNG + 1) + (h.to(tl.int64) * rng_rows + b * seqlen_q) * rng_stride
         rk = dropout_row_key(seed, rng_row0 + rows.to(tl.int64) * rng_stride)   # (BLOCK_M,)
         threshold = dropout_threshold(dropout_p)
         ck_seed = dropout_col_seed(seed)
