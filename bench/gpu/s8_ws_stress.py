@@ -8,10 +8,11 @@ and without dropout, the failing test shapes) for SECONDS, comparing each agains
 (NaN counts as off); with BWD=1 also the gradients (a relative 2e-2 of the largest).
 Call 4 found the forward's lse wrong with dropout (fixed: dropout forwards run fwd.py);
 call 6 (BWD=1) checks the warp-specialized backward, which keeps dropout."""
-import multiprocessing as mp
 import os
 import sys
 import time
+
+import stress_pool   # bench/gpu/stress_pool.py
 
 BWD = os.environ.get("BWD", "0") == "1"     # also the gradients
 SHAPES = [(1, 128, 384, 4, 2, 128, 0.5), (1, 128, 256, 2, 2, 256, 0.3), (2, 256, 256, 4, 4, 128, 0.2)]
@@ -50,22 +51,7 @@ def worker(wid, seconds, queue):
 
 
 def main():
-    workers = int(os.environ.get("WORKERS", 10))
-    seconds = float(os.environ.get("SECONDS_EACH", 40))
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(i, seconds, queue)) for i in range(workers)]
-    for pr in procs:
-        pr.start()
-    total = {}
-    for _ in procs:
-        wid, stats = queue.get()
-        for key, s in stats.items():
-            t = total.setdefault(key, [0, 0, 0, 0, 0])
-            for i in range(5):
-                t[i] += s[i]
-    for pr in procs:
-        pr.join()
+    total = stress_pool.run(worker)
     for key, (n, nonfinite, lse_bad, out_bad, grad_bad) in sorted(total.items()):
         print(f"{key}: {n} calls, non-finite lse {nonfinite}, lse off {lse_bad}, out off {out_bad}"
               + (f", gradients off {grad_bad}" if BWD else ""), flush=True)

@@ -11,10 +11,11 @@ same key table), after a stress of only 10-20 calls a case. Two parts:
 2. TIMING (idle GPU, after the stress): backward of B=2 H=16 N=4096 D=128, p = 0.1 and
    p = 0, both arms. Prediction: bwd_ws.py ~1.35x its p = 0 time (session 8: 1.37x),
    bwd.py ~1.6x."""
-import multiprocessing as mp
 import os
 import sys
 import time
+
+import stress_pool   # bench/gpu/stress_pool.py
 
 SHAPES = [(1, 128, 384, 4, 2, 128, 0.5), (2, 256, 256, 4, 4, 128, 0.2), (1, 2048, 2048, 2, 2, 64, 0.3)]
 
@@ -73,22 +74,7 @@ def timing():
 
 
 def main():
-    workers = int(os.environ.get("WORKERS", 10))
-    seconds = float(os.environ.get("SECONDS_EACH", 40))
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(i, seconds, queue)) for i in range(workers)]
-    for pr in procs:
-        pr.start()
-    total = {}
-    for _ in procs:
-        _, stats = queue.get()
-        for key, s in stats.items():
-            t = total.setdefault(key, [0, 0, 0])
-            for i in range(3):
-                t[i] += s[i]
-    for pr in procs:
-        pr.join()
+    total = stress_pool.run(worker)
     for key, (n, out_bad, grad_bad) in sorted(total.items()):
         print(f"{key}: {n} calls, forward outputs differ {out_bad}, gradients off {grad_bad}", flush=True)
     timing()

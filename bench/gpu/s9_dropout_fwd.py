@@ -14,10 +14,11 @@ under stress) and the column keys come per tile either through a descriptor of t
 Prediction: CK_HASH right everywhere (its loads are MASKED's); the descriptor variant
 wrong again if the table descriptor is the trigger. Speed: the hash variant ~1.25x the
 p = 0 time (against fwd.py's ~1.6x), the descriptor variant ~1.15x."""
-import multiprocessing as mp
 import os
 import sys
 import time
+
+import stress_pool   # bench/gpu/stress_pool.py
 
 SHAPES = [(1, 128, 256, 2, 2, 256, 0.3), (1, 128, 384, 4, 2, 128, 0.5), (2, 256, 256, 4, 4, 128, 0.2)]
 
@@ -85,22 +86,7 @@ def worker(wid, seconds, queue):
 
 
 def stress():
-    workers = int(os.environ.get("WORKERS", 10))
-    seconds = float(os.environ.get("SECONDS_EACH", 40))
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(i, seconds, queue)) for i in range(workers)]
-    for pr in procs:
-        pr.start()
-    total = {}
-    for _ in procs:
-        _, stats = queue.get()
-        for key, s in stats.items():
-            t = total.setdefault(key, [0, 0, 0, 0])
-            for i in range(4):
-                t[i] += s[i]
-    for pr in procs:
-        pr.join()
+    total = stress_pool.run(worker)
     for key, (n, nonfinite, lse_bad, out_bad) in sorted(total.items()):
         print(f"stress {key}: {n} calls, non-finite lse {nonfinite}, lse off {lse_bad}, out off {out_bad}", flush=True)
 

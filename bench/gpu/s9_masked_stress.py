@@ -4,9 +4,10 @@ the dropout forward (whose lse came out wrong only sometimes, and more often und
 WORKERS processes at once for SECONDS_EACH, each call forced through the specialized kernel
 (FLASHTRITON_WARP_SPEC=1) and compared with fwd.py (0) on the same inputs: non-finite lse,
 lse off by > 1e-3, out off by > 5e-2 (NaN counts as off)."""
-import multiprocessing as mp
 import os
 import time
+
+import stress_pool   # bench/gpu/stress_pool.py
 
 # (b, nq, nk, h, hk, d, window_size)
 SHAPES = [(1, 256, 256, 2, 2, 256, (-1, 0)), (2, 128, 384, 4, 2, 128, (-1, 0)), (1, 384, 512, 2, 1, 128, (70, 0)),
@@ -38,22 +39,7 @@ def worker(wid, seconds, queue):
 
 
 def main():
-    workers = int(os.environ.get("WORKERS", 10))
-    seconds = float(os.environ.get("SECONDS_EACH", 40))
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(i, seconds, queue)) for i in range(workers)]
-    for pr in procs:
-        pr.start()
-    total = {}
-    for _ in procs:
-        _, stats = queue.get()
-        for key, s in stats.items():
-            t = total.setdefault(key, [0, 0, 0, 0])
-            for i in range(4):
-                t[i] += s[i]
-    for pr in procs:
-        pr.join()
+    total = stress_pool.run(worker)
     for key, (n, nonfinite, lse_bad, out_bad) in sorted(total.items()):
         print(f"{key}: {n} calls, non-finite lse {nonfinite}, lse off {lse_bad}, out off {out_bad}", flush=True)
 

@@ -420,7 +420,7 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
         return None
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
-    forced = os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+    forced = _warp_spec_forced()
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
@@ -484,6 +484,11 @@ def _warp_spec_flag() -> str:
     return flag
 
 
+def _warp_spec_forced() -> bool:
+    """FLASHTRITON_WARP_SPEC=1: the warp-specialized kernels take every call they can compute."""
+    return os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+
+
 def _warp_spec_switch(q) -> bool:
     """FLASHTRITON_WARP_SPEC for a call the warp-specialized kernels can compute."""
     flag = _warp_spec_flag()
@@ -528,7 +533,7 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                       else (tiles[bd][0].block_n, tiles[bd][1].block_m))
     return (not is_varlen and alibi is None and params.softcap == 0
             and params.window_left < 0 and params.window_right < 0
-            and (params.dropout_p == 0 or os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+            and (params.dropout_p == 0 or _warp_spec_forced()
                  or (WARP_SPEC_DROPOUT_FWD if kernel == "fwd" else WARP_SPEC_DROPOUT_BWD))
             and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
             and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
@@ -547,7 +552,7 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
     if params.window_right < 0 or bd not in WARP_SPEC_TILES:
         return False
     kind = "causal" if params.window_right == 0 and params.window_left < 0 else "window"
-    if not (bd in WARP_SPEC_MASKED_FWD[kind] or os.environ.get("FLASHTRITON_WARP_SPEC") == "1"):
+    if not (bd in WARP_SPEC_MASKED_FWD[kind] or _warp_spec_forced()):
         return False
     tile = WARP_SPEC_TILES[bd]
     return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
@@ -585,8 +590,8 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
     qk_scale = params.softmax_scale * LOG2E
     masked = params.window_right >= 0
-    # the query rows, for the mask (a few us of launch; made per call, so that a CUDA-graph
-    # capture owns it)
+    # the query rows, for the mask and the dropout row keys (a few us of launch; made per
+    # call, so that a CUDA-graph capture owns it)
     rows = masked or rng is not None
     iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if rows else None
     attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
@@ -726,7 +731,8 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 # warp-specialized forward computes whole (num_warps=4 -> 12). dK/dV: 64 query rows a
 # tile, 128 keys a program (64 per consumer warpgroup); dQ: 128 query rows a program, 64
 # keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills (dK/dV with dropout:
-# 292 bytes, the mask live across the dP dot), 162 KB of shared memory each at 2 stages.
+# 132 bytes since session 9 folded 1 / (1 - p) out of the loop), 162 KB of shared memory
+# each at 2 stages.
 # H200, 2026-11-29, bf16 D = 128, 16k tokens (bench/results/nvidia-h200/prefill-d128.md):
 # non-causal backward 245 / 333 / 392 / 431 / 449 / 458 TFLOP/s at N = 512 to 16k against
 # 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
