@@ -1,4 +1,4 @@
-"""Dropout: Philox counters in the kernel, seeded from torch's generator, never stored.
+"""Dropout: counter-based hashes in the kernel, seeded from torch's generator, never stored.
 
 The keep mask of a call is reproduced by the backend's dropout_mask() from the same
 rng state (the one the API draws after torch.manual_seed); outputs and gradients must
@@ -185,6 +185,14 @@ def test_neighbours_and_blocks_independent(backend, p):
     parity = ((a + b + c + d) % 2)
     odd = 0.5 * (1 - (1 - 2 * kq) ** 4)
     assert abs(parity.mean().item() - odd) <= _bound(odd, parity.numel())
+    # The Triton column key is itself an in-group key XOR a group key (groups of 128
+    # columns), so columns j, j + 1, j + 128, j + 129 of one row have keys that XOR to
+    # zero, as a 2 x 2 block does: the same tests on those four.
+    a, b, c, d = keep[:, :, 0:127], keep[:, :, 1:128], keep[:, :, 128:255], keep[:, :, 129:256]
+    quad = a * b * c * d
+    assert abs(quad.mean().item() - kq ** 4) <= _bound(kq ** 4, quad.numel())
+    parity = ((a + b + c + d) % 2)
+    assert abs(parity.mean().item() - odd) <= _bound(odd, parity.numel())
 
 
 def _fmix32(x):
@@ -195,12 +203,31 @@ def _fmix32(x):
     return x ^ (x >> 16)
 
 
+def _col_keys(j, s_hi):
+    """ck of columns j: an in-group key of j % 128 xor a group key of j // 128, each
+    hashed with its own seed word (kernels.common.DROPOUT_GROUP)."""
+    cs_in = _fmix32(torch.tensor(s_hi ^ 0x5BD1E995))
+    cs_group = _fmix32(torch.tensor(s_hi ^ 0x27D4EB2F))
+    return _fmix32((j % 128) ^ cs_in) ^ _fmix32((j // 128) ^ cs_group)
+
+
+def _mult_seed(s_hi):
+    return _fmix32(torch.tensor(s_hi ^ 0x1B873593))
+
+
+def _col_mults(j, s_hi):
+    """mk of columns j: the odd multiplier of the group j // 128."""
+    return _fmix32((j // 128) ^ _mult_seed(s_hi)) | 1
+
+
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton backend's own mask")
 def test_triton_keep_mask_is_its_definition():
     """kernels.common.dropout_keep, recomputed here in int64 torch arithmetic: row key
-    XOR column key, times an odd constant, against p * 2^32."""
+    XOR column key (itself an in-group key XOR a group key), times the odd multiplier of
+    the column's group of 128 (301 columns cross two group edges); its top 23 bits
+    against those of p * 2^32."""
     p, seed = 0.3, 77
-    batch, nq, nk, nheads = 2, 37, 45, 3
+    batch, nq, nk, nheads = 2, 37, 301, 3
     q, k, _ = rand_qkv(batch, nq, nk, nheads, 1, 16, torch.float16, DEVICE)
     keep = _keep_mask("triton", q, k, p, seed=seed).cpu()
     rng = dropout_rng(seed, q.device).cpu()
@@ -211,10 +238,10 @@ def test_triton_keep_mask_is_its_definition():
     j = torch.arange(nk).view(1, 1, 1, nk)
     row_id = int(rng[1]) + h * (batch * nq) * nk + (b * nq + i) * nk
     rk = _fmix32(_fmix32((row_id & 0xFFFFFFFF) ^ s_lo) ^ ((row_id >> 32) & 0xFFFFFFFF) ^ s_hi)
-    ck = _fmix32(j ^ _fmix32(torch.tensor(s_hi ^ 0x5BD1E995)))
-    x = ((rk ^ ck) * 0x9E3779B1) & 0xFFFFFFFF
+    ck = _col_keys(j, s_hi)
+    x = ((rk ^ ck) * _col_mults(j, s_hi)) & 0xFFFFFFFF
     threshold = int(torch.tensor(p, dtype=torch.float32).item() * 4294967296.0)
-    assert torch.equal(keep, x >= threshold)
+    assert torch.equal(keep, (x >> 9) >= (threshold >> 9))
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton backend's key table")
@@ -222,20 +249,43 @@ def test_triton_key_table_holds_the_mask_hashes():
     """The prefill kernels load row and column keys from the per-call table of
     kernels/dropout_keys.py instead of hashing in their loops: the table must hold
     exactly the hashes of kernels.common.dropout_keep (checked here in int64 torch
-    arithmetic), head-major row keys after the column keys, for a GQA-sized head count."""
+    arithmetic), head-major row keys after the column keys, then the seed word of the
+    group multipliers, for a GQA-sized head count."""
     from flashtriton.launchers import prefill
-    seed, nheads, rows, cols = 5, 6, 77, 45
+    seed, nheads, rows, cols = 5, 6, 77, 301
     rng = dropout_rng(seed, DEVICE)
     table = prefill._dropout_keys(rng, nheads, rows, cols).cpu().long() & 0xFFFFFFFF
     rng = rng.cpu()
     s_lo, s_hi = int(rng[0]) & 0xFFFFFFFF, (int(rng[0]) >> 32) & 0xFFFFFFFF
     j = torch.arange(cols)
-    ck = _fmix32(j ^ _fmix32(torch.tensor(s_hi ^ 0x5BD1E995)))
+    ck = _col_keys(j, s_hi)
     h = torch.arange(nheads).view(nheads, 1)
     i = torch.arange(rows).view(1, rows)
     row_id = int(rng[1]) + (h * rows + i) * cols
     rk = _fmix32(_fmix32((row_id & 0xFFFFFFFF) ^ s_lo) ^ ((row_id >> 32) & 0xFFFFFFFF) ^ s_hi)
-    assert table.shape == (cols + nheads * rows,)
+    assert table.shape == (cols + nheads * rows + 1,)
     assert torch.equal(table[:cols], ck)
-    assert torch.equal(table[cols:].view(nheads, rows), rk)
+    assert torch.equal(table[cols:-1].view(nheads, rows), rk)
+    assert int(table[-1]) == int(_mult_seed(s_hi))
 
+
+
+@pytest.mark.skipif("triton" not in kernel_backends() or DEVICE != "cpu",
+                    reason="sets the Triton interpreter's tile")
+@pytest.mark.parametrize("block_n", [64, 128])
+@pytest.mark.parametrize("nk,causal,warp_spec", [(300, False, False), (300, True, False), (384, False, True)])
+def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
+    """The forward kernels hash the in-group column keys once and one group key and
+    multiplier per tile when a key tile is a whole column group of 128 or half of one
+    (kernels.common.dropout_tile_keep); the backward kernels hash the multiplier per key
+    block. The interpreter's default 32-key tile takes the per-tile hash instead, so
+    this runs the kernels with 64- and 128-key tiles (fwd.py / bwd.py, and forced
+    warp-specialized kernels) across three groups, against the reference under the
+    returned mask."""
+    from flashtriton.kernels import configs
+    monkeypatch.setattr(configs, "INTERPRETER_TILE", configs.Tile(32, block_n, 4, 1))
+    if warp_spec:
+        monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    q, k, v = rand_qkv(1, 64, nk, 2, 1, 128, torch.bfloat16, DEVICE)
+    res = check_attention("triton", q, k, v, dropout_p=0.3, seed=block_n + nk, causal=causal)
+    assert not res["keep"].all()

@@ -13,7 +13,8 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 import triton
 import triton.language as tl
 
-from .common import (LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_keep_keys, dropout_threshold, find_sequence,
+from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_group_mult, dropout_keep_scale,
+                     dropout_threshold, find_sequence,
                      kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
@@ -44,7 +45,7 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
                qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-               ck, rk_ptr, threshold, dropout_p,
+               ck, mk, rk_ptr, threshold, dropout_p,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -66,10 +67,10 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
     pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
-        keepT = dropout_keep_keys(rk[None, :], ck[:, None], threshold)
-        scale_keep = 1.0 / (1.0 - dropout_p)
-        dv += tl.dot((tl.where(keepT, pT * scale_keep, 0.0)).to(do.dtype), do, input_precision=DOT_PRECISION)
-        dpT = tl.where(keepT, dpT * scale_keep, 0.0)
+        # the mask as 1 / (1 - p) or 0 (kernels.common.dropout_keep_scale: no booleans)
+        keepT = dropout_keep_scale(rk[None, :], ck[:, None], mk, threshold) * (1.0 / (1.0 - dropout_p))
+        dv += tl.dot((pT * keepT).to(do.dtype), do, input_precision=DOT_PRECISION)
+        dpT = dpT * keepT
     else:
         dv += tl.dot(pT.to(do.dtype), do, input_precision=DOT_PRECISION)
     dsT = pT * (dpT - delta[None, :])
@@ -153,12 +154,17 @@ def attn_bwd_dkdv_kernel(
                                       HAS_LEFT, HAS_RIGHT)
         un_lo = tl.where(m_hi > m_lo, m_hi, full_lo)
     ck = 0
+    mk = 0
     threshold = 0
     row_base = 0
     if HAS_DROPOUT:
-        # this program's column keys, once; row keys are loaded per tile (like lse)
+        # this program's column keys and group multiplier (its keys lie in one column
+        # group), once; row keys are loaded per tile (like lse)
+        tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key block must lie in one column group")
         threshold = dropout_threshold(dropout_p)
         ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
+        cs_mult = tl.load(KEYS + rng_stride + group * nheads_k * rng_rows).to(tl.uint32, bitcast=True)
+        mk = dropout_group_mult(cs_mult, start_n)
         row_base = b * seqlen_q
         if IS_VARLEN:
             row_base = q_start
@@ -178,19 +184,19 @@ def attn_bwd_dkdv_kernel(
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, rk_ptr, threshold, dropout_p,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION, BLOCK_D, HOST_DESC)
 
@@ -202,7 +208,7 @@ def attn_bwd_dkdv_kernel(
 @triton.jit
 def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
              qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-             rk, KEYS, rng_stride, threshold, dropout_p,
+             rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
@@ -219,8 +225,8 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
     p = tl.exp2(s - lse2[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
-        keep = dropout_keep_keys(rk[:, None], ck[None, :], threshold)
-        dp = tl.where(keep, dp * (1.0 / (1.0 - dropout_p)), 0.0)
+        keep = dropout_keep_scale(rk[:, None], ck[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+        dp = dp * (keep * (1.0 / (1.0 - dropout_p)))
     ds = p * (dp - delta[:, None])
     if HAS_SOFTCAP:
         t = softcap_tanh(qk, softcap_scale)
@@ -304,8 +310,11 @@ def attn_bwd_dq_kernel(
         slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
     rk = 0
     threshold = 0
+    cs_mult = 0
     if HAS_DROPOUT:
+        tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key tile must lie in one column group")
         threshold = dropout_threshold(dropout_p)
+        cs_mult = tl.load(KEYS + rng_stride + nheads * rng_rows).to(tl.uint32, bitcast=True)
         row_global = b * seqlen_q + offs_m
         if IS_VARLEN:
             row_global = q_start + offs_m
@@ -317,19 +326,19 @@ def attn_bwd_dq_kernel(
     for start_n in range(lo, full_lo, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, rng_stride, threshold, dropout_p,
+                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
     for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, rng_stride, threshold, dropout_p,
+                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, rng_stride, threshold, dropout_p,
+                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
 

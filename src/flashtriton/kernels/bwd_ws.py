@@ -3,7 +3,8 @@
 The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
 kernels/fwd_ws.py computes whole: no mask at all (not causal, no window, Nq and Nk
 multiples of the tiles), no ALiBi, softcap or varlen; dropout takes its row and column
-keys from the call's table (kernels/dropout_keys.py) through 1-D descriptors. One program owns BLOCK_N
+keys from the call's table (kernels/dropout_keys.py) through 1-D descriptors, and hashes
+the group multiplier of its key tile from the table's last entry. One program owns BLOCK_N
 keys of one (batch, KV head) and loops over the query blocks of every query head of its
 GQA group in ONE flattened loop (`warp_specialize=True` needs the loop alone in the
 kernel, with no branch in it; kernels/fwd_ws.py lists what Triton 3.6 accepts). The two
@@ -23,7 +24,8 @@ Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
 import triton
 import triton.language as tl
 
-from .common import LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_keep_keys, dropout_threshold
+from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
+                     dropout_keep_scale, dropout_threshold)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -73,6 +75,10 @@ def attn_bwd_dkdv_ws_kernel(
         keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
         keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
         ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)   # this program's keys (BLOCK_N,)
+        # and their group's multiplier (the keys lie in one column group); the table's
+        # last entry is the multipliers' seed word
+        tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key block must lie in one column group")
+        mk = dropout_group_mult(tl.load(KEYS + keys_total).to(tl.uint32, bitcast=True), start_n)
         threshold = dropout_threshold(dropout_p)
         keep_frac = 1.0 - dropout_p
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=tl.float32)
@@ -100,17 +106,17 @@ def attn_bwd_dkdv_ws_kernel(
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:
             # 1 / (1 - p) = s leaves the loop: dV = s * sum(keep * P) dO, and with dP' = keep *
-            # dP, dS = P (s dP' - delta) = s * P (dP' - (1 - p) delta); dK and dV scale once
+            # dP, dS = P (s dP' - delta) = s * (P_kept dP - P (1 - p) delta); dK and dV scale
+            # once. The mask is a float (kernels.common.dropout_keep_scale) with one use.
             rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
-            keepT = dropout_keep_keys(rk[None, :], ck[:, None], threshold)
-            dv = tl.dot(tl.where(keepT, pT, 0.0).to(do.dtype), do, dv)
+            pT_kept = pT * dropout_keep_scale(rk[None, :], ck[:, None], mk, threshold)
+            dv = tl.dot(pT_kept.to(do.dtype), do, dv)
+            dpT = tl.dot(v, tl.trans(do))                               # (BLOCK_N, BLOCK_M)
+            dsT = pT_kept * dpT - pT * (delta * keep_frac)[None, :]
         else:
             dv = tl.dot(pT.to(do.dtype), do, dv)
-        dpT = tl.dot(v, tl.trans(do))                                   # (BLOCK_N, BLOCK_M)
-        if HAS_DROPOUT:
-            dpT = tl.where(keepT, dpT, 0.0)
-            delta = delta * keep_frac
-        dsT = pT * (dpT - delta[None, :])
+            dpT = tl.dot(v, tl.trans(do))                               # (BLOCK_N, BLOCK_M)
+            dsT = pT * (dpT - delta[None, :])
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
     dk_desc = tl.make_tensor_descriptor(DK + b.to(tl.int64) * stride_dkb + hk * stride_dkh,
@@ -173,6 +179,8 @@ def attn_bwd_dq_ws_kernel(
         keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
         keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
         rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
+        tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key tile must lie in one column group")
+        cs_mult = tl.load(KEYS + keys_total).to(tl.uint32, bitcast=True)   # the table's last entry
         threshold = dropout_threshold(dropout_p)
         # dS = P (dP keep / (1 - p) - delta) = P (dP keep - (1 - p) delta) / (1 - p): the
         # division leaves the loop (dQ scales once)
@@ -193,8 +201,11 @@ def attn_bwd_dq_ws_kernel(
         dp = tl.dot(do, tl.trans(v))                                    # (BLOCK_M, BLOCK_N)
         if HAS_DROPOUT:
             ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)
-            dp = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), dp, 0.0)
-        ds = p * (dp - delta[:, None])
+            # dS = P (keep dP - (1 - p) delta), the mask a float (kernels.common.dropout_keep_scale)
+            keep = dropout_keep_scale(rk[:, None], ck[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+            ds = p * (keep * dp - delta[:, None])
+        else:
+            ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
 
     dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,

@@ -306,23 +306,103 @@ def dropout_row_key(seed, row_id):
     return _fmix32(_fmix32(r_lo ^ s_lo) ^ r_hi ^ s_hi)
 
 
+# The mask of element (i, j) with j = t * G + c (G = DROPOUT_GROUP, 0 <= c < G): keep
+# iff the top 23 bits of x = ((rk_i ^ tk_t ^ cb_c) * mk_t) mod 2^32 reach those of p * 2^32,
+# rk a row key, cb an in-group column key, tk a group key and mk an odd group
+# multiplier, each a full-avalanche hash of its index and its own word of the seed.
+# ck_j = tk_t ^ cb_c is the column key the backward's table holds. A kernel whose key
+# tile lies in one group hashes the G in-group keys once per program, and per tile only
+# tk and mk (scalars): two xors a row instead of a hash per column (before session 10
+# the 32 column hashes a thread did per 128-key tile, ~9 integer ops each, cost more
+# than the per-element test; bench/NOTES.md, "Session 10"). Why a multiplier per group
+# and not one constant: with the constant, the keys of columns j, j + 1, j + G, j + G + 1
+# of a row XOR to zero for every row, and the joint-keep and parity statistics of those
+# four bits read up to 7 standard deviations off independence (0.5-8M quads at p = 0.5;
+# the old per-column hash: 2-4, noise level); with mk per group: under 3
+# (tests/test_dropout.py keeps a small version of that check).
+DROPOUT_GROUP = tl.constexpr(128)
+
+
+@triton.jit
+def dropout_col_seeds(seed):
+    """The seed's parts of the column keys (scalars, hashed once per program): in-group
+    keys, group keys, group multipliers."""
+    s_hi = ((seed.to(tl.int64) >> 32) & 0xFFFFFFFF).to(tl.uint32)
+    return _fmix32(s_hi ^ 0x5BD1E995), _fmix32(s_hi ^ 0x27D4EB2F), _fmix32(s_hi ^ 0x1B873593)
+
+
+@triton.jit
+def dropout_in_group_key(cs_in, c):
+    """cb: the key of in-group column c (0 <= c < DROPOUT_GROUP)."""
+    return _fmix32(c.to(tl.uint32) ^ cs_in)
+
+
+@triton.jit
+def dropout_group_key(cs_group, col):
+    """tk: the key of the group holding column col."""
+    return _fmix32((tl.cast(col, tl.int32) // DROPOUT_GROUP).to(tl.uint32) ^ cs_group)
+
+
+@triton.jit
+def dropout_group_mult(cs_mult, col):
+    """mk: the odd multiplier of the group holding column col."""
+    return _fmix32((tl.cast(col, tl.int32) // DROPOUT_GROUP).to(tl.uint32) ^ cs_mult) | 1
+
+
 @triton.jit
 def dropout_col_key(seed, col):
-    """ck: the hash of the seed and a key column (its index within the sequence)."""
-    return dropout_col_key_seeded(dropout_col_seed(seed), col)
+    """ck = tk ^ cb of column col (its index within the sequence), from scratch."""
+    cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+    return dropout_in_group_key(cs_in, col % DROPOUT_GROUP) ^ dropout_group_key(cs_group, col)
 
 
 @triton.jit
-def dropout_col_seed(seed):
-    """The seed's part of every column key (a scalar: hashed once per program)."""
-    s_hi = ((seed.to(tl.int64) >> 32) & 0xFFFFFFFF).to(tl.uint32)
-    return _fmix32(s_hi ^ 0x5BD1E995)
+def dropout_col_mult(seed, col):
+    """mk of column col, from scratch."""
+    cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+    return dropout_group_mult(cs_mult, col)
 
 
 @triton.jit
-def dropout_col_key_seeded(col_seed, col):
-    """ck of column col from dropout_col_seed(seed)."""
-    return _fmix32(col.to(tl.uint32) ^ col_seed)
+def dropout_mult_seed(seed):
+    """cs_mult alone: what the backward kernels need besides their key table."""
+    cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+    return cs_mult
+
+
+@triton.jit
+def dropout_tile_in_group_keys(cs_in, BLOCK_N: tl.constexpr):
+    """Once per program, for key tiles of BLOCK_N columns that start at multiples of
+    BLOCK_N: the in-group keys of a tile that starts a group (lo) and, when a group
+    holds two tiles, of one that starts half way (hi). Other tile sizes hash per tile."""
+    offs = tl.arange(0, BLOCK_N)
+    lo = dropout_in_group_key(cs_in, offs % DROPOUT_GROUP)
+    hi = lo
+    if 2 * BLOCK_N == DROPOUT_GROUP:
+        hi = dropout_in_group_key(cs_in, offs + BLOCK_N)
+    return lo, hi
+
+
+@triton.jit
+def dropout_tile_keep(rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N: tl.constexpr,
+                      CB_ONCE: tl.constexpr = True):
+    """The keep mask (rows, BLOCK_N) as 1.0 / 0.0 (dropout_keep_scale) of the key tile at
+    start_n (a multiple of BLOCK_N, BLOCK_N <= DROPOUT_GROUP: the tile lies in one group)
+    for row keys rk (rows,); the tile's tk folds into the rows, its mk is one scalar.
+    cb_lo, cb_hi: dropout_tile_in_group_keys, or (CB_ONCE=False) unused: the in-group
+    keys hashed here, per tile (fewer live registers)."""
+    tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout_tile_keep: a key tile must lie in one column group")
+    start_n = tl.cast(start_n, tl.int32)    # (the interpreter's loop counters are Python ints)
+    rk_t = rk ^ dropout_group_key(cs_group, start_n)                # (rows,)
+    if not CB_ONCE:
+        cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
+    elif BLOCK_N == DROPOUT_GROUP:
+        cb = cb_lo
+    elif 2 * BLOCK_N == DROPOUT_GROUP:
+        cb = tl.where(start_n % DROPOUT_GROUP == 0, cb_lo, cb_hi)
+    else:
+        cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
+    return dropout_keep_scale(rk_t[:, None], cb[None, :], dropout_group_mult(cs_mult, start_n), threshold)
 
 
 @triton.jit
@@ -332,33 +412,53 @@ def dropout_threshold(dropout_p):
 
 
 @triton.jit
-def dropout_keep_keys(rk, ck, threshold):
-    """Keep iff (rk ^ ck) * odd >= p * 2^32: three integer ops per element (uint32)."""
-    return ((rk ^ ck) * 0x9E3779B1) >= threshold
+def dropout_keep_keys(rk, ck, mk, threshold):
+    """The keep decision: x = (rk ^ ck) * mk (uint32; mk odd, one per column group), keep
+    iff its top 23 bits reach threshold's: (x >> 9) >= (threshold >> 9)."""
+    return (((rk ^ ck) * mk) >> 9) >= (threshold >> 9)
+
+
+@triton.jit
+def dropout_keep_scale(rk, ck, mk, threshold):
+    """dropout_keep_keys as a float, 1.0 (keep) or 0.0, with no boolean in between: the
+    top 23 bits of x become the mantissa of u = 1 + (x >> 9) 2^-23, and
+    u 2^23 - (2^23 + (threshold >> 9) - 1) = (x >> 9) - (threshold >> 9) + 1 is exact (an
+    integer under 2^24), >= 1 when kept and <= 0 when not, so clamping it to [0, 1] (one
+    FFMA.SAT) is the mask. Why: a boolean mask of 32+ elements a thread that is not used
+    at once is packed into bit fields by LLVM and unpacked again (~5 integer ops an
+    element, sm_90a SASS, Triton 3.6.0); this is LOP3, IMAD, LEA.HI and FFMA.SAT, then a
+    multiply that the kernels fold into their own arithmetic (H200, session 10: the
+    dropout forward 1.24x -> 1.14x the time without dropout)."""
+    x = (rk ^ ck) * mk
+    u = ((x >> 9) | 0x3F800000).to(tl.float32, bitcast=True)
+    c = ((threshold >> 9) | 0x3F800000).to(tl.float32, bitcast=True) * 8388608.0 - 1.0
+    return tl.minimum(tl.maximum(u * 8388608.0 - c, 0.0), 1.0)
 
 
 @triton.jit
 def dropout_keep(seed, rng_offset, row_global, col, rng_stride, dropout_p):
     """Counter-based keep mask of element (row, col), computed from scratch: the
-    definition of the mask. The forward kernel hashes the same keys itself (rk once per
-    program, ck per tile); the backward kernels load them from a table that
-    kernels/dropout_keys.py fills once per call. The S_dmask kernel (return_attn_probs)
-    hashes here, so the tests that compare outputs and gradients against the returned
-    mask also check the forward's hashes and the backward's table.
+    definition of the mask. The forward kernels hash the same keys themselves (rk and
+    the in-group column keys once per program, a group key and multiplier per tile);
+    the backward kernels load rk and ck from a table that kernels/dropout_keys.py
+    fills once per call and hash mk per key tile. The S_dmask kernel
+    (return_attn_probs) hashes here, so the tests that compare outputs and gradients
+    against the returned mask also check the forward's hashes and the backward's table.
 
-    A row key rk (hash of seed and the row's counter, rng_offset + row * rng_stride)
-    and a column key ck (hash of seed and column); an element costs three integer
-    ops: x = (rk ^ ck) * odd constant, then keep iff x >= p * 2^32. Since x is a
-    bijection of ck for a fixed row, and rk, ck are full-avalanche hashes, every
-    element is uniform; tests/test_dropout.py checks rates, neighbours and 2 x 2
-    blocks against independence.
+    A row key rk (hash of seed and the row's counter, rng_offset + row * rng_stride),
+    a column key ck and an odd multiplier mk of the column's group (DROPOUT_GROUP); an
+    element costs three integer ops and one float op in the kernels: x = (rk ^ ck) * mk,
+    then keep iff its top 23 bits reach p's (dropout_keep_keys, dropout_keep_scale).
+    Since x is a bijection of ck for a fixed row, and rk, ck are full-avalanche hashes,
+    every element is uniform; tests/test_dropout.py checks rates, neighbours, 2 x 2
+    blocks and in-row quads a group apart against independence.
 
     Why not Philox (tl.rand) per element: measured 2026-11-29 on the H200, ~80 integer
     ops per element made dropout cost 4.0x the time of a forward+backward without it
     (bench/NOTES.md, "Dropout")."""
     rk = dropout_row_key(seed, rng_offset + row_global.to(tl.int64) * rng_stride)   # per row
     ck = dropout_col_key(seed, col)                                                 # per column
-    return dropout_keep_keys(rk, ck, dropout_threshold(dropout_p))
+    return dropout_keep_keys(rk, ck, dropout_col_mult(seed, col), dropout_threshold(dropout_p))
 
 
 # Scalar arguments that vary from call to call: not specialised (Triton would otherwise

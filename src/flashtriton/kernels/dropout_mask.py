@@ -1,7 +1,7 @@
 """Writes the dropout keep-mask that the prefill kernels draw, for return_attn_probs.
 
-The prefill kernels never store their mask: they regenerate it from Philox counters.
-This kernel draws the very same counters (kernels.common.dropout_keep) into a
+The prefill kernels never store their mask: they regenerate it from counter-based hashes.
+This kernel draws the very same hashes (kernels.common.dropout_keep) into a
 (B, H, Nq, Nk) int8 tensor, so tests can check outputs and gradients exactly.
 """
 import triton

@@ -38,16 +38,17 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
     session 9) left the lse of some rows wrong (row 0 of every D = 256 call, 0.07% of
     D = 128 calls under load; the output right there: bench/gpu/s9_dropout_fwd.py), and a
     pointer load inside the loop fails the specialization pass (WSLowerToken assertion).
-    So both keys are hashed here: the row keys once, at the iota rows; the column keys
-    per tile, at tl.arange columns (15453 calls a case under load right);
+    So both keys are hashed here: the row keys once, at the iota rows; the in-group
+    column keys once, at tl.arange columns, and one group key per tile (15453 calls a
+    case under load right with a column hash per tile, session 9);
   - descriptors made in the kernel (host-made ones are not data-partitioned);
   - no branch on a runtime scalar's sign inside the loop: the scale's sign is NEG_SCALE.
 """
 import triton
 import triton.language as tl
 
-from .common import (LN2, NO_SPECIALIZE, dropout_col_key_seeded, dropout_col_seed, dropout_keep_keys, dropout_row_key,
-                     dropout_threshold, ws_hidden_score, ws_softmax_step)
+from .common import (LN2, NO_SPECIALIZE, dropout_col_seeds, dropout_row_key, dropout_threshold,
+                     dropout_tile_in_group_keys, dropout_tile_keep, ws_hidden_score, ws_softmax_step)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -109,15 +110,25 @@ def attn_fwd_ws_kernel(
         if HAS_LEFT:
             n_lo = tl.maximum(start_m + seqlen_k - seqlen_q - window_left, 0) // BLOCK_N * BLOCK_N
     if HAS_DROPOUT:
-        # The mask of element (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j) with
+        # The mask of element (i, j) is kernels.common.dropout_keep_keys(rk_i, ck_j, mk_j),
         # the keys hashed here as kernels/dropout_keys.py hashes its table (module doc:
         # why not read from it): rk at the counter rng_offset + (h * rng_rows + b * Nq +
-        # row) * rng_stride of each row loaded above, once; ck per tile.
+        # row) * rng_stride of each row loaded above, and the in-group column keys, once;
+        # per tile a group key (folded into rk) and multiplier (common.dropout_tile_keep).
         seed = tl.load(RNG)
         rng_row0 = tl.load(RNG + 1) + (h.to(tl.int64) * rng_rows + b * seqlen_q) * rng_stride
         rk = dropout_row_key(seed, rng_row0 + rows.to(tl.int64) * rng_stride)   # (BLOCK_M,)
         threshold = dropout_threshold(dropout_p)
-        ck_seed = dropout_col_seed(seed)
+        cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+        # In-group keys once when a tile is a whole group (D = 128: 128-key tiles); the
+        # 64-key tiles of D = 256 hash theirs per tile: their two precomputed halves made
+        # this kernel spill (132 bytes, sm_90a), and one call of 4759 under the stress
+        # came out different from fwd.py that way (H200, 2026-11-29, s10_dropout.py).
+        CB_ONCE: tl.constexpr = BLOCK_N == 128
+        cb_lo = 0
+        cb_hi = 0
+        if CB_ONCE:
+            cb_lo, cb_hi = dropout_tile_in_group_keys(cs_in, BLOCK_N)       # (BLOCK_N,) each
 
     # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
     for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
@@ -132,8 +143,8 @@ def attn_fwd_ws_kernel(
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         if HAS_DROPOUT:
-            ck = dropout_col_key_seeded(ck_seed, start_n + offs_n)          # (BLOCK_N,)
-            p = tl.where(dropout_keep_keys(rk[:, None], ck[None, :], threshold), p, 0.0)  # l_i kept all of p
+            keep = dropout_tile_keep(rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
+            p = p * keep                                                # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place
         m_i = m_new

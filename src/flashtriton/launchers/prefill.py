@@ -244,13 +244,13 @@ def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, bl
 
 def _dropout_keys(rng: torch.Tensor, nheads: int, rng_rows: int, rng_stride: int) -> torch.Tensor:
     """The backward's per-call dropout key table (kernels/dropout_keys.py): rng_stride column keys,
-    then nheads * rng_rows row keys; O(N) int32, hashed on the device from the rng
-    state (no host sync)."""
+    then nheads * rng_rows row keys, then the group multipliers' seed word; O(N) int32,
+    hashed on the device from the rng state (no host sync)."""
     from ..kernels.dropout_keys import dropout_keys_kernel
     total = rng_stride + nheads * rng_rows
-    keys = memory.empty((total,), torch.int32, rng.device)
+    keys = memory.empty((total + 1,), torch.int32, rng.device)     # + the group multipliers' seed word
     block = 1024
-    dropout_keys_kernel[(triton.cdiv(total, block),)](keys, rng, rng_stride, rng_rows, total, rng_stride,
+    dropout_keys_kernel[(triton.cdiv(total + 1, block),)](keys, rng, rng_stride, rng_rows, total, rng_stride,
                                                       BLOCK=block, num_warps=4)
     return keys
 
@@ -345,7 +345,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
-            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
+            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, DROPOUT_CB_ONCE=FWD_DROPOUT_CB_ONCE,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -385,6 +385,14 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 # grid too (a head's block slots consecutive): no measurable effect there (session 7,
 # 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
+
+
+# fwd.py's dropout (causal and windowed calls, D = 64, ALiBi, softcap): True hashes the
+# in-group column keys once per program (kernels.common.dropout_tile_keep), False per
+# tile. H200, 2026-11-29, causal B=2 H=16 N=4k D=128, p = 0.1 (bench/gpu/s10_dropout.py):
+# with a boolean mask 0.628 ms against 0.452 (True spilled 120 bytes at 255 registers);
+# with the float mask 0.418 against 0.421. False: fewer registers for the same time.
+FWD_DROPOUT_CB_ONCE = False
 
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
@@ -770,7 +778,8 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         padded[1, ..., :seqlen_q].copy_(delta)
         lse, delta = padded[0], padded[1]
     tile, dq_tile = _bwd_ws_tiles(bd)
-    keys_arg, keys_total = (keys, keys.numel()) if keys is not None else (lse, 0)
+    # keys_total: the rk / ck part of the table (its descriptors' extent); cs_mult follows it
+    keys_arg, keys_total = (keys, keys.numel() - 1) if keys is not None else (lse, 0)
     attn_bwd_dkdv_ws_kernel[(batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),)](
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
