@@ -4,7 +4,8 @@ after the dP dot, which LLVM kept live across that wgmma by packing its booleans
 fields: sm_90a loop 708 SASS instructions against 592, but 324 bytes of spill against 148).
 The previous form is rebuilt from the source at run time (no second copy in the tree). (That
 source was call 2's tree; the float mask of call 7 rewrote these lines, so the rebuild's
-assert fails on the final tree: the script records what ran in call 2.) Prediction: -5 to -10% of the dropout dK/dV time (1.18 ms at B=2 H=16 N=4k D=128).
+assert fails on the final tree: the script records what ran in call 2.) Prediction: -5 to
+-10% of the dropout dK/dV time (1.18 ms at B=2 H=16 N=4k D=128).
 Also: the timeline of one causal fwd+bwd (p = 0, D = 128, N = 4k), whose do_bench time
 (2.02 ms) exceeds the sum of its kernels (1.51 ms) in call 1."""
 import importlib

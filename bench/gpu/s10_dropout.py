@@ -100,7 +100,8 @@ def timing():
                                                   flashtriton.flash_attn_func(q, k, v, dropout_p=p, causal=causal)))
                 f()
                 ms = triton.testing.do_bench(f)
-                row.append(f"{'causal' if causal else 'nc'} p={p}{'' if cb_once is None else f' cb_once={cb_once}'}: {ms:.3f}")
+                tag = "" if cb_once is None else f" cb_once={cb_once}"
+                row.append(f"{'causal' if causal else 'nc'} p={p}{tag}: {ms:.3f}")
         prefill.FWD_DROPOUT_CB_ONCE = False
         print(f"fwd D={d} B={b} H={h} N={n} ms | " + " | ".join(row), flush=True)
         for causal in (False, True):

@@ -26,7 +26,8 @@ def main():
         host = (time.perf_counter() - t) / 30
         torch.cuda.synchronize()
         wall = (time.perf_counter() - t) / 30
-        print(f"causal={causal}: host {host * 1e6:.0f} us / call (enqueue), wall {wall * 1e6:.0f} us / call", flush=True)
+        print(f"causal={causal}: host {host * 1e6:.0f} us / call (enqueue), wall {wall * 1e6:.0f} us / call",
+              flush=True)
         if causal:
             pr = cProfile.Profile()
             pr.enable()
