@@ -253,6 +253,26 @@ def test_regression_dout_inner_stride(backend):
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_regression_misaligned_contiguous_input(backend):
+    """A contiguous q, k or v whose base is not 16-byte aligned (a view 2 bytes into a
+    buffer) reached the TMA descriptors unchanged: the launchers' copy used contiguous(),
+    which returns such a view itself ("base must be 16-byte aligned" under the
+    interpreter). They clone it now. Found 2026-11-29 by tests/test_plans.py."""
+    shape = (1, 40, 2, 64)
+    bufs = [torch.randn(1 + 40 * 2 * 64, dtype=torch.float16, device=DEVICE) for _ in range(3)]
+    q, k, v = (b[1:].view(shape).requires_grad_(True) for b in bufs)
+    assert q.is_contiguous() and q.data_ptr() % 16 != 0
+    dout = torch.randn(shape, dtype=torch.float16, device=DEVICE)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_func(q, k, v)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=64 ** -0.5)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.float16)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert_close(name, g, truth[name], lowp[name], 3, torch.float16)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
 def test_regression_lse_is_not_differentiable(backend):
     """The backward pass has no lse term, yet the returned lse required grad, so a loss
     using it got a silent zero contribution. lse is now marked non-differentiable."""

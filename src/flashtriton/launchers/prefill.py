@@ -139,7 +139,11 @@ def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
     esize = t.element_size()
     ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all((s * esize) % 16 == 0 and s > 0
                                         for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
-    return t if ok else t.contiguous()
+    if ok:
+        return t
+    # clone, not contiguous(): a contiguous view at a misaligned base is its own
+    # contiguous() (tests/test_ops.py::test_regression_misaligned_contiguous_input)
+    return t.clone(memory_format=torch.contiguous_format)
 
 
 def block_d(head_dim: int) -> int:
