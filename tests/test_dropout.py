@@ -275,17 +275,22 @@ def test_triton_key_table_holds_the_mask_hashes():
 @pytest.mark.parametrize("block_n", [64, 128])
 @pytest.mark.parametrize("nk,causal,warp_spec", [(300, False, False), (300, True, False), (384, False, True)])
 def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
-    """The forward kernels hash the in-group column keys once and one group key and
-    multiplier per tile when a key tile is a whole column group of 128 or half of one
-    (kernels.common.dropout_tile_keep); the backward kernels hash the multiplier per key
-    block. The interpreter's default 32-key tile takes the per-tile hash instead, so
-    this runs the kernels with 64- and 128-key tiles (fwd.py / bwd.py, and forced
-    warp-specialized kernels) across three groups, against the reference under the
-    returned mask."""
+    """The warp-specialized forward hashes the in-group column keys once when a key tile
+    is a whole column group of 128, and per tile otherwise (a 64-key tile is either half
+    of a group); every kernel hashes one group key and multiplier per tile or key block
+    (kernels.common.dropout_tile_keep). The interpreter's default 32-key tile covers
+    neither case, so this runs the kernels with 64- and 128-key tiles (fwd.py / bwd.py,
+    and forced warp-specialized kernels) across three groups, against the reference
+    under the returned mask."""
     from flashtriton.kernels import configs
+    from flashtriton.launchers import prefill
+    from helpers import spy
     monkeypatch.setattr(configs, "INTERPRETER_TILE", configs.Tile(32, block_n, 4, 1))
+    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
     if warp_spec:
         monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    q, k, v = rand_qkv(1, 64, nk, 2, 1, 128, torch.bfloat16, DEVICE)
+    # (the warp-specialized forward takes query counts that are multiples of its 128-row tile)
+    q, k, v = rand_qkv(1, 128 if warp_spec else 64, nk, 2, 1, 128, torch.bfloat16, DEVICE)
     res = check_attention("triton", q, k, v, dropout_p=0.3, seed=block_n + nk, causal=causal)
     assert not res["keep"].all()
+    assert bool(calls) == warp_spec, "the warp-specialized forward did not run" if warp_spec else "it ran"

@@ -11,6 +11,8 @@ multiplier per tile, instead of a hash per column per tile.
    Prediction: the specialized forward's loop lost 246 of 1115 SASS instructions (869
    left; the p = 0 loop has ~600), so its dropout overhead (1.46x) roughly halves:
    ~1.2x. Backward unchanged (it reads its keys from the table as before).
+   (The FWD_DROPOUT_CB_ONCE switch this toggles was removed in the session's review, fwd.py
+   keeping the per-tile hash: on the final tree both timings are that one path.)
 2. STRESS (WORKERS processes, SECONDS_EACH): the forced warp-specialized dropout forward
    and backward against fwd.py / bwd.py on the same inputs and rng (outputs, lse, grads).
 """

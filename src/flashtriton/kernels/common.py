@@ -371,38 +371,23 @@ def dropout_mult_seed(seed):
 
 
 @triton.jit
-def dropout_tile_in_group_keys(cs_in, BLOCK_N: tl.constexpr):
-    """Once per program, for key tiles of BLOCK_N columns that start at multiples of
-    BLOCK_N: the in-group keys of a tile that starts a group (lo) and, when a group
-    holds two tiles, of one that starts half way (hi). Other tile sizes hash per tile."""
-    offs = tl.arange(0, BLOCK_N)
-    lo = dropout_in_group_key(cs_in, offs % DROPOUT_GROUP)
-    hi = lo
-    if 2 * BLOCK_N == DROPOUT_GROUP:
-        hi = dropout_in_group_key(cs_in, offs + BLOCK_N)
-    return lo, hi
-
-
-@triton.jit
-def dropout_tile_keep(rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N: tl.constexpr,
-                      CB_ONCE: tl.constexpr = True):
+def dropout_tile_keep(rk, cb, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N: tl.constexpr,
+                      CB_ONCE: tl.constexpr):
     """The keep mask (rows, BLOCK_N) as 1.0 / 0.0 (dropout_keep_scale) of the key tile at
     start_n (a multiple of BLOCK_N, BLOCK_N <= DROPOUT_GROUP: the tile lies in one group)
     for row keys rk (rows,); the tile's tk folds into the rows, its mk is one scalar.
-    cb_lo, cb_hi: dropout_tile_in_group_keys, or (CB_ONCE=False) unused: the in-group
-    keys hashed here, per tile (fewer live registers)."""
+    CB_ONCE (a tile is a whole group): cb holds the group's in-group keys, hashed once per
+    program (dropout_in_group_key over tl.arange(0, BLOCK_N)); otherwise cb is unused and
+    the tile's in-group keys are hashed here (fewer live registers)."""
     tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout_tile_keep: a key tile must lie in one column group")
     start_n = tl.cast(start_n, tl.int32)    # (the interpreter's loop counters are Python ints)
     rk_t = rk ^ dropout_group_key(cs_group, start_n)                # (rows,)
-    if not CB_ONCE:
-        cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
-    elif BLOCK_N == DROPOUT_GROUP:
-        cb = cb_lo
-    elif 2 * BLOCK_N == DROPOUT_GROUP:
-        cb = tl.where(start_n % DROPOUT_GROUP == 0, cb_lo, cb_hi)
+    if CB_ONCE:
+        tl.static_assert(BLOCK_N == DROPOUT_GROUP, "dropout_tile_keep: CB_ONCE needs tiles of one whole group")
+        cb_t = cb
     else:
-        cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
-    return dropout_keep_scale(rk_t[:, None], cb[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+        cb_t = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
+    return dropout_keep_scale(rk_t[:, None], cb_t[None, :], dropout_group_mult(cs_mult, start_n), threshold)
 
 
 @triton.jit

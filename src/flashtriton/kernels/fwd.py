@@ -19,18 +19,18 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_in_group_keys, dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges,
-                     scores_log2, tile_load, tile_store)
+                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
+                     tile_store)
 
 
 @triton.jit
 def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
               qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-              rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, threshold,
+              rk, cs_in, cs_group, cs_mult, threshold,
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, CB_ONCE: tl.constexpr):
+              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
@@ -62,8 +62,10 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
         # Column keys hashed in the kernel, not loaded from a key table as in the
         # backward: on the H200 (2026-11-29, B=2 H=16 N=4096 D=128, p = 0.1) the table
         # made the forward 1.36-1.40x the time without dropout, a hash per column and
-        # tile 1.28x (bench/NOTES.md, Session 4); now a group key per tile (session 10).
-        p = p * dropout_tile_keep(rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
+        # tile 1.28x (bench/NOTES.md, Session 4); now a group key per tile (session 10). The
+        # in-group keys are hashed per tile: once per program took 120 bytes of spill and
+        # measured no faster (H200, 2026-11-29: 0.418 against 0.421 ms, s10_dropout.py).
+        p = p * dropout_tile_keep(rk, 0, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, False)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
     acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
@@ -90,7 +92,7 @@ def attn_fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False, DROPOUT_CB_ONCE: tl.constexpr = True,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
@@ -157,19 +159,15 @@ def attn_fwd_kernel(
         slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
     rk = 0
     threshold = 0
-    cb_lo = 0
-    cb_hi = 0
     cs_in = 0
     cs_group = 0
     cs_mult = 0
     if HAS_DROPOUT:
-        # this program's row keys and in-group column keys, hashed once; one group key
-        # per tile (kernels.common.dropout_tile_keep)
+        # this program's row keys, hashed once; per tile the in-group keys and one group
+        # key and multiplier (kernels.common.dropout_tile_keep)
         threshold = dropout_threshold(dropout_p)
         seed = tl.load(RNG)
         cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
-        if DROPOUT_CB_ONCE:
-            cb_lo, cb_hi = dropout_tile_in_group_keys(cs_in, BLOCK_N)   # (BLOCK_N,) each
         row_global = b * seqlen_q + offs_m
         if IS_VARLEN:
             row_global = q_start + offs_m
@@ -182,23 +180,23 @@ def attn_fwd_kernel(
     for start_n in range(lo, full_lo, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, threshold,
+                                  rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, DROPOUT_CB_ONCE)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Fully visible tiles: no mask at all.
     for start_n in range(full_lo, full_hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, threshold,
+                                  rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, DROPOUT_CB_ONCE)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
     for start_n in range(full_hi, hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                                  rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, threshold,
+                                  rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, DROPOUT_CB_ONCE)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     # The one normalisation. A row that saw no key has l_i = 0 and acc = 0: it outputs
     # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.

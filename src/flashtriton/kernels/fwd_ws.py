@@ -47,8 +47,8 @@ Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
 import triton
 import triton.language as tl
 
-from .common import (LN2, NO_SPECIALIZE, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_in_group_keys, dropout_tile_keep, ws_hidden_score, ws_softmax_step)
+from .common import (DROPOUT_GROUP, LN2, NO_SPECIALIZE, dropout_col_seeds, dropout_in_group_key, dropout_row_key,
+                     dropout_threshold, dropout_tile_keep, ws_hidden_score, ws_softmax_step)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -121,14 +121,13 @@ def attn_fwd_ws_kernel(
         threshold = dropout_threshold(dropout_p)
         cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
         # In-group keys once when a tile is a whole group (D = 128: 128-key tiles); the
-        # 64-key tiles of D = 256 hash theirs per tile: their two precomputed halves made
-        # this kernel spill (132 bytes, sm_90a), and one call of 4759 under the stress
-        # came out different from fwd.py that way (H200, 2026-11-29, s10_dropout.py).
-        CB_ONCE: tl.constexpr = BLOCK_N == 128
-        cb_lo = 0
-        cb_hi = 0
+        # 64-key tiles of D = 256 hash theirs per tile: two precomputed halves made this
+        # kernel spill (132 bytes, sm_90a), and one call of 4759 under the stress came out
+        # different from fwd.py that way (H200, 2026-11-29, s10_dropout.py).
+        CB_ONCE: tl.constexpr = BLOCK_N == DROPOUT_GROUP
+        cb = 0
         if CB_ONCE:
-            cb_lo, cb_hi = dropout_tile_in_group_keys(cs_in, BLOCK_N)       # (BLOCK_N,) each
+            cb = dropout_in_group_key(cs_in, tl.arange(0, BLOCK_N))     # (BLOCK_N,)
 
     # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
     for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
@@ -143,7 +142,7 @@ def attn_fwd_ws_kernel(
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
         v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
         if HAS_DROPOUT:
-            keep = dropout_tile_keep(rk, cb_lo, cb_hi, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
+            keep = dropout_tile_keep(rk, cb, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
             p = p * keep                                                # l_i kept all of p
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)                             # accumulates in place

@@ -352,7 +352,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
-            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, DROPOUT_CB_ONCE=FWD_DROPOUT_CB_ONCE,
+            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -392,14 +392,6 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 # grid too (a head's block slots consecutive): no measurable effect there (session 7,
 # 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
-
-
-# fwd.py's dropout (causal and windowed calls, D = 64, ALiBi, softcap): True hashes the
-# in-group column keys once per program (kernels.common.dropout_tile_keep), False per
-# tile. H200, 2026-11-29, causal B=2 H=16 N=4k D=128, p = 0.1 (bench/gpu/s10_dropout.py):
-# with a boolean mask 0.628 ms against 0.452 (True spilled 120 bytes at 255 registers);
-# with the float mask 0.418 against 0.421. False: fewer registers for the same time.
-FWD_DROPOUT_CB_ONCE = False
 
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
