@@ -10,9 +10,14 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 os.environ.setdefault("FLASHTRITON_AUTOTUNE", "0")  # tests use the fixed default tiles
+# Launch plans (flashtriton/launchers/plans.py) replay a call's launches without the
+# launcher functions that tests spy on or steer with monkeypatched constants: off here,
+# and tests/test_plans.py holds every replay to the launchers' own results, bitwise.
+os.environ.setdefault("FLASHTRITON_PLANS", "0")
 
 import flashtriton  # noqa: E402  (after the environment is set)
 from flashtriton import backends  # noqa: E402
+from flashtriton.launchers import plans  # noqa: E402
 
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
@@ -38,5 +43,6 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed_and_poison():
     torch.manual_seed(0)
+    plans.clear()
     with flashtriton.memory.poison_outputs():
         yield

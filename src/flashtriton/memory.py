@@ -25,9 +25,34 @@ def poison_outputs():
         _poison = previous
 
 
-def empty(shape, dtype, device) -> torch.Tensor:
+# Set by flashtriton.launchers.plans: told of every allocation made here, so that a
+# recorded call can be replayed (make() allocates the same again).
+alloc_hook = None
+
+
+def _empty(shape, dtype, device) -> torch.Tensor:
     if not _poison:
         return torch.empty(shape, dtype=dtype, device=device)
     if dtype.is_floating_point:
         return torch.full(shape, float("nan"), dtype=dtype, device=device)
     return torch.full(shape, torch.iinfo(dtype).max, dtype=dtype, device=device)
+
+
+def empty(shape, dtype, device) -> torch.Tensor:
+    t = _empty(shape, dtype, device)
+    if alloc_hook is not None:
+        alloc_hook(t, "empty", (shape, dtype, device))
+    return t
+
+
+def arange_i32(n: int, device) -> torch.Tensor:
+    """0, 1, ..., n - 1 as int32 (a kernel's row indices)."""
+    t = torch.arange(n, dtype=torch.int32, device=device)
+    if alloc_hook is not None:
+        alloc_hook(t, "arange", (n, device))
+    return t
+
+
+def make(kind: str, spec) -> torch.Tensor:
+    """Allocate again what empty() or arange_i32() made from `spec`."""
+    return empty(*spec) if kind == "empty" else arange_i32(*spec)

@@ -19,6 +19,7 @@ import torch
 import triton
 
 from .. import memory
+from . import plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -141,6 +142,7 @@ def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
                                         for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
     if ok:
         return t
+    plans.unreplayable()
     # clone, not contiguous(): a contiguous view at a misaligned base is its own
     # contiguous() (tests/test_ops.py::test_regression_misaligned_contiguous_input)
     return t.clone(memory_format=torch.contiguous_format)
@@ -257,8 +259,8 @@ def _dropout_keys(rng: torch.Tensor, nheads: int, rng_rows: int, rng_stride: int
     total = rng_stride + nheads * rng_rows
     keys = memory.empty((total + 1,), torch.int32, rng.device)     # + the group multipliers' seed word
     block = 1024
-    dropout_keys_kernel[(triton.cdiv(total + 1, block),)](keys, rng, rng_stride, rng_rows, total, rng_stride,
-                                                      BLOCK=block, num_warps=4)
+    plans.launch(dropout_keys_kernel, (triton.cdiv(total + 1, block),), keys, rng, rng_stride, rng_rows, total,
+                 rng_stride, BLOCK=block, num_warps=4)
     return keys
 
 
@@ -296,7 +298,14 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
 
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
-    """Returns (out like q, lse fp32)."""
+    """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
+    (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
+    inputs = (q, k, v, alibi, rng)
+    key = plans.plan_key("fwd", inputs, params) if varlen is None else None
+    return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
+
+
+def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     q, k, v = (_descriptor_ready(t) for t in (q, k, v))
@@ -342,7 +351,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         if use_host_desc:
             descs = (_host_descriptor(q, tile.block_m, bd), _host_descriptor(k, tile.block_n, bd),
                      _host_descriptor(v, tile.block_n, bd), _host_descriptor(out, tile.block_m, bd))
-        attn_fwd_kernel[grid](
+        plans.launch(attn_fwd_kernel, grid,
             q, k, v, out, lse, cu_q, cu_k, cu_blocks, order,
             alibi if alibi is not None else dummy, rng if rng is not None else dummy,
             *descs,
@@ -607,8 +616,8 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     # the query rows, for the mask and the dropout row keys (a few us of launch; made per
     # call, so that a CUDA-graph capture owns it)
     rows = masked or rng is not None
-    iota = torch.arange(seqlen_q, dtype=torch.int32, device=q.device) if rows else None
-    attn_fwd_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
+    iota = memory.arange_i32(seqlen_q, q.device) if rows else None
+    plans.launch(attn_fwd_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
         q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
@@ -621,7 +630,14 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
 
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
-    """Returns (dq, dk, dv) shaped like q, k, v. Deterministic: no atomics anywhere."""
+    """Returns (dq, dk, dv) shaped like q, k, v. Deterministic: no atomics anywhere. A
+    dense call seen before replays its launch plan (launchers/plans.py)."""
+    inputs = (dout, q, k, v, out, lse, alibi, rng)
+    key = plans.plan_key("bwd", inputs, params) if varlen is None else None
+    return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
+
+
+def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     dout, q, k, v = (_descriptor_ready(t) for t in (dout, q, k, v))
@@ -662,7 +678,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     # delta is one value per query row: a varlen batch is one packed run of total_q rows
     # here, so no program is spent on padding up to max_seqlen_q.
     pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
-    bwd_preprocess_kernel[(pre_batch * nheads, triton.cdiv(pre_rows, pre_block))](
+    plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
         out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
         stride_lb, stride_lh, nheads, pre_rows,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
@@ -686,7 +702,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
                      _host_descriptor(dout, bm, bd), _host_descriptor(dk, bn, bd), _host_descriptor(dv, bn, bd))
-        attn_bwd_dkdv_kernel[grid](
+        plans.launch(attn_bwd_dkdv_kernel, grid,
             q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
             *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
@@ -709,7 +725,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
                      _host_descriptor(dout, bm, bd), _host_descriptor(dq, bm, bd))
-        attn_bwd_dq_kernel[grid](
+        plans.launch(attn_bwd_dq_kernel, grid,
             q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
             *_dims4(dq, is_varlen),
@@ -780,13 +796,14 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         # 16 bytes (Triton checks it): each head's rows get padded to a multiple of 128.
         lse_stride = triton.cdiv(seqlen_q, 128) * 128
         padded = memory.empty((2, batch, nheads, lse_stride), torch.float32, q.device)
+        plans.unreplayable()
         padded[0, ..., :seqlen_q].copy_(lse)
         padded[1, ..., :seqlen_q].copy_(delta)
         lse, delta = padded[0], padded[1]
     tile, dq_tile = _bwd_ws_tiles(bd)
     # keys_total: the rk / ck part of the table (its descriptors' extent); cs_mult follows it
     keys_arg, keys_total = (keys, keys.numel() - 1) if keys is not None else (lse, 0)
-    attn_bwd_dkdv_ws_kernel[(batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),)](
+    plans.launch(attn_bwd_dkdv_ws_kernel, (batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
         *_dims4(dk, False), *_dims4(dv, False),
@@ -798,7 +815,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
-    attn_bwd_dq_ws_kernel[(batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)](
+    plans.launch(attn_bwd_dq_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
         lse.numel(), lse_stride, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
@@ -843,7 +860,7 @@ def _fwd_warp_spec_varlen(q, k, v, out, lse, params: AttnParams, varlen: Varlen,
     slots, gather = _cached_map(cu_q, ("ws_slots", bm, n_slots), lambda: _ws_varlen_maps(cu_q, bm, n_slots, total_q))
     lse_pad = memory.empty((nheads, n_slots * bm), torch.float32, q.device)
     qk_scale = params.softmax_scale * LOG2E
-    attn_fwd_ws_varlen_kernel[(nheads * n_slots,)](
+    plans.launch(attn_fwd_ws_varlen_kernel, (nheads * n_slots,),
         q, k, v, out, lse_pad, cu_q, cu_k, slots,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         n_slots, lse_pad.numel(), nheads // nheads_k, qk_scale,
@@ -877,7 +894,7 @@ def _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnPar
     lse_p, delta_p = padded[0], padded[1]
     group = nheads // nheads_k
     qk_scale = params.softmax_scale * LOG2E
-    attn_bwd_dkdv_ws_varlen_kernel[(nheads_k * n_kslots,)](
+    plans.launch(attn_bwd_dkdv_ws_varlen_kernel, (nheads_k * n_kslots,),
         q, k, v, dout, lse_p, delta_p, dk, dv, cu_q, cu_k, cu_qblocks, k_slots,
         q.stride(0), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0),
         dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
@@ -885,7 +902,7 @@ def _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnPar
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=kv_tile.block_m, BLOCK_N=kv_tile.block_n, PAD_BLOCK=pad,
         num_warps=kv_tile.num_warps, num_stages=kv_tile.num_stages,
     )
-    attn_bwd_dq_ws_varlen_kernel[(nheads * n_qslots,)](
+    plans.launch(attn_bwd_dq_ws_varlen_kernel, (nheads * n_qslots,),
         q, k, v, dout, lse_p, delta_p, dq, cu_q, cu_k, q_slots,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0), dout.stride(1),
         dq.stride(0), dq.stride(1),
@@ -910,7 +927,7 @@ def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) ->
     mask = torch.zeros((batch, nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=q.device)
     blk = 32
     grid = (batch * nheads, triton.cdiv(seqlen_q, blk), triton.cdiv(seqlen_k, blk))
-    dropout_mask_kernel[grid](mask, varlen.cu_seqlens_q if varlen is not None else mask, rng,
+    plans.launch(dropout_mask_kernel, grid, mask, varlen.cu_seqlens_q if varlen is not None else mask, rng,
                               mask.stride(0), mask.stride(1), mask.stride(2), nheads, seqlen_q, seqlen_k,
                               rng_rows, rng_stride, params.dropout_p,
                               BLOCK_M=blk, BLOCK_N=blk, IS_VARLEN=varlen is not None)

@@ -1,0 +1,232 @@
+"""Launch plans: an eager call's launches recorded once per call signature, then replayed.
+
+Why: on the GPU machine's CPU an eager forward costs 140-260 us of host time and a causal
+forward+backward at N = 4k 1.4-1.9 ms, against 50-180 us and 1.5 ms of kernels
+(bench/NOTES.md, "Session 10"): Triton's launch path is 40-85 us a launch (17-22 us
+through the compiled kernel directly), our own decisions (warp specialization, tiles,
+descriptors, strides) most of the rest. A model calls attention with the same shapes in
+every layer and step, so those decisions are the same every time.
+
+How: the first call of a signature runs the launchers normally while a recorder notes,
+in order, every allocation the call makes (flashtriton.memory) and every launch (the
+kernel, its grid, its arguments, and the CompiledKernel Triton returns). Each argument
+is classified: one of the call's inputs, one of its allocations, a host-made tensor
+descriptor over one of those, or a constant. A replay allocates again, substitutes the
+new tensors and launches the compiled kernels directly.
+
+What is never replayed (the call runs the launchers as usual):
+  - a path that does host-side torch work besides allocations, which marks itself with
+    unreplayable() (copies of misaligned inputs, padded lse buffers, ...);
+  - a launch argument that is a tensor the recorder cannot place;
+  - varlen calls, the interpreter, autotuning, and CUDA-graph capture.
+
+The signature (plan_key) holds everything the launchers decide from: shapes, strides,
+dtypes, devices and 16-byte alignment of the tensors, the scalar options, and the
+FLASHTRITON_* variables they read. Anything else they read (module constants that tests
+monkeypatch) is not in it: clear() forgets every plan (tests/conftest.py does, per test).
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+import triton
+
+_state = threading.local()
+_PLANS: dict = {}
+# The environment the launchers read on every call (the rest is read at import).
+_ENV = ("FLASHTRITON_WARP_SPEC", "FLASHTRITON_HOST_DESCRIPTORS", "FLASHTRITON_ALLOW_TF32", "FLASHTRITON_AUTOTUNE",
+        "FLASHTRITON_PLANS")
+stats = {"recorded": 0, "replayed": 0, "unreplayable": 0}
+
+
+def clear():
+    """Forget every plan (after changing anything the launchers read besides the key)."""
+    _PLANS.clear()
+
+
+class _Recorder:
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.allocs = []        # (tensor, kind, spec)
+        self.launches = []      # (kernel, grid, args, kwargs, compiled)
+        self.replayable = True
+
+
+def recording():
+    return getattr(_state, "recorder", None)
+
+
+def unreplayable():
+    """Called by a launcher path that does host-side torch work a replay would skip."""
+    rec = recording()
+    if rec is not None:
+        rec.replayable = False
+
+
+def note_alloc(t: torch.Tensor, kind: str, spec):
+    """flashtriton.memory reports each allocation here (kind "empty" or "arange")."""
+    rec = recording()
+    if rec is not None:
+        rec.allocs.append((t, kind, spec))
+
+
+def _install():
+    from .. import memory
+    memory.alloc_hook = note_alloc
+
+
+_install()
+
+
+def launch(kernel, grid, *args, **kwargs):
+    """kernel[grid](*args, **kwargs), recorded when a recorder is active."""
+    compiled = kernel[grid](*args, **kwargs)
+    rec = recording()
+    if rec is not None:
+        rec.launches.append((kernel, grid, args, kwargs, compiled))
+    return compiled
+
+
+def _tensor_sig(t):
+    if t is None:
+        return None
+    return (tuple(t.shape), t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
+
+
+def plan_key(op: str, tensors, scalars):
+    """The signature of a call, or None where plans do not apply (see module doc). Under
+    the interpreter only with FLASHTRITON_PLANS=1 (the tests of the plans themselves)."""
+    flag = os.environ.get("FLASHTRITON_PLANS", "1")
+    if flag == "0" or os.environ.get("FLASHTRITON_AUTOTUNE", "0") == "1":
+        return None
+    first = next(t for t in tensors if t is not None)
+    if triton.knobs.runtime.interpret:
+        if flag != "1" or "FLASHTRITON_PLANS" not in os.environ:
+            return None
+    elif not first.is_cuda or torch.cuda.is_current_stream_capturing():
+        return None
+    return (op, tuple(_tensor_sig(t) for t in tensors), scalars, tuple(os.environ.get(e) for e in _ENV))
+
+
+def run(key, inputs, body):
+    """body() (the launchers) under a recorder the first time a key is seen; a replay of
+    its launches afterwards. Returns body's result (a tuple of tensors)."""
+    if key is None:
+        return body()
+    plan = _PLANS.get(key)
+    if plan is not None:
+        stats["replayed"] += 1
+        return plan.replay(inputs)
+    rec = _Recorder(inputs)
+    _state.recorder = rec
+    try:
+        result = body()
+    finally:
+        _state.recorder = None
+    plan = _Plan.build(rec, result)
+    if plan is None:
+        stats["unreplayable"] += 1
+    else:
+        stats["recorded"] += 1
+        _PLANS[key] = plan
+    return result
+
+
+class _Plan:
+    """The recorded launches of one signature, with every tensor argument as a slot."""
+
+    @staticmethod
+    def build(rec: _Recorder, result):
+        if not rec.replayable:
+            return None
+        slots = {}
+        for i, t in enumerate(rec.inputs):
+            if t is not None:
+                slots.setdefault(id(t), ("in", i))
+        for j, (t, _, _) in enumerate(rec.allocs):
+            slots.setdefault(id(t), ("alloc", j))
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        def classify(x):
+            if isinstance(x, torch.Tensor):
+                return slots.get(id(x), None) or ("bad",)
+            if isinstance(x, TensorDescriptor):
+                base = slots.get(id(x.base))
+                if base is None:
+                    return ("bad",)
+                return ("desc", base, list(x.shape), list(x.strides), list(x.block_shape))
+            return ("const", x)
+
+        launches = []
+        for kernel, grid, args, kwargs, compiled in rec.launches:
+            a = [classify(x) for x in args]
+            kw = {k: classify(x) for k, x in kwargs.items()}
+            if any(c[0] == "bad" for c in a) or any(c[0] == "bad" for c in kw.values()):
+                return None
+            launches.append(_Launch(kernel, grid, a, kw, compiled))
+        outs = [slots.get(id(t)) for t in result]
+        if any(o is None for o in outs):
+            return None
+        return _Plan([(kind, spec) for _, kind, spec in rec.allocs], launches, outs)
+
+    def __init__(self, allocs, launches, outs):
+        self.allocs = allocs
+        self.launches = launches
+        self.outs = outs
+
+    def replay(self, inputs):
+        from .. import memory
+        allocs = [memory.make(kind, spec) for kind, spec in self.allocs]
+
+        def value(c):
+            tag = c[0]
+            if tag == "in":
+                return inputs[c[1]]
+            if tag == "alloc":
+                return allocs[c[1]]
+            if tag == "desc":
+                from triton.tools.tensor_descriptor import TensorDescriptor
+                return TensorDescriptor(value(c[1]), c[2], c[3], c[4])
+            return c[1]
+
+        for ln in self.launches:
+            ln.fire([value(c) for c in ln.args], {k: value(c) for k, c in ln.kwargs.items()})
+        return tuple(value(o) for o in self.outs)
+
+
+class _Launch:
+    def __init__(self, kernel, grid, args, kwargs, compiled):
+        self.kernel, self.grid, self.args, self.kwargs, self.compiled = kernel, grid, args, kwargs, compiled
+        self.grid3 = tuple(grid) + (1,) * (3 - len(grid))
+        self.order = []
+        if compiled is None:
+            return      # the interpreter: fire() calls kernel[grid] again
+        # the kernel's parameters in order, as JITFunction.run binds them: positional
+        # arguments, then keyword ones, then defaults; launch options (num_warps, ...) apart
+        for i, name in enumerate(kernel.arg_names):
+            if i < len(args):
+                self.order.append(("arg", i))
+            elif name in kwargs:
+                self.order.append(("kw", name))
+            else:
+                self.order.append(("default", kernel.params[i].default))
+
+    def fire(self, args, kwargs):
+        """One launch: through the compiled kernel on the GPU, kernel[grid] otherwise."""
+        from .prefill import _ensure_allocator
+        if triton.knobs.runtime.interpret or self.compiled is None:
+            self.kernel[self.grid](*args, **kwargs)
+            return
+        _ensure_allocator()
+        values = []
+        for kind, x in self.order:
+            values.append(args[x] if kind == "arg" else kwargs[x] if kind == "kw" else x)
+        from triton.runtime.driver import driver
+        device = driver.active.get_current_device()
+        stream = driver.active.get_current_stream(device)
+        c = self.compiled
+        g = self.grid3
+        c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata, c.launch_metadata(self.grid, stream, *values),
+              triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook, *values)

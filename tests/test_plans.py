@@ -1,0 +1,87 @@
+"""Launch plans (flashtriton/launchers/plans.py): a dense call seen before replays its
+recorded launches. Every replay must give bitwise what the launchers give for the same
+inputs, and a path the recorder cannot replay must run the launchers again."""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton.launchers import plans
+
+from conftest import DEVICE, kernel_backends
+from helpers import rand_qkv
+
+pytestmark = pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton launchers' plans")
+
+CASES = [
+    dict(),                                                   # dense
+    dict(causal=True),
+    dict(window_size=(5, 3)),
+    dict(heads=(4, 2), dropout_p=0.3),                        # GQA, dropout (an rng input, a key table)
+    dict(alibi=True, softcap=2.0),
+    dict(warp_spec=True),                                     # the warp-specialized kernels, forced
+    dict(warp_spec=True, causal=True),                        # their split backward
+]
+
+
+def _call(q, k, v, dout, opts, seed):
+    opts = dict(opts)
+    opts.pop("heads", None)
+    opts.pop("warp_spec", None)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = torch.linspace(0.1, 0.5, q.shape[2], device=q.device)
+    torch.manual_seed(seed)
+    with flashtriton.use_backend("triton"):
+        out = flashtriton.flash_attn_func(q, k, v, **opts)
+        return (out,) + torch.autograd.grad(out, (q, k, v), dout)
+
+
+@pytest.mark.parametrize("opts", CASES)
+def test_replay_equals_launchers(monkeypatch, opts):
+    """Two calls of one signature: the second replays the forward and backward plans,
+    and its outputs and gradients equal, bitwise, the launchers' own for its inputs."""
+    if opts.get("warp_spec"):
+        monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    hq, hk = opts.get("heads", (2, 2))
+    # (the warp-specialized backward pads lse on the host when Nq is not a multiple of
+    # 128: unreplayable, tested below; here it gets a multiple)
+    shape = (1, 128, 128, hq, hk, 128) if opts.get("warp_spec") else (2, 64, 96, hq, hk, 128)
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    first = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
+    _call(*first, torch.randn_like(first[0]), opts, seed=1)
+    before = dict(plans.stats)
+    second = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
+    dout = torch.randn_like(second[0])
+    replayed = _call(*second, dout, opts, seed=2)
+    assert plans.stats["replayed"] == before["replayed"] + 2, "the second call did not replay fwd and bwd"
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+    direct = _call(*second, dout, opts, seed=2)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, direct):
+        assert torch.equal(a, b), f"{name}: the replay differs from the launchers"
+
+
+def test_unreplayable_path_runs_the_launchers(monkeypatch):
+    """A misaligned input is copied on the host (prefill._descriptor_ready): such a call
+    records no plan, and each call runs the launchers."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    q, k, v = rand_qkv(1, 40, 40, 2, 2, 64, torch.float16, DEVICE)
+    buf = torch.randn(q.numel() + 1, dtype=q.dtype, device=DEVICE)
+    q = buf[1:].view(q.shape)                                   # base 2 bytes off 16-byte alignment
+    before = dict(plans.stats)
+    with flashtriton.use_backend("triton"):
+        a = flashtriton.flash_attn_func(q, k, v)
+        b = flashtriton.flash_attn_func(q, k, v)
+    assert plans.stats["unreplayable"] == before["unreplayable"] + 2
+    assert plans.stats["replayed"] == before["replayed"]
+    assert torch.equal(a, b)
+
+
+def test_new_signature_records_again(monkeypatch):
+    """Another shape, dtype or option is another plan: nothing replays across them."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    before = dict(plans.stats)
+    with flashtriton.use_backend("triton"):
+        for n, causal in ((32, False), (48, False), (48, True)):
+            q, k, v = rand_qkv(1, n, n, 2, 2, 64, torch.float16, DEVICE)
+            flashtriton.flash_attn_func(q, k, v, causal=causal)
+    assert plans.stats["recorded"] == before["recorded"] + 3
+    assert plans.stats["replayed"] == before["replayed"]
