@@ -39,6 +39,7 @@ _PLANS: dict = {}
 _ENV = ("FLASHTRITON_WARP_SPEC", "FLASHTRITON_HOST_DESCRIPTORS", "FLASHTRITON_ALLOW_TF32", "FLASHTRITON_AUTOTUNE",
         "FLASHTRITON_PLANS")
 stats = {"recorded": 0, "replayed": 0, "unreplayable": 0}
+MAX_PLANS = 4096        # a plan holds no tensors: a few hundred bytes and the compiled kernels' handles
 
 
 def clear():
@@ -130,6 +131,8 @@ def run(key, inputs, body):
         stats["unreplayable"] += 1
     else:
         stats["recorded"] += 1
+        if len(_PLANS) >= MAX_PLANS:
+            _PLANS.clear()      # many signatures (e.g. every sequence length of a server): start over
         _PLANS[key] = plan
     return result
 
