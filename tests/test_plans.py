@@ -85,3 +85,38 @@ def test_new_signature_records_again(monkeypatch):
             flashtriton.flash_attn_func(q, k, v, causal=causal)
     assert plans.stats["recorded"] == before["recorded"] + 3
     assert plans.stats["replayed"] == before["replayed"]
+
+
+DECODE_CASES = [
+    dict(),                                                   # contiguous cache, one split
+    dict(page_size=16, snew=1, rotary_dim=64, num_splits=3),  # paged, append + rotary, split (combine)
+    dict(page_size=0, snew=2, num_splits=0, seqlen_q=2),      # the split heuristic, Sq > 1
+]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES)
+def test_decode_replay_equals_launchers(monkeypatch, case):
+    """flash_attn_with_kvcache twice with one signature (other values, other cache
+    lengths): the second replays, and its output, lse and caches equal the launchers'."""
+    from test_kvcache import make_inputs
+    case = dict(case)
+    num_splits = case.pop("num_splits", 1)
+    sq = case.pop("seqlen_q", 1)
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+
+    def step(inp):
+        call = {k: (v.clone() if k in ("k_cache", "v_cache") else v) for k, v in inp.items() if k != "q"}
+        with flashtriton.use_backend("triton"):
+            out, lse = flashtriton.flash_attn_with_kvcache(inp["q"], num_splits=num_splits, causal=True,
+                                                           return_softmax_lse=True, **call)
+        return out, lse, call["k_cache"], call["v_cache"]
+
+    step(make_inputs(2, sq, 4, 2, 64, torch.float16, 96, [40, 70], **case))
+    before = dict(plans.stats)
+    inp = make_inputs(2, sq, 4, 2, 64, torch.float16, 96, [13, 88], **case)
+    replayed = step(inp)
+    assert plans.stats["replayed"] == before["replayed"] + 1, "the second step did not replay"
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+    direct = step(inp)
+    for name, a, b in zip(("out", "lse", "k_cache", "v_cache"), replayed, direct):
+        assert torch.equal(a, b), f"{name}: the replay differs from the launchers"

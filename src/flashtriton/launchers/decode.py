@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from .. import memory
+from . import plans
 from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
 from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
 from .prefill import LOG2E, AttnParams, _dot_precision, interpreting
@@ -350,8 +351,23 @@ def _strides3(t):
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
                 num_splits: int):
-    """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache)."""
+    """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache). A call
+    seen before replays its launch plan (launchers/plans.py); cache_seqlens and the
+    block table are inputs like q, so a decoding loop replays every step."""
+    inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+              cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
+    # (the stream: the fused combine's counters are one buffer per stream)
+    key = plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
+                                            plans.stream_id(q.device)))
+    return plans.run(key, inputs, lambda: _kvcache_fwd(
+        q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+        block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts))
+
+
+def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                 cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
+                 num_splits: int, opts):
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k
@@ -400,7 +416,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         lse_part = memory.empty((batch * nheads_k, num_splits, rows), torch.float32, device)
     else:
         o_part = lse_part = lse
-    counters = _counter_buffer(device, batch * nheads_k * m_blocks) if fused else dummy
+    counters = plans.persistent(_counter_buffer(device, batch * nheads_k * m_blocks)) if fused else dummy
     use_tma = (opts.kv_load == "tma" and (page_size == 0 or page_size >= block_n)
                and _tma_ready(k_cache) and _tma_ready(v_cache))
     if use_tma:
@@ -418,7 +434,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
                                 else (0, alibi_slopes.stride(0)))
     softcap = params.softcap
     grid = (batch * nheads_k, num_splits, m_blocks)
-    decode_split_kernel[grid](
+    plans.launch(decode_split_kernel, grid,
         q, k_cache, v_cache, k_new if has_new else dummy, v_new if has_new else dummy, cos, sin, k_desc, v_desc,
         cache_seqlens, cache_batch_idx if cache_batch_idx is not None else dummy,
         cache_leftpad if cache_leftpad is not None else dummy, block_table if paged else dummy,
@@ -446,7 +462,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     )
     if split and not fused:
         block_r = min(16, _pow2(rows))
-        decode_combine_kernel[(batch * nheads_k, _cdiv(rows, block_r))](
+        plans.launch(decode_combine_kernel, (batch * nheads_k, _cdiv(rows, block_r)),
             o_part, lse_part, out, lse, *_strides3(out), *_strides3(lse),
             nheads_k, group, seqlen_q, num_splits,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_R=block_r, num_warps=4)
@@ -460,7 +476,7 @@ def _append_separately(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin
     has_rotary = rotary_cos is not None
     dummy = cache_seqlens
     bn = min(block_n, max(16, _pow2(seqlen_new)))
-    append_kv_kernel[(batch * nheads_k, _cdiv(seqlen_new, bn))](
+    plans.launch(append_kv_kernel, (batch * nheads_k, _cdiv(seqlen_new, bn)),
         k_new, v_new, k_cache, v_cache, rotary_cos if has_rotary else dummy, rotary_sin if has_rotary else dummy,
         cache_seqlens, cache_batch_idx if cache_batch_idx is not None else dummy, block_table if paged else dummy,
         *_strides3(k_new), *_strides3(v_new), *_strides3(k_cache), *_strides3(v_cache),
@@ -474,9 +490,9 @@ def _append_separately(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin
 
 def _rotate_q(q, rotary_cos, rotary_sin, cache_seqlens, rotary_interleaved, per_row):
     batch, seqlen_q, nheads, head_dim = q.shape
-    q_rot = torch.empty_like(q, memory_format=torch.contiguous_format)  # scratch, fully written
+    q_rot = memory.empty(q.shape, q.dtype, q.device)  # scratch, fully written
     block_h = min(16, _pow2(nheads))
-    rotary_q_kernel[(batch, seqlen_q, _cdiv(nheads, block_h))](
+    plans.launch(rotary_q_kernel, (batch, seqlen_q, _cdiv(nheads, block_h)),
         q, q_rot, rotary_cos, rotary_sin, cache_seqlens, *_strides3(q), *_strides3(q_rot),
         rotary_cos.stride(0), rotary_sin.stride(0), nheads, seqlen_q, rotary_cos.shape[0], rotary_cos.shape[1],
         HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), BLOCK_H=block_h, PER_ROW=per_row,
@@ -493,7 +509,7 @@ def merge_states(outs: torch.Tensor, lses: torch.Tensor):
     if out.numel() == 0 and lse.numel() == 0:
         return out, lse
     block_s = 16  # rows per program: a larger tile spills (sm_90a compile: 3 KB at 64 x 128)
-    merge_states_kernel[(p * h, _cdiv(s, block_s))](
+    plans.launch(merge_states_kernel, (p * h, _cdiv(s, block_s)),
         outs, lses, out, lse,
         outs.stride(0), outs.stride(1), outs.stride(2), outs.stride(3),
         lses.stride(0), lses.stride(1), lses.stride(2), lses.stride(3),

@@ -14,6 +14,11 @@ is classified: one of the call's inputs, one of its allocations, a host-made ten
 descriptor over one of those, or a constant. A replay allocates again, substitutes the
 new tensors and launches the compiled kernels directly.
 
+Status (2026-11-29, session 10): written and tested under the Triton interpreter
+(tests/test_plans.py: replays bitwise equal to the launchers for dense, causal, window,
+GQA + dropout, ALiBi + softcap, the warp-specialized paths and three decode steps); the
+direct CompiledKernel launch (_Launch.fire on a GPU) has not run yet.
+
 What is never replayed (the call runs the launchers as usual):
   - a path that does host-side torch work besides allocations, which marks itself with
     unreplayable() (copies of misaligned inputs, padded lse buffers, ...);
@@ -39,7 +44,7 @@ _PLANS: dict = {}
 _ENV = ("FLASHTRITON_WARP_SPEC", "FLASHTRITON_HOST_DESCRIPTORS", "FLASHTRITON_ALLOW_TF32", "FLASHTRITON_AUTOTUNE",
         "FLASHTRITON_PLANS")
 stats = {"recorded": 0, "replayed": 0, "unreplayable": 0}
-MAX_PLANS = 4096        # a plan holds no tensors: a few hundred bytes and the compiled kernels' handles
+MAX_PLANS = 4096        # a plan holds the compiled kernels' handles and, at most, a cache's tensor
 
 
 def clear():
@@ -52,6 +57,7 @@ class _Recorder:
         self.inputs = inputs
         self.allocs = []        # (tensor, kind, spec)
         self.launches = []      # (kernel, grid, args, kwargs, compiled)
+        self.persistent = []    # tensors that outlive the call (caches): replays pass them as they are
         self.replayable = True
 
 
@@ -64,6 +70,20 @@ def unreplayable():
     rec = recording()
     if rec is not None:
         rec.replayable = False
+
+
+def persistent(t: torch.Tensor) -> torch.Tensor:
+    """Marks t, a tensor that outlives the call (a launcher's cache), as a constant of the
+    plan being recorded: replays pass this very tensor. Returns t."""
+    rec = recording()
+    if rec is not None:
+        rec.persistent.append(t)
+    return t
+
+
+def stream_id(device: torch.device):
+    """The current stream of device (part of a key where a persistent tensor is per stream)."""
+    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
 
 
 def note_alloc(t: torch.Tensor, kind: str, spec):
@@ -150,6 +170,8 @@ class _Plan:
                 slots.setdefault(id(t), ("in", i))
         for j, (t, _, _) in enumerate(rec.allocs):
             slots.setdefault(id(t), ("alloc", j))
+        for t in rec.persistent:
+            slots.setdefault(id(t), ("const", t))
         from triton.tools.tensor_descriptor import TensorDescriptor
 
         def classify(x):
