@@ -119,16 +119,17 @@ def _tensor_sig(t):
 def plan_key(op: str, tensors, scalars):
     """The signature of a call, or None where plans do not apply (see module doc). Under
     the interpreter only with FLASHTRITON_PLANS=1 (the tests of the plans themselves)."""
-    flag = os.environ.get("FLASHTRITON_PLANS", "1")
-    if flag == "0" or os.environ.get("FLASHTRITON_AUTOTUNE", "0") == "1":
+    env = tuple(os.environ.get(e) for e in _ENV)        # (each read costs ~1 us: once each)
+    flag = env[-1]
+    if flag == "0" or env[3] == "1":                     # off, or autotuning
         return None
     first = next(t for t in tensors if t is not None)
     if triton.knobs.runtime.interpret:
-        if flag != "1" or "FLASHTRITON_PLANS" not in os.environ:
+        if flag != "1":
             return None
     elif not first.is_cuda or torch.cuda.is_current_stream_capturing():
         return None
-    return (op, tuple(_tensor_sig(t) for t in tensors), scalars, tuple(os.environ.get(e) for e in _ENV))
+    return (op, tuple(_tensor_sig(t) for t in tensors), scalars, env)
 
 
 def run(key, inputs, body):
@@ -204,50 +205,67 @@ class _Plan:
     def replay(self, inputs):
         from .. import memory
         allocs = [memory.make(kind, spec) for kind, spec in self.allocs]
-
-        def value(c):
-            tag = c[0]
-            if tag == "in":
-                return inputs[c[1]]
-            if tag == "alloc":
-                return allocs[c[1]]
-            if tag == "desc":
-                from triton.tools.tensor_descriptor import TensorDescriptor
-                return TensorDescriptor(value(c[1]), c[2], c[3], c[4])
-            return c[1]
-
         for ln in self.launches:
-            ln.fire([value(c) for c in ln.args], {k: value(c) for k, c in ln.kwargs.items()})
-        return tuple(value(o) for o in self.outs)
+            ln.fire(inputs, allocs)
+        return tuple(_resolve(o, inputs, allocs) for o in self.outs)
+
+
+def _resolve(c, inputs, allocs):
+    """The value of slot c in this call."""
+    tag = c[0]
+    if tag == "in":
+        return inputs[c[1]]
+    if tag == "alloc":
+        return allocs[c[1]]
+    if tag == "desc":
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        return TensorDescriptor(_resolve(c[1], inputs, allocs), c[2], c[3], c[4])
+    return c[1]
 
 
 class _Launch:
+    """One recorded launch: its arguments as a template of constants, and the positions
+    that take this call's tensors."""
+
     def __init__(self, kernel, grid, args, kwargs, compiled):
-        self.kernel, self.grid, self.args, self.kwargs, self.compiled = kernel, grid, args, kwargs, compiled
+        self.kernel, self.grid, self.compiled = kernel, grid, compiled
         self.grid3 = tuple(grid) + (1,) * (3 - len(grid))
-        self.order = []
         if compiled is None:
-            return      # the interpreter: fire() calls kernel[grid] again
+            # the interpreter: fire() calls kernel[grid](*args, **kwargs) again
+            self.args = [c[1] if c[0] == "const" else None for c in args]
+            self.kwargs = {k: c[1] if c[0] == "const" else None for k, c in kwargs.items()}
+            self.subs = [(i, c) for i, c in enumerate(args) if c[0] != "const"]
+            self.kwsubs = [(k, c) for k, c in kwargs.items() if c[0] != "const"]
+            return
         # the kernel's parameters in order, as JITFunction.run binds them: positional
         # arguments, then keyword ones, then defaults; launch options (num_warps, ...) apart
+        slots = []
         for i, name in enumerate(kernel.arg_names):
             if i < len(args):
-                self.order.append(("arg", i))
+                slots.append(args[i])
             elif name in kwargs:
-                self.order.append(("kw", name))
+                slots.append(kwargs[name])
             else:
-                self.order.append(("default", kernel.params[i].default))
+                slots.append(("const", kernel.params[i].default))
+        self.values = [c[1] if c[0] == "const" else None for c in slots]
+        self.subs = [(i, c) for i, c in enumerate(slots) if c[0] != "const"]
 
-    def fire(self, args, kwargs):
+    def fire(self, inputs, allocs):
         """One launch: through the compiled kernel on the GPU, kernel[grid] otherwise."""
-        from .prefill import _ensure_allocator
-        if triton.knobs.runtime.interpret or self.compiled is None:
+        if self.compiled is None:
+            args = list(self.args)
+            for i, c in self.subs:
+                args[i] = _resolve(c, inputs, allocs)
+            kwargs = dict(self.kwargs)
+            for k, c in self.kwsubs:
+                kwargs[k] = _resolve(c, inputs, allocs)
             self.kernel[self.grid](*args, **kwargs)
             return
+        from .prefill import _ensure_allocator
         _ensure_allocator()
-        values = []
-        for kind, x in self.order:
-            values.append(args[x] if kind == "arg" else kwargs[x] if kind == "kw" else x)
+        values = list(self.values)
+        for i, c in self.subs:
+            values[i] = _resolve(c, inputs, allocs)
         from triton.runtime.driver import driver
         device = driver.active.get_current_device()
         stream = driver.active.get_current_stream(device)
