@@ -158,6 +158,37 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("key_rows", [True, False])
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 113, 203, (4, 2), 256, dict(causal=True)),                       # GQA, Nq < Nk, masked tiles
+    (1, 203, 113, (4, 1), 128, dict(window_size=(40, 7))),               # MQA, Nq > Nk, both window edges
+    (1, 96, 96, (2, 2), 64, dict(softcap=5.0, alibi=True)),
+    (1, 64, 130, (2, 2), 256, dict(dropout_p=0.3, causal=True)),
+])
+def test_dkdv_layouts(monkeypatch, key_rows, b, nq, nk, heads, d, kw):
+    """bwd.py's dK/dV kernel in both tile layouts (KEY_ROWS: key rows x query columns;
+    False: query rows x key columns, launchers.prefill.DKDV_QUERY_ROWS) passes the
+    reference check: masks, GQA / MQA, softcap, ALiBi, dropout (under the returned mask).
+    The warp-specialized backward is off, so bwd.py takes every call."""
+    from helpers import check_attention
+    from flashtriton.launchers import prefill
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    bd = prefill.block_d(d)
+    rows = set() if key_rows else {bd}
+    monkeypatch.setattr(prefill, "DKDV_QUERY_ROWS", rows)
+    from flashtriton.launchers import plans
+    launched = spy(monkeypatch, plans, "launch",
+                   lambda kernel, grid, *a, **kw: kw.get("KEY_ROWS") if kernel is prefill.attn_bwd_dkdv_kernel else None)
+    h, hk = heads
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
+    kw = dict(kw)
+    if kw.pop("alibi", False):
+        kw["alibi_slopes"] = torch.rand(b, h, device=DEVICE, dtype=torch.float32)
+    check_attention("triton", q, k, v, seed=nq * 3 + nk, **kw)
+    assert [x for x in launched if x is not None] == [key_rows], "bwd.py's dK/dV kernel did not run in this layout"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 77, 77, (4, 4), 96, dict(causal=True)),
     (1, 113, 203, (4, 2), 64, dict()),

@@ -49,9 +49,33 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
+    if KEY_ROWS:
+        dk, dv = _dkdv_tile_key_rows(
+            dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
+            qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, rk_ptr, threshold,
+            dropout_p, BLOCK_M, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+            BLOCK_D, HOST_DESC)
+    else:
+        dk, dv = _dkdv_tile_query_rows(
+            dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
+            qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, rk_ptr, threshold,
+            dropout_p, BLOCK_M, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+            BLOCK_D, HOST_DESC)
+    return dk, dv
+
+
+@triton.jit
+def _dkdv_tile_key_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q,
+                        seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2, window_left,
+                        window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                        BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
+                        HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                        BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
-    # dS^T feed dV and dK without a transpose in registers.
+    # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
+    # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
     offs_m = start_m + tl.arange(0, BLOCK_M)
     if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
         rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
@@ -81,6 +105,45 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
     return dk, dv
 
 
+@triton.jit
+def _dkdv_tile_query_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q,
+                          seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2, window_left,
+                          window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                          BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
+                          HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
+                          HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
+                          BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+    # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
+    # B operands of S and dP, read from shared memory, so no register holds K or V (at
+    # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
+    # not); P^T and dS^T go through shared memory to become dV's and dK's A operands.
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    if HAS_DROPOUT:
+        rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
+    q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)     # (BLOCK_M, BLOCK_D)
+    do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)   # (BLOCK_M, BLOCK_D)
+    lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+    delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
+                    softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                    MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
+    p = tl.exp2(s - lse2[:, None])
+    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
+    if HAS_DROPOUT:
+        keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
+        dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
+        dp = dp * keep
+    else:
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    ds = p * (dp - delta[:, None])
+    if HAS_SOFTCAP:
+        t = softcap_tanh(qk, softcap_scale)
+        ds = ds * (1.0 - t * t)
+    dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
+    return dk, dv
+
+
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,
@@ -101,8 +164,12 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
+    KEY_ROWS: tl.constexpr = True,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
+    KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
+    registers as the dots' A operands) or, False, as query rows x key columns (K and V
+    read from shared memory; launchers.prefill.DKDV_QUERY_ROWS says where).
     RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
     gives, with the same BLOCK_M / BLOCK_N, and left its unscaled dK and dV in DK, DV:
     start from them and do the other tiles."""
@@ -186,19 +253,19 @@ def attn_bwd_dkdv_kernel(
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
     dk = dk * softmax_scale
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)

@@ -709,6 +709,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
+            KEY_ROWS=bd not in DKDV_QUERY_ROWS,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -755,6 +756,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
+
+
+# BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
+# (KEY_ROWS=False: K and V read by the dots from shared memory instead of held in
+# registers); elsewhere as key rows x query columns. See bench/NOTES.md, "Session 11".
+DKDV_QUERY_ROWS: set = set()
 
 
 # The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
