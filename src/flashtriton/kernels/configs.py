@@ -46,9 +46,12 @@ DEFAULTS = {
             128: Tile(128, 128, 8, 3), 256: Tile(128, 64, 8, 2)},
     "fwd_short": {16: Tile(128, 64, 8, 4), 32: Tile(128, 64, 8, 4), 64: Tile(128, 64, 8, 4)},
     "dkdv": {16: Tile(32, 128, 4, 2), 32: Tile(32, 128, 4, 2), 64: Tile(32, 128, 4, 2),
-             128: Tile(64, 64, 4, 2), 256: Tile(64, 64, 8, 2)},
+             128: Tile(64, 64, 4, 2), 256: Tile(128, 64, 8, 1)},
     "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
            128: Tile(128, 64, 8, 3), 256: Tile(128, 32, 8, 3)},
+    # dK/dV at D = 256: (128, 64, 8, 1) in the query-rows layout (launchers.prefill.
+    # DKDV_QUERY_ROWS), 2026-11-30: backward 9.67 / 4.70 ms at N = 8k (causal) against
+    # 10.47 / 6.20 for (64, 64, 8, 2) in the key-rows layout (bench/gpu/s11_dkdv_ab.py).
     # Sliding windows of at most WINDOW_BAND keys: sweep of 2026-11-29 (H200, window
     # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.

@@ -709,7 +709,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=bd not in DKDV_QUERY_ROWS,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -759,9 +759,24 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 
 
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
-# (KEY_ROWS=False: K and V read by the dots from shared memory instead of held in
-# registers); elsewhere as key rows x query columns. See bench/NOTES.md, "Session 11".
-DKDV_QUERY_ROWS: set = set()
+# (KEY_ROWS=False: S = Q K^T and dP = dO V^T read K and V from shared memory, where the
+# key-rows layout holds them in registers as A operands, one copy per warpgroup). H200,
+# 2026-11-30 (bench/gpu/s11_dkdv_ab.py, backward ms, key rows -> query rows): D = 256
+# N = 8k 10.47 -> 9.67 (with the (128, 64, 8, 1) tile), causal 6.20 -> 4.70; D = 128
+# window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
+# D = 64's tile has 32 query rows (its wgmma would need 64), and the split path's resumed
+# dK/dV was not measured in this layout: both keep key rows.
+DKDV_QUERY_ROWS: set = {128, 256}
+
+
+def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
+    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS). float32's
+    FMA tiles keep the layout they were sized in; so do tiles of fewer than 64 query rows
+    (a tuner candidate), whose S = Q K^T would not be a warpgroup wgmma (M < 64) - except
+    under the interpreter, where speed does not matter and the tests use 32-row tiles."""
+    if resume or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
+        return True
+    return block_m < 64 and not interpreting()
 
 
 # The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
