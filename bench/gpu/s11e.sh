@@ -7,3 +7,4 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 timeout 200 python -m pytest tests/test_prefill.py tests/test_masks.py -o addopts="" -q -rf --tb=short -p no:warnings -n 10 \
   --timeout 150 -k "not cpu" > $OUT/pytest-dkdv.txt 2>&1
 echo "pytest rc=$?"; grep -E "^FAILED|^ERROR" $OUT/pytest-dkdv.txt | head -20; tail -1 $OUT/pytest-dkdv.txt
+timeout 240 python bench/gpu/s11_dkdv_ab.py 2 2>&1 | grep -v Warn | tee $OUT/s11-dkdv-ab2.txt
