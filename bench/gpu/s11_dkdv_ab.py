@@ -66,6 +66,15 @@ CASES_2 = [
 ]
 
 
+# Call 6 (argument "3"): D = 64 causal with (64, 64, 4, 3) in query rows at the other
+# lengths (call 5: +8% at 2k, the only length it ran at). Prediction: +3-8% at 1k-4k.
+CASES_3 = [
+    (f"D64 causal {n // 1024 or 0.5}k", 16384 // n, n, 32, 64, True, (-1, -1),
+     [(True, T(32, 128, 4, 2)), (False, T(64, 64, 4, 3))]) for n in (512, 1024, 4096)
+] + [("D64 window(1024,0) 16k", 1, 16384, 32, 64, False, (1024, 0), [(True, T(32, 128, 4, 2)), (False, T(64, 64, 4, 3))]),
+     ("D128 causal 512", 32, 512, 16, 128, True, (-1, -1), [(False, T(64, 64, 4, 2)), (True, T(64, 64, 4, 2))])]
+
+
 def band_flops(b, n, h, d, window):
     rows = torch.arange(n)
     keys = (rows - (rows - window[0]).clamp(min=0) + 1).sum().item()
@@ -73,7 +82,7 @@ def band_flops(b, n, h, d, window):
 
 
 def main():
-    cases = CASES_2 if sys.argv[1:] == ["2"] else CASES
+    cases = {"2": CASES_2, "3": CASES_3}.get(sys.argv[1] if sys.argv[1:] else "", CASES)
     original = set(prefill.DKDV_QUERY_ROWS)
     for label, b, n, h, d, causal, window, variants in cases:
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
