@@ -144,10 +144,13 @@ def test_large_shapes_gpu(d, causal, nq, nk):
 @pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_every_tuner_config_gpu(kernel, d, monkeypatch):
-    """Every config the tuner may pick computes the right answer."""
+    """Every config the tuner may pick (for unmasked and masked calls) computes the right answer."""
     from flashtriton.kernels import configs
-    for tile in configs.tuner_candidates(kernel, d, 300):
+    tiles = dict.fromkeys(configs.tuner_candidates(kernel, d, 300) + configs.tuner_candidates(kernel, d, 300, masked=True))
+    for tile in tiles:
         monkeypatch.setitem(configs.DEFAULTS[kernel], d, tile)
+        if d in configs.DEFAULTS.get(kernel + "_masked", {}):     # this causal call would take that one
+            monkeypatch.setitem(configs.DEFAULTS[kernel + "_masked"], d, tile)
         try:
             run_and_check("triton", 1, 300, 300, (4, 2), d, torch.bfloat16, causal=True)
         except Exception as exc:  # report which tile failed

@@ -56,6 +56,11 @@ DEFAULTS = {
     # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
     "fwd_window": {128: Tile(64, 64, 4, 3)},
+    # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
+    # (launchers.prefill.DKDV_QUERY_ROWS), 2026-11-30 (bench/gpu/s11_dkdv_ab.py, backward,
+    # against (32, 128, 4, 2) in key rows): causal +4 / +9 / +8 / +7% at N = 512 / 1k / 2k
+    # / 4k, window (1024, 0) at 16k +10%; non-causal it lost 15% (1k), so it stays there.
+    "dkdv_masked": {64: Tile(64, 64, 4, 3)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
 }
 
@@ -158,7 +163,7 @@ TUNER_SHORTLIST = {
 }
 
 
-def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2):
+def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2, masked: bool = False):
     """The tiles the autotuner may pick (the GPU tests run every one of them).
     float32 keeps its one small default: its FMA dots make big tiles spill and compile
     for tens of seconds (DEFAULTS_FP32)."""
@@ -166,7 +171,7 @@ def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2):
         return [default_tile(kernel, block_d, seqlen, elem)]
     tiles = [t for t in TUNER_SHORTLIST.get(kernel, {}).get(block_d, [])
              if _smem_estimate(kernel, t, block_d, elem) <= SMEM_BYTES]
-    default = default_tile(kernel, block_d, seqlen, elem)
+    default = default_tile(kernel, block_d, seqlen, elem, masked=masked)
     return tiles if default in tiles else [default] + tiles
 
 
@@ -191,14 +196,18 @@ SHORT_SEQLEN = 1024
 WINDOW_BAND = 4096
 
 
-def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None) -> Tile:
+def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None,
+                 masked: bool = False) -> Tile:
     """The tile used without tuning; elem is the input's bytes per element, window_band
-    the keys a row sees under a sliding window (None: no window)."""
+    the keys a row sees under a sliding window (None: no window), masked whether the call
+    is causal or windowed ("<kernel>_masked" defaults)."""
     if elem == 4:
         return DEFAULTS_FP32[kernel][block_d]
     win = DEFAULTS.get(kernel + "_window", {})
     if window_band is not None and window_band <= WINDOW_BAND and block_d in win:
         return win[block_d]
+    if masked and block_d in DEFAULTS.get(kernel + "_masked", {}):
+        return DEFAULTS[kernel + "_masked"][block_d]
     short = DEFAULTS.get(kernel + "_short", {})
     if seqlen <= SHORT_SEQLEN and block_d in short:
         return short[block_d]

@@ -294,7 +294,8 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
     band = None
     if params.window_left >= 0 and params.window_right >= 0:
         band = params.window_left + params.window_right + 1
-    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band)
+    masked = params.window_left >= 0 or params.window_right >= 0
+    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked)
 
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -764,9 +765,10 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # 2026-11-30 (bench/gpu/s11_dkdv_ab.py, backward ms, key rows -> query rows): D = 256
 # N = 8k 10.47 -> 9.67 (with the (128, 64, 8, 1) tile), causal 6.20 -> 4.70; D = 128
 # window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
-# D = 64's tile has 32 query rows (its wgmma would need 64), and the split path's resumed
-# dK/dV was not measured in this layout: both keep key rows.
-DKDV_QUERY_ROWS: set = {128, 256}
+# D = 64: masked calls' (64, 64, 4, 3) tile, +4-10% (configs "dkdv_masked"); its unmasked
+# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows). The
+# split path's resumed dK/dV was not measured in this layout and keeps key rows.
+DKDV_QUERY_ROWS: set = {64, 128, 256}
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:

@@ -25,8 +25,9 @@ def pick(kernel: str, key: tuple, block_d: int, elem: int, run) -> configs.Tile:
     from triton.testing import do_bench
 
     start = time.perf_counter()
-    best, best_ms = configs.default_tile(kernel, block_d, key[-1], elem), float("inf")
-    for tile in configs.tuner_candidates(kernel, block_d, key[-1], elem):
+    masked = key[1] or key[2]           # a left or right window edge (causal included)
+    best, best_ms = configs.default_tile(kernel, block_d, key[-1], elem, masked=masked), float("inf")
+    for tile in configs.tuner_candidates(kernel, block_d, key[-1], elem, masked=masked):
         if time.perf_counter() - start > TUNE_BUDGET_S:
             break
         try:
