@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 import torch
 
@@ -186,6 +187,31 @@ def plot(rows, path):
     fig.savefig(path, dpi=90)
 
 
+def merge(paths, out_path):
+    """One table from several runs' JSON files (same GPU and versions): a later file's row
+    replaces an earlier one with the same (dtype, D, causal, N, provider); the header
+    names every run's date. Writes out_path (.json) and its .md and .png."""
+    import json
+    rows, envs = {}, []
+    keyf = lambda r: (r["dtype"], r["head_dim"], r["causal"], r["seqlen"], r["provider"])  # noqa: E731
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        envs.append(data["environment"])
+        for r in data["rows"]:
+            rows[keyf(r)] = dict(r, run=data["environment"]["date"])
+    for field in ("device", "torch", "triton"):
+        if len({e[field] for e in envs}) != 1:
+            raise ValueError(f"merge: the runs differ in {field}: {sorted({e[field] for e in envs})}")
+    env = dict(envs[-1], date="rows from the runs of " + ", ".join(e["date"] for e in envs)
+               + " (a later run's row replaces an earlier one)")
+    out = Path(out_path)
+    rows = list(rows.values())      # in the first run's order; new keys at the end
+    common.write_json(out, env, rows)
+    out.with_suffix(".md").write_text(markdown(rows, env) + "\n")
+    plot(rows, out.with_suffix(".png"))
+    return rows
+
+
 def _smoke(out_dir):
     """The whole pipeline (check, time, table, plot) on tiny CPU shapes."""
     import torch.nn.functional as F
@@ -216,7 +242,11 @@ def main(argv=None, out_dir=None):
     ap.add_argument("--tag", default="prefill", help="file name stem of the results")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no timing: merge these result files (later rows win) into <out>/<tag>.json/.md/.png")
     args = ap.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, Path(args.out or ".") / f"{args.tag}.json")
     if args.smoke:
         return _smoke(args.out)
     env = common.environment("cuda")
@@ -242,3 +272,7 @@ def main(argv=None, out_dir=None):
     plot(rows, out / f"{args.tag}.png")
     print(md)
     return rows
+
+
+if __name__ == "__main__":
+    main()
