@@ -1,6 +1,8 @@
 """Launch plans (flashtriton/launchers/plans.py): a dense call seen before replays its
 recorded launches. Every replay must give bitwise what the launchers give for the same
 inputs, and a path the recorder cannot replay must run the launchers again."""
+import os
+
 import pytest
 import torch
 
@@ -85,6 +87,26 @@ def test_new_signature_records_again(monkeypatch):
             flashtriton.flash_attn_func(q, k, v, causal=causal)
     assert plans.stats["recorded"] == before["recorded"] + 3
     assert plans.stats["replayed"] == before["replayed"]
+
+
+def test_environment_is_part_of_the_key(monkeypatch):
+    """A FLASHTRITON_* variable the launchers read, changed between two calls of one
+    signature, makes the second call record again (the key reads the environment on
+    every call, through os.environ's own dict on POSIX: plans._env_values); and the
+    values it reads are the environment's."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.delenv("FLASHTRITON_HOST_DESCRIPTORS", raising=False)
+    assert plans._env_values() == tuple(os.environ.get(e) for e in plans._ENV)
+    q, k, v = rand_qkv(1, 32, 32, 2, 2, 64, torch.float16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flashtriton.flash_attn_func(q, k, v)
+        before = dict(plans.stats)
+        monkeypatch.setenv("FLASHTRITON_HOST_DESCRIPTORS", "1")
+        assert plans._env_values() == tuple(os.environ.get(e) for e in plans._ENV)
+        flashtriton.flash_attn_func(q, k, v)
+        assert plans.stats["recorded"] == before["recorded"] + 1
+        flashtriton.flash_attn_func(q, k, v)
+        assert plans.stats["replayed"] == before["replayed"] + 1
 
 
 DECODE_CASES = [

@@ -1,0 +1,53 @@
+"""Written in session 11 for the next GPU session (not run yet): the D = 64 forward at
+N = 512 / 1k, where session 11's grid shows a cliff - as CUDA-graph replays, non-causal
+187 / 238 TFLOP/s against FA2's 262 / 288, our own 401 at 2k and our causal 254 at 1k.
+N <= SHORT_SEQLEN (1024) takes configs.DEFAULTS["fwd_short"][64] = (128, 64, 8, 4); 2k
+takes DEFAULTS["fwd"][64] = (128, 64, 4, 4).
+
+Hypothesis: the 8-warp short tile is the cliff. Prediction: (128, 64, 4, 4) at 512 / 1k
+within 10% of FA2 (~240 / ~280), i.e. +25-30%.
+
+Each variant: forward graph-replay TFLOP/s (16k tokens, H = 32, bf16) and the largest
+difference of its output from the first variant's.
+"""
+import os
+import sys
+
+os.environ["FLASHTRITON_PLANS"] = "0"
+
+import torch
+
+import flashtriton
+from flashtriton.bench.common import attention_flops, graph_time_ms
+from flashtriton.kernels import configs
+
+T = configs.Tile
+VARIANTS = [T(128, 64, 8, 4), T(128, 64, 4, 4), T(128, 64, 4, 3), T(64, 64, 4, 4), T(128, 128, 8, 3)]
+
+
+def main():
+    saved = configs.DEFAULTS["fwd_short"][64]
+    for n in (512, 1024):
+        for causal in (False, True):
+            b, h, d = 16384 // n, 32, 64
+            q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            flops = attention_flops(b, h, n, n, d, causal)
+            first = None
+            for tile in VARIANTS:
+                configs.DEFAULTS["fwd_short"][64] = tile
+                try:
+                    out = flashtriton.flash_attn_func(q, k, v, causal=causal)
+                    first = out if first is None else first
+                    err = (out.float() - first.float()).abs().max().item()
+                    ms = graph_time_ms(lambda: flashtriton.flash_attn_func(q, k, v, causal=causal))
+                    print(f"N={n} causal={causal} {tile}: {flops / ms / 1e9:6.1f} TFLOP/s "
+                          f"max|diff| vs first {err:.1e}", flush=True)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"N={n} causal={causal} {tile}: {type(exc).__name__}: {str(exc)[:120]}", flush=True)
+                finally:
+                    configs.DEFAULTS["fwd_short"][64] = saved
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
