@@ -131,18 +131,17 @@ def _dkdv_tile_query_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_pt
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
-    keep = 1.0
-    if HAS_DROPOUT:
-        keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
-    if PARTS & 1:
-        if HAS_DROPOUT:
-            dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
-        else:
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
     if PARTS & 2:
         dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
-        if HAS_DROPOUT:
+    if HAS_DROPOUT:
+        keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
+        if PARTS & 1:
+            dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
+        if PARTS & 2:
             dp = dp * keep
+    elif PARTS & 1:
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    if PARTS & 2:
         ds = p * (dp - delta[:, None])
         if HAS_SOFTCAP:
             t = softcap_tanh(qk, softcap_scale)
