@@ -9,6 +9,11 @@ dK/dV: one program per key block of one (batch, kv head); it loops over the quer
 heads of its GQA group and their query blocks, so it owns its dK, dV rows and sums
 the group without atomics. dQ: its own kernel with query blocks outermost, like the
 forward pass. Neither uses atomics, so the backward pass is bitwise deterministic.
+
+dK/dV tiles come in two layouts (KEY_ROWS): key rows x query columns (S^T = K Q^T: K and
+V are the wgmma A operands, held in registers) or query rows x key columns (S = Q K^T:
+K and V stay in shared memory as B operands; P^T and dS^T pass through shared memory).
+launchers/prefill.py (DKDV_QUERY_ROWS) picks; PARTS lets one launch compute dK or dV alone.
 """
 import triton
 import triton.language as tl
