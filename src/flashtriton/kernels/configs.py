@@ -57,9 +57,10 @@ DEFAULTS = {
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
     "fwd_window": {128: Tile(64, 64, 4, 3)},
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
-    # (launchers.prefill.DKDV_QUERY_ROWS), 2026-11-30 (bench/gpu/s11_dkdv_ab.py, backward,
-    # against (32, 128, 4, 2) in key rows): causal +4 / +9 / +8 / +7% at N = 512 / 1k / 2k
-    # / 4k, window (1024, 0) at 16k +10%; non-causal it lost 15% (1k), so it stays there.
+    # (launchers.prefill.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
+    # causal backward +3 / +9 / +10 / +10% at N = 512 / 1k / 2k / 4k (prefill grids, 16k
+    # tokens), window (1024, 0) at 16k +10% (bench/gpu/s11_dkdv_ab.py); non-causal it lost
+    # (bench/NOTES.md, "Session 11"), so unmasked calls keep their tile.
     "dkdv_masked": {64: Tile(64, 64, 4, 3)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
 }
