@@ -59,8 +59,9 @@ DEFAULTS = {
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
     # (launchers.prefill.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
     # causal backward +3 / +9 / +10 / +10% at N = 512 / 1k / 2k / 4k (prefill grids, 16k
-    # tokens), window (1024, 0) at 16k +10% (bench/gpu/s11_dkdv_ab.py); non-causal it lost
-    # (bench/NOTES.md, "Session 11"), so unmasked calls keep their tile.
+    # tokens), window (1024, 0) at 16k +10% (bench/gpu/s11_dkdv_ab.py). Unmasked calls keep
+    # their tile: non-causal at 1k it timed 15% slower, in an A/B with the plans off, where
+    # such calls are partly host-bound (bench/NOTES.md, "Session 11": not conclusive).
     "dkdv_masked": {64: Tile(64, 64, 4, 3)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
 }
