@@ -27,6 +27,8 @@ from flashtriton.launchers import prefill
 from flashtriton.kernels import configs
 
 T = configs.Tile
+# (dK tile, dV tile); offline, dV alone at (128, 64, 8, 1) has no spill and unserialized
+# wgmma (bench/NOTES.md, "Session 11", last entries)
 SEPARATE_256 = [None, (T(64, 64, 8, 2), T(64, 64, 8, 2)), (T(64, 64, 8, 2), T(128, 64, 8, 1)),
                 (T(128, 64, 8, 1), T(128, 64, 8, 1))]
 CASES = [
