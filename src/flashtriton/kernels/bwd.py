@@ -55,34 +55,9 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
                BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr, PARTS: tl.constexpr):
-    if KEY_ROWS:
-        tl.static_assert(PARTS == 3, "dK/dV: one gradient alone only in the query-rows layout")
-        dk, dv = _dkdv_tile_key_rows(
-            dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
-            qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, rk_ptr, threshold,
-            dropout_p, BLOCK_M, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-            BLOCK_D, HOST_DESC)
-    else:
-        dk, dv = _dkdv_tile_query_rows(
-            dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
-            qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, rk_ptr, threshold,
-            dropout_p, BLOCK_M, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-            BLOCK_D, HOST_DESC, PARTS)
-    return dk, dv
-
-
-@triton.jit
-def _dkdv_tile_key_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q,
-                        seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2, window_left,
-                        window_right, ck, mk, rk_ptr, threshold, dropout_p,
-                        BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                        HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
-                        HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                        BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
-    # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
-    # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
-    # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
+    """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
+    rk = 0
     if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
         rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
     q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)     # (BLOCK_M, BLOCK_D)
@@ -90,6 +65,29 @@ def _dkdv_tile_key_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr,
     # rows past seqlen_q get lse = +inf, hence p = 0: they need no mask
     lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
     delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
+    if KEY_ROWS:
+        tl.static_assert(PARTS == 3, "dK/dV: one gradient alone only in the query-rows layout")
+        dk, dv = _dkdv_math_key_rows(
+            dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
+            softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+    else:
+        dk, dv = _dkdv_math_query_rows(
+            dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
+            softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, PARTS)
+    return dk, dv
+
+
+@triton.jit
+def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale,
+                        softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
+                        dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                        HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+                        DOT_PRECISION: tl.constexpr):
+    # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
+    # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
+    # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
     qkT = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)     # (BLOCK_N, BLOCK_M)
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
@@ -112,25 +110,16 @@ def _dkdv_tile_key_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr,
 
 
 @triton.jit
-def _dkdv_tile_query_rows(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q,
-                          seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2, window_left,
-                          window_right, ck, mk, rk_ptr, threshold, dropout_p,
-                          BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
-                          HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
-                          HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-                          BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, PARTS: tl.constexpr):
+def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale,
+                          softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
+                          dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                          HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+                          DOT_PRECISION: tl.constexpr, PARTS: tl.constexpr):
     # PARTS: 1 = dV only, 2 = dK only, 3 = both.
     # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
     # not); P^T and dS^T go through shared memory to become dV's and dK's A operands.
-    offs_m = start_m + tl.arange(0, BLOCK_M)
-    if HAS_DROPOUT:
-        rk = tl.load(rk_ptr + offs_m, mask=offs_m < seqlen_q, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_M,)
-    q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)     # (BLOCK_M, BLOCK_D)
-    do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)   # (BLOCK_M, BLOCK_D)
-    lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
-    delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
