@@ -161,7 +161,7 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("layout", ["key rows", "query rows", "dK and dV apart"])
+@pytest.mark.parametrize("layout", ["key rows", "query rows"])
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 113, 203, (4, 2), 256, dict(causal=True)),                       # GQA, Nq < Nk, masked tiles
     (1, 203, 113, (4, 1), 128, dict(window_size=(40, 7))),               # MQA, Nq > Nk, both window edges
@@ -170,8 +170,7 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 ])
 def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
     """bwd.py's dK/dV kernel in both tile layouts (KEY_ROWS: key rows x query columns;
-    False: query rows x key columns, launchers.prefill.DKDV_QUERY_ROWS), and as two
-    launches, dK alone then dV alone (PARTS, launchers.prefill.DKDV_SEPARATE), passes the
+    False: query rows x key columns, launchers.prefill.DKDV_QUERY_ROWS) passes the
     reference check: masks, GQA / MQA, softcap, ALiBi, dropout (under the returned mask).
     The warp-specialized backward is off, so bwd.py takes every call."""
     key_rows = layout == "key rows"
@@ -186,10 +185,8 @@ def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
         # D = 64's default tile has 32 query rows, which keep key rows on a GPU
         monkeypatch.setitem(configs.DEFAULTS["dkdv"], bd, configs.Tile(64, 64, 4, 2))
     from flashtriton.launchers import plans
-    if layout == "dK and dV apart":
-        monkeypatch.setattr(prefill, "DKDV_SEPARATE", {bd: (configs.Tile(64, 64, 4, 2), configs.Tile(64, 64, 4, 2))})
     launched = spy(monkeypatch, plans, "launch",
-                   lambda kernel, grid, *a, **kw: (kw.get("KEY_ROWS"), kw.get("PARTS"))
+                   lambda kernel, grid, *a, **kw: kw.get("KEY_ROWS")
                    if kernel is prefill.attn_bwd_dkdv_kernel else None)
     h, hk = heads
     q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
@@ -197,8 +194,7 @@ def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
     if kw.pop("alibi", False):
         kw["alibi_slopes"] = torch.rand(b, h, device=DEVICE, dtype=torch.float32)
     check_attention("triton", q, k, v, seed=nq * 3 + nk, **kw)
-    want = [(False, 2), (False, 1)] if layout == "dK and dV apart" else [(key_rows, 3)]
-    assert [x for x in launched if x is not None] == want, "bwd.py's dK/dV kernel did not run in this layout"
+    assert [x for x in launched if x is not None] == [key_rows], "bwd.py's dK/dV kernel did not run in this layout"
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

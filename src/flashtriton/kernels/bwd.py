@@ -13,7 +13,7 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 dK/dV tiles come in two layouts (KEY_ROWS): key rows x query columns (S^T = K Q^T: K and
 V are the wgmma A operands, held in registers) or query rows x key columns (S = Q K^T:
 K and V stay in shared memory as B operands; P^T and dS^T pass through shared memory).
-launchers/prefill.py (DKDV_QUERY_ROWS) picks; PARTS lets one launch compute dK or dV alone.
+launchers/prefill.py (DKDV_QUERY_ROWS) picks.
 """
 import triton
 import triton.language as tl
@@ -54,7 +54,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr, PARTS: tl.constexpr):
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
     """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rk = 0
@@ -66,7 +66,6 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
     lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
     delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
     if KEY_ROWS:
-        tl.static_assert(PARTS == 3, "dK/dV: one gradient alone only in the query-rows layout")
         dk, dv = _dkdv_math_key_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
@@ -75,7 +74,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
         dk, dv = _dkdv_math_query_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, PARTS)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     return dk, dv
 
 
@@ -114,8 +113,7 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                           softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                           dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                           HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                          DOT_PRECISION: tl.constexpr, PARTS: tl.constexpr):
-    # PARTS: 1 = dV only, 2 = dK only, 3 = both.
+                          DOT_PRECISION: tl.constexpr):
     # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
@@ -125,22 +123,18 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
-    if PARTS & 2:
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
+    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)         # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
-        if PARTS & 1:
-            dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
-        if PARTS & 2:
-            dp = dp * keep
-    elif PARTS & 1:
+        dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
+        dp = dp * keep
+    else:
         dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
-    if PARTS & 2:
-        ds = p * (dp - delta[:, None])
-        if HAS_SOFTCAP:
-            t = softcap_tanh(qk, softcap_scale)
-            ds = ds * (1.0 - t * t)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
+    ds = p * (dp - delta[:, None])
+    if HAS_SOFTCAP:
+        t = softcap_tanh(qk, softcap_scale)
+        ds = ds * (1.0 - t * t)
+    dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
     return dk, dv
 
 
@@ -164,7 +158,7 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    KEY_ROWS: tl.constexpr = True, PARTS: tl.constexpr = 3,
+    KEY_ROWS: tl.constexpr = True,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -253,25 +247,23 @@ def attn_bwd_dkdv_kernel(
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PARTS)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PARTS)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PARTS)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
-    if PARTS & 2:
-        dk = dk * softmax_scale
-        tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
-    if PARTS & 1:
-        tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
+    dk = dk * softmax_scale
+    tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
+    tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
 
 
 @triton.jit

@@ -689,7 +689,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
         return dq, dk, dv
 
-    def launch_dkdv(tile: configs.Tile, resume: bool = False, parts: int = 3):
+    def launch_dkdv(tile: configs.Tile, resume: bool = False):
         if is_varlen:
             cu_blocks = _cached_map(varlen.cu_seqlens_k, ("blocks", tile.block_n),
                                     lambda: _cu_blocks(varlen.cu_seqlens_k, tile.block_n))
@@ -710,7 +710,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), PARTS=parts,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -754,33 +754,9 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
         launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
     else:
-        separate = dkdv_separate_tiles(bd, q.dtype)
-        if separate is None:
-            launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
-        else:       # dK, then dV, each kernel with one accumulator (DKDV_SEPARATE)
-            launch_dkdv(separate[0], parts=2)
-            launch_dkdv(separate[1], parts=1)
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
-
-
-# An experiment, off (empty) until measured: BLOCK_D -> (dK tile, dV tile) at which bwd.py's
-# dK/dV kernel runs twice, once for dK alone (S, dP and dK: three matmuls) and once for dV
-# alone (S and dV: two), in the query-rows layout. 5 matmuls instead of 4, but each kernel
-# keeps one (BLOCK_N, D) accumulator: at D = 256, sm_90a (2026-11-30), (64, 64, 8, 2) has
-# no spill for either part, where the joint kernel's (128, 64, 8, 1) spills 1.5 KB and ran
-# its four matmuls at ~310 TFLOP/s against the dQ kernel's 647 for its three (s11 probe).
-# It wins if both parts run > 1.25x the joint kernel's rate. bench/gpu/s12_dkdv_separate.py.
-DKDV_SEPARATE: dict = {}
-
-
-def dkdv_separate_tiles(bd: int, dtype: torch.dtype):
-    """(dK tile, dV tile) when bwd.py computes dK and dV in two launches, else None."""
-    if bd not in DKDV_SEPARATE or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
-        return None
-    if interpreting():
-        return configs.INTERPRETER_TILE, configs.INTERPRETER_TILE
-    return DKDV_SEPARATE[bd]
 
 
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
