@@ -192,17 +192,21 @@ def merge(paths, out_path):
     replaces an earlier one with the same (dtype, D, causal, N, provider); the header
     names every run's date. Writes out_path (.json) and its .md and .png."""
     import json
-    rows, envs = {}, []
+    rows, envs, runs = {}, [], []
     keyf = lambda r: (r["dtype"], r["head_dim"], r["causal"], r["seqlen"], r["provider"])  # noqa: E731
     for path in paths:
         data = json.loads(Path(path).read_text())
-        envs.append(data["environment"])
+        env = data["environment"]
+        envs.append(env)
+        # an already merged file lists its runs, and its rows name theirs: kept as they are
+        own = env.get("runs") or sorted({r.get("run", env["date"]) for r in data["rows"]})
+        runs += [r for r in own if r not in runs]
         for r in data["rows"]:
-            rows[keyf(r)] = dict(r, run=data["environment"]["date"])
+            rows[keyf(r)] = dict(r, run=r.get("run", env["date"]))
     for field in ("device", "torch", "triton"):
         if len({e[field] for e in envs}) != 1:
             raise ValueError(f"merge: the runs differ in {field}: {sorted({e[field] for e in envs})}")
-    env = dict(envs[-1], date="rows from the runs of " + ", ".join(e["date"] for e in envs)
+    env = dict(envs[-1], runs=runs, date="rows from the runs of " + ", ".join(runs)
                + " (a later run's row replaces an earlier one)")
     out = Path(out_path)
     rows = list(rows.values())      # in the first run's order; new keys at the end

@@ -1,0 +1,33 @@
+"""bench.prefill --merge: one table from several runs."""
+import json
+
+import pytest
+
+from flashtriton.bench import common, prefill
+
+
+def _run(path, date, rows):
+    env = {"date": date, "torch": "t", "triton": "3.6.0", "python": "3", "device": "GPU", "threads": 1, "sms": 1}
+    common.write_json(path, env, rows)
+
+
+def _row(n, tflops, provider="flashtriton"):
+    return {"provider": provider, "dtype": "bfloat16", "head_dim": 64, "causal": False, "seqlen": n, "batch": 1,
+            "nheads": 1, "fwd_err": 0.0, "bwd_err": 0.0, "fwd_ms": 1.0, "fwd_tflops": tflops, "bwd_ms": 1.0,
+            "bwd_tflops": tflops, "fwd_bwd_ms": 1.0, "fwd_bwd_tflops": tflops}
+
+
+def test_regression_merge_of_a_merged_file(tmp_path):
+    """Merging an already merged file with a newer run nested its header ("rows from the
+    runs of rows from the runs of ...", 2026-11-30) and stamped its rows with that header
+    instead of their own run. The run list stays flat, rows keep their run, later wins."""
+    pytest.importorskip("matplotlib")
+    _run(tmp_path / "a.json", "day 1", [_row(512, 1.0), _row(1024, 2.0)])
+    _run(tmp_path / "b.json", "day 2", [_row(1024, 3.0)])
+    _run(tmp_path / "c.json", "day 3", [_row(512, 4.0)])
+    prefill.merge([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "ab.json")
+    rows = prefill.merge([tmp_path / "ab.json", tmp_path / "c.json"], tmp_path / "abc.json")
+    env = json.loads((tmp_path / "abc.json").read_text())["environment"]
+    assert env["runs"] == ["day 1", "day 2", "day 3"]
+    assert env["date"].count("rows from the runs of") == 1
+    assert {r["seqlen"]: (r["run"], r["fwd_tflops"]) for r in rows} == {512: ("day 3", 4.0), 1024: ("day 2", 3.0)}
