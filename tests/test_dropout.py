@@ -251,10 +251,10 @@ def test_triton_key_table_holds_the_mask_hashes():
     exactly the hashes of kernels.common.dropout_keep (checked here in int64 torch
     arithmetic), head-major row keys after the column keys, then the seed word of the
     group multipliers, for a GQA-sized head count."""
-    from flashtriton.launchers import prefill
+    from flashtriton.launchers import common
     seed, nheads, rows, cols = 5, 6, 77, 301
     rng = dropout_rng(seed, DEVICE)
-    table = prefill._dropout_keys(rng, nheads, rows, cols).cpu().long() & 0xFFFFFFFF
+    table = common._dropout_keys(rng, nheads, rows, cols).cpu().long() & 0xFFFFFFFF
     rng = rng.cpu()
     s_lo, s_hi = int(rng[0]) & 0xFFFFFFFF, (int(rng[0]) >> 32) & 0xFFFFFFFF
     j = torch.arange(cols)
@@ -283,10 +283,10 @@ def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
     and forced warp-specialized kernels) across three groups, against the reference
     under the returned mask."""
     from flashtriton.kernels import configs
-    from flashtriton.launchers import prefill
+    from flashtriton.launchers import forward
     from helpers import spy
     monkeypatch.setattr(configs, "INTERPRETER_TILE", configs.Tile(32, block_n, 4, 1))
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
+    calls = spy(monkeypatch, forward, "_fwd_warp_spec")
     if warp_spec:
         monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     # (the warp-specialized forward takes query counts that are multiples of its 128-row tile)

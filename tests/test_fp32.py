@@ -5,7 +5,7 @@ import torch
 
 import flashtriton
 from flashtriton import flash_attn_func
-from flashtriton.launchers import prefill
+from flashtriton.launchers import backward, common, forward
 
 from conftest import DEVICE, kernel_backends
 from helpers import check_attention, max_err, rand_qkv, rand_varlen, reference_pair
@@ -63,9 +63,10 @@ def test_dot_precision(allow_tf32, monkeypatch):
     else:
         monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", allow_tf32)
     spies = {}
-    for name in ("attn_fwd_kernel", "attn_bwd_dq_kernel", "attn_bwd_dkdv_kernel"):
-        spies[name] = _LaunchSpy(getattr(prefill, name))
-        monkeypatch.setattr(prefill, name, spies[name])
+    for module, name in ((forward, "attn_fwd_kernel"), (backward, "attn_bwd_dq_kernel"),
+                         (backward, "attn_bwd_dkdv_kernel")):
+        spies[name] = _LaunchSpy(getattr(module, name))
+        monkeypatch.setattr(module, name, spies[name])
     q, k, v = rand_qkv(1, 20, 20, 2, 2, 32, torch.float32, DEVICE, requires_grad=True)
     with flashtriton.use_backend("triton"):
         out = flash_attn_func(q, k, v)
@@ -73,7 +74,7 @@ def test_dot_precision(allow_tf32, monkeypatch):
     want = "tf32" if allow_tf32 == "1" else "ieee"
     for name, spy in spies.items():
         assert [kw["DOT_PRECISION"] for kw in spy.launches] == [want], name
-    assert prefill._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs: the knob does not apply
+    assert common._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs: the knob does not apply
 
 
 @pytest.mark.gpu

@@ -62,7 +62,7 @@ def test_replay_equals_launchers(monkeypatch, opts):
 
 
 def test_unreplayable_path_runs_the_launchers(monkeypatch):
-    """A misaligned input is copied on the host (prefill._descriptor_ready): such a call
+    """A misaligned input is copied on the host (launchers/common._descriptor_ready): such a call
     records no plan, and each call runs the launchers."""
     monkeypatch.setenv("FLASHTRITON_PLANS", "1")
     q, k, v = rand_qkv(1, 40, 40, 2, 2, 64, torch.float16, DEVICE)

@@ -170,16 +170,16 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 ])
 def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
     """bwd.py's dK/dV kernel in both tile layouts (KEY_ROWS: key rows x query columns;
-    False: query rows x key columns, launchers.prefill.DKDV_QUERY_ROWS) passes the
+    False: query rows x key columns, launchers.backward.DKDV_QUERY_ROWS) passes the
     reference check: masks, GQA / MQA, softcap, ALiBi, dropout (under the returned mask).
     The warp-specialized backward is off, so bwd.py takes every call."""
     key_rows = layout == "key rows"
     from helpers import check_attention
-    from flashtriton.launchers import prefill
+    from flashtriton.launchers import backward, common
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
-    bd = prefill.block_d(d)
+    bd = common.block_d(d)
     rows = set() if key_rows else {bd}
-    monkeypatch.setattr(prefill, "DKDV_QUERY_ROWS", rows)
+    monkeypatch.setattr(backward, "DKDV_QUERY_ROWS", rows)
     from flashtriton.kernels import configs
     if not key_rows and configs.DEFAULTS["dkdv"][bd].block_m < 64:
         # D = 64's default tile has 32 query rows, which keep key rows on a GPU
@@ -187,7 +187,7 @@ def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
     from flashtriton.launchers import plans
     launched = spy(monkeypatch, plans, "launch",
                    lambda kernel, grid, *a, **kw: kw.get("KEY_ROWS")
-                   if kernel is prefill.attn_bwd_dkdv_kernel else None)
+                   if kernel is backward.attn_bwd_dkdv_kernel else None)
     h, hk = heads
     q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
     kw = dict(kw)
@@ -231,14 +231,14 @@ def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, he
 def test_host_descriptor_defaults():
     """auto: the forward takes host descriptors once its GPU time hides their host time
     (or under CUDA-graph capture); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
-    from flashtriton.launchers import prefill
+    from flashtriton.launchers import common
     cpu = torch.device("cpu")
-    assert prefill.host_desc_default("fwd", 128, False, 512, prefill.HOST_DESC_MIN_EAGER_FLOPS, cpu)
-    assert not prefill.host_desc_default("fwd", 128, False, 512, prefill.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
-    assert prefill.host_desc_default("dq", 128, False, 4096) and not prefill.host_desc_default("dq", 128, False, 8192)
-    assert not prefill.host_desc_default("dq", 64, True, 1024)
-    assert prefill.host_desc_default("dkdv", 64, True, 16384) and not prefill.host_desc_default("dkdv", 64, False, 1024)
-    assert not prefill.host_desc_default("dkdv", 128, True, 1024)
+    assert common.host_desc_default("fwd", 128, False, 512, common.HOST_DESC_MIN_EAGER_FLOPS, cpu)
+    assert not common.host_desc_default("fwd", 128, False, 512, common.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
+    assert common.host_desc_default("dq", 128, False, 4096) and not common.host_desc_default("dq", 128, False, 8192)
+    assert not common.host_desc_default("dq", 64, True, 1024)
+    assert common.host_desc_default("dkdv", 64, True, 16384) and not common.host_desc_default("dkdv", 64, False, 1024)
+    assert not common.host_desc_default("dkdv", 128, True, 1024)
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
@@ -274,8 +274,8 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     (under the interpreter its arithmetic runs without the specialization), passes the
     reference check on GQA / MQA, Nq != Nk, head dims under BLOCK_D and a negative scale,
     and is the kernel that ran."""
-    from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec")
+    from flashtriton.launchers import forward
+    calls = spy(monkeypatch, forward, "_fwd_warp_spec")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert calls, "the warp-specialized forward did not run"
@@ -287,48 +287,48 @@ def test_warp_spec_rule(monkeypatch):
     (its masked variant was wrong on the H200: regression of session 6), nor with varlen,
     ALiBi or softcap; with dropout (its keys hashed in the kernel since session 9);
     FLASHTRITON_WARP_SPEC is checked."""
-    from flashtriton.launchers import prefill
+    from flashtriton.launchers import common, policy
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC", raising=False)
-    bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
-    rule = prefill.warp_spec_plain
+    bf16, plain = torch.bfloat16, common.AttnParams(0.1)
+    rule = policy.warp_spec_plain
     assert rule(bf16, plain, None, False, 128, 128, 256) and rule(torch.float16, plain, None, False, 128, 256, 128)
     assert not rule(bf16, plain, None, False, 128, 128, 200)      # a ragged key count needs the mask
     assert not rule(bf16, plain, None, False, 128, 200, 256)      # query blocks must not straddle heads
     assert not rule(bf16, plain, None, False, 64, 128, 256)
     assert not rule(torch.float32, plain, None, False, 128, 128, 256)
-    for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
-              prefill.AttnParams(0.1, softcap=3.0)):
+    for p in (common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=4),
+              common.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
-    assert prefill.WARP_SPEC_DROPOUT_FWD and rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+    assert policy.WARP_SPEC_DROPOUT_FWD and rule(bf16, common.AttnParams(0.1, dropout_p=0.1), None, False,
                                                   128, 128, 256)
     # the backward takes dropout (stressed under load in session 9)
-    assert prefill.WARP_SPEC_DROPOUT_BWD and rule(bf16, prefill.AttnParams(0.1, dropout_p=0.1), None, False,
+    assert policy.WARP_SPEC_DROPOUT_BWD and rule(bf16, common.AttnParams(0.1, dropout_p=0.1), None, False,
                                                   128, 128, 256, kernel="bwd")
     assert rule(bf16, plain, None, False, 256, 128, 320) and not rule(bf16, plain, None, False, 256, 128, 288)
     # the MASKED forward: bottom-right causal or windows with a right edge, 0 < Nq <= Nk,
     # at D = 256 (any tiled D when forced)
-    causal_rule, causal = prefill.warp_spec_masked_fwd, prefill.AttnParams(0.1, window_right=0)
-    window = prefill.AttnParams(0.1, window_left=64, window_right=0)
+    causal_rule, causal = policy.warp_spec_masked_fwd, common.AttnParams(0.1, window_right=0)
+    window = common.AttnParams(0.1, window_left=64, window_right=0)
     assert causal_rule(bf16, causal, None, False, 256, 128, 320)
     assert not causal_rule(bf16, causal, None, False, 128, 128, 256)               # D = 128 stays on fwd.py
     assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
     assert causal_rule(bf16, window, None, False, 256, 128, 128)
     assert not causal_rule(bf16, window, None, False, 128, 128, 128)                # D = 128 windows: fwd.py
-    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
+    assert not causal_rule(bf16, common.AttnParams(0.1, window_right=0, dropout_p=0.1), None, False, 256, 128, 128)
     assert not causal_rule(bf16, plain, None, False, 256, 128, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert causal_rule(bf16, causal, None, False, 128, 128, 256)
     assert causal_rule(bf16, window, None, False, 128, 128, 256)
-    assert not causal_rule(bf16, prefill.AttnParams(0.1, window_left=64), None, False, 128, 128, 256)  # no right edge
+    assert not causal_rule(bf16, common.AttnParams(0.1, window_left=64), None, False, 128, 128, 256)  # no right edge
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
     assert not rule(bf16, plain, torch.ones(2), False, 128, 128, 256) and not rule(bf16, plain, None, True, 128, 8, 256)
     assert not rule(bf16, plain, None, False, 128, 0, 256)
     q = torch.empty(1, 8, 2, 128, dtype=bf16)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
-    assert not prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)
+    assert not policy.warp_spec_applies(q, plain, None, False, 128, 8, 8)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "yes")
     with pytest.raises(ValueError, match=r"^FLASHTRITON_WARP_SPEC: must be auto, 0 or 1"):
-        prefill.warp_spec_applies(q, plain, None, False, 128, 8, 8)
+        policy.warp_spec_applies(q, plain, None, False, 128, 8, 8)
 
 
 def test_warp_spec_mode_rule(monkeypatch):
@@ -337,16 +337,16 @@ def test_warp_spec_mode_rule(monkeypatch):
     BWD_SPLIT_MIN_N without a left window (the forward split and shorter or windowed
     backward splits measured slower); the backward only at head_dim == BLOCK_D with the
     heads of a row contiguous in q and dout (its 2-D column descriptors)."""
-    from flashtriton.launchers import prefill
-    monkeypatch.setattr(prefill, "warp_spec_applies", lambda *a, **k: True)
+    from flashtriton.launchers import common, policy
+    monkeypatch.setattr(policy, "warp_spec_applies", lambda *a, **k: True)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
-    n = prefill.BWD_SPLIT_MIN_N[128]
+    n = policy.BWD_SPLIT_MIN_N[128]
     q = torch.empty(1, n, 2, 128, dtype=torch.bfloat16)
-    plain, causal = prefill.AttnParams(0.1), prefill.AttnParams(0.1, window_right=0)
-    window = prefill.AttnParams(0.1, window_left=1024, window_right=0)
+    plain, causal = common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)
+    window = common.AttnParams(0.1, window_left=1024, window_right=0)
 
     def mode(p, nq, nk, kernel, qq=q, dout=q, bd=128):
-        return prefill.warp_spec_mode(qq, p, None, False, bd, nq, nk, kernel=kernel, dout=dout)
+        return policy.warp_spec_mode(qq, p, None, False, bd, nq, nk, kernel=kernel, dout=dout)
     assert mode(plain, n, n, "fwd") == "whole" and mode(plain, n, n, "bwd") == "whole"
     assert mode(causal, n, n, "fwd") is None and mode(causal, n, n, "bwd") == "split"
     assert mode(causal, n // 2, n, "bwd") is None and mode(plain, n, n + 1, "bwd") == "split"
@@ -356,7 +356,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     heads_apart = torch.empty(1, 2, n, 128, dtype=torch.bfloat16).transpose(1, 2)   # (B, N, H, D), stride_h N*D
     assert mode(plain, n, n, "bwd", dout=heads_apart) is None and mode(plain, n, n, "bwd", qq=heads_apart) is None
     # D = 64: the split from BWD_SPLIT_MIN_N[64], the whole backward from BWD_WHOLE_MIN_N[64]
-    n64, w64 = prefill.BWD_SPLIT_MIN_N[64], prefill.BWD_WHOLE_MIN_N[64]
+    n64, w64 = policy.BWD_SPLIT_MIN_N[64], policy.BWD_WHOLE_MIN_N[64]
     q64 = torch.empty(1, n64, 2, 64, dtype=torch.bfloat16)
     assert mode(causal, n64, n64, "bwd", qq=q64, dout=q64, bd=64) == "split"
     assert mode(causal, n64 // 2, n64, "bwd", qq=q64, dout=q64, bd=64) is None
@@ -384,8 +384,8 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     FLASHTRITON_WARP_SPEC=1, give gradients within the reference bound, and ran.
     Regression (H200, session 7): dK/dV read q and dO through a reshaped 3-D descriptor
     and were wrong on the GPU (errors 0.3-2.8) while right under the interpreter."""
-    from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_bwd_warp_spec")
+    from flashtriton.launchers import backward
+    calls = spy(monkeypatch, backward, "_bwd_warp_spec")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16)
     assert calls, "the warp-specialized backward did not run"
@@ -406,15 +406,15 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     D = 256 in every call, and at D = 128 under load ("S_dmask's sign disagrees with the
     keep mask" here). It hashes the keys itself now."""
     from helpers import check_attention
-    from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_fwd_warp_spec", lambda *a, **k: k.get("rng"))
+    from flashtriton.launchers import backward, forward, policy
+    calls = spy(monkeypatch, forward, "_fwd_warp_spec", lambda *a, **k: k.get("rng"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
-    bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: a[11])
+    bwd_calls = spy(monkeypatch, backward, "_bwd_warp_spec", lambda *a, **k: a[11])
     res = check_attention("triton", q, k, v, dropout_p=p, seed=nq + nk)
     assert not res["keep"].all()
     assert calls and calls[0] is not None, "the warp-specialized forward did not take the dropout call"
-    if d in prefill.BWD_WARP_SPEC_TILES:
+    if d in policy.BWD_WARP_SPEC_TILES:
         assert bwd_calls and bwd_calls[0] is not None, "the warp-specialized backward did not take the dropout call"
 
 
@@ -433,8 +433,8 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully
     visible tiles, bwd.py's kernels resume (RESUME) with the masked ones; forced with
     FLASHTRITON_WARP_SPEC=1, the gradients pass the reference check and both ran."""
-    from flashtriton.launchers import prefill
-    calls = spy(monkeypatch, prefill, "_bwd_warp_spec", lambda *a, **k: k.get("partial"))
+    from flashtriton.launchers import backward
+    calls = spy(monkeypatch, backward, "_bwd_warp_spec", lambda *a, **k: k.get("partial"))
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert calls == [True], calls

@@ -10,7 +10,7 @@ import triton
 
 import flashtriton
 from flashtriton import flash_attn_varlen_func
-from flashtriton.launchers import prefill
+from flashtriton.launchers import backward, common, forward, policy
 
 from conftest import DEVICE, kernel_backends
 from helpers import assert_close, check_attention, cu_seqlens, rand_qkv, rand_varlen, reference_pair, spy
@@ -189,15 +189,16 @@ class _GridSpy:
 @pytest.fixture
 def grid_spies(monkeypatch):
     spies = {}
-    for name in ("attn_fwd_kernel", "attn_bwd_dq_kernel", "attn_bwd_dkdv_kernel", "bwd_preprocess_kernel"):
-        spies[name] = _GridSpy(getattr(prefill, name))
-        monkeypatch.setattr(prefill, name, spies[name])
+    for module, name in ((forward, "attn_fwd_kernel"), (backward, "attn_bwd_dq_kernel"),
+                         (backward, "attn_bwd_dkdv_kernel"), (backward, "bwd_preprocess_kernel")):
+        spies[name] = _GridSpy(getattr(module, name))
+        monkeypatch.setattr(module, name, spies[name])
     return spies
 
 
 def test_cu_blocks_program_map():
     cu = cu_seqlens([0, 1, 32, 33, 0, 100], "cpu")
-    assert prefill._cu_blocks(cu, 32).tolist() == [0, 0, 1, 2, 4, 4, 8]
+    assert common._cu_blocks(cu, 32).tolist() == [0, 0, 1, 2, 4, 4, 8]
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
@@ -219,8 +220,8 @@ def test_grid_does_not_depend_on_max_seqlen(grid_spies):
         assert len(grids) == len(maxes), (name, grids)
         for grid, (max_q, max_k) in zip(grids, maxes):
             # the tile the launcher picks for this call (varlen: never autotuned)
-            params = prefill.AttnParams(32 ** -0.5, -1, 0, 0.0, 0.0)  # causal
-            tile = prefill._tile(kind, prefill.block_d(32), q, params, max(max_q, max_k), True, None)
+            params = common.AttnParams(32 ** -0.5, -1, 0, 0.0, 0.0)  # causal
+            tile = common._tile(kind, common.block_d(32), q, params, max(max_q, max_k), True, None)
             block = tile.block_n if kind == "dkdv" else tile.block_m
             programs = grid[0] * grid[1] if len(grid) == 2 else grid[0]   # the forward's grid is linear
             assert programs <= heads * (triton.cdiv(total, block) + batch), (name, grid, tile)
@@ -277,10 +278,10 @@ def test_heaviest_first_order():
     lens = [3, 70, 0, 33]
     cu = cu_seqlens(lens, "cpu")
     block = 16
-    cu_blocks = prefill._cu_blocks(cu, block)
+    cu_blocks = common._cu_blocks(cu, block)
     n_programs = triton.cdiv(sum(lens), block) + len(lens)
-    varlen = prefill.Varlen(cu, cu, max(lens), max(lens))
-    order = prefill._heaviest_first(varlen, cu_blocks, n_programs, block)
+    varlen = common.Varlen(cu, cu, max(lens), max(lens))
+    order = common._heaviest_first(varlen, cu_blocks, n_programs, block)
     assert sorted(order.tolist()) == list(range(n_programs))
     blocks = cu_blocks.tolist()
     work = []
@@ -304,9 +305,10 @@ def test_regression_varlen_maps_built_once_per_cu_seqlens(monkeypatch):
     (q, k, v), (cu_q, cu_k, mq, mk) = rand_varlen([3, 40, 17], [5, 40, 30], 2, 2, 32, torch.float16, DEVICE,
                                                   requires_grad=True)
     built = []
-    real_blocks, real_order = prefill._cu_blocks, prefill._heaviest_first
-    monkeypatch.setattr(prefill, "_cu_blocks", lambda *a: built.append("blocks") or real_blocks(*a))
-    monkeypatch.setattr(prefill, "_heaviest_first", lambda *a: built.append("order") or real_order(*a))
+    real_blocks, real_order = common._cu_blocks, common._heaviest_first
+    for module in (common, forward, backward):   # each module that calls _cu_blocks
+        monkeypatch.setattr(module, "_cu_blocks", lambda *a: built.append("blocks") or real_blocks(*a))
+    monkeypatch.setattr(forward, "_heaviest_first", lambda *a: built.append("order") or real_order(*a))
     with flashtriton.use_backend("triton"):
         first = flash_attn_varlen_func(q, k, v, cu_q, cu_k, mq, mk, causal=True)
         torch.autograd.grad(first, (q, k, v), torch.randn_like(first))
@@ -364,8 +366,8 @@ def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
     head_dim 128; bwd.py otherwise), forced with FLASHTRITON_WARP_SPEC=1: output, lse and
     gradients pass the reference check; rows without keys give 0 and lse +inf; both ran.
     Keys without queries get dK = dV = 0 (check_attention's reference has them 0)."""
-    fwd_calls = spy(monkeypatch, prefill, "_fwd_warp_spec_varlen")
-    bwd_calls = spy(monkeypatch, prefill, "_bwd_warp_spec_varlen")
+    fwd_calls = spy(monkeypatch, forward, "_fwd_warp_spec_varlen")
+    bwd_calls = spy(monkeypatch, backward, "_bwd_warp_spec_varlen")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
     res = check_attention("triton", q, k, v, varlen=varlen)
@@ -382,14 +384,14 @@ def test_warp_spec_varlen_rule(monkeypatch):
     """Which varlen calls take the warp-specialized forward: non-causal without window,
     ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128; FLASHTRITON_WARP_SPEC applies
     (here, under the interpreter or on a CPU, only when forced)."""
-    bf16, plain = torch.bfloat16, prefill.AttnParams(0.1)
+    bf16, plain = torch.bfloat16, common.AttnParams(0.1)
     q = torch.empty(8, 2, 128, dtype=bf16)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    rule = prefill.warp_spec_varlen
-    if prefill.interpreting():
+    rule = policy.warp_spec_varlen
+    if common.interpreting():
         assert rule(q, plain, None, 128) and rule(q.half(), plain, None, 128)
-    for p in (prefill.AttnParams(0.1, window_right=0), prefill.AttnParams(0.1, window_left=4),
-              prefill.AttnParams(0.1, softcap=3.0), prefill.AttnParams(0.1, dropout_p=0.1)):
+    for p in (common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=4),
+              common.AttnParams(0.1, softcap=3.0), common.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(q, p, None, 128)
     assert not rule(q, plain, torch.ones(2), 128) and not rule(q, plain, None, 64) and not rule(q.float(), plain, None, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")

@@ -35,7 +35,7 @@ from .. import memory
 from . import plans
 from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
 from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
-from .prefill import LOG2E, AttnParams, _dot_precision, interpreting
+from .common import LOG2E, AttnParams, _dot_precision, interpreting
 
 MAX_SPLITS = 256
 DEFAULT_SMS = 132  # H200; the real count is read from the device

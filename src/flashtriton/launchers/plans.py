@@ -277,7 +277,7 @@ class _Launch:
                 kwargs[k] = _resolve(c, inputs, allocs)
             self.kernel[self.grid](*args, **kwargs)
             return
-        from .prefill import _ensure_allocator
+        from .common import _ensure_allocator
         _ensure_allocator()
         values = list(self.values)
         for i, c in self.subs:

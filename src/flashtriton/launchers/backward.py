@@ -1,0 +1,259 @@
+"""The prefill backward's launchers: bwd (launch plans, then _bwd: the delta
+preprocess, then bwd.py's dK/dV and dQ kernels, the warp-specialized bwd_ws.py /
+bwd_ws_varlen.py, or the split of the two, as launchers/policy.py rules) and the dK/dV
+kernel's tile layout (DKDV_QUERY_ROWS, dkdv_key_rows). Tensor layouts: see
+launchers/prefill.py."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+import triton
+
+from .. import memory
+from . import plans
+from ..kernels import configs
+from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
+from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
+from ..kernels.bwd_ws_varlen import attn_bwd_dkdv_ws_varlen_kernel, attn_bwd_dq_ws_varlen_kernel
+from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
+                     _descriptor_ready, _dims4, _dot_precision, _dropout_keys, _effective_window,
+                     _ensure_allocator, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps, block_d,
+                     host_descriptors, interpreting)
+from .policy import _bwd_ws_tiles, warp_spec_mode, warp_spec_varlen
+
+def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """Returns (dq, dk, dv) shaped like q, k, v. Deterministic: no atomics anywhere. A
+    dense call seen before replays its launch plan (launchers/plans.py)."""
+    inputs = (dout, q, k, v, out, lse, alibi, rng)
+    key = plans.plan_key("bwd", inputs, params) if varlen is None else None
+    return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
+
+
+def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    varlen = _unit_stride_varlen(varlen)
+    is_varlen = varlen is not None
+    dout, q, k, v = (_descriptor_ready(t) for t in (dout, q, k, v))
+    if is_varlen:
+        total_q, nheads, head_dim = q.shape
+        total_k, nheads_k = k.shape[0], k.shape[1]
+        batch = varlen.cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        stride_lb, stride_lh = 0, lse.stride(0)
+        rng_rows, rng_stride = total_q, max(seqlen_k, 1)
+    else:
+        batch, seqlen_q, nheads, head_dim = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        stride_lb, stride_lh = lse.stride(0), lse.stride(1)
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    params = _effective_window(params, seqlen_q, seqlen_k)
+    group = nheads // nheads_k
+    bd = block_d(head_dim)
+    if not interpreting():
+        _ensure_allocator()
+    dq = memory.empty(q.shape, q.dtype, q.device)
+    dk = memory.empty(k.shape, k.dtype, k.device)
+    dv = memory.empty(v.shape, v.dtype, v.device)
+    delta = memory.empty(lse.shape, torch.float32, q.device)
+    stride_ab, stride_ah = _alibi_strides(alibi)
+    dummy = lse
+    alibi_arg = alibi if alibi is not None else dummy
+    rng_arg = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else dummy
+    cu_q = varlen.cu_seqlens_q if is_varlen else dummy
+    cu_k = varlen.cu_seqlens_k if is_varlen else dummy
+    scalars = _common_scalars(params, alibi)
+    common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
+                  n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
+                  HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
+                  DOT_PRECISION=_dot_precision(q.dtype), **scalars)
+
+    pre_block = 64
+    # delta is one value per query row: a varlen batch is one packed run of total_q rows
+    # here, so no program is spent on padding up to max_seqlen_q.
+    pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
+    plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
+        out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
+        stride_lb, stride_lh, nheads, pre_rows,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
+
+    if (is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, total_k) > 0
+            and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd):
+        _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
+        return dq, dk, dv
+
+    def launch_dkdv(tile: configs.Tile, resume: bool = False):
+        if is_varlen:
+            cu_blocks = _cached_map(varlen.cu_seqlens_k, ("blocks", tile.block_n),
+                                    lambda: _cu_blocks(varlen.cu_seqlens_k, tile.block_n))
+            grid = (nheads_k, triton.cdiv(total_k, tile.block_n) + batch)
+        else:
+            cu_blocks = dummy
+            grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
+        descs = (dummy,) * 6
+        use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
+        if use_host_desc:
+            bm, bn = tile.block_m, tile.block_n
+            descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
+                     _host_descriptor(dout, bm, bd), _host_descriptor(dk, bn, bd), _host_descriptor(dv, bn, bd))
+        plans.launch(attn_bwd_dkdv_kernel, grid,
+            q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
+            *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+
+    def launch_dq(tile: configs.Tile, resume: bool = False):
+        if is_varlen:
+            cu_blocks = _cached_map(varlen.cu_seqlens_q, ("blocks", tile.block_m),
+                                    lambda: _cu_blocks(varlen.cu_seqlens_q, tile.block_m))
+            grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
+        else:
+            cu_blocks = dummy
+            grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        descs = (dummy,) * 5
+        use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
+        if use_host_desc:
+            bm, bn = tile.block_m, tile.block_n
+            descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
+                     _host_descriptor(dout, bm, bd), _host_descriptor(dq, bm, bd))
+        plans.launch(attn_bwd_dq_kernel, grid,
+            q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
+            *_dims4(dq, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
+            BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+
+    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
+    dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
+    n = max(seqlen_q, seqlen_k)
+    mode = (warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel="bwd", dout=dout)
+            if lse.is_contiguous() else None)
+    if mode == "whole":
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
+                       rng_arg if params.dropout_p > 0 else None, rng_rows)
+    elif mode == "split":
+        # the warp-specialized kernels do the fully visible tiles and leave unscaled partial
+        # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
+        # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
+        interp = interpreting()
+        ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
+        launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
+        launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
+    else:
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
+        launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
+    return dq, dk, dv
+
+
+# BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
+# (KEY_ROWS=False: S = Q K^T and dP = dO V^T read K and V from shared memory, where the
+# key-rows layout holds them in registers as A operands, one copy per warpgroup). H200,
+# 2026-11-30 (bench/gpu/s11_dkdv_ab.py, backward ms, key rows -> query rows): D = 256
+# N = 8k 10.47 -> 9.67 (with the (128, 64, 8, 1) tile), causal 6.20 -> 4.70; D = 128
+# window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
+# D = 64: masked calls' (64, 64, 4, 3) tile, +4-10% (configs "dkdv_masked"); its unmasked
+# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows). The
+# split path's resumed dK/dV was not measured in this layout and keeps key rows.
+DKDV_QUERY_ROWS: set = {64, 128, 256}
+
+
+def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
+    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS). float32's
+    FMA tiles keep the layout they were sized in; so do tiles of fewer than 64 query rows
+    (a tuner candidate), whose S = Q K^T would not be a warpgroup wgmma (M < 64) - except
+    under the interpreter, where speed does not matter and the tests use 32-row tiles."""
+    if resume or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
+        return True
+    return block_m < 64 and not interpreting()
+
+
+def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
+                   partial: bool = False):
+    """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
+    only the fully visible tiles (causal, right window, ragged counts), the unscaled
+    gradients left in dq, dk, dv for bwd.py's RESUME."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    lse_stride = seqlen_q
+    if seqlen_q % 128:
+        # The kernels read lse and delta through 1-D descriptors, whose box must start on
+        # 16 bytes (Triton checks it): each head's rows get padded to a multiple of 128.
+        lse_stride = triton.cdiv(seqlen_q, 128) * 128
+        padded = memory.empty((2, batch, nheads, lse_stride), torch.float32, q.device)
+        plans.unreplayable()
+        padded[0, ..., :seqlen_q].copy_(lse)
+        padded[1, ..., :seqlen_q].copy_(delta)
+        lse, delta = padded[0], padded[1]
+    tile, dq_tile = _bwd_ws_tiles(bd)
+    # keys_total: the rk / ck part of the table (its descriptors' extent); cs_mult follows it
+    keys_arg, keys_total = (keys, keys.numel() - 1) if keys is not None else (lse, 0)
+    plans.launch(attn_bwd_dkdv_ws_kernel, (batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),),
+        q, k, v, dout, lse, delta, dk, dv, keys_arg,
+        *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
+        *_dims4(dk, False), *_dims4(dv, False),
+        lse.numel(), lse_stride, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
+        params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        params.window_left, params.window_right,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+    tile = dq_tile
+    plans.launch(attn_bwd_dq_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
+        q, k, v, dout, lse, delta, dq, keys_arg,
+        *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
+        lse.numel(), lse_stride, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
+        params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
+        params.window_left, params.window_right,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
+        PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+
+
+def _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, varlen: Varlen, bd: int):
+    """kernels/bwd_ws_varlen.py over a packed batch: lse and delta (H, total_q) are first
+    copied into buffers padded per sequence to whole dQ blocks (+inf / 0 in the padding)."""
+    total_q, nheads, head_dim = q.shape
+    total_k, nheads_k = k.shape[0], k.shape[1]
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+    batch = cu_q.numel() - 1
+    kv_tile, dq_tile = _bwd_ws_tiles(bd)
+    pad = dq_tile.block_m                      # the dK/dV kernel's BLOCK_M divides it
+    n_qslots = triton.cdiv(total_q, pad) + batch
+    q_slots, gather = _cached_map(cu_q, ("ws_slots", pad, n_qslots),
+                                  lambda: _ws_varlen_maps(cu_q, pad, n_qslots, total_q))
+    n_kslots = triton.cdiv(total_k, kv_tile.block_n) + batch
+    k_slots, _ = _cached_map(cu_k, ("ws_slots", kv_tile.block_n, n_kslots),
+                             lambda: _ws_varlen_maps(cu_k, kv_tile.block_n, n_kslots, total_k))
+    cu_qblocks = _cached_map(cu_q, ("blocks", pad), lambda: _cu_blocks(cu_q, pad))
+    padded = memory.empty((2, nheads, n_qslots * pad), torch.float32, q.device)
+    padded[0].fill_(float("inf"))
+    padded[1].zero_()
+    padded[0].index_copy_(1, gather, lse)
+    padded[1].index_copy_(1, gather, delta)
+    lse_p, delta_p = padded[0], padded[1]
+    group = nheads // nheads_k
+    qk_scale = params.softmax_scale * LOG2E
+    plans.launch(attn_bwd_dkdv_ws_varlen_kernel, (nheads_k * n_kslots,),
+        q, k, v, dout, lse_p, delta_p, dk, dv, cu_q, cu_k, cu_qblocks, k_slots,
+        q.stride(0), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0),
+        dk.stride(0), dk.stride(1), dv.stride(0), dv.stride(1),
+        n_kslots, nheads, group, lse_p.numel(), n_qslots * pad, params.softmax_scale, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=kv_tile.block_m, BLOCK_N=kv_tile.block_n, PAD_BLOCK=pad,
+        num_warps=kv_tile.num_warps, num_stages=kv_tile.num_stages,
+    )
+    plans.launch(attn_bwd_dq_ws_varlen_kernel, (nheads * n_qslots,),
+        q, k, v, dout, lse_p, delta_p, dq, cu_q, cu_k, q_slots,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), dout.stride(0), dout.stride(1),
+        dq.stride(0), dq.stride(1),
+        n_qslots, group, lse_p.numel(), n_qslots * pad, params.softmax_scale, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=dq_tile.block_m, BLOCK_N=dq_tile.block_n,
+        num_warps=dq_tile.num_warps, num_stages=dq_tile.num_stages,
+    )

@@ -1,0 +1,306 @@
+"""Host helpers shared by the prefill launchers (launchers/forward.py, backward.py):
+the call's scalar parameters (AttnParams, Varlen), tensor-descriptor alignment and the
+host-made TMA descriptors with their policy (host_descriptors), the varlen program maps
+(cached on cu_seqlens), the dropout key table, the kernels' common scalars and the tile
+choice (_tile). Tensor layouts: see launchers/prefill.py."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import NamedTuple, Optional
+
+import torch
+import triton
+
+from .. import memory
+from . import plans
+from ..kernels import configs
+from . import tuning
+
+LOG2E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class AttnParams:
+    """Scalar semantics of one attention call (already canonical: causal is right = 0)."""
+    softmax_scale: float
+    window_left: int = -1
+    window_right: int = -1
+    softcap: float = 0.0
+    dropout_p: float = 0.0
+
+
+class Varlen(NamedTuple):
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+
+
+def interpreting() -> bool:
+    return bool(triton.knobs.runtime.interpret)
+
+
+if interpreting():
+    from ..kernels import interpreter_fixes
+    interpreter_fixes.apply()
+
+
+def _alloc_descriptor_scratch(size: int, alignment: int, stream: Optional[int]):
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _ensure_allocator():
+    """Descriptors made inside a kernel need a scratch buffer from triton's allocator.
+    It is a context variable, unset on autograd's backward thread: set it per launch."""
+    from triton.runtime import _allocation
+    if isinstance(_allocation._allocator.get(), _allocation.NullAllocator):
+        triton.set_allocator(_alloc_descriptor_scratch)
+
+
+HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
+# Eager forwards under this many FLOPs (~0.25 ms of GPU time) keep the in-kernel
+# descriptors: the four host-made ones cost ~45 us of host time a call on the H200
+# machine's CPU, and there the call is already host-bound (2026-11-29, D = 128, eager
+# TFLOP/s without / with: N = 512 235 / 146, causal N = 1k 212 / 181; from 1e11 FLOPs,
+# N = 1k 323 / 367, causal N = 2k 302 / 334). CUDA-graph capture pays no host time.
+HOST_DESC_MIN_EAGER_FLOPS = 1e11
+
+
+def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
+                      device: torch.device | None = None) -> bool:
+    """Where host-made descriptors measured faster (H200, 2026-11-29, bf16, 16k tokens,
+    bench/gpu/s5_bwd_ab.py and next_host_desc.sh; bench/NOTES.md "Session 5"):
+    - forward: everywhere (D = 128 graph replays +27% / +5% / +8% at N = 512 / 1k / 2k,
+      causal +32% / +23% / +12%, level from 4k; window (1024, 0) at 16k: +17%);
+    - dQ at D = 128 up to N = 4k (+3-8%; -4% at 16k);
+    - dK/dV at D = 64, causal (+4-11%); everywhere else both lost up to 22% (dQ at D = 64:
+      170 registers against 128 with the descriptors as kernel parameters)."""
+    if kernel == "fwd":
+        return fwd_host_desc_pays(fwd_flops, device)
+    if kernel == "dq":
+        return block_d == 128 and seqlen <= 4096
+    return block_d == 64 and causal
+
+
+def fwd_host_desc_pays(flops: float, device: torch.device | None) -> bool:
+    """The forward's host-made descriptors pay for their host time (see above)."""
+    if flops >= HOST_DESC_MIN_EAGER_FLOPS:
+        return True
+    return device is not None and device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
+                     device: torch.device | None = None) -> bool:
+    """Whether the dense `kernel` (one of HOST_DESC_KERNELS) takes host-made TMA
+    descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
+    the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
+    host_desc_default), "1" (all), "0" (none), or a comma-separated list of kernels.
+    Eagerly, each descriptor costs host time (~10 us on the H200 machine's CPU)."""
+    flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
+    if flag == "auto":
+        return host_desc_default(kernel, block_d, causal, seqlen, fwd_flops, device)
+    if flag in ("0", "1"):
+        return flag == "1"
+    chosen = tuple(x.strip() for x in flag.split(","))
+    if not chosen or any(x not in HOST_DESC_KERNELS for x in chosen):
+        raise ValueError(f"FLASHTRITON_HOST_DESCRIPTORS: must be auto, 0, 1 or a comma-separated subset of "
+                         f"{HOST_DESC_KERNELS}, got {flag!r}")
+    return kernel in chosen
+
+
+def _host_descriptor(t: torch.Tensor, rows: int, cols: int):
+    """Descriptor of a (B, N, H, D) tensor with a [1, rows, 1, cols] box. Strides of
+    size-1 dims are never used, but TMA still checks them (16-byte multiples): they get
+    the stride a contiguous layout would give them (a multiple of the inner one)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    shape, strides = list(t.shape), list(t.stride())
+    for i in range(len(shape) - 2, -1, -1):
+        if shape[i] == 1:
+            strides[i] = strides[i + 1] * shape[i + 1]
+    return TensorDescriptor(t, shape, strides, [1, rows, 1, cols])
+
+
+def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
+    """TMA needs a unit inner stride, a 16-byte aligned base and 16-byte multiples for
+    the outer strides. Views that break this (rare: odd offsets into a larger buffer,
+    or an incoming gradient dout with a strided last dim) are copied once."""
+    esize = t.element_size()
+    ok = t.stride(-1) == 1 and t.data_ptr() % 16 == 0 and all((s * esize) % 16 == 0 and s > 0
+                                        for s, n in zip(t.stride()[:-1], t.shape[:-1]) if n > 1)
+    if ok:
+        return t
+    plans.unreplayable()
+    # clone, not contiguous(): a contiguous view at a misaligned base is its own
+    # contiguous() (tests/test_ops.py::test_regression_misaligned_contiguous_input)
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def block_d(head_dim: int) -> int:
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    # fp32 inputs compute in true fp32 unless the user opts into tf32 (see README)
+    if dtype == torch.float32 and os.environ.get("FLASHTRITON_ALLOW_TF32", "0") != "1":
+        return "ieee"
+    return "tf32"
+
+
+def _dims4(t: torch.Tensor, varlen: bool):
+    """(stride_b, stride_n, stride_h) with stride_b = 0 for (total, H, D) layouts."""
+    if varlen:
+        return 0, t.stride(0), t.stride(1)
+    return t.stride(0), t.stride(1), t.stride(2)
+
+
+def _unit_stride_varlen(varlen: Varlen | None) -> Varlen | None:
+    """The kernels read cu_seqlens[b] as CU + b: a strided view is copied first."""
+    if varlen is None:
+        return None
+    return varlen._replace(cu_seqlens_q=varlen.cu_seqlens_q.contiguous(),
+                           cu_seqlens_k=varlen.cu_seqlens_k.contiguous())
+
+
+def _effective_window(params: AttnParams, seqlen_q: int, seqlen_k: int) -> AttnParams:
+    """A window edge that reaches past every sequence is no edge: -1. Same result, the
+    cheaper unmasked path, and the kernels' int32 index arithmetic (index + window)
+    cannot overflow on huge windows such as 2**31 - 1."""
+    left = -1 if params.window_left >= seqlen_k - 1 else params.window_left
+    right = -1 if params.window_right >= seqlen_q - 1 else params.window_right
+    if left == params.window_left and right == params.window_right:
+        return params        # (dataclasses.replace costs ~6 us on the H200 machine's CPU)
+    return replace(params, window_left=left, window_right=right)
+
+
+def _stamp(t: torch.Tensor):
+    """Identity of a tensor's current contents: its version counter (bumped by every
+    in-place write) and data pointer."""
+    return t._version, t.data_ptr()
+
+
+def _cached_map(cu: torch.Tensor, key: tuple, make):
+    """A program map derived from cu_seqlens, remembered on the tensor itself.
+
+    Measured 2026-11-29 on the H200: the ~20 small torch ops that build the varlen
+    maps cost ~0.3-0.5 ms of host time per call, and the GPU idles through it (a
+    16k-token causal varlen forward: 1.26 ms with them, 0.57 ms with the cache). A
+    model passes the same cu_seqlens to every layer, so they are built once per
+    tensor contents (key includes _stamp of every tensor the map reads).
+
+    Never cached while a CUDA graph is being captured: the ops are only recorded
+    then, so the tensor would hold garbage for any call outside the graph."""
+    if cu.is_cuda and torch.cuda.is_current_stream_capturing():
+        return make()
+    maps = getattr(cu, "_flashtriton_maps", None)
+    if maps is None or maps[0] != _stamp(cu):
+        maps = (_stamp(cu), {})
+        try:
+            cu._flashtriton_maps = maps
+        except (AttributeError, RuntimeError):  # a tensor that refuses attributes: no cache
+            return make()
+    if key not in maps[1]:
+        maps[1][key] = make()
+    return maps[1][key]
+
+
+def _cu_blocks(cu_seqlens: torch.Tensor, block: int) -> torch.Tensor:
+    """Cumulative count of `block`-row blocks per sequence (B + 1,), on the device: the
+    varlen program map, computed without a host sync."""
+    lens = cu_seqlens[1:] - cu_seqlens[:-1]
+    n = (lens + block - 1) // block
+    return torch.cat([n.new_zeros(1), torch.cumsum(n, 0)]).to(torch.int32)
+
+
+def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, block_m: int) -> torch.Tensor:
+    """Varlen causal forward: the dispatch order of the query-block programs, by their
+    number of visible keys, most first (longest-processing-time first), on the device
+    and without a host sync.
+
+    The grid's blocks start in order. With programs in sequence order, the heavy
+    last blocks of a long sequence late in the batch started last and ran alone at
+    the end: measured 2026-11-29 on the H200, a causal varlen forward of 16k tokens
+    (8 sequences, 293..3774) ran at 0.80x the TFLOP/s of the dense kernel, whose grid
+    already starts every head's heaviest block first. Slot g runs program order[g];
+    the kernel maps a program to (sequence, block) as before, including its own
+    heaviest-first reversal inside a sequence, which the work estimate mirrors."""
+    dev = cu_blocks.device
+    g = torch.arange(n_programs, device=dev, dtype=torch.int32)
+    seq = torch.searchsorted(cu_blocks[1:], g, right=True)             # == batch: a spare program
+    batch = cu_blocks.numel() - 1
+    valid = seq < batch
+    s = seq.clamp(max=batch - 1)
+    nq = (varlen.cu_seqlens_q[1:] - varlen.cu_seqlens_q[:-1])[s]
+    nk = (varlen.cu_seqlens_k[1:] - varlen.cu_seqlens_k[:-1])[s]
+    first, count = cu_blocks[s], cu_blocks[s + 1] - cu_blocks[s]
+    block = count - 1 - (g - first)                                    # the kernel's reversal
+    visible = ((block + 1) * block_m + nk - nq).clamp(min=0)
+    work = torch.where(valid, torch.minimum(visible, nk), torch.full_like(nk, -1))
+    return torch.sort(work, descending=True, stable=True).indices.to(torch.int32)
+
+
+def _ws_varlen_maps(cu_q: torch.Tensor, block_m: int, n_slots: int, total_q: int):
+    """The varlen warp-specialized forward's maps, on the device without a host sync:
+    slots (n_slots, 2) int32, each slot's (sequence, first row), spare slots (the grid
+    is an upper bound) at row 2**30; gather (total_q,) int64, each token's row in the
+    kernel's (H, n_slots * block_m) lse buffer."""
+    cu_blocks = _cu_blocks(cu_q, block_m).long()
+    s = torch.arange(n_slots, device=cu_q.device)
+    seq = torch.searchsorted(cu_blocks[1:].contiguous(), s, right=True)   # cu_blocks[seq] <= s < cu_blocks[seq + 1]
+    valid = s < cu_blocks[-1]
+    seq = torch.where(valid, seq, 0)
+    start = torch.where(valid, (s - cu_blocks[seq]) * block_m, 1 << 30)
+    slots = torch.stack([seq, start], 1).to(torch.int32).contiguous()
+    cu = cu_q.long()
+    t = torch.arange(total_q, device=cu_q.device)
+    tseq = torch.searchsorted(cu[1:].contiguous(), t, right=True)
+    row = t - cu[tseq]
+    gather = (cu_blocks[tseq] + row // block_m) * block_m + row % block_m
+    return slots, gather
+
+
+def _dropout_keys(rng: torch.Tensor, nheads: int, rng_rows: int, rng_stride: int) -> torch.Tensor:
+    """The backward's per-call dropout key table (kernels/dropout_keys.py): rng_stride column keys,
+    then nheads * rng_rows row keys, then the group multipliers' seed word; O(N) int32,
+    hashed on the device from the rng state (no host sync)."""
+    from ..kernels.dropout_keys import dropout_keys_kernel
+    total = rng_stride + nheads * rng_rows
+    keys = memory.empty((total + 1,), torch.int32, rng.device)     # + the group multipliers' seed word
+    block = 1024
+    plans.launch(dropout_keys_kernel, (triton.cdiv(total + 1, block),), keys, rng, rng_stride, rng_rows, total,
+                 rng_stride, BLOCK=block, num_warps=4)
+    return keys
+
+
+def _common_scalars(params: AttnParams, alibi):
+    scale = params.softmax_scale
+    softcap = params.softcap
+    return dict(
+        qk_scale=scale * LOG2E,
+        softcap_scale=(2.0 * LOG2E * scale / softcap) if softcap > 0 else 0.0,
+        softcap_out=softcap * LOG2E,
+        window_left=params.window_left, window_right=params.window_right,
+        dropout_p=params.dropout_p,
+        HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
+        HAS_ALIBI=alibi is not None, HAS_SOFTCAP=softcap > 0, HAS_DROPOUT=params.dropout_p > 0,
+    )
+
+
+def _alibi_strides(alibi):
+    if alibi is None:
+        return 0, 0
+    return (alibi.stride(0), alibi.stride(1)) if alibi.dim() == 2 else (0, alibi.stride(0))
+
+
+def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, varlen, run) -> configs.Tile:
+    if interpreting():
+        return configs.INTERPRETER_TILE
+    if configs.autotune_enabled() and varlen is None:
+        key = (q.dtype, params.window_left >= 0, params.window_right >= 0, params.softcap > 0,
+               params.dropout_p > 0, configs.seqlen_bucket(n))
+        return tuning.pick(kernel, key, bd, q.element_size(), run)
+    band = None
+    if params.window_left >= 0 and params.window_right >= 0:
+        band = params.window_left + params.window_right + 1
+    masked = params.window_left >= 0 or params.window_right >= 0
+    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked)

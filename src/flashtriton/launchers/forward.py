@@ -1,0 +1,195 @@
+"""The prefill forward's launchers: fwd (launch plans, then _fwd: fwd.py's kernel or
+the warp-specialized fwd_ws.py / fwd_ws_varlen.py, as launchers/policy.py rules), the
+dense grid order (FWD_ROWS_FIRST) and dropout_mask, the keep-mask fwd / bwd draw.
+Tensor layouts: see launchers/prefill.py."""
+from __future__ import annotations
+
+import torch
+import triton
+
+from .. import memory
+from . import plans
+from ..kernels import configs
+from ..kernels.fwd import attn_fwd_kernel
+from ..kernels.fwd_ws import attn_fwd_ws_kernel
+from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
+from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
+                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator,
+                     _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
+                     block_d, host_descriptors, interpreting)
+from .policy import WARP_SPEC_TILES, warp_spec_mode, warp_spec_varlen
+
+def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
+    (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
+    inputs = (q, k, v, alibi, rng)
+    key = plans.plan_key("fwd", inputs, params) if varlen is None else None
+    return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
+
+
+def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    varlen = _unit_stride_varlen(varlen)
+    is_varlen = varlen is not None
+    q, k, v = (_descriptor_ready(t) for t in (q, k, v))
+    if is_varlen:
+        total_q, nheads, head_dim = q.shape
+        nheads_k = k.shape[1]
+        batch = varlen.cu_seqlens_q.numel() - 1
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        lse = memory.empty((nheads, total_q), torch.float32, q.device)
+        stride_lb, stride_lh = 0, lse.stride(0)
+        rng_rows, rng_stride = total_q, max(seqlen_k, 1)
+    else:
+        batch, seqlen_q, nheads, head_dim = q.shape
+        seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
+        stride_lb, stride_lh = lse.stride(0), lse.stride(1)
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    params = _effective_window(params, seqlen_q, seqlen_k)
+    out = memory.empty(q.shape, q.dtype, q.device)
+    if not interpreting():
+        _ensure_allocator()
+    bd = block_d(head_dim)
+    dummy = lse
+    stride_ab, stride_ah = _alibi_strides(alibi)
+
+    def launch(tile: configs.Tile):
+        if is_varlen:
+            cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+            cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
+            slots = triton.cdiv(total_q, tile.block_m) + batch
+            grid = (nheads * slots,) if FWD_ROWS_FIRST else (nheads, slots)
+            order = dummy
+            if use_order:
+                order = _cached_map(cu_q, ("order", tile.block_m, slots, _stamp(cu_k)),
+                                    lambda: _heaviest_first(varlen, cu_blocks, slots, tile.block_m))
+        else:
+            cu_blocks = cu_q = cu_k = order = dummy
+            if FWD_ROWS_FIRST:
+                grid = (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),)
+            else:
+                grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        descs = (dummy,) * 4
+        if use_host_desc:
+            descs = (_host_descriptor(q, tile.block_m, bd), _host_descriptor(k, tile.block_n, bd),
+                     _host_descriptor(v, tile.block_n, bd), _host_descriptor(out, tile.block_m, bd))
+        plans.launch(attn_fwd_kernel, grid,
+            q, k, v, out, lse, cu_q, cu_k, cu_blocks, order,
+            alibi if alibi is not None else dummy, rng if rng is not None else dummy,
+            *descs,
+            *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(out, is_varlen),
+            stride_lb, stride_lh, stride_ab, stride_ah,
+            nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
+            rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
+            IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
+            HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
+            num_warps=tile.num_warps, num_stages=tile.num_stages,
+            **_common_scalars(params, alibi),
+        )
+
+    # Causal-like varlen only: there block costs differ within and across sequences;
+    # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
+    use_order = is_varlen and params.window_right >= 0 and batch > 1
+    causal = params.window_right == 0
+    keys = seqlen_k                                  # keys a query sees, on average (roughly)
+    if params.window_left >= 0 and params.window_right >= 0:
+        keys = min(seqlen_k, params.window_left + params.window_right + 1)
+    elif params.window_left >= 0 or params.window_right >= 0:
+        keys = seqlen_k / 2
+    flops = 4.0 * batch * nheads * seqlen_q * keys * head_dim
+    # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
+    use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
+                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
+
+    if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
+        _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
+        return out, lse
+    if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) == "whole":
+        _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)
+        return out, lse
+    tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
+    launch(tile)
+    return out, lse
+
+
+# Dense forward grid order. True: one linear grid whose consecutive programs are the query
+# blocks of one (batch, head), so the ~132 programs in flight read a few heads' K and V,
+# which stay in L2; False: (B * H, query blocks), consecutive programs on different heads
+# (each K / V read by programs spread over the whole launch). fwd.py, H200, 2026-11-29,
+# bf16, 16k tokens (bench/gpu/s6_ws_ab.py): rows-first / heads-first TFLOP/s 1.00-1.13x at
+# N >= 2k (D = 128 and 64, causal and not), 1.00-1.34x at N = 512; one outlier, D = 128
+# non-causal N = 1k, 0.74x (280 against 379; that case now runs fwd_ws.py: 405). The varlen
+# grid too (a head's block slots consecutive): no measurable effect there (session 7,
+# 0.835x dense against 0.83x).
+FWD_ROWS_FIRST = True
+
+
+def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
+    """kernels/fwd_ws.py over a whole call: unmasked, or causal / windowed
+    (warp_spec_masked_fwd). rng: the call's (seed, offset) when params.dropout_p > 0 (only
+    unmasked calls: warp_spec_masked_fwd takes no dropout)."""
+    batch, seqlen_q, nheads, head_dim = q.shape
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
+    qk_scale = params.softmax_scale * LOG2E
+    masked = params.window_right >= 0
+    # the query rows, for the mask and the dropout row keys (a few us of launch; made per
+    # call, so that a CUDA-graph capture owns it)
+    rows = masked or rng is not None
+    iota = memory.arange_i32(seqlen_q, q.device) if rows else None
+    plans.launch(attn_fwd_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
+        q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
+        *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
+        lse.numel(),
+        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
+        params.dropout_p, batch * seqlen_q, seqlen_k,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
+        MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=rng is not None,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+
+
+def _fwd_warp_spec_varlen(q, k, v, out, lse, params: AttnParams, varlen: Varlen, bd: int):
+    """kernels/fwd_ws_varlen.py over a packed batch; lse (H, total_q) is gathered from
+    the kernel's per-slot buffer."""
+    total_q, nheads, head_dim = q.shape
+    nheads_k = k.shape[1]
+    batch = varlen.cu_seqlens_q.numel() - 1
+    tile = WARP_SPEC_TILES[bd] if not interpreting() else configs.INTERPRETER_TILE
+    bm = tile.block_m
+    n_slots = triton.cdiv(total_q, bm) + batch
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+    slots, gather = _cached_map(cu_q, ("ws_slots", bm, n_slots), lambda: _ws_varlen_maps(cu_q, bm, n_slots, total_q))
+    lse_pad = memory.empty((nheads, n_slots * bm), torch.float32, q.device)
+    qk_scale = params.softmax_scale * LOG2E
+    plans.launch(attn_fwd_ws_varlen_kernel, (nheads * n_slots,),
+        q, k, v, out, lse_pad, cu_q, cu_k, slots,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
+        n_slots, lse_pad.numel(), nheads // nheads_k, qk_scale,
+        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=bm, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+    )
+    torch.index_select(lse_pad, 1, gather, out=lse)
+
+
+def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:
+    """The keep-mask (B, H, Nq, Nk) bool that fwd / bwd draw for this rng state."""
+    varlen = _unit_stride_varlen(varlen)
+    from ..kernels.dropout_mask import dropout_mask_kernel
+    if varlen is None:
+        batch, seqlen_q, nheads, _ = q.shape
+        seqlen_k = k.shape[1]
+        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+    else:
+        batch, nheads = varlen.cu_seqlens_q.numel() - 1, q.shape[1]
+        seqlen_q, seqlen_k = varlen.max_seqlen_q, varlen.max_seqlen_k
+        rng_rows, rng_stride = q.shape[0], max(seqlen_k, 1)
+    mask = torch.zeros((batch, nheads, seqlen_q, seqlen_k), dtype=torch.int8, device=q.device)
+    blk = 32
+    grid = (batch * nheads, triton.cdiv(seqlen_q, blk), triton.cdiv(seqlen_k, blk))
+    plans.launch(dropout_mask_kernel, grid, mask, varlen.cu_seqlens_q if varlen is not None else mask, rng,
+                              mask.stride(0), mask.stride(1), mask.stride(2), nheads, seqlen_q, seqlen_k,
+                              rng_rows, rng_stride, params.dropout_p,
+                              BLOCK_M=blk, BLOCK_N=blk, IS_VARLEN=varlen is not None)
+    return mask.bool()

@@ -1,0 +1,239 @@
+"""Where the prefill launchers run the warp-specialized kernels (kernels/fwd_ws.py,
+bwd_ws.py and their varlen versions): the rules (warp_spec_mode and the warp_spec_*
+predicates), the FLASHTRITON_WARP_SPEC switch and the kernels' tile tables, with the
+measurements behind them."""
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from ..kernels import configs
+from .common import AttnParams, interpreting
+
+# The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
+# what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
+# warps); 2 stages (3 overflow shared memory at 128 x 128: 257 KB). D = 64 is not here:
+# there it lost to fwd.py at N >= 2k (327-383 against 354-405 TFLOP/s, H200, 2026-11-29,
+# bench/gpu/s6_ws_ab.py; 128 x 64 tiles gave wrong results under the specialization).
+# D = 256: 128 x 128 needs 263 KB of shared memory; 128 x 64 with one stage fits (197 KB,
+# 12 warps, no spills) and is right: 486 / 550 / 585 / 613 TFLOP/s at N = 1k / 2k / 4k /
+# 16k against 353 / 383 / 401 / 406 for fwd.py and 308-326 for FA2's CUDA kernel
+# (bench/gpu/s8_d256_fwd_ab.py, H200, 2026-11-29); 128 x 32 with 2 stages 402-490, with
+# 3 stages NaN.
+WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2), 256: configs.Tile(128, 64, 4, 1)}
+
+
+def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                   kernel: str = "fwd", dout=None):
+    """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
+    kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
+    warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
+    or None; under warp_spec_applies' switch. "split" is taken for causal (or
+    right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N[BLOCK_D] and no
+    left window, or always with FLASHTRITON_WARP_SPEC=1; the backward's "whole" from
+    min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag.
+    (H200, 2026-11-29, bf16 D = 128, 16k tokens, bench/gpu/s6_ws_ab.py: causal backward
+    alone ~306 / 293 TFLOP/s at 4k, 365 / 320 at 8k, 415 / 309 at 16k, but 225 / 250 at
+    2k; window (1024, 0) 1.67 ms against 1.38. The forward's split, removed in session 7,
+    measured 73 / 139 to 393 / 417 at N = 512 to 4k and level from 8k.)
+    The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
+    they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
+    if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=kernel == "bwd",
+                             kernel=kernel):
+        return None
+    if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
+        return None
+    forced = _warp_spec_forced()
+    if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        return "whole"
+    if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
+        if kernel == "fwd" or forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
+            return "whole"
+        return None
+    if kernel == "fwd":
+        return None
+    if forced:
+        return "split"
+    if params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N.get(bd, float("inf")):
+        return "split"
+    return None
+
+
+# The shortest sequences at which the backward's split path pays, per BLOCK_D (see
+# warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
+# backward 221 / 284 / 334 TFLOP/s at 4k / 8k / 16k with the split, 242 / 267 / 280
+# with bwd.py.
+BWD_SPLIT_MIN_N = {128: 4096, 64: 8192}
+# The shortest sequences at which the whole-call backward pays, where not from the start:
+# D = 64 non-causal at N = 512 / 1k 159 / 230 TFLOP/s against 187 / 240 with bwd.py
+# (from 2k: 294 / 337 / 364 / 372 against 273 / 303 / 326 / 325; same runs as above).
+BWD_WHOLE_MIN_N = {64: 2048}
+
+
+def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                    kernel: str = "fwd") -> bool:
+    """The calls the backward's split path computes: warp_spec_plain's, but causal,
+    windows and any Nq / Nk allowed (the masked tiles run in bwd.py); no dropout there."""
+    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and bd in _ws_tiles(kernel) and dtype in (torch.bfloat16, torch.float16)
+            and seqlen_q > 0 and seqlen_k > 0)
+
+
+def _ws_tiles(kernel: str) -> dict:
+    """The warp-specialized tiles of the forward ("fwd": BLOCK_D -> tile) or of the
+    backward ("bwd": BLOCK_D -> (dK/dV tile, dQ tile))."""
+    return WARP_SPEC_TILES if kernel == "fwd" else BWD_WARP_SPEC_TILES
+
+
+def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                      split_ok: bool = False, kernel: str = "fwd") -> bool:
+    """Whether the forward takes the warp-specialized kernel. FLASHTRITON_WARP_SPEC:
+    "auto" (default): the calls warp_spec_plain accepts (with split_ok, also those
+    warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
+    auto, and also under the Triton interpreter (where the specialization itself is
+    ignored: the tests check the kernels' arithmetic there)."""
+    args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel)
+    if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))
+            or (kernel == "fwd" and warp_spec_masked_fwd(*args[:-1]))):
+        _warp_spec_flag()  # a bad value is an error on every call
+        return False
+    return _warp_spec_switch(q)
+
+
+def _warp_spec_flag() -> str:
+    flag = os.environ.get("FLASHTRITON_WARP_SPEC", "auto")
+    if flag not in ("auto", "0", "1"):
+        raise ValueError(f"FLASHTRITON_WARP_SPEC: must be auto, 0 or 1, got {flag!r}")
+    return flag
+
+
+def _warp_spec_forced() -> bool:
+    """FLASHTRITON_WARP_SPEC=1: the warp-specialized kernels take every call they can compute."""
+    return os.environ.get("FLASHTRITON_WARP_SPEC") == "1"
+
+
+def _warp_spec_switch(q) -> bool:
+    """FLASHTRITON_WARP_SPEC for a call the warp-specialized kernels can compute."""
+    flag = _warp_spec_flag()
+    if flag == "0":
+        return False
+    if interpreting():
+        return flag == "1"
+    return q.is_cuda and _compute_capability(q.device.index)[0] == 9
+
+
+@functools.lru_cache(maxsize=None)
+def _compute_capability(index) -> tuple:
+    """torch.cuda.get_device_capability, once per device: 9-22 us a call on the H200
+    machine's CPU, asked on every launch (bench/NOTES.md, "Session 10")."""
+    return torch.cuda.get_device_capability(index)
+
+
+def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
+    """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
+    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES; under
+    warp_spec_applies' switch."""
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
+            and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)):
+        _warp_spec_flag()
+        return False
+    return _warp_spec_switch(q)
+
+
+def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                    kernel: str = "fwd") -> bool:
+    """The calls kernels/fwd_ws.py (kernel="fwd") or bwd_ws.py ("bwd") computes whole:
+    no mask at all (not causal, no window, key and query counts that are multiples of the
+    tiles), no varlen, ALiBi or softcap; dropout where WARP_SPEC_DROPOUT_FWD /
+    WARP_SPEC_DROPOUT_BWD allow it (always with FLASHTRITON_WARP_SPEC=1, for the tests);
+    bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES / BWD_WARP_SPEC_TILES.
+
+    The dropout forward's history (H200, Triton 3.6.0, 2026-11-29): with the key table
+    read through descriptors in fwd_ws.py, the lse of row 0 came out wrong in every call
+    at D = 256 (bench/gpu/s8_lse_probe.py; the output right), and at D = 128 in 6-9% of
+    calls with ten processes sharing the GPU (s8_ws_stress.py), never without dropout
+    (20k calls): a compiler or shared-memory race we could not fix in the kernel. The
+    kernel now hashes the keys itself, at the iota rows (kernels/fwd_ws.py).
+    The backward kernels read the same table through descriptors; a stress of 26689
+    calls a case under load found their gradients right (bench/gpu/s9_dropout_bwd.py)."""
+    tiles = _ws_tiles(kernel)
+    if bd not in tiles:
+        return False
+    n_mult, m_mult = ((tiles[bd].block_n, tiles[bd].block_m) if kernel == "fwd"
+                      else (tiles[bd][0].block_n, tiles[bd][1].block_m))
+    return (not is_varlen and alibi is None and params.softcap == 0
+            and params.window_left < 0 and params.window_right < 0
+            and (params.dropout_p == 0 or _warp_spec_forced()
+                 or (WARP_SPEC_DROPOUT_FWD if kernel == "fwd" else WARP_SPEC_DROPOUT_BWD))
+            and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
+            and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
+
+
+def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                         seqlen_k: int) -> bool:
+    """The masked calls kernels/fwd_ws.py computes (MASKED, every tile of the band masked,
+    rows through an iota descriptor): a bottom-right causal mask or sliding window with a
+    right edge (window_right >= 0; a left edge optional) and 0 < Nq <= Nk (no row without
+    keys), counts multiples of the tile, no ALiBi, softcap, dropout or varlen (with
+    dropout the specialization pass fails to compile it: Triton 3.6.0, sm_90a), bf16 / fp16,
+    at a BLOCK_D in WARP_SPEC_MASKED_FWD["causal"] (window_right = 0, no left edge) or
+    ["window"] (any BLOCK_D of WARP_SPEC_TILES with FLASHTRITON_WARP_SPEC=1, so the tests
+    reach it under the interpreter)."""
+    if params.window_right < 0 or bd not in WARP_SPEC_TILES:
+        return False
+    kind = "causal" if params.window_right == 0 and params.window_left < 0 else "window"
+    if not (bd in WARP_SPEC_MASKED_FWD[kind] or _warp_spec_forced()):
+        return False
+    tile = WARP_SPEC_TILES[bd]
+    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and dtype in (torch.bfloat16, torch.float16) and 0 < seqlen_q <= seqlen_k
+            and seqlen_k % tile.block_n == 0 and seqlen_q % tile.block_m == 0)
+
+
+# BLOCK_Ds whose causal / windowed forwards run fwd_ws.py's MASKED variant by default.
+# Causal D = 256 (H200, 2026-11-29): 315 / 408 / 474 / 534 TFLOP/s at N = 1k / 2k / 4k / 16k
+# against fwd.py's 274 / 313 / 350 / 415 (bench/gpu/s8_causal_ws_ab.py); D = 128 level
+# (-8% at 16k), so not taken. Window (1024, 0) (bench/gpu/s9_window_ws_ab.py, 16k tokens):
+# D = 256 400 / 403 band TFLOP/s at N = 4k / 16k against 326 / 331; D = 128 305 against
+# 258 at 4k but 316 against 371 at 16k, so not taken.
+WARP_SPEC_MASKED_FWD = {"causal": {256}, "window": {256}}
+
+
+# The dropout forward on fwd_ws.py (keys hashed in the kernel at the iota rows): its lse
+# right in 15453 calls a case under load and 20 poisoned calls a case idle (H200,
+# bench/gpu/s9_dropout_fwd.py; the versions that read the key table through
+# descriptors were wrong: warp_spec_plain, kernels/fwd_ws.py).
+WARP_SPEC_DROPOUT_FWD = True
+# The dropout backward on bwd_ws.py: session 8 took it off as a precaution (see
+# warp_spec_plain); session 9's stress (bench/gpu/s9_dropout_bwd.py, H200: 10 processes
+# for 150 s, 26689 calls a case, D = 128 and 64) found no gradient off from bwd.py's, and
+# it is 10% faster (B=2 H=16 N=4k D=128 p=0.1 non-causal: 2.046 ms against 2.271).
+WARP_SPEC_DROPOUT_BWD = True
+
+
+# The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
+# warp-specialized forward computes whole (num_warps=4 -> 12). dK/dV: 64 query rows a
+# tile, 128 keys a program (64 per consumer warpgroup); dQ: 128 query rows a program, 64
+# keys a tile. sm_90a compile (2026-11-29): 168 registers, no spills (dK/dV with dropout:
+# 132 bytes since session 9 folded 1 / (1 - p) out of the loop), 162 KB of shared memory
+# each at 2 stages.
+# H200, 2026-11-29, bf16 D = 128, 16k tokens (bench/results/nvidia-h200/prefill-d128.md):
+# non-causal backward 245 / 333 / 392 / 431 / 449 / 458 TFLOP/s at N = 512 to 16k against
+# 213 / 261 / 318 / 361 / 384 / 389 with bwd.py; causal (split, N >= 4k) 315 / 371 / 418
+# against 291 / 319 / 342. The dK/dV kernel alone: 629 TFLOP/s at N = 4k (s7_dk_probe.py).
+# D = 64 (sm_90a: (128, 128) tiles 117 KB of shared memory, dK/dV 8 bytes of spill):
+# causal 8k split 284 against 267 with bwd.py.
+BWD_WARP_SPEC_TILES = {128: (configs.Tile(64, 128, 4, 2), configs.Tile(128, 64, 4, 2)),
+                       # D = 64: (128, 128) both (s8a.sh, bench/gpu/s7_d64_bwd_ab.py, 2026-11-29):
+                       # 293 / 362 TFLOP/s non-causal at 2k / 8k against 273 / 334 for (64, 128) /
+                       # (128, 64) and 279 / 332 for bwd.py.
+                       64: (configs.Tile(128, 128, 4, 2), configs.Tile(128, 128, 4, 2))}
+
+
+def _bwd_ws_tiles(bd: int):
+    """(dK/dV tile, dQ tile) of the warp-specialized backward at BLOCK_D bd."""
+    if interpreting():
+        return configs.INTERPRETER_TILE, configs.INTERPRETER_TILE
+    return BWD_WARP_SPEC_TILES[bd]
