@@ -6,8 +6,9 @@
 replay (forward+backward replay minus forward replay), so only the GPU time counts.
 
 Variants patch configs.DEFAULTS (dkdv / dkdv_masked / dq for this BLOCK_D), the layout
-(launchers.prefill.DKDV_QUERY_ROWS) and the whole-call warp-specialized backward
-(BWD_WHOLE_MIN_N). First variant = today's default. Prediction (written before the run):
+(launchers.backward.DKDV_QUERY_ROWS) and the whole-call warp-specialized backward
+(launchers.policy.BWD_WHOLE_MIN_N; both were in launchers/prefill.py when call 4 ran).
+First variant = today's default. Prediction (written before the run):
 at these sizes a backward is 60-130 programs short of two waves (16k tokens), so smaller
 query tiles for dQ (64 rows: twice the programs) and 64-key dK/dV tiles should win
 5-15% where the default has 128-row dQ tiles; D = 64 non-causal whole warp-specialized
@@ -24,7 +25,7 @@ import triton
 import flashtriton
 from flashtriton.bench.common import attention_flops
 from flashtriton.kernels import configs
-from flashtriton.launchers import prefill
+from flashtriton.launchers import backward, policy, prefill
 
 T = configs.Tile
 
@@ -73,7 +74,7 @@ def variant_label(v):
 def apply(v, bd):
     """Patch the module constants for variant v; returns an undo function."""
     saved = {name: dict(configs.DEFAULTS.get(name, {})) for name in ("dkdv", "dkdv_masked", "dq")}
-    rows, whole = set(prefill.DKDV_QUERY_ROWS), dict(prefill.BWD_WHOLE_MIN_N)
+    rows, whole = set(backward.DKDV_QUERY_ROWS), dict(policy.BWD_WHOLE_MIN_N)
     if "dkdv" in v:
         configs.DEFAULTS["dkdv"][bd] = v["dkdv"]
         if bd in configs.DEFAULTS["dkdv_masked"]:
@@ -81,20 +82,20 @@ def apply(v, bd):
     if "dq" in v:
         configs.DEFAULTS["dq"][bd] = v["dq"]
     if "rows" in v:
-        prefill.DKDV_QUERY_ROWS.discard(bd)
+        backward.DKDV_QUERY_ROWS.discard(bd)
         if v["rows"] == "query":
-            prefill.DKDV_QUERY_ROWS.add(bd)
+            backward.DKDV_QUERY_ROWS.add(bd)
     if v.get("whole"):
-        prefill.BWD_WHOLE_MIN_N[bd] = 0
+        policy.BWD_WHOLE_MIN_N[bd] = 0
 
     def undo():
         for name, d in saved.items():
             configs.DEFAULTS[name].clear()
             configs.DEFAULTS[name].update(d)
-        prefill.DKDV_QUERY_ROWS.clear()
-        prefill.DKDV_QUERY_ROWS.update(rows)
-        prefill.BWD_WHOLE_MIN_N.clear()
-        prefill.BWD_WHOLE_MIN_N.update(whole)
+        backward.DKDV_QUERY_ROWS.clear()
+        backward.DKDV_QUERY_ROWS.update(rows)
+        policy.BWD_WHOLE_MIN_N.clear()
+        policy.BWD_WHOLE_MIN_N.update(whole)
     return undo
 
 

@@ -163,7 +163,7 @@ def attn_bwd_dkdv_kernel(
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
     registers as the dots' A operands) or, False, as query rows x key columns (K and V
-    read from shared memory; launchers.prefill.DKDV_QUERY_ROWS says where).
+    read from shared memory; launchers.backward.DKDV_QUERY_ROWS says where).
     RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
     gives, with the same BLOCK_M / BLOCK_N, and left its unscaled dK and dV in DK, DV:
     start from them and do the other tiles."""

@@ -3,7 +3,7 @@
 kernels/bwd_ws.py's two kernels for packed variable-length batches, for the calls that
 kernels/fwd_ws_varlen.py computes: not causal, no window, ALiBi, softcap or dropout.
 As there, each kernel has one loop with no branch in it and nothing indexed by query
-row (launchers/prefill.warp_spec_varlen picks them):
+row (launchers/policy.warp_spec_varlen picks them):
   - a program's (sequence, first row) comes from a slot table built by the launcher
     (spare slots start at row 2**30: no tile, and TMA drops their stores);
   - q, dO, k, v and the gradients come through descriptors whose shape ends at the

@@ -52,7 +52,7 @@ DEFAULTS = {
              128: Tile(64, 64, 4, 2), 256: Tile(128, 64, 8, 1)},
     "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
            128: Tile(128, 64, 8, 3), 256: Tile(128, 32, 8, 3)},
-    # dK/dV at D = 256: (128, 64, 8, 1) in the query-rows layout (launchers.prefill.
+    # dK/dV at D = 256: (128, 64, 8, 1) in the query-rows layout (launchers.backward.
     # DKDV_QUERY_ROWS), 2026-11-30: backward 9.67 / 4.70 ms at N = 8k (causal) against
     # 10.47 / 6.20 for (64, 64, 8, 2) in the key-rows layout (bench/gpu/s11_dkdv_ab.py).
     # Sliding windows of at most WINDOW_BAND keys: sweep of 2026-11-29 (H200, window
@@ -60,7 +60,7 @@ DEFAULTS = {
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
     "fwd_window": {128: Tile(64, 64, 4, 3)},
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
-    # (launchers.prefill.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
+    # (launchers.backward.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
     # causal backward +3 / +9 / +10 / +10% at N = 512 / 1k / 2k / 4k (prefill grids, 16k
     # tokens), window (1024, 0) at 16k +10% (bench/gpu/s11_dkdv_ab.py). Unmasked calls keep
     # their tile: non-causal at 1k it timed 15% slower, in an A/B with the plans off, where

@@ -96,7 +96,7 @@ def attn_fwd_kernel(
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
-            # one linear grid, a head's block slots consecutive (launchers/prefill.FWD_ROWS_FIRST)
+            # one linear grid, a head's block slots consecutive (launchers/forward.FWD_ROWS_FIRST)
             n_slots = tl.num_programs(0) // nheads
             h = tl.program_id(0) // n_slots
             pid = tl.program_id(0) % n_slots
@@ -105,7 +105,7 @@ def attn_fwd_kernel(
             pid = tl.program_id(1)
         if USE_ORDER:
             # Blocks are dispatched in slot order; ORDER puts the programs with the most
-            # key tiles first across all sequences (launchers/prefill._heaviest_first).
+            # key tiles first across all sequences (launchers/common._heaviest_first).
             pid = tl.load(ORDER + pid)
         if pid >= tl.load(CU_BLOCKS + batch):
             return  # the grid is an upper bound of at most `batch` spare programs
@@ -120,7 +120,7 @@ def attn_fwd_kernel(
         if ROWS_FIRST:
             # one linear grid, the query blocks of a (batch, head) consecutive: the
             # programs in flight share a few heads' K and V in L2 instead of touching
-            # one K / V per program (see launchers/prefill.FWD_ROWS_FIRST)
+            # one K / V per program (see launchers/forward.FWD_ROWS_FIRST)
             n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
             pid_bh = tl.program_id(0) // n_blocks
             block = tl.program_id(0) % n_blocks

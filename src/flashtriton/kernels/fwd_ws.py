@@ -4,11 +4,11 @@ The same algorithm as kernels/fwd.py (queries outermost, one program per BLOCK_M
 of one (batch, head), K/V tiles streamed, the accumulator normalised once at the end,
 one logsumexp per row), for the plainest cases only: no mask (no window, key and query
 counts multiples of the tile) or, with MASKED, a bottom-right causal mask or sliding
-window with Nq <= Nk (launchers/prefill.warp_spec_masked_fwd says where it runs); no
+window with Nq <= Nk (launchers/policy.warp_spec_masked_fwd says where it runs); no
 ALiBi, softcap or varlen. Dropout (HAS_DROPOUT; unmasked calls only: with MASKED the
 specialization pass fails, NVGPUWarpSpecialization, Triton 3.6.0, 2026-11-29) hashes its
-keys in the kernel, the rows from the iota table (launchers/prefill.WARP_SPEC_DROPOUT_FWD).
-The launcher (launchers/prefill.warp_spec_mode) picks it; everything else runs fwd.py.
+keys in the kernel, the rows from the iota table (launchers/policy.WARP_SPEC_DROPOUT_FWD).
+The launcher (launchers/policy.warp_spec_mode) picks it; everything else runs fwd.py.
 (A split path - this kernel on the fully visible tiles of causal and windowed calls,
 fwd.py resuming with the masked ones - measured no faster anywhere and was removed in
 session 7: bench/NOTES.md.)
@@ -67,7 +67,7 @@ def attn_fwd_ws_kernel(
     HAS_DROPOUT: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
-    # launchers/prefill.FWD_ROWS_FIRST)
+    # launchers/forward.FWD_ROWS_FIRST)
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh = tl.program_id(0) // n_blocks
     b = pid_bh // nheads

@@ -2,7 +2,7 @@
 
 kernels/fwd_ws.py's loop for packed variable-length batches (q as (total_q, H, D)),
 non-causal and unmasked otherwise: no window, ALiBi, softcap or dropout. The launcher
-(launchers/prefill.warp_spec_varlen) picks it; causal and windowed varlen calls stay on
+(launchers/policy.warp_spec_varlen) picks it; causal and windowed varlen calls stay on
 fwd.py, whose masks are indexed by query row (wrong in the second consumer warpgroup
 under the specialization, H200, 2026-11-29: see fwd_ws.py's list of constraints).
 
@@ -37,7 +37,7 @@ def attn_fwd_ws_varlen_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr,
 ):
-    # one linear grid, a head's slots consecutive (launchers/prefill.FWD_ROWS_FIRST)
+    # one linear grid, a head's slots consecutive (launchers/forward.FWD_ROWS_FIRST)
     h = tl.program_id(0) // n_slots
     slot = tl.program_id(0) % n_slots
     b, start_m, q_start, k_start, seqlen_q, seqlen_k = varlen_slot(SLOTS, CU_Q, CU_K, slot)
