@@ -144,13 +144,17 @@ def test_large_shapes_gpu(d, causal, nq, nk):
 @pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
 @pytest.mark.parametrize("d", [64, 128, 256])
 def test_every_tuner_config_gpu(kernel, d, monkeypatch):
-    """Every config the tuner may pick (for unmasked and masked calls) computes the right answer."""
+    """Every config the tuner may pick (for unmasked and masked calls) computes the right
+    answer. Before 2026-11-30 only the "" and "_masked" tables were patched, so at D = 64
+    the short default stood in for every forward candidate (regression)."""
     from flashtriton.kernels import configs
     tiles = dict.fromkeys(configs.tuner_candidates(kernel, d, 300) + configs.tuner_candidates(kernel, d, 300, masked=True))
     for tile in tiles:
-        monkeypatch.setitem(configs.DEFAULTS[kernel], d, tile)
-        if d in configs.DEFAULTS.get(kernel + "_masked", {}):     # this causal call would take that one
-            monkeypatch.setitem(configs.DEFAULTS[kernel + "_masked"], d, tile)
+        # every table this causal N = 300 call could take its tile from (a short or
+        # masked default would otherwise stand in for the candidate)
+        for suffix in configs.DEFAULT_TABLES:
+            if d in configs.DEFAULTS.get(kernel + suffix, {}):
+                monkeypatch.setitem(configs.DEFAULTS[kernel + suffix], d, tile)
         try:
             run_and_check("triton", 1, 300, 300, (4, 2), d, torch.bfloat16, causal=True)
         except Exception as exc:  # report which tile failed
@@ -226,6 +230,27 @@ def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, he
             assert torch.equal(a, c), name
     if "dropout_p" not in kw:
         run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+
+
+def test_default_table_order():
+    """Which DEFAULTS table gives a call its tile: a short window's table first, then for
+    causal or windowed calls the short masked table (N <= SHORT_SEQLEN) and the masked
+    one, then the short table, then the kernel's own; each only where it has the BLOCK_D."""
+    from flashtriton.kernels import configs
+    t = configs.default_table
+    assert t("fwd", 128, 512, masked=True) == "fwd_short_masked"
+    assert t("fwd", 128, 2048, masked=True) == "fwd"
+    assert t("fwd", 128, 512, window_band=300, masked=True) == "fwd_window"
+    assert t("fwd", 64, 512, masked=True) == "fwd_short" and t("fwd", 64, 512) == "fwd_short"
+    assert t("fwd", 64, 2048) == "fwd" and t("fwd", 256, 512) == "fwd"
+    assert t("dkdv", 64, 512, masked=True) == "dkdv_masked" and t("dkdv", 64, 512) == "dkdv"
+    for kernel in ("fwd", "dkdv", "dq"):
+        for d in (16, 32, 64, 128, 256):
+            for n in (128, 1024, 4096):
+                for masked in (False, True):
+                    name = t(kernel, d, n, masked=masked)
+                    assert name[len(kernel):] in configs.DEFAULT_TABLES
+                    assert configs.default_tile(kernel, d, n, masked=masked) == configs.DEFAULTS[name][d]
 
 
 def test_host_descriptor_defaults():

@@ -32,7 +32,7 @@ def _run_once(kernel, d, causal, tile, n, timed):
     """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked.
     causal: False, True, or "w<L>" for a sliding window (L, 0)."""
     from flashtriton.kernels import configs
-    table = configs.DEFAULTS.setdefault(_table(kernel, n, causal), {})
+    table = configs.DEFAULTS.setdefault(_table(kernel, n, causal, d), {})
     saved = table.get(d)
     table[d] = configs.Tile(*tile)
     try:
@@ -44,12 +44,15 @@ def _run_once(kernel, d, causal, tile, n, timed):
             table[d] = saved
 
 
-def _table(kernel, n, causal=False):
-    """The defaults table a launch at sequence length n consults (configs.default_tile)."""
+def _table(kernel, n, causal, d):
+    """The defaults table a launch at sequence length n consults (configs.default_table);
+    a window sweep writes the "_window" table (created if absent). Before 2026-11-30 this
+    ignored the masked tables, so a causal sweep at D = 64 timed dkdv_masked's tile for
+    every dK/dV candidate."""
     from flashtriton.kernels import configs
     if isinstance(causal, str):
         return kernel + "_window"
-    return kernel + "_short" if n <= configs.SHORT_SEQLEN else kernel
+    return configs.default_table(kernel, d, n, masked=bool(causal))
 
 
 def _run_with_defaults(kernel, d, causal, n, timed):
@@ -175,7 +178,7 @@ def main(argv=None):
     print("| kernel | D | causal | best tile (BM, BN, warps, stages) | TFLOP/s | default's TFLOP/s |")
     print("|---|---|---|---|---|---|")
     for (kern, d, causal), r in sorted(best.items()):
-        dflt = configs.default_tile(kern, d, args.seqlen, window_band=args.window)
+        dflt = configs.default_tile(kern, d, args.seqlen, window_band=args.window, masked=bool(causal))
         dflt_t = (dflt.block_m, dflt.block_n, dflt.num_warps, dflt.num_stages)
         dr = next((x for x in rows if (x["kernel"], x["head_dim"], x["causal"], x["tile"]) == (kern, d, causal, dflt_t)
                    and "tflops" in x), None)
@@ -191,7 +194,7 @@ def main(argv=None):
                     totals.setdefault(r["tile"], []).append(r["ms"])
             full = {t: sum(v) for t, v in totals.items() if len(v) == len(masks)}
             if full:
-                tiles.setdefault(_table(kern, args.seqlen, masks[0]), {})[str(d)] = min(full, key=full.get)
+                tiles.setdefault(_table(kern, args.seqlen, masks[0], d), {})[str(d)] = min(full, key=full.get)
     result["tiles"] = tiles
     print("tiles:", json.dumps(tiles))
     if args.first_call:

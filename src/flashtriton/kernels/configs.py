@@ -59,6 +59,11 @@ DEFAULTS = {
     # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
     "fwd_window": {128: Tile(64, 64, 4, 3)},
+    # Causal (or windowed) calls with N <= SHORT_SEQLEN at D = 128 (fwd.py; unmasked ones
+    # take fwd_ws.py): graph replays at N = 512 / 1k, 16k tokens, 2026-11-30 (bench/gpu/
+    # s12_fwd_short_ab.py 128c): 185 / 273 TFLOP/s on the default (128, 128, 8, 3) ->
+    # 241 / 340; (128, 64, 4 or 8, 3) 177-182 / 228-266, (64, 128, 4, 3) 141 / 217.
+    "fwd_short_masked": {128: Tile(64, 64, 4, 3)},
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
     # (launchers.backward.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
     # causal backward +3 / +9 / +10 / +10% at N = 512 / 1k / 2k / 4k (prefill grids, 16k
@@ -201,22 +206,38 @@ SHORT_SEQLEN = 1024
 WINDOW_BAND = 4096
 
 
+# The DEFAULTS tables default_table may pick for a kernel, by suffix.
+DEFAULT_TABLES = ("", "_window", "_short_masked", "_masked", "_short")
+
+
+def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | None = None,
+                  masked: bool = False) -> str:
+    """The DEFAULTS table whose entry default_tile returns (16-bit inputs): the window's
+    for a sliding window of at most WINDOW_BAND keys, then for masked calls (causal or
+    windowed) "<kernel>_short_masked" up to SHORT_SEQLEN and "<kernel>_masked", then
+    "<kernel>_short" up to SHORT_SEQLEN, then "<kernel>"; each where it has block_d."""
+    def has(suffix):
+        return block_d in DEFAULTS.get(kernel + suffix, {})
+    short = seqlen <= SHORT_SEQLEN
+    if window_band is not None and window_band <= WINDOW_BAND and has("_window"):
+        return kernel + "_window"
+    if masked and short and has("_short_masked"):
+        return kernel + "_short_masked"
+    if masked and has("_masked"):
+        return kernel + "_masked"
+    if short and has("_short"):
+        return kernel + "_short"
+    return kernel
+
+
 def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None,
                  masked: bool = False) -> Tile:
     """The tile used without tuning; elem is the input's bytes per element, window_band
     the keys a row sees under a sliding window (None: no window), masked whether the call
-    is causal or windowed ("<kernel>_masked" defaults)."""
+    is causal or windowed. 16-bit inputs: the entry of default_table's table."""
     if elem == 4:
         return DEFAULTS_FP32[kernel][block_d]
-    win = DEFAULTS.get(kernel + "_window", {})
-    if window_band is not None and window_band <= WINDOW_BAND and block_d in win:
-        return win[block_d]
-    if masked and block_d in DEFAULTS.get(kernel + "_masked", {}):
-        return DEFAULTS[kernel + "_masked"][block_d]
-    short = DEFAULTS.get(kernel + "_short", {})
-    if seqlen <= SHORT_SEQLEN and block_d in short:
-        return short[block_d]
-    return DEFAULTS[kernel][block_d]
+    return DEFAULTS[default_table(kernel, block_d, seqlen, window_band, masked)][block_d]
 
 
 def sweep_candidates(kernel: str, block_d: int, elem: int):
