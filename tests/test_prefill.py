@@ -234,12 +234,13 @@ def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, he
 
 def test_default_table_order():
     """Which DEFAULTS table gives a call its tile: a short window's table first, then for
-    causal or windowed calls the short masked table (N <= SHORT_SEQLEN) and the masked
+    causal or windowed calls the short masked table (N <= SHORT_MASKED_SEQLEN) and the masked
     one, then the short table, then the kernel's own; each only where it has the BLOCK_D."""
     from flashtriton.kernels import configs
     t = configs.default_table
     assert t("fwd", 128, 512, masked=True) == "fwd_short_masked"
-    assert t("fwd", 128, 2048, masked=True) == "fwd"
+    assert t("fwd", 128, 4096, masked=True) == "fwd_short_masked"      # SHORT_MASKED_SEQLEN
+    assert t("fwd", 128, 8192, masked=True) == "fwd" and t("fwd", 128, 2048) == "fwd"
     assert t("fwd", 128, 512, window_band=300, masked=True) == "fwd_window"
     assert t("fwd", 64, 512, masked=True) == "fwd_short" and t("fwd", 64, 512) == "fwd_short"
     assert t("fwd", 64, 2048) == "fwd" and t("fwd", 256, 512) == "fwd"

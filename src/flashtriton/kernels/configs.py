@@ -59,10 +59,11 @@ DEFAULTS = {
     # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
     # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
     "fwd_window": {128: Tile(64, 64, 4, 3)},
-    # Causal (or windowed) calls with N <= SHORT_SEQLEN at D = 128 (fwd.py; unmasked ones
-    # take fwd_ws.py): graph replays at N = 512 / 1k, 16k tokens, 2026-11-30 (bench/gpu/
-    # s12_fwd_short_ab.py 128c): 185 / 273 TFLOP/s on the default (128, 128, 8, 3) ->
-    # 241 / 340; (128, 64, 4 or 8, 3) 177-182 / 228-266, (64, 128, 4, 3) 141 / 217.
+    # Causal (or windowed) calls with N <= SHORT_MASKED_SEQLEN["fwd"] at D = 128 (fwd.py;
+    # unmasked ones take fwd_ws.py): graph replays, 16k tokens, 2026-11-30 (bench/gpu/
+    # s12_fwd_short_ab.py 128c and 128c-long): the default (128, 128, 8, 3) 185 / 273 / 357
+    # / 418 / 456 TFLOP/s at N = 512 / 1k / 2k / 4k / 8k, this tile 241 / 340 / 383 / 465 /
+    # 445; (128, 64, 4 or 8, 3) 177-182 / 228-266, (64, 128, 4, 3) 141 / 217 at 512 / 1k.
     "fwd_short_masked": {128: Tile(64, 64, 4, 3)},
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
     # (launchers.backward.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
@@ -200,6 +201,11 @@ def seqlen_bucket(n: int) -> int:
 SHORT_SEQLEN = 1024
 
 
+# Masked calls use the "<kernel>_short_masked" defaults up to this length (default
+# SHORT_SEQLEN): the causal forward's 64-row tile leads up to 4k (see DEFAULTS).
+SHORT_MASKED_SEQLEN = {"fwd": 4096}
+
+
 # A sliding window whose band (keys a row sees) is at most WINDOW_BAND uses the
 # "<kernel>_window" defaults where present: each program then runs only a few tiles,
 # so its prologue and epilogue weigh more than in a long causal or full program.
@@ -214,14 +220,15 @@ def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | Non
                   masked: bool = False) -> str:
     """The DEFAULTS table whose entry default_tile returns (16-bit inputs): the window's
     for a sliding window of at most WINDOW_BAND keys, then for masked calls (causal or
-    windowed) "<kernel>_short_masked" up to SHORT_SEQLEN and "<kernel>_masked", then
+    windowed) "<kernel>_short_masked" up to SHORT_MASKED_SEQLEN (else SHORT_SEQLEN) and
+    "<kernel>_masked", then
     "<kernel>_short" up to SHORT_SEQLEN, then "<kernel>"; each where it has block_d."""
     def has(suffix):
         return block_d in DEFAULTS.get(kernel + suffix, {})
     short = seqlen <= SHORT_SEQLEN
     if window_band is not None and window_band <= WINDOW_BAND and has("_window"):
         return kernel + "_window"
-    if masked and short and has("_short_masked"):
+    if masked and seqlen <= SHORT_MASKED_SEQLEN.get(kernel, SHORT_SEQLEN) and has("_short_masked"):
         return kernel + "_short_masked"
     if masked and has("_masked"):
         return kernel + "_masked"
