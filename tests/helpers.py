@@ -107,7 +107,7 @@ def reference_probs(q, k, varlen=None, **kw):
 
 def check_attention(backend, q, k, v, *, varlen=None, grads=True, causal=False, window_size=(-1, -1),
                     softcap=0.0, alibi_slopes=None, dropout_p=0.0, softmax_scale=None, seed=0,
-                    check_probs=True):
+                    check_probs=True, deterministic=False):
     """Runs flash_attn_func (or flash_attn_varlen_func when varlen = (cu_q, cu_k, max_q,
     max_k)) on `backend` with return_attn_probs=True and checks out, lse, dq, dk, dv and
     the probabilities of S_dmask against the float64 reference under the criterion.
@@ -121,7 +121,7 @@ def check_attention(backend, q, k, v, *, varlen=None, grads=True, causal=False, 
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     q, k, v = (t.detach().requires_grad_(grads) for t in (q, k, v))
     api_kw = dict(dropout_p=dropout_p, softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                  softcap=softcap, alibi_slopes=alibi_slopes, return_attn_probs=True)
+                  softcap=softcap, alibi_slopes=alibi_slopes, deterministic=deterministic, return_attn_probs=True)
     torch.manual_seed(seed)
     with flashtriton.use_backend(backend):
         if varlen is None:

@@ -66,8 +66,11 @@ def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, s
     if dropout_p > 0:
         # Seeded from torch's generator on q's device: torch.manual_seed reproduces it.
         rng_state = torch.randint(0, _RNG_HIGH, (2,), dtype=torch.int64, device=q.device)
+    # torch.use_deterministic_algorithms(True) makes every call deterministic, as it does
+    # for torch's own attention
+    deterministic = deterministic or torch.are_deterministic_algorithms_enabled()
     out, lse = ops.attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, window_left, window_right,
-                             float(softcap), alibi_slopes, float(dropout_p), rng_state, backend)
+                             float(softcap), alibi_slopes, float(dropout_p), rng_state, backend, deterministic)
     if not return_attn_probs:
         return out
     probs = attention_probs(q, k, lse, backend, scale, window_left, window_right, float(softcap),
@@ -82,8 +85,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Returns out (B, Nq, H, D); with return_attn_probs=True, (out, softmax_lse (B, H, Nq),
     S_dmask (B, H, Nq, Nk)), where S_dmask holds the softmax probabilities, negated where
     dropout dropped them (it materialises Nq x Nk: for testing only, as in flash-attn).
-    The backward pass is always deterministic; `deterministic` is accepted for
-    compatibility.
+    deterministic=True (or torch.use_deterministic_algorithms(True)) keeps the backward
+    pass bitwise reproducible; with False, as in flash-attn, a backend may accumulate dQ
+    with atomics where that measured faster (launchers.backward.FUSED_DQ_MAX_N; empty
+    today, so every backward pass is deterministic).
     """
     return _attention(q, k, v, None, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                       deterministic, return_attn_probs)

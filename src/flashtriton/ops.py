@@ -36,16 +36,16 @@ def attn_fwd(q: Tensor, k: Tensor, v: Tensor,
              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
              softmax_scale: float, window_left: int, window_right: int, softcap: float,
              alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
-             backend: str) -> Tuple[Tensor, Tensor]:
+             backend: str, deterministic: bool = True) -> Tuple[Tensor, Tensor]:
     varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_varlen_values(q, k, varlen)
-    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p)
+    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p, deterministic)
     return backends.get(backend).fwd(q, k, v, params, alibi_slopes, rng_state, varlen)
 
 
 @attn_fwd.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left,
-      window_right, softcap, alibi_slopes, dropout_p, rng_state, backend):
+      window_right, softcap, alibi_slopes, dropout_p, rng_state, backend, deterministic=True):
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     if cu_seqlens_q is None:
         lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=lse_dtype)
@@ -59,11 +59,11 @@ def attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
              softmax_scale: float, window_left: int, window_right: int, softcap: float,
              alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
-             backend: str) -> Tuple[Tensor, Tensor, Tensor]:
-    # Every backend's backward pass is bitwise deterministic (the Triton one uses no
-    # atomics), so the API's `deterministic` flag needs no argument here.
+             backend: str, deterministic: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
+    # deterministic=False lets a backend accumulate dQ with atomics (launchers/backward.py,
+    # FUSED_DQ_MAX_N); the forward never depends on it.
     varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p)
+    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p, deterministic)
     return backends.get(backend).bwd(dout, q, k, v, out, lse, params, alibi_slopes, rng_state, varlen)
 
 
@@ -75,11 +75,11 @@ def _(dout, q, k, v, out, lse, *args):
 
 
 _FWD_ARGS = ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "softmax_scale", "window_left",
-             "window_right", "softcap", "alibi_slopes", "dropout_p", "rng_state", "backend")
+             "window_right", "softcap", "alibi_slopes", "dropout_p", "rng_state", "backend", "deterministic")
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend = inputs
+    q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend, *rest = inputs
     out, lse = output
     # The backward pass has no lse term: lse is returned for inspection (flash-attn's
     # return_attn_probs), so it does not require grad rather than get a silent zero.
@@ -87,13 +87,14 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, alibi, rng)
     ctx.scalars = (max_q, max_k, scale, wl, wr, softcap, dropout_p)
     ctx.backend = backend
+    ctx.deterministic = rest[0] if rest else True
 
 
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
     max_q, max_k, scale, wl, wr, softcap, dropout_p = ctx.scalars
     dq, dk, dv = attn_bwd(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap,
-                          alibi, dropout_p, rng, ctx.backend)
+                          alibi, dropout_p, rng, ctx.backend, ctx.deterministic)
     return (dq, dk, dv) + (None,) * len(_FWD_ARGS)
 
 
@@ -107,20 +108,21 @@ class _EagerAttention(torch.autograd.Function):
     see attention()."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend):
+    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
+                deterministic):
         varlen = _varlen(cu_q, cu_k, max_q, max_k)
         _check_varlen_values(q, k, varlen)
         params = AttnParams(scale, wl, wr, softcap, dropout_p)
         out, lse = backends.get(backend).fwd(q, k, v, params, alibi, rng, varlen)
         _setup_context(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng,
-                             backend), (out, lse))
+                             backend, deterministic), (out, lse))
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, dlse):
         q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
         max_q, max_k, scale, wl, wr, softcap, dropout_p = ctx.scalars
-        params = AttnParams(scale, wl, wr, softcap, dropout_p)
+        params = AttnParams(scale, wl, wr, softcap, dropout_p, ctx.deterministic)
         grads = backends.get(ctx.backend).bwd(dout, q, k, v, out, lse, params, alibi, rng,
                                               _varlen(cu_q, cu_k, max_q, max_k))
         return grads + (None,) * len(_FWD_ARGS)
@@ -136,10 +138,13 @@ def _plain_eager(*tensors) -> bool:
                     for t in tensors))
 
 
-def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend):
+def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
+              deterministic=True):
     """The forward op with autograd: flashtriton::attn_fwd when traced or under a mode
-    (FakeTensor, vmap, ...), the lean eager path otherwise. Both run the same backend."""
-    args = (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend)
+    (FakeTensor, vmap, ...), the lean eager path otherwise. Both run the same backend.
+    deterministic only concerns the backward (see attn_bwd)."""
+    args = (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
+            deterministic)
     if _plain_eager(q, k, v):
         return _EagerAttention.apply(*args)
     return attn_fwd(*args)

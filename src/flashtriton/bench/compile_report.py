@@ -8,6 +8,7 @@ Triton installed (its bundled ptxas and cuobjdump do the work).
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import re
 import subprocess
@@ -24,25 +25,35 @@ from flashtriton.kernels.fwd import attn_fwd_kernel
 KERNELS = {"fwd": attn_fwd_kernel, "dkdv": attn_bwd_dkdv_kernel, "dq": attn_bwd_dq_kernel}
 _NVBIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 _PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", "CU_BLOCKS": "*i32", "ORDER": "*i32",
-              "ALIBI": "*fp32", "RNG": "*i64"}
+              "ALIBI": "*fp32", "RNG": "*i64", "KEYS": "*i32", "DQ_ACC": "*fp32"}
 _FLOAT_ARGS = {"softmax_scale", "qk_scale", "softcap_scale", "softcap_out", "dropout_p"}
 
 
 def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flags):
     fn = KERNELS[kernel]
+    sig, const = signature(fn, tile, head_dim, dtype, **flags)
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=tile.num_warps, num_stages=tile.num_stages))
+
+
+def signature(fn, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flags):
+    """(signature, constexprs) of one compile of fn. Every constexpr the caller leaves out
+    takes its default: before 2026-11-30 only USE_ORDER and HOST_DESC did, and the others
+    (RESUME, KEY_ROWS, ...) were typed as pointers, so the reports compiled their branches
+    as runtime code (bwd.py's dK/dV at D = 128: 200 spill bytes reported, 400 real)."""
     const = dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
                  BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, IS_VARLEN=False, HAS_LEFT=False,
                  HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, HAS_DROPOUT=False, DOT_PRECISION="tf32")
     const.update(flags)
-    for flag in ("USE_ORDER", "HOST_DESC"):  # constexprs with defaults
-        if flag in fn.arg_names:
-            const.setdefault(flag, False)
+    for name, default in constexpr_defaults(fn).items():  # what the caller left out
+        const.setdefault(name, default)
     bd = const["BLOCK_D"]
     # host-made descriptors (HOST_DESC): (B, N, H, D) with a [1, rows, 1, BLOCK_D] box
     desc_rows = {"Q_DESC": tile.block_m, "O_DESC": tile.block_m, "DO_DESC": tile.block_m, "DQ_DESC": tile.block_m,
                  "K_DESC": tile.block_n, "V_DESC": tile.block_n, "DK_DESC": tile.block_n, "DV_DESC": tile.block_n}
     sig = {}
-    for name in fn.arg_names:
+    for name in inspect.signature(getattr(fn, "fn", fn)).parameters:
         if name in const:
             sig[name] = "constexpr"
         elif name in desc_rows and const.get("HOST_DESC"):
@@ -53,9 +64,15 @@ def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str =
             sig[name] = "fp32"
         else:
             sig[name] = "i32"
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=tile.num_warps, num_stages=tile.num_stages))
+    return sig, const
+
+
+def constexpr_defaults(fn) -> dict:
+    """name -> default of fn's constexpr parameters that have one (from the Python
+    function itself, so that it also works on the interpreter's wrapper)."""
+    params = inspect.signature(getattr(fn, "fn", fn)).parameters.values()
+    return {p.name: p.default for p in params
+            if "constexpr" in str(p.annotation) and p.default is not inspect.Parameter.empty}
 
 
 def resources(compiled) -> dict:

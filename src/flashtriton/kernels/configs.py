@@ -73,6 +73,13 @@ DEFAULTS = {
     # such calls are partly host-bound (bench/NOTES.md, "Session 11": not conclusive).
     "dkdv_masked": {64: Tile(64, 64, 4, 3)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
+    # dK/dV with dQ by atomics (DQ_ATOMIC; launchers.backward.FUSED_DQ_MAX_N, an experiment
+    # not yet measured): the query-rows tiles that spill least, sm_90a offline compiles of
+    # 2026-11-30 (bytes spilled with DQ_ATOMIC): D = 64 (64, 64, 4, 3) 36 / (128, 64, 8, 2)
+    # 36 / (64, 64, 4, 2) 52 / (64, 128, 8, 2) 712; D = 128 (64, 64, 8, 2) 252 / (128, 64,
+    # 8, 2) 1504 / (64, 64, 4, 1) 1960 / (64, 64, 4, 2) 2020; D = 256 (128, 64, 8, 1) 7556:
+    # no entry (the fused path needs one).
+    "dkdv_fused": {64: Tile(64, 64, 4, 3), 128: Tile(64, 64, 8, 2)},
 }
 
 # float32 inputs. Their dots run on FMA units (true fp32, no tensor cores, unless

@@ -22,12 +22,15 @@ LOG2E = 1.4426950408889634
 
 @dataclass(frozen=True)
 class AttnParams:
-    """Scalar semantics of one attention call (already canonical: causal is right = 0)."""
+    """Scalar semantics of one attention call (already canonical: causal is right = 0).
+    deterministic: the backward must be bitwise reproducible (flash-attn's flag, or
+    torch.use_deterministic_algorithms); False allows atomic accumulation of dQ."""
     softmax_scale: float
     window_left: int = -1
     window_right: int = -1
     softcap: float = 0.0
     dropout_p: float = 0.0
+    deterministic: bool = True
 
 
 class Varlen(NamedTuple):

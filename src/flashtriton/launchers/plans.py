@@ -103,7 +103,7 @@ def stream_id(device: torch.device):
 
 
 def note_alloc(t: torch.Tensor, kind: str, spec):
-    """flashtriton.memory reports each allocation here (kind "empty" or "arange")."""
+    """flashtriton.memory reports each allocation here (kind "empty", "zeros" or "arange")."""
     rec = recording()
     if rec is not None:
         rec.allocs.append((t, kind, spec))

@@ -1,4 +1,4 @@
-"""bench.prefill --merge: one table from several runs."""
+"""The bench tools themselves: bench.prefill --merge, bench.compile_report's signatures."""
 import json
 
 import pytest
@@ -31,3 +31,20 @@ def test_regression_merge_of_a_merged_file(tmp_path):
     assert env["runs"] == ["day 1", "day 2", "day 3"]
     assert env["date"].count("rows from the runs of") == 1
     assert {r["seqlen"]: (r["run"], r["fwd_tflops"]) for r in rows} == {512: ("day 3", 4.0), 1024: ("day 2", 3.0)}
+
+
+def test_regression_compile_report_types_every_constexpr():
+    """compile_report typed constexprs it was not given as pointers (all but USE_ORDER and
+    HOST_DESC), so RESUME compiled as a runtime branch and the resource reports of bwd.py's
+    dK/dV kernel were of a variant that never runs (2026-11-30). Every constexpr parameter
+    of every kernel it compiles is now a constexpr of the signature."""
+    pytest.importorskip("triton")
+    from flashtriton.bench import compile_report
+    from flashtriton.kernels import configs
+    for name, fn in compile_report.KERNELS.items():
+        sig, const = compile_report.signature(fn, configs.Tile(64, 64, 4, 2), 128)
+        import inspect
+        for param in inspect.signature(getattr(fn, "fn", fn)).parameters.values():
+            if "constexpr" in str(param.annotation):
+                assert sig[param.name] == "constexpr", (name, param.name)
+        assert sig.get("DQ_ACC", "*fp32") == "*fp32"
