@@ -44,12 +44,22 @@ VARIANTS_128C = [T(128, 128, 8, 3), T(128, 64, 4, 3), T(128, 64, 8, 3), T(64, 64
 # from 8k.
 VARIANTS_128C_LONG = [T(128, 128, 8, 3), T(64, 64, 4, 3), T(64, 64, 4, 4)]
 
+# "64c" (written after session 12's calls, not run yet): D = 64 causal, N = 512 / 1k, through
+# a fwd_short_masked entry at 64 (today the short default (128, 64, 4, 3) serves causal
+# calls too: 191 / 269 TFLOP/s as graphs, cuDNN 257 / 333). Prediction: a 64-row tile
+# +3-8% (call 1 had (64, 64, 4, 4) at 193 / 275), less than at D = 128 (shorter rows).
+VARIANTS_64C = [T(128, 64, 4, 3), T(64, 64, 4, 3), T(64, 64, 4, 4), T(64, 32, 4, 3), T(64, 128, 4, 3)]
+
 
 def main():
     args = sys.argv[1:] or ["64"]
     for a in args:
         if a == "128c":
             run(128, VARIANTS_128C, causals=(True,), table="fwd_short_masked")  # fwd_short before call 6
+        elif a == "64c":
+            for _ in range(2):      # twice, the second pass in reverse order (session 12 calls 8-9)
+                run(64, VARIANTS_64C, causals=(True,), table="fwd_short_masked")
+                VARIANTS_64C.reverse()
         elif a == "128c-long":
             run(128, VARIANTS_128C_LONG, causals=(True,), table="fwd", lengths=(2048, 4096, 8192))
         else:
