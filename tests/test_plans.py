@@ -153,3 +153,22 @@ def test_decode_replay_equals_launchers(monkeypatch, case):
     direct = step(inp)
     for name, a, b in zip(("out", "lse", "k_cache", "v_cache"), replayed, direct):
         assert torch.equal(a, b), f"{name}: the replay differs from the launchers"
+
+
+def test_envvars_track_the_environment(monkeypatch):
+    """flashtriton.envvars (the per-call reads of decode options, the backend and the
+    cache checks) sees every change made through os.environ, as os.environ.get does."""
+    from flashtriton import envvars
+    from flashtriton.launchers import decode
+    names = ("FLASHTRITON_DECODE_TILE", "FLASHTRITON_BACKEND")
+    read = envvars.reader(names)
+    for value in ("64,4,3", None, "32,4,2"):
+        if value is None:
+            monkeypatch.delenv(names[0], raising=False)
+        else:
+            monkeypatch.setenv(names[0], value)
+        assert read() == tuple(os.environ.get(n) for n in names)
+        assert envvars.value(names[0], "unset") == os.environ.get(names[0], "unset")
+        want = (64, 4, 3) if value == "64,4,3" else (32, 4, 2) if value else (0, 0, 0)
+        opts = decode._env_options()
+        assert (opts.block_n, opts.num_warps, opts.num_stages) == want

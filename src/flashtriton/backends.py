@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 
 import torch
+
+from . import envvars
 
 NAMES = ("triton", "cpu", "reference")
 _override: list[str] = []
@@ -58,7 +59,8 @@ def cpu_available() -> bool:
 def select(device: torch.device) -> str:
     """The backend for tensors on `device`: the innermost use_backend(), else
     FLASHTRITON_BACKEND, else the device's default. Raises if it cannot run there."""
-    name = _override[-1] if _override else os.environ.get("FLASHTRITON_BACKEND") or default_for(device)
+    # (not traced: under torch.compile the API reads the variable itself, for dynamo's guards)
+    name = _override[-1] if _override else envvars.value("FLASHTRITON_BACKEND") or default_for(device)
     if name not in NAMES:
         raise ValueError(f"FLASHTRITON_BACKEND: must be one of {NAMES}, got {name!r}")
     if name == "triton" and device.type != "cuda" and not (device.type == "cpu" and _interpreting()):

@@ -68,11 +68,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import torch
 
-from . import backends, validate
+from . import backends, envvars, validate
 from .launchers.prefill import AttnParams
 
 MAX_PAGE_SIZE = 256
@@ -95,13 +94,13 @@ def value_checks(enabled: bool):
 
 
 def _value_checks_on(device: torch.device) -> bool:
+    if torch.compiler.is_compiling():
+        return False
     if _checks_override:
         on = _checks_override[-1]
     else:
-        on = os.environ.get("FLASHTRITON_KVCACHE_CHECKS", "1") != "0"
+        on = envvars.value("FLASHTRITON_KVCACHE_CHECKS", "1") != "0"
     if not on:
-        return False
-    if torch.compiler.is_compiling():
         return False
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         return False

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import memory
+from .. import envvars, memory
 from . import plans
 from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
 from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
@@ -67,11 +67,12 @@ _ENV_KEYS = ("FLASHTRITON_DECODE_COMBINE", "FLASHTRITON_DECODE_APPEND", "FLASHTR
              "FLASHTRITON_DECODE_TILE", "FLASHTRITON_DECODE_BLOCK_M",
              "FLASHTRITON_DECODE_MIN_SPLIT_KEYS")
 _env_cache: dict = {}
+_env_values = envvars.reader(_ENV_KEYS)
 
 
 def _env_options() -> DecodeOptions:
     """The options the environment sets (parsed once per distinct environment)."""
-    key = tuple(os.environ.get(k) for k in _ENV_KEYS)
+    key = _env_values()
     if key not in _env_cache:
         _env_cache[key] = _parse_env_options()
     return _env_cache[key]

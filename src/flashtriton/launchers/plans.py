@@ -32,31 +32,20 @@ monkeypatch) is not in it: clear() forgets every plan (tests/conftest.py does, p
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import torch
 import triton
+
+from .. import envvars
 
 _state = threading.local()
 _PLANS: dict = {}
 # The environment the launchers read on every call (the rest is read at import).
 _ENV = ("FLASHTRITON_WARP_SPEC", "FLASHTRITON_HOST_DESCRIPTORS", "FLASHTRITON_ALLOW_TF32", "FLASHTRITON_AUTOTUNE",
         "FLASHTRITON_PLANS")
-# os.environ.get costs ~1.1 us a name (str -> bytes and back, CI CPU, 2026-11-30): 5.5 us of a
-# ~29 us replayed forward. On POSIX, os.environ keeps its bytes in the dict os.environ._data
-# (CPython, since 3.2; os.environ[...] = and monkeypatch.setenv update it): 0.3 us for all five.
-_ENV_DATA = getattr(os.environ, "_data", None) if os.name == "posix" else None
-if not isinstance(_ENV_DATA, dict):
-    _ENV_DATA = None
-_ENV_KEYS = tuple(os.fsencode(e) for e in _ENV) if _ENV_DATA is not None else _ENV
-
-
-def _env_values() -> tuple:
-    """The values of _ENV now, as str or None."""
-    if _ENV_DATA is None:
-        return tuple(os.environ.get(e) for e in _ENV)
-    return tuple(None if v is None else os.fsdecode(v) for v in map(_ENV_DATA.get, _ENV_KEYS))
+# The values of _ENV now, as str or None (flashtriton.envvars: a dict lookup a name).
+_env_values = envvars.reader(_ENV)
 
 
 stats = {"recorded": 0, "replayed": 0, "unreplayable": 0}
