@@ -23,29 +23,11 @@ import torch
 import triton
 
 import flashtriton
-from flashtriton.bench.common import attention_flops
+from flashtriton.bench.common import attention_flops, capture_graph
 from flashtriton.kernels import configs
 from flashtriton.launchers import backward, policy, prefill
 
 T = configs.Tile
-
-
-def _graph(f):
-    """f captured in a CUDA graph (warmed up on a side stream; the forward runs inside the
-    capture too: a backward follows its forward's stream, and a forward run outside would
-    send it to the legacy stream, which a capture forbids); returns (graph, outputs)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        f()
-        f()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = f()
-    graph.replay()
-    torch.cuda.synchronize()
-    return graph, outs
 
 
 def graph_bwd_ms(q, k, v, causal):
@@ -60,8 +42,8 @@ def graph_bwd_ms(q, k, v, causal):
         with torch.no_grad():
             return (flashtriton.flash_attn_func(q, k, v, causal=causal),)
 
-    g_both, grads = _graph(fwd_bwd)
-    g_fwd, _ = _graph(fwd)
+    g_both, grads = capture_graph(fwd_bwd)
+    g_fwd, _ = capture_graph(fwd)
     both = triton.testing.do_bench(g_both.replay, warmup=30, rep=200)
     only = triton.testing.do_bench(g_fwd.replay, warmup=30, rep=200)
     return both - only, [g.clone() for g in grads]

@@ -26,27 +26,12 @@ import torch
 import triton
 
 import flashtriton
-from flashtriton.bench.common import attention_flops
+from flashtriton.bench.common import attention_flops, capture_graph
 from flashtriton.kernels import configs
 from flashtriton.launchers import backward, prefill
 
 T = configs.Tile
 BIG = 1 << 30
-
-
-def _graph(f):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        f()
-        f()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        f()
-    graph.replay()
-    torch.cuda.synchronize()
-    return graph
 
 
 def bwd_ms(q, k, v, dout, kw):
@@ -58,7 +43,7 @@ def bwd_ms(q, k, v, dout, kw):
         with torch.no_grad():
             return flashtriton.flash_attn_func(q, k, v, deterministic=False, **kw)
 
-    g_both, g_fwd = _graph(both), _graph(fwd)
+    (g_both, _), (g_fwd, _) = capture_graph(both), capture_graph(fwd)
     return (triton.testing.do_bench(g_both.replay, warmup=30, rep=200)
             - triton.testing.do_bench(g_fwd.replay, warmup=30, rep=200))
 

@@ -79,20 +79,31 @@ def _time_read_flush(fn, warmup_ms, rep_ms):
     return statistics.median(a.elapsed_time(b) for a, b in zip(starts, ends))
 
 
+def capture_graph(fn):
+    """fn captured in a CUDA graph after two warm-up calls on a side stream (compiles and
+    allocator pools outside the capture); returns (graph, fn's outputs in the capture),
+    replayed once. A backward must be captured with its forward: autograd runs it on
+    the forward's stream, and the legacy stream is forbidden while capturing."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = fn()
+    graph.replay()
+    torch.cuda.synchronize()
+    return graph, outs
+
+
 def graph_time_ms(fn) -> float:
     """Median ms of one CUDA-graph replay of fn (forward only, no autograd): the GPU
     time without the host's launch overhead, as a serving loop or torch.compile's
     reduce-overhead mode would see it."""
     with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            fn()
-            fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
+        graph, _ = capture_graph(fn)
     return time_ms(graph.replay, "cuda")
 
 

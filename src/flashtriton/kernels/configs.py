@@ -228,18 +228,17 @@ def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | Non
     """The DEFAULTS table whose entry default_tile returns (16-bit inputs): the window's
     for a sliding window of at most WINDOW_BAND keys, then for masked calls (causal or
     windowed) "<kernel>_short_masked" up to SHORT_MASKED_SEQLEN (else SHORT_SEQLEN) and
-    "<kernel>_masked", then
-    "<kernel>_short" up to SHORT_SEQLEN, then "<kernel>"; each where it has block_d."""
+    "<kernel>_masked", then "<kernel>_short" up to SHORT_SEQLEN, then "<kernel>"; each
+    where it has block_d."""
     def has(suffix):
         return block_d in DEFAULTS.get(kernel + suffix, {})
-    short = seqlen <= SHORT_SEQLEN
     if window_band is not None and window_band <= WINDOW_BAND and has("_window"):
         return kernel + "_window"
     if masked and seqlen <= SHORT_MASKED_SEQLEN.get(kernel, SHORT_SEQLEN) and has("_short_masked"):
         return kernel + "_short_masked"
     if masked and has("_masked"):
         return kernel + "_masked"
-    if short and has("_short"):
+    if seqlen <= SHORT_SEQLEN and has("_short"):
         return kernel + "_short"
     return kernel
 

@@ -45,8 +45,9 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     else:
         batch, seqlen_q, nheads, head_dim = q.shape
         seqlen_k, nheads_k = k.shape[1], k.shape[2]
+        total_q, total_k = batch * seqlen_q, batch * seqlen_k
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
-        rng_rows, rng_stride = batch * seqlen_q, seqlen_k
+        rng_rows, rng_stride = total_q, seqlen_k
     params = _effective_window(params, seqlen_q, seqlen_k)
     group = nheads // nheads_k
     bd = block_d(head_dim)
@@ -82,14 +83,17 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
         return dq, dk, dv
 
+    def program_map(cu, total, block, heads, seqlen):
+        """(cu_blocks, grid) of a kernel whose programs each own `block` rows of one head:
+        dense calls a (B * heads, blocks) grid; varlen calls (heads, blocks of all sequences
+        + B), programs mapped to (sequence, block) through cu_blocks (no padding programs)."""
+        if not is_varlen:
+            return dummy, (batch * heads, triton.cdiv(seqlen, block))
+        cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
+        return cu_blocks, (heads, triton.cdiv(total, block) + batch)
+
     def launch_dkdv(tile: configs.Tile, resume: bool = False, dq_acc=None):
-        if is_varlen:
-            cu_blocks = _cached_map(varlen.cu_seqlens_k, ("blocks", tile.block_n),
-                                    lambda: _cu_blocks(varlen.cu_seqlens_k, tile.block_n))
-            grid = (nheads_k, triton.cdiv(total_k, tile.block_n) + batch)
-        else:
-            cu_blocks = dummy
-            grid = (batch * nheads_k, triton.cdiv(seqlen_k, tile.block_n))
+        cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
         use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
         if use_host_desc:
@@ -109,13 +113,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
-        if is_varlen:
-            cu_blocks = _cached_map(varlen.cu_seqlens_q, ("blocks", tile.block_m),
-                                    lambda: _cu_blocks(varlen.cu_seqlens_q, tile.block_m))
-            grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
-        else:
-            cu_blocks = dummy
-            grid = (batch * nheads, triton.cdiv(seqlen_q, tile.block_m))
+        cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q)
         descs = (dummy,) * 5
         use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
         if use_host_desc:
