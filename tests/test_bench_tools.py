@@ -47,4 +47,5 @@ def test_regression_compile_report_types_every_constexpr():
         for param in inspect.signature(getattr(fn, "fn", fn)).parameters.values():
             if "constexpr" in str(param.annotation):
                 assert sig[param.name] == "constexpr", (name, param.name)
-        assert sig.get("DQ_ACC", "*fp32") == "*fp32"
+        # ... and the pointers stay pointers, of their own element type
+        assert sig["LSE"] == "*fp32" and sig.get("KEYS", "*i32") == "*i32" and sig["Q"] == "*bf16", name

@@ -8,7 +8,7 @@ import flashtriton
 from flashtriton import flash_attn_func, flash_attn_varlen_func
 
 from conftest import DEVICE, kernel_backends
-from helpers import rand_qkv, rand_varlen
+from helpers import rand_qkv, rand_varlen, spy
 
 BACKENDS = kernel_backends() + ["reference"]
 REPEATS = 20
@@ -72,6 +72,25 @@ def test_forward_is_bitwise_reproducible(backend):
     first = run()
     for _ in range(2):
         assert _same_bits(first, run())
+
+
+@pytest.mark.parametrize("flag,torch_flag", [(False, False), (True, False), (False, True)])
+def test_deterministic_reaches_the_backend(monkeypatch, flag, torch_flag):
+    """deterministic=True, or torch.use_deterministic_algorithms(True), reaches the
+    backend's bwd as AttnParams.deterministic (flash-attn's flag: no backend needs it
+    today, since none uses atomics, but one that did would read it there)."""
+    from flashtriton import reference_backend
+    seen = spy(monkeypatch, reference_backend, "bwd", lambda *a, **k: a[6].deterministic)
+    q, k, v = rand_qkv(1, 8, 8, 2, 2, 16, torch.float32, DEVICE, requires_grad=True)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(torch_flag)
+    try:
+        with flashtriton.use_backend("reference"):
+            out = flash_attn_func(q, k, v, causal=True, deterministic=flag)
+            torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert seen == [flag or torch_flag]
 
 
 @pytest.mark.gpu

@@ -297,6 +297,26 @@ def test_gradients_only_where_required(backend):
     assert_close("dk", dk, truth["dk"], lowp["dk"], 3, torch.bfloat16)
 
 
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_autograd_node_only_when_needed(backend):
+    """An eager call builds an autograd node only when a gradient can flow (grad mode on
+    and an input requiring grad: session 13 took the node off the others' host path); the
+    output is the same either way, bitwise."""
+    q, k, v = rand_qkv(1, 33, 47, 4, 2, 64, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend(backend):
+        plain = flash_attn_func(q, k, v, causal=True)
+        assert plain.grad_fn is None and not plain.requires_grad
+        v.requires_grad_(True)
+        tracked = flash_attn_func(q, k, v, causal=True)
+        assert tracked.grad_fn is not None and tracked.requires_grad
+        with torch.no_grad():
+            untracked = flash_attn_func(q, k, v, causal=True)
+        assert untracked.grad_fn is None and not untracked.requires_grad
+        (dv,) = torch.autograd.grad(tracked, (v,), torch.randn_like(tracked))
+    assert torch.equal(plain, tracked) and torch.equal(plain, untracked)
+    assert torch.isfinite(dv).all() and dv.abs().sum() > 0
+
+
 # --- backend selection -------------------------------------------------------------------
 
 def test_default_backend_by_device():

@@ -13,7 +13,7 @@ import flashtriton
 from flashtriton import flash_attn_func
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, rand_qkv, rand_varlen, reference_pair, spy
+from helpers import assert_close, rand_qkv, reference_pair, spy
 
 HEAD_DIMS = [16, 40, 64, 96, 128]
 SEQLENS = [(1, 1), (17, 17), (113, 203), (128, 64), (200, 200)]
@@ -201,81 +201,6 @@ def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
     assert [x for x in launched if x is not None] == [key_rows], "bwd.py's dK/dV kernel did not run in this layout"
 
 
-def _fused_setup(monkeypatch, d, layout="query rows"):
-    """Forces bwd.py's path with dQ by atomics (launchers.backward.FUSED_DQ_MAX_N) for
-    head dim d; returns the list that records (kernel name, DQ_ATOMIC) of each launch."""
-    from flashtriton.kernels import configs
-    from flashtriton.launchers import backward, plans, prefill
-    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
-    bd = prefill.block_d(d)
-    monkeypatch.setattr(backward, "FUSED_DQ_MAX_N", {bd: 1 << 30})
-    if bd not in configs.DEFAULTS["dkdv_fused"]:
-        monkeypatch.setitem(configs.DEFAULTS["dkdv_fused"], bd, configs.Tile(64, 64, 4, 2))
-    if layout == "key rows":
-        monkeypatch.setattr(backward, "DKDV_QUERY_ROWS", set())
-    return spy(monkeypatch, plans, "launch",
-               lambda kernel, grid, *a, **kw: (getattr(kernel, "__name__", None) or kernel.fn.__name__,
-                                               kw.get("DQ_ATOMIC")))
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("layout", ["query rows", "key rows"])
-@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
-    (2, 113, 203, (4, 2), 64, dict(causal=True)),                        # GQA, Nq < Nk, masked tiles
-    (1, 203, 113, (4, 1), 128, dict(window_size=(40, 7))),               # MQA, Nq > Nk, both edges
-    (1, 96, 96, (2, 2), 96, dict(softcap=5.0, alibi=True)),
-    (1, 64, 130, (2, 2), 64, dict(dropout_p=0.3, causal=True)),
-    (1, 17, 1, (2, 2), 40, dict()),
-])
-def test_fused_atomic_dq(monkeypatch, layout, b, nq, nk, heads, d, kw):
-    """deterministic=False, with FUSED_DQ_MAX_N covering the call: bwd.py's dK/dV kernel
-    also computes dQ, adding dS K into an fp32 buffer by atomics (DQ_ATOMIC), and the dQ
-    kernel does not run. Gradients pass the reference check in both tile layouts, with
-    masks, GQA / MQA, softcap, ALiBi and dropout (under the returned mask)."""
-    from helpers import check_attention
-    launched = _fused_setup(monkeypatch, d, layout)
-    h, hk = heads
-    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
-    kw = dict(kw)
-    if kw.pop("alibi", False):
-        kw["alibi_slopes"] = torch.rand(b, h, device=DEVICE, dtype=torch.float32)
-    check_attention("triton", q, k, v, seed=nq * 3 + nk, deterministic=False, **kw)
-    names = [x for x in launched if x is not None]
-    assert ("attn_bwd_dkdv_kernel", True) in names and ("dq_from_accumulator_kernel", None) in names, names
-    assert not any(n == "attn_bwd_dq_kernel" for n, _ in names), names
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-def test_fused_atomic_dq_varlen(monkeypatch):
-    """The same for a varlen batch (an empty sequence in it): the accumulator is laid out
-    like dq, (total_q, H, D), and each program adds at its sequence's rows."""
-    from helpers import check_attention
-    launched = _fused_setup(monkeypatch, 64)
-    (q, k, v), varlen = rand_varlen([17, 0, 40], [30, 5, 20], 4, 2, 64, torch.bfloat16, DEVICE)
-    check_attention("triton", q, k, v, varlen=varlen, causal=True, deterministic=False)
-    assert ("attn_bwd_dkdv_kernel", True) in [x for x in launched if x is not None]
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("how", ["deterministic=True", "use_deterministic_algorithms", "float32"])
-def test_fused_atomic_dq_only_when_allowed(monkeypatch, how):
-    """The atomic dQ never runs for a call that asks for determinism, under
-    torch.use_deterministic_algorithms(True), or for float32 inputs."""
-    launched = _fused_setup(monkeypatch, 64)
-    dtype = torch.float32 if how == "float32" else torch.bfloat16
-    q, k, v = rand_qkv(1, 40, 40, 2, 2, 64, dtype, DEVICE, requires_grad=True)
-    previous = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(how == "use_deterministic_algorithms")
-    try:
-        with flashtriton.use_backend("triton"):
-            out = flashtriton.flash_attn_func(q, k, v, causal=True, deterministic=how == "deterministic=True")
-            torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
-    finally:
-        torch.use_deterministic_algorithms(previous)
-    names = [x for x in launched if x is not None]
-    assert ("attn_bwd_dq_kernel", None) in names and ("attn_bwd_dkdv_kernel", False) in names, names
-
-
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 77, 77, (4, 4), 96, dict(causal=True)),
@@ -317,8 +242,9 @@ def test_default_table_order():
     assert t("fwd", 128, 4096, masked=True) == "fwd_short_masked"      # SHORT_MASKED_SEQLEN
     assert t("fwd", 128, 8192, masked=True) == "fwd" and t("fwd", 128, 2048) == "fwd"
     assert t("fwd", 128, 512, window_band=300, masked=True) == "fwd_window"
-    assert t("fwd", 64, 512, masked=True) == "fwd_short" and t("fwd", 64, 512) == "fwd_short"
-    assert t("fwd", 64, 2048) == "fwd" and t("fwd", 256, 512) == "fwd"
+    assert t("fwd", 64, 512, masked=True) == "fwd_short_masked" and t("fwd", 64, 512) == "fwd_short"
+    assert t("fwd", 32, 512, masked=True) == "fwd_short" and t("fwd", 128, 1024) == "fwd_short"
+    assert t("fwd", 64, 2048) == "fwd" and t("fwd", 256, 512) == "fwd" and t("fwd", 128, 2048) == "fwd"
     assert t("dkdv", 64, 512, masked=True) == "dkdv_masked" and t("dkdv", 64, 512) == "dkdv"
     for kernel in ("fwd", "dkdv", "dq"):
         for d in (16, 32, 64, 128, 256):
@@ -434,7 +360,7 @@ def test_warp_spec_rule(monkeypatch):
 
 def test_warp_spec_mode_rule(monkeypatch):
     """Which path each pass takes on a Hopper GPU ("auto"): the whole-call kernels for
-    unmasked calls; the split path only in the backward, causal at min(Nq, Nk) >=
+    unmasked calls but the short forwards of FWD_SHORT_ON_FWD_PY; the split path only in the backward, causal at min(Nq, Nk) >=
     BWD_SPLIT_MIN_N without a left window (the forward split and shorter or windowed
     backward splits measured slower); the backward only at head_dim == BLOCK_D with the
     heads of a row contiguous in q and dout (its 2-D column descriptors)."""
@@ -466,7 +392,12 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
     q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
-    assert mode(causal, 256, 256, "fwd", qq=q256, bd=256) == "whole"                  # the MASKED variant
+    assert mode(causal, 1024, 1024, "fwd", qq=q256, bd=256) == "whole"                # the MASKED variant
+    # short forwards that fwd.py computes faster (FWD_SHORT_ON_FWD_PY): causal D = 256 up to
+    # 512, unmasked D = 128 up to 1k (session 13)
+    assert mode(causal, 512, 512, "fwd", qq=q256, bd=256) is None
+    assert mode(plain, 1024, 1024, "fwd") is None and mode(plain, 1024, 2048, "fwd") == "whole"
+    assert mode(plain, 1024, 1024, "bwd") == "whole"                                  # the backward keeps it
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert mode(causal, 128, 128, "fwd") == "whole" and mode(causal, 128, 128, "bwd") == "split"

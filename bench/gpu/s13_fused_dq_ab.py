@@ -1,4 +1,8 @@
-"""Written in session 12 for the next GPU session (not run yet): dQ by atomics inside bwd.py's
+"""History: ran in session 13 on commit 16b04aa (the TMA variant with the DQ_ATOMIC=2 edit
+logged in bench/NOTES.md, "Session 13", call 2); the fused dQ was then removed, so this
+script no longer runs against the tree.
+
+Written in session 12 for the next GPU session (not run yet): dQ by atomics inside bwd.py's
 dK/dV kernel (DQ_ATOMIC; launchers.backward.FUSED_DQ_MAX_N, empty = off) against the two
 kernels (dK/dV, then dQ), on the calls that run bwd.py: D = 64 non-causal below 2k, D = 64
 causal below 8k, D = 128 causal below 4k, windows.

@@ -85,10 +85,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     Returns out (B, Nq, H, D); with return_attn_probs=True, (out, softmax_lse (B, H, Nq),
     S_dmask (B, H, Nq, Nk)), where S_dmask holds the softmax probabilities, negated where
     dropout dropped them (it materialises Nq x Nk: for testing only, as in flash-attn).
-    deterministic=True (or torch.use_deterministic_algorithms(True)) keeps the backward
-    pass bitwise reproducible; with False, as in flash-attn, a backend may accumulate dQ
-    with atomics where that measured faster (launchers.backward.FUSED_DQ_MAX_N; empty
-    today, so every backward pass is deterministic).
+    Every backward pass is bitwise deterministic. `deterministic` is accepted for
+    flash-attn compatibility (there False allows atomics): no path here uses atomics
+    (dQ by atomics inside the dK/dV kernel measured 0.5-0.9x on the H200, session 13,
+    and was removed), so False and True give the same bits.
     """
     return _attention(q, k, v, None, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                       deterministic, return_attn_probs)

@@ -45,14 +45,6 @@ def empty(shape, dtype, device) -> torch.Tensor:
     return t
 
 
-def zeros(shape, dtype, device) -> torch.Tensor:
-    """A zero-filled scratch buffer (an accumulator, never an output: not poisoned)."""
-    t = torch.zeros(shape, dtype=dtype, device=device)
-    if alloc_hook is not None:
-        alloc_hook(t, "zeros", (shape, dtype, device))
-    return t
-
-
 def arange_i32(n: int, device) -> torch.Tensor:
     """0, 1, ..., n - 1 as int32 (a kernel's row indices)."""
     t = torch.arange(n, dtype=torch.int32, device=device)
@@ -62,5 +54,5 @@ def arange_i32(n: int, device) -> torch.Tensor:
 
 
 def make(kind: str, spec) -> torch.Tensor:
-    """Allocate again what empty(), zeros() or arange_i32() made from `spec`."""
-    return {"empty": empty, "zeros": zeros, "arange": arange_i32}[kind](*spec)
+    """Allocate again what empty() or arange_i32() made from `spec`."""
+    return empty(*spec) if kind == "empty" else arange_i32(*spec)

@@ -60,8 +60,8 @@ def attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
              softmax_scale: float, window_left: int, window_right: int, softcap: float,
              alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
              backend: str, deterministic: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
-    # deterministic=False lets a backend accumulate dQ with atomics (launchers/backward.py,
-    # FUSED_DQ_MAX_N); the forward never depends on it.
+    # deterministic=False would let a backend accumulate dQ with atomics (flash-attn's
+    # meaning); no backend does today, and the forward never depends on it.
     varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p, deterministic)
     return backends.get(backend).bwd(dout, q, k, v, out, lse, params, alibi_slopes, rng_state, varlen)
@@ -105,17 +105,15 @@ class _EagerAttention(torch.autograd.Function):
     """The same forward and backward as the registered ops, without torch.library's
     per-call schema handling (~75 us a call on the CI CPU, measured 2026-11-29: more
     than the kernels themselves at short sequences). Used only for plain eager calls;
-    see attention()."""
+    see attention(). Everything but q, k, v comes as one tuple (rest: attn_fwd's
+    arguments after v): autograd.Function.apply walks each argument (functorch's
+    unwrap_dead_wrappers, ~11 of the ~140 us of host time a forward took on the H200
+    machine, bench/gpu/s13_host.py), and none of the others needs a gradient."""
 
     @staticmethod
-    def forward(ctx, q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
-                deterministic):
-        varlen = _varlen(cu_q, cu_k, max_q, max_k)
-        _check_varlen_values(q, k, varlen)
-        params = AttnParams(scale, wl, wr, softcap, dropout_p)
-        out, lse = backends.get(backend).fwd(q, k, v, params, alibi, rng, varlen)
-        _setup_context(ctx, (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng,
-                             backend, deterministic), (out, lse))
+    def forward(ctx, q, k, v, rest):
+        out, lse = _forward(q, k, v, *rest)
+        _setup_context(ctx, (q, k, v) + rest, (out, lse))
         return out, lse
 
     @staticmethod
@@ -123,9 +121,18 @@ class _EagerAttention(torch.autograd.Function):
         q, k, v, out, lse, cu_q, cu_k, alibi, rng = ctx.saved_tensors
         max_q, max_k, scale, wl, wr, softcap, dropout_p = ctx.scalars
         params = AttnParams(scale, wl, wr, softcap, dropout_p, ctx.deterministic)
-        grads = backends.get(ctx.backend).bwd(dout, q, k, v, out, lse, params, alibi, rng,
-                                              _varlen(cu_q, cu_k, max_q, max_k))
-        return grads + (None,) * len(_FWD_ARGS)
+        dq, dk, dv = backends.get(ctx.backend).bwd(dout, q, k, v, out, lse, params, alibi, rng,
+                                                   _varlen(cu_q, cu_k, max_q, max_k))
+        return dq, dk, dv, None
+
+
+def _forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
+             deterministic=True):
+    """The forward of attn_fwd's arguments, outside torch.library and autograd."""
+    varlen = _varlen(cu_q, cu_k, max_q, max_k)
+    _check_varlen_values(q, k, varlen)
+    params = AttnParams(scale, wl, wr, softcap, dropout_p)
+    return backends.get(backend).fwd(q, k, v, params, alibi, rng, varlen)
 
 
 def _plain_eager(*tensors) -> bool:
@@ -146,5 +153,7 @@ def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, 
     args = (q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
             deterministic)
     if _plain_eager(q, k, v):
-        return _EagerAttention.apply(*args)
+        if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            return _EagerAttention.apply(q, k, v, args[3:])
+        return _forward(*args)          # nothing to differentiate: no autograd node
     return attn_fwd(*args)

@@ -25,7 +25,7 @@ from flashtriton.kernels.fwd import attn_fwd_kernel
 KERNELS = {"fwd": attn_fwd_kernel, "dkdv": attn_bwd_dkdv_kernel, "dq": attn_bwd_dq_kernel}
 _NVBIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 _PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", "CU_BLOCKS": "*i32", "ORDER": "*i32",
-              "ALIBI": "*fp32", "RNG": "*i64", "KEYS": "*i32", "DQ_ACC": "*fp32"}
+              "ALIBI": "*fp32", "RNG": "*i64", "KEYS": "*i32"}
 _FLOAT_ARGS = {"softmax_scale", "qk_scale", "softcap_scale", "softcap_out", "dropout_p"}
 
 

@@ -50,15 +50,12 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
 @triton.jit
 def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n, seqlen_q, seqlen_k, diag,
                qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-               ck, mk, rk_ptr, threshold, dropout_p, dq_ptr, stride_dqn,
+               ck, mk, rk_ptr, threshold, dropout_p,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr,
-               HEAD_DIM: tl.constexpr, DQ_ATOMIC: tl.constexpr):
-    """One query tile of a dK/dV program: its loads, then the math in either layout.
-    DQ_ATOMIC: also this tile's share of dQ, dS K (unscaled), added into the fp32
-    accumulator at dq_ptr (rows of stride stride_dqn) by atomics."""
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
+    """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rk = 0
     if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
@@ -69,23 +66,15 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
     lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
     delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
     if KEY_ROWS:
-        dk, dv, dsT = _dkdv_math_key_rows(
+        dk, dv = _dkdv_math_key_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
             HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
-        if DQ_ATOMIC:
-            dq = tl.dot(tl.trans(dsT.to(k.dtype)), k, input_precision=DOT_PRECISION)   # (BLOCK_M, BLOCK_D)
     else:
-        dk, dv, ds = _dkdv_math_query_rows(
+        dk, dv = _dkdv_math_query_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
             HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
-        if DQ_ATOMIC:
-            dq = tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION)              # (BLOCK_M, BLOCK_D)
-    if DQ_ATOMIC:
-        offs_d = tl.arange(0, BLOCK_D)
-        tl.atomic_add(dq_ptr + offs_m.to(tl.int64)[:, None] * stride_dqn + offs_d[None, :], dq,
-                      mask=(offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM), sem="relaxed")
     return dk, dv
 
 
@@ -116,7 +105,7 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
         t = softcap_tanh(qkT, softcap_scale)
         dsT = dsT * (1.0 - t * t)
     dk += tl.dot(dsT.to(q.dtype), q, input_precision=DOT_PRECISION)
-    return dk, dv, dsT
+    return dk, dv
 
 
 @triton.jit
@@ -146,12 +135,12 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
         t = softcap_tanh(qk, softcap_scale)
         ds = ds * (1.0 - t * t)
     dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
-    return dk, dv, ds
+    return dk, dv
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_kernel(
-    Q, K, V, DO, LSE, DELTA, DK, DV, DQ_ACC,
+    Q, K, V, DO, LSE, DELTA, DK, DV,
     CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
     Q_DESC, K_DESC, V_DESC, DO_DESC, DK_DESC, DV_DESC,   # HOST_DESC: host-made, of the (B, N, H, D) tensors
     stride_qb, stride_qn, stride_qh,
@@ -160,7 +149,6 @@ def attn_bwd_dkdv_kernel(
     stride_dob, stride_don, stride_doh,
     stride_dkb, stride_dkn, stride_dkh,
     stride_dvb, stride_dvn, stride_dvh,
-    stride_dqab, stride_dqan, stride_dqah,
     stride_lb, stride_lh,
     stride_ab, stride_ah,
     nheads_k, group, batch, seqlen_q, seqlen_k,
@@ -170,7 +158,7 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    KEY_ROWS: tl.constexpr = True, DQ_ATOMIC: tl.constexpr = False,
+    KEY_ROWS: tl.constexpr = True,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -178,11 +166,7 @@ def attn_bwd_dkdv_kernel(
     read from shared memory; launchers.backward.DKDV_QUERY_ROWS says where).
     RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
     gives, with the same BLOCK_M / BLOCK_N, and left its unscaled dK and dV in DK, DV:
-    start from them and do the other tiles.
-    DQ_ATOMIC: dQ computed here too (5 matmuls a tile instead of 4 here and 3 in the dQ
-    kernel): each tile adds dS K into DQ_ACC (fp32, zeroed, laid out like dQ, strides
-    stride_dqa*) by atomics, so the sum's order, hence its last bits, varies between runs;
-    dq_from_accumulator_kernel then scales and casts it. Not with RESUME."""
+    start from them and do the other tiles."""
     if IS_VARLEN:
         hk = tl.program_id(0)
         pid = tl.program_id(1)
@@ -258,42 +242,28 @@ def attn_bwd_dkdv_kernel(
         if HAS_ALIBI:
             slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
         rk_ptr = KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_base  # row keys of head h
-        dq_ptr = DQ_ACC
-        if DQ_ATOMIC:
-            tl.static_assert(not RESUME, "dK/dV: DQ_ATOMIC does not resume a split backward")
-            dq_ptr = (DQ_ACC + b.to(tl.int64) * stride_dqab + q_start * tl.cast(stride_dqan, tl.int64)
-                      + h * stride_dqah)
         for start_m in range(lo, full_lo, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p, dq_ptr, stride_dqan,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, HEAD_DIM, DQ_ATOMIC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p, dq_ptr, stride_dqan,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, HEAD_DIM, DQ_ATOMIC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p, dq_ptr, stride_dqan,
+                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, HEAD_DIM, DQ_ATOMIC)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
     dk = dk * softmax_scale
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
     tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
-
-
-@triton.jit
-def dq_from_accumulator_kernel(ACC, DQ, n, scale, BLOCK: tl.constexpr):
-    """dQ = scale * ACC cast to DQ's dtype, both contiguous and of n elements (the
-    DQ_ATOMIC path of attn_bwd_dkdv_kernel). Grid: (cdiv(n, BLOCK),)."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    acc = tl.load(ACC + offs, mask=offs < n, other=0.0)
-    tl.store(DQ + offs, (acc * scale).to(DQ.dtype.element_ty), mask=offs < n)
 
 
 @triton.jit

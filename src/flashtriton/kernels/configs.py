@@ -47,7 +47,11 @@ DEFAULTS = {
     # N <= SHORT_SEQLEN. (128, 64, 8, 4) before 2026-11-30; graph replays at D = 64, N = 512
     # / 1k, 16k tokens (bench/gpu/s12_fwd_short_ab.py): non-causal 186 / 238 -> 313 / 370
     # TFLOP/s, causal 178 / 251 -> 191 / 269 (FA2 CUDA 262 / 288 non-causal).
-    "fwd_short": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 64, 4, 3)},
+    # D = 128 (session 13, s13_tiles_ab.py fwd128; unmasked D = 128 calls up to 1k run fwd.py,
+    # launchers.policy.FWD_SHORT_ON_FWD_PY): (64, 64, 4, 3) 372 / 424 at 512 / 1k; (128,
+    # 64, 8, 3) 294 / 365; (128, 64, 4, 3) 265 / 304; (64, 128, 4, 3) 253 / 335.
+    "fwd_short": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 64, 4, 3),
+                  128: Tile(64, 64, 4, 3)},
     "dkdv": {16: Tile(32, 128, 4, 2), 32: Tile(32, 128, 4, 2), 64: Tile(32, 128, 4, 2),
              128: Tile(64, 64, 4, 2), 256: Tile(128, 64, 8, 1)},
     "dq": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3),
@@ -64,7 +68,14 @@ DEFAULTS = {
     # s12_fwd_short_ab.py 128c and 128c-long): the default (128, 128, 8, 3) 185 / 273 / 357
     # / 418 / 456 TFLOP/s at N = 512 / 1k / 2k / 4k / 8k, this tile 241 / 340 / 383 / 465 /
     # 445; (128, 64, 4 or 8, 3) 177-182 / 228-266, (64, 128, 4, 3) 141 / 217 at 512 / 1k.
-    "fwd_short_masked": {128: Tile(64, 64, 4, 3)},
+    # D = 64 (session 13, s12_fwd_short_ab.py 64c and 64c-long, each tile twice in
+    # alternating order): against the short default (128, 64, 4, 3) 192 / 268 -> 233 / 311
+    # at N = 512 / 1k; against DEFAULTS["fwd"] (128, 64, 4, 4) 327 / 370 -> 371 / 394 at
+    # 2k / 4k; (64, 64, 4, 4) and 32- or 128-key tiles slower.
+    # D = 256 (session 13, s13_tiles_ab.py fwd256; fwd.py runs causal D = 256 only below
+    # launchers.policy.FWD_SHORT_ON_FWD_PY's 512 or where fwd_ws.py cannot): 242 / 313
+    # TFLOP/s at N = 512 / 1k against (128, 64, 8, 2)'s 202 / 265; 64-key tiles 152-204.
+    "fwd_short_masked": {128: Tile(64, 64, 4, 3), 64: Tile(64, 64, 4, 3), 256: Tile(64, 32, 4, 2)},
     # Masked calls (causal or any window) at D = 64: dK/dV in the query-rows layout
     # (launchers.backward.DKDV_QUERY_ROWS), 2026-11-30, against (32, 128, 4, 2) in key rows:
     # causal backward +3 / +9 / +10 / +10% at N = 512 / 1k / 2k / 4k (prefill grids, 16k
@@ -73,13 +84,6 @@ DEFAULTS = {
     # such calls are partly host-bound (bench/NOTES.md, "Session 11": not conclusive).
     "dkdv_masked": {64: Tile(64, 64, 4, 3)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
-    # dK/dV with dQ by atomics (DQ_ATOMIC; launchers.backward.FUSED_DQ_MAX_N, an experiment
-    # not yet measured): the query-rows tiles that spill least, sm_90a offline compiles of
-    # 2026-11-30 (bytes spilled with DQ_ATOMIC): D = 64 (64, 64, 4, 3) 36 / (128, 64, 8, 2)
-    # 36 / (64, 64, 4, 2) 52 / (64, 128, 8, 2) 712; D = 128 (64, 64, 8, 2) 252 / (128, 64,
-    # 8, 2) 1504 / (64, 64, 4, 1) 1960 / (64, 64, 4, 2) 2020; D = 256 (128, 64, 8, 1) 7556:
-    # no entry (the fused path needs one).
-    "dkdv_fused": {64: Tile(64, 64, 4, 3), 128: Tile(64, 64, 8, 2)},
 }
 
 # float32 inputs. Their dots run on FMA units (true fp32, no tensor cores, unless

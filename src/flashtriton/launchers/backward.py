@@ -13,7 +13,7 @@ import triton
 from .. import memory
 from . import plans
 from ..kernels import configs
-from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel, dq_from_accumulator_kernel
+from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
 from ..kernels.bwd_ws_varlen import attn_bwd_dkdv_ws_varlen_kernel, attn_bwd_dq_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
@@ -23,9 +23,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
 from .policy import _bwd_ws_tiles, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
-    """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic unless
-    params.deterministic is False and fused_dq() takes the call (atomic dQ). A dense call
-    seen before replays its launch plan (launchers/plans.py)."""
+    """Returns (dq, dk, dv) shaped like q, k, v, bitwise deterministic (no kernel uses
+    atomics). A dense call seen before replays its launch plan (launchers/plans.py)."""
     inputs = (dout, q, k, v, out, lse, alibi, rng)
     key = plans.plan_key("bwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
@@ -92,7 +91,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
-    def launch_dkdv(tile: configs.Tile, resume: bool = False, dq_acc=None):
+    def launch_dkdv(tile: configs.Tile, resume: bool = False):
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
         use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
@@ -100,16 +99,14 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             bm, bn = tile.block_m, tile.block_n
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
                      _host_descriptor(dout, bm, bd), _host_descriptor(dk, bn, bd), _host_descriptor(dv, bn, bd))
-        acc_strides = _dims4(dq_acc, is_varlen) if dq_acc is not None else (0, 0, 0)
         plans.launch(attn_bwd_dkdv_kernel, grid,
-            q, k, v, dout, lse, delta, dk, dv, dq_acc if dq_acc is not None else dummy,
-            cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
+            q, k, v, dout, lse, delta, dk, dv, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
-            *_dims4(dk, is_varlen), *_dims4(dv, is_varlen), *acc_strides,
+            *_dims4(dk, is_varlen), *_dims4(dv, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), DQ_ATOMIC=dq_acc is not None,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -146,38 +143,10 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
         launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
         launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
-    elif fused_dq(q.dtype, params, bd, n):
-        # dQ by atomics inside the dK/dV kernel, into a zeroed fp32 buffer laid out like dq
-        # (contiguous, as dq is), then scaled and cast in one elementwise pass
-        dq_acc = memory.zeros(q.shape, torch.float32, q.device)
-        launch_dkdv(_tile("dkdv_fused", bd, q, params, n, varlen, None), dq_acc=dq_acc)
-        numel, block = dq.numel(), 1024
-        plans.launch(dq_from_accumulator_kernel, (triton.cdiv(numel, block),),
-                     dq_acc, dq, numel, params.softmax_scale, BLOCK=block)
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
-
-
-# An experiment, off (empty) until measured: BLOCK_D -> the longest max(Nq, Nk) at which a
-# call that allows nondeterminism (AttnParams.deterministic False: flash-attn's default)
-# and would run bwd.py's two kernels instead computes dQ inside the dK/dV kernel
-# (DQ_ATOMIC): 5 matmuls a tile instead of 4 + 3, plus an fp32 atomic add of each
-# (BLOCK_M, D) share of dQ, as FlashAttention-2's backward does. Why: at N <= 1k the
-# backward is kernel-bound and behind FA2's (D = 64: 190 / 239 TFLOP/s against 207 / 242
-# at 512 / 1k, graph replays, bench/NOTES.md "Session 12", call 4). Measure with
-# bench/gpu/s13_fused_dq_ab.py.
-FUSED_DQ_MAX_N: dict = {}
-
-
-def fused_dq(dtype: torch.dtype, params: AttnParams, bd: int, n: int) -> bool:
-    """Whether bwd.py's dK/dV kernel also computes dQ (atomics) for this call: a
-    nondeterministic call, 16-bit inputs, max(Nq, Nk) within FUSED_DQ_MAX_N[BLOCK_D], a
-    tile for it (configs.DEFAULTS["dkdv_fused"]), and no autotuning (its timing runs would
-    add into the accumulator more than once)."""
-    return (not params.deterministic and dtype != torch.float32 and n <= FUSED_DQ_MAX_N.get(bd, 0)
-            and bd in configs.DEFAULTS["dkdv_fused"] and not configs.autotune_enabled())
 
 
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns

@@ -24,7 +24,8 @@ LOG2E = 1.4426950408889634
 class AttnParams:
     """Scalar semantics of one attention call (already canonical: causal is right = 0).
     deterministic: the backward must be bitwise reproducible (flash-attn's flag, or
-    torch.use_deterministic_algorithms); False allows atomic accumulation of dQ."""
+    torch.use_deterministic_algorithms); False would allow atomics, which no backend
+    uses (every backward is deterministic), so nothing reads it today."""
     softmax_scale: float
     window_left: int = -1
     window_right: int = -1

@@ -30,7 +30,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
     kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
     warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
-    or None; under warp_spec_applies' switch. "split" is taken for causal (or
+    or None; under warp_spec_applies' switch. The short forwards of FWD_SHORT_ON_FWD_PY
+    run fwd.py (None) unless FLASHTRITON_WARP_SPEC=1. "split" is taken for causal (or
     right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N[BLOCK_D] and no
     left window, or always with FLASHTRITON_WARP_SPEC=1; the backward's "whole" from
     min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag.
@@ -46,10 +47,13 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
+    short = not forced and max(seqlen_q, seqlen_k) <= FWD_SHORT_ON_FWD_PY.get(bd, (0, 0))[1]
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        return "whole"
+        return None if short and FWD_SHORT_ON_FWD_PY[bd][0] == "masked" else "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
-        if kernel == "fwd" or forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
+        if kernel == "fwd":
+            return None if short and FWD_SHORT_ON_FWD_PY[bd][0] == "plain" else "whole"
+        if forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
             return "whole"
         return None
     if kernel == "fwd":
@@ -60,6 +64,16 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
         return "split"
     return None
 
+
+# Short forwards that fwd.py computes faster than fwd_ws.py: BLOCK_D -> (which calls:
+# "plain" = unmasked, "masked" = causal / windowed, the longest max(Nq, Nk)); they take
+# configs.DEFAULTS["fwd_short"] / ["fwd_short_masked"]. H200, 2026-11-30, graph replays,
+# 16k tokens, each variant twice in alternating order (bench/gpu/s13_tiles_ab.py):
+# D = 128 non-causal (64, 64, 4, 3) 372 / 424 TFLOP/s at N = 512 / 1k against fwd_ws's
+# 301 / 407 (4 query blocks a head at 512: 64-row tiles double the programs in flight);
+# D = 256 causal (64, 32, 4, 2) 242 / 313 against 217 / 315 (level from 1k). D = 256
+# non-causal stays on fwd_ws (375 / 480 against fwd.py's best 302 / 354).
+FWD_SHORT_ON_FWD_PY = {128: ("plain", 1024), 256: ("masked", 512)}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
