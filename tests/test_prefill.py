@@ -470,3 +470,23 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert calls == [True], calls
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (1, 200, 230, (2, 1), 64, dict(causal=True)),                 # Nq < Nk, MQA
+    (1, 203, 113, (2, 2), 64, dict(causal=True)),                 # Nq > Nk: rows that see no key
+    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both window edges masked
+])
+def test_split_backward_resumes_in_query_rows(monkeypatch, b, nq, nk, heads, d, kw):
+    """The split path's resumed dK/dV (RESUME) in the query-rows layout
+    (launchers.backward.RESUME_QUERY_ROWS, an experiment off by default): the gradients
+    pass the reference check, and the resumed launch ran with KEY_ROWS=False."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setattr(backward, "RESUME_QUERY_ROWS", {64, 128})
+    launches = spy(monkeypatch, plans, "launch",
+                   lambda kernel, grid, *a, **k: (getattr(kernel, "__name__", None) or kernel.fn.__name__,
+                                                  k.get("RESUME"), k.get("KEY_ROWS")))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert ("attn_bwd_dkdv_kernel", True, False) in launches, launches

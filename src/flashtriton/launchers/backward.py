@@ -156,17 +156,25 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # N = 8k 10.47 -> 9.67 (with the (128, 64, 8, 1) tile), causal 6.20 -> 4.70; D = 128
 # window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
 # D = 64: masked calls' (64, 64, 4, 3) tile, +4-10% (configs "dkdv_masked"); its unmasked
-# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows). The
-# split path's resumed dK/dV was not measured in this layout and keeps key rows.
+# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows).
 DKDV_QUERY_ROWS: set = {64, 128, 256}
+# BLOCK_Ds whose split-path resumed dK/dV (RESUME: the masked tiles after bwd_ws.py) runs
+# query rows: an experiment, empty (key rows) until bench/gpu/s14_resume_rows_ab.py has
+# measured it. Why: sm_90a offline (2026-11-30, causal, num_warps 8): D = 64's resume tile
+# (128, 128, 8, 2) spills 2528 bytes in key rows and 224 in query rows; D = 128's (64, 128,
+# 8, 2) 1720 against 3108, so D = 128 is not a candidate.
+RESUME_QUERY_ROWS: set = set()
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
-    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS). float32's
-    FMA tiles keep the layout they were sized in; so do tiles of fewer than 64 query rows
-    (a tuner candidate), whose S = Q K^T would not be a warpgroup wgmma (M < 64) - except
-    under the interpreter, where speed does not matter and the tests use 32-row tiles."""
-    if resume or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
+    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS and
+    RESUME_QUERY_ROWS). float32's FMA tiles keep the layout they were sized in; so do
+    tiles of fewer than 64 query rows (a tuner candidate), whose S = Q K^T would not be a
+    warpgroup wgmma (M < 64) - except under the interpreter, where speed does not matter
+    and the tests use 32-row tiles."""
+    if dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
+        return True
+    if resume and bd not in RESUME_QUERY_ROWS:
         return True
     return block_m < 64 and not interpreting()
 
