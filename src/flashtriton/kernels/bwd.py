@@ -13,7 +13,7 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 dK/dV tiles come in two layouts (KEY_ROWS): key rows x query columns (S^T = K Q^T: K and
 V are the wgmma A operands, held in registers) or query rows x key columns (S = Q K^T:
 K and V stay in shared memory as B operands; P^T and dS^T pass through shared memory).
-launchers/prefill.py (DKDV_QUERY_ROWS) picks.
+launchers/backward.py (DKDV_QUERY_ROWS, RESUME_QUERY_ROWS) picks.
 """
 import triton
 import triton.language as tl
