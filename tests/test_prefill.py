@@ -490,3 +490,37 @@ def test_split_backward_resumes_in_query_rows(monkeypatch, b, nq, nk, heads, d, 
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert ("attn_bwd_dkdv_kernel", True, False) in launches, launches
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("poly", [2, 4])
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (1, 200, 230, (2, 1), 64, dict()),                            # ragged: plain and masked tiles
+    (1, 256, 256, (2, 2), 128, dict(causal=True)),                # interior tiles plain, diagonal masked
+    (2, 113, 203, (4, 2), 96, dict(softcap=5.0)),                 # softcap: every tile takes scores_log2
+])
+def test_forward_exp2_on_fma(monkeypatch, poly, b, nq, nk, heads, d, kw):
+    """fwd.py with a share of the unmasked tiles' exponentials computed on the FMA pipe
+    (launchers.forward.FWD_EXP_POLY, an experiment off by default; kernels.common.exp2_fma,
+    relative error 1.7e-4): output and lse pass the reference check, forward repeatable."""
+    from flashtriton.launchers import forward, policy
+    monkeypatch.setattr(forward, "FWD_EXP_POLY", {64: poly, 128: poly})
+    monkeypatch.setattr(forward, "warp_spec_mode", lambda *a, **k: None)   # fwd.py for every call
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+
+
+def test_exp2_fma_accuracy():
+    """kernels.common.exp2_fma against 2^x in float64 over the softmax range (Triton
+    interpreter on the CPU, the kernel on a GPU): relative error <= 2e-4 from 2^-126 up,
+    exactly 0 at and below -127 (hidden scores), exactly 1 at 0."""
+    if DEVICE != "cuda" and "triton" not in kernel_backends():
+        pytest.skip("needs the Triton interpreter or a GPU")
+    from tiny_kernels import exp2_fma_kernel
+    x = torch.cat([torch.linspace(-126.0, 0.0, 4096), torch.tensor([-127.0, -200.0, float("-inf"), 0.0])])
+    x = torch.nn.functional.pad(x, (0, 8192 - x.numel()), value=-1.0).float().to(DEVICE)
+    y = torch.empty_like(x)
+    exp2_fma_kernel[(1,)](x, y, N=8192)
+    ref = torch.exp2(x.double())
+    rel = ((y.double() - ref).abs() / ref)[:4096]
+    assert rel.max().item() <= 2e-4, rel.max().item()
+    assert y[4096:4099].eq(0).all() and y[4099].item() == 1.0
