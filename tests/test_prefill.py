@@ -499,13 +499,16 @@ def test_split_backward_resumes_in_query_rows(monkeypatch, b, nq, nk, heads, d, 
     (1, 256, 256, (2, 2), 128, dict(causal=True)),                # interior tiles plain, diagonal masked
     (2, 113, 203, (4, 2), 96, dict(softcap=5.0)),                 # softcap: every tile takes scores_log2
 ])
-def test_forward_exp2_on_fma(monkeypatch, poly, b, nq, nk, heads, d, kw):
-    """fwd.py with a share of the unmasked tiles' exponentials computed on the FMA pipe
-    (launchers.forward.FWD_EXP_POLY, an experiment off by default; kernels.common.exp2_fma,
-    relative error 1.7e-4): output and lse pass the reference check, forward repeatable."""
-    from flashtriton.launchers import forward, policy
+def test_exp2_on_fma_forward_backward(monkeypatch, poly, b, nq, nk, heads, d, kw):
+    """fwd.py (unmasked tiles) and bwd.py's two kernels (every tile) with a share of their
+    exponentials on the FMA pipe (launchers.forward.FWD_EXP_POLY, launchers.backward.
+    BWD_EXP_POLY: experiments off by default; kernels.common.exp2_fma, relative error
+    1.7e-4): output, lse and gradients pass the reference check."""
+    from flashtriton.launchers import backward, forward
     monkeypatch.setattr(forward, "FWD_EXP_POLY", {64: poly, 128: poly})
-    monkeypatch.setattr(forward, "warp_spec_mode", lambda *a, **k: None)   # fwd.py for every call
+    monkeypatch.setattr(backward, "BWD_EXP_POLY", {64: poly, 128: poly})
+    monkeypatch.setattr(forward, "warp_spec_mode", lambda *a, **k: None)   # fwd.py / bwd.py for every call
+    monkeypatch.setattr(backward, "warp_spec_mode", lambda *a, **k: None)
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
 
 

@@ -17,6 +17,12 @@ the MUFU run ~1e-3 (bf16 rounding of p moved by the cubic's 1.7e-4).
 
 Forward TFLOP/s as CUDA-graph replays, 16k tokens, hidden 2048; each variant twice in
 alternating order.
+
+"bwd" (second part): bwd.py's two kernels with launchers.backward.BWD_EXP_POLY (every tile's
+recomputed P; MUFU needs 32 / D of the dK/dV kernel's matmul clocks, 43 / D of dQ's), on the
+calls that run bwd.py: D = 64 causal below 8k and non-causal below 2k, D = 128 causal below
+4k. Prediction: D = 64 +3-8% with 4, D = 128 level (its dK/dV spills 524 -> 812 bytes with 4,
+sm_90a). Backward TFLOP/s as graph replays (forward+backward minus forward).
 """
 import os
 import sys
@@ -26,8 +32,10 @@ os.environ["FLASHTRITON_PLANS"] = "0"     # variants change a module constant
 import torch
 
 import flashtriton
-from flashtriton.bench.common import attention_flops, graph_time_ms
-from flashtriton.launchers import forward
+import triton
+
+from flashtriton.bench.common import attention_flops, capture_graph, graph_time_ms
+from flashtriton.launchers import backward, forward
 
 CASES = [  # D, N, causal
     (64, 1024, False), (64, 4096, False), (64, 16384, False),
@@ -36,7 +44,62 @@ CASES = [  # D, N, causal
 ]
 
 
+BWD_CASES = [(64, 1024, False), (64, 1024, True), (64, 4096, True), (128, 1024, True), (128, 2048, True)]
+
+
+def bwd_ms(q, k, v, dout, causal):
+    def both():
+        out = flashtriton.flash_attn_func(q, k, v, causal=causal)
+        return torch.autograd.grad(out, (q, k, v), dout)
+
+    def fwd():
+        with torch.no_grad():
+            return flashtriton.flash_attn_func(q, k, v, causal=causal)
+
+    (g_both, _), (g_fwd, _) = capture_graph(both), capture_graph(fwd)
+    return (triton.testing.do_bench(g_both.replay, warmup=30, rep=200)
+            - triton.testing.do_bench(g_fwd.replay, warmup=30, rep=200))
+
+
+def main_bwd():
+    for d, n, causal in BWD_CASES:
+        b, h = 16384 // n, 2048 // d
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        dout = torch.randn_like(q)
+        flops = attention_flops(b, h, n, n, d, causal, "bwd")
+        variants = [0, 2, 4]
+        res = {p: [] for p in variants}
+        grads = {}
+        for rep in range(2):
+            for poly in (variants if rep == 0 else variants[::-1]):
+                saved = dict(backward.BWD_EXP_POLY)
+                backward.BWD_EXP_POLY.clear()
+                if poly:
+                    backward.BWD_EXP_POLY[d] = poly
+                try:
+                    if rep == 0:
+                        out = flashtriton.flash_attn_func(q, k, v, causal=causal)
+                        grads[poly] = torch.autograd.grad(out, (q, k, v), dout)
+                    res[poly].append(flops / bwd_ms(q, k, v, dout, causal) / 1e9)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"bwd D={d} N={n} causal={causal} EXP_POLY={poly}: {type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0][:150]}", flush=True)
+                finally:
+                    backward.BWD_EXP_POLY.clear()
+                    backward.BWD_EXP_POLY.update(saved)
+        for poly, r in res.items():
+            if r and poly in grads and 0 in grads:
+                err = max((a.float() - z.float()).abs().max().item() for a, z in zip(grads[poly], grads[0]))
+                print(f"bwd D={d} N={n} causal={causal} EXP_POLY={poly}: " + " / ".join(f"{x:6.1f}" for x in r)
+                      + f" TFLOP/s  max|grad diff| vs MUFU {err:.1e}", flush=True)
+        del q, k, v, dout
+
+
 def main():
+    if "bwd" in sys.argv[1:]:
+        main_bwd()
+        sys.exit(0)
     for d, n, causal in CASES:
         b, h = 16384 // n, 2048 // d
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))

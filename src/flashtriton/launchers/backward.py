@@ -91,6 +91,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
+    exp_poly = BWD_EXP_POLY.get(bd, 0) if q.dtype in (torch.bfloat16, torch.float16) else 0
+
     def launch_dkdv(tile: configs.Tile, resume: bool = False):
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
@@ -106,7 +108,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), EXP_POLY=exp_poly,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -124,7 +126,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+            EXP_POLY=exp_poly, num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -147,6 +149,13 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
+
+
+# An experiment, empty until bench/gpu/s14_exp_poly_ab.py has measured it: BLOCK_D ->
+# EXP_POLY of bwd.py's two kernels for 16-bit inputs (kernels.common.exp2_mixed: every other
+# or one in four of the recomputed P's exponentials on the FMA pipe). MUFU needs 32 / D of
+# the dK/dV kernel's matmul clocks and 43 / D of the dQ kernel's (D = 64: 0.5 / 0.67).
+BWD_EXP_POLY: dict = {}
 
 
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
