@@ -47,12 +47,13 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
-    short = not forced and max(seqlen_q, seqlen_k) <= FWD_SHORT_ON_FWD_PY.get(bd, (0, 0))[1]
+    short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
+    short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        return None if short and FWD_SHORT_ON_FWD_PY[bd][0] == "masked" else "whole"
+        return None if short_kind == "masked" else "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
-            return None if short and FWD_SHORT_ON_FWD_PY[bd][0] == "plain" else "whole"
+            return None if short_kind == "plain" else "whole"
         if forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
             return "whole"
         return None
