@@ -32,9 +32,7 @@ os.environ["FLASHTRITON_PLANS"] = "0"     # variants change a module constant
 import torch
 
 import flashtriton
-import triton
-
-from flashtriton.bench.common import attention_flops, capture_graph, graph_time_ms
+from flashtriton.bench.common import attention_flops, graph_backward_ms, graph_time_ms
 from flashtriton.launchers import backward, forward
 
 CASES = [  # D, N, causal
@@ -42,93 +40,58 @@ CASES = [  # D, N, causal
     (64, 1024, True), (64, 4096, True), (64, 16384, True),
     (128, 4096, True), (128, 16384, True),
 ]
-
-
 BWD_CASES = [(64, 1024, False), (64, 1024, True), (64, 4096, True), (128, 1024, True), (128, 2048, True)]
 
 
-def bwd_ms(q, k, v, dout, causal):
-    def both():
-        out = flashtriton.flash_attn_func(q, k, v, causal=causal)
-        return torch.autograd.grad(out, (q, k, v), dout)
-
-    def fwd():
-        with torch.no_grad():
-            return flashtriton.flash_attn_func(q, k, v, causal=causal)
-
-    (g_both, _), (g_fwd, _) = capture_graph(both), capture_graph(fwd)
-    return (triton.testing.do_bench(g_both.replay, warmup=30, rep=200)
-            - triton.testing.do_bench(g_fwd.replay, warmup=30, rep=200))
-
-
-def main_bwd():
-    for d, n, causal in BWD_CASES:
-        b, h = 16384 // n, 2048 // d
-        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
-                   for _ in range(3))
-        dout = torch.randn_like(q)
-        flops = attention_flops(b, h, n, n, d, causal, "bwd")
-        variants = [0, 2, 4]
-        res = {p: [] for p in variants}
-        grads = {}
-        for rep in range(2):
-            for poly in (variants if rep == 0 else variants[::-1]):
-                saved = dict(backward.BWD_EXP_POLY)
-                backward.BWD_EXP_POLY.clear()
-                if poly:
-                    backward.BWD_EXP_POLY[d] = poly
-                try:
-                    if rep == 0:
-                        out = flashtriton.flash_attn_func(q, k, v, causal=causal)
-                        grads[poly] = torch.autograd.grad(out, (q, k, v), dout)
-                    res[poly].append(flops / bwd_ms(q, k, v, dout, causal) / 1e9)
-                except Exception as exc:  # noqa: BLE001
-                    print(f"bwd D={d} N={n} causal={causal} EXP_POLY={poly}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:150]}", flush=True)
-                finally:
-                    backward.BWD_EXP_POLY.clear()
-                    backward.BWD_EXP_POLY.update(saved)
-        for poly, r in res.items():
-            if r and poly in grads and 0 in grads:
-                err = max((a.float() - z.float()).abs().max().item() for a, z in zip(grads[poly], grads[0]))
-                print(f"bwd D={d} N={n} causal={causal} EXP_POLY={poly}: " + " / ".join(f"{x:6.1f}" for x in r)
-                      + f" TFLOP/s  max|grad diff| vs MUFU {err:.1e}", flush=True)
-        del q, k, v, dout
+def compare(label, table, d, run, measure):
+    """EXP_POLY 0 / 2 / 4 through `table` (FWD_EXP_POLY or BWD_EXP_POLY) at head dim d, each
+    twice in alternating order: run() gives the tensors to compare against EXP_POLY = 0,
+    measure() TFLOP/s."""
+    variants = [0, 2, 4]
+    res = {p: [] for p in variants}
+    outs = {}
+    saved = dict(table)
+    for rep in range(2):
+        for poly in (variants if rep == 0 else variants[::-1]):
+            table.clear()
+            if poly:
+                table[d] = poly
+            try:
+                if rep == 0:
+                    outs[poly] = run()
+                res[poly].append(measure())
+            except Exception as exc:  # noqa: BLE001
+                print(f"{label} EXP_POLY={poly}: {type(exc).__name__}: {str(exc).splitlines()[0][:150]}", flush=True)
+            finally:
+                table.clear()
+                table.update(saved)
+    for poly, r in res.items():
+        if r and poly in outs and 0 in outs:
+            err = max((a.float() - z.float()).abs().max().item() for a, z in zip(outs[poly], outs[0]))
+            print(f"{label} EXP_POLY={poly}: " + " / ".join(f"{x:6.1f}" for x in r)
+                  + f" TFLOP/s  max|diff| vs MUFU {err:.1e}", flush=True)
 
 
 def main():
-    if "bwd" in sys.argv[1:]:
-        main_bwd()
-        sys.exit(0)
-    for d, n, causal in CASES:
+    bwd = "bwd" in sys.argv[1:]
+    for d, n, causal in (BWD_CASES if bwd else CASES):
         b, h = 16384 // n, 2048 // d
-        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-        flops = attention_flops(b, h, n, n, d, causal)
-        variants = [0, 2, 4]
-        res = {p: [] for p in variants}
-        outs = {}
-        for rep in range(2):
-            for poly in (variants if rep == 0 else variants[::-1]):
-                saved = dict(forward.FWD_EXP_POLY)
-                forward.FWD_EXP_POLY.clear()
-                if poly:
-                    forward.FWD_EXP_POLY[d] = poly
-                try:
-                    if rep == 0:
-                        outs[poly] = flashtriton.flash_attn_func(q, k, v, causal=causal)
-                    ms = graph_time_ms(lambda: flashtriton.flash_attn_func(q, k, v, causal=causal))
-                    res[poly].append(flops / ms / 1e9)
-                except Exception as exc:  # noqa: BLE001
-                    print(f"D={d} N={n} causal={causal} EXP_POLY={poly}: {type(exc).__name__}: "
-                          f"{str(exc).splitlines()[0][:150]}", flush=True)
-                finally:
-                    forward.FWD_EXP_POLY.clear()
-                    forward.FWD_EXP_POLY.update(saved)
-        for poly, r in res.items():
-            if r and poly in outs:
-                err = (outs[poly].float() - outs[0].float()).abs().max().item()
-                print(f"D={d} N={n} causal={causal} EXP_POLY={poly}: " + " / ".join(f"{x:6.1f}" for x in r)
-                      + f" TFLOP/s  max|out diff| vs MUFU {err:.1e}", flush=True)
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=bwd)
+                   for _ in range(3))
+
+        def call():
+            return flashtriton.flash_attn_func(q, k, v, causal=causal)
+
+        if bwd:
+            dout = torch.randn_like(q)
+            flops = attention_flops(b, h, n, n, d, causal, "bwd")
+            compare(f"bwd D={d} N={n} causal={causal}", backward.BWD_EXP_POLY, d,
+                    lambda: torch.autograd.grad(call(), (q, k, v), dout),
+                    lambda: flops / graph_backward_ms(call, (q, k, v), dout) / 1e9)
+        else:
+            flops = attention_flops(b, h, n, n, d, causal)
+            compare(f"D={d} N={n} causal={causal}", forward.FWD_EXP_POLY, d,
+                    lambda: (call(),), lambda: flops / graph_time_ms(call) / 1e9)
         del q, k, v
     sys.exit(0)
 

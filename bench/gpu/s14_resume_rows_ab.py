@@ -21,10 +21,9 @@ import sys
 os.environ["FLASHTRITON_PLANS"] = "0"     # variants change a module constant
 
 import torch
-import triton
 
 import flashtriton
-from flashtriton.bench.common import attention_flops, capture_graph
+from flashtriton.bench.common import attention_flops, graph_backward_ms
 from flashtriton.launchers import backward
 
 CASES = [  # label, B, N, H, D
@@ -36,17 +35,7 @@ CASES = [  # label, B, N, H, D
 
 
 def bwd_ms(q, k, v, dout):
-    def both():
-        out = flashtriton.flash_attn_func(q, k, v, causal=True)
-        return torch.autograd.grad(out, (q, k, v), dout)
-
-    def fwd():
-        with torch.no_grad():
-            return flashtriton.flash_attn_func(q, k, v, causal=True)
-
-    (g_both, _), (g_fwd, _) = capture_graph(both), capture_graph(fwd)
-    return (triton.testing.do_bench(g_both.replay, warmup=30, rep=200)
-            - triton.testing.do_bench(g_fwd.replay, warmup=30, rep=200))
+    return graph_backward_ms(lambda: flashtriton.flash_attn_func(q, k, v, causal=True), (q, k, v), dout)
 
 
 def main():

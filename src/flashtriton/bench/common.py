@@ -107,6 +107,24 @@ def graph_time_ms(fn) -> float:
     return time_ms(graph.replay, "cuda")
 
 
+def graph_backward_ms(call, inputs, dout) -> float:
+    """Median ms of a backward pass as CUDA-graph replays: forward+backward of call()
+    (an attention call on `inputs`, which require grad) minus its forward alone, each
+    captured in its own graph (the backward with its forward: see capture_graph)."""
+    from triton.testing import do_bench
+
+    def both():
+        return torch.autograd.grad(call(), inputs, dout)
+
+    def fwd():
+        with torch.no_grad():
+            return call()
+
+    (g_both, _), (g_fwd, _) = capture_graph(both), capture_graph(fwd)
+    return (do_bench(g_both.replay, warmup=30, rep=200, return_mode="median")
+            - do_bench(g_fwd.replay, warmup=30, rep=200, return_mode="median"))
+
+
 def device_slug(device: str) -> str:
     if device == "cuda":
         name = torch.cuda.get_device_name()
