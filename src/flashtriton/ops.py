@@ -37,10 +37,8 @@ def attn_fwd(q: Tensor, k: Tensor, v: Tensor,
              softmax_scale: float, window_left: int, window_right: int, softcap: float,
              alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
              backend: str, deterministic: bool = True) -> Tuple[Tensor, Tensor]:
-    varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    _check_varlen_values(q, k, varlen)
-    params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p, deterministic)
-    return backends.get(backend).fwd(q, k, v, params, alibi_slopes, rng_state, varlen)
+    return _forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, window_left,
+                    window_right, softcap, alibi_slopes, dropout_p, rng_state, backend)
 
 
 @attn_fwd.register_fake
@@ -128,7 +126,8 @@ class _EagerAttention(torch.autograd.Function):
 
 def _forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
              deterministic=True):
-    """The forward of attn_fwd's arguments, outside torch.library and autograd."""
+    """The forward of attn_fwd's arguments, outside torch.library and autograd (the op's
+    body too; deterministic only concerns the backward)."""
     varlen = _varlen(cu_q, cu_k, max_q, max_k)
     _check_varlen_values(q, k, varlen)
     params = AttnParams(scale, wl, wr, softcap, dropout_p)
