@@ -161,3 +161,60 @@ def test_envvars_track_the_environment(monkeypatch):
         want = (64, 4, 3) if value == "64,4,3" else (32, 4, 2) if value else (0, 0, 0)
         opts = decode._env_options()
         assert (opts.block_n, opts.num_warps, opts.num_stages) == want
+
+
+@pytest.mark.parametrize("plans_on", ["0", "1"])
+def test_decode_workspaces_between_calls(monkeypatch, plans_on):
+    """The split partials and an unrequested lse live in per-stream workspaces
+    (launchers/decode.py, _workspace), which the tests' poisoned allocations otherwise
+    bypass: with poisoning off, steps of two shapes interleaved on one stream each give
+    bitwise what a poisoned, freshly allocated step gives, an earlier step's output stays
+    intact after later steps, and a requested lse is never a workspace."""
+    from test_kvcache import make_inputs
+    from flashtriton import memory
+    monkeypatch.setenv("FLASHTRITON_PLANS", plans_on)
+
+    def step(inp, lse):
+        call = {k: v for k, v in inp.items() if k != "q"}
+        with flashtriton.use_backend("triton"):
+            return flashtriton.flash_attn_with_kvcache(inp["q"], num_splits=3, return_softmax_lse=lse, **call)
+
+    a1 = make_inputs(2, 1, 4, 2, 64, torch.float16, 96, [40, 70])
+    b = make_inputs(1, 2, 8, 2, 64, torch.float16, 160, [150], snew=0)
+    a2 = make_inputs(2, 1, 4, 2, 64, torch.float16, 96, [13, 88])
+    want = [step(x, True) for x in (a1, b, a2)]      # poisoned fresh buffers (the fixture)
+    monkeypatch.setattr(memory, "_poison", False)
+    got = []
+    for x in (a1, b, a2, a1):
+        out = step(x, False)
+        out_lse, lse = step(x, True)
+        got.append((out.clone(), out, out_lse, lse))
+    for (kept, out, out_lse, lse), (w_out, w_lse) in zip(got, want + want[:1]):
+        assert torch.equal(out, kept), "a later step overwrote an earlier step's output"
+        assert torch.equal(out, w_out) and torch.equal(out_lse, w_out)
+        assert torch.equal(lse, w_lse)
+    lses = [g[3] for g in got]
+    assert len({t.data_ptr() for t in lses}) == len(lses), "a requested lse aliases another step's"
+
+
+@pytest.mark.gpu
+def test_replays_launch_directly_gpu(monkeypatch):
+    """On the GPU a replay skips Triton's Python launcher (plans._DirectLaunch), for the
+    decode kernel with host TMA descriptors and for the prefill kernels: the direct path
+    must actually be taken (not fall back) for them, and the replays stay bitwise equal to
+    the launchers (test_decode_replay_equals_launchers, test_replay_equals_launchers)."""
+    from test_kvcache import make_inputs
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    inp = make_inputs(1, 1, 8, 2, 128, torch.bfloat16, 2048, [2000])
+    call = {k: v for k, v in inp.items() if k != "q"}
+    q, k, v = rand_qkv(1, 256, 256, 4, 4, 128, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        for _ in range(2):
+            flashtriton.flash_attn_with_kvcache(inp["q"], **call)
+            flashtriton.flash_attn_func(q, k, v, causal=True)
+    assert plans._PLANS, "nothing was recorded"
+    for key, plan in plans._PLANS.items():
+        for ln in plan.launches:
+            assert ln.direct is not None, f"{key[0]}: {ln.kernel.fn.__name__} replays through Triton's launcher"
+    descs = [s for plan in plans._PLANS.values() for ln in plan.launches for s in ln.direct.subs if s[1] == "desc"]
+    assert descs, "no host descriptor went through the direct path (the decode kernel's TMA loads)"

@@ -1,4 +1,5 @@
-"""Written in session 13 for the next GPU session (not run yet): fwd.py's unmasked tiles with a
+"""Measured 2026-11-30 (session 14), lost everywhere; the code it drove was removed (bench/NOTES.md, Session 14).
+Written in session 13 for the next GPU session (not run yet): fwd.py's unmasked tiles with a
 share of their exponentials on the FMA pipe (launchers.forward.FWD_EXP_POLY: 2 = every other
 column by kernels.common.exp2_fma, 4 = one in four) against all on MUFU (today).
 

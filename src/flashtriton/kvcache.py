@@ -13,7 +13,10 @@ flashtriton.cpu implement the same function):
 
     kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens,
                 cache_batch_idx, cache_leftpad, block_table, params, rotary_interleaved,
-                alibi_slopes, num_splits) -> (out, lse)
+                alibi_slopes, num_splits, need_lse=True) -> (out, lse)
+
+need_lse=False (return_softmax_lse=False) lets a backend return a scratch lse that a
+later call may overwrite.
 
 Everything arrives validated, on q's device, with the caches' dtype equal to q's.
 - q (B, Sq, H, D), NOT yet rotated. Query head h reads KV head h // (H // Hk).
@@ -367,5 +370,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                                  cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits)
+                                  cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits,
+                                  need_lse=return_softmax_lse)
     return (out, lse) if return_softmax_lse else out

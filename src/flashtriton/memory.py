@@ -25,6 +25,11 @@ def poison_outputs():
         _poison = previous
 
 
+def poisoning() -> bool:
+    """Whether poison_outputs() is active (workspaces then stay fresh and poisoned)."""
+    return _poison
+
+
 # Set by flashtriton.launchers.plans: told of every allocation made here, so that a
 # recorded call can be replayed (make() allocates the same again).
 alloc_hook = None

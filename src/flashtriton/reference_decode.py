@@ -85,7 +85,7 @@ def append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits,
-                *, compute_dtype=None):
+                need_lse=True, *, compute_dtype=None):
     """The backend function (see flashtriton.kvcache). Mutates k_cache / v_cache when
     k_new is given. Returns (out like q, lse (B, H, Sq)).
 

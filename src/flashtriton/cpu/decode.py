@@ -62,9 +62,10 @@ from .tiles import LOG2E, Band, alibi_distance, hidden_mask
 
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits):
+                cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits, need_lse=True):
     """Backend entry point (see flashtriton.kvcache). Mutates the caches when k_new is
-    given. Returns (out like q, lse (B, H, Sq) float32)."""
+    given. Returns (out like q, lse (B, H, Sq) float32); the lse is computed whatever
+    need_lse says (the merge needs it)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k

@@ -13,13 +13,13 @@ forward pass. Neither uses atomics, so the backward pass is bitwise deterministi
 dK/dV tiles come in two layouts (KEY_ROWS): key rows x query columns (S^T = K Q^T: K and
 V are the wgmma A operands, held in registers) or query rows x key columns (S = Q K^T:
 K and V stay in shared memory as B operands; P^T and dS^T pass through shared memory).
-launchers/backward.py (DKDV_QUERY_ROWS, RESUME_QUERY_ROWS) picks.
+launchers/backward.py (DKDV_QUERY_ROWS) picks.
 """
 import triton
 import triton.language as tl
 
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_group_mult, dropout_keep_scale,
-                     dropout_threshold, exp2_mixed, find_sequence,
+                     dropout_threshold, find_sequence,
                      kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
@@ -54,7 +54,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr, EXP_POLY: tl.constexpr):
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
     """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rk = 0
@@ -69,12 +69,12 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
         dk, dv = _dkdv_math_key_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, EXP_POLY)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     else:
         dk, dv = _dkdv_math_query_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, EXP_POLY)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     return dk, dv
 
 
@@ -83,7 +83,7 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
                         softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                         dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                         HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                        DOT_PRECISION: tl.constexpr, EXP_POLY: tl.constexpr):
+                        DOT_PRECISION: tl.constexpr):
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
     # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
     # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
@@ -91,7 +91,7 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
                      MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    pT = exp2_mixed(sT - lse2[None, :], EXP_POLY)                   # normalised probabilities
+    pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
     dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
         # the mask as 1 / (1 - p) or 0 (kernels.common.dropout_keep_scale: no booleans)
@@ -113,7 +113,7 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                           softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                           dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                           HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                          DOT_PRECISION: tl.constexpr, EXP_POLY: tl.constexpr):
+                          DOT_PRECISION: tl.constexpr):
     # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
@@ -122,7 +122,7 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    p = exp2_mixed(s - lse2[:, None], EXP_POLY)
+    p = tl.exp2(s - lse2[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)         # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
@@ -158,7 +158,7 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    KEY_ROWS: tl.constexpr = True, EXP_POLY: tl.constexpr = 0,
+    KEY_ROWS: tl.constexpr = True,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -247,19 +247,19 @@ def attn_bwd_dkdv_kernel(
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, EXP_POLY)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, EXP_POLY)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(full_hi, hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, EXP_POLY)
+                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
     dk = dk * softmax_scale
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
@@ -273,7 +273,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-             BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, EXP_POLY: tl.constexpr):
+             BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     if HAS_DROPOUT:  # column keys of this tile, issued first so that the load overlaps the dots
         ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
@@ -283,7 +283,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    p = exp2_mixed(s - lse2[:, None], EXP_POLY)
+    p = tl.exp2(s - lse2[:, None])
     dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], dropout_group_mult(cs_mult, start_n), threshold)
@@ -315,7 +315,6 @@ def attn_bwd_dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    EXP_POLY: tl.constexpr = 0,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its unscaled dQ in
@@ -390,19 +389,19 @@ def attn_bwd_dq_kernel(
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC, EXP_POLY)
+                      BLOCK_D, HOST_DESC)
     for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC, EXP_POLY)
+                      BLOCK_D, HOST_DESC)
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC, EXP_POLY)
+                      BLOCK_D, HOST_DESC)
 
     dq = dq * softmax_scale
     tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

@@ -81,46 +81,6 @@ def ws_hidden_score(NEG_SCALE: tl.constexpr):
 
 
 @triton.jit
-def exp2_fma(x):
-    """2^x for x <= 0 on the FMA and integer pipes, without the MUFU unit (which computes
-    tl.exp2 at 16 a clock per SM on Hopper against 128 FMAs: at D = 64 a tile's
-    exponentials take as many cycles as its two matmuls). x = n + f, n the nearest integer
-    (the 1.5 * 2^23 rounding trick), f in [-1/2, 1/2]; 2^f by a cubic fitted here (least
-    squares on the relative error, 2026-11-30: max relative error 1.7e-4, under half a bf16
-    ulp); 2^n added to the exponent bits. x <= -127 gives exactly 0 (n = -127, f = 0,
-    p = 1.0: the bits cancel)."""
-    x = tl.maximum(x, -127.0)
-    t = x + 12582912.0                  # 1.5 * 2^23: n sits in the low mantissa bits of t
-    f = x - (t - 12582912.0)
-    p = 0.054617040 * f + 0.24195334
-    p = p * f + 0.69331878
-    p = p * f + 1.0
-    return (p.to(tl.int32, bitcast=True) + (t.to(tl.int32, bitcast=True) << 23)).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def exp2_mixed(x, EXP_POLY: tl.constexpr):
-    """2^x (x <= 0) of a (rows, cols) tile: EXP_POLY = 0, every element by tl.exp2 (MUFU);
-    2, every other column by exp2_fma; 4, one column in four (FlashAttention-4 moves a
-    share of the exponentials to the FMA pipe). The columns split as adjacent pairs, which
-    a thread holds together in the wgmma accumulator layout. Not in the warp-specialized
-    kernels: Triton 3.6's data partitioning rejects split / join (sm_90a, 2026-11-30)."""
-    tl.static_assert(EXP_POLY == 0 or EXP_POLY == 2 or EXP_POLY == 4, "EXP_POLY: 0, 2 or 4")
-    R: tl.constexpr = x.shape[0]
-    C: tl.constexpr = x.shape[1]
-    if EXP_POLY == 0:                   # (one return: Triton also compiles what follows an early one)
-        y = tl.exp2(x)
-    elif EXP_POLY == 2:
-        a, b = tl.split(x.reshape(R, C // 2, 2))
-        y = tl.join(tl.exp2(a), exp2_fma(b)).reshape(R, C)
-    else:
-        a, b = tl.split(x.reshape(R, C // 2, 2))
-        b0, b1 = tl.split(b.reshape(R, C // 4, 2))
-        y = tl.join(tl.exp2(a), tl.join(tl.exp2(b0), exp2_fma(b1)).reshape(R, C // 2)).reshape(R, C)
-    return y
-
-
-@triton.jit
 def ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE: tl.constexpr, MAY_HIDE_ROW: tl.constexpr = False):
     """One online-softmax step of the warp-specialized forwards on raw scores qk (BLOCK_M,
     BLOCK_N): returns (p, alpha, m_new, l_new), p unnormalised in exp2 units. The row max

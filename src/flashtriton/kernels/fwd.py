@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, exp2_mixed, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
+                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
                      tile_store)
 
 
@@ -30,7 +30,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, EXP_POLY: tl.constexpr):
+              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
@@ -55,8 +55,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
             m_tile = tl.min(qk, 1) * qk_scale
         m_new = tl.maximum(m_i, m_tile)
         m_use = m_new
-        # EXP_POLY: a share of the exponentials on the FMA pipe (common.exp2_mixed)
-        p = exp2_mixed(qk * qk_scale - m_use[:, None], EXP_POLY)    # (BLOCK_M, BLOCK_N)
+        p = tl.exp2(qk * qk_scale - m_use[:, None])                 # (BLOCK_M, BLOCK_N)
     alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state
     l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
     if HAS_DROPOUT:
@@ -93,7 +92,7 @@ def attn_fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False, EXP_POLY: tl.constexpr = 0,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
@@ -183,21 +182,21 @@ def attn_fwd_kernel(
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, EXP_POLY)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Fully visible tiles: no mask at all.
     for start_n in range(full_lo, full_hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, EXP_POLY)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
     # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
     for start_n in range(full_hi, hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC, EXP_POLY)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
 
     # The one normalisation. A row that saw no key has l_i = 0 and acc = 0: it outputs
     # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.

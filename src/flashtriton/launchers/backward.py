@@ -91,8 +91,6 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
-    exp_poly = BWD_EXP_POLY.get(bd, 0) if q.dtype in (torch.bfloat16, torch.float16) else 0
-
     def launch_dkdv(tile: configs.Tile, resume: bool = False):
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
@@ -108,7 +106,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), EXP_POLY=exp_poly,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     def launch_dq(tile: configs.Tile, resume: bool = False):
@@ -126,7 +124,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            EXP_POLY=exp_poly, num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -151,13 +149,6 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     return dq, dk, dv
 
 
-# An experiment, empty until bench/gpu/s14_exp_poly_ab.py has measured it: BLOCK_D ->
-# EXP_POLY of bwd.py's two kernels for 16-bit inputs (kernels.common.exp2_mixed: every other
-# or one in four of the recomputed P's exponentials on the FMA pipe). MUFU needs 32 / D of
-# the dK/dV kernel's matmul clocks and 43 / D of the dQ kernel's (D = 64: 0.5 / 0.67).
-BWD_EXP_POLY: dict = {}
-
-
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
 # (KEY_ROWS=False: S = Q K^T and dP = dO V^T read K and V from shared memory, where the
 # key-rows layout holds them in registers as A operands, one copy per warpgroup). H200,
@@ -165,25 +156,19 @@ BWD_EXP_POLY: dict = {}
 # N = 8k 10.47 -> 9.67 (with the (128, 64, 8, 1) tile), causal 6.20 -> 4.70; D = 128
 # window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
 # D = 64: masked calls' (64, 64, 4, 3) tile, +4-10% (configs "dkdv_masked"); its unmasked
-# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows).
+# tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows). The
+# split path's resumed dK/dV keeps key rows: query rows there measured level at D = 64 and
+# slower at D = 128 (bench/gpu/s14_resume_rows_ab.py, bench/NOTES.md, Session 14).
 DKDV_QUERY_ROWS: set = {64, 128, 256}
-# BLOCK_Ds whose split-path resumed dK/dV (RESUME: the masked tiles after bwd_ws.py) runs
-# query rows: an experiment, empty (key rows) until bench/gpu/s14_resume_rows_ab.py has
-# measured it. Why: sm_90a offline (2026-11-30, causal, num_warps 8): D = 64's resume tile
-# (128, 128, 8, 2) spills 2528 bytes in key rows and 224 in query rows; D = 128's (64, 128,
-# 8, 2) 1720 against 3108, so D = 128 is not a candidate.
-RESUME_QUERY_ROWS: set = set()
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
-    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS and
-    RESUME_QUERY_ROWS). float32's FMA tiles keep the layout they were sized in; so do
-    tiles of fewer than 64 query rows (a tuner candidate), whose S = Q K^T would not be a
-    warpgroup wgmma (M < 64) - except under the interpreter, where speed does not matter
-    and the tests use 32-row tiles."""
-    if dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
-        return True
-    if resume and bd not in RESUME_QUERY_ROWS:
+    """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS). The split
+    path's resumed tiles (resume) keep key rows. float32's FMA tiles keep the layout they
+    were sized in; so do tiles of fewer than 64 query rows (a tuner candidate), whose
+    S = Q K^T would not be a warpgroup wgmma (M < 64) - except under the interpreter, where
+    speed does not matter and the tests use 32-row tiles."""
+    if resume or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
         return True
     return block_m < 64 and not interpreting()
 

@@ -333,6 +333,37 @@ def _counter_buffer(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
+# Workspaces: the split partials (o_part, lse_part) and an lse nobody asked for live in
+# buffers kept per (device, stream, use), reused by every call on that stream (stream
+# order keeps one call's partials from the next), and passed to plans as persistent
+# tensors, so a replayed step allocates only its output. Why: a torch.empty on the H200
+# machine's host costs ~5 us, and a split step with return_softmax_lse=False made four
+# (bench/gpu/s14_decode_prof.py, 2026-11-30). Not while capturing a CUDA graph (the
+# graph's own pool), not above WORKSPACE_MAX_BYTES, and not under memory.poison_outputs
+# (the tests: fresh poisoned buffers catch a read of a partial nothing wrote).
+_workspaces: dict = {}
+WORKSPACE_MAX_BYTES = 64 << 20
+
+
+def _workspace(device: torch.device, use: str, shape, dtype: torch.dtype) -> torch.Tensor:
+    numel = math.prod(shape)
+    nbytes = numel * dtype.itemsize
+    if memory.poisoning() or nbytes > WORKSPACE_MAX_BYTES:
+        return memory.empty(shape, dtype, device)
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return memory.empty(shape, dtype, device)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        key = (index, torch.cuda.current_stream(device).cuda_stream, use, dtype)
+    else:
+        key = (device.type, None, use, dtype)
+    buf = _workspaces.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = torch.empty(max(numel, 1 << 16), dtype=dtype, device=device)
+        _workspaces[key] = buf
+    return plans.persistent(buf[:numel].view(shape))
+
+
 def _tma_ready(t: torch.Tensor) -> bool:
     """The (dim0 * dim1, Hk * D) view TMA uses needs a contiguous cache with a 16-byte
     aligned base (its row stride Hk * D * esize is then a multiple of 16: D % 8 == 0)."""
@@ -351,24 +382,25 @@ def _strides3(t):
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
-                num_splits: int):
+                num_splits: int, need_lse: bool = True):
     """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache). A call
     seen before replays its launch plan (launchers/plans.py); cache_seqlens and the
-    block table are inputs like q, so a decoding loop replays every step."""
+    block table are inputs like q, so a decoding loop replays every step. need_lse=False:
+    the returned lse is a workspace that the next call on the stream overwrites."""
     inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
               cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
-    # (the stream: the fused combine's counters are one buffer per stream)
+    # (the stream: the fused combine's counters and the workspaces are per stream)
     key = plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
-                                            plans.stream_id(q.device)))
+                                            plans.stream_id(q.device), need_lse))
     return plans.run(key, inputs, lambda: _kvcache_fwd(
         q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
-        block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts))
+        block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse))
 
 
 def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                  cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
-                 num_splits: int, opts):
+                 num_splits: int, opts, need_lse: bool = True):
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k
@@ -411,10 +443,12 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
     fused = split and combine == "fused"
 
     out = memory.empty(q.shape, q.dtype, device)
-    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, device)
+    lse_shape = (batch, nheads, seqlen_q)
+    lse = (memory.empty(lse_shape, torch.float32, device) if need_lse
+           else _workspace(device, "lse", lse_shape, torch.float32))
     if split:
-        o_part = memory.empty((batch * nheads_k, num_splits, rows, head_dim), torch.float32, device)
-        lse_part = memory.empty((batch * nheads_k, num_splits, rows), torch.float32, device)
+        o_part = _workspace(device, "o_part", (batch * nheads_k, num_splits, rows, head_dim), torch.float32)
+        lse_part = _workspace(device, "lse_part", (batch * nheads_k, num_splits, rows), torch.float32)
     else:
         o_part = lse_part = lse
     counters = plans.persistent(_counter_buffer(device, batch * nheads_k * m_blocks)) if fused else dummy

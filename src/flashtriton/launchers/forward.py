@@ -84,7 +84,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST,
-            EXP_POLY=FWD_EXP_POLY.get(bd, 0) if q.dtype in (torch.bfloat16, torch.float16) else 0,
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -124,15 +123,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
 # grid too (a head's block slots consecutive): no measurable effect there (session 7,
 # 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
-
-# An experiment, empty (every exponential on MUFU) until bench/gpu/s14_exp_poly_ab.py has
-# measured it: BLOCK_D -> EXP_POLY of fwd.py's unmasked tiles for 16-bit inputs, 2 (every
-# other column's 2^x on the FMA pipe, kernels.common.exp2_fma) or 4 (one in four). Why: on
-# Hopper MUFU computes 16 exp2 a clock per SM against 4096 bf16 matmul FLOPs, so at D = 64
-# a 128 x 64 tile's 8192 exponentials take ~512 clocks, as many as its two matmuls; fwd.py
-# has no warp specialization to overlap them. sm_90a offline (2026-11-30): no spill, no
-# shuffle added, MUFU.EX2 of the unmasked loop halved / quartered, +224 / +240 instructions.
-FWD_EXP_POLY: dict = {}
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):

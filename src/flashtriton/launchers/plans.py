@@ -263,6 +263,7 @@ class _Launch:
                 slots.append(("const", kernel.params[i].default))
         self.values = [c[1] if c[0] == "const" else None for c in slots]
         self.subs = [(i, c) for i, c in enumerate(slots) if c[0] != "const"]
+        self.direct = _DirectLaunch.build(compiled, slots)
 
     def fire(self, inputs, allocs, stream):
         """One launch: through the compiled kernel on the GPU (on stream, the current
@@ -276,6 +277,11 @@ class _Launch:
                 kwargs[k] = _resolve(c, inputs, allocs)
             self.kernel[self.grid](*args, **kwargs)
             return
+        direct = self.direct
+        if direct is not None and triton.knobs.runtime.launch_enter_hook is None \
+                and triton.knobs.runtime.launch_exit_hook is None:
+            direct.fire(self.compiled, self.grid3, inputs, allocs, stream)
+            return
         values = list(self.values)
         for i, c in self.subs:
             values[i] = _resolve(c, inputs, allocs)
@@ -283,3 +289,104 @@ class _Launch:
         g = self.grid3
         c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata, c.launch_metadata(self.grid, stream, *values),
               triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook, *values)
+
+
+def _base(c, inputs, allocs):
+    """The tensor of slot c (an input, an allocation or a persistent constant)."""
+    tag = c[0]
+    return inputs[c[1]] if tag == "in" else allocs[c[1]] if tag == "alloc" else c[1]
+
+
+class _DirectLaunch:
+    """A replayed launch straight into the C launcher Triton compiled for the kernel,
+    skipping Triton's Python around it (CudaLauncher.__call__, and wrap_handle_tensordesc's
+    `inner`, which rebuilds the ~80-long argument list and encodes every host tensor
+    descriptor's CUtensorMap again, each launch).
+
+    Why: on the H200 machine's host a replayed decode step (B = 1, L = 8k) spent 111-121 us
+    of host time, cuDNN's 47-84 (bench/gpu/s14_decode_prof.py, 2026-11-30); cProfile put
+    ~20% of ours in that Python and in the TensorDescriptor objects the replay built.
+
+    What it does instead, per launch: the argument list is a template made at record
+    time; this call's tensors go in as integer addresses (the C launcher then skips its
+    data_ptr() call and its cuPointerGetAttribute check, which the validated inputs do not
+    need), and a descriptor's expansion (its CUtensorMap, shape and strides, fixed by the
+    plan's key except for the base address) is cached per base address.
+
+    Written against Triton 3.6.0's nvidia launcher (2026-11-30): build() returns None,
+    and the launch goes through CompiledKernel.run as before, whenever the launcher does
+    not look as expected (another backend or version, profile scratch memory, a
+    descriptor without TMA metadata)."""
+
+    MAX_MAPS = 64       # cached descriptor expansions per descriptor argument
+
+    @staticmethod
+    def build(compiled, slots):
+        try:
+            run = compiled.run
+            sig = list(compiled.src.signature.values())
+        except Exception:  # noqa: BLE001  (not an nvidia CudaLauncher over an ASTSource)
+            return None
+        if type(run).__name__ != "CudaLauncher" or len(sig) != len(slots):
+            return None
+        if run.profile_scratch_size:
+            return None
+        raw, meta = run.launch, None
+        code = getattr(raw, "__code__", None)
+        if code is not None:            # wrap_handle_tensordesc's inner(*args)
+            cells = dict(zip(code.co_freevars, (cell.cell_contents for cell in raw.__closure__ or ())))
+            raw, meta = cells.get("launcher"), cells.get("tensordesc_meta")
+            if raw is None or meta is None or any(m is None for m in meta):
+                return None
+        template, subs, n_desc = [], [], 0
+        for ty, c in zip(sig, slots):
+            if isinstance(ty, str) and ty.startswith("tensordesc"):
+                if c[0] != "desc" or meta is None or n_desc >= len(meta):
+                    return None
+                subs.append((len(template), "desc", c, meta[n_desc], {}))
+                template.extend([None] * (1 + 2 * len(c[2])))      # map, shape, strides
+                n_desc += 1
+            elif isinstance(ty, str) and ty.startswith("*") and c[0] in ("in", "alloc"):
+                subs.append((len(template), "ptr", c, None, None))
+                template.append(None)
+            elif c[0] == "const":
+                template.append(c[1])
+            else:
+                return None
+        if meta is not None and n_desc != len(meta):
+            return None
+        scratch = (run.global_scratch_size * run.num_ctas, run.global_scratch_align) if run.global_scratch_size else None
+        return _DirectLaunch(raw, run.launch_cooperative_grid, run.launch_pdl, template, subs, scratch)
+
+    def __init__(self, raw, cooperative, pdl, template, subs, scratch):
+        self.raw, self.cooperative, self.pdl = raw, cooperative, pdl
+        self.template, self.subs = template, subs
+        # (bytes per program, alignment) of the global scratch that in-kernel tensor
+        # descriptors live in, allocated per launch through triton's allocator as
+        # CudaLauncher does (the flashtriton allocator: launchers.common._ensure_allocator)
+        self.scratch = scratch
+
+    def fire(self, compiled, g, inputs, allocs, stream):
+        args = list(self.template)
+        for pos, kind, c, meta, maps in self.subs:
+            if kind == "ptr":
+                args[pos] = _base(c, inputs, allocs).data_ptr()
+                continue
+            base = _base(c[1], inputs, allocs)
+            key = base.data_ptr()
+            expanded = maps.get(key)
+            if expanded is None:
+                from triton.backends.nvidia.driver import make_tensordesc_arg
+                from triton.tools.tensor_descriptor import TensorDescriptor
+                expanded = make_tensordesc_arg(TensorDescriptor(base, c[2], c[3], c[4]), meta)
+                if len(maps) >= self.MAX_MAPS:
+                    maps.clear()
+                maps[key] = expanded
+            args[pos:pos + len(expanded)] = expanded
+        scratch = None
+        if self.scratch is not None:
+            from triton.runtime import _allocation
+            size, align = self.scratch
+            scratch = _allocation._allocator.get()(g[0] * g[1] * g[2] * size, align, stream)
+        self.raw(g[0], g[1], g[2], stream, compiled.function, self.cooperative, self.pdl, scratch, None,
+                 compiled.packed_metadata, None, None, None, *args)

@@ -17,8 +17,8 @@ This module only re-exports the public entry points. The code lives in:
   FWD_SHORT_ON_FWD_PY, FLASHTRITON_WARP_SPEC) and tile tables (WARP_SPEC_TILES,
   BWD_WARP_SPEC_TILES, ...);
 - launchers/forward.py: fwd, FWD_ROWS_FIRST, the warp-specialized forwards, dropout_mask;
-- launchers/backward.py: bwd, DKDV_QUERY_ROWS / RESUME_QUERY_ROWS / dkdv_key_rows, the
-  warp-specialized backwards.
+- launchers/backward.py: bwd, DKDV_QUERY_ROWS / dkdv_key_rows, the warp-specialized
+  backwards.
 Patch a tunable or function (tests' monkeypatch) in the module that reads it, not here.
 """
 from .backward import bwd
