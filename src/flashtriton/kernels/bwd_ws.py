@@ -149,7 +149,7 @@ def attn_bwd_dq_ws_kernel(
     window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
-    HAS_LEFT: tl.constexpr = False,
+    HAS_LEFT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
@@ -157,7 +157,12 @@ def attn_bwd_dq_ws_kernel(
     b = pid_bh // nheads
     h = pid_bh % nheads
     hk = h // group
-    start_m = (tl.program_id(0) % n_blocks) * BLOCK_M
+    block = tl.program_id(0) % n_blocks
+    if HEAVY_FIRST:
+        # causal-like masks: the last query blocks see the most key tiles; blocks are
+        # dispatched in order, so the heaviest go first (launchers.backward.WS_HEAVY_FIRST)
+        block = n_blocks - 1 - block
+    start_m = block * BLOCK_M
 
     q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
                                        strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])

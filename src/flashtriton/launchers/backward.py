@@ -173,6 +173,16 @@ def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bo
     return block_m < 64 and not interpreting()
 
 
+# bwd_ws.py's dQ kernel hands out a head's query blocks heaviest first under a right mask
+# (HEAVY_FIRST; its dK/dV kernel already runs the heavy key blocks first, and fwd.py /
+# bwd.py order theirs so). H200, 2026-11-30, causal split backward as graph replays, 16k
+# tokens, 4 passes (bench/gpu/s14_heavy_first_ab.py; prediction +1-3%): D = 128 N = 16k
+# 415 -> 429 TFLOP/s (+3.4%), 4k 316 -> 320 (+1.1%); D = 64 16k 333 -> 340, 8k 285 -> 287;
+# results bitwise equal. (fwd_ws.py the same way measured level at 2k-8k and -1.8% at
+# 16k: not taken.)
+WS_HEAVY_FIRST = True
+
+
 def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
                    partial: bool = False):
     """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
@@ -213,6 +223,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
+        HEAVY_FIRST=params.window_right >= 0 and WS_HEAVY_FIRST,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
