@@ -240,3 +240,22 @@ def test_blk512_matches_portable_step(monkeypatch, dtype):
     slow = _run_compiled(inp)[0]
     tol = 1e-5 if dtype == torch.float32 else 2e-2
     assert (fast.double() - slow.double()).abs().max().item() <= tol
+
+
+@pytest.mark.parametrize("dtype,define", [(torch.bfloat16, "NSUB_BF16=1"), (torch.bfloat16, "NSUB_BF16=2"),
+                                          (torch.float32, "NSUB_F32=4")])
+def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
+    """head_blk's online-softmax step over NS score vectors of 16 keys (NSUB_BF16 = 4 and
+    NSUB_F32 = 1 by default, the values the defaults do not run built here): lengths
+    1, 17, 113, 1023 (partial sub-blocks), windows whose edges fall inside a block, left
+    padding, causal Sq > 1, paged, split; against the reference bound."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    monkeypatch.setattr(native, "load", lambda lib=native.load_variant(define): lib)
+    torch.manual_seed(3)
+    for sq, page in ((1, 0), (3, 16)):
+        inp = _lengths_inputs(dtype, 4, sq, page)
+        _run_compiled(inp, causal=sq > 1, num_splits=3)
+    inp = _lengths_inputs(dtype, 4, 2, 16, leftpad=True, d=128)
+    _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
+    _run_compiled(inp, window_size=(7, 5))

@@ -91,9 +91,22 @@ C_SOURCE = r"""
 typedef float vf __attribute__((vector_size(64)));
 typedef uint32_t vu __attribute__((vector_size(64)));
 #define VL 16
-#define T 16        /* keys per block (one score vector); its K and V rows (64 KiB at
-                       bf16, Hk = 8, D = 128) stay in L2 from the touch to their use */
+#define T 16        /* keys per score vector; a block is T * NS keys (item below), whose
+                       K and V rows (bf16: 256 KiB at NS = 4, Hk = 8, D = 128) stay in L2
+                       from the touch to their use */
 #define RG 4        /* query rows per register group */
+#ifndef NSUB_BF16
+#define NSUB_BF16 4 /* bf16 (vdpbf16ps): score vectors (of T keys) per online-softmax step of
+                       head_blk, so one max, one rescale and one sum per 64 keys and the
+                       P @ V accumulators loaded and stored once per 64 keys. One binary,
+                       NS switched at run time, 8 alternations (bench/NOTES.md, "Session
+                       14"): 8k -10% after a 128 MB flush, -13% after SDPA, -16% from L3 */
+#endif
+#ifndef NSUB_F32
+#define NSUB_F32 1  /* float32: 2 and 4 measured level / +15% after a flush and +4% / +9%
+                       after SDPA (its 64-key block, 512 KiB, is twice bf16's) */
+#endif
+#define NSUB_MAX 4
 #define MAXR 256    /* rows per KV head the kernel takes (Python checks) */
 
 static inline vf ld_f32(const void *p) { vf v; memcpy(&v, p, sizeof v); return v; }
@@ -255,11 +268,16 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
        gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
-        const int64_t *lo, const int64_t *hi, const int ND, const int DP) {
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
     for (int64_t r = 0; r < R; r += RG) {
-        __m512 P[RG][T], S[RG];
+        __m512 P[RG][T], S[RG][NSUB_MAX];
+        const __m512 qs = _mm512_set1_ps(a->qscale);
+      for (int sb = 0; sb < NS; sb++) {
+        const char *const *kps = kp + sb * T;
+        const int nts = nt - sb * T;
+        if (nts <= 0) { for (int g = 0; g < RG; g++) S[g][sb] = _mm512_setzero_ps(); continue; }
         /* KG keys at a time: each q vector loaded once serves KG keys (KG x RG
            accumulators; loads, not FMAs, bound a loop that reloads q per key) */
         for (int i0 = 0; i0 < T; i0 += KG) {
@@ -267,8 +285,8 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             int live = 0;
             for (int u = 0; u < KG; u++) {
                 const int t = BITREV4[i0 + u];
-                kr[u] = (t < nt ? kp[t] : kp[0]) + h * sh;     /* past nt: any real row, result dropped */
-                live |= t < nt;
+                kr[u] = (t < nts ? kps[t] : kps[0]) + h * sh;     /* past nts: any real row, result dropped */
+                live |= t < nts;
             }
             if (!live) {
                 for (int u = 0; u < KG; u++)
@@ -299,26 +317,41 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             }
             for (int u = 0; u < KG; u++)
                 for (int g = 0; g < RG; g++)
-                    P[g][i0 + u] = BITREV4[i0 + u] < nt ? acc[u][g] : _mm512_setzero_ps();
+                    P[g][i0 + u] = BITREV4[i0 + u] < nts ? acc[u][g] : _mm512_setzero_ps();
         }
-        const __m512 qs = _mm512_set1_ps(a->qscale);
-        for (int g = 0; g < RG; g++) S[g] = _mm512_mul_ps((__m512)reduce16((const vf *)P[g]), qs);
-        /* online softmax; p of keys a row does not see is 0 */
-        float pf[RG][T] __attribute__((aligned(64)));
-        uint32_t pw[RG][T / 2] __attribute__((aligned(64)));
+        for (int g = 0; g < RG; g++) S[g][sb] = _mm512_mul_ps((__m512)reduce16((const vf *)P[g]), qs);
+      }
+        /* online softmax over the NS score vectors (one max, one rescale, one sum per
+           T * NS keys); p of keys a row does not see is 0 */
+        float pf[RG][T * NSUB_MAX] __attribute__((aligned(64)));
+        uint32_t pw[RG][T * NSUB_MAX / 2] __attribute__((aligned(64)));
         int any = 0;
         for (int g = 0; g < RG; g++) {
             float *x = sth + (r + g) * W;
             int64_t t0 = lo[r + g] - j, t1 = hi[r + g] - j;
             if (t0 < 0) t0 = 0;
             if (t1 > nt) t1 = nt;
-            __m512 p = _mm512_setzero_ps();
+            __m512 p[NSUB_MAX];
+            for (int sb = 0; sb < NS; sb++) p[sb] = _mm512_setzero_ps();
             if (t0 < t1) {
-                const __mmask16 valid = (__mmask16)(((1u << t1) - 1u) & ~((1u << t0) - 1u));
-                const __m512 sv = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), S[g]);
-                const float bm = _mm512_reduce_max_ps(sv);
+                __mmask16 valid[NSUB_MAX];
+                __m512 sv[NSUB_MAX], mx = _mm512_set1_ps(-INFINITY);
+                for (int sb = 0; sb < NS; sb++) {
+                    int64_t a0 = t0 - sb * T, a1 = t1 - sb * T;
+                    if (a0 < 0) a0 = 0;
+                    if (a1 > T) a1 = T;
+                    valid[sb] = a0 < a1 ? (__mmask16)(((1u << a1) - 1u) & ~((1u << a0) - 1u)) : 0;
+                    sv[sb] = _mm512_mask_blend_ps(valid[sb], _mm512_set1_ps(-INFINITY), S[g][sb]);
+                    mx = _mm512_max_ps(mx, sv[sb]);
+                }
+                const float bm = _mm512_reduce_max_ps(mx);
                 const float m = x[D], mn = bm > m ? bm : m;
-                p = _mm512_maskz_mov_ps(valid, (__m512)vexp2((vf)_mm512_sub_ps(sv, _mm512_set1_ps(mn))));
+                const __m512 mnv = _mm512_set1_ps(mn);
+                __m512 ps = _mm512_setzero_ps();
+                for (int sb = 0; sb < NS; sb++) {
+                    p[sb] = _mm512_maskz_mov_ps(valid[sb], (__m512)vexp2((vf)_mm512_sub_ps(sv[sb], mnv)));
+                    ps = _mm512_add_ps(ps, p[sb]);
+                }
                 if (mn > m) {               /* rescale only when the max moved */
                     const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
                     x[D + 1] *= alpha;
@@ -326,15 +359,17 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
                     x[D] = mn;
                 }
-                x[D + 1] += _mm512_reduce_add_ps(p);
+                x[D + 1] += _mm512_reduce_add_ps(ps);
                 any = 1;
             }
-            if (DP) {
+            for (int sb = 0; sb < NS; sb++) {
+                if (DP) {
 #if DPBF16
-                _mm256_store_si256((__m256i *)pw[g], (__m256i)_mm512_cvtneps_pbh(p));
+                    _mm256_store_si256((__m256i *)(pw[g] + sb * (T / 2)), (__m256i)_mm512_cvtneps_pbh(p[sb]));
 #endif
-            } else {
-                _mm512_store_ps(pf[g], p);
+                } else {
+                    _mm512_store_ps(pf[g] + sb * T, p[sb]);
+                }
             }
         }
         if (!any) continue;
@@ -430,11 +465,14 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
        row, a 2-4 KiB stride) caps a pure read at ~30 GB/s on the 2-core VM, against
        ~45 for whole rows in order; software prefetches of the next block (per head,
        or in address order) did not close that gap (bench/NOTES.md, "Session 4"). */
-    const char *kp[T], *vp[T];
+    const char *kp[T * NSUB_MAX], *vp[T * NSUB_MAX];
+    /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
+    const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
+    const int TB = (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
     const int64_t row_bytes = BF16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
-    for (int64_t j = j0; j < j1; j += T) {
-        const int nt = (int)(j1 - j < T ? j1 - j : T);
+    for (int64_t j = j0; j < j1; j += TB) {
+        const int nt = (int)(j1 - j < TB ? j1 - j : TB);
         for (int t = 0; t < nt; t++) {
             kp[t] = row_ptr(a, a->k, b, a->start[b] + j + t);
             vp[t] = row_ptr(a, a->v, b, a->start[b] + j + t);
@@ -452,7 +490,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
         for (int64_t h = 0; h < Hk; h++) {
 #if BLK512
             if (!BF16 || DPBF16) {
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16);
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS);
                 continue;
             }
 #endif
