@@ -475,10 +475,11 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("kw", [dict(causal=True), dict(window_size=(70, 0))])
 def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
-    """backward.WS_HEAVY_FIRST (bwd_ws.py's dQ kernel hands out a head's query blocks in
-    reverse order) only reorders programs: the gradients are bitwise those of the
-    ascending order, and every block is still written (outputs poisoned)."""
-    from flashtriton.launchers import backward
+    """WS_HEAVY_FIRST (fwd_ws.py's masked forward and bwd_ws.py's dQ kernel hand out a
+    head's query blocks in reverse order) only reorders programs: output, lse and
+    gradients are bitwise those of the ascending order, and every block is still written
+    (outputs poisoned)."""
+    from flashtriton.launchers import backward, forward
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     q, k, v = rand_qkv(1, 256, 256, 2, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
     dout = torch.randn_like(q)
@@ -489,8 +490,10 @@ def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
             return (out, lse) + torch.autograd.grad(out, (q, k, v), dout)
 
     monkeypatch.setattr(backward, "WS_HEAVY_FIRST", False)
+    monkeypatch.setattr(forward, "WS_HEAVY_FIRST", False)
     base = run()
     monkeypatch.setattr(backward, "WS_HEAVY_FIRST", True)
+    monkeypatch.setattr(forward, "WS_HEAVY_FIRST", True)
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), run(), base):
         assert not a.isnan().any(), f"{name}: an element nothing wrote"
         assert torch.equal(a, b), f"{name}: differs from the ascending order"

@@ -1,5 +1,7 @@
-"""Measured 2026-11-30 (session 14): backward taken (launchers.backward.WS_HEAVY_FIRST = True), forward
-level or slower and removed; this script no longer switches the forward (bench/NOTES.md, Session 14).
+"""Measured 2026-11-30 (session 14): backward taken (launchers.backward.WS_HEAVY_FIRST = True). Its
+forward cases (D = 128 / 64 causal) run fwd.py, not fwd_ws.py, so they measured nothing;
+the forward's A/B is bench/gpu/s15_fwd_heavy_first_ab.py (D = 256). This script now
+switches the backward only (bench/NOTES.md, Session 14).
 
 Session 14: heaviest query blocks first in the warp-specialized kernels' masked calls
 (launchers.forward.WS_HEAVY_FIRST for fwd_ws.py, launchers.backward.WS_HEAVY_FIRST for

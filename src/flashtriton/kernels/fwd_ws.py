@@ -64,7 +64,7 @@ def attn_fwd_ws_kernel(
     nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
-    HAS_DROPOUT: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False,
 ):
     # one linear grid, the query blocks of each (batch, head) consecutive (see
     # launchers/forward.FWD_ROWS_FIRST)
@@ -72,7 +72,12 @@ def attn_fwd_ws_kernel(
     pid_bh = tl.program_id(0) // n_blocks
     b = pid_bh // nheads
     h = pid_bh % nheads
-    start_m = (tl.program_id(0) % n_blocks) * BLOCK_M
+    block = tl.program_id(0) % n_blocks
+    if HEAVY_FIRST:
+        # MASKED: the last query blocks see the most key tiles; blocks are dispatched in
+        # order, so the heaviest go first (launchers.forward.WS_HEAVY_FIRST)
+        block = n_blocks - 1 - block
+    start_m = block * BLOCK_M
     hk = h // group
 
     # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written

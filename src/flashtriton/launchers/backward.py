@@ -178,8 +178,7 @@ def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bo
 # bwd.py order theirs so). H200, 2026-11-30, causal split backward as graph replays, 16k
 # tokens, 4 passes (bench/gpu/s14_heavy_first_ab.py; prediction +1-3%): D = 128 N = 16k
 # 415 -> 429 TFLOP/s (+3.4%), 4k 316 -> 320 (+1.1%); D = 64 16k 333 -> 340, 8k 285 -> 287;
-# results bitwise equal. (fwd_ws.py the same way measured level at 2k-8k and -1.8% at
-# 16k: not taken.)
+# results bitwise equal. (fwd_ws.py's masked forward: launchers.forward.WS_HEAVY_FIRST.)
 WS_HEAVY_FIRST = True
 
 

@@ -123,6 +123,13 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
 # grid too (a head's block slots consecutive): no measurable effect there (session 7,
 # 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
+# fwd_ws.py hands out a head's query blocks heaviest first in masked calls (HEAVY_FIRST),
+# as fwd.py does and as bwd_ws.py's dQ kernel now does (launchers.backward.WS_HEAVY_FIRST,
+# +1-3.4% causal backward). An experiment, off until measured: session 14's A/B timed
+# D = 128 / 64 causal forwards, which run fwd.py (already heaviest first), so it measured
+# nothing; the masked fwd_ws.py runs causal and windowed D = 256 (WARP_SPEC_MASKED_FWD).
+# bench/gpu/s15_fwd_heavy_first_ab.py (prediction: D = 256 causal +1-4% at 2k-16k).
+WS_HEAVY_FIRST = False
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
@@ -146,6 +153,7 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
         params.dropout_p, batch * seqlen_q, seqlen_k,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
         MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=rng is not None,
+        HEAVY_FIRST=masked and WS_HEAVY_FIRST,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
