@@ -314,14 +314,16 @@ class _DirectLaunch:
     plan's key except for the base address) is cached per base address.
 
     Written against Triton 3.6.0's nvidia launcher (2026-11-30): build() returns None,
-    and the launch goes through CompiledKernel.run as before, whenever the launcher does
-    not look as expected (another backend or version, profile scratch memory, a
-    descriptor without TMA metadata)."""
+    and the launch goes through CompiledKernel.run as before, under any other Triton
+    version and whenever the launcher does not look as expected (another backend,
+    profile scratch memory, a descriptor without TMA metadata)."""
 
     MAX_MAPS = 64       # cached descriptor expansions per descriptor argument
 
     @staticmethod
     def build(compiled, slots):
+        if not triton.__version__.startswith("3.6."):
+            return None         # the launcher layout below is Triton 3.6's
         try:
             run = compiled.run
             sig = list(compiled.src.signature.values())
