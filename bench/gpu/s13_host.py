@@ -13,31 +13,17 @@ waits on it; wall time / calls = host time alone. Then cProfile of the slowest v
 import cProfile
 import pstats
 import sys
-import time
 
 import torch
 
 import flashtriton
-from flashtriton.bench.common import graph_time_ms, time_ms
+from flashtriton.bench.common import graph_time_ms, host_us, time_ms
 
 CASES = [  # label, B, N, H, D, causal
     ("D64 causal 512", 32, 512, 32, 64, True),
     ("D128 full 512", 32, 512, 16, 128, False),
     ("D128 causal 1k", 16, 1024, 16, 128, True),
 ]
-
-
-def host_us(fn, calls=40):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(2_000_000_000 // 1000 * 200)   # ~ hundreds of ms of GPU spin
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
 
 
 def main():
@@ -55,9 +41,9 @@ def main():
                 out = flashtriton.flash_attn_func(q, k, v, causal=causal)
                 out.backward(dout)
 
-            line = f"{label:16s} requires_grad={rg!s:5s} fwd host {host_us(fwd):7.1f} us"
+            line = f"{label:16s} requires_grad={rg!s:5s} fwd host {host_us(fwd, calls=40):7.1f} us"
             if rg:
-                line += f"  fwd+bwd host {host_us(fwd_bwd):7.1f} us"
+                line += f"  fwd+bwd host {host_us(fwd_bwd, calls=40):7.1f} us"
             line += f"  fwd eager {time_ms(fwd, 'cuda') * 1e3:7.1f} us  graph {graph_time_ms(fwd) * 1e3:7.1f} us"
             print(line, flush=True)
             if rg and label == CASES[0][0]:

@@ -14,28 +14,12 @@ capturing). Measured per case, each twice in alternating order:
 for ours with combine "fused" (the eager default) and "kernel", and SDPA cuDNN.
 Prediction: (a) at B = 1, 8k (host ~60-80 us > 60 + 19); at 128k the 30 us gap is (b).
 """
-import statistics
-import time
 
 import torch
 
-import flashtriton
 from flashtriton.bench import decode as bd
-from flashtriton.bench.common import capture_graph, time_ms
+from flashtriton.bench.common import capture_graph, host_us, time_ms
 from flashtriton.launchers import decode as dl
-
-
-def host_us(fn, calls=100):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(400_000_000)
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
 
 
 def b2b_us(fn, calls=200):

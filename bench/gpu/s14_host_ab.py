@@ -24,6 +24,8 @@ from flashtriton.bench.common import time_ms
 
 
 def host_us(fn, calls=100):
+    # (bench.common.host_us with reps=3, written out here: this script also runs against
+    # older trees, whose bench.common lacks it)
     for _ in range(5):
         fn()
     torch.cuda.synchronize()

@@ -107,6 +107,24 @@ def graph_time_ms(fn) -> float:
     return time_ms(graph.replay, "cuda")
 
 
+def host_us(fn, calls: int = 100, reps: int = 1) -> float:
+    """Host time per call of fn in microseconds, the GPU held busy (torch.cuda._sleep) so
+    that no call waits on it: wall time / calls, the least of `reps` loops. What an eager
+    call costs the CPU, apart from its kernels (bench/gpu/s13_host.py, s14_*.py)."""
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(reps):
+        torch.cuda._sleep(400_000_000)          # a few hundred ms of GPU spin
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return best
+
+
 def graph_backward_ms(call, inputs, dout) -> float:
     """Median ms of a backward pass as CUDA-graph replays: forward+backward of call()
     (an attention call on `inputs`, which require grad) minus its forward alone, each

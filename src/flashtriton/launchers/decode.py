@@ -312,20 +312,26 @@ _counters: dict = {}
 _COUNTER_MIN = 4096
 
 
+def _stream_key(device: torch.device) -> tuple:
+    """(device index, current stream) of a CUDA device; (device type, None) elsewhere:
+    the key of the per-stream buffers below."""
+    if device.type != "cuda":
+        return (device.type, None)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return (index, torch.cuda.current_stream(device).cuda_stream)
+
+
 def _counter_buffer(device: torch.device, n: int) -> torch.Tensor:
+    key = _stream_key(device)
     if device.type == "cuda":
-        index = device.index if device.index is not None else torch.cuda.current_device()
+        graph_key = (key[0], "graphs")
         if torch.cuda.is_current_stream_capturing():
-            buf = _counters.get((index, "graphs"))
+            buf = _counters.get(graph_key)
             if buf is None or buf.numel() < n:
                 return torch.zeros(n, dtype=torch.int32, device=device)
             return buf
-        key = (index, torch.cuda.current_stream(device).cuda_stream)
-        graph_key = (index, "graphs")
         if graph_key not in _counters or _counters[graph_key].numel() < n:
             _counters[graph_key] = torch.zeros(max(n, _COUNTER_MIN), dtype=torch.int32, device=device)
-    else:
-        key = (device.type, None)
     buf = _counters.get(key)
     if buf is None or buf.numel() < n:
         buf = torch.zeros(max(n, _COUNTER_MIN), dtype=torch.int32, device=device)
@@ -348,15 +354,10 @@ WORKSPACE_MAX_BYTES = 64 << 20
 def _workspace(device: torch.device, use: str, shape, dtype: torch.dtype) -> torch.Tensor:
     numel = math.prod(shape)
     nbytes = numel * dtype.itemsize
-    if memory.poisoning() or nbytes > WORKSPACE_MAX_BYTES:
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if memory.poisoning() or nbytes > WORKSPACE_MAX_BYTES or capturing:
         return memory.empty(shape, dtype, device)
-    if device.type == "cuda":
-        if torch.cuda.is_current_stream_capturing():
-            return memory.empty(shape, dtype, device)
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        key = (index, torch.cuda.current_stream(device).cuda_stream, use, dtype)
-    else:
-        key = (device.type, None, use, dtype)
+    key = _stream_key(device) + (use, dtype)
     buf = _workspaces.get(key)
     if buf is None or buf.numel() < numel:
         buf = torch.empty(max(numel, 1 << 16), dtype=dtype, device=device)

@@ -39,6 +39,7 @@ import triton
 from triton.runtime.driver import driver
 
 from .. import envvars
+from .. import memory as _memory
 
 _state = threading.local()
 _PLANS: dict = {}
@@ -99,15 +100,7 @@ def note_alloc(t: torch.Tensor, kind: str, spec):
         rec.allocs.append((t, kind, spec))
 
 
-def _install():
-    global _memory
-    from .. import memory
-    memory.alloc_hook = note_alloc
-    _memory = memory
-
-
-_memory = None
-_install()
+_memory.alloc_hook = note_alloc
 
 
 def launch(kernel, grid, *args, **kwargs):
@@ -291,12 +284,6 @@ class _Launch:
               triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook, *values)
 
 
-def _base(c, inputs, allocs):
-    """The tensor of slot c (an input, an allocation or a persistent constant)."""
-    tag = c[0]
-    return inputs[c[1]] if tag == "in" else allocs[c[1]] if tag == "alloc" else c[1]
-
-
 class _DirectLaunch:
     """A replayed launch straight into the C launcher Triton compiled for the kernel,
     skipping Triton's Python around it (CudaLauncher.__call__, and wrap_handle_tensordesc's
@@ -372,9 +359,9 @@ class _DirectLaunch:
         args = list(self.template)
         for pos, kind, c, meta, maps in self.subs:
             if kind == "ptr":
-                args[pos] = _base(c, inputs, allocs).data_ptr()
+                args[pos] = _resolve(c, inputs, allocs).data_ptr()
                 continue
-            base = _base(c[1], inputs, allocs)
+            base = _resolve(c[1], inputs, allocs)
             key = base.data_ptr()
             expanded = maps.get(key)
             if expanded is None:
