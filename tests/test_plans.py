@@ -218,3 +218,37 @@ def test_replays_launch_directly_gpu(monkeypatch):
             assert ln.direct is not None, f"{key[0]}: {ln.kernel.fn.__name__} replays through Triton's launcher"
     descs = [s for plan in plans._PLANS.values() for ln in plan.launches for s in ln.direct.subs if s[1] == "desc"]
     assert descs, "no host descriptor went through the direct path (the decode kernel's TMA loads)"
+    # ... and the replays must fire through it (until 2026-11-30 a hook test that was always
+    # true under Triton 3.6 sent every replay back through Triton's launcher), bitwise
+    # equal to the launchers
+    fired = []
+    real_fire = plans._DirectLaunch.fire
+    monkeypatch.setattr(plans._DirectLaunch, "fire", lambda self, *a: (fired.append(self), real_fire(self, *a)))
+    with flashtriton.use_backend("triton"):
+        replay = (flashtriton.flash_attn_with_kvcache(inp["q"], **call), flashtriton.flash_attn_func(q, k, v, causal=True))
+        monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+        direct = (flashtriton.flash_attn_with_kvcache(inp["q"], **call), flashtriton.flash_attn_func(q, k, v, causal=True))
+    assert len(fired) == sum(len(plan.launches) for plan in plans._PLANS.values())
+    for got, want in zip(replay, direct):
+        assert torch.equal(got, want)
+
+
+def test_direct_launch_needs_no_hooks():
+    """plans._no_launch_hooks: Triton 3.6 keeps launch hooks as HookChains (never None), so
+    an empty chain must count as no hook, and a registered one must not (a profiler's hook
+    would be skipped by the direct launch)."""
+    import triton
+    rt = triton.knobs.runtime
+    assert plans._no_launch_hooks()
+    chain = rt.launch_enter_hook
+    if not hasattr(chain, "add"):
+        pytest.skip("this Triton's hooks are not HookChains")
+
+    def hook(metadata):
+        return None
+    chain.add(hook)
+    try:
+        assert not plans._no_launch_hooks()
+    finally:
+        chain.remove(hook)
+    assert plans._no_launch_hooks()

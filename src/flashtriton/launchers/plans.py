@@ -271,8 +271,7 @@ class _Launch:
             self.kernel[self.grid](*args, **kwargs)
             return
         direct = self.direct
-        if direct is not None and triton.knobs.runtime.launch_enter_hook is None \
-                and triton.knobs.runtime.launch_exit_hook is None:
+        if direct is not None and _no_launch_hooks():
             direct.fire(self.compiled, self.grid3, inputs, allocs, stream)
             return
         values = list(self.values)
@@ -282,6 +281,18 @@ class _Launch:
         g = self.grid3
         c.run(g[0], g[1], g[2], stream, c.function, c.packed_metadata, c.launch_metadata(self.grid, stream, *values),
               triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook, *values)
+
+
+def _no_launch_hooks() -> bool:
+    """True when no launch hook is registered (a profiler's, e.g. proton's), so a replay may
+    skip them. Triton 3.6's knobs hold each hook as a HookChain, never None: an empty chain
+    is idle. (Until 2026-11-30 this test read `hook is None`, always False under Triton 3.6,
+    so no replay ever took the direct launch; test_direct_launch_needs_no_hooks.)"""
+    rt = triton.knobs.runtime
+    for hook in (rt.launch_enter_hook, rt.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
 
 
 class _DirectLaunch:
