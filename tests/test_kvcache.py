@@ -15,6 +15,7 @@ import torch
 import flashtriton
 from flashtriton import backends, flash_attn_with_kvcache, kvcache, reference_decode
 from flashtriton.launchers import decode as decode_launcher
+from flashtriton.launchers import common as launcher_common
 from flashtriton.launchers.prefill import AttnParams
 
 from conftest import DEVICE, kernel_backends
@@ -285,7 +286,7 @@ def test_append_split_takes_the_ragged_tile(splits, case):
     inp = make_inputs(5, 1, 4, 2, 32, torch.bfloat16, 64, lens, snew=1, rotary_dim=32,
                       leftpad=[3, 0, 17, 5, 0] if case == "leftpad" else None,
                       page_size=32 if case == "paged" else 0)
-    assert decode_launcher.append_split(5 * 2, splits, decode_launcher.DEFAULT_SMS)
+    assert decode_launcher.append_split(5 * 2, splits, launcher_common.DEFAULT_SMS)
     run_case("triton", inp, causal=True, num_splits=splits, **kw)
 
 

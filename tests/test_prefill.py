@@ -8,6 +8,7 @@ import math
 
 import pytest
 import torch
+import triton
 
 import flashtriton
 from flashtriton import flash_attn_func
@@ -308,6 +309,41 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     assert calls, "the warp-specialized forward did not run"
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 256, 256, (4, 4), 128, dict()),
+    (1, 256, 384, (4, 2), 96, dict()),                            # GQA, Nq < Nk, D under BLOCK_D
+    (1, 256, 256, (2, 2), 256, dict()),                           # D = 256
+    (2, 256, 256, (2, 2), 128, dict(dropout_p=0.2)),
+    (1, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
+    (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
+])
+def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, kw):
+    """fwd_ws.py's persistent loop (PERSISTENT, launchers.forward.WS_PERSISTENT): three
+    programs dealing out every query block in snake rounds give bitwise what one program a
+    block gives (same tile, same key order; the outputs are poisoned first, so a block the
+    loop skips fails), and the launch really was persistent."""
+    from flashtriton.launchers import forward
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(forward, "WS_PERSISTENT_PROGRAMS", 3)
+    monkeypatch.setattr(forward, "WS_HEAVY_FIRST", True)          # masked: the block-major deal
+    launched = []
+    real = forward._ws_programs
+    monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
+    q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    bd = max(16, triton.next_power_of_2(d))
+    runs = []
+    for persistent in (True, False):
+        masked = kw.get("causal", False) or "window_size" in kw
+        monkeypatch.setattr(forward, "WS_PERSISTENT", {(bd, masked, "dropout_p" in kw)} if persistent else set())
+        torch.manual_seed(7)
+        with flashtriton.use_backend("triton"):
+            runs.append(flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2])
+    assert launched[0] == (3, True) and launched[1][1] is False, launched
+    for got, want in zip(*runs):
+        assert torch.equal(got, want)
+
+
 def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
     multiple of the tile) in bf16 / fp16 at BLOCK_D 128 and 256; never causal or windowed
@@ -394,9 +430,9 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
     assert mode(causal, 1024, 1024, "fwd", qq=q256, bd=256) == "whole"                # the MASKED variant
     # short forwards that fwd.py computes faster (FWD_SHORT_ON_FWD_PY): causal D = 256 up to
-    # 512, unmasked D = 128 up to 1k (session 13)
+    # 512 (session 13); unmasked D = 128 at every length since the persistent fwd_ws.py
     assert mode(causal, 512, 512, "fwd", qq=q256, bd=256) is None
-    assert mode(plain, 1024, 1024, "fwd") is None and mode(plain, 1024, 2048, "fwd") == "whole"
+    assert mode(plain, 512, 512, "fwd") == "whole" and mode(plain, 1024, 2048, "fwd") == "whole"
     assert mode(plain, 1024, 1024, "bwd") == "whole"                                  # the backward keeps it
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")

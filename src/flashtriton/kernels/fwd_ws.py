@@ -61,18 +61,71 @@ def attn_fwd_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
-    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
+    batch, nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
-    HAS_DROPOUT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False,
+    HAS_DROPOUT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
 ):
-    # one linear grid, the query blocks of each (batch, head) consecutive (see
-    # launchers/forward.FWD_ROWS_FIRST)
+    # One linear order of tiles (query blocks), the blocks of each (batch, head)
+    # consecutive (see launchers/forward.FWD_ROWS_FIRST). PERSISTENT: a grid of P programs,
+    # about one an SM, that deal the tiles out in rounds of P: round r is tiles [rP, rP + P),
+    # program p takes tile rP + p in even rounds and rP + P - 1 - p in odd ones (a snake),
+    # so the tiles in flight at once stay neighbours in that order, and under a mask (a
+    # head's blocks heaviest first, HEAVY_FIRST) the heavy and light ones pair up. (Dealt
+    # p, p + P, p + 2P, ..., program p got the blocks near p of every head: D = 256 causal
+    # 16k 357-362 TFLOP/s against 524-566 for one tile a program, H200, 2026-11-30.) The
+    # producer warpgroup loads the next tile's K / V while the consumers finish this one
+    # (launchers.forward.WS_PERSISTENT).
+    if PERSISTENT:
+        n_tiles = batch * nheads * tl.cdiv(seqlen_q, BLOCK_M)
+        P = tl.num_programs(0)
+        pid = tl.program_id(0)
+        rounds = n_tiles // P
+        last = tl.where(rounds % 2 == 0, pid, P - 1 - pid)       # the position in the partial last round
+        n_iter = rounds + tl.where(last < n_tiles - rounds * P, 1, 0)
+        n_bh = batch * nheads
+        n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
+        for r in tl.range(0, n_iter):
+            tile = r * P + tl.where(r % 2 == 0, pid, P - 1 - pid)
+            if HEAVY_FIRST:
+                # Block-major: the deal's order is every head's last block, then every
+                # head's second last, ..., so a round's tiles cost about the same and the
+                # snake evens what is left. (Head-major, a round of 132 at 16k covered one
+                # head's blocks, heavy to light: D = 256 causal 16k 354 TFLOP/s against 535
+                # for one tile a program, while 2k gained 12%; H200, 2026-11-30.) As a
+                # head-major index, which _fwd_ws_tile turns heaviest first.
+                tile = (tile % n_bh) * n_blocks + tile // n_bh
+            _fwd_ws_tile(tile, Q, K, V, O, LSE, IOTA, RNG,
+                         stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                         stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+                         nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
+                         rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
+                         HAS_DROPOUT, HEAVY_FIRST)
+    else:
+        _fwd_ws_tile(tl.program_id(0), Q, K, V, O, LSE, IOTA, RNG,
+                     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                     stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+                     nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
+                     rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
+                     HAS_DROPOUT, HEAVY_FIRST)
+
+
+@triton.jit
+def _fwd_ws_tile(
+    tile, Q, K, V, O, LSE, IOTA, RNG,
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+    nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    NEG_SCALE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_DROPOUT: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr,
+):
+    """One query block (tile) of the forward: the body of attn_fwd_ws_kernel."""
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
-    pid_bh = tl.program_id(0) // n_blocks
+    pid_bh = tile // n_blocks
     b = pid_bh // nheads
     h = pid_bh % nheads
-    block = tl.program_id(0) % n_blocks
+    block = tile % n_blocks
     if HEAVY_FIRST:
         # MASKED: the last query blocks see the most key tiles; blocks are dispatched in
         # order, so the heaviest go first (launchers.forward.WS_HEAVY_FIRST)

@@ -50,6 +50,20 @@ if interpreting():
     interpreter_fixes.apply()
 
 
+DEFAULT_SMS = 132  # H200; off the GPU (the interpreter), where the real count is not read
+_sm_count: dict = {}
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of device (cached), DEFAULT_SMS for a CPU device."""
+    if device.type != "cuda":
+        return DEFAULT_SMS
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    if idx not in _sm_count:
+        _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
+    return _sm_count[idx]
+
+
 def _alloc_descriptor_scratch(size: int, alignment: int, stream: Optional[int]):
     return torch.empty(size, dtype=torch.int8, device="cuda")
 

@@ -35,10 +35,9 @@ from .. import envvars, memory
 from . import plans
 from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
 from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
-from .common import LOG2E, AttnParams, _dot_precision, interpreting
+from .common import LOG2E, AttnParams, _dot_precision, interpreting, sm_count
 
 MAX_SPLITS = 256
-DEFAULT_SMS = 132  # H200; the real count is read from the device
 
 
 @dataclass(frozen=True)
@@ -225,18 +224,6 @@ def block_m_for(rows: int, head_dim: int, opts: DecodeOptions) -> int:
         return opts.block_m
     cap = 32 if head_dim > 128 else 64
     return min(cap, max(16, _pow2(rows)))
-
-
-_sm_count: dict = {}
-
-
-def sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return DEFAULT_SMS
-    idx = device.index if device.index is not None else torch.cuda.current_device()
-    if idx not in _sm_count:
-        _sm_count[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
-    return _sm_count[idx]
 
 
 # Most splits the heuristic gives when B * Hk * m-blocks < SMs. Each split adds a partial

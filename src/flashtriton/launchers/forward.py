@@ -16,7 +16,7 @@ from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
-                     block_d, host_descriptors, interpreting)
+                     block_d, host_descriptors, interpreting, sm_count)
 from .policy import WARP_SPEC_TILES, warp_spec_mode, warp_spec_varlen
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -124,12 +124,43 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
 # 0.835x dense against 0.83x).
 FWD_ROWS_FIRST = True
 # fwd_ws.py hands out a head's query blocks heaviest first in masked calls (HEAVY_FIRST),
-# as fwd.py does and as bwd_ws.py's dQ kernel now does (launchers.backward.WS_HEAVY_FIRST,
-# +1-3.4% causal backward). An experiment, off until measured: session 14's A/B timed
-# D = 128 / 64 causal forwards, which run fwd.py (already heaviest first), so it measured
-# nothing; the masked fwd_ws.py runs causal and windowed D = 256 (WARP_SPEC_MASKED_FWD).
-# bench/gpu/s15_fwd_heavy_first_ab.py (prediction: D = 256 causal +1-4% at 2k-16k).
-WS_HEAVY_FIRST = False
+# as fwd.py does and as bwd_ws.py's dQ kernel does (launchers.backward.WS_HEAVY_FIRST).
+# The masked fwd_ws.py runs causal and windowed D = 256 (WARP_SPEC_MASKED_FWD). H200,
+# 2026-11-30, graph replays, D = 256 causal, 16k tokens, one tile a program: 2k / 4k level
+# (400-405 against 402-409; 456-471 against 467-479), 16k +4-8% (562-578 against 524-544)
+# over four runs (bench/gpu/s15_fwd_heavy_first_ab.py, s15_persistent_variants_ab.py).
+# With PERSISTENT it also makes the deal block-major (kernels/fwd_ws.py).
+WS_HEAVY_FIRST = True
+# fwd_ws.py as a persistent kernel (PERSISTENT): about one program an SM (the 128 x 128
+# tile takes 230 KB of shared memory, so one fits), each looping over the call's query
+# blocks. Which calls, as (BLOCK_D, masked, dropout) - measured, per kind of call:
+# D = 128 unmasked, H200, 2026-11-30, graph replays, 16k tokens, each twice
+# (bench/gpu/s15_persistent_ab.py): 411-415 / 480 / 513-522 / 511-532 / 555 TFLOP/s at
+# N = 512 / 1k / 2k / 4k / 16k against the one-tile-a-program kernel's 298-300 / 401-404 /
+# 478-480 / 506 / 482-549 and fwd.py's short tile at 512 / 1k (365 / 410-420); bitwise
+# equal (the same tile, the same order of keys). D = 256 unmasked (128 x 64, one stage)
+# 407-409 / 546-550 / 567-603 at 512 / 2k / 16k against 372 / 539-545 / 593-602; D = 128
+# with dropout (p = 0.1) 466-470 / 460-506 at 2k / 16k against 425-429 / 494-499
+# (s15_persistent_variants_ab.py, same method). D = 256 masked, with HEAVY_FIRST's
+# block-major deal: causal 2k / 16k 429-432 / 582 against 405-409 / 537-544 one tile a
+# program (heaviest first: 400-405 / 577-578). Not D = 128 causal, which stays on fwd.py:
+# 4k / 16k 433-436 / 504-505 against fwd.py's 446-447 / 494-503 (a head-major snake deal:
+# 4k 468-469, but 16k 371: bench/NOTES.md, session 15).
+WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False)}
+# Programs of a persistent launch per SM; None: as many as there are tiles would be
+# the plain grid. Tests lower WS_PERSISTENT_PROGRAMS (a total) to loop on small shapes.
+WS_PERSISTENT_PER_SM = 1
+WS_PERSISTENT_PROGRAMS = None
+
+
+def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool):
+    """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks."""
+    if (bd, masked, dropout) not in WS_PERSISTENT:
+        return n_tiles, False
+    programs = WS_PERSISTENT_PROGRAMS or WS_PERSISTENT_PER_SM * sm_count(q.device)
+    if programs >= n_tiles:
+        return n_tiles, False
+    return programs, True
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
@@ -145,15 +176,17 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     # call, so that a CUDA-graph capture owns it)
     rows = masked or rng is not None
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
-    plans.launch(attn_fwd_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
+    programs, persistent = _ws_programs(q, batch * nheads * triton.cdiv(seqlen_q, tile.block_m), bd, masked,
+                                        rng is not None)
+    plans.launch(attn_fwd_ws_kernel, (programs,),
         q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
-        nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
+        batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
         params.dropout_p, batch * seqlen_q, seqlen_k,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
         MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=rng is not None,
-        HEAVY_FIRST=masked and WS_HEAVY_FIRST,
+        HEAVY_FIRST=masked and WS_HEAVY_FIRST, PERSISTENT=persistent,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 

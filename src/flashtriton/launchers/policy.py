@@ -74,7 +74,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 # 301 / 407 (4 query blocks a head at 512: 64-row tiles double the programs in flight);
 # D = 256 causal (64, 32, 4, 2) 242 / 313 against 217 / 315 (level from 1k). D = 256
 # non-causal stays on fwd_ws (375 / 480 against fwd.py's best 302 / 354).
-FWD_SHORT_ON_FWD_PY = {128: ("plain", 1024), 256: ("masked", 512)}
+# D = 128 unmasked left this table in session 15: the persistent fwd_ws.py
+# (launchers.forward.WS_PERSISTENT) 411-415 / 480 at 512 / 1k against fwd.py's 365 / 410-420.
+FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
