@@ -22,11 +22,15 @@ non-causal, 16k tokens, both on the rows-first grid (bench/gpu/s6_ws_ab.py, eage
 300 / 405 / 479 / 520 / 537 / 548 TFLOP/s at N = 512 / 1k / 2k / 4k / 8k / 16k against
 244 / 280 / 445 / 475 / 485 / 494 for fwd.py (cuDNN 526 / 569 / 599 / 599 / 611 / 612).
 
+PERSISTENT wraps the body (_fwd_ws_tile) in a loop over query blocks, about one program an
+SM (launchers.forward.WS_PERSISTENT: at D = 128 unmasked +13% at N = 512 to +1-2% at 16k).
+
 Compiler constraints (Triton 3.6.0, 2026-11-29), which shape this file:
-  - only one loop in the kernel: a second loop before or after the warp-specialized
-    one fails to compile ("'scf.for' op operation destroyed but still has uses", or the
-    NVGPUWarpSpecialization pass fails), and a branch inside the loop silently turns
-    the specialization off;
+  - only one loop beside the warp-specialized one's nest: a second loop before or after it
+    fails to compile ("'scf.for' op operation destroyed but still has uses", or the
+    NVGPUWarpSpecialization pass fails), and a branch inside the loop silently turns the
+    specialization off. A loop around it (PERSISTENT) is fine (2026-11-30: 12 warps,
+    setmaxnreg, no spill, sm_90a);
   - anything indexed by the query row goes wrong in the second consumer warpgroup:
     a causal mask (key <= row, from tl.arange, inside or outside the loop) and a
     pointer store of the lse compiled, passed under the interpreter, and were wrong
