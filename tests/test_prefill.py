@@ -309,6 +309,22 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
     assert calls, "the warp-specialized forward did not run"
 
 
+def test_warp_specialized_forward_persistent_rule():
+    """Which fwd_ws.py launches loop persistently (launchers.forward._ws_programs): the
+    measured kinds of WS_PERSISTENT with more query blocks than programs; D = 128 masked
+    calls (fwd.py's) and sliding windows (not timed with this deal) take one tile a program."""
+    from flashtriton.launchers import common, forward
+    q = torch.empty(1, device=DEVICE)
+    sms = common.sm_count(q.device)
+    many = 8 * sms
+    assert forward._ws_programs(q, many, 128, False, False) == (sms, True)
+    assert forward._ws_programs(q, many, 128, False, True) == (sms, True)          # dropout
+    assert forward._ws_programs(q, many, 256, True, False) == (sms, True)          # causal D = 256
+    assert forward._ws_programs(q, sms, 128, False, False) == (sms, False)         # one wave: plain grid
+    assert forward._ws_programs(q, many, 128, True, False) == (many, False)
+    assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (many, False)
+
+
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 256, 256, (4, 4), 128, dict()),
@@ -327,6 +343,7 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     monkeypatch.setattr(forward, "WS_PERSISTENT_PROGRAMS", 3)
     monkeypatch.setattr(forward, "WS_HEAVY_FIRST", True)          # masked: the block-major deal
+    monkeypatch.setattr(forward, "WS_PERSISTENT_WINDOWS", True)
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])

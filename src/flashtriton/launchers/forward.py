@@ -147,15 +147,19 @@ WS_HEAVY_FIRST = True
 # 4k / 16k 433-436 / 504-505 against fwd.py's 446-447 / 494-503 (a head-major snake deal:
 # 4k 468-469, but 16k 371: bench/NOTES.md, session 15).
 WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False)}
-# Programs of a persistent launch per SM; None: as many as there are tiles would be
-# the plain grid. Tests lower WS_PERSISTENT_PROGRAMS (a total) to loop on small shapes.
+# Sliding windows (a left edge) too: off, since only head-major deals were timed for them
+# (D = 256 (1024, 0) 16k: 438-452 against 407-425 one tile a program) and masked calls
+# deal block-major here.
+WS_PERSISTENT_WINDOWS = False
+# Programs of a persistent launch per SM (one fits); WS_PERSISTENT_PROGRAMS, when set, is
+# the total instead (the tests lower it to loop over small shapes).
 WS_PERSISTENT_PER_SM = 1
 WS_PERSISTENT_PROGRAMS = None
 
 
-def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool):
+def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_window: bool = False):
     """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks."""
-    if (bd, masked, dropout) not in WS_PERSISTENT:
+    if (bd, masked, dropout) not in WS_PERSISTENT or (left_window and not WS_PERSISTENT_WINDOWS):
         return n_tiles, False
     programs = WS_PERSISTENT_PROGRAMS or WS_PERSISTENT_PER_SM * sm_count(q.device)
     if programs >= n_tiles:
@@ -177,7 +181,7 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     rows = masked or rng is not None
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
     programs, persistent = _ws_programs(q, batch * nheads * triton.cdiv(seqlen_q, tile.block_m), bd, masked,
-                                        rng is not None)
+                                        rng is not None, masked and params.window_left >= 0)
     plans.launch(attn_fwd_ws_kernel, (programs,),
         q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
