@@ -565,6 +565,35 @@ def test_value_checks_switch(monkeypatch):
     assert calls == [1]
 
 
+def test_structure_checked_once_per_signature(monkeypatch):
+    """kvcache._checked_structure: a signature (each tensor's shape, strides, dtype and
+    device, an int cache_seqlens' value, the backend) that passed the structure checks
+    skips them on the next call; any change makes them run again, and a bad call raises
+    every time (nothing failing is remembered)."""
+    checks = []
+    real = kvcache._check_structure
+    monkeypatch.setattr(kvcache, "_check_structure", lambda *a: checks.append(1) or real(*a))
+    monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [10, 20])
+    q = inp.pop("q")
+    with flashtriton.use_backend("triton"), kvcache.value_checks(False):
+        flash_attn_with_kvcache(q, **inp)
+        flash_attn_with_kvcache(torch.randn_like(q), **inp)                    # same signature, new values
+        assert len(checks) == 1
+        flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=5))               # an int: checked, then remembered
+        flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=5))
+        assert len(checks) == 2
+        for _ in range(2):
+            with pytest.raises(ValueError, match="cache_seqlens: 40 must be in"):
+                flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=40))       # past the capacity 32
+            with pytest.raises(TypeError, match="cache_seqlens: dtype"):
+                flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=inp["cache_seqlens"].long()))
+            with pytest.raises(ValueError, match="the last \\(headdim\\) dimension must have stride 1"):
+                flash_attn_with_kvcache(q, **dict(inp, k_cache=inp["k_cache"].transpose(1, 3).contiguous()
+                                                  .transpose(1, 3)))
+        assert len(checks) == 8
+
+
 # ---------------------------------------------------------------------------------------
 # GPU: the serving shapes (skipped without CUDA; the lead runs these on the H200)
 
