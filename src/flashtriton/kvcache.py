@@ -268,29 +268,22 @@ _STRUCTURES: dict = {}
 _STRUCTURES_MAX = 1024
 
 
-def _checked_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                       cache_leftpad, block_table, backend):
-    """_check_structure, remembered per signature. Returns (capacity, page_size, snew)."""
+def _checked_structure(*args):
+    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew)."""
     if torch.compiler.is_compiling():          # no global state mutated under tracing
-        return _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                                cache_leftpad, block_table, backend)
-    key = [backend, cache_seqlens if type(cache_seqlens) is int else None]
-    for t in (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
-              block_table):
-        if t is None:
-            key.append(None)
+        return _check_structure(*args)
+    key = [args[-1]]                           # the backend
+    for t in args[:-1]:
+        if t is None or type(t) is int:        # (an int: cache_seqlens, by value)
+            key.append(t)
         elif isinstance(t, torch.Tensor):
             key.append((t.shape, t.stride(), t.dtype, t.device))
-        elif type(t) is int and t is cache_seqlens:
-            key.append(0)
-        else:                                 # anything else: no memo, the check says what is wrong
-            return _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                                    cache_batch_idx, cache_leftpad, block_table, backend)
+        else:                                  # anything else: no memo, the check says what is wrong
+            return _check_structure(*args)
     key = tuple(key)
     hit = _STRUCTURES.get(key)
     if hit is None:
-        hit = _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                               cache_leftpad, block_table, backend)
+        hit = _check_structure(*args)
         if len(_STRUCTURES) >= _STRUCTURES_MAX:
             _STRUCTURES.clear()
         _STRUCTURES[key] = hit

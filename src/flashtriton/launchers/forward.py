@@ -151,9 +151,8 @@ WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (
 # (D = 256 (1024, 0) 16k: 438-452 against 407-425 one tile a program) and masked calls
 # deal block-major here.
 WS_PERSISTENT_WINDOWS = False
-# Programs of a persistent launch per SM (one fits); WS_PERSISTENT_PROGRAMS, when set, is
-# the total instead (the tests lower it to loop over small shapes).
-WS_PERSISTENT_PER_SM = 1
+# A persistent launch runs one program an SM (one fits); WS_PERSISTENT_PROGRAMS, when set,
+# is the count instead (the tests lower it to loop over small shapes).
 WS_PERSISTENT_PROGRAMS = None
 
 
@@ -161,7 +160,7 @@ def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_win
     """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks."""
     if (bd, masked, dropout) not in WS_PERSISTENT or (left_window and not WS_PERSISTENT_WINDOWS):
         return n_tiles, False
-    programs = WS_PERSISTENT_PROGRAMS or WS_PERSISTENT_PER_SM * sm_count(q.device)
+    programs = WS_PERSISTENT_PROGRAMS or sm_count(q.device)
     if programs >= n_tiles:
         return n_tiles, False
     return programs, True
