@@ -323,13 +323,24 @@ def test_warp_specialized_forward_persistent_rule():
     assert forward._ws_programs(q, sms, 128, False, False) == (sms, False)         # one wave: plain grid
     assert forward._ws_programs(q, many, 128, True, False) == (many, False)
     assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (many, False)
+    assert forward._ws_programs(q, many, 128, False, False, flat=False) == (many, False)
+    # the persistent kernel's (B * N, H-span) descriptors: heads side by side in a row,
+    # batches one after another, a head exactly BLOCK_D wide
+    x = torch.empty(2, 64, 4, 128)
+    assert forward._flat_rows(x, 128)
+    assert forward._flat_rows(torch.empty(2, 64, 3, 4, 128)[:, :, 1], 128)      # a packed qkv's k
+    assert not forward._flat_rows(x[:, :, :, :96], 128)                         # D under BLOCK_D
+    assert not forward._flat_rows(x.transpose(1, 2).contiguous().transpose(1, 2), 128)  # (B, H, N, D) memory
+    assert not forward._flat_rows(x[:, :32], 128)                               # batches not back to back
+    assert forward._flat_rows(x[:1, :32], 128)                                  # ... unless one batch
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 256, 256, (4, 4), 128, dict()),
-    (1, 256, 384, (4, 2), 96, dict()),                            # GQA, Nq < Nk, D under BLOCK_D
+    (2, 256, 384, (4, 2), 128, dict()),                           # GQA, Nq < Nk
     (1, 256, 256, (2, 2), 256, dict()),                           # D = 256
+    (2, 256, 256, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
     (2, 256, 256, (2, 2), 128, dict(dropout_p=0.2)),
     (1, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
     (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
@@ -347,7 +358,10 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
-    q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    if kw.pop("packed", False):
+        q, k, v = torch.randn(b, nq, 3, heads[0], d, dtype=torch.bfloat16, device=DEVICE).unbind(2)
+    else:
+        q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
     bd = max(16, triton.next_power_of_2(d))
     runs = []
     for persistent in (True, False):
@@ -359,6 +373,29 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
     assert launched[0] == (3, True) and launched[1][1] is False, launched
     for got, want in zip(*runs):
         assert torch.equal(got, want)
+
+
+@pytest.mark.gpu
+def test_persistent_forward_repeatable_gpu(monkeypatch):
+    """Regression (session 16): the persistent fwd_ws.py made each tile's descriptors in
+    the same global-scratch slots, and one consumer warpgroup rewrote the output
+    descriptor for its next tile while the other still stored through it: 29-87 of 42-276
+    persistent calls a case differed from one tile a program under a 3-process stress on
+    the H200. Now they are made once, over every (batch, head); 20 calls at 2048 tiles are
+    bitwise those of one tile a program."""
+    from flashtriton.launchers import forward, plans
+    q, k, v = rand_qkv(8, 2048, 2048, 16, 16, 128, torch.bfloat16, DEVICE)
+    monkeypatch.setattr(forward, "WS_PERSISTENT", set())
+    want = flash_attn_func(q, k, v, return_attn_probs=True)[:2]
+    monkeypatch.setattr(forward, "WS_PERSISTENT", {(128, False, False)})
+    plans.clear()                                                  # plans key on the environment only
+    launched = []
+    real = forward._ws_programs
+    monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
+    for _ in range(20):
+        got = flash_attn_func(q, k, v, return_attn_probs=True)[:2]
+        assert all(torch.equal(x, y) for x, y in zip(got, want))
+    assert launched and all(p for _, p in launched), "the persistent kernel did not run"
 
 
 def test_warp_spec_rule(monkeypatch):

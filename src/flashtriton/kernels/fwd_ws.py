@@ -81,6 +81,24 @@ def attn_fwd_ws_kernel(
     # producer warpgroup loads the next tile's K / V while the consumers finish this one
     # (launchers.forward.WS_PERSISTENT).
     if PERSISTENT:
+        # The descriptors are made once, over every (batch, head): q as (B * Nq, H-span)
+        # rows, the head a column offset (the launcher checks the strides allow it:
+        # launchers.forward._flat_rows). Made per tile in the same global-scratch slots, a
+        # tile's descriptors overwrote the previous tile's while its last bulk copies could
+        # still be queued: 29-87 of 42-276 persistent calls a case differed from one tile a
+        # program under a 3-process stress (H200, 2026-11-30, bench/gpu/s16_persistent_stress.py).
+        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
+                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM],
+                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM],
+                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        o_desc = tl.make_tensor_descriptor(O, shape=[batch * seqlen_q, (nheads - 1) * stride_oh + HEAD_DIM],
+                                           strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        iota_desc = lse_desc
+        if MASKED or HAS_DROPOUT:
+            iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
         n_tiles = batch * nheads * tl.cdiv(seqlen_q, BLOCK_M)
         P = tl.num_programs(0)
         pid = tl.program_id(0)
@@ -99,32 +117,35 @@ def attn_fwd_ws_kernel(
                 # for one tile a program, while 2k gained 12%; H200, 2026-11-30.) As a
                 # head-major index, which _fwd_ws_tile turns heaviest first.
                 tile = (tile % n_bh) * n_blocks + tile // n_bh
-            _fwd_ws_tile(tile, Q, K, V, O, LSE, IOTA, RNG,
+            _fwd_ws_tile(tile, q_desc, k_desc, v_desc, o_desc, lse_desc, iota_desc, Q, K, V, O, LSE, IOTA, RNG,
                          stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
                          nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
                          rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
-                         HAS_DROPOUT, HEAVY_FIRST)
+                         HAS_DROPOUT, HEAVY_FIRST, FLAT=True)
     else:
-        _fwd_ws_tile(tl.program_id(0), Q, K, V, O, LSE, IOTA, RNG,
+        _fwd_ws_tile(tl.program_id(0), Q, K, V, O, LSE, IOTA, Q, K, V, O, LSE, IOTA, RNG,
                      stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
                      stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
                      nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
                      rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
-                     HAS_DROPOUT, HEAVY_FIRST)
+                     HAS_DROPOUT, HEAVY_FIRST, FLAT=False)
 
 
 @triton.jit
 def _fwd_ws_tile(
-    tile, Q, K, V, O, LSE, IOTA, RNG,
+    tile, q_desc, k_desc, v_desc, o_desc, lse_desc, iota_desc, Q, K, V, O, LSE, IOTA, RNG,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
     nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-    HEAVY_FIRST: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr, FLAT: tl.constexpr,
 ):
-    """One query block (tile) of the forward: the body of attn_fwd_ws_kernel."""
+    """One query block (tile) of the forward: the body of attn_fwd_ws_kernel. FLAT: the
+    *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
+    rows and head found by offsets; otherwise (one tile a program) they are unused and
+    the tile makes its own over its (batch, head) slices."""
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
     pid_bh = tile // n_blocks
     b = pid_bh // nheads
@@ -137,17 +158,39 @@ def _fwd_ws_tile(
     start_m = block * BLOCK_M
     hk = h // group
 
-    # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written
-    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
-                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    o_desc = tl.make_tensor_descriptor(O + b.to(tl.int64) * stride_ob + h * stride_oh, shape=[seqlen_q, HEAD_DIM],
-                                       strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
+    if FLAT:
+        # (B * N, H-span) views: the tile's rows start at b * N, its head at a column
+        q_row = b * seqlen_q
+        k_row = b * seqlen_k
+        q_col = h * stride_qh
+        k_col = hk * stride_kh
+        v_col = hk * stride_vh
+        o_col = h * stride_oh
+    else:
+        # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written
+        q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        o_desc = tl.make_tensor_descriptor(O + b.to(tl.int64) * stride_ob + h * stride_oh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        if MASKED or HAS_DROPOUT:
+            iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
+        q_row = 0
+        k_row = 0
+        q_col = 0
+        k_col = 0
+        v_col = 0
+        o_col = 0
 
-    q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
+    q = q_desc.load([q_row + start_m, q_col])                           # (BLOCK_M, BLOCK_D)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
@@ -156,7 +199,6 @@ def _fwd_ws_tile(
         # The query rows come from IOTA through a descriptor: rows from tl.arange are wrong
         # in the second consumer warpgroup (module doc), rows loaded like lse are right
         # (session 7, s7_ws_iota_probe.py; the MASKED variant, stressed in session 9).
-        iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
         rows = iota_desc.load([start_m])                                # (BLOCK_M,)
         offs_n = tl.arange(0, BLOCK_N)
     n_lo = 0
@@ -193,7 +235,7 @@ def _fwd_ws_tile(
 
     # every key tile lies wholly inside the sequence (seqlen_k is a multiple of BLOCK_N)
     for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
-        k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        k = k_desc.load([k_row + start_n, k_col])                       # (BLOCK_N, BLOCK_D)
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         if MASKED:
             visible = (start_n + offs_n)[None, :] <= (diag + window_right)[:, None]
@@ -202,7 +244,7 @@ def _fwd_ws_tile(
             qk = tl.where(visible, qk, ws_hidden_score(NEG_SCALE))
         # HAS_LEFT: a row's first tiles may hide all its keys (its window starts later)
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
-        v = v_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
+        v = v_desc.load([k_row + start_n, v_col])                       # (BLOCK_N, BLOCK_D)
         if HAS_DROPOUT:
             keep = dropout_tile_keep(rk, cb, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
             p = p * keep                                                # l_i kept all of p
@@ -215,10 +257,9 @@ def _fwd_ws_tile(
     l_out = l_i
     if HAS_DROPOUT:
         l_out = l_i * (1.0 - dropout_p)                                  # kept values scale by 1 / (1 - p)
-    o_desc.store([start_m, 0], (acc / l_out[:, None]).to(O.dtype.element_ty))
+    o_desc.store([q_row + start_m, o_col], (acc / l_out[:, None]).to(O.dtype.element_ty))
     # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
     # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
     # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query
     # blocks never straddle two heads: seqlen_q is a multiple of BLOCK_M here.
-    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
     lse_desc.store([pid_bh * seqlen_q + start_m], lse)

@@ -156,9 +156,20 @@ WS_PERSISTENT_WINDOWS = False
 WS_PERSISTENT_PROGRAMS = None
 
 
-def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_window: bool = False):
-    """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks."""
-    if (bd, masked, dropout) not in WS_PERSISTENT or (left_window and not WS_PERSISTENT_WINDOWS):
+def _flat_rows(t, bd: int) -> bool:
+    """Whether t (B, N, H, D) reads as a (B * N, H-span) matrix whose rows are the (batch,
+    token) pairs and whose heads are column offsets, as the persistent fwd_ws.py's
+    descriptors read it: each head a whole BLOCK_D row segment, heads side by side inside a
+    row, the batches' rows one after another."""
+    batch, n, h, d = t.shape
+    return (d == bd and t.stride(3) == 1 and t.stride(2) >= d and t.stride(1) >= (h - 1) * t.stride(2) + d
+            and (batch == 1 or t.stride(0) == n * t.stride(1)) and batch * n < 2**31)
+
+
+def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_window: bool = False, flat=True):
+    """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks. flat:
+    whether q, k, v and out all pass _flat_rows (the persistent kernel needs it)."""
+    if (bd, masked, dropout) not in WS_PERSISTENT or (left_window and not WS_PERSISTENT_WINDOWS) or not flat:
         return n_tiles, False
     programs = WS_PERSISTENT_PROGRAMS or sm_count(q.device)
     if programs >= n_tiles:
@@ -180,7 +191,8 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     rows = masked or rng is not None
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
     programs, persistent = _ws_programs(q, batch * nheads * triton.cdiv(seqlen_q, tile.block_m), bd, masked,
-                                        rng is not None, masked and params.window_left >= 0)
+                                        rng is not None, masked and params.window_left >= 0,
+                                        all(_flat_rows(t, bd) for t in (q, k, v, out)))
     plans.launch(attn_fwd_ws_kernel, (programs,),
         q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
