@@ -311,8 +311,8 @@ def test_warp_specialized_forward(monkeypatch, b, nq, nk, heads, d, kw):
 
 def test_warp_specialized_forward_persistent_rule():
     """Which fwd_ws.py launches loop persistently (launchers.forward._ws_programs): the
-    measured kinds of WS_PERSISTENT with more query blocks than programs; D = 128 masked
-    calls (fwd.py's) and sliding windows (not timed with this deal) take one tile a program."""
+    measured kinds of WS_PERSISTENT with more query blocks than programs (masked calls at
+    D = 128 and 256, sliding windows included); none without the flat layout."""
     from flashtriton.launchers import common, forward
     q = torch.empty(1, device=DEVICE)
     sms = common.sm_count(q.device)
@@ -321,9 +321,13 @@ def test_warp_specialized_forward_persistent_rule():
     assert forward._ws_programs(q, many, 128, False, True) == (sms, True)          # dropout
     assert forward._ws_programs(q, many, 256, True, False) == (sms, True)          # causal D = 256
     assert forward._ws_programs(q, sms, 128, False, False) == (sms, False)         # one wave: plain grid
-    assert forward._ws_programs(q, many, 128, True, False) == (many, False)
-    assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (many, False)
+    assert forward._ws_programs(q, many, 128, True, False) == (sms, True)           # causal D = 128
+    assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (sms, True)
     assert forward._ws_programs(q, many, 128, False, False, flat=False) == (many, False)
+    # the masked deal: head-major up to WS_HEAD_MAJOR_MAX_BLOCKS blocks a head, windows always
+    most = forward.WS_HEAD_MAJOR_MAX_BLOCKS
+    assert not forward._deal_block_major(True, False, most) and forward._deal_block_major(True, False, most + 1)
+    assert not forward._deal_block_major(True, True, 4 * most) and not forward._deal_block_major(False, False, 4 * most)
     # the persistent kernel's (B * N, H-span) descriptors: heads side by side in a row,
     # batches one after another, a head exactly BLOCK_D wide
     x = torch.empty(2, 64, 4, 128)
@@ -345,16 +349,22 @@ def test_warp_specialized_forward_persistent_rule():
     (1, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
     (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
 ])
-def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, kw):
+@pytest.mark.parametrize("deal", ["head-major", "block-major"])
+def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, kw, deal):
     """fwd_ws.py's persistent loop (PERSISTENT, launchers.forward.WS_PERSISTENT): three
     programs dealing out every query block in snake rounds give bitwise what one program a
     block gives (same tile, same key order; the outputs are poisoned first, so a block the
-    loop skips fails), and the launch really was persistent."""
+    loop skips fails), and the launch really was persistent. Masked calls under both deals
+    (head-major snake rounds, block-major)."""
     from flashtriton.launchers import forward
+    if deal == "block-major" and not ("causal" in kw or "window_size" in kw):
+        pytest.skip("the deal differs only for masked calls")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     monkeypatch.setattr(forward, "WS_PERSISTENT_PROGRAMS", 3)
     monkeypatch.setattr(forward, "WS_HEAVY_FIRST", True)          # masked: the block-major deal
     monkeypatch.setattr(forward, "WS_PERSISTENT_WINDOWS", True)
+    # masked calls: head-major snake rounds, or block-major (every head's last block first)
+    monkeypatch.setattr(forward, "WS_HEAD_MAJOR_MAX_BLOCKS", 10**6 if deal == "head-major" else 0)
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
@@ -427,7 +437,7 @@ def test_warp_spec_rule(monkeypatch):
     causal_rule, causal = policy.warp_spec_masked_fwd, common.AttnParams(0.1, window_right=0)
     window = common.AttnParams(0.1, window_left=64, window_right=0)
     assert causal_rule(bf16, causal, None, False, 256, 128, 320)
-    assert not causal_rule(bf16, causal, None, False, 128, 128, 256)               # D = 128 stays on fwd.py
+    assert causal_rule(bf16, causal, None, False, 128, 128, 256)    # D = 128: when persistent (warp_spec_mode)
     assert not causal_rule(bf16, causal, None, False, 256, 256, 128)                # Nq > Nk: rows without keys
     assert causal_rule(bf16, window, None, False, 256, 128, 128)
     assert not causal_rule(bf16, window, None, False, 128, 128, 128)                # D = 128 windows: fwd.py
@@ -486,6 +496,12 @@ def test_warp_spec_mode_rule(monkeypatch):
     # short forwards that fwd.py computes faster (FWD_SHORT_ON_FWD_PY): causal D = 256 up to
     # 512 (session 13); unmasked D = 128 at every length since the persistent fwd_ws.py
     assert mode(causal, 512, 512, "fwd", qq=q256, bd=256) is None
+    # causal D = 128 (session 16): fwd_ws.py from N = 1k when its launch is persistent (more
+    # query blocks than SMs), fwd.py otherwise
+    many = torch.empty(16, 1024, 16, 128, dtype=torch.bfloat16)                       # 1024 query blocks
+    assert mode(causal, 1024, 1024, "fwd", qq=many) == "whole"
+    assert mode(causal, 512, 512, "fwd", qq=many) is None                             # 512: not timed
+    assert mode(causal, 1024, 1024, "fwd", qq=many[:1, :, :8]) is None                # 64 blocks: one wave
     assert mode(plain, 512, 512, "fwd") == "whole" and mode(plain, 1024, 2048, "fwd") == "whole"
     assert mode(plain, 1024, 1024, "bwd") == "whole"                                  # the backward keeps it
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one

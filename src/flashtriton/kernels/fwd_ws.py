@@ -69,6 +69,7 @@ def attn_fwd_ws_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
     HAS_DROPOUT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
+    BLOCK_MAJOR: tl.constexpr = False,
 ):
     # One linear order of tiles (query blocks), the blocks of each (batch, head)
     # consecutive (see launchers/forward.FWD_ROWS_FIRST). PERSISTENT: a grid of P programs,
@@ -109,13 +110,15 @@ def attn_fwd_ws_kernel(
         n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
         for r in tl.range(0, n_iter):
             tile = r * P + tl.where(r % 2 == 0, pid, P - 1 - pid)
-            if HEAVY_FIRST:
+            if BLOCK_MAJOR:
                 # Block-major: the deal's order is every head's last block, then every
                 # head's second last, ..., so a round's tiles cost about the same and the
                 # snake evens what is left. (Head-major, a round of 132 at 16k covered one
                 # head's blocks, heavy to light: D = 256 causal 16k 354 TFLOP/s against 535
                 # for one tile a program, while 2k gained 12%; H200, 2026-11-30.) As a
-                # head-major index, which _fwd_ws_tile turns heaviest first.
+                # head-major index, which _fwd_ws_tile turns heaviest first. Where a round
+                # spans several heads the head-major snake already pairs heavy blocks with
+                # light ones (launchers.forward.WS_HEAD_MAJOR_MAX_BLOCKS).
                 tile = (tile % n_bh) * n_blocks + tile // n_bh
             _fwd_ws_tile(tile, q_desc, k_desc, v_desc, o_desc, lse_desc, iota_desc, Q, K, V, O, LSE, IOTA, RNG,
                          stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,

@@ -143,14 +143,27 @@ WS_HEAVY_FIRST = True
 # with dropout (p = 0.1) 466-470 / 460-506 at 2k / 16k against 425-429 / 494-499
 # (s15_persistent_variants_ab.py, same method). D = 256 masked, with HEAVY_FIRST's
 # block-major deal: causal 2k / 16k 429-432 / 582 against 405-409 / 537-544 one tile a
-# program (heaviest first: 400-405 / 577-578). Not D = 128 causal, which stays on fwd.py:
-# 4k / 16k 433-436 / 504-505 against fwd.py's 446-447 / 494-503 (a head-major snake deal:
-# 4k 468-469, but 16k 371: bench/NOTES.md, session 15).
-WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False)}
-# Sliding windows (a left edge) too: off, since only head-major deals were timed for them
-# (D = 256 (1024, 0) 16k: 438-452 against 407-425 one tile a program) and masked calls
-# deal block-major here.
-WS_PERSISTENT_WINDOWS = False
+# program (heaviest first: 400-405 / 577-578). D = 128 causal since session 16, with the
+# deal by shape (WS_HEAD_MAJOR_MAX_BLOCKS), where policy.WS_MASKED_PERSISTENT_ONLY sends it
+# here: 380 / 436 / 471 / 478 / 500 TFLOP/s at 1k / 2k / 4k / 8k / 16k against fwd.py's
+# 338 / 404 / 440 / 457 / 470 (bench/gpu/s16_deal_ab.py, graph replays, H200, 2026-11-30).
+WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False),
+                 (128, True, False)}
+# Sliding windows (a left edge) too, dealt head-major: D = 256 (1024, 0) 4k / 16k 504 / 495
+# and 444 / 441 band TFLOP/s against 452 / 452 and 419 / 413 one tile a program (s16_deal_ab.py).
+WS_PERSISTENT_WINDOWS = True
+# The persistent masked deal (with WS_HEAVY_FIRST): head-major snake rounds while a head has
+# at most this many query blocks (a round of ~132 tiles then spans several heads, and the
+# snake pairs one head's heavy blocks with another's light ones), block-major beyond (a
+# round inside one head would hold only its heavy or only its light blocks). Session 15,
+# H200, graph replays, 16k tokens: D = 256 causal 2k (16 blocks) head-major 454-457 against
+# block-major 429-432 TFLOP/s, 16k (128 blocks) 354 against 582; D = 128 causal 4k (32
+# blocks) head-major 468-469 against block-major 433-436. Session 16 (s16_deal_ab.py, same
+# method): D = 256 causal 2k / 4k / 8k head-major 479 / 524 / 412 against block-major 446 /
+# 507 / 528; D = 128 causal 1k / 2k / 4k 384 / 438 / 471 against 341 / 392 / 420, 8k 493 /
+# 499 against 476 / 481 (the rule deals it block-major), 16k 381 against 497. Sliding
+# windows (a left edge: the blocks cost about the same) always deal head-major.
+WS_HEAD_MAJOR_MAX_BLOCKS = 32
 # A persistent launch runs one program an SM (one fits); WS_PERSISTENT_PROGRAMS, when set,
 # is the count instead (the tests lower it to loop over small shapes).
 WS_PERSISTENT_PROGRAMS = None
@@ -177,6 +190,13 @@ def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_win
     return programs, True
 
 
+def _deal_block_major(masked: bool, left_window: bool, n_blocks: int) -> bool:
+    """Whether a persistent masked fwd_ws.py launch deals block-major (BLOCK_MAJOR) rather
+    than head-major: causal-like bands under WS_HEAVY_FIRST with more query blocks a head
+    than WS_HEAD_MAJOR_MAX_BLOCKS."""
+    return masked and WS_HEAVY_FIRST and not left_window and n_blocks > WS_HEAD_MAJOR_MAX_BLOCKS
+
+
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     """kernels/fwd_ws.py over a whole call: unmasked, or causal / windowed
     (warp_spec_masked_fwd). rng: the call's (seed, offset) when params.dropout_p > 0 (only
@@ -190,7 +210,9 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     # call, so that a CUDA-graph capture owns it)
     rows = masked or rng is not None
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
-    programs, persistent = _ws_programs(q, batch * nheads * triton.cdiv(seqlen_q, tile.block_m), bd, masked,
+    n_blocks = triton.cdiv(seqlen_q, tile.block_m)
+    block_major = _deal_block_major(masked, params.window_left >= 0, n_blocks)
+    programs, persistent = _ws_programs(q, batch * nheads * n_blocks, bd, masked,
                                         rng is not None, masked and params.window_left >= 0,
                                         all(_flat_rows(t, bd) for t in (q, k, v, out)))
     plans.launch(attn_fwd_ws_kernel, (programs,),
@@ -201,7 +223,7 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
         params.dropout_p, batch * seqlen_q, seqlen_k,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,
         MASKED=masked, HAS_LEFT=masked and params.window_left >= 0, HAS_DROPOUT=rng is not None,
-        HEAVY_FIRST=masked and WS_HEAVY_FIRST, PERSISTENT=persistent,
+        HEAVY_FIRST=masked and WS_HEAVY_FIRST, PERSISTENT=persistent, BLOCK_MAJOR=persistent and block_major,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 

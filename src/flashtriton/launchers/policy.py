@@ -10,7 +10,7 @@ import os
 import torch
 
 from ..kernels import configs
-from .common import AttnParams, interpreting
+from .common import AttnParams, interpreting, sm_count
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
 # what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
@@ -50,7 +50,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        return None if short_kind == "masked" else "whole"
+        if short_kind == "masked" or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k):
+            return None
+        return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
             return None if short_kind == "plain" else "whole"
@@ -215,7 +217,27 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
 # (-8% at 16k), so not taken. Window (1024, 0) (bench/gpu/s9_window_ws_ab.py, 16k tokens):
 # D = 256 400 / 403 band TFLOP/s at N = 4k / 16k against 326 / 331; D = 128 305 against
 # 258 at 4k but 316 against 371 at 16k, so not taken.
-WARP_SPEC_MASKED_FWD = {"causal": {256}, "window": {256}}
+# Causal D = 128 since session 16, and only where the launch is persistent (more query
+# blocks than SMs, launchers.forward.WS_PERSISTENT) from N = 1k (WS_MASKED_PERSISTENT_ONLY):
+# graph replays, 16k tokens, H200, 2026-11-30 (bench/gpu/s16_deal_ab.py), persistent
+# against fwd.py: 1k 384 / 377 against 340 / 336, 2k 438 / 434 against 417 / 391, 4k 471 /
+# 471 against 460 / 419, 8k (block-major) 476 / 481 against 461 / 454, 16k 497 / 502
+# against 449 / 490. One tile a program it lost at 1k (258 against 341, session 15); 512
+# was not timed.
+WARP_SPEC_MASKED_FWD = {"causal": {128, 256}, "window": {256}}
+# BLOCK_D -> the shortest max(Nq, Nk) at which its masked forward takes fwd_ws.py, and only
+# with more query blocks than SMs (the persistent kernel's regime).
+WS_MASKED_PERSISTENT_ONLY = {128: 1024}
+
+
+def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether a masked forward at BLOCK_D bd passes WS_MASKED_PERSISTENT_ONLY (always, for
+    a BLOCK_D not in it): long enough, and more query blocks (B * H * blocks) than SMs."""
+    if bd not in WS_MASKED_PERSISTENT_ONLY or _warp_spec_forced():
+        return True
+    batch, _, nheads, _ = q.shape
+    tiles = batch * nheads * -(-seqlen_q // WARP_SPEC_TILES[bd].block_m)
+    return max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and tiles > sm_count(q.device)
 
 
 # The dropout forward on fwd_ws.py (keys hashed in the kernel at the iota rows): its lse
