@@ -325,9 +325,10 @@ def test_warp_specialized_forward_persistent_rule():
     assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (sms, True)
     assert forward._ws_programs(q, many, 128, False, False, flat=False) == (many, False)
     # the masked deal: head-major up to WS_HEAD_MAJOR_MAX_BLOCKS blocks a head, windows always
-    most = forward.WS_HEAD_MAJOR_MAX_BLOCKS
-    assert not forward._deal_block_major(True, False, most) and forward._deal_block_major(True, False, most + 1)
-    assert not forward._deal_block_major(True, True, 4 * most) and not forward._deal_block_major(False, False, 4 * most)
+    for bd, most in forward.WS_HEAD_MAJOR_MAX_BLOCKS.items():
+        assert not forward._deal_block_major(True, False, most, bd) and forward._deal_block_major(True, False, most + 1, bd)
+        assert not forward._deal_block_major(True, True, 4 * most, bd)
+        assert not forward._deal_block_major(False, False, 4 * most, bd)
     # the persistent kernel's (B * N, H-span) descriptors: heads side by side in a row,
     # batches one after another, a head exactly BLOCK_D wide
     x = torch.empty(2, 64, 4, 128)
@@ -364,7 +365,8 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
     monkeypatch.setattr(forward, "WS_HEAVY_FIRST", True)          # masked: the block-major deal
     monkeypatch.setattr(forward, "WS_PERSISTENT_WINDOWS", True)
     # masked calls: head-major snake rounds, or block-major (every head's last block first)
-    monkeypatch.setattr(forward, "WS_HEAD_MAJOR_MAX_BLOCKS", 10**6 if deal == "head-major" else 0)
+    monkeypatch.setattr(forward, "WS_HEAD_MAJOR_MAX_BLOCKS", {bd_: 10**6 if deal == "head-major" else 0
+                                                              for bd_ in (64, 128, 256)})
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])

@@ -29,7 +29,7 @@ def setting(persistent=None, deal="head", force=False):
         plans.clear()
         forward.WS_PERSISTENT = set(persistent or ())
         forward.WS_HEAVY_FIRST = True
-        forward.WS_HEAD_MAJOR_MAX_BLOCKS = 10**6 if deal == "head" else 0
+        forward.WS_HEAD_MAJOR_MAX_BLOCKS = {bd: 10**6 if deal == "head" else 0 for bd in (128, 256)}
         forward.WS_PERSISTENT_WINDOWS = True
         if force:
             os.environ["FLASHTRITON_WARP_SPEC"] = "1"

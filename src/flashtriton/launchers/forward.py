@@ -161,9 +161,10 @@ WS_PERSISTENT_WINDOWS = True
 # blocks) head-major 468-469 against block-major 433-436. Session 16 (s16_deal_ab.py, same
 # method): D = 256 causal 2k / 4k / 8k head-major 479 / 524 / 412 against block-major 446 /
 # 507 / 528; D = 128 causal 1k / 2k / 4k 384 / 438 / 471 against 341 / 392 / 420, 8k 493 /
-# 499 against 476 / 481 (the rule deals it block-major), 16k 381 against 497. Sliding
-# windows (a left edge: the blocks cost about the same) always deal head-major.
-WS_HEAD_MAJOR_MAX_BLOCKS = 32
+# 499 against 476 / 481, 16k 381 against 497. So per BLOCK_D: D = 128 at 8k (64 blocks)
+# gained 4% head-major where D = 256 at 8k lost 22%. Sliding windows (a left edge: the
+# blocks cost about the same) always deal head-major.
+WS_HEAD_MAJOR_MAX_BLOCKS = {128: 64, 256: 32}
 # A persistent launch runs one program an SM (one fits); WS_PERSISTENT_PROGRAMS, when set,
 # is the count instead (the tests lower it to loop over small shapes).
 WS_PERSISTENT_PROGRAMS = None
@@ -190,11 +191,11 @@ def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_win
     return programs, True
 
 
-def _deal_block_major(masked: bool, left_window: bool, n_blocks: int) -> bool:
+def _deal_block_major(masked: bool, left_window: bool, n_blocks: int, bd: int) -> bool:
     """Whether a persistent masked fwd_ws.py launch deals block-major (BLOCK_MAJOR) rather
     than head-major: causal-like bands under WS_HEAVY_FIRST with more query blocks a head
-    than WS_HEAD_MAJOR_MAX_BLOCKS."""
-    return masked and WS_HEAVY_FIRST and not left_window and n_blocks > WS_HEAD_MAJOR_MAX_BLOCKS
+    than WS_HEAD_MAJOR_MAX_BLOCKS[bd]."""
+    return masked and WS_HEAVY_FIRST and not left_window and n_blocks > WS_HEAD_MAJOR_MAX_BLOCKS.get(bd, 32)
 
 
 def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
@@ -211,7 +212,7 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     rows = masked or rng is not None
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
     n_blocks = triton.cdiv(seqlen_q, tile.block_m)
-    block_major = _deal_block_major(masked, params.window_left >= 0, n_blocks)
+    block_major = _deal_block_major(masked, params.window_left >= 0, n_blocks, bd)
     programs, persistent = _ws_programs(q, batch * nheads * n_blocks, bd, masked,
                                         rng is not None, masked and params.window_left >= 0,
                                         all(_flat_rows(t, bd) for t in (q, k, v, out)))
