@@ -13,6 +13,9 @@ Library calls, graph replays, 16k tokens, H = 32 (hidden 2048), bf16, each varia
 in alternating order; the first run of each variant is checked against fwd.py (max |diff|).
 
     PYTHONPATH=src python bench/gpu/s17_d64_fwd_ab.py
+
+Also (short_causal): D = 128 and D = 256 causal at 512 / 1k, the default path against the
+persistent kernel.
 """
 import torch
 
@@ -74,10 +77,51 @@ def case(n, causal):
           flush=True)
 
 
+def short_causal():
+    """The short causal forwards still on fwd.py: D = 128 at 512 (policy.
+    WS_MASKED_PERSISTENT_ONLY starts at 1k: 512 not timed) and D = 256 at 512
+    (FWD_SHORT_ON_FWD_PY, from session 13's one-tile timing, 242 against 217). Both now
+    persistent head-major candidates (a round spans ~33 heads at 4 blocks a head).
+    Prediction: +10-30% (D = 128 causal 1k gained 13% persistent). H = 2048 // D."""
+    saved_short = dict(policy.FWD_SHORT_ON_FWD_PY)
+
+    def persistent():
+        restore()
+        policy.FWD_SHORT_ON_FWD_PY.pop(256, None)
+        policy.WS_MASKED_PERSISTENT_ONLY[128] = 512
+        plans.clear()
+
+    def default():
+        restore()
+        policy.FWD_SHORT_ON_FWD_PY.clear()
+        policy.FWD_SHORT_ON_FWD_PY.update(saved_short)
+        plans.clear()
+    for d in (128, 256):
+        for n in (512, 1024):
+            h, b = 2048 // d, 16384 // n
+            q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+            flops = 4 * b * h * n * n * d / 2
+            res = {"default": [], "persistent": []}
+            outs = {}
+            for rep in range(2):
+                for name, apply in ((("default", default), ("persistent", persistent)) if rep == 0
+                                    else (("persistent", persistent), ("default", default))):
+                    apply()
+                    with torch.no_grad():
+                        outs[name] = flashtriton.flash_attn_func(q, k, v, causal=True).float()
+                        res[name].append(flops / graph_time_ms(
+                            lambda: flashtriton.flash_attn_func(q, k, v, causal=True)) / 1e9)
+            print(f"D={d} N={n} causal  " + "  ".join(f"{nm} {' / '.join(f'{x:4.0f}' for x in r)}"
+                                                     for nm, r in res.items()) +
+                  f"   max|diff| {(outs['persistent'] - outs['default']).abs().max().item():.2g}", flush=True)
+    default()
+
+
 def main():
     for causal in (False, True):
         for n in (512, 1024, 2048, 4096, 16384):
             case(n, causal)
+    short_causal()
     restore()
 
 
