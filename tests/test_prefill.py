@@ -332,12 +332,12 @@ def test_warp_specialized_forward_persistent_rule():
     # the persistent kernel's (B * N, H-span) descriptors: heads side by side in a row,
     # batches one after another, a head exactly BLOCK_D wide
     x = torch.empty(2, 64, 4, 128)
-    assert forward._flat_rows(x, 128)
-    assert forward._flat_rows(torch.empty(2, 64, 3, 4, 128)[:, :, 1], 128)      # a packed qkv's k
-    assert not forward._flat_rows(x[:, :, :, :96], 128)                         # D under BLOCK_D
-    assert not forward._flat_rows(x.transpose(1, 2).contiguous().transpose(1, 2), 128)  # (B, H, N, D) memory
-    assert not forward._flat_rows(x[:, :32], 128)                               # batches not back to back
-    assert forward._flat_rows(x[:1, :32], 128)                                  # ... unless one batch
+    assert common._flat_rows(x, 128)
+    assert common._flat_rows(torch.empty(2, 64, 3, 4, 128)[:, :, 1], 128)      # a packed qkv's k
+    assert not common._flat_rows(x[:, :, :, :96], 128)                         # D under BLOCK_D
+    assert not common._flat_rows(x.transpose(1, 2).contiguous().transpose(1, 2), 128)  # (B, H, N, D) memory
+    assert not common._flat_rows(x[:, :32], 128)                               # batches not back to back
+    assert common._flat_rows(x[:1, :32], 128)                                  # ... unless one batch
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
@@ -347,7 +347,7 @@ def test_warp_specialized_forward_persistent_rule():
     (1, 256, 256, (2, 2), 256, dict()),                           # D = 256
     (2, 256, 256, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
     (2, 256, 256, (2, 2), 128, dict(dropout_p=0.2)),
-    (1, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
+    (2, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
     (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
 ])
 @pytest.mark.parametrize("deal", ["head-major", "block-major"])
@@ -388,7 +388,8 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
 
 
 @pytest.mark.gpu
-def test_persistent_forward_repeatable_gpu(monkeypatch):
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_forward_repeatable_gpu(monkeypatch, causal):
     """Regression (session 16): the persistent fwd_ws.py made each tile's descriptors in
     the same global-scratch slots, and one consumer warpgroup rewrote the output
     descriptor for its next tile while the other still stored through it: 29-87 of 42-276
@@ -398,14 +399,14 @@ def test_persistent_forward_repeatable_gpu(monkeypatch):
     from flashtriton.launchers import forward, plans
     q, k, v = rand_qkv(8, 2048, 2048, 16, 16, 128, torch.bfloat16, DEVICE)
     monkeypatch.setattr(forward, "WS_PERSISTENT", set())
-    want = flash_attn_func(q, k, v, return_attn_probs=True)[:2]
-    monkeypatch.setattr(forward, "WS_PERSISTENT", {(128, False, False)})
+    want = flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2]
+    monkeypatch.setattr(forward, "WS_PERSISTENT", {(128, causal, False)})
     plans.clear()                                                  # plans key on the environment only
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
     for _ in range(20):
-        got = flash_attn_func(q, k, v, return_attn_probs=True)[:2]
+        got = flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2]
         assert all(torch.equal(x, y) for x, y in zip(got, want))
     assert launched and all(p for _, p in launched), "the persistent kernel did not run"
 
@@ -504,6 +505,16 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(causal, 1024, 1024, "fwd", qq=many) == "whole"
     assert mode(causal, 512, 512, "fwd", qq=many) is None                             # 512: not timed
     assert mode(causal, 1024, 1024, "fwd", qq=many[:1, :, :8]) is None                # 64 blocks: one wave
+    # ... and only in a layout the persistent kernel reads (common._flat_rows): not a
+    # (B, H, N, D) tensor transposed, nor D under BLOCK_D; unmasked D = 128 up to 1k likewise
+    bhnd = torch.empty(16, 16, 1024, 128, dtype=torch.bfloat16).transpose(1, 2)
+    assert mode(causal, 1024, 1024, "fwd", qq=bhnd) is None
+    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(bhnd, many)) is None
+    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(many, many)) == "whole"
+    assert mode(causal, 1024, 1024, "fwd", qq=many[..., :96]) is None
+    assert mode(plain, 1024, 1024, "fwd", qq=bhnd) is None and mode(plain, 2048, 2048, "fwd", qq=bhnd) == "whole"
+    assert policy.warp_spec_mode(many, plain, None, False, 128, 512, 512, kv=(many, bhnd)) is None
+    assert mode(plain, 512, 512, "fwd", qq=many) == "whole"
     assert mode(plain, 512, 512, "fwd") == "whole" and mode(plain, 1024, 2048, "fwd") == "whole"
     assert mode(plain, 1024, 1024, "bwd") == "whole"                                  # the backward keeps it
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one

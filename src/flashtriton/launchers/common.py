@@ -154,6 +154,17 @@ def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
     return t.clone(memory_format=torch.contiguous_format)
 
 
+def _flat_rows(t: torch.Tensor, bd: int) -> bool:
+    """Whether t (B, N, H, D) reads as a (B * N, H-span) matrix whose rows are the (batch,
+    token) pairs and whose heads are column offsets, as the persistent kernels' descriptors
+    read it (kernels/fwd_ws.py, bwd_ws.py: made once over every (batch, head)): each head a
+    whole BLOCK_D row segment, heads side by side inside a row, the batches' rows one after
+    another, and row indices within int32."""
+    batch, n, h, d = t.shape
+    return (d == bd and t.stride(3) == 1 and t.stride(2) >= d and t.stride(1) >= (h - 1) * t.stride(2) + d
+            and (batch == 1 or t.stride(0) == n * t.stride(1)) and batch * n < 2**31)
+
+
 def block_d(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 

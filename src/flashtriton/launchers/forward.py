@@ -14,7 +14,7 @@ from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
 from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
-                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator,
+                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_rows,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import WARP_SPEC_TILES, warp_spec_mode, warp_spec_varlen
@@ -105,7 +105,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
-    if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k) == "whole":
+    if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)
         return out, lse
     tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
@@ -168,16 +168,6 @@ WS_HEAD_MAJOR_MAX_BLOCKS = {128: 64, 256: 32}
 # A persistent launch runs one program an SM (one fits); WS_PERSISTENT_PROGRAMS, when set,
 # is the count instead (the tests lower it to loop over small shapes).
 WS_PERSISTENT_PROGRAMS = None
-
-
-def _flat_rows(t, bd: int) -> bool:
-    """Whether t (B, N, H, D) reads as a (B * N, H-span) matrix whose rows are the (batch,
-    token) pairs and whose heads are column offsets, as the persistent fwd_ws.py's
-    descriptors read it: each head a whole BLOCK_D row segment, heads side by side inside a
-    row, the batches' rows one after another."""
-    batch, n, h, d = t.shape
-    return (d == bd and t.stride(3) == 1 and t.stride(2) >= d and t.stride(1) >= (h - 1) * t.stride(2) + d
-            and (batch == 1 or t.stride(0) == n * t.stride(1)) and batch * n < 2**31)
 
 
 def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_window: bool = False, flat=True):

@@ -10,7 +10,7 @@ import os
 import torch
 
 from ..kernels import configs
-from .common import AttnParams, interpreting, sm_count
+from .common import AttnParams, _flat_rows, interpreting, sm_count
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
 # what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
@@ -26,7 +26,7 @@ WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2), 256: configs.Tile(128, 64,
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
-                   kernel: str = "fwd", dout=None):
+                   kernel: str = "fwd", dout=None, kv=()):
     """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
     kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
     warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
@@ -40,7 +40,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     2k; window (1024, 0) 1.67 ms against 1.38. The forward's split, removed in session 7,
     measured 73 / 139 to 393 / 417 at N = 512 to 4k and level from 8k.)
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
-    they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout."""
+    they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout.
+    kv: the forward's (k, v), whose layouts (with q's) decide whether its launch can be
+    persistent (WS_MASKED_PERSISTENT_ONLY, WS_PLAIN_SHORT_NEEDS_PERSISTENT)."""
     if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=kernel == "bwd",
                              kernel=kernel):
         return None
@@ -50,12 +52,14 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        if short_kind == "masked" or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k):
+        if short_kind == "masked" or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k, kv):
             return None
         return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
-            return None if short_kind == "plain" else "whole"
+            if short_kind == "plain" or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv):
+                return None
+            return "whole"
         if forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
             return "whole"
         return None
@@ -230,14 +234,33 @@ WARP_SPEC_MASKED_FWD = {"causal": {128, 256}, "window": {256}}
 WS_MASKED_PERSISTENT_ONLY = {128: 1024}
 
 
-def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
     """Whether a masked forward at BLOCK_D bd passes WS_MASKED_PERSISTENT_ONLY (always, for
-    a BLOCK_D not in it): long enough, and more query blocks (B * H * blocks) than SMs."""
+    a BLOCK_D not in it): long enough, more query blocks (B * H * blocks) than SMs, and q,
+    k, v in a layout the persistent kernel reads (common._flat_rows; the output is ours)."""
     if bd not in WS_MASKED_PERSISTENT_ONLY or _warp_spec_forced():
         return True
     batch, _, nheads, _ = q.shape
     tiles = batch * nheads * -(-seqlen_q // WARP_SPEC_TILES[bd].block_m)
-    return max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and tiles > sm_count(q.device)
+    return (max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and tiles > sm_count(q.device)
+            and all(_flat_rows(t, bd) for t in (q, *kv)))
+
+
+# BLOCK_D -> the longest max(Nq, Nk) at which an unmasked forward runs fwd_ws.py only if its
+# launch can be persistent (q, k, v pass common._flat_rows; e.g. a (B, H, N, D) tensor
+# transposed to (B, N, H, D), or D under BLOCK_D, cannot), and fwd.py's short tile
+# otherwise: one tile a program measured 298-301 / 401-407 TFLOP/s at N = 512 / 1k against
+# fwd.py's (64, 64, 4, 3) 365-372 / 410-424 (graph replays, H200, sessions 13 and 15).
+WS_PLAIN_SHORT_NEEDS_PERSISTENT = {128: 1024}
+
+
+def plain_fwd_layout_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
+    """Whether an unmasked forward at BLOCK_D bd may take fwd_ws.py given its layout
+    (WS_PLAIN_SHORT_NEEDS_PERSISTENT)."""
+    if bd not in WS_PLAIN_SHORT_NEEDS_PERSISTENT or _warp_spec_forced():
+        return True
+    return (max(seqlen_q, seqlen_k) > WS_PLAIN_SHORT_NEEDS_PERSISTENT[bd]
+            or all(_flat_rows(t, bd) for t in (q, *kv)))
 
 
 # The dropout forward on fwd_ws.py (keys hashed in the kernel at the iota rows): its lse
