@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Prepared in session 16 for session 17 (after the persistent-backward calls s17a / s17b of
+# bench/wip/bwd-persistent-flat.patch): the multi-process fault under the probabilities'
+# GEMM mix, every call judged against cuDNN (s17_mix_stress.py, 3 processes); the D = 64
+# and short causal forwards on the persistent kernel (s17_d64_fwd_ab.py); dropout's ratio
+# after the causal D = 128 forward moved. ~7 minutes.
+set -u
+export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
+for i in 1 2 3; do timeout 170 python bench/gpu/s17_mix_stress.py 140 > $OUT/mix-$i.txt 2>&1 & done; wait
+cat $OUT/mix-*.txt | grep -v Warn
+timeout 150 python bench/gpu/s17_d64_fwd_ab.py 2>&1 | grep -v Warn | tee $OUT/d64-fwd-ab.txt
+timeout 90 python -m flashtriton.bench.features --cases dropout --out $OUT/features 2>&1 | grep -v Warn | tail -9
