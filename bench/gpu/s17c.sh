@@ -6,7 +6,10 @@
 # after the causal D = 128 forward moved. ~7 minutes.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
-for i in 1 2 3; do timeout 170 python bench/gpu/s17_mix_stress.py 140 > $OUT/mix-$i.txt 2>&1 & done; wait
+for i in 1 2 3; do timeout 110 python bench/gpu/s17_mix_stress.py 80 > $OUT/mix-$i.txt 2>&1 & done; wait
 cat $OUT/mix-*.txt | grep -v Warn
+echo "--- the same, fixed inputs (S17_FIXED=1)"
+for i in 1 2 3; do S17_FIXED=1 timeout 110 python bench/gpu/s17_mix_stress.py 80 > $OUT/mixf-$i.txt 2>&1 & done; wait
+cat $OUT/mixf-*.txt | grep -v Warn
 timeout 150 python bench/gpu/s17_d64_fwd_ab.py 2>&1 | grep -v Warn | tee $OUT/d64-fwd-ab.txt
 timeout 90 python -m flashtriton.bench.features --cases dropout --out $OUT/features 2>&1 | grep -v Warn | tail -9
