@@ -12,7 +12,7 @@ from typing import NamedTuple, Optional
 import torch
 import triton
 
-from .. import memory
+from .. import envvars, memory
 from . import plans
 from ..kernels import configs
 from . import tuning
@@ -64,7 +64,43 @@ def sm_count(device: torch.device) -> int:
     return _sm_count[idx]
 
 
+class ScratchRing:
+    """Descriptor scratch handed out in order from one buffer, so that an address is
+    reused only after the ring wraps (hundreds of launches later), where torch.empty per
+    launch hands the same address to the next launch with new descriptors in it.
+
+    Experimental, for session 16's fault hypothesis H1 (bench/NOTES.md: a stale copy of an
+    in-kernel descriptor in an SM's descriptor cache, triton-lang/triton PRs 4342 / 7293),
+    taken only with FLASHTRITON_DESC_SCRATCH=ring. Safe while launches that share a ring
+    run in order: one ring per (device, stream), and CUDA-graph captures keep torch.empty
+    (the graph's own pool)."""
+
+    def __init__(self, nbytes: int, device="cuda"):
+        self.buf = torch.empty(nbytes, dtype=torch.int8, device=device)
+        self.head = 0
+
+    def take(self, size: int, alignment: int) -> torch.Tensor:
+        start = -(-self.head // alignment) * alignment
+        if start + size > self.buf.numel():
+            start = 0                                    # wrap: the oldest slot again
+        self.head = start + size
+        return self.buf[start:start + size]
+
+
+SCRATCH_RING_BYTES = 64 << 20
+_scratch_rings: dict = {}
+
+
 def _alloc_descriptor_scratch(size: int, alignment: int, stream: Optional[int]):
+    mode = envvars.value("FLASHTRITON_DESC_SCRATCH", "torch")
+    if mode == "ring" and not torch.cuda.is_current_stream_capturing():
+        key = (torch.cuda.current_device(), stream)
+        ring = _scratch_rings.get(key)
+        if ring is None or ring.buf.numel() < 4 * size:
+            ring = _scratch_rings[key] = ScratchRing(max(SCRATCH_RING_BYTES, 4 * size))
+        return ring.take(size, alignment)
+    if mode not in ("torch", "ring"):
+        raise ValueError(f"FLASHTRITON_DESC_SCRATCH: must be torch (the default) or ring, got {mode!r}")
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
