@@ -370,6 +370,7 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
     launched = []
     real = forward._ws_programs
     monkeypatch.setattr(forward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
+    kw = dict(kw)                    # the parametrized dict is shared by both deals: pop from a copy
     if kw.pop("packed", False):
         q, k, v = torch.randn(b, nq, 3, heads[0], d, dtype=torch.bfloat16, device=DEVICE).unbind(2)
     else:
