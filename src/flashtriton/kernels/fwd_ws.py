@@ -84,7 +84,7 @@ def attn_fwd_ws_kernel(
     if PERSISTENT:
         # The descriptors are made once, over every (batch, head): q as (B * Nq, H-span)
         # rows, the head a column offset (the launcher checks the strides allow it:
-        # launchers.forward._flat_rows). Made per tile in the same global-scratch slots, a
+        # launchers.common._flat_rows). Made per tile in the same global-scratch slots, a
         # tile's descriptors overwrote the previous tile's while its last bulk copies could
         # still be queued: 29-87 of 42-276 persistent calls a case differed from one tile a
         # program under a 3-process stress (H200, 2026-11-30, bench/gpu/s16_persistent_stress.py).
