@@ -1,9 +1,10 @@
-"""The bench tools themselves: bench.prefill --merge, bench.compile_report's signatures."""
+"""The bench tools themselves: bench.prefill --merge and --layout, bench.compile_report's signatures."""
 import json
 
 import pytest
+import torch
 
-from flashtriton.bench import common, prefill
+from flashtriton.bench import common, prefill, providers
 
 
 def _run(path, date, rows):
@@ -49,3 +50,20 @@ def test_regression_compile_report_types_every_constexpr():
                 assert sig[param.name] == "constexpr", (name, param.name)
         # ... and the pointers stay pointers, of their own element type
         assert sig["LSE"] == "*fp32" and sig.get("KEYS", "*i32") == "*i32" and sig["Q"] == "*bf16", name
+
+
+def test_prefill_bench_layouts():
+    """bench.prefill's --layout: bhnd hands every provider views of (B, H, N, D) memory
+    (and dout alike), checked against the reference like the default layout; a bad
+    name is an error."""
+    seen = []
+
+    def spy(q, k, v, causal):
+        seen.append((q.stride(), k.stride(), v.stride()))
+        return providers.ours(q, k, v, causal)
+    rows = prefill.bench_shape({"flashtriton": spy}, 1, 32, 2, 16, True, torch.bfloat16, modes=("fwd",),
+                               device="cpu", layout="bhnd")
+    assert rows[0]["layout"] == "bhnd" and "error" not in rows[0], rows
+    assert seen and all(s == (2 * 32 * 16, 16, 32 * 16, 1) for st in seen for s in st)
+    with pytest.raises(ValueError, match="^layout: must be bnhd or bhnd"):
+        prefill._qkv(1, 8, 2, 16, torch.float32, "cpu", "nhbd")

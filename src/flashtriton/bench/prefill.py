@@ -59,18 +59,33 @@ def _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, se
         row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
 
 
+def _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout):
+    """q, k, v (B, N, H, D) that need gradients. layout "bnhd": contiguous; "bhnd": views
+    of (B, H, N, D) memory (transposed), as a model that applies rotary embeddings in
+    (B, H, N, D) and calls the flash-attn API passes them."""
+    if layout == "bnhd":
+        return [torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, device=device, requires_grad=True)
+                for _ in range(3)]
+    if layout == "bhnd":
+        return [torch.randn(batch, nheads, seqlen, head_dim, dtype=dtype, device=device,
+                            requires_grad=True).transpose(1, 2) for _ in range(3)]
+    raise ValueError(f"layout: must be bnhd or bhnd, got {layout!r}")
+
+
 def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("fwd", "bwd", "fwd_bwd"),
-                device="cuda", graph_upto=0):
+                device="cuda", graph_upto=0, layout="bnhd"):
     """One shape, every provider: check, then time. Up to seqlen graph_upto the forward
-    is also timed as a CUDA-graph replay (fwd_graph_*), which removes host overhead."""
-    q, k, v = (torch.randn(batch, seqlen, nheads, head_dim, dtype=dtype, device=device, requires_grad=True)
-               for _ in range(3))
-    dout = torch.randn_like(q)
+    is also timed as a CUDA-graph replay (fwd_graph_*), which removes host overhead.
+    layout: the memory of q, k, v and dout (_qkv)."""
+    q, k, v = _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout)
+    dout = torch.randn_like(q)                                          # the same strides as q
     ref = _reference_slice(q.detach(), k.detach(), v.detach(), dout, causal)
     rows = []
     for name, fn in provs.items():
         row = dict(provider=name, dtype=str(dtype).replace("torch.", ""), head_dim=head_dim, causal=causal,
                    seqlen=seqlen, batch=batch, nheads=nheads)
+        if layout != "bnhd":
+            row["layout"] = layout
         try:
             row["fwd_err"], row["bwd_err"] = _check(fn, q, k, v, dout, causal, ref)
         except Exception as exc:  # a provider that does not support this shape
@@ -246,6 +261,8 @@ def main(argv=None, out_dir=None):
     ap.add_argument("--tag", default="prefill", help="file name stem of the results")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
+    ap.add_argument("--layout", choices=["bnhd", "bhnd"], default="bnhd",
+                    help="q, k, v contiguous (B, N, H, D), or views of (B, H, N, D) memory (use another --tag)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no timing: merge these result files (later rows win) into <out>/<tag>.json/.md/.png")
     args = ap.parse_args(argv)
@@ -264,7 +281,8 @@ def main(argv=None, out_dir=None):
         env["peak_memory"] = peak_memory()
     rows = []
     for dtype, d, causal, n in shapes:
-        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto)
+        rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto,
+                            layout=args.layout)
         common.write_json(out / f"{args.tag}.json", env, rows)  # after every shape: a timeout keeps the rest
         bar.step(f"{dtype} D={d} causal={causal} N={n}")
     md = markdown(rows, env)
