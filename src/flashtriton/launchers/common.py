@@ -192,8 +192,8 @@ def _descriptor_ready(t: torch.Tensor) -> torch.Tensor:
 
 def _flat_rows(t: torch.Tensor, bd: int) -> bool:
     """Whether t (B, N, H, D) reads as a (B * N, H-span) matrix whose rows are the (batch,
-    token) pairs and whose heads are column offsets, as the persistent kernels' descriptors
-    read it (kernels/fwd_ws.py, bwd_ws.py: made once over every (batch, head)): each head a
+    token) pairs and whose heads are column offsets, as the persistent fwd_ws.py's descriptors
+    read it (made once over every (batch, head)): each head a
     whole BLOCK_D row segment, heads side by side inside a row, the batches' rows one after
     another, and row indices within int32."""
     batch, n, h, d = t.shape

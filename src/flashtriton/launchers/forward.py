@@ -125,7 +125,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
 FWD_ROWS_FIRST = True
 # fwd_ws.py hands out a head's query blocks heaviest first in masked calls (HEAVY_FIRST),
 # as fwd.py does and as bwd_ws.py's dQ kernel does (launchers.backward.WS_HEAVY_FIRST).
-# The masked fwd_ws.py runs causal and windowed D = 256 (WARP_SPEC_MASKED_FWD). H200,
+# The masked fwd_ws.py runs causal D = 128 / 256 and windowed D = 256 (WARP_SPEC_MASKED_FWD). H200,
 # 2026-11-30, graph replays, D = 256 causal, 16k tokens, one tile a program: 2k / 4k level
 # (400-405 against 402-409; 456-471 against 467-479), 16k +4-8% (562-578 against 524-544)
 # over four runs (bench/gpu/s15_fwd_heavy_first_ab.py, s15_persistent_variants_ab.py).
@@ -145,8 +145,9 @@ WS_HEAVY_FIRST = True
 # block-major deal: causal 2k / 16k 429-432 / 582 against 405-409 / 537-544 one tile a
 # program (heaviest first: 400-405 / 577-578). D = 128 causal since session 16, with the
 # deal by shape (WS_HEAD_MAJOR_MAX_BLOCKS), where policy.WS_MASKED_PERSISTENT_ONLY sends it
-# here: 380 / 436 / 471 / 478 / 500 TFLOP/s at 1k / 2k / 4k / 8k / 16k against fwd.py's
-# 338 / 404 / 440 / 457 / 470 (bench/gpu/s16_deal_ab.py, graph replays, H200, 2026-11-30).
+# here: 380 / 436 / 471 / 496 / 500 TFLOP/s at 1k / 2k / 4k / 8k / 16k (head-major up to
+# 8k, block-major at 16k) against fwd.py's 338 / 404 / 440 / 457 / 470 (bench/gpu/
+# s16_deal_ab.py, graph replays, H200, 2026-11-30).
 WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False),
                  (128, True, False)}
 # Sliding windows (a left edge) too, dealt head-major: D = 256 (1024, 0) 4k / 16k 504 / 495

@@ -225,7 +225,7 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
 # blocks than SMs, launchers.forward.WS_PERSISTENT) from N = 1k (WS_MASKED_PERSISTENT_ONLY):
 # graph replays, 16k tokens, H200, 2026-11-30 (bench/gpu/s16_deal_ab.py), persistent
 # against fwd.py: 1k 384 / 377 against 340 / 336, 2k 438 / 434 against 417 / 391, 4k 471 /
-# 471 against 460 / 419, 8k (block-major) 476 / 481 against 461 / 454, 16k 497 / 502
+# 471 against 460 / 419, 8k 493 / 499 against 461 / 454, 16k (block-major) 497 / 502
 # against 449 / 490. One tile a program it lost at 1k (258 against 341, session 15); 512
 # was not timed.
 WARP_SPEC_MASKED_FWD = {"causal": {128, 256}, "window": {256}}
