@@ -544,6 +544,117 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    # (the whole-call path needs Nq, Nk multiples of the GPU tiles, 128; interpreted tiles are 32 x 32)
+    (2, 128, 128, (2, 2), 128, dict()),                           # 16 key / query blocks: 5 rounds and 1 tile
+    (1, 128, 256, (4, 2), 128, dict()),                           # GQA, Nq < Nk
+    (2, 256, 128, (2, 2), 64, dict()),                            # D = 64, Nq > Nk
+    (2, 96, 160, (2, 1), 128, dict(causal=True)),                 # the split path (PARTIAL), MQA, ragged Nq
+    (2, 128, 128, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
+    (2, 128, 128, (2, 2), 128, dict(dropout_p=0.3)),              # the key table's descriptors
+])
+@pytest.mark.parametrize("deal", ["head-major", "block-major"])
+def test_warp_specialized_backward_persistent(monkeypatch, b, nq, nk, heads, d, kw, deal):
+    """bwd_ws.py's persistent loops (PERSISTENT, launchers.backward.WS_PERSISTENT): three
+    programs dealing out every key block (dK/dV) and query block (dQ) in snake rounds give
+    bitwise the gradients of one program a block (same tile, same order of the inner loop;
+    outputs are poisoned, so a tile the loop skips fails), through descriptors made once
+    over the (B * N, H-span) views, and both launches really were persistent. Causal runs
+    the split path (bwd_ws.py PARTIAL, then bwd.py), under both deals."""
+    from flashtriton.launchers import backward
+    masked = kw.get("causal", False)
+    if deal == "block-major" and not masked:
+        pytest.skip("the deal differs only for masked calls")
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(backward, "WS_PERSISTENT_PROGRAMS", 3)
+    monkeypatch.setattr(backward, "WS_HEAD_MAJOR_MAX_BLOCKS", 10**6 if deal == "head-major" else 0)
+    launched = []
+    real = backward._ws_programs
+    monkeypatch.setattr(backward, "_ws_programs", lambda *a: launched.append((a[1], real(*a))) or launched[-1][1])
+    if kw.pop("packed", False):
+        qkv = torch.randn(b, nq, 3, heads[0], d, dtype=torch.bfloat16, device=DEVICE, requires_grad=True)
+        q, k, v = qkv.unbind(2)
+        assert q.stride(1) == 3 * heads[0] * d                        # rows 3 heads' spans apart
+    else:
+        q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE, requires_grad=True)
+    torch.manual_seed(7)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, **kw)
+    dout = torch.randn_like(out)
+    runs = []
+    for persistent in (True, False):
+        kinds = {(kernel, d, masked, "dropout_p" in kw) for kernel in ("dkdv", "dq")}
+        monkeypatch.setattr(backward, "WS_PERSISTENT", kinds if persistent else set())
+        with flashtriton.use_backend("triton"):
+            runs.append(torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+    assert launched == [("dkdv", (3, True)), ("dq", (3, True))] + [(kern, (n, False)) for kern, (n, _) in
+                                                                   launched[2:]], launched
+    assert len(launched) == 4
+    for name, got, want in zip(("dq", "dk", "dv"), *runs):
+        assert not want.isnan().any(), f"{name}: an element nothing wrote"
+        assert torch.equal(got, want), f"{name}: persistent differs from one tile a program"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,n,causal", [(128, 2048, False), (128, 4096, True), (64, 2048, False)])
+def test_persistent_backward_repeatable_gpu(monkeypatch, d, n, causal):
+    """The persistent bwd_ws.py on the GPU (session 17, not yet run there): 10 calls at
+    hundreds of tiles a kernel give bitwise the gradients of one tile a program (the
+    forward's per-tile descriptors raced there: test_persistent_forward_repeatable_gpu).
+    Causal runs the split path."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    q, k, v = rand_qkv(16384 // n, n, n, 2048 // d, 2048 // d, d, torch.bfloat16, DEVICE, requires_grad=True)
+    out = flash_attn_func(q, k, v, causal=causal)
+    dout = torch.randn_like(out)
+    monkeypatch.setattr(backward, "WS_PERSISTENT", set())
+    plans.clear()                                                  # plans key on the environment only
+    want = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    monkeypatch.setattr(backward, "WS_PERSISTENT", {(kernel, d, causal, False) for kernel in ("dkdv", "dq")})
+    plans.clear()
+    launched = []
+    real = backward._ws_programs
+    monkeypatch.setattr(backward, "_ws_programs", lambda *a: launched.append(real(*a)) or launched[-1])
+    for _ in range(10):
+        got = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        assert all(torch.equal(x, y) for x, y in zip(got, want))
+    assert launched and all(p for _, p in launched), "the persistent kernels did not run"
+
+
+def test_warp_specialized_backward_persistent_rule(monkeypatch):
+    """Which bwd_ws.py launches loop persistently (launchers.backward._ws_programs): none by
+    default (not yet run on a GPU); the kinds in WS_PERSISTENT with more tiles than
+    programs and the flat layout; the masked deal block-major beyond
+    WS_HEAD_MAJOR_MAX_BLOCKS blocks a head, for causal-like masks only."""
+    from flashtriton.launchers import backward, common
+    dev = torch.device(DEVICE)
+    sms = common.sm_count(dev)
+    many = 8 * sms
+    assert backward.WS_PERSISTENT == set() and backward.WS_PERSISTENT_PROGRAMS is None
+    assert backward._ws_programs(dev, "dq", many, 128, False, False, True) == (many, False)
+    monkeypatch.setattr(backward, "WS_PERSISTENT", {("dq", 128, False, False), ("dkdv", 64, True, False)})
+    assert backward._ws_programs(dev, "dq", many, 128, False, False, True) == (sms, True)
+    assert backward._ws_programs(dev, "dq", sms, 128, False, False, True) == (sms, False)      # one wave
+    assert backward._ws_programs(dev, "dq", many, 128, False, False, False) == (many, False)   # not flat
+    assert backward._ws_programs(dev, "dkdv", many, 128, False, False, True) == (many, False)
+    assert backward._ws_programs(dev, "dq", many, 128, False, True, True) == (many, False)    # dropout
+    assert backward._ws_programs(dev, "dkdv", many, 64, True, False, True) == (sms, True)
+    most = backward.WS_HEAD_MAJOR_MAX_BLOCKS
+    causal, window = common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=64, window_right=0)
+    for kernel in ("dkdv", "dq"):
+        assert backward._deal_block_major(kernel, causal, most + 1)
+        assert not backward._deal_block_major(kernel, causal, most)
+        assert not backward._deal_block_major(kernel, window, 4 * most)
+        assert not backward._deal_block_major(kernel, common.AttnParams(0.1), 4 * most)
+    monkeypatch.setattr(backward, "WS_HEAVY_FIRST", False)
+    assert backward._deal_block_major("dkdv", causal, most + 1)              # dK/dV: its first keys are heaviest
+    assert not backward._deal_block_major("dq", causal, most + 1)
+    # the tile-start loads double-buffered, but where that overflows shared memory (dropout, D = 128)
+    assert backward._tile_stages(128, False) == backward._tile_stages(64, True) == backward.WS_PERSISTENT_TILE_STAGES
+    assert backward._tile_stages(128, True) == 1
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,p", [
     (2, 256, 256, (4, 4), 128, 0.2),
     (1, 128, 384, (4, 2), 128, 0.5),                             # GQA, Nq < Nk

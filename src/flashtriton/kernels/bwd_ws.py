@@ -17,6 +17,17 @@ attn_bwd_dq_ws_kernel is the dQ kernel the same way: one program owns BLOCK_M qu
 of one (batch, head), one loop over the key tiles, the consumers split the rows, and
 its lse and delta rows come through a 1-D descriptor.
 
+PERSISTENT (both kernels): about one program an SM loops over the call's tiles (key
+blocks for dK/dV, query blocks for dQ) in snake rounds, as kernels/fwd_ws.py does; the
+tile bodies are _dkdv_ws_tile and _dq_ws_tile. Every descriptor is then made once, before
+that loop, over the whole tensor read as a (B * N, H-span) matrix (rows batch * N +
+token, columns head * stride_h; launchers.common._flat_rows checks the layout), and a
+tile finds its (batch, head) by row and column offsets: made per tile, descriptors sit
+in the same global-scratch slots every tile, and one warpgroup rewrote them for its next
+tile while another still copied through them (the persistent forward, H200, 2026-11-30).
+One tile a program (PERSISTENT=False) makes its descriptors per tile, as before.
+Not yet run on a GPU (launchers.backward.WS_PERSISTENT is empty by default).
+
 Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
     P^T = exp2(K Q^T * scale * log2e - lse * log2e),   dV += P^T dO,
     dP^T = V dO^T,   dS^T = P^T * (dP^T - delta),      dK += dS^T Q   (times scale at the end)
@@ -26,6 +37,33 @@ import triton.language as tl
 
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale, dropout_threshold)
+
+
+@triton.jit
+def _snake_rounds(n_tiles):
+    """(P, pid, n_iter) of a persistent launch over n_tiles tiles: P programs deal them in
+    rounds of P, round r being tiles [rP, rP + P), program pid taking tile rP + pid in even
+    rounds and rP + P - 1 - pid in odd ones (a snake: _snake_tile); n_iter rounds for this
+    program (one more where the partial last round reaches its position)."""
+    P = tl.num_programs(0)
+    pid = tl.program_id(0)
+    rounds = n_tiles // P
+    last = tl.where(rounds % 2 == 0, pid, P - 1 - pid)       # the position in the partial last round
+    n_iter = rounds + tl.where(last < n_tiles - rounds * P, 1, 0)
+    return P, pid, n_iter
+
+
+@triton.jit
+def _snake_tile(r, P, pid, n_bh, n_blocks, BLOCK_MAJOR: tl.constexpr):
+    """The tile of round r (see _snake_rounds), as a head-major index (bh * n_blocks +
+    block). BLOCK_MAJOR: the deal's order is every head's block 0, then every head's block
+    1, ... (under a mask each kernel's block 0 is its heaviest: dK/dV's first keys see the
+    most queries, and the dQ tile turns its index heaviest first), so a round's tiles cost
+    about the same (launchers.backward.WS_HEAD_MAJOR_MAX_BLOCKS, after the forward's deal)."""
+    tile = r * P + tl.where(r % 2 == 0, pid, P - 1 - pid)
+    if BLOCK_MAJOR:
+        tile = (tile % n_bh) * n_blocks + tile // n_bh
+    return tile
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -39,41 +77,133 @@ def attn_bwd_dkdv_ws_kernel(
     stride_dkb, stride_dkn, stride_dkh,
     stride_dvb, stride_dvn, stride_dvh,
     lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
-    nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
+    batch, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
     window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
-    HAS_LEFT: tl.constexpr = False,
+    HAS_LEFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, BLOCK_MAJOR: tl.constexpr = False,
+    TILE_STAGES: tl.constexpr = 2,
 ):
-    # one linear grid, the key blocks of each (batch, KV head) consecutive
+    # One linear order of tiles (key blocks), the blocks of each (batch, KV head)
+    # consecutive: one tile a program, or PERSISTENT, about one program an SM dealing them
+    # out in snake rounds (_snake_rounds; the producer warpgroup loads the next tile's q / dO
+    # while the consumers finish this one).
+    if PERSISTENT:
+        # every descriptor once, over every (batch, head): (B * N, H-span) rows, the head a
+        # column offset (module doc: per-tile descriptors raced in the persistent forward)
+        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads_k - 1) * stride_kh + HEAD_DIM],
+                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads_k - 1) * stride_vh + HEAD_DIM],
+                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
+                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO, shape=[batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM],
+                                            strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        dk_desc = tl.make_tensor_descriptor(DK, shape=[batch * seqlen_k, (nheads_k - 1) * stride_dkh + HEAD_DIM],
+                                            strides=[stride_dkn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        dv_desc = tl.make_tensor_descriptor(DV, shape=[batch * seqlen_k, (nheads_k - 1) * stride_dvh + HEAD_DIM],
+                                            strides=[stride_dvn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        keys_desc_n = lse_desc                                          # (unused without dropout)
+        keys_desc_m = lse_desc
+        if HAS_DROPOUT:
+            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        n_bh = batch * nheads_k
+        n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
+        P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
+        # TILE_STAGES: buffers for the loads made once a tile (here k and v): 2 lets the
+        # producer load the next tile's while the consumers finish this one, at 64 KB of
+        # shared memory more at D = 128 (launchers.backward.WS_PERSISTENT_TILE_STAGES)
+        for r in tl.range(0, n_iter, num_stages=TILE_STAGES):
+            _dkdv_ws_tile(_snake_tile(r, P, pid, n_bh, n_blocks, BLOCK_MAJOR),
+                          q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc,
+                          keys_desc_n, keys_desc_m, Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
+                          stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                          stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+                          stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+                          lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
+                          qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
+                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=True)
+    else:
+        _dkdv_ws_tile(tl.program_id(0), Q, K, V, DO, LSE, DELTA, DK, DV, KEYS, KEYS,
+                      Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
+                      stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                      stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+                      stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+                      lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
+                      qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
+                      HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=False)
+
+
+@triton.jit
+def _dkdv_ws_tile(
+    tile, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dk_desc, dv_desc, keys_desc_n, keys_desc_m,
+    Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+    stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
+    lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p,
+    keys_total, rng_rows, window_left, window_right,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
+    FLAT: tl.constexpr,
+):
+    """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. FLAT: the
+    *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
+    rows and heads found by offsets; otherwise (one tile a program) they are unused and
+    the tile makes its own over its batch's slices."""
     n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
-    pid_bh = tl.program_id(0) // n_blocks
+    pid_bh = tile // n_blocks
     b = pid_bh // nheads_k
     hk = pid_bh % nheads_k
-    start_n = (tl.program_id(0) % n_blocks) * BLOCK_N
+    start_n = (tile % n_blocks) * BLOCK_N
 
-    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    # q and dO of batch b as (Nq, H * D): a tile is the box [BLOCK_M, BLOCK_D] at column
-    # h * D (the launcher guarantees stride_qh == stride_doh == HEAD_DIM == BLOCK_D). A 3-D
-    # (Nq, H, D) descriptor with a [BLOCK_M, 1, BLOCK_D] box and a reshape gave wrong dK and
-    # dV on the H200 under warp_specialize (right without it; Triton 3.6, 2026-11-29,
-    # bench/gpu/s7_dk_probe.py).
-    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb, shape=[seqlen_q, nheads * HEAD_DIM],
-                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads * HEAD_DIM],
-                                        strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
-    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-    delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    if FLAT:
+        # (B * N, H-span) views: batch b's rows start at b * N, a head at its column
+        q_row = b * seqlen_q
+        k_row = b * seqlen_k
+        q_hcol = stride_qh                                              # column of head h: h * q_hcol
+        do_hcol = stride_doh
+        k_col = hk * stride_kh
+        v_col = hk * stride_vh
+        dk_col = hk * stride_dkh
+        dv_col = hk * stride_dvh
+    else:
+        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        # q and dO of batch b as (Nq, H * D): a tile is the box [BLOCK_M, BLOCK_D] at column
+        # h * D (the launcher guarantees stride_qh == stride_doh == HEAD_DIM == BLOCK_D). A 3-D
+        # (Nq, H, D) descriptor with a [BLOCK_M, 1, BLOCK_D] box and a reshape gave wrong dK and
+        # dV on the H200 under warp_specialize (right without it; Triton 3.6, 2026-11-29,
+        # bench/gpu/s7_dk_probe.py).
+        q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb, shape=[seqlen_q, nheads * HEAD_DIM],
+                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads * HEAD_DIM],
+                                            strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        q_row = 0
+        k_row = 0
+        q_hcol = HEAD_DIM
+        do_hcol = HEAD_DIM
+        k_col = 0
+        v_col = 0
+        dk_col = 0
+        dv_col = 0
 
-    k = k_desc.load([start_n, 0])                                       # (BLOCK_N, BLOCK_D)
-    v = v_desc.load([start_n, 0])
+    k = k_desc.load([k_row + start_n, k_col])                           # (BLOCK_N, BLOCK_D)
+    v = v_desc.load([k_row + start_n, v_col])
     if HAS_DROPOUT:
         # table: [ck of seqlen_k columns | rk of (head, b * seqlen_q + row), head-major]
-        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
-        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+        if not FLAT:
+            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
         ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)   # this program's keys (BLOCK_N,)
         # and their group's multiplier (the keys lie in one column group); the table's
         # last entry is the multipliers' seed word
@@ -97,8 +227,8 @@ def attn_bwd_dkdv_ws_kernel(
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
         h = hk * group + t // m_tiles
         start_m = m_lo + (t % m_tiles) * BLOCK_M
-        q = q_desc.load([start_m, h * HEAD_DIM])                        # (BLOCK_M, BLOCK_D)
-        do = do_desc.load([start_m, h * HEAD_DIM])
+        q = q_desc.load([q_row + start_m, h * q_hcol])                  # (BLOCK_M, BLOCK_D)
+        do = do_desc.load([q_row + start_m, h * do_hcol])
         row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
         lse2 = lse_desc.load([row]) * LOG2E                             # (BLOCK_M,)
         delta = delta_desc.load([row])
@@ -119,20 +249,21 @@ def attn_bwd_dkdv_ws_kernel(
             dsT = pT * (dpT - delta[None, :])
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
-    dk_desc = tl.make_tensor_descriptor(DK + b.to(tl.int64) * stride_dkb + hk * stride_dkh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
-    dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
-                                        shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
-                                        block_shape=[BLOCK_N, BLOCK_D])
+    if not FLAT:
+        dk_desc = tl.make_tensor_descriptor(DK + b.to(tl.int64) * stride_dkb + hk * stride_dkh,
+                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
+                                            block_shape=[BLOCK_N, BLOCK_D])
+        dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
+                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
+                                            block_shape=[BLOCK_N, BLOCK_D])
     if HAS_DROPOUT:
         dk = dk / keep_frac                                             # the loop's 1 / (1 - p), once
         dv = dv / keep_frac
     if PARTIAL:
-        dk_desc.store([start_n, 0], dk.to(DK.dtype.element_ty))         # unscaled: RESUME scales once
+        dk_desc.store([k_row + start_n, dk_col], dk.to(DK.dtype.element_ty))   # unscaled: RESUME scales once
     else:
-        dk_desc.store([start_n, 0], (dk * softmax_scale).to(DK.dtype.element_ty))
-    dv_desc.store([start_n, 0], dv.to(DV.dtype.element_ty))
+        dk_desc.store([k_row + start_n, dk_col], (dk * softmax_scale).to(DK.dtype.element_ty))
+    dv_desc.store([k_row + start_n, dv_col], dv.to(DV.dtype.element_ty))
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -145,44 +276,130 @@ def attn_bwd_dq_ws_kernel(
     stride_dob, stride_don, stride_doh,
     stride_dqb, stride_dqn, stride_dqh,
     lse_rows, lse_stride,              # lse and delta: flat buffers of B * H heads of lse_stride rows
-    nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
+    batch, nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p, keys_total, rng_rows,
     window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
-    HAS_LEFT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False,
+    HAS_LEFT: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False, PERSISTENT: tl.constexpr = False,
+    BLOCK_MAJOR: tl.constexpr = False, TILE_STAGES: tl.constexpr = 2,
 ):
-    # one linear grid, the query blocks of each (batch, head) consecutive
+    # One linear order of tiles (query blocks), the blocks of each (batch, head)
+    # consecutive: one tile a program, or PERSISTENT, dealt in snake rounds as the dK/dV
+    # kernel's. Under a mask (HEAVY_FIRST) _dq_ws_tile turns a head's blocks heaviest first,
+    # so the head-major snake pairs one head's heavy blocks with another's light ones where
+    # a round spans several heads; BLOCK_MAJOR deals every head's heaviest block first.
+    if PERSISTENT:
+        # every descriptor once, over every (batch, head) (see the dK/dV kernel)
+        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
+                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO, shape=[batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM],
+                                            strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
+        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM],
+                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM],
+                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        dq_desc = tl.make_tensor_descriptor(DQ, shape=[batch * seqlen_q, (nheads - 1) * stride_dqh + HEAD_DIM],
+                                            strides=[stride_dqn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        keys_desc_m = lse_desc                                          # (unused without dropout)
+        keys_desc_n = lse_desc
+        if HAS_DROPOUT:
+            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        n_bh = batch * nheads
+        n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
+        P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
+        for r in tl.range(0, n_iter, num_stages=TILE_STAGES):      # (q and dO: see the dK/dV kernel)
+            _dq_ws_tile(_snake_tile(r, P, pid, n_bh, n_blocks, BLOCK_MAJOR),
+                        q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, keys_desc_m, keys_desc_n,
+                        Q, K, V, DO, LSE, DELTA, DQ, KEYS,
+                        stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                        stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+                        stride_dqb, stride_dqn, stride_dqh,
+                        lse_rows, lse_stride, nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p,
+                        keys_total, rng_rows, window_left, window_right,
+                        HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, HEAVY_FIRST,
+                        FLAT=True)
+    else:
+        _dq_ws_tile(tl.program_id(0), Q, K, V, DO, LSE, DELTA, DQ, KEYS, KEYS,
+                    Q, K, V, DO, LSE, DELTA, DQ, KEYS,
+                    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+                    stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+                    stride_dqb, stride_dqn, stride_dqh,
+                    lse_rows, lse_stride, nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p,
+                    keys_total, rng_rows, window_left, window_right,
+                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, HEAVY_FIRST,
+                    FLAT=False)
+
+
+@triton.jit
+def _dq_ws_tile(
+    tile, q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, dq_desc, keys_desc_m, keys_desc_n,
+    Q, K, V, DO, LSE, DELTA, DQ, KEYS,
+    stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
+    stride_vb, stride_vn, stride_vh, stride_dob, stride_don, stride_doh,
+    stride_dqb, stride_dqn, stride_dqh,
+    lse_rows, lse_stride, nheads, group, seqlen_q, seqlen_k, softmax_scale, qk_scale, dropout_p,
+    keys_total, rng_rows, window_left, window_right,
+    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
+    HEAVY_FIRST: tl.constexpr, FLAT: tl.constexpr,
+):
+    """One query block (tile) of dQ: the body of attn_bwd_dq_ws_kernel (FLAT: as
+    _dkdv_ws_tile's)."""
     n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
-    pid_bh = tl.program_id(0) // n_blocks
+    pid_bh = tile // n_blocks
     b = pid_bh // nheads
     h = pid_bh % nheads
     hk = h // group
-    block = tl.program_id(0) % n_blocks
+    block = tile % n_blocks
     if HEAVY_FIRST:
         # causal-like masks: the last query blocks see the most key tiles; blocks are
         # dispatched in order, so the heaviest go first (launchers.backward.WS_HEAVY_FIRST)
         block = n_blocks - 1 - block
     start_m = block * BLOCK_M
 
-    q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh, shape=[seqlen_q, HEAD_DIM],
-                                       strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-    do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob + h * stride_doh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
-    k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh, shape=[seqlen_k, HEAD_DIM],
-                                       strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-    lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-    delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+    if FLAT:
+        # (B * N, H-span) views: batch b's rows start at b * N, a head at its column
+        q_row = b * seqlen_q
+        k_row = b * seqlen_k
+        q_col = h * stride_qh
+        do_col = h * stride_doh
+        k_col = hk * stride_kh
+        v_col = hk * stride_vh
+        dq_col = h * stride_dqh
+    else:
+        q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh,
+                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob + h * stride_doh,
+                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
+        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
+                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        q_row = 0
+        k_row = 0
+        q_col = 0
+        do_col = 0
+        k_col = 0
+        v_col = 0
+        dq_col = 0
 
-    q = q_desc.load([start_m, 0])                                       # (BLOCK_M, BLOCK_D)
-    do = do_desc.load([start_m, 0])
+    q = q_desc.load([q_row + start_m, q_col])                           # (BLOCK_M, BLOCK_D)
+    do = do_desc.load([q_row + start_m, do_col])
     lse2 = lse_desc.load([pid_bh * lse_stride + start_m]) * LOG2E       # (BLOCK_M,)
     delta = delta_desc.load([pid_bh * lse_stride + start_m])
     if HAS_DROPOUT:
-        keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
-        keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+        if not FLAT:
+            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
         rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
         tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key tile must lie in one column group")
         cs_mult = tl.load(KEYS + keys_total).to(tl.uint32, bitcast=True)   # the table's last entry
@@ -199,8 +416,8 @@ def attn_bwd_dq_ws_kernel(
         n_lo, n_hi = bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                     HAS_LEFT, HAS_RIGHT)
     for start_n in tl.range(n_lo, n_hi, BLOCK_N, warp_specialize=True):
-        k = k_desc.load([start_n, 0])                                   # (BLOCK_N, BLOCK_D)
-        v = v_desc.load([start_n, 0])
+        k = k_desc.load([k_row + start_n, k_col])                       # (BLOCK_N, BLOCK_D)
+        v = v_desc.load([k_row + start_n, v_col])
         qk = tl.dot(q, tl.trans(k))                                     # (BLOCK_M, BLOCK_N)
         p = tl.exp2(qk * qk_scale - lse2[:, None])
         dp = tl.dot(do, tl.trans(v))                                    # (BLOCK_M, BLOCK_N)
@@ -213,12 +430,13 @@ def attn_bwd_dq_ws_kernel(
             ds = p * (dp - delta[:, None])
         dq = tl.dot(ds.to(k.dtype), k, dq)
 
-    dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
-                                        shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
-                                        block_shape=[BLOCK_M, BLOCK_D])
+    if not FLAT:
+        dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
+                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
+                                            block_shape=[BLOCK_M, BLOCK_D])
     if HAS_DROPOUT:
         dq = dq / keep_frac
     if PARTIAL:
-        dq_desc.store([start_m, 0], dq.to(DQ.dtype.element_ty))         # unscaled: RESUME scales once
+        dq_desc.store([q_row + start_m, dq_col], dq.to(DQ.dtype.element_ty))   # unscaled: RESUME scales once
     else:
-        dq_desc.store([start_m, 0], (dq * softmax_scale).to(DQ.dtype.element_ty))
+        dq_desc.store([q_row + start_m, dq_col], (dq * softmax_scale).to(DQ.dtype.element_ty))

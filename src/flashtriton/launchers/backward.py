@@ -18,8 +18,8 @@ from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
 from ..kernels.bwd_ws_varlen import attn_bwd_dkdv_ws_varlen_kernel, attn_bwd_dq_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
                      _descriptor_ready, _dims4, _dot_precision, _dropout_keys, _effective_window,
-                     _ensure_allocator, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps, block_d,
-                     host_descriptors, interpreting)
+                     _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
+                     block_d, host_descriptors, interpreting, sm_count)
 from .policy import _bwd_ws_tiles, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -182,11 +182,69 @@ def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bo
 WS_HEAVY_FIRST = True
 
 
+# bwd_ws.py's kernels as persistent kernels (PERSISTENT): about one program an SM, each
+# looping over the call's tiles (dK/dV: key blocks, dQ: query blocks) in snake rounds,
+# every descriptor made once over the (B * N, H-span) views (kernels/bwd_ws.py's doc).
+# Which launches, as (kernel, BLOCK_D, masked, dropout): kernel "dkdv" or "dq", masked
+# the split path's PARTIAL launch (causal, right windows, ragged counts), dropout the
+# whole-call launch with dropout. Empty: not yet run on a GPU (session 17 prepared it:
+# offline sm_90a compiles in bench/bwd_ws_compile.py, the A/B and stress in
+# bench/gpu/s17_bwd_persistent_ab.py). An earlier persistent version, its descriptors made
+# per tile, was wrong on the H200 at D = 128 (right at D = 64); prime suspect, the
+# persistent forward's descriptor race (kernels/fwd_ws.py), others its shared memory and
+# spills (WS_PERSISTENT_TILE_STAGES).
+WS_PERSISTENT: set = set()
+# A persistent launch runs min(tiles, SMs) programs (and only with more tiles than SMs);
+# WS_PERSISTENT_PROGRAMS, when set, is the count instead (the tests lower it).
+WS_PERSISTENT_PROGRAMS = None
+# The persistent masked deal (with a right mask and no left edge): head-major snake rounds
+# up to this many blocks a head, block-major beyond (every (batch, head)'s heaviest block
+# first: dK/dV's first key block, dQ's last query block under WS_HEAVY_FIRST). The
+# forward's measured rule (launchers.forward.WS_HEAD_MAJOR_MAX_BLOCKS), not measured here.
+WS_HEAD_MAJOR_MAX_BLOCKS = 32
+# Buffers for the loads a persistent tile makes once, before its loop (dK/dV: k and v; dQ:
+# q and dO): the persistent loop's num_stages (TILE_STAGES). 2: the producer loads the
+# next tile's while the consumers finish this one; 1: shared memory as one tile a program.
+# sm_90a compile (bench/bwd_ws_compile.py, 2026-11-30), bytes of shared memory with 2 / 1:
+# D = 128 dK/dV 230984 / 165432, dQ 232040 / 165464 (the limit: 232448); D = 64 150088 /
+# 117304 and 150120 / 116312. With dropout, 2 overflows at D = 128 (dK/dV 232632, dQ
+# 233688 bytes), so _tile_stages takes 1 there. Not yet measured.
+WS_PERSISTENT_TILE_STAGES = 2
+
+
+def _tile_stages(bd: int, dropout: bool) -> int:
+    """TILE_STAGES of a persistent bwd_ws.py launch: WS_PERSISTENT_TILE_STAGES, but 1 where
+    2 would not fit in shared memory (dropout at BLOCK_D 128 and up)."""
+    return 1 if dropout and bd >= 128 else WS_PERSISTENT_TILE_STAGES
+
+
+def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropout: bool, flat: bool):
+    """(grid size, PERSISTENT) of a bwd_ws.py launch (kernel "dkdv" or "dq") over n_tiles
+    tiles: persistent for the kinds in WS_PERSISTENT with more tiles than programs, when
+    every tensor passes _flat_rows (flat)."""
+    if (kernel, bd, masked, dropout) not in WS_PERSISTENT or not flat:
+        return n_tiles, False
+    programs = WS_PERSISTENT_PROGRAMS or sm_count(device)
+    if programs >= n_tiles:
+        return n_tiles, False
+    return programs, True
+
+
+def _deal_block_major(kernel: str, params: AttnParams, n_blocks: int) -> bool:
+    """Whether a persistent bwd_ws.py launch deals block-major (BLOCK_MAJOR): a right mask
+    without a left edge (a head's blocks heaviest first: dK/dV always, dQ under
+    WS_HEAVY_FIRST) and more than WS_HEAD_MAJOR_MAX_BLOCKS blocks a head."""
+    heavy_first = kernel == "dkdv" or WS_HEAVY_FIRST
+    return (params.window_right >= 0 and params.window_left < 0 and heavy_first
+            and n_blocks > WS_HEAD_MAJOR_MAX_BLOCKS)
+
+
 def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
                    partial: bool = False):
     """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
     only the fully visible tiles (causal, right window, ragged counts), the unscaled
-    gradients left in dq, dk, dv for bwd.py's RESUME."""
+    gradients left in dq, dk, dv for bwd.py's RESUME. Each kernel persistent or not as
+    _ws_programs rules."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     lse_stride = seqlen_q
@@ -202,27 +260,39 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     tile, dq_tile = _bwd_ws_tiles(bd)
     # keys_total: the rk / ck part of the table (its descriptors' extent); cs_mult follows it
     keys_arg, keys_total = (keys, keys.numel() - 1) if keys is not None else (lse, 0)
-    plans.launch(attn_bwd_dkdv_ws_kernel, (batch * nheads_k * triton.cdiv(seqlen_k, tile.block_n),),
+    # the persistent kernels read every tensor as (B * N, H-span) rows
+    flat = all(_flat_rows(t, bd) for t in (q, k, v, dout, dq, dk, dv))
+    n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
+    programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
+                                        keys is not None, flat)
+    plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
         *_dims4(dk, False), *_dims4(dv, False),
-        lse.numel(), lse_stride, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
+        lse.numel(), lse_stride, batch, nheads, nheads_k, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
         params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
+        PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
-    plans.launch(attn_bwd_dq_ws_kernel, (batch * nheads * triton.cdiv(seqlen_q, tile.block_m),),
+    n_qblocks = triton.cdiv(seqlen_q, tile.block_m)
+    programs, persistent = _ws_programs(q.device, "dq", batch * nheads * n_qblocks, bd, partial,
+                                        keys is not None, flat)
+    plans.launch(attn_bwd_dq_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),
-        lse.numel(), lse_stride, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
+        lse.numel(), lse_stride, batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k,
         params.softmax_scale, params.softmax_scale * LOG2E, params.dropout_p, keys_total, rng_rows,
         params.window_left, params.window_right,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         HEAVY_FIRST=params.window_right >= 0 and WS_HEAVY_FIRST,
+        PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dq", params, n_qblocks),
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
 
