@@ -324,6 +324,15 @@ def test_warp_specialized_forward_persistent_rule():
     assert forward._ws_programs(q, many, 128, True, False) == (sms, True)           # causal D = 128
     assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (sms, True)
     assert forward._ws_programs(q, many, 128, False, False, flat=False) == (many, False)
+    # the forward's views (common._flat_view): element (b, n, h) at row b * rb + h * rh + n,
+    # column h * ch
+    x = torch.empty(2, 64, 4, 128)
+    assert common._flat_view(x, 128) == (64, 0, 128)
+    assert common._flat_view(x.transpose(1, 2).contiguous().transpose(1, 2), 128) == (4 * 64, 64, 0)
+    assert common._flat_view(torch.empty(2, 64, 3, 4, 128)[:, :, 1], 128) == (64, 0, 128)
+    assert common._flat_view(x[:, :, :, :96], 128) is None
+    assert common._flat_view(x[:, :32], 128) == (64, 0, 128)                   # batches apart: still rows
+    assert common._flat_view(x[:, :, :1], 128) == (64, 0, 0)
     # the masked deal: head-major up to WS_HEAD_MAJOR_MAX_BLOCKS blocks a head, windows always
     for bd, most in forward.WS_HEAD_MAJOR_MAX_BLOCKS.items():
         assert not forward._deal_block_major(True, False, most, bd) and forward._deal_block_major(True, False, most + 1, bd)
@@ -346,6 +355,7 @@ def test_warp_specialized_forward_persistent_rule():
     (2, 256, 384, (4, 2), 128, dict()),                           # GQA, Nq < Nk
     (1, 256, 256, (2, 2), 256, dict()),                           # D = 256
     (2, 256, 256, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
+    (2, 256, 384, (4, 2), 128, dict(bhnd=True, causal=True)),     # q, k in (B, H, N, D) memory, transposed
     (2, 256, 256, (2, 2), 128, dict(dropout_p=0.2)),
     (2, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
     (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
@@ -375,6 +385,8 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
         q, k, v = torch.randn(b, nq, 3, heads[0], d, dtype=torch.bfloat16, device=DEVICE).unbind(2)
     else:
         q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    if kw.pop("bhnd", False):
+        q, k = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k))
     bd = max(16, triton.next_power_of_2(d))
     runs = []
     for persistent in (True, False):
@@ -506,16 +518,20 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(causal, 1024, 1024, "fwd", qq=many) == "whole"
     assert mode(causal, 512, 512, "fwd", qq=many) is None                             # 512: not timed
     assert mode(causal, 1024, 1024, "fwd", qq=many[:1, :, :8]) is None                # 64 blocks: one wave
-    # ... and only in a layout the persistent kernel reads (common._flat_rows): not a
-    # (B, H, N, D) tensor transposed, nor D under BLOCK_D; unmasked D = 128 up to 1k likewise
+    # ... and only in a layout the persistent kernel reads (common._flat_view): (B, N, H, D)
+    # or (B, H, N, D) memory, not D under BLOCK_D nor heads that overlap a row's span;
+    # unmasked D = 128 up to 1k likewise
     bhnd = torch.empty(16, 16, 1024, 128, dtype=torch.bfloat16).transpose(1, 2)
-    assert mode(causal, 1024, 1024, "fwd", qq=bhnd) is None
-    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(bhnd, many)) is None
-    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(many, many)) == "whole"
+    odd = torch.empty_strided((16, 1024, 16, 128), (16 * (1024 * 128 + 64), 128, 1024 * 128 + 64, 1),
+                              dtype=torch.bfloat16)                       # stride_h not a multiple of stride_n
+    assert common._flat_view(odd, 128) is None
+    assert mode(causal, 1024, 1024, "fwd", qq=bhnd) == "whole"
+    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(odd, many)) is None
+    assert policy.warp_spec_mode(many, causal, None, False, 128, 1024, 1024, kv=(bhnd, many)) == "whole"
     assert mode(causal, 1024, 1024, "fwd", qq=many[..., :96]) is None
-    assert mode(plain, 1024, 1024, "fwd", qq=bhnd) is None and mode(plain, 2048, 2048, "fwd", qq=bhnd) == "whole"
-    assert policy.warp_spec_mode(many, plain, None, False, 128, 512, 512, kv=(many, bhnd)) is None
-    assert mode(plain, 512, 512, "fwd", qq=many) == "whole"
+    assert mode(plain, 1024, 1024, "fwd", qq=odd) is None and mode(plain, 2048, 2048, "fwd", qq=odd) == "whole"
+    assert policy.warp_spec_mode(many, plain, None, False, 128, 512, 512, kv=(many, odd)) is None
+    assert mode(plain, 512, 512, "fwd", qq=bhnd) == "whole"
     assert mode(plain, 512, 512, "fwd") == "whole" and mode(plain, 1024, 2048, "fwd") == "whole"
     assert mode(plain, 1024, 1024, "bwd") == "whole"                                  # the backward keeps it
     assert mode(plain, 256, 256, "bwd", qq=q256, dout=q256, bd=256) is None            # nor a D = 256 backward one

@@ -65,6 +65,9 @@ def attn_fwd_ws_kernel(
     stride_vb, stride_vn, stride_vh,
     stride_ob, stride_on, stride_oh,
     lse_rows,
+    # PERSISTENT: each tensor as rows of its (B, N, H, D) view: element (b, t, h, :) is row
+    # b * <x>_rb + h * <x>_rh + t, columns from h * <x>_ch (launchers.common._flat_view)
+    q_rb, q_rh, q_ch, k_rb, k_rh, k_ch, v_rb, v_rh, v_ch, o_rb, o_rh, o_ch,
     batch, nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr = False, HAS_LEFT: tl.constexpr = False,
@@ -82,19 +85,26 @@ def attn_fwd_ws_kernel(
     # producer warpgroup loads the next tile's K / V while the consumers finish this one
     # (launchers.forward.WS_PERSISTENT).
     if PERSISTENT:
-        # The descriptors are made once, over every (batch, head): q as (B * Nq, H-span)
-        # rows, the head a column offset (the launcher checks the strides allow it:
-        # launchers.common._flat_rows). Made per tile in the same global-scratch slots, a
-        # tile's descriptors overwrote the previous tile's while its last bulk copies could
-        # still be queued: 29-87 of 42-276 persistent calls a case differed from one tile a
-        # program under a 3-process stress (H200, 2026-11-30, bench/gpu/s16_persistent_stress.py).
-        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
+        # The descriptors are made once, over every (batch, head): each tensor as a 2-D
+        # view of rows (stride_<x>n apart) whose (batch, head) is a row offset and a
+        # column offset: heads side by side in a row for (B, N, H, D) memory, heads as
+        # row ranges for (B, H, N, D) memory (launchers.common._flat_view). Made per tile
+        # in the same global-scratch slots, a tile's descriptors overwrote the previous
+        # tile's while its last bulk copies could still be queued: 29-87 of 42-276
+        # persistent calls a case differed from one tile a program under a 3-process
+        # stress (H200, 2026-11-30, bench/gpu/s16_persistent_stress.py).
+        nheads_k = nheads // group
+        q_desc = tl.make_tensor_descriptor(Q, shape=[(batch - 1) * q_rb + (nheads - 1) * q_rh + seqlen_q,
+                                                     (nheads - 1) * q_ch + HEAD_DIM],
                                            strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM],
+        k_desc = tl.make_tensor_descriptor(K, shape=[(batch - 1) * k_rb + (nheads_k - 1) * k_rh + seqlen_k,
+                                                     (nheads_k - 1) * k_ch + HEAD_DIM],
                                            strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM],
+        v_desc = tl.make_tensor_descriptor(V, shape=[(batch - 1) * v_rb + (nheads_k - 1) * v_rh + seqlen_k,
+                                                     (nheads_k - 1) * v_ch + HEAD_DIM],
                                            strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        o_desc = tl.make_tensor_descriptor(O, shape=[batch * seqlen_q, (nheads - 1) * stride_oh + HEAD_DIM],
+        o_desc = tl.make_tensor_descriptor(O, shape=[(batch - 1) * o_rb + (nheads - 1) * o_rh + seqlen_q,
+                                                     (nheads - 1) * o_ch + HEAD_DIM],
                                            strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
         lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
         iota_desc = lse_desc
@@ -123,6 +133,7 @@ def attn_fwd_ws_kernel(
             _fwd_ws_tile(tile, q_desc, k_desc, v_desc, o_desc, lse_desc, iota_desc, Q, K, V, O, LSE, IOTA, RNG,
                          stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
                          stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+                         q_rb, q_rh, q_ch, k_rb, k_rh, k_ch, v_rb, v_rh, v_ch, o_rb, o_rh, o_ch,
                          nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
                          rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
                          HAS_DROPOUT, HEAVY_FIRST, FLAT=True)
@@ -130,6 +141,7 @@ def attn_fwd_ws_kernel(
         _fwd_ws_tile(tl.program_id(0), Q, K, V, O, LSE, IOTA, Q, K, V, O, LSE, IOTA, RNG,
                      stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
                      stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+                     q_rb, q_rh, q_ch, k_rb, k_rh, k_ch, v_rb, v_rh, v_ch, o_rb, o_rh, o_ch,
                      nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p,
                      rng_rows, rng_stride, HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, NEG_SCALE, MASKED, HAS_LEFT,
                      HAS_DROPOUT, HEAVY_FIRST, FLAT=False)
@@ -140,6 +152,7 @@ def _fwd_ws_tile(
     tile, q_desc, k_desc, v_desc, o_desc, lse_desc, iota_desc, Q, K, V, O, LSE, IOTA, RNG,
     stride_qb, stride_qn, stride_qh, stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh, stride_ob, stride_on, stride_oh, lse_rows,
+    q_rb, q_rh, q_ch, k_rb, k_rh, k_ch, v_rb, v_rh, v_ch, o_rb, o_rh, o_ch,
     nheads, group, seqlen_q, seqlen_k, qk_scale, window_left, window_right, dropout_p, rng_rows, rng_stride,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     NEG_SCALE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_DROPOUT: tl.constexpr,
@@ -162,13 +175,15 @@ def _fwd_ws_tile(
     hk = h // group
 
     if FLAT:
-        # (B * N, H-span) views: the tile's rows start at b * N, its head at a column
-        q_row = b * seqlen_q
-        k_row = b * seqlen_k
-        q_col = h * stride_qh
-        k_col = hk * stride_kh
-        v_col = hk * stride_vh
-        o_col = h * stride_oh
+        # the kernel's row views: the tile's (batch, head) as a row offset and a column
+        q_row = b * q_rb + h * q_rh
+        k_row = b * k_rb + hk * k_rh
+        v_row = b * v_rb + hk * v_rh
+        o_row = b * o_rb + h * o_rh
+        q_col = h * q_ch
+        k_col = hk * k_ch
+        v_col = hk * v_ch
+        o_col = h * o_ch
     else:
         # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written
         q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh,
@@ -188,6 +203,8 @@ def _fwd_ws_tile(
             iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
         q_row = 0
         k_row = 0
+        v_row = 0
+        o_row = 0
         q_col = 0
         k_col = 0
         v_col = 0
@@ -247,7 +264,7 @@ def _fwd_ws_tile(
             qk = tl.where(visible, qk, ws_hidden_score(NEG_SCALE))
         # HAS_LEFT: a row's first tiles may hide all its keys (its window starts later)
         p, alpha, m_new, l_i = ws_softmax_step(qk, m_i, l_i, qk_scale, NEG_SCALE, HAS_LEFT)
-        v = v_desc.load([k_row + start_n, v_col])                       # (BLOCK_N, BLOCK_D)
+        v = v_desc.load([v_row + start_n, v_col])                       # (BLOCK_N, BLOCK_D)
         if HAS_DROPOUT:
             keep = dropout_tile_keep(rk, cb, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, CB_ONCE)
             p = p * keep                                                # l_i kept all of p
@@ -260,7 +277,7 @@ def _fwd_ws_tile(
     l_out = l_i
     if HAS_DROPOUT:
         l_out = l_i * (1.0 - dropout_p)                                  # kept values scale by 1 / (1 - p)
-    o_desc.store([q_row + start_m, o_col], (acc / l_out[:, None]).to(O.dtype.element_ty))
+    o_desc.store([o_row + start_m, o_col], (acc / l_out[:, None]).to(O.dtype.element_ty))
     # The lse leaves through a descriptor too, over the flat (B * H * Nq,) buffer: a pointer
     # store indexed by tl.arange rows put the rows of the second consumer warpgroup in
     # the wrong place (H200, 2026-11-29: lse errors of inf, the output right). Query

@@ -201,6 +201,32 @@ def _flat_rows(t: torch.Tensor, bd: int) -> bool:
             and (batch == 1 or t.stride(0) == n * t.stride(1)) and batch * n < 2**31)
 
 
+def _flat_view(t: torch.Tensor, bd: int):
+    """(rb, rh, ch) when t (B, N, H, D) reads as one 2-D view of rows t.stride(1) elements
+    apart in which element (b, n, h, :) is row b * rb + h * rh + n from column h * ch, as
+    the persistent fwd_ws.py's descriptors (made once over every (batch, head)) read it;
+    else None. The address identity b * stride_b + h * stride_h = (b * rb + h * rh) *
+    stride_n + h * ch needs stride_b a multiple of stride_n (or one batch) and stride_h =
+    rh * stride_n + ch with every head's columns inside a row: (B, N, H, D) memory gives
+    (N, 0, D), heads side by side; (B, H, N, D) memory (a transposed view) gives (H * N, N,
+    0), heads as row ranges. The head is exactly BLOCK_D wide; row indices within int32."""
+    batch, n, h, d = t.shape
+    sb, sn, sh, sd = t.stride()
+    if d != bd or sd != 1 or sn < d:
+        return None
+    rh, ch = (0, 0) if h == 1 else divmod(sh, sn)
+    if (h - 1) * ch + d > sn:
+        return None
+    rb = 0
+    if batch > 1:
+        if sb % sn:
+            return None
+        rb = sb // sn
+    if (batch - 1) * rb + (h - 1) * rh + n >= 2**31:
+        return None
+    return rb, rh, ch
+
+
 def block_d(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 

@@ -14,7 +14,7 @@ from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
 from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
-                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_rows,
+                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import WARP_SPEC_TILES, warp_spec_mode, warp_spec_varlen
@@ -173,7 +173,7 @@ WS_PERSISTENT_PROGRAMS = None
 
 def _ws_programs(q, n_tiles: int, bd: int, masked: bool, dropout: bool, left_window: bool = False, flat=True):
     """(grid size, PERSISTENT) of a fwd_ws.py launch over n_tiles query blocks. flat:
-    whether q, k, v and out all pass _flat_rows (the persistent kernel needs it)."""
+    whether q, k, v and out all have a common._flat_view (the persistent kernel needs it)."""
     if (bd, masked, dropout) not in WS_PERSISTENT or (left_window and not WS_PERSISTENT_WINDOWS) or not flat:
         return n_tiles, False
     programs = WS_PERSISTENT_PROGRAMS or sm_count(q.device)
@@ -204,13 +204,15 @@ def _fwd_warp_spec(q, k, v, out, lse, params: AttnParams, bd: int, rng=None):
     iota = memory.arange_i32(seqlen_q, q.device) if rows else None
     n_blocks = triton.cdiv(seqlen_q, tile.block_m)
     block_major = _deal_block_major(masked, params.window_left >= 0, n_blocks, bd)
+    views = [_flat_view(t, bd) for t in (q, k, v, out)]
+    flat = all(x is not None for x in views)
     programs, persistent = _ws_programs(q, batch * nheads * n_blocks, bd, masked,
-                                        rng is not None, masked and params.window_left >= 0,
-                                        all(_flat_rows(t, bd) for t in (q, k, v, out)))
+                                        rng is not None, masked and params.window_left >= 0, flat)
     plans.launch(attn_fwd_ws_kernel, (programs,),
         q, k, v, out, lse, iota if rows else lse, rng if rng is not None else lse,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(out, False),
         lse.numel(),
+        *(x for view in views for x in (view if flat else (0, 0, 0))),
         batch, nheads, nheads // nheads_k, seqlen_q, seqlen_k, qk_scale, params.window_left, params.window_right,
         params.dropout_p, batch * seqlen_q, seqlen_k,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, NEG_SCALE=qk_scale < 0,

@@ -10,7 +10,7 @@ import os
 import torch
 
 from ..kernels import configs
-from .common import AttnParams, _flat_rows, interpreting, sm_count
+from .common import AttnParams, _flat_view, interpreting, sm_count
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
 # what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
@@ -237,19 +237,18 @@ WS_MASKED_PERSISTENT_ONLY = {128: 1024}
 def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
     """Whether a masked forward at BLOCK_D bd passes WS_MASKED_PERSISTENT_ONLY (always, for
     a BLOCK_D not in it): long enough, more query blocks (B * H * blocks) than SMs, and q,
-    k, v in a layout the persistent kernel reads (common._flat_rows; the output is ours)."""
+    k, v in a layout the persistent kernel reads (common._flat_view; the output is ours)."""
     if bd not in WS_MASKED_PERSISTENT_ONLY or _warp_spec_forced():
         return True
     batch, _, nheads, _ = q.shape
     tiles = batch * nheads * -(-seqlen_q // WARP_SPEC_TILES[bd].block_m)
     return (max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and tiles > sm_count(q.device)
-            and all(_flat_rows(t, bd) for t in (q, *kv)))
+            and all(_flat_view(t, bd) is not None for t in (q, *kv)))
 
 
 # BLOCK_D -> the longest max(Nq, Nk) at which an unmasked forward runs fwd_ws.py only if its
-# launch can be persistent (q, k, v pass common._flat_rows; e.g. a (B, H, N, D) tensor
-# transposed to (B, N, H, D), or D under BLOCK_D, cannot), and fwd.py's short tile
-# otherwise: one tile a program measured 298-301 / 401-407 TFLOP/s at N = 512 / 1k against
+# launch can be persistent (q, k, v have a common._flat_view; D under BLOCK_D has none),
+# and fwd.py's short tile otherwise: one tile a program measured 298-301 / 401-407 TFLOP/s at N = 512 / 1k against
 # fwd.py's (64, 64, 4, 3) 365-372 / 410-424 (graph replays, H200, sessions 13 and 15).
 WS_PLAIN_SHORT_NEEDS_PERSISTENT = {128: 1024}
 
@@ -260,7 +259,7 @@ def plain_fwd_layout_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool
     if bd not in WS_PLAIN_SHORT_NEEDS_PERSISTENT or _warp_spec_forced():
         return True
     return (max(seqlen_q, seqlen_k) > WS_PLAIN_SHORT_NEEDS_PERSISTENT[bd]
-            or all(_flat_rows(t, bd) for t in (q, *kv)))
+            or all(_flat_view(t, bd) is not None for t in (q, *kv)))
 
 
 # The dropout forward on fwd_ws.py (keys hashed in the kernel at the iota rows): its lse
