@@ -55,9 +55,12 @@ def _recording_ws_programs(*a):
 backward._ws_programs = _recording_ws_programs
 
 
-def setting(d: int, causal: bool, persistent: bool, tile_stages: int = 2, dropout: bool = False):
-    """Apply a variant: WS_PERSISTENT holds both kernels' kind of this case, or nothing."""
-    kinds = {(kernel, d, causal, dropout) for kernel in ("dkdv", "dq")} if persistent else set()
+KERNELS = ("dkdv", "dq")                          # which kernels the persistent variants cover (--kernels)
+
+
+def setting(d: int, causal: bool, persistent: bool, tile_stages: int = 2, dropout: bool = False, kernels=None):
+    """Apply a variant: WS_PERSISTENT holds the kernels' kind of this case, or nothing."""
+    kinds = {(kernel, d, causal, dropout) for kernel in (kernels or KERNELS)} if persistent else set()
 
     def apply():
         backward.WS_PERSISTENT = kinds
@@ -159,16 +162,51 @@ def stress(seconds: float):
         restore()
 
 
+def diag():
+    """Session 17 call 2: at D = 128 the persistent dQ gave NaN rows on the GPU (call 1). Per
+    kernel alone: which gradients differ, and where the NaN rows of dq sit (batch, head,
+    query block of 128, row in the block)."""
+    try:
+        for d, n, causal in [(128, 2048, False), (128, 16384, False), (128, 4096, True), (64, 2048, False)]:
+            grad, b, h = inputs(d, n, causal, seed=5)
+            setting(d, causal, False)()
+            want = [g.clone() for g in grad()]
+            for kernels in (("dkdv",), ("dq",)):
+                for stages in (2, 1):
+                    setting(d, causal, True, stages, kernels=kernels)()
+                    DECISIONS.clear()
+                    got = grad()
+                    differ = {nm: int((x != y).sum()) for nm, x, y in zip("qkv", got, want)}
+                    line = f"D={d} N={n} {'causal' if causal else 'plain'} {kernels[0]} stages={stages}: " \
+                           f"launches {DECISIONS} elements differing dq/dk/dv {differ}"
+                    bad = (got[0] != want[0]).any(-1)               # (B, N, H) rows of dq off
+                    if bad.any():
+                        idx = bad.nonzero()
+                        blocks = sorted({(int(i[0]), int(i[2]), int(i[1]) // 128) for i in idx})
+                        rows = sorted({int(i[1]) % 128 for i in idx})
+                        line += (f"\n    dq rows off {len(idx)} of {bad.numel()}, NaN {int(got[0].isnan().any(-1).sum())};"
+                                 f" (b, h, qblock) {len(blocks)}: {blocks[:12]}; rows within a block {len(rows)}:"
+                                 f" {rows[:8]}..{rows[-4:]}")
+                    print(line, flush=True)
+    finally:
+        restore()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", nargs="?", default="ab", choices=["ab", "stress"])
+    ap.add_argument("mode", nargs="?", default="ab", choices=["ab", "stress", "diag"])
     ap.add_argument("seconds", nargs="?", type=float, default=20.0, help="stress: seconds a case")
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384])
     ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     ap.add_argument("--no-1buf", action="store_true", help="skip the TILE_STAGES=1 variant")
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS), help="persistent variants cover these")
     args = ap.parse_args(argv)
-    if args.mode == "stress":
+    global KERNELS
+    KERNELS = tuple(args.kernels)
+    if args.mode == "diag":
+        diag()
+    elif args.mode == "stress":
         stress(args.seconds)
     else:
         ab(args)
