@@ -55,12 +55,12 @@ def _recording_ws_programs(*a):
 backward._ws_programs = _recording_ws_programs
 
 
-KERNELS = ("dkdv", "dq")                          # which kernels the persistent variants cover (--kernels)
+KERNELS_CHOSEN = ["dkdv", "dq"]                   # which kernels the persistent variants cover (--kernels)
 
 
 def setting(d: int, causal: bool, persistent: bool, tile_stages: int = 2, dropout: bool = False, kernels=None):
     """Apply a variant: WS_PERSISTENT holds the kernels' kind of this case, or nothing."""
-    kinds = {(kernel, d, causal, dropout) for kernel in (kernels or KERNELS)} if persistent else set()
+    kinds = {(kernel, d, causal, dropout) for kernel in (kernels or KERNELS_CHOSEN)} if persistent else set()
 
     def apply():
         backward.WS_PERSISTENT = kinds
@@ -200,10 +200,9 @@ def main(argv=None):
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384])
     ap.add_argument("--causal", choices=["both", "no", "yes"], default="both")
     ap.add_argument("--no-1buf", action="store_true", help="skip the TILE_STAGES=1 variant")
-    ap.add_argument("--kernels", nargs="+", default=list(KERNELS), help="persistent variants cover these")
+    ap.add_argument("--kernels", nargs="+", default=list(KERNELS_CHOSEN), help="persistent variants cover these")
     args = ap.parse_args(argv)
-    global KERNELS
-    KERNELS = tuple(args.kernels)
+    KERNELS_CHOSEN[:] = args.kernels
     if args.mode == "diag":
         diag()
     elif args.mode == "stress":
