@@ -192,9 +192,64 @@ def diag():
         restore()
 
 
+def diag2():
+    """Session 17 call 3: call 1's 3-process stress saw every TILE_STAGES=1 call at D = 128
+    N = 16k (both kernels persistent) differ, where call 2 found each kernel alone right at
+    TILE_STAGES=1 in one process. One process here: both kernels at TILE_STAGES=1, fresh
+    (no TILE_STAGES=2 call before), 4 calls; then after a TILE_STAGES=2 call; per case."""
+    try:
+        for d, n, causal in [(128, 16384, False), (128, 2048, False), (128, 4096, True)]:
+            grad, b, h = inputs(d, n, causal, seed=11)
+            setting(d, causal, False)()
+            want = [g.clone() for g in grad()]
+            for label, seq in (("1 x4", (1, 1, 1, 1)), ("2 then 1 x2", (2, 1, 1))):
+                out = []
+                for stages in seq:
+                    setting(d, causal, True, stages, kernels=("dkdv", "dq"))()
+                    got = grad()
+                    out.append("".join("X" if not torch.equal(x, y) else "." for x, y in zip(got, want)))
+                print(f"D={d} N={n} {'causal' if causal else 'plain'} both persistent, stages {label}: "
+                      f"dq/dk/dv differ per call {out}", flush=True)
+    finally:
+        restore()
+
+
+def dropout_ab():
+    """Issue 3's dropout ratio (forward+backward at p = 0.1 over p = 0; B = 2, H = 16,
+    N = 4k, D = 128 non-causal, as bench.features) with the backward one tile a program and
+    persistent (dropout and plain kinds both), each twice in alternating order."""
+    from flashtriton.bench.common import time_ms as t_ms
+    b, n, h, d = 2, 4096, 16, 128
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
+               for _ in range(3))
+    dout = torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, generator=gen)
+
+    def step(p):
+        def run():
+            out = flashtriton.flash_attn_func(q, k, v, dropout_p=p)
+            return torch.autograd.grad(out, (q, k, v), dout)
+        return run
+    res = {}
+    try:
+        for rep in range(2):
+            for persistent in ((False, True) if rep == 0 else (True, False)):
+                kinds = {(kern, d, False, drop) for kern in ("dkdv", "dq") for drop in (False, True)} if persistent else set()
+                backward.WS_PERSISTENT = kinds
+                plans.clear()
+                for p in (0.0, 0.1):
+                    res.setdefault((persistent, p), []).append(t_ms(step(p), "cuda"))
+        for persistent in (False, True):
+            t0, t1 = (sorted(res[(persistent, p)])[0] for p in (0.0, 0.1))
+            print(f"dropout fwd+bwd B={b} N={n} H={h} D={d}: backward {'persistent' if persistent else 'one tile'}: "
+                  f"p=0 {t0:.3f} ms, p=0.1 {t1:.3f} ms, ratio {t1 / t0:.3f}", flush=True)
+    finally:
+        restore()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", nargs="?", default="ab", choices=["ab", "stress", "diag"])
+    ap.add_argument("mode", nargs="?", default="ab", choices=["ab", "stress", "diag", "diag2", "dropout"])
     ap.add_argument("seconds", nargs="?", type=float, default=20.0, help="stress: seconds a case")
     ap.add_argument("--head-dims", type=int, nargs="+", default=[128, 64])
     ap.add_argument("--seqlens", type=int, nargs="+", default=[512, 1024, 2048, 4096, 16384])
@@ -203,7 +258,11 @@ def main(argv=None):
     ap.add_argument("--kernels", nargs="+", default=list(KERNELS_CHOSEN), help="persistent variants cover these")
     args = ap.parse_args(argv)
     KERNELS_CHOSEN[:] = args.kernels
-    if args.mode == "diag":
+    if args.mode == "dropout":
+        dropout_ab()
+    elif args.mode == "diag2":
+        diag2()
+    elif args.mode == "diag":
         diag()
     elif args.mode == "stress":
         stress(args.seconds)

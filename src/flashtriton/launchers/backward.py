@@ -213,9 +213,14 @@ WS_PERSISTENT_TILE_STAGES = 2
 
 
 def _tile_stages(bd: int, dropout: bool) -> int:
-    """TILE_STAGES of a persistent bwd_ws.py launch: WS_PERSISTENT_TILE_STAGES, but 1 where
-    2 would not fit in shared memory (dropout at BLOCK_D 128 and up)."""
-    return 1 if dropout and bd >= 128 else WS_PERSISTENT_TILE_STAGES
+    """TILE_STAGES of a persistent bwd_ws.py launch: WS_PERSISTENT_TILE_STAGES, but 1 at
+    BLOCK_D 128 and up. Workaround (H200, triton 3.6.0, 2026-11-30): with 2 the D = 128
+    kernels compile (230984 / 232040 bytes of shared memory) but give wrong gradients in
+    every call, one process alone: row 0 of ~50 query blocks of dq NaN, ~57 rows of dk / dv
+    off, at N = 2k, 16k and causal 4k (bench/gpu/s17_bwd_persistent_ab.py diag); 1 is
+    bitwise equal to one tile a program there, and D = 64 is right with 2. (With dropout,
+    2 would overflow shared memory at D = 128 anyway: 232632 / 233688 bytes.)"""
+    return 1 if bd >= 128 else WS_PERSISTENT_TILE_STAGES
 
 
 def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropout: bool, flat: bool):
