@@ -138,12 +138,19 @@ STRESS_CASES = [(128, 2048, False, 0.0), (128, 16384, False, 0.0), (128, 4096, T
                 (64, 8192, True, 0.0), (128, 2048, False, 0.1)]
 
 
+if os.environ.get("S17_STRESS"):                 # "d,n,causal,p;..." (session 17 call 4)
+    STRESS_CASES = [(int(d), int(n), c == "1", float(p)) for d, n, c, p in
+                    (case.split(",") for case in os.environ["S17_STRESS"].split(";"))]
+
+
 def stress(seconds: float):
     try:
         for i, (d, n, causal, p) in enumerate(STRESS_CASES):
             grad, _, _ = inputs(d, n, causal, p, seed=100 + i)
             setting(d, causal, False, dropout=p > 0)()
             want = [g.clone() for g in grad()]            # the quiet one-tile result
+            if any(bool(x.isnan().any()) for x in want):
+                print(f"D={d} N={n} causal={causal} p={p}: the one-tile baseline has NaN", flush=True)
             calls, bad, nans, not_persistent = {1: 0, 2: 0}, {1: 0, 2: 0}, {1: 0, 2: 0}, 0
             t_end = time.time() + seconds
             while time.time() < t_end:

@@ -20,6 +20,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _dropout_keys, _effective_window,
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
+from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
 from .policy import _bwd_ws_tiles, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -129,7 +130,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
-    mode = (warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel="bwd", dout=dout)
+    mode = (warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel="bwd", dout=dout,
+                           bwd_persistent=lambda masked: _ws_persistent_call(q, k, v, dout, bd, params, masked))
             if lse.is_contiguous() else None)
     if mode == "whole":
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
@@ -187,13 +189,23 @@ WS_HEAVY_FIRST = True
 # every descriptor made once over the (B * N, H-span) views (kernels/bwd_ws.py's doc).
 # Which launches, as (kernel, BLOCK_D, masked, dropout): kernel "dkdv" or "dq", masked
 # the split path's PARTIAL launch (causal, right windows, ragged counts), dropout the
-# whole-call launch with dropout. Empty: not yet run on a GPU (session 17 prepared it:
-# offline sm_90a compiles in bench/bwd_ws_compile.py, the A/B and stress in
-# bench/gpu/s17_bwd_persistent_ab.py). An earlier persistent version, its descriptors made
-# per tile, was wrong on the H200 at D = 128 (right at D = 64); prime suspect, the
-# persistent forward's descriptor race (kernels/fwd_ws.py), others its shared memory and
-# spills (WS_PERSISTENT_TILE_STAGES).
-WS_PERSISTENT: set = set()
+# whole-call launch with dropout. H200, bf16, 16k tokens, backward TFLOP/s one tile a
+# program -> persistent, bitwise equal (bench/gpu/s17_bwd_persistent_ab.py, 2026-11-30,
+# bench/NOTES.md "Session 17"): D = 128 non-causal 244 -> 337 / 334 -> 389 / 380 -> 422 /
+# 428 -> 433 / 458 -> 444 at N = 512 / 1k / 2k / 4k / 16k, causal (split) 311 -> 335 at
+# 4k, 262 at 2k (bwd.py 249); D = 64 non-causal 159 -> 310 / 229 -> 345 / 291 -> 367 /
+# 331 -> 376 / 365 -> 390, causal 220 -> 267 at 4k, 333 -> 340 at 16k; dropout p = 0.1
+# (D = 128, N = 4k) forward+backward 1.217x -> 1.177x the p = 0 time.
+WS_PERSISTENT: set = {(kernel, bd, masked, False) for kernel in ("dkdv", "dq") for bd in (64, 128)
+                      for masked in (False, True)} | {("dkdv", 128, False, True), ("dq", 128, False, True)}
+# The longest min(Nq, Nk) at which a kind of WS_PERSISTENT runs persistent. D = 128: from
+# 16k the persistent launch is 3% slower, and there, with three processes sharing the GPU
+# (time-sliced), every persistent call gave NaN gradients (100 of 100; one process alone:
+# bitwise right; N = 2k and causal 4k under the same load: 0 of ~1400 each), so a fault
+# that grows with a launch's duration (the persistent forward's rare multi-process fault,
+# README limitations, may be the same). Not measured between 4k and 16k.
+WS_PERSISTENT_MAX_N = {(kernel, 128, masked, dropout): 4096 for kernel in ("dkdv", "dq")
+                       for masked in (False, True) for dropout in (False, True)}
 # A persistent launch runs min(tiles, SMs) programs (and only with more tiles than SMs);
 # WS_PERSISTENT_PROGRAMS, when set, is the count instead (the tests lower it).
 WS_PERSISTENT_PROGRAMS = None
@@ -223,16 +235,34 @@ def _tile_stages(bd: int, dropout: bool) -> int:
     return 1 if bd >= 128 else WS_PERSISTENT_TILE_STAGES
 
 
-def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropout: bool, flat: bool):
+def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropout: bool, flat: bool,
+                 n: int = 0):
     """(grid size, PERSISTENT) of a bwd_ws.py launch (kernel "dkdv" or "dq") over n_tiles
     tiles: persistent for the kinds in WS_PERSISTENT with more tiles than programs, when
-    every tensor passes _flat_rows (flat)."""
-    if (kernel, bd, masked, dropout) not in WS_PERSISTENT or not flat:
+    every tensor passes _flat_rows (flat) and n = min(Nq, Nk) is within the kind's
+    WS_PERSISTENT_MAX_N."""
+    kind = (kernel, bd, masked, dropout)
+    if kind not in WS_PERSISTENT or not flat or n > WS_PERSISTENT_MAX_N.get(kind, n):
         return n_tiles, False
     programs = WS_PERSISTENT_PROGRAMS or sm_count(device)
     if programs >= n_tiles:
         return n_tiles, False
     return programs, True
+
+
+def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool) -> bool:
+    """Whether a bwd_ws.py backward of these tensors (the whole call, or with masked the
+    split path's PARTIAL launch) would run its dK/dV launch persistent (_ws_programs; the
+    gradients bwd_ws.py writes are allocated flat). The policy's short-sequence rules
+    (policy.warp_spec_mode) take bwd_ws.py only then: there the gain is persistence's."""
+    if bd not in _BWD_WS_TILES:
+        return False
+    batch, seqlen_q = q.shape[:2]
+    seqlen_k, nheads_k = k.shape[1], k.shape[2]
+    flat = all(_flat_rows(t, bd) for t in (q, k, v, dout))
+    n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
+    return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
+                        min(seqlen_q, seqlen_k))[1]
 
 
 def _deal_block_major(kernel: str, params: AttnParams, n_blocks: int) -> bool:
@@ -269,7 +299,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     flat = all(_flat_rows(t, bd) for t in (q, k, v, dout, dq, dk, dv))
     n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
-                                        keys is not None, flat)
+                                        keys is not None, flat, min(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
@@ -286,7 +316,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     tile = dq_tile
     n_qblocks = triton.cdiv(seqlen_q, tile.block_m)
     programs, persistent = _ws_programs(q.device, "dq", batch * nheads * n_qblocks, bd, partial,
-                                        keys is not None, flat)
+                                        keys is not None, flat, min(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dq_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),

@@ -26,7 +26,7 @@ WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2), 256: configs.Tile(128, 64,
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
-                   kernel: str = "fwd", dout=None, kv=()):
+                   kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
     """How the forward (kernel="fwd") or the backward ("bwd") uses the warp-specialized
     kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
     warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
@@ -42,7 +42,10 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
     they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout.
     kv: the forward's (k, v), whose layouts (with q's) decide whether its launch can be
-    persistent (WS_MASKED_PERSISTENT_ONLY, WS_PLAIN_SHORT_NEEDS_PERSISTENT)."""
+    persistent (WS_MASKED_PERSISTENT_ONLY, WS_PLAIN_SHORT_NEEDS_PERSISTENT).
+    bwd_persistent(masked): whether the backward's bwd_ws.py launch would be persistent
+    (launchers.backward._ws_persistent_call); then the whole call needs no
+    BWD_WHOLE_MIN_N and the split path starts at BWD_SPLIT_PERSISTENT_MIN_N."""
     if not warp_spec_applies(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, split_ok=kernel == "bwd",
                              kernel=kernel):
         return None
@@ -60,14 +63,20 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
             if short_kind == "plain" or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv):
                 return None
             return "whole"
-        if forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0):
+        if (forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0)
+                or (bwd_persistent is not None and bwd_persistent(False))):
             return "whole"
         return None
     if kernel == "fwd":
         return None
     if forced:
         return "split"
-    if params.window_left < 0 and min(seqlen_q, seqlen_k) >= BWD_SPLIT_MIN_N.get(bd, float("inf")):
+    if params.window_left >= 0:
+        return None
+    n = min(seqlen_q, seqlen_k)
+    if n >= BWD_SPLIT_MIN_N.get(bd, float("inf")):
+        return "split"
+    if n >= BWD_SPLIT_PERSISTENT_MIN_N.get(bd, float("inf")) and bwd_persistent is not None and bwd_persistent(True):
         return "split"
     return None
 
@@ -89,9 +98,16 @@ FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 # backward 221 / 284 / 334 TFLOP/s at 4k / 8k / 16k with the split, 242 / 267 / 280
 # with bwd.py.
 BWD_SPLIT_MIN_N = {128: 4096, 64: 8192}
+# The same where the split path's bwd_ws.py launch is persistent (launchers.backward.
+# WS_PERSISTENT): D = 128 causal at N = 2k 262 TFLOP/s against 249 with bwd.py, at 1k 176
+# against 192 (H200, 2026-11-30, bench/gpu/s17_bwd_persistent_ab.py); D = 64 at 4k 267
+# against 263 (level: left at 8k).
+BWD_SPLIT_PERSISTENT_MIN_N = {128: 2048}
 # The shortest sequences at which the whole-call backward pays, where not from the start:
 # D = 64 non-causal at N = 512 / 1k 159 / 230 TFLOP/s against 187 / 240 with bwd.py
 # (from 2k: 294 / 337 / 364 / 372 against 273 / 303 / 326 / 325; same runs as above).
+# With a persistent bwd_ws.py launch (launchers.backward.WS_PERSISTENT) the whole call
+# pays from the start: D = 64 310 / 345 TFLOP/s at 512 / 1k (s17_bwd_persistent_ab.py).
 BWD_WHOLE_MIN_N = {64: 2048}
 
 
