@@ -565,7 +565,7 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     (2, 128, 128, (2, 2), 128, dict()),                           # 16 key / query blocks: 5 rounds and 1 tile
     (1, 128, 256, (4, 2), 128, dict()),                           # GQA, Nq < Nk
     (2, 256, 128, (2, 2), 64, dict()),                            # D = 64, Nq > Nk
-    (2, 96, 160, (2, 1), 128, dict(causal=True)),                 # the split path (PARTIAL), MQA, ragged Nq
+    (2, 128, 192, (2, 1), 128, dict(causal=True)),                # the split path (PARTIAL), MQA, Nq < Nk
     (2, 128, 128, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
     (2, 128, 128, (2, 2), 128, dict(dropout_p=0.3)),              # the key table's descriptors
 ])
@@ -646,7 +646,11 @@ def test_warp_specialized_backward_persistent_rule(monkeypatch):
     dev = torch.device(DEVICE)
     sms = common.sm_count(dev)
     many = 8 * sms
-    assert backward.WS_PERSISTENT == set() and backward.WS_PERSISTENT_PROGRAMS is None
+    assert backward.WS_PERSISTENT_PROGRAMS is None
+    assert backward._ws_programs(dev, "dq", many, 128, False, False, True, 4096) == (sms, True)
+    assert backward._ws_programs(dev, "dq", many, 128, False, False, True, 8192) == (many, False)  # MAX_N
+    assert backward._ws_programs(dev, "dq", many, 64, False, False, True, 16384) == (sms, True)
+    monkeypatch.setattr(backward, "WS_PERSISTENT", set())
     assert backward._ws_programs(dev, "dq", many, 128, False, False, True) == (many, False)
     monkeypatch.setattr(backward, "WS_PERSISTENT", {("dq", 128, False, False), ("dkdv", 64, True, False)})
     assert backward._ws_programs(dev, "dq", many, 128, False, False, True) == (sms, True)
@@ -665,9 +669,27 @@ def test_warp_specialized_backward_persistent_rule(monkeypatch):
     monkeypatch.setattr(backward, "WS_HEAVY_FIRST", False)
     assert backward._deal_block_major("dkdv", causal, most + 1)              # dK/dV: its first keys are heaviest
     assert not backward._deal_block_major("dq", causal, most + 1)
-    # the tile-start loads double-buffered, but where that overflows shared memory (dropout, D = 128)
-    assert backward._tile_stages(128, False) == backward._tile_stages(64, True) == backward.WS_PERSISTENT_TILE_STAGES
-    assert backward._tile_stages(128, True) == 1
+    # the tile-start loads double-buffered at D = 64; one buffer from D = 128 (2 was wrong on the H200)
+    assert backward._tile_stages(64, False) == backward._tile_stages(64, True) == backward.WS_PERSISTENT_TILE_STAGES
+    assert backward._tile_stages(128, True) == backward._tile_stages(128, False) == 1
+
+
+def test_persistent_backward_ragged_rule():
+    """Regression (session 17, H200): a causal (2, 96, 160) backward ran persistent on the
+    split path and its dq differed from one tile a program - the flat descriptors' last
+    query block ran into the next batch's rows. Persistent bwd_ws.py launches now need Nq
+    and Nk multiples of the tiles (backward._ws_flat), and _ws_persistent_call says no."""
+    from flashtriton.launchers import backward
+    from flashtriton.launchers.common import AttnParams
+    for (nq, nk), want in [((96, 160), False), ((128, 192), True), ((256, 96), False)]:
+        q = torch.randn(64, nq, 2, 128, dtype=torch.bfloat16, device=DEVICE)
+        k = v = torch.randn(64, nk, 1, 128, dtype=torch.bfloat16, device=DEVICE)
+        tiles = backward._bwd_ws_tiles(128)
+        multiple = all(n % t == 0 for n, t in [(nq, tiles[1].block_m), (nq, tiles[0].block_m),
+                                               (nk, tiles[0].block_n), (nk, tiles[1].block_n)])
+        assert backward._ws_flat((q, k, v, q), 128, nq, nk) == multiple
+        if multiple == want:      # the interpreter's 32 x 32 tiles divide 96 / 160
+            assert backward._ws_persistent_call(q, k, v, q, 128, AttnParams(0.1, window_right=0), True) == want
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

@@ -250,6 +250,18 @@ def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropo
     return programs, True
 
 
+def _ws_flat(tensors, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether the persistent bwd_ws.py kernels can read these (B, N, H, D) tensors through
+    their (B * N, H-span) descriptors: every one _flat_rows, and Nq / Nk multiples of the
+    dQ / dK/dV tiles. A ragged last block's rows would run into the next batch's rows,
+    which TMA does not clip (session 17's GPU run of the (2, 96, 160) causal test: dq
+    differed from one tile a program; regression test test_persistent_backward_ragged_rule)."""
+    kv_tile, dq_tile = _bwd_ws_tiles(bd)
+    return (seqlen_q % dq_tile.block_m == 0 and seqlen_q % kv_tile.block_m == 0
+            and seqlen_k % kv_tile.block_n == 0 and seqlen_k % dq_tile.block_n == 0
+            and all(_flat_rows(t, bd) for t in tensors))
+
+
 def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool) -> bool:
     """Whether a bwd_ws.py backward of these tensors (the whole call, or with masked the
     split path's PARTIAL launch) would run its dK/dV launch persistent (_ws_programs; the
@@ -259,7 +271,7 @@ def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool
         return False
     batch, seqlen_q = q.shape[:2]
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    flat = all(_flat_rows(t, bd) for t in (q, k, v, dout))
+    flat = _ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k)
     n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
     return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
                         min(seqlen_q, seqlen_k))[1]
@@ -296,7 +308,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     # keys_total: the rk / ck part of the table (its descriptors' extent); cs_mult follows it
     keys_arg, keys_total = (keys, keys.numel() - 1) if keys is not None else (lse, 0)
     # the persistent kernels read every tensor as (B * N, H-span) rows
-    flat = all(_flat_rows(t, bd) for t in (q, k, v, dout, dq, dk, dv))
+    flat = _ws_flat((q, k, v, dout, dq, dk, dv), bd, seqlen_q, seqlen_k)
     n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
                                         keys is not None, flat, min(seqlen_q, seqlen_k))
