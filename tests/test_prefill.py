@@ -565,7 +565,7 @@ def test_warp_specialized_backward(monkeypatch, b, nq, nk, heads, d):
     (2, 128, 128, (2, 2), 128, dict()),                           # 16 key / query blocks: 5 rounds and 1 tile
     (1, 128, 256, (4, 2), 128, dict()),                           # GQA, Nq < Nk
     (2, 256, 128, (2, 2), 64, dict()),                            # D = 64, Nq > Nk
-    (2, 128, 192, (2, 1), 128, dict(causal=True)),                # the split path (PARTIAL), MQA, Nq < Nk
+    (2, 128, 256, (2, 1), 128, dict(causal=True)),                # the split path (PARTIAL), MQA, Nq < Nk
     (2, 128, 128, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
     (2, 128, 128, (2, 2), 128, dict(dropout_p=0.3)),              # the key table's descriptors
 ])

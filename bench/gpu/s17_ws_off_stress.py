@@ -16,6 +16,9 @@ import torch
 import flashtriton
 
 seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
+# S17_PAD_MB: a block allocated first and kept, so that this process's later allocations
+# (the descriptor scratch among them) sit at other virtual addresses than its siblings'
+pad = torch.empty(int(os.environ.get("S17_PAD_MB", "0")) << 20, dtype=torch.uint8, device="cuda")
 gen = torch.Generator(device="cuda").manual_seed(17)
 q, k, v = (torch.randn(1, 16384, 16, 128, device="cuda", dtype=torch.bfloat16, generator=gen).requires_grad_()
            for _ in range(3))
@@ -35,6 +38,7 @@ while time.time() < t_end:
     calls += 1
     nan += any(bool(t.isnan().any()) for t in got)
     differ += not all(torch.equal(a, b) for a, b in zip(got, first))
-print(f"FLASHTRITON_WARP_SPEC={os.environ.get('FLASHTRITON_WARP_SPEC', 'auto')}: first result NaN "
+print(f"FLASHTRITON_WARP_SPEC={os.environ.get('FLASHTRITON_WARP_SPEC', 'auto')} "
+      f"pad {os.environ.get('S17_PAD_MB', '0')} MB scratch {os.environ.get('FLASHTRITON_DESC_SCRATCH', '-')}: first result NaN "
       f"{any(bool(t.isnan().any()) for t in first)}; calls {calls}, with NaN {nan}, differing from the first {differ}",
       flush=True)
