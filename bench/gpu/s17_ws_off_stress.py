@@ -38,7 +38,17 @@ while time.time() < t_end:
     calls += 1
     nan += any(bool(t.isnan().any()) for t in got)
     differ += not all(torch.equal(a, b) for a, b in zip(got, first))
-print(f"FLASHTRITON_WARP_SPEC={os.environ.get('FLASHTRITON_WARP_SPEC', 'auto')} "
+from flashtriton.launchers import sharing  # noqa: E402
+t0 = time.perf_counter()
+sharing._gpu_shared_seen.clear()
+shared_now = sharing.gpu_shared(q.device)
+probe_us = (time.perf_counter() - t0) * 1e6
+try:
+    import pynvml  # noqa: F401
+    nvml = "pynvml importable"
+except ImportError:
+    nvml = "NO pynvml"
+print(f"[{nvml}; gpu_shared at the end {shared_now}, probe {probe_us:.0f} us] FLASHTRITON_WARP_SPEC={os.environ.get('FLASHTRITON_WARP_SPEC', 'auto')} "
       f"pad {os.environ.get('S17_PAD_MB', '0')} MB scratch {os.environ.get('FLASHTRITON_DESC_SCRATCH', '-')}: first result NaN "
       f"{any(bool(t.isnan().any()) for t in first)}; calls {calls}, with NaN {nan}, differing from the first {differ}",
       flush=True)

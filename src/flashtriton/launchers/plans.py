@@ -40,6 +40,7 @@ from triton.runtime.driver import driver
 
 from .. import envvars
 from .. import memory as _memory
+from .sharing import gpu_shared
 
 _state = threading.local()
 _PLANS: dict = {}
@@ -127,8 +128,10 @@ def plan_key(op: str, tensors, scalars):
         return None
     # (one expression, no helper call per tensor: a decode step signs 12 tensors, and
     # the calls were ~1/6 of its host Python on the CI CPU, 2026-11-30)
+    # (gpu_shared: the policy leaves the warp-specialized kernels while other processes
+    # share the GPU, so a plan recorded alone must not replay then, nor the reverse)
     return (op, tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
-                      for t in tensors), scalars, env)
+                      for t in tensors), scalars, env, first.is_cuda and gpu_shared(first.device))
 
 
 def run(key, inputs, body):

@@ -11,6 +11,7 @@ import torch
 
 from ..kernels import configs
 from .common import AttnParams, _flat_view, interpreting, sm_count
+from .sharing import gpu_shared
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
 # what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
@@ -132,7 +133,8 @@ def warp_spec_applies(q, params: AttnParams, alibi, is_varlen: bool, bd: int, se
     "auto" (default): the calls warp_spec_plain accepts (with split_ok, also those
     warp_spec_split accepts), on a Hopper GPU (compute capability 9); "0": never; "1": as
     auto, and also under the Triton interpreter (where the specialization itself is
-    ignored: the tests check the kernels' arithmetic there)."""
+    ignored: the tests check the kernels' arithmetic there). "auto" also leaves them while
+    other processes share the GPU (gpu_shared)."""
     args = (q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel)
     if not (warp_spec_plain(*args) or (split_ok and warp_spec_split(*args))
             or (kernel == "fwd" and warp_spec_masked_fwd(*args[:-1]))):
@@ -160,7 +162,11 @@ def _warp_spec_switch(q) -> bool:
         return False
     if interpreting():
         return flag == "1"
-    return q.is_cuda and _compute_capability(q.device.index)[0] == 9
+    if not (q.is_cuda and _compute_capability(q.device.index)[0] == 9):
+        return False
+    return flag == "1" or not gpu_shared(q.device)
+
+
 
 
 @functools.lru_cache(maxsize=None)
