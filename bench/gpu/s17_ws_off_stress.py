@@ -31,12 +31,15 @@ def step():
 
 
 first = [t.clone() for t in step()]
+nan_parts = [0, 0, 0, 0]                          # out, dq, dk, dv
 calls = nan = differ = 0
 t_end = time.time() + seconds
 while time.time() < t_end:
     got = step()
     calls += 1
-    nan += any(bool(t.isnan().any()) for t in got)
+    flags = [bool(t.isnan().any()) for t in got]
+    nan += any(flags)
+    nan_parts = [a + b for a, b in zip(nan_parts, flags)]
     differ += not all(torch.equal(a, b) for a, b in zip(got, first))
 from flashtriton.launchers import sharing  # noqa: E402
 t0 = time.perf_counter()
@@ -50,5 +53,5 @@ except ImportError:
     nvml = "NO pynvml"
 print(f"[{nvml}; gpu_shared at the end {shared_now}, probe {probe_us:.0f} us] FLASHTRITON_WARP_SPEC={os.environ.get('FLASHTRITON_WARP_SPEC', 'auto')} "
       f"pad {os.environ.get('S17_PAD_MB', '0')} MB scratch {os.environ.get('FLASHTRITON_DESC_SCRATCH', '-')}: first result NaN "
-      f"{any(bool(t.isnan().any()) for t in first)}; calls {calls}, with NaN {nan}, differing from the first {differ}",
+      f"{any(bool(t.isnan().any()) for t in first)}; calls {calls}, with NaN {nan} (out / dq / dk / dv {nan_parts}), differing from the first {differ}",
       flush=True)
