@@ -488,8 +488,9 @@ def test_warp_spec_mode_rule(monkeypatch):
     plain, causal = common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)
     window = common.AttnParams(0.1, window_left=1024, window_right=0)
 
-    def mode(p, nq, nk, kernel, qq=q, dout=q, bd=128):
-        return policy.warp_spec_mode(qq, p, None, False, bd, nq, nk, kernel=kernel, dout=dout)
+    def mode(p, nq, nk, kernel, qq=q, dout=q, bd=128, persistent=None):
+        return policy.warp_spec_mode(qq, p, None, False, bd, nq, nk, kernel=kernel, dout=dout,
+                                     bwd_persistent=persistent)
     assert mode(plain, n, n, "fwd") == "whole" and mode(plain, n, n, "bwd") == "whole"
     assert mode(causal, n, n, "fwd") is None and mode(causal, n, n, "bwd") == "split"
     assert mode(causal, n // 2, n, "bwd") is None and mode(plain, n, n + 1, "bwd") == "split"
@@ -506,6 +507,22 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, w64, w64, "bwd", qq=q64, dout=q64, bd=64) == "whole"
     assert mode(plain, w64 // 2, w64 // 2, "bwd", qq=q64, dout=q64, bd=64) is None
     assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
+    # session 17: where the bwd_ws.py launch would be persistent, D = 64's whole backward
+    # from the start and D = 128's split from BWD_SPLIT_PERSISTENT_MIN_N ...
+    yes, no = (lambda masked: True), (lambda masked: False)
+    assert mode(plain, 512, 512, "bwd", qq=q64, dout=q64, bd=64, persistent=yes) == "whole"
+    assert mode(plain, 512, 512, "bwd", qq=q64, dout=q64, bd=64, persistent=no) is None
+    n2 = policy.BWD_SPLIT_PERSISTENT_MIN_N[128]
+    assert mode(causal, n2, n2, "bwd", persistent=yes) == "split" and mode(causal, n2, n2, "bwd", persistent=no) is None
+    assert mode(causal, n2 // 2, n2 // 2, "bwd", persistent=yes) is None
+    # ... and no D = 128 bwd_ws.py beyond BWD_WS_MAX_N (its dK/dV kernel's NaN at 16k)
+    cap = policy.BWD_WS_MAX_N[128]
+    assert mode(plain, cap, cap, "bwd") == "whole" and mode(causal, cap, cap, "bwd") == "split"
+    assert mode(plain, 2 * cap, 2 * cap, "bwd") is None and mode(causal, 2 * cap, 2 * cap, "bwd") is None
+    assert mode(plain, 2 * cap, 2 * cap, "fwd") == "whole"                           # the forward keeps fwd_ws.py
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert mode(plain, 2 * cap, 2 * cap, "bwd") == "whole"                           # forced: the tests reach it
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
     q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
     assert mode(causal, 1024, 1024, "fwd", qq=q256, bd=256) == "whole"                # the MASKED variant

@@ -26,7 +26,11 @@ tile finds its (batch, head) by row and column offsets: made per tile, descripto
 in the same global-scratch slots every tile, and one warpgroup rewrote them for its next
 tile while another still copied through them (the persistent forward, H200, 2026-11-30).
 One tile a program (PERSISTENT=False) makes its descriptors per tile, as before.
-Not yet run on a GPU (launchers.backward.WS_PERSISTENT is empty by default).
+On the H200 (2026-11-30, session 17) the persistent launches give bitwise the gradients
+of one tile a program with TILE_STAGES 1 at BLOCK_D 128 (2 gave NaN rows there) and 2 at
+64, and only for Nq / Nk multiples of the tiles (a ragged last block's rows run into the
+next batch's): launchers.backward._tile_stages, _ws_flat. The dK/dV kernel (one tile a
+program too) gave NaN dk / dv in ~1% of calls at D = 128, N = 16k (policy.BWD_WS_MAX_N).
 
 Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
     P^T = exp2(K Q^T * scale * log2e - lse * log2e),   dV += P^T dO,
