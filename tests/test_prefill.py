@@ -493,7 +493,8 @@ def test_warp_spec_mode_rule(monkeypatch):
                                      bwd_persistent=persistent)
     assert mode(plain, n, n, "fwd") == "whole" and mode(plain, n, n, "bwd") == "whole"
     assert mode(causal, n, n, "fwd") is None and mode(causal, n, n, "bwd") == "split"
-    assert mode(causal, n // 2, n, "bwd") is None and mode(plain, n, n + 1, "bwd") == "split"
+    assert mode(causal, n // 2, n, "bwd") is None
+    assert mode(plain, n, n + 1, "bwd") is None                       # max(Nq, Nk) beyond BWD_WS_MAX_N
     assert mode(window, n, n, "bwd") is None
     q96 = torch.empty(1, n, 2, 96, dtype=torch.bfloat16)
     assert mode(plain, n, n, "fwd", qq=q96) == "whole" and mode(plain, n, n, "bwd", qq=q96, dout=q96) is None
@@ -504,6 +505,7 @@ def test_warp_spec_mode_rule(monkeypatch):
     q64 = torch.empty(1, n64, 2, 64, dtype=torch.bfloat16)
     assert mode(causal, n64, n64, "bwd", qq=q64, dout=q64, bd=64) == "split"
     assert mode(causal, n64 // 2, n64, "bwd", qq=q64, dout=q64, bd=64) is None
+    assert mode(plain, n64, n64 + 1, "bwd", qq=q64, dout=q64, bd=64) == "split"     # ragged: the split path
     assert mode(plain, w64, w64, "bwd", qq=q64, dout=q64, bd=64) == "whole"
     assert mode(plain, w64 // 2, w64 // 2, "bwd", qq=q64, dout=q64, bd=64) is None
     assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
@@ -631,7 +633,7 @@ def test_warp_specialized_backward_persistent(monkeypatch, b, nq, nk, heads, d, 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d,n,causal", [(128, 2048, False), (128, 4096, True), (64, 2048, False)])
 def test_persistent_backward_repeatable_gpu(monkeypatch, d, n, causal):
-    """The persistent bwd_ws.py on the GPU (session 17, not yet run there): 10 calls at
+    """The persistent bwd_ws.py on the GPU (session 17): 10 calls at
     hundreds of tiles a kernel give bitwise the gradients of one tile a program (the
     forward's per-tile descriptors raced there: test_persistent_forward_repeatable_gpu).
     Causal runs the split path."""
@@ -655,8 +657,8 @@ def test_persistent_backward_repeatable_gpu(monkeypatch, d, n, causal):
 
 
 def test_warp_specialized_backward_persistent_rule(monkeypatch):
-    """Which bwd_ws.py launches loop persistently (launchers.backward._ws_programs): none by
-    default (not yet run on a GPU); the kinds in WS_PERSISTENT with more tiles than
+    """Which bwd_ws.py launches loop persistently (launchers.backward._ws_programs): by
+    default the measured kinds (session 17), D = 128 up to WS_PERSISTENT_MAX_N; the kinds in WS_PERSISTENT with more tiles than
     programs and the flat layout; the masked deal block-major beyond
     WS_HEAD_MAJOR_MAX_BLOCKS blocks a head, for causal-like masks only."""
     from flashtriton.launchers import backward, common
@@ -691,22 +693,58 @@ def test_warp_specialized_backward_persistent_rule(monkeypatch):
     assert backward._tile_stages(128, True) == backward._tile_stages(128, False) == 1
 
 
-def test_persistent_backward_ragged_rule():
+def test_persistent_backward_ragged_rule(monkeypatch):
     """Regression (session 17, H200): a causal (2, 96, 160) backward ran persistent on the
     split path and its dq differed from one tile a program - the flat descriptors' last
     query block ran into the next batch's rows. Persistent bwd_ws.py launches now need Nq
-    and Nk multiples of the tiles (backward._ws_flat), and _ws_persistent_call says no."""
-    from flashtriton.launchers import backward
+    and Nk multiples of the tiles (backward._ws_flat), and _ws_persistent_call says no.
+    With the GPU's tiles (the interpreter's 32 x 32 would divide every length here)."""
+    from flashtriton.launchers import backward, policy
     from flashtriton.launchers.common import AttnParams
-    for (nq, nk), want in [((96, 160), False), ((128, 192), True), ((256, 96), False)]:
-        q = torch.randn(64, nq, 2, 128, dtype=torch.bfloat16, device=DEVICE)
-        k = v = torch.randn(64, nk, 1, 128, dtype=torch.bfloat16, device=DEVICE)
-        tiles = backward._bwd_ws_tiles(128)
-        multiple = all(n % t == 0 for n, t in [(nq, tiles[1].block_m), (nq, tiles[0].block_m),
-                                               (nk, tiles[0].block_n), (nk, tiles[1].block_n)])
-        assert backward._ws_flat((q, k, v, q), 128, nq, nk) == multiple
-        if multiple == want:      # the interpreter's 32 x 32 tiles divide 96 / 160
-            assert backward._ws_persistent_call(q, k, v, q, 128, AttnParams(0.1, window_right=0), True) == want
+    monkeypatch.setattr(backward, "_bwd_ws_tiles", lambda bd: policy.BWD_WARP_SPEC_TILES[bd])
+    causal = AttnParams(0.1, window_right=0)
+    for (nq, nk), want in [((96, 160), False), ((128, 256), True), ((256, 96), False), ((128, 192), False)]:
+        q = torch.randn(128, nq, 2, 128, dtype=torch.bfloat16, device=DEVICE)
+        k = v = torch.randn(128, nk, 1, 128, dtype=torch.bfloat16, device=DEVICE)
+        assert backward._ws_flat((q, k, v, q), 128, nq, nk) == want
+        assert backward._ws_persistent_call(q, k, v, q, 128, causal, True) == want, (nq, nk)
+
+
+def test_warp_spec_off_while_gpu_shared(monkeypatch):
+    """Session 17: under "auto" the warp-specialized kernels are left while other
+    processes share the GPU (they gave NaN under time-slicing), and a launch plan records
+    the flag in its key and decides from that same value (so a plan recorded alone never
+    replays on a shared GPU); "1" keeps them."""
+    from flashtriton.launchers import plans, policy
+    q = torch.empty(1, 8, 2, 128, dtype=torch.bfloat16)
+    shared = [False]
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_compute_capability", lambda idx: (9, 0))
+    monkeypatch.setattr(policy, "gpu_shared", lambda dev: shared[0])
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    assert policy._warp_spec_switch(q)
+    shared[0] = True
+    assert not policy._warp_spec_switch(q)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert policy._warp_spec_switch(q)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    rec = plans._Recorder(())
+    rec.shared = False                                  # the key said "alone": the recording follows it
+    monkeypatch.setattr(plans._state, "recorder", rec, raising=False)
+    assert policy._warp_spec_switch(q)
+    monkeypatch.setattr(plans._state, "recorder", None)
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.setattr(plans, "gpu_shared", lambda dev: shared[0])
+    monkeypatch.setattr(plans.triton.knobs.runtime, "interpret", False)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    key_shared = plans.plan_key("fwd", (q,), ())
+    shared[0] = False
+    key_alone = plans.plan_key("fwd", (q,), ())
+    assert key_shared != key_alone and key_shared[-1] is True and key_alone[-1] is False
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")    # the flag changes nothing there: not in the key
+    shared[0] = True
+    assert plans.plan_key("fwd", (q,), ())[-1] is False
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

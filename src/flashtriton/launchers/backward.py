@@ -198,7 +198,7 @@ WS_HEAVY_FIRST = True
 # (D = 128, N = 4k) forward+backward 1.217x -> 1.177x the p = 0 time.
 WS_PERSISTENT: set = {(kernel, bd, masked, False) for kernel in ("dkdv", "dq") for bd in (64, 128)
                       for masked in (False, True)} | {("dkdv", 128, False, True), ("dq", 128, False, True)}
-# The longest min(Nq, Nk) at which a kind of WS_PERSISTENT runs persistent. D = 128: from
+# The longest max(Nq, Nk) at which a kind of WS_PERSISTENT runs persistent. D = 128: from
 # 16k the persistent launch is 3% slower, and there, with three processes sharing the GPU
 # (time-sliced), every persistent call gave NaN gradients (100 of 100; one process alone:
 # bitwise right; N = 2k and causal 4k under the same load: 0 of ~1400 each), so a fault
@@ -240,7 +240,7 @@ def _ws_programs(device, kernel: str, n_tiles: int, bd: int, masked: bool, dropo
                  n: int = 0):
     """(grid size, PERSISTENT) of a bwd_ws.py launch (kernel "dkdv" or "dq") over n_tiles
     tiles: persistent for the kinds in WS_PERSISTENT with more tiles than programs, when
-    every tensor passes _flat_rows (flat) and n = min(Nq, Nk) is within the kind's
+    every tensor passes _flat_rows (flat) and n = max(Nq, Nk) is within the kind's
     WS_PERSISTENT_MAX_N."""
     kind = (kernel, bd, masked, dropout)
     if kind not in WS_PERSISTENT or not flat or n > WS_PERSISTENT_MAX_N.get(kind, n):
@@ -266,7 +266,9 @@ def _ws_flat(tensors, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
 def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool) -> bool:
     """Whether a bwd_ws.py backward of these tensors (the whole call, or with masked the
     split path's PARTIAL launch) would run its dK/dV launch persistent (_ws_programs; the
-    gradients bwd_ws.py writes are allocated flat). The policy's short-sequence rules
+    gradients bwd_ws.py writes are allocated flat, like q, k, v). Only dK/dV decides: with
+    Nq != Nk or GQA the dQ launch may fall on the other side of the SM count (a speed
+    question only). The policy's short-sequence rules
     (policy.warp_spec_mode) take bwd_ws.py only then: there the gain is persistence's."""
     if bd not in _BWD_WS_TILES:
         return False
@@ -275,7 +277,7 @@ def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool
     flat = _ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k)
     n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
     return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
-                        min(seqlen_q, seqlen_k))[1]
+                        max(seqlen_q, seqlen_k))[1]
 
 
 def _deal_block_major(kernel: str, params: AttnParams, n_blocks: int) -> bool:
@@ -312,7 +314,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     flat = _ws_flat((q, k, v, dout, dq, dk, dv), bd, seqlen_q, seqlen_k)
     n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
-                                        keys is not None, flat, min(seqlen_q, seqlen_k))
+                                        keys is not None, flat, max(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
@@ -329,7 +331,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     tile = dq_tile
     n_qblocks = triton.cdiv(seqlen_q, tile.block_m)
     programs, persistent = _ws_programs(q.device, "dq", batch * nheads * n_qblocks, bd, partial,
-                                        keys is not None, flat, min(seqlen_q, seqlen_k))
+                                        keys is not None, flat, max(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dq_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dq, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False), *_dims4(dq, False),

@@ -67,6 +67,7 @@ class _Recorder:
         self.launches = []      # (kernel, grid, args, kwargs, compiled)
         self.persistent = []    # tensors that outlive the call (caches): replays pass them as they are
         self.replayable = True
+        self.shared = None      # the key's gpu_shared flag: the policy decides from it (policy._warp_spec_switch)
 
 
 def recording():
@@ -128,10 +129,12 @@ def plan_key(op: str, tensors, scalars):
         return None
     # (one expression, no helper call per tensor: a decode step signs 12 tensors, and
     # the calls were ~1/6 of its host Python on the CI CPU, 2026-11-30)
-    # (gpu_shared: the policy leaves the warp-specialized kernels while other processes
-    # share the GPU, so a plan recorded alone must not replay then, nor the reverse)
+    # (gpu_shared: under FLASHTRITON_WARP_SPEC=auto the policy leaves the warp-specialized
+    # kernels while other processes share the GPU, so a plan recorded alone must not replay
+    # then, nor the reverse; the recording decides from this same value, rec.shared)
+    shared = first.is_cuda and env[0] in (None, "auto") and gpu_shared(first.device)
     return (op, tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
-                      for t in tensors), scalars, env, first.is_cuda and gpu_shared(first.device))
+                      for t in tensors), scalars, env, shared)
 
 
 def run(key, inputs, body):
@@ -144,6 +147,7 @@ def run(key, inputs, body):
         stats["replayed"] += 1
         return plan.replay(inputs)
     rec = _Recorder(inputs)
+    rec.shared = key[-1]
     _state.recorder = rec
     try:
         result = body()

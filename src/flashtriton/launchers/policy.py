@@ -10,6 +10,7 @@ import os
 import torch
 
 from ..kernels import configs
+from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
 from .sharing import gpu_shared
 
@@ -53,7 +54,7 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
-    if kernel == "bwd" and not forced and min(seqlen_q, seqlen_k) > BWD_WS_MAX_N.get(bd, float("inf")):
+    if kernel == "bwd" and not forced and max(seqlen_q, seqlen_k) > BWD_WS_MAX_N.get(bd, float("inf")):
         return None
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
@@ -96,7 +97,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 # (launchers.forward.WS_PERSISTENT) 411-415 / 480 at 512 / 1k against fwd.py's 365 / 410-420.
 FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 
-# The longest min(Nq, Nk) at which the backward takes bwd_ws.py by default (beyond: bwd.py).
+# The longest max(Nq, Nk) at which the backward takes bwd_ws.py by default (beyond: bwd.py;
+# max, not min: a dK/dV program loops over every query, a dQ program over every key).
 # H200, triton 3.6.0, 2026-11-30 (bench/gpu/s17_ws_off_stress.py, one process alone):
 # forward+backward at B = 1, H = 16, N = 16k, D = 128 gave NaN dk / dv in 28 of 2929 calls
 # (out and dq never), from bwd_ws.py's dK/dV kernel (one tile a program there); bwd.py
@@ -176,7 +178,11 @@ def _warp_spec_switch(q) -> bool:
         return flag == "1"
     if not (q.is_cuda and _compute_capability(q.device.index)[0] == 9):
         return False
-    return flag == "1" or not gpu_shared(q.device)
+    if flag == "1":
+        return True
+    rec = plans.recording()         # a plan being recorded decides from its key's flag
+    shared = rec.shared if rec is not None and rec.shared is not None else gpu_shared(q.device)
+    return not shared
 
 
 

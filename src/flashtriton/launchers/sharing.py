@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 
 import torch
 
@@ -17,11 +18,15 @@ import torch
 # GPU_SHARED_CHECK_S seconds (without NVML, nvidia-ml-py, it cannot tell: README).
 GPU_SHARED_CHECK_S = 2.0
 _gpu_shared_seen: dict = {}     # device index -> (time checked, shared)
+_warned: set = set()            # devices warned about once
 
 
 def gpu_shared(device) -> bool:
     """Whether NVML lists more than one compute process on device (this one included),
-    cached for GPU_SHARED_CHECK_S seconds; False where NVML is not available."""
+    cached for GPU_SHARED_CHECK_S seconds; False where NVML is not available (and for
+    devices that are not CUDA GPUs)."""
+    if device.type != "cuda":
+        return False
     idx = device.index if device.index is not None else torch.cuda.current_device()
     now = time.monotonic()
     seen = _gpu_shared_seen.get(idx)
@@ -33,5 +38,10 @@ def gpu_shared(device) -> bool:
         shared = len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle)) > 1
     except Exception:           # no nvidia-ml-py, no NVML, or an NVML error: cannot tell
         shared = False
+    if shared and idx not in _warned:
+        _warned.add(idx)
+        warnings.warn(f"flashtriton: other processes use GPU {idx}; the warp-specialized kernels are off while "
+                      "they do (they gave NaN under time-slicing; README, Limitations). CUDA graphs captured "
+                      "before keep the kernels they captured.", RuntimeWarning, stacklevel=2)
     _gpu_shared_seen[idx] = (now, shared)
     return shared
