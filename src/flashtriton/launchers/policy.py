@@ -103,7 +103,7 @@ FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 # forward+backward at B = 1, H = 16, N = 16k, D = 128 gave NaN dk / dv in 28 of 2929 calls
 # (out and dq never), from bwd_ws.py's dK/dV kernel (one tile a program there); bwd.py
 # none (0 of 1677 even with three processes sharing the GPU). Under that sharing the
-# persistent bwd_ws.py at N = 2k / 4k ran ~2700 calls clean where N = 16k failed every
+# persistent bwd_ws.py at N = 2k / 4k ran ~7000 calls clean where N = 16k failed every
 # call: the fault grows with the launch's length. Cost: the D = 128 backward from 8k on
 # bwd.py (session 6: causal 320 / 309 TFLOP/s at 8k / 16k against 365 / 415).
 BWD_WS_MAX_N = {128: 4096}

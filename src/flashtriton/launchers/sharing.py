@@ -10,7 +10,7 @@ import torch
 # The warp-specialized kernels under GPU sharing. H200, triton 3.6.0, driver 580, 2026-11-30
 # (bench/gpu/s17_ws_off_stress.py, bench/NOTES.md "Session 17"): three processes time-
 # slicing one GPU, each running forward+backward at B = 1, H = 16, N = 16k, D = 128:
-# 1777 of 2025 calls had NaN gradients with these kernels, 0 of 1677 with
+# 1982 of 2025 calls had NaN (out or gradients) with these kernels, 0 of 1677 with
 # FLASHTRITON_WARP_SPEC=0 (fwd.py / bwd.py); one process alone: never. Neither other
 # virtual addresses per process nor a descriptor scratch that is not reused changed it;
 # the suspect is the preemption of their specialized warpgroups (setmaxnreg). So "auto"
