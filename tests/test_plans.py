@@ -109,6 +109,31 @@ def test_environment_is_part_of_the_key(monkeypatch):
         assert plans.stats["replayed"] == before["replayed"] + 1
 
 
+def test_signed_key_equals_own_signature(monkeypatch):
+    """flash_attn_with_kvcache signs its tensors once (plans.sign) for its structure memo
+    and the plan key: the key built from that signature is the key plan_key builds itself,
+    and a decode call through it records once and then replays; a layout change (another
+    stride) records again."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    q, k, v = rand_qkv(2, 16, 16, 2, 2, 64, torch.float16, DEVICE)
+    inputs = (q, k, None, v, None)
+    assert plans.plan_key("decode", inputs, (1,), plans.sign(inputs)) == plans.plan_key("decode", inputs, (1,))
+    cache = torch.randn(2, 64, 2, 64, dtype=torch.float16, device=DEVICE)
+    seqlens = torch.tensor([5, 9], dtype=torch.int32, device=DEVICE)
+    with flashtriton.use_backend("triton"):
+        before = dict(plans.stats)
+        out1 = flashtriton.flash_attn_with_kvcache(q[:, :1], cache, cache, cache_seqlens=seqlens)
+        out2 = flashtriton.flash_attn_with_kvcache(q[:, :1], cache, cache, cache_seqlens=seqlens)
+        assert plans.stats["recorded"] == before["recorded"] + 1
+        assert plans.stats["replayed"] == before["replayed"] + 1
+        assert torch.equal(out1, out2)
+        strided = torch.randn(2, 64, 4, 64, dtype=torch.float16, device=DEVICE)[:, :, ::2]
+        strided.copy_(cache)
+        out3 = flashtriton.flash_attn_with_kvcache(q[:, :1], strided, strided, cache_seqlens=seqlens)
+        assert plans.stats["recorded"] == before["recorded"] + 2
+        assert torch.equal(out3, out1)
+
+
 DECODE_CASES = [
     dict(),                                                   # contiguous cache, one split
     dict(page_size=16, snew=1, rotary_dim=64, num_splits=3),  # paged, append + rotary, split (combine)

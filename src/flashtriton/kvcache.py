@@ -75,6 +75,7 @@ import math
 import torch
 
 from . import backends, envvars, validate
+from .launchers import plans
 from .launchers.prefill import AttnParams
 
 MAX_PAGE_SIZE = 256
@@ -268,10 +269,20 @@ _STRUCTURES: dict = {}
 _STRUCTURES_MAX = 1024
 
 
-def _checked_structure(*args):
-    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew)."""
+def _checked_structure(*args, signed=None):
+    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew).
+    signed: plans.sign of the tensor arguments (all tensors or None), which is then the key."""
     if torch.compiler.is_compiling():          # no global state mutated under tracing
         return _check_structure(*args)
+    if signed is not None:
+        key = (args[-1], signed)
+        hit = _STRUCTURES.get(key)
+        if hit is None:
+            hit = _check_structure(*args)
+            if len(_STRUCTURES) >= _STRUCTURES_MAX:
+                _STRUCTURES.clear()
+            _STRUCTURES[key] = hit
+        return hit
     key = [args[-1]]                           # the backend
     for t in args[:-1]:
         if t is None or type(t) is int:        # (an int: cache_seqlens, by value)
@@ -366,8 +377,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     """
     validate._tensor("q", q)
     backend = backends.select(q.device)
-    capacity, page_size, snew = _checked_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
-                                                   cache_batch_idx, cache_leftpad, block_table, backend)
+    tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+               block_table)
+    # signed once for the structure memo and the launch plan's key (plans.sign), when every
+    # argument is a tensor or None and cache_seqlens a tensor (an int or None becomes one
+    # below; a wrong type: the long way, whose check names it)
+    signed = (plans.sign(tensors) if backend == "triton" and isinstance(cache_seqlens, torch.Tensor)
+              and not torch.compiler.is_compiling()
+              and all(t is None or isinstance(t, torch.Tensor) for t in tensors) else None)
+    capacity, page_size, snew = _checked_structure(*tensors, backend, signed=signed)
     batch = q.shape[0]
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, dropout_p=0.0,
                      alibi_slopes=alibi_slopes, q=q, batch=batch)
@@ -401,7 +419,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     module = backends.get(backend)
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
+    extra = {"signed": signed} if signed is not None else {}
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                   cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits,
-                                  need_lse=return_softmax_lse)
+                                  need_lse=return_softmax_lse, **extra)
     return (out, lse) if return_softmax_lse else out

@@ -370,17 +370,20 @@ def _strides3(t):
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
-                num_splits: int, need_lse: bool = True):
+                num_splits: int, need_lse: bool = True, signed=None):
     """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache). A call
     seen before replays its launch plan (launchers/plans.py); cache_seqlens and the
     block table are inputs like q, so a decoding loop replays every step. need_lse=False:
-    the returned lse is a workspace that the next call on the stream overwrites."""
+    the returned lse is a workspace that the next call on the stream overwrites. signed:
+    plans.sign of the inputs but alibi_slopes (flash_attn_with_kvcache has it)."""
     inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
               cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
+    if signed is not None:
+        signed = signed + plans.sign((alibi_slopes,))
     # (the stream: the fused combine's counters and the workspaces are per stream)
     key = plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
-                                            plans.stream_id(q.device), need_lse))
+                                            plans.stream_id(q.device), need_lse), signed)
     return plans.run(key, inputs, lambda: _kvcache_fwd(
         q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
         block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse))
