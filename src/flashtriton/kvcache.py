@@ -382,9 +382,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # signed once for the structure memo and the launch plan's key (plans.sign), when every
     # argument is a tensor or None and cache_seqlens a tensor (an int or None becomes one
     # below; a wrong type: the long way, whose check names it)
-    signed = (plans.sign(tensors) if backend == "triton" and isinstance(cache_seqlens, torch.Tensor)
-              and not torch.compiler.is_compiling()
-              and all(t is None or isinstance(t, torch.Tensor) for t in tensors) else None)
+    signed = None
+    if backend == "triton" and isinstance(cache_seqlens, torch.Tensor) and not torch.compiler.is_compiling():
+        try:
+            signed = plans.sign(tensors)
+        except (AttributeError, TypeError):    # a wrong type somewhere: _check_structure names it
+            signed = None
     capacity, page_size, snew = _checked_structure(*tensors, backend, signed=signed)
     batch = q.shape[0]
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, dropout_p=0.0,
