@@ -276,22 +276,16 @@ def _checked_structure(*args, signed=None):
         return _check_structure(*args)
     if signed is not None:
         key = (args[-1], signed)
-        hit = _STRUCTURES.get(key)
-        if hit is None:
-            hit = _check_structure(*args)
-            if len(_STRUCTURES) >= _STRUCTURES_MAX:
-                _STRUCTURES.clear()
-            _STRUCTURES[key] = hit
-        return hit
-    key = [args[-1]]                           # the backend
-    for t in args[:-1]:
-        if t is None or type(t) is int:        # (an int: cache_seqlens, by value)
-            key.append(t)
-        elif isinstance(t, torch.Tensor):
-            key.append((t.shape, t.stride(), t.dtype, t.device))
-        else:                                  # anything else: no memo, the check says what is wrong
-            return _check_structure(*args)
-    key = tuple(key)
+    else:
+        key = [args[-1]]                       # the backend
+        for t in args[:-1]:
+            if t is None or type(t) is int:    # (an int: cache_seqlens, by value)
+                key.append(t)
+            elif isinstance(t, torch.Tensor):
+                key.append((t.shape, t.stride(), t.dtype, t.device))
+            else:                              # anything else: no memo, the check says what is wrong
+                return _check_structure(*args)
+        key = tuple(key)
     hit = _STRUCTURES.get(key)
     if hit is None:
         hit = _check_structure(*args)
