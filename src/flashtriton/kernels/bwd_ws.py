@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
-                     dropout_keep_scale, dropout_threshold)
+                     dropout_keep_scale, dropout_threshold, head_slice_desc, row_view_desc, vec_desc)
 
 
 @triton.jit
@@ -95,25 +95,22 @@ def attn_bwd_dkdv_ws_kernel(
     if PERSISTENT:
         # every descriptor once, over every (batch, head): (B * N, H-span) rows, the head a
         # column offset (module doc: per-tile descriptors raced in the persistent forward)
-        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads_k - 1) * stride_kh + HEAD_DIM],
-                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads_k - 1) * stride_vh + HEAD_DIM],
-                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
-                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-        do_desc = tl.make_tensor_descriptor(DO, shape=[batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM],
-                                            strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        dk_desc = tl.make_tensor_descriptor(DK, shape=[batch * seqlen_k, (nheads_k - 1) * stride_dkh + HEAD_DIM],
-                                            strides=[stride_dkn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        dv_desc = tl.make_tensor_descriptor(DV, shape=[batch * seqlen_k, (nheads_k - 1) * stride_dvh + HEAD_DIM],
-                                            strides=[stride_dvn, 1], block_shape=[BLOCK_N, BLOCK_D])
+        k_desc = row_view_desc(K, batch * seqlen_k, (nheads_k - 1) * stride_kh + HEAD_DIM, stride_kn, BLOCK_N, BLOCK_D)
+        v_desc = row_view_desc(V, batch * seqlen_k, (nheads_k - 1) * stride_vh + HEAD_DIM, stride_vn, BLOCK_N, BLOCK_D)
+        q_desc = row_view_desc(Q, batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM, stride_qn, BLOCK_M, BLOCK_D)
+        do_desc = row_view_desc(DO, batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM, stride_don, BLOCK_M,
+                                BLOCK_D)
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
+        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
+        dk_desc = row_view_desc(DK, batch * seqlen_k, (nheads_k - 1) * stride_dkh + HEAD_DIM, stride_dkn, BLOCK_N,
+                                BLOCK_D)
+        dv_desc = row_view_desc(DV, batch * seqlen_k, (nheads_k - 1) * stride_dvh + HEAD_DIM, stride_dvn, BLOCK_N,
+                                BLOCK_D)
         keys_desc_n = lse_desc                                          # (unused without dropout)
         keys_desc_m = lse_desc
         if HAS_DROPOUT:
-            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
-            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
+            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
         n_bh = batch * nheads_k
         n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
         P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
@@ -175,12 +172,8 @@ def _dkdv_ws_tile(
         dk_col = hk * stride_dkh
         dv_col = hk * stride_dvh
     else:
-        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
+        k_desc = head_slice_desc(K, b, hk, stride_kb, stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        v_desc = head_slice_desc(V, b, hk, stride_vb, stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
         # q and dO of batch b as (Nq, H * D): a tile is the box [BLOCK_M, BLOCK_D] at column
         # h * D (the launcher guarantees stride_qh == stride_doh == HEAD_DIM == BLOCK_D). A 3-D
         # (Nq, H, D) descriptor with a [BLOCK_M, 1, BLOCK_D] box and a reshape gave wrong dK and
@@ -190,8 +183,8 @@ def _dkdv_ws_tile(
                                            strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
         do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob, shape=[seqlen_q, nheads * HEAD_DIM],
                                             strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
+        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
         q_row = 0
         k_row = 0
         q_hcol = HEAD_DIM
@@ -206,8 +199,8 @@ def _dkdv_ws_tile(
     if HAS_DROPOUT:
         # table: [ck of seqlen_k columns | rk of (head, b * seqlen_q + row), head-major]
         if not FLAT:
-            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
-            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
+            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
+            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
         ck = keys_desc_n.load([start_n]).to(tl.uint32, bitcast=True)   # this program's keys (BLOCK_N,)
         # and their group's multiplier (the keys lie in one column group); the table's
         # last entry is the multipliers' seed word
@@ -254,12 +247,8 @@ def _dkdv_ws_tile(
         dk = tl.dot(dsT.to(q.dtype), q, dk)
 
     if not FLAT:
-        dk_desc = tl.make_tensor_descriptor(DK + b.to(tl.int64) * stride_dkb + hk * stride_dkh,
-                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dkn, 1],
-                                            block_shape=[BLOCK_N, BLOCK_D])
-        dv_desc = tl.make_tensor_descriptor(DV + b.to(tl.int64) * stride_dvb + hk * stride_dvh,
-                                            shape=[seqlen_k, HEAD_DIM], strides=[stride_dvn, 1],
-                                            block_shape=[BLOCK_N, BLOCK_D])
+        dk_desc = head_slice_desc(DK, b, hk, stride_dkb, stride_dkh, stride_dkn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        dv_desc = head_slice_desc(DV, b, hk, stride_dvb, stride_dvh, stride_dvn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
     if HAS_DROPOUT:
         dk = dk / keep_frac                                             # the loop's 1 / (1 - p), once
         dv = dv / keep_frac
@@ -294,23 +283,22 @@ def attn_bwd_dq_ws_kernel(
     # a round spans several heads; BLOCK_MAJOR deals every head's heaviest block first.
     if PERSISTENT:
         # every descriptor once, over every (batch, head) (see the dK/dV kernel)
-        q_desc = tl.make_tensor_descriptor(Q, shape=[batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM],
-                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-        do_desc = tl.make_tensor_descriptor(DO, shape=[batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM],
-                                            strides=[stride_don, 1], block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K, shape=[batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM],
-                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V, shape=[batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM],
-                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        dq_desc = tl.make_tensor_descriptor(DQ, shape=[batch * seqlen_q, (nheads - 1) * stride_dqh + HEAD_DIM],
-                                            strides=[stride_dqn, 1], block_shape=[BLOCK_M, BLOCK_D])
+        q_desc = row_view_desc(Q, batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM, stride_qn, BLOCK_M, BLOCK_D)
+        do_desc = row_view_desc(DO, batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM, stride_don, BLOCK_M,
+                                BLOCK_D)
+        k_desc = row_view_desc(K, batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM, stride_kn, BLOCK_N,
+                               BLOCK_D)
+        v_desc = row_view_desc(V, batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM, stride_vn, BLOCK_N,
+                               BLOCK_D)
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
+        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
+        dq_desc = row_view_desc(DQ, batch * seqlen_q, (nheads - 1) * stride_dqh + HEAD_DIM, stride_dqn, BLOCK_M,
+                                BLOCK_D)
         keys_desc_m = lse_desc                                          # (unused without dropout)
         keys_desc_n = lse_desc
         if HAS_DROPOUT:
-            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
-            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
+            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
         n_bh = batch * nheads
         n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
         P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
@@ -374,20 +362,12 @@ def _dq_ws_tile(
         v_col = hk * stride_vh
         dq_col = h * stride_dqh
     else:
-        q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        do_desc = tl.make_tensor_descriptor(DO + b.to(tl.int64) * stride_dob + h * stride_doh,
-                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_don, 1],
-                                            block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
-        delta_desc = tl.make_tensor_descriptor(DELTA, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        q_desc = head_slice_desc(Q, b, h, stride_qb, stride_qh, stride_qn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+        do_desc = head_slice_desc(DO, b, h, stride_dob, stride_doh, stride_don, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+        k_desc = head_slice_desc(K, b, hk, stride_kb, stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        v_desc = head_slice_desc(V, b, hk, stride_vb, stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
+        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
         q_row = 0
         k_row = 0
         q_col = 0
@@ -402,8 +382,8 @@ def _dq_ws_tile(
     delta = delta_desc.load([pid_bh * lse_stride + start_m])
     if HAS_DROPOUT:
         if not FLAT:
-            keys_desc_m = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_M])
-            keys_desc_n = tl.make_tensor_descriptor(KEYS, shape=[keys_total], strides=[1], block_shape=[BLOCK_N])
+            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
+            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
         rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
         tl.static_assert(BLOCK_N <= DROPOUT_GROUP, "dropout: a key tile must lie in one column group")
         cs_mult = tl.load(KEYS + keys_total).to(tl.uint32, bitcast=True)   # the table's last entry
@@ -435,9 +415,7 @@ def _dq_ws_tile(
         dq = tl.dot(ds.to(k.dtype), k, dq)
 
     if not FLAT:
-        dq_desc = tl.make_tensor_descriptor(DQ + b.to(tl.int64) * stride_dqb + h * stride_dqh,
-                                            shape=[seqlen_q, HEAD_DIM], strides=[stride_dqn, 1],
-                                            block_shape=[BLOCK_M, BLOCK_D])
+        dq_desc = head_slice_desc(DQ, b, h, stride_dqb, stride_dqh, stride_dqn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
     if HAS_DROPOUT:
         dq = dq / keep_frac
     if PARTIAL:

@@ -240,6 +240,29 @@ def head_rows_desc(HOST, X, b, row0, h, stride_b, stride_n, stride_h, n_rows,
 
 
 @triton.jit
+def head_slice_desc(X, b, h, stride_b, stride_h, stride_n, n_rows,
+                    HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A descriptor over batch b, head h's (n_rows, HEAD_DIM) slice of a (B, N, H, D)
+    tensor, as a warp-specialized kernel's one-tile program makes it: rows past n_rows read
+    as 0 and are never written."""
+    return tl.make_tensor_descriptor(X + b.to(tl.int64) * stride_b + h * stride_h, shape=[n_rows, HEAD_DIM],
+                                     strides=[stride_n, 1], block_shape=[ROWS, BLOCK_D])
+
+
+@triton.jit
+def row_view_desc(X, n_rows, n_cols, stride_n, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A descriptor over X read as one (n_rows, n_cols) matrix of rows stride_n apart: the
+    persistent kernels' views over every (batch, head), made once before their tile loop."""
+    return tl.make_tensor_descriptor(X, shape=[n_rows, n_cols], strides=[stride_n, 1], block_shape=[ROWS, BLOCK_D])
+
+
+@triton.jit
+def vec_desc(X, n, BLOCK: tl.constexpr):
+    """A 1-D descriptor over n elements of X (lse, delta, the dropout key table, iota)."""
+    return tl.make_tensor_descriptor(X, shape=[n], strides=[1], block_shape=[BLOCK])
+
+
+@triton.jit
 def seq_rows_desc(X, row0, col0, stride_n, n_rows, HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
     """A descriptor over n_rows rows of X from row row0 (HEAD_DIM columns from column
     offset col0, e.g. a head's): rows past n_rows read as 0 and are never written. The

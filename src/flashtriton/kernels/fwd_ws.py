@@ -52,7 +52,8 @@ import triton
 import triton.language as tl
 
 from .common import (DROPOUT_GROUP, LN2, NO_SPECIALIZE, dropout_col_seeds, dropout_in_group_key, dropout_row_key,
-                     dropout_threshold, dropout_tile_keep, ws_hidden_score, ws_softmax_step)
+                     dropout_threshold, dropout_tile_keep, head_slice_desc, row_view_desc, vec_desc,
+                     ws_hidden_score, ws_softmax_step)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -94,22 +95,18 @@ def attn_fwd_ws_kernel(
         # persistent calls a case differed from one tile a program under a 3-process
         # stress (H200, 2026-11-30, bench/gpu/s16_persistent_stress.py).
         nheads_k = nheads // group
-        q_desc = tl.make_tensor_descriptor(Q, shape=[(batch - 1) * q_rb + (nheads - 1) * q_rh + seqlen_q,
-                                                     (nheads - 1) * q_ch + HEAD_DIM],
-                                           strides=[stride_qn, 1], block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K, shape=[(batch - 1) * k_rb + (nheads_k - 1) * k_rh + seqlen_k,
-                                                     (nheads_k - 1) * k_ch + HEAD_DIM],
-                                           strides=[stride_kn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V, shape=[(batch - 1) * v_rb + (nheads_k - 1) * v_rh + seqlen_k,
-                                                     (nheads_k - 1) * v_ch + HEAD_DIM],
-                                           strides=[stride_vn, 1], block_shape=[BLOCK_N, BLOCK_D])
-        o_desc = tl.make_tensor_descriptor(O, shape=[(batch - 1) * o_rb + (nheads - 1) * o_rh + seqlen_q,
-                                                     (nheads - 1) * o_ch + HEAD_DIM],
-                                           strides=[stride_on, 1], block_shape=[BLOCK_M, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        q_desc = row_view_desc(Q, (batch - 1) * q_rb + (nheads - 1) * q_rh + seqlen_q, (nheads - 1) * q_ch + HEAD_DIM,
+                               stride_qn, BLOCK_M, BLOCK_D)
+        k_desc = row_view_desc(K, (batch - 1) * k_rb + (nheads_k - 1) * k_rh + seqlen_k,
+                               (nheads_k - 1) * k_ch + HEAD_DIM, stride_kn, BLOCK_N, BLOCK_D)
+        v_desc = row_view_desc(V, (batch - 1) * v_rb + (nheads_k - 1) * v_rh + seqlen_k,
+                               (nheads_k - 1) * v_ch + HEAD_DIM, stride_vn, BLOCK_N, BLOCK_D)
+        o_desc = row_view_desc(O, (batch - 1) * o_rb + (nheads - 1) * o_rh + seqlen_q, (nheads - 1) * o_ch + HEAD_DIM,
+                               stride_on, BLOCK_M, BLOCK_D)
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
         iota_desc = lse_desc
         if MASKED or HAS_DROPOUT:
-            iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
+            iota_desc = vec_desc(IOTA, seqlen_q, BLOCK_M)
         n_tiles = batch * nheads * tl.cdiv(seqlen_q, BLOCK_M)
         P = tl.num_programs(0)
         pid = tl.program_id(0)
@@ -186,21 +183,13 @@ def _fwd_ws_tile(
         o_col = h * o_ch
     else:
         # this program's (rows, HEAD_DIM) slices; rows past the end read as 0, are never written
-        q_desc = tl.make_tensor_descriptor(Q + b.to(tl.int64) * stride_qb + h * stride_qh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_qn, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        k_desc = tl.make_tensor_descriptor(K + b.to(tl.int64) * stride_kb + hk * stride_kh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(V + b.to(tl.int64) * stride_vb + hk * stride_vh,
-                                           shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        o_desc = tl.make_tensor_descriptor(O + b.to(tl.int64) * stride_ob + h * stride_oh,
-                                           shape=[seqlen_q, HEAD_DIM], strides=[stride_on, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        lse_desc = tl.make_tensor_descriptor(LSE, shape=[lse_rows], strides=[1], block_shape=[BLOCK_M])
+        q_desc = head_slice_desc(Q, b, h, stride_qb, stride_qh, stride_qn, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+        k_desc = head_slice_desc(K, b, hk, stride_kb, stride_kh, stride_kn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        v_desc = head_slice_desc(V, b, hk, stride_vb, stride_vh, stride_vn, seqlen_k, HEAD_DIM, BLOCK_N, BLOCK_D)
+        o_desc = head_slice_desc(O, b, h, stride_ob, stride_oh, stride_on, seqlen_q, HEAD_DIM, BLOCK_M, BLOCK_D)
+        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
         if MASKED or HAS_DROPOUT:
-            iota_desc = tl.make_tensor_descriptor(IOTA, shape=[seqlen_q], strides=[1], block_shape=[BLOCK_M])
+            iota_desc = vec_desc(IOTA, seqlen_q, BLOCK_M)
         q_row = 0
         k_row = 0
         v_row = 0
