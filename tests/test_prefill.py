@@ -821,3 +821,25 @@ def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
     for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), run(), base):
         assert not a.isnan().any(), f"{name}: an element nothing wrote"
         assert torch.equal(a, b), f"{name}: differs from the ascending order"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("causal", [False, True])
+def test_dkdv_ws_lse_pointer_loads(monkeypatch, causal):
+    """bwd_ws.py's dK/dV with lse / delta by pointer loads (LSE_PTR, launchers.backward.
+    WS_DKDV_LSE_PTR, experimental) gives bitwise the gradients of the descriptor loads
+    (the same values reach the same arithmetic), whole call and split path, GQA."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    q, k, v = rand_qkv(2, 128, 128, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, causal=causal)
+    dout = torch.randn_like(out)
+    runs = []
+    for flag in (False, True):
+        monkeypatch.setattr(backward, "WS_DKDV_LSE_PTR", flag)
+        plans.clear()
+        with flashtriton.use_backend("triton"):
+            runs.append(torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+    for name, a, b in zip(("dq", "dk", "dv"), *runs):
+        assert not a.isnan().any() and torch.equal(a, b), name

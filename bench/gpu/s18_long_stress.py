@@ -15,8 +15,13 @@ import time
 
 import torch
 
+import os
+
 import flashtriton
 from flashtriton.launchers import backward, plans, policy
+
+if os.environ.get("S18_LSE_PTR") == "1":         # bench/wip/dkdv-lse-ptr.patch: H2's variant
+    backward.WS_DKDV_LSE_PTR = True
 
 _real = backward._ws_programs
 LAUNCHED = []
@@ -63,7 +68,7 @@ def case(seconds, spec):
             differ += not all(torch.equal(x, y) for x, y in zip(got, first))
             if any(flags) and not located:
                 located = "; ".join(f"{nm}: {where(t)}" for nm, t, f in zip(("out", "dq", "dk", "dv"), got, flags) if f)
-        print(f"{spec}: bwd_ws.py launches {kernels or 'none'}; first NaN {any(bool(t.isnan().any()) for t in first)}; "
+        print(f"{spec}{' LSE_PTR' if getattr(backward, 'WS_DKDV_LSE_PTR', False) else ''}: bwd_ws.py launches {kernels or 'none'}; first NaN {any(bool(t.isnan().any()) for t in first)}; "
               f"calls {calls}, NaN out/dq/dk/dv {nan}, differing {differ}" + (f"\n    first NaN: {located}" if located else ""),
               flush=True)
     finally:

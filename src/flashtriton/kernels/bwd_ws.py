@@ -86,7 +86,7 @@ def attn_bwd_dkdv_ws_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
     HAS_LEFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, BLOCK_MAJOR: tl.constexpr = False,
-    TILE_STAGES: tl.constexpr = 2,
+    TILE_STAGES: tl.constexpr = 2, LSE_PTR: tl.constexpr = False,
 ):
     # One linear order of tiles (key blocks), the blocks of each (batch, KV head)
     # consecutive: one tile a program, or PERSISTENT, about one program an SM dealing them
@@ -126,7 +126,8 @@ def attn_bwd_dkdv_ws_kernel(
                           stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                           lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                           qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
-                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=True)
+                          HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=True,
+                          LSE_PTR=LSE_PTR)
     else:
         _dkdv_ws_tile(tl.program_id(0), Q, K, V, DO, LSE, DELTA, DK, DV, KEYS, KEYS,
                       Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
@@ -135,7 +136,8 @@ def attn_bwd_dkdv_ws_kernel(
                       stride_dkb, stride_dkn, stride_dkh, stride_dvb, stride_dvn, stride_dvh,
                       lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                       qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
-                      HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=False)
+                      HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=False,
+                      LSE_PTR=LSE_PTR)
 
 
 @triton.jit
@@ -149,9 +151,13 @@ def _dkdv_ws_tile(
     keys_total, rng_rows, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
-    FLAT: tl.constexpr,
+    FLAT: tl.constexpr, LSE_PTR: tl.constexpr = False,
 ):
-    """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. FLAT: the
+    """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. LSE_PTR: lse
+    and delta by pointer loads instead of the 1-D descriptors (experimental, session 17's
+    hypothesis H2 for the dK/dV NaN at 16k: one of ~500k small 256-byte TMA loads a call
+    read before it landed; here they index the query columns, which the consumer
+    warpgroups do not split). FLAT: the
     *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
     rows and heads found by offsets; otherwise (one tile a program) they are unused and
     the tile makes its own over its batch's slices."""
@@ -227,8 +233,13 @@ def _dkdv_ws_tile(
         q = q_desc.load([q_row + start_m, h * q_hcol])                  # (BLOCK_M, BLOCK_D)
         do = do_desc.load([q_row + start_m, h * do_hcol])
         row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
-        lse2 = lse_desc.load([row]) * LOG2E                             # (BLOCK_M,)
-        delta = delta_desc.load([row])
+        if LSE_PTR:
+            offs_m = row + tl.arange(0, BLOCK_M)
+            lse2 = tl.load(LSE + offs_m, mask=offs_m < lse_rows, other=0.0) * LOG2E   # (BLOCK_M,)
+            delta = tl.load(DELTA + offs_m, mask=offs_m < lse_rows, other=0.0)
+        else:
+            lse2 = lse_desc.load([row]) * LOG2E                         # (BLOCK_M,)
+            delta = delta_desc.load([row])
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:

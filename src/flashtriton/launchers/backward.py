@@ -225,6 +225,12 @@ WS_HEAD_MAJOR_MAX_BLOCKS = 32
 WS_PERSISTENT_TILE_STAGES = 2
 
 
+# bwd_ws.py's dK/dV kernel reads lse and delta by pointer loads (LSE_PTR) instead of 1-D
+# descriptors: experimental, off (session 17 prepared it for the dK/dV NaN at D = 128, N =
+# 16k: bench/gpu/s18_long_stress.py with S18_LSE_PTR=1).
+WS_DKDV_LSE_PTR = False
+
+
 def _tile_stages(bd: int, dropout: bool) -> int:
     """TILE_STAGES of a persistent bwd_ws.py launch: WS_PERSISTENT_TILE_STAGES, but 1 at
     BLOCK_D 128 and up. Workaround (H200, triton 3.6.0, 2026-11-30): with 2 the D = 128
@@ -325,7 +331,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
-        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, LSE_PTR=WS_DKDV_LSE_PTR,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
