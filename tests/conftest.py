@@ -14,6 +14,9 @@ os.environ.setdefault("FLASHTRITON_AUTOTUNE", "0")  # tests use the fixed defaul
 # launcher functions that tests spy on or steer with monkeypatched constants: off here,
 # and tests/test_plans.py holds every replay to the launchers' own results, bitwise.
 os.environ.setdefault("FLASHTRITON_PLANS", "0")
+# the GPU suite's xdist workers are other processes on the GPU, which would make "auto"
+# leave the warp-specialized kernels (launchers/sharing.py): test what a process alone runs
+os.environ.setdefault("FLASHTRITON_GPU_SHARED", "0")
 
 import flashtriton  # noqa: E402  (after the environment is set)
 from flashtriton import backends  # noqa: E402

@@ -30,6 +30,7 @@ def test_scratch_mode_checked(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.gpu_alone
 def test_scratch_ring_launches_gpu(monkeypatch):
     """With the ring, the persistent forward (descriptors in scratch) gives bitwise the
     default allocator's result, and consecutive launches get different addresses."""

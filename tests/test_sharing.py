@@ -15,6 +15,7 @@ def _fake_nvml(monkeypatch, processes):
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     monkeypatch.setattr(torch.cuda, "_get_pynvml_handler", lambda idx: ("handle", idx))
     monkeypatch.setattr(sharing, "_gpu_shared_seen", {})
+    monkeypatch.delenv("FLASHTRITON_GPU_SHARED", raising=False)   # conftest sets 0
     return calls
 
 
@@ -40,3 +41,20 @@ def test_gpu_shared_without_nvml_says_no(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", None)             # not installed: import fails
     monkeypatch.setattr(sharing, "_gpu_shared_seen", {})
     assert sharing.gpu_shared(torch.device("cuda", 0)) is False
+
+
+def test_gpu_shared_environment_override(monkeypatch):
+    """FLASHTRITON_GPU_SHARED=0 / 1 answers without NVML; anything else but auto is a
+    ValueError naming the variable."""
+    import pytest
+    calls = _fake_nvml(monkeypatch, lambda: [1, 2, 3])
+    dev = torch.device("cuda", 0)
+    monkeypatch.setenv("FLASHTRITON_GPU_SHARED", "0")
+    assert sharing.gpu_shared(dev) is False and not calls
+    monkeypatch.setenv("FLASHTRITON_GPU_SHARED", "1")
+    assert sharing.gpu_shared(dev) is True and not calls
+    monkeypatch.setenv("FLASHTRITON_GPU_SHARED", "auto")
+    assert sharing.gpu_shared(dev) is True and len(calls) == 1
+    monkeypatch.setenv("FLASHTRITON_GPU_SHARED", "yes")
+    with pytest.raises(ValueError, match="FLASHTRITON_GPU_SHARED"):
+        sharing.gpu_shared(dev)

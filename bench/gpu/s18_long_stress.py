@@ -4,7 +4,7 @@ capped in session 17 after 28 of 2929 calls gave NaN dk / dv at 16k).
 
     PYTHONPATH=src python bench/gpu/s18_long_stress.py SECONDS CASE [CASE ...]
 
-CASE = D:N:causal:p[:uncap], e.g. 128:16384:0:0:uncap (policy.BWD_WS_MAX_N lifted, the
+CASE = D:N:causal:p[:uncap], e.g. 128:16384:0:0:uncap (session 17's policy.BWD_WS_MAX_N lifted, the
 session-17 fault), 64:16384:0:0, 128:4096:1:0, 128:4096:0:0.1. 16k tokens a call (B =
 16384 // N, H = 2048 // D), bf16, fixed inputs; forward+backward each call; per case:
 calls, calls with NaN per output (out, dq, dk, dv), calls differing bitwise from the
@@ -20,8 +20,8 @@ import os
 import flashtriton
 from flashtriton.launchers import backward, plans, policy
 
-if os.environ.get("S18_LSE_PTR") == "1":         # bench/wip/dkdv-lse-ptr.patch: H2's variant
-    backward.WS_DKDV_LSE_PTR = True
+if os.environ.get("S18_VEC_PTR"):               # session 18: 1 / 0 forces bwd_ws.py's VEC_PTR
+    backward.WS_DKDV_VEC_PTR = os.environ["S18_VEC_PTR"] == "1"
 
 _real = backward._ws_programs
 LAUNCHED = []
@@ -39,9 +39,10 @@ def where(t):
 def case(seconds, spec):
     d, n, causal, p, *rest = spec.split(":")
     d, n, causal, p = int(d), int(n), causal == "1", float(p)
-    saved = dict(policy.BWD_WS_MAX_N)
+    cap = getattr(policy, "BWD_WS_MAX_N", {})       # gone in session 18 ("uncap" kept for its scripts)
+    saved = dict(cap)
     if rest and rest[0] == "uncap":
-        policy.BWD_WS_MAX_N.clear()
+        cap.clear()
     plans.clear()
     try:
         b, h = 16384 // n, 2048 // d
@@ -68,11 +69,11 @@ def case(seconds, spec):
             differ += not all(torch.equal(x, y) for x, y in zip(got, first))
             if any(flags) and not located:
                 located = "; ".join(f"{nm}: {where(t)}" for nm, t, f in zip(("out", "dq", "dk", "dv"), got, flags) if f)
-        print(f"{spec}{' LSE_PTR' if getattr(backward, 'WS_DKDV_LSE_PTR', False) else ''}: bwd_ws.py launches {kernels or 'none'}; first NaN {any(bool(t.isnan().any()) for t in first)}; "
+        print(f"{spec} VEC_PTR={backward.WS_DKDV_VEC_PTR}: bwd_ws.py launches {kernels or 'none'}; first NaN {any(bool(t.isnan().any()) for t in first)}; "
               f"calls {calls}, NaN out/dq/dk/dv {nan}, differing {differ}" + (f"\n    first NaN: {located}" if located else ""),
               flush=True)
     finally:
-        policy.BWD_WS_MAX_N.update(saved)
+        cap.update(saved)
         plans.clear()
 
 

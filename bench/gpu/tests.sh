@@ -7,9 +7,15 @@
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
-python -m pytest tests -o addopts="" -v -rf -p no:warnings -n 10 --timeout 150 --durations=12 -k "not cpu" \
-  > $out/pytest-gpu.txt 2>&1
+# Then the gpu_alone tests in this one process: ten workers time-slice the GPU, under
+# which the warp-specialized kernels can give NaN (launchers/sharing.py; session 18: one
+# of these failed once in the parallel run). conftest sets FLASHTRITON_GPU_SHARED=0, so
+# the rest still test the kernels a process alone gets.
+python -m pytest tests -o addopts="" -v -rf -p no:warnings -n 10 --timeout 150 --durations=12 \
+  -k "not cpu" -m "not gpu_alone" > $out/pytest-gpu.txt 2>&1
 rc=$?
+python -m pytest tests -o addopts="" -v -rf -p no:warnings --timeout 300 -m gpu_alone >> $out/pytest-gpu.txt 2>&1
+rc=$(( rc | $? ))
 grep -E "FAILED|ERROR" $out/pytest-gpu.txt | grep -v "^\[gw" | head -30
 tail -2 $out/pytest-gpu.txt
 exit $rc

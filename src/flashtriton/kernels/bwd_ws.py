@@ -30,7 +30,9 @@ On the H200 (2026-11-30, session 17) the persistent launches give bitwise the gr
 of one tile a program with TILE_STAGES 1 at BLOCK_D 128 (2 gave NaN rows there) and 2 at
 64, and only for Nq / Nk multiples of the tiles (a ragged last block's rows run into the
 next batch's): launchers.backward._tile_stages, _ws_flat. The dK/dV kernel (one tile a
-program too) gave NaN dk / dv in ~1% of calls at D = 128, N = 16k (policy.BWD_WS_MAX_N).
+program too) gave NaN dk / dv in ~3% of calls at D = 128, N = 8k / 16k, from its 1-D
+descriptor loads of lse / delta (pointer loads: 0 in 5457 calls; descriptors made on the
+host: 4 in 3484; session 18): VEC_PTR, launchers.backward._dkdv_vec_ptr.
 
 Per query tile of dK/dV (transposed layout: keys x queries, as bwd.py):
     P^T = exp2(K Q^T * scale * log2e - lse * log2e),   dV += P^T dO,
@@ -86,7 +88,7 @@ def attn_bwd_dkdv_ws_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
     HAS_LEFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, BLOCK_MAJOR: tl.constexpr = False,
-    TILE_STAGES: tl.constexpr = 2, LSE_PTR: tl.constexpr = False,
+    TILE_STAGES: tl.constexpr = 2, VEC_PTR: tl.constexpr = False,
 ):
     # One linear order of tiles (key blocks), the blocks of each (batch, KV head)
     # consecutive: one tile a program, or PERSISTENT, about one program an SM dealing them
@@ -127,7 +129,7 @@ def attn_bwd_dkdv_ws_kernel(
                           lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                           qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
                           HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=True,
-                          LSE_PTR=LSE_PTR)
+                          VEC_PTR=VEC_PTR)
     else:
         _dkdv_ws_tile(tl.program_id(0), Q, K, V, DO, LSE, DELTA, DK, DV, KEYS, KEYS,
                       Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
@@ -137,7 +139,7 @@ def attn_bwd_dkdv_ws_kernel(
                       lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                       qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
                       HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=False,
-                      LSE_PTR=LSE_PTR)
+                      VEC_PTR=VEC_PTR)
 
 
 @triton.jit
@@ -151,13 +153,12 @@ def _dkdv_ws_tile(
     keys_total, rng_rows, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
-    FLAT: tl.constexpr, LSE_PTR: tl.constexpr = False,
+    FLAT: tl.constexpr, VEC_PTR: tl.constexpr = False,
 ):
-    """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. LSE_PTR: lse
-    and delta by pointer loads instead of the 1-D descriptors (experimental, session 17's
-    hypothesis H2 for the dK/dV NaN at 16k: one of ~500k small 256-byte TMA loads a call
-    read before it landed; here they index the query columns, which the consumer
-    warpgroups do not split). FLAT: the
+    """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. VEC_PTR: the
+    loop's 1-D loads (lse, delta, dropout's row keys) by pointers instead of descriptors
+    (launchers.backward._dkdv_vec_ptr: the descriptor loads gave NaN in long loops at
+    D = 128). FLAT: the
     *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
     rows and heads found by offsets; otherwise (one tile a program) they are unused and
     the tile makes its own over its batch's slices."""
@@ -233,20 +234,27 @@ def _dkdv_ws_tile(
         q = q_desc.load([q_row + start_m, h * q_hcol])                  # (BLOCK_M, BLOCK_D)
         do = do_desc.load([q_row + start_m, h * do_hcol])
         row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
-        if LSE_PTR:
-            offs_m = row + tl.arange(0, BLOCK_M)
-            lse2 = tl.load(LSE + offs_m, mask=offs_m < lse_rows, other=0.0) * LOG2E   # (BLOCK_M,)
-            delta = tl.load(DELTA + offs_m, mask=offs_m < lse_rows, other=0.0)
-        else:
+        offs_m = row + tl.arange(0, BLOCK_M)
+        if not VEC_PTR:
             lse2 = lse_desc.load([row]) * LOG2E                         # (BLOCK_M,)
             delta = delta_desc.load([row])
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
+        if VEC_PTR:
+            # after the dot, not before: no registers held across it (0 spill bytes
+            # against 68 for loads before it at D = 128, the same speed)
+            lse2 = tl.load(LSE + offs_m, mask=offs_m < lse_rows, other=0.0) * LOG2E
+            delta = tl.load(DELTA + offs_m, mask=offs_m < lse_rows, other=0.0)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:
             # 1 / (1 - p) = s leaves the loop: dV = s * sum(keep * P) dO, and with dP' = keep *
             # dP, dS = P (s dP' - delta) = s * (P_kept dP - P (1 - p) delta); dK and dV scale
             # once. The mask is a float (kernels.common.dropout_keep_scale) with one use.
-            rk = keys_desc_m.load([seqlen_k + h * rng_rows + b * seqlen_q + start_m]).to(tl.uint32, bitcast=True)
+            rk_at = seqlen_k + h * rng_rows + b * seqlen_q + start_m
+            if VEC_PTR:
+                offs_rk = rk_at + tl.arange(0, BLOCK_M)
+                rk = tl.load(KEYS + offs_rk, mask=offs_rk < keys_total, other=0).to(tl.uint32, bitcast=True)
+            else:
+                rk = keys_desc_m.load([rk_at]).to(tl.uint32, bitcast=True)
             pT_kept = pT * dropout_keep_scale(rk[None, :], ck[:, None], mk, threshold)
             dv = tl.dot(pT_kept.to(do.dtype), do, dv)
             dpT = tl.dot(v, tl.trans(do))                               # (BLOCK_N, BLOCK_M)

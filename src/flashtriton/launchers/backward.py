@@ -225,10 +225,25 @@ WS_HEAD_MAJOR_MAX_BLOCKS = 32
 WS_PERSISTENT_TILE_STAGES = 2
 
 
-# bwd_ws.py's dK/dV kernel reads lse and delta by pointer loads (LSE_PTR) instead of 1-D
-# descriptors: experimental, off (session 17 prepared it for the dK/dV NaN at D = 128, N =
-# 16k: bench/gpu/s18_long_stress.py with S18_LSE_PTR=1).
-WS_DKDV_LSE_PTR = False
+# The longest dK/dV loop, in query rows (GQA group * Nq), whose 1-D loads (lse, delta,
+# dropout's row keys) bwd_ws.py makes through descriptors, per BLOCK_D; beyond, pointer
+# loads (VEC_PTR). H200, triton 3.6.0, 2026-11-30 (bench/gpu/s18_long_stress.py, one
+# process, D = 128, B * N = 16k, H = 16): with descriptors one tile a program gave NaN
+# dk / dv in 68 of 1942 calls at 8k and 102 of 3454 at 16k (whole 128-key blocks), and
+# 4 of 3484 with the descriptors made on the host; pointer loads 0 of 3254 and 0 of 2203.
+# Clean with descriptors: 4000 (one tile a program, 3456 calls), 2k / 4k persistent
+# (~20000 calls), and D = 64 persistent to 16k (2383). Pointer loads cost ~8% (16k: 429
+# against 460 TFLOP/s); the 8k / 16k backward ran on bwd.py before (policy's old cap).
+WS_DKDV_DESC_MAX_ROWS = {128: 4096}
+# None: as WS_DKDV_DESC_MAX_ROWS rules; True / False forces (bench/gpu/s18_long_stress.py)
+WS_DKDV_VEC_PTR = None
+
+
+def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
+    """Whether the dK/dV launch reads its loop's 1-D vectors by pointers (VEC_PTR)."""
+    if WS_DKDV_VEC_PTR is not None:
+        return WS_DKDV_VEC_PTR
+    return group * seqlen_q > WS_DKDV_DESC_MAX_ROWS.get(bd, float("inf"))
 
 
 def _tile_stages(bd: int, dropout: bool) -> int:
@@ -331,7 +346,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
-        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, LSE_PTR=WS_DKDV_LSE_PTR,
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, VEC_PTR=_dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q),
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile

@@ -54,8 +54,6 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
-    if kernel == "bwd" and not forced and max(seqlen_q, seqlen_k) > BWD_WS_MAX_N.get(bd, float("inf")):
-        return None
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
@@ -97,16 +95,6 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 # (launchers.forward.WS_PERSISTENT) 411-415 / 480 at 512 / 1k against fwd.py's 365 / 410-420.
 FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 
-# The longest max(Nq, Nk) at which the backward takes bwd_ws.py by default (beyond: bwd.py;
-# max, not min: a dK/dV program loops over every query, a dQ program over every key).
-# H200, triton 3.6.0, 2026-11-30 (bench/gpu/s17_ws_off_stress.py, one process alone):
-# forward+backward at B = 1, H = 16, N = 16k, D = 128 gave NaN dk / dv in 28 of 2929 calls
-# (out and dq never), from bwd_ws.py's dK/dV kernel (one tile a program there); bwd.py
-# none (0 of 1677 even with three processes sharing the GPU). Under that sharing the
-# persistent bwd_ws.py at N = 2k / 4k ran ~7000 calls clean where N = 16k failed every
-# call: the fault grows with the launch's length. Cost: the D = 128 backward from 8k on
-# bwd.py (session 6: causal 320 / 309 TFLOP/s at 8k / 16k against 365 / 415).
-BWD_WS_MAX_N = {128: 4096}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal

@@ -2,6 +2,7 @@
 (launchers/policy.py) and the launch plans' key (launchers/plans.py)."""
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
@@ -16,6 +17,9 @@ import torch
 # the suspect is the preemption of their specialized warpgroups (setmaxnreg). So "auto"
 # leaves them when NVML reports other processes on the GPU, re-checked every
 # GPU_SHARED_CHECK_S seconds (without NVML, nvidia-ml-py, it cannot tell: README).
+# FLASHTRITON_GPU_SHARED=0 / 1 overrides the check (auto: NVML): the test suite sets 0, its
+# parallel workers being other processes on the GPU, so that it tests the kernels "auto"
+# takes in a process alone.
 GPU_SHARED_CHECK_S = 2.0
 _gpu_shared_seen: dict = {}     # device index -> (time checked, shared)
 _warned: set = set()            # devices warned about once
@@ -24,9 +28,14 @@ _warned: set = set()            # devices warned about once
 def gpu_shared(device) -> bool:
     """Whether NVML lists more than one compute process on device (this one included),
     cached for GPU_SHARED_CHECK_S seconds; False where NVML is not available (and for
-    devices that are not CUDA GPUs)."""
+    devices that are not CUDA GPUs). FLASHTRITON_GPU_SHARED=0 / 1 answers instead."""
     if device.type != "cuda":
         return False
+    flag = os.environ.get("FLASHTRITON_GPU_SHARED", "auto")
+    if flag != "auto":
+        if flag not in ("0", "1"):
+            raise ValueError(f"FLASHTRITON_GPU_SHARED: must be auto, 0 or 1, got {flag!r}")
+        return flag == "1"
     idx = device.index if device.index is not None else torch.cuda.current_device()
     now = time.monotonic()
     seen = _gpu_shared_seen.get(idx)
