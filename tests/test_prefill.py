@@ -880,3 +880,19 @@ def test_dkdv_vec_ptr_rule(monkeypatch):
     assert backward._dkdv_vec_ptr(128, 2, top // 2 + 64) and not backward._dkdv_vec_ptr(64, 8, 16 * top)
     monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", True)
     assert backward._dkdv_vec_ptr(64, 1, 128)
+
+
+def test_dkdv_vec_ptr_launch_is_one_tile(monkeypatch):
+    """With pointer loads the dK/dV launch stays one tile a program (the persistent kernel
+    with them never ran on a GPU), in the launch and in the policy's persistence question;
+    dQ keeps its persistence. GQA group 4 at Nq = 2048 passes WS_DKDV_DESC_MAX_ROWS."""
+    from flashtriton.launchers import backward, common
+    monkeypatch.setattr(backward, "WS_PERSISTENT_PROGRAMS", 2)
+    monkeypatch.setattr(backward, "_flat_rows", lambda t, bd: True)
+    q = torch.empty(1, 2048, 8, 128, dtype=torch.bfloat16)
+    k = torch.empty(1, 2048, 2, 128, dtype=torch.bfloat16)
+    params = common.AttnParams(0.1)
+    assert backward._dkdv_vec_ptr(128, 4, 2048)
+    assert not backward._ws_persistent_call(q, k, k, q, 128, params, False)
+    monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", False)
+    assert backward._ws_persistent_call(q, k, k, q, 128, params, False)

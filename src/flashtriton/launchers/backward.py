@@ -296,6 +296,8 @@ def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool
     batch, seqlen_q = q.shape[:2]
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     flat = _ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k)
+    if _dkdv_vec_ptr(bd, q.shape[2] // nheads_k, seqlen_q):
+        flat = False                # one tile a program (_bwd_warp_spec)
     n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
     return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
                         max(seqlen_q, seqlen_k))[1]
@@ -334,8 +336,12 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     # the persistent kernels read every tensor as (B * N, H-span) rows
     flat = _ws_flat((q, k, v, dout, dq, dk, dv), bd, seqlen_q, seqlen_k)
     n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
+    # With pointer loads (VEC_PTR) the dK/dV launch is one tile a program: that variant ran
+    # on the H200 (session 18, 8k / 16k stresses); the persistent one with pointer loads
+    # (GQA: group x Nq > WS_DKDV_DESC_MAX_ROWS within WS_PERSISTENT_MAX_N) has not.
+    vec_ptr = _dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
-                                        keys is not None, flat, max(seqlen_q, seqlen_k))
+                                        keys is not None, flat and not vec_ptr, max(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
@@ -346,7 +352,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
-        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, VEC_PTR=_dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q),
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, VEC_PTR=vec_ptr,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
