@@ -521,6 +521,13 @@ def test_warp_spec_mode_rule(monkeypatch):
     # ... and D = 128 bwd_ws.py at any length (session 18: the dK/dV loop's vectors by
     # pointers beyond launchers.backward.WS_DKDV_DESC_MAX_ROWS, no cap)
     assert mode(plain, 4 * n, 4 * n, "bwd") == "whole" and mode(causal, 4 * n, 4 * n, "bwd") == "split"
+    # ... but a dropout backward only to BWD_WS_DROPOUT_MAX_N (its dQ loop's 1-D key loads)
+    drop = common.AttnParams(0.1, dropout_p=0.1)
+    top = policy.BWD_WS_DROPOUT_MAX_N[128]
+    assert mode(drop, top, top, "bwd") == "whole" and mode(drop, 2 * top, 2 * top, "bwd") is None
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert mode(drop, 2 * top, 2 * top, "bwd") == "whole"                           # forced: the tests reach it
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
     q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
     assert mode(causal, 1024, 1024, "fwd", qq=q256, bd=256) == "whole"                # the MASKED variant
@@ -669,10 +676,11 @@ def test_dkdv_long_loop_repeatable_gpu():
     dout = torch.randn_like(out)
     launched = []
     real = backward._ws_programs
-    backward._ws_programs = lambda *a: launched.append(real(*a)) or launched[-1]
+    backward._ws_programs = lambda *a: launched.append((a[1], real(*a))) or launched[-1][1]
     try:
         want = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-        assert launched, "bwd_ws.py did not run"
+        # a dQ launch: only the launcher asks for one (the policy's question is dK/dV's)
+        assert any(kern == "dq" for kern, _ in launched), "bwd_ws.py did not run"
         assert not any(t.isnan().any() for t in want)
         for _ in range(100):
             got = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
@@ -884,6 +892,19 @@ def test_dkdv_vec_ptr_rule(monkeypatch):
     assert backward._dkdv_vec_ptr(64, 1, 128)
 
 
+def test_varlen_ws_backward_loop_rule(monkeypatch):
+    """bwd_ws_varlen.py (1-D lse / delta descriptor loads in its dK/dV loop, no VEC_PTR)
+    takes varlen backwards only while group x max_seqlen_q is within
+    WS_DKDV_DESC_MAX_ROWS, or when forced."""
+    from flashtriton.launchers import backward
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    top = backward.WS_DKDV_DESC_MAX_ROWS[128]
+    assert backward._varlen_ws_loop_ok(128, 1, top) and not backward._varlen_ws_loop_ok(128, 2, top)
+    assert backward._varlen_ws_loop_ok(64, 8, 4 * top)                       # no rule at BLOCK_D 64
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert backward._varlen_ws_loop_ok(128, 2, top)
+
+
 def test_dkdv_vec_ptr_launch_is_one_tile(monkeypatch):
     """With pointer loads the dK/dV launch stays one tile a program (the persistent kernel
     with them never ran on a GPU), in the launch and in the policy's persistence question;
@@ -898,3 +919,27 @@ def test_dkdv_vec_ptr_launch_is_one_tile(monkeypatch):
     assert not backward._ws_persistent_call(q, k, k, q, 128, params, False)
     monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", False)
     assert backward._ws_persistent_call(q, k, k, q, 128, params, False)
+    monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", None)
+    monkeypatch.setattr(backward, "WS_VEC_PTR_PERSISTENT", True)            # the experiment switch
+    assert backward._ws_persistent_call(q, k, k, q, 128, params, False)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("vec_ptr", [False, True])
+def test_dkdv_vec_ptr_launch_flat_argument(monkeypatch, vec_ptr):
+    """The launch itself (not only the policy's question): with pointer loads the dK/dV
+    launch is asked for one tile a program (flat=False to _ws_programs), the dQ launch keeps
+    the flat layout's persistence."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", vec_ptr)
+    plans.clear()
+    asked = []
+    real = backward._ws_programs
+    monkeypatch.setattr(backward, "_ws_programs", lambda *a: asked.append((a[1], a[6])) or real(*a))
+    q, k, v = rand_qkv(2, 128, 128, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v)
+        torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert ("dq", True) in asked, asked                         # the shapes are flat
+    assert ("dkdv", not vec_ptr) in asked and ("dkdv", vec_ptr) not in asked, asked

@@ -13,8 +13,9 @@ Cases, D = 128, bf16, H = 16, 16k tokens:
 
 Variants, each twice in alternating order, backward alone (torch.autograd.grad of one
 fixed forward with a fixed dout, time_ms median, L2 flushed): "default"; "split" (forced:
-FLASHTRITON_WARP_SPEC=1; for causal the same as default); "split-persistent" (forced, and
-WS_PERSISTENT_MAX_N raised to 16k for the masked kinds). Gradients compared with the
+FLASHTRITON_WARP_SPEC=1; for causal the same as default); "split-persistent" (forced,
+WS_PERSISTENT_MAX_N raised to 16k for the masked kinds, and WS_VEC_PTR_PERSISTENT so that
+the dK/dV launch with pointer loads may be persistent too). Gradients compared with the
 default's (max |diff|), NaN counted.
 
 Prediction: window: split-persistent ~1.3-1.4 ms, still not below bwd.py's 1.28 (the
@@ -42,7 +43,11 @@ def variant(name):
         os.environ.pop("FLASHTRITON_WARP_SPEC", None)
         if name != "default":
             os.environ["FLASHTRITON_WARP_SPEC"] = "1"
+        backward.WS_VEC_PTR_PERSISTENT = name == "split-persistent"
         if name == "split-persistent":
+            # beyond 4k the dK/dV loop reads lse / delta by pointers (VEC_PTR), which keeps
+            # its launch one tile a program unless WS_VEC_PTR_PERSISTENT: a combination no
+            # GPU has run before this script (NaN counted below; stress before taking it)
             for kind in list(backward.WS_PERSISTENT_MAX_N):
                 if kind[2]:                              # masked kinds
                     backward.WS_PERSISTENT_MAX_N[kind] = 16384

@@ -17,5 +17,5 @@ rc=$?
 python -m pytest tests -o addopts="" -v -rf -p no:warnings --timeout 300 -m gpu_alone >> $out/pytest-gpu.txt 2>&1
 rc=$(( rc | $? ))
 grep -E "FAILED|ERROR" $out/pytest-gpu.txt | grep -v "^\[gw" | head -30
-tail -2 $out/pytest-gpu.txt
+grep -E "^=+ .*(passed|failed|error).* in [0-9.]+s" $out/pytest-gpu.txt   # both runs' summaries
 exit $rc

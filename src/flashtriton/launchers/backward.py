@@ -21,7 +21,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
-from .policy import _bwd_ws_tiles, warp_spec_mode, warp_spec_varlen
+from .policy import _bwd_ws_tiles, _warp_spec_forced, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v, bitwise deterministic (no kernel uses
@@ -79,7 +79,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, total_k) > 0
-            and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd):
+            and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd
+            and _varlen_ws_loop_ok(bd, nheads // nheads_k, seqlen_q)):
         _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
         return dq, dk, dv
 
@@ -237,6 +238,9 @@ WS_PERSISTENT_TILE_STAGES = 2
 WS_DKDV_DESC_MAX_ROWS = {128: 4096}
 # None: as WS_DKDV_DESC_MAX_ROWS rules; True / False forces (bench/gpu/s18_long_stress.py)
 WS_DKDV_VEC_PTR = None
+# A dK/dV launch with pointer loads is one tile a program (the form the H200 ran); True
+# lets it be persistent as WS_PERSISTENT rules (experiment: bench/gpu/s19_split_persistent_ab.py)
+WS_VEC_PTR_PERSISTENT = False
 
 
 def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
@@ -244,6 +248,14 @@ def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
     if WS_DKDV_VEC_PTR is not None:
         return WS_DKDV_VEC_PTR
     return group * seqlen_q > WS_DKDV_DESC_MAX_ROWS.get(bd, float("inf"))
+
+
+def _varlen_ws_loop_ok(bd: int, group: int, max_seqlen_q: int) -> bool:
+    """Whether a varlen backward may take bwd_ws_varlen.py, whose dK/dV loop reads lse /
+    delta through 1-D descriptors (no VEC_PTR there): only for loops of at most
+    WS_DKDV_DESC_MAX_ROWS query rows (group x max_seqlen_q), where bwd_ws.py's were clean,
+    or forced (FLASHTRITON_WARP_SPEC=1). Beyond, bwd.py."""
+    return _warp_spec_forced() or group * max_seqlen_q <= WS_DKDV_DESC_MAX_ROWS.get(bd, float("inf"))
 
 
 def _tile_stages(bd: int, dropout: bool) -> int:
@@ -296,7 +308,7 @@ def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool
     batch, seqlen_q = q.shape[:2]
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     flat = _ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k)
-    if _dkdv_vec_ptr(bd, q.shape[2] // nheads_k, seqlen_q):
+    if _dkdv_vec_ptr(bd, q.shape[2] // nheads_k, seqlen_q) and not WS_VEC_PTR_PERSISTENT:
         flat = False                # one tile a program (_bwd_warp_spec)
     n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
     return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
@@ -341,7 +353,8 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     # (GQA: group x Nq > WS_DKDV_DESC_MAX_ROWS within WS_PERSISTENT_MAX_N) has not.
     vec_ptr = _dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
-                                        keys is not None, flat and not vec_ptr, max(seqlen_q, seqlen_k))
+                                        keys is not None, flat and (not vec_ptr or WS_VEC_PTR_PERSISTENT),
+                                        max(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),

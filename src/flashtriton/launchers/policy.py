@@ -54,6 +54,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
+    if (kernel == "bwd" and not forced and params.dropout_p > 0
+            and max(seqlen_q, seqlen_k) > BWD_WS_DROPOUT_MAX_N.get(bd, float("inf"))):
+        return None
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
@@ -95,6 +98,12 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 # (launchers.forward.WS_PERSISTENT) 411-415 / 480 at 512 / 1k against fwd.py's 365 / 410-420.
 FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 
+# The longest max(Nq, Nk) at which a dropout backward takes bwd_ws.py by default (beyond:
+# bwd.py). Its dQ loop still reads dropout's column keys through a 1-D descriptor each
+# iteration, the pattern that gave the dK/dV kernel NaN in long loops (launchers.backward.
+# WS_DKDV_DESC_MAX_ROWS); stressed clean at 8k (0 of 1941 calls, H200, 2026-11-30,
+# session 18), not beyond.
+BWD_WS_DROPOUT_MAX_N = {128: 8192}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal

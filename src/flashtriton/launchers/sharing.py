@@ -2,11 +2,12 @@
 (launchers/policy.py) and the launch plans' key (launchers/plans.py)."""
 from __future__ import annotations
 
-import os
 import time
 import warnings
 
 import torch
+
+from .. import envvars
 
 # The warp-specialized kernels under GPU sharing. H200, triton 3.6.0, driver 580, 2026-11-30
 # (bench/gpu/s17_ws_off_stress.py, bench/NOTES.md "Session 17"): three processes time-
@@ -31,7 +32,7 @@ def gpu_shared(device) -> bool:
     devices that are not CUDA GPUs). FLASHTRITON_GPU_SHARED=0 / 1 answers instead."""
     if device.type != "cuda":
         return False
-    flag = os.environ.get("FLASHTRITON_GPU_SHARED", "auto")
+    flag = envvars.value("FLASHTRITON_GPU_SHARED", "auto")
     if flag != "auto":
         if flag not in ("0", "1"):
             raise ValueError(f"FLASHTRITON_GPU_SHARED: must be auto, 0 or 1, got {flag!r}")
