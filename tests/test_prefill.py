@@ -856,9 +856,10 @@ def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("kind", [1, 2])
 @pytest.mark.parametrize("causal, dropout_p, nq, nk", [(False, 0.0, 128, 128), (True, 0.0, 128, 128),
                                                       (False, 0.2, 128, 128), (True, 0.0, 113, 161)])
-def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk):
+def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, kind):
     """bwd_ws.py's dK/dV with its loop's 1-D vectors (lse, delta, dropout's row keys) by
     pointer loads (VEC_PTR, launchers.backward.WS_DKDV_VEC_PTR) gives bitwise the
     gradients of the descriptor loads (the same values reach the same arithmetic), whole
@@ -867,6 +868,7 @@ def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk):
     pointer path's indexing)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", kind)     # 2: one iteration ahead
     q, k, v = rand_qkv(2, nq, nk, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)   # 113: lse padded
     runs = []
     for flag in (False, True):

@@ -88,7 +88,7 @@ def attn_bwd_dkdv_ws_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
     HAS_LEFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, BLOCK_MAJOR: tl.constexpr = False,
-    TILE_STAGES: tl.constexpr = 2, VEC_PTR: tl.constexpr = False,
+    TILE_STAGES: tl.constexpr = 2, VEC_PTR: tl.constexpr = 0,
 ):
     # One linear order of tiles (key blocks), the blocks of each (batch, KV head)
     # consecutive: one tile a program, or PERSISTENT, about one program an SM dealing them
@@ -153,12 +153,12 @@ def _dkdv_ws_tile(
     keys_total, rng_rows, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
-    FLAT: tl.constexpr, VEC_PTR: tl.constexpr = False,
+    FLAT: tl.constexpr, VEC_PTR: tl.constexpr = 0,
 ):
     """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. VEC_PTR: the
     loop's 1-D loads (lse, delta, dropout's row keys) by pointers instead of descriptors
     (launchers.backward._dkdv_vec_ptr: the descriptor loads gave NaN in long loops at
-    D = 128). FLAT: the
+    D = 128): 1 in the iteration, after its first dot; 2 one iteration ahead. FLAT: the
     *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
     rows and heads found by offsets; otherwise (one tile a program) they are unused and
     the tile makes its own over its batch's slices."""
@@ -227,6 +227,11 @@ def _dkdv_ws_tile(
         m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
                                       HAS_LEFT, HAS_RIGHT)
     m_tiles = (m_hi - m_lo) // BLOCK_M
+    # VEC_PTR 2: the loop's lse / delta one iteration ahead (the first tile's here), so a
+    # load's latency hides behind the iteration's last three dots (unused otherwise)
+    offs_n0 = (b * nheads + hk * group) * lse_stride + m_lo + tl.arange(0, BLOCK_M)
+    lse_nx = tl.load(LSE + offs_n0, mask=offs_n0 < lse_rows, other=0.0) * LOG2E
+    delta_nx = tl.load(DELTA + offs_n0, mask=offs_n0 < lse_rows, other=0.0)
     # every such query tile of every head of the GQA group, in one loop: t -> (head, tile)
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
         h = hk * group + t // m_tiles
@@ -235,22 +240,31 @@ def _dkdv_ws_tile(
         do = do_desc.load([q_row + start_m, h * do_hcol])
         row = (b * nheads + h) * lse_stride + start_m                   # flat (B, H, rows) index
         offs_m = row + tl.arange(0, BLOCK_M)
-        if not VEC_PTR:
+        if VEC_PTR == 0:
             lse2 = lse_desc.load([row]) * LOG2E                         # (BLOCK_M,)
             delta = delta_desc.load([row])
         qkT = tl.dot(k, tl.trans(q))                                    # (BLOCK_N, BLOCK_M)
-        if VEC_PTR:
+        if VEC_PTR == 1:
             # after the dot, not before: no registers held across it (0 spill bytes
             # against 68 for loads before it at D = 128, the same speed)
             lse2 = tl.load(LSE + offs_m, mask=offs_m < lse_rows, other=0.0) * LOG2E
             delta = tl.load(DELTA + offs_m, mask=offs_m < lse_rows, other=0.0)
+        if VEC_PTR == 2:
+            lse2 = lse_nx
+            delta = delta_nx
+            t1 = t + 1
+            offs_n1 = (b * nheads + hk * group + t1 // m_tiles) * lse_stride + m_lo + (t1 % m_tiles) * BLOCK_M \
+                + tl.arange(0, BLOCK_M)
+            ok1 = (offs_n1 < lse_rows) & (t1 < group * m_tiles)
+            lse_nx = tl.load(LSE + offs_n1, mask=ok1, other=0.0) * LOG2E
+            delta_nx = tl.load(DELTA + offs_n1, mask=ok1, other=0.0)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:
             # 1 / (1 - p) = s leaves the loop: dV = s * sum(keep * P) dO, and with dP' = keep *
             # dP, dS = P (s dP' - delta) = s * (P_kept dP - P (1 - p) delta); dK and dV scale
             # once. The mask is a float (kernels.common.dropout_keep_scale) with one use.
             rk_at = seqlen_k + h * rng_rows + b * seqlen_q + start_m
-            if VEC_PTR:
+            if VEC_PTR > 0:
                 offs_rk = rk_at + tl.arange(0, BLOCK_M)
                 rk = tl.load(KEYS + offs_rk, mask=offs_rk < keys_total, other=0).to(tl.uint32, bitcast=True)
             else:

@@ -241,6 +241,10 @@ WS_DKDV_VEC_PTR = None
 # A dK/dV launch with pointer loads is one tile a program (the form the H200 ran); True
 # lets it be persistent as WS_PERSISTENT rules (experiment: bench/gpu/s19_split_persistent_ab.py)
 WS_VEC_PTR_PERSISTENT = False
+# Which pointer loads (the kernel's VEC_PTR): 1 in the iteration after its first dot, 2
+# one iteration ahead (wip: 68 bytes of spill at D = 128 one tile a program, offline
+# sm_90a; bench/gpu/s19_vec_ptr_ab.py)
+WS_DKDV_VEC_PTR_KIND = 1
 
 
 def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
@@ -365,7 +369,8 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HAS_DROPOUT=keys is not None,
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
-        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2, VEC_PTR=vec_ptr,
+        TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
+        VEC_PTR=WS_DKDV_VEC_PTR_KIND if vec_ptr else 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
