@@ -894,6 +894,20 @@ def test_dkdv_vec_ptr_rule(monkeypatch):
     assert backward._dkdv_vec_ptr(64, 1, 128)
 
 
+def test_dkdv_vec_ptr_kind_rule(monkeypatch):
+    """Pointer loads one iteration ahead (VEC_PTR 2) for unmasked dK/dV loops, in the
+    iteration (1) under a causal or window mask, as measured on the H200
+    (launchers.backward.WS_DKDV_VEC_PTR_KIND); the module value forces either."""
+    from flashtriton.launchers import backward
+    from flashtriton.launchers.common import AttnParams
+    base = AttnParams(softmax_scale=0.1)
+    assert backward._dkdv_vec_ptr_kind(base) == 2
+    assert backward._dkdv_vec_ptr_kind(AttnParams(softmax_scale=0.1, window_right=0)) == 1
+    assert backward._dkdv_vec_ptr_kind(AttnParams(softmax_scale=0.1, window_left=1024)) == 1
+    monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", 1)
+    assert backward._dkdv_vec_ptr_kind(base) == 1
+
+
 def test_varlen_ws_backward_loop_rule(monkeypatch):
     """bwd_ws_varlen.py (1-D lse / delta descriptor loads in its dK/dV loop, no VEC_PTR)
     takes varlen backwards only while group x max_seqlen_q is within

@@ -242,9 +242,22 @@ WS_DKDV_VEC_PTR = None
 # lets it be persistent as WS_PERSISTENT rules (experiment: bench/gpu/s19_split_persistent_ab.py)
 WS_VEC_PTR_PERSISTENT = False
 # Which pointer loads (the kernel's VEC_PTR): 1 in the iteration after its first dot, 2
-# one iteration ahead (wip: 68 bytes of spill at D = 128 one tile a program, offline
-# sm_90a; bench/gpu/s19_vec_ptr_ab.py)
-WS_DKDV_VEC_PTR_KIND = 1
+# one iteration ahead (68 bytes of spill at D = 128 one tile a program, offline sm_90a).
+# H200, triton 3.6.0, 2026-11-30 (bench/gpu/s19_vec_ptr_ab.py, D = 128, B * N = 16k,
+# H = 16, backward TFLOP/s, two rounds each): unmasked 2 wins, 8k 417 / 423 -> 434 / 435,
+# 16k 422 / 428 -> 431 / 441, 4k (forced) 402 / 404 -> 417 / 420; causal 2 loses, 8k
+# 350 / 351 -> 342 / 344, 16k 402 / 395 -> 389 / 387. Bitwise equal; stressed clean
+# (s18_long_stress.py, 40 s a case: 0 NaN in 2249 calls at 16k, 3063 at 8k with dropout
+# 0.1, 3796 causal at 16k). None: 2 without a causal / window mask, else 1; 1 / 2 force.
+WS_DKDV_VEC_PTR_KIND = None
+
+
+def _dkdv_vec_ptr_kind(params: AttnParams) -> int:
+    """The kernel's VEC_PTR value for a dK/dV launch with pointer loads (see above)."""
+    if WS_DKDV_VEC_PTR_KIND is not None:
+        return WS_DKDV_VEC_PTR_KIND
+    masked = params.window_left >= 0 or params.window_right >= 0
+    return 1 if masked else 2
 
 
 def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
@@ -370,7 +383,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
         TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
-        VEC_PTR=WS_DKDV_VEC_PTR_KIND if vec_ptr else 0,
+        VEC_PTR=_dkdv_vec_ptr_kind(params) if vec_ptr else 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile
