@@ -72,6 +72,29 @@ def _snake_tile(r, P, pid, n_bh, n_blocks, BLOCK_MAJOR: tl.constexpr):
     return tile
 
 
+@triton.jit
+def _flat_input_descs(Q, K, V, DO, LSE, DELTA, KEYS, stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
+                      stride_don, stride_doh, lse_rows, keys_total, batch, nheads, nheads_k, seqlen_q, seqlen_k,
+                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                      HAS_DROPOUT: tl.constexpr):
+    """The persistent kernels' input descriptors, made once over every (batch, head):
+    q, k, v, dO as (B * N, H-span) rows, the head a column offset (module doc: per-tile
+    descriptors raced in the persistent forward); lse, delta and the dropout key table
+    (keys_n / keys_m: blocks of BLOCK_N / BLOCK_M; lse's stands in without dropout) 1-D."""
+    q_desc = row_view_desc(Q, batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM, stride_qn, BLOCK_M, BLOCK_D)
+    k_desc = row_view_desc(K, batch * seqlen_k, (nheads_k - 1) * stride_kh + HEAD_DIM, stride_kn, BLOCK_N, BLOCK_D)
+    v_desc = row_view_desc(V, batch * seqlen_k, (nheads_k - 1) * stride_vh + HEAD_DIM, stride_vn, BLOCK_N, BLOCK_D)
+    do_desc = row_view_desc(DO, batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM, stride_don, BLOCK_M, BLOCK_D)
+    lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
+    delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
+    keys_desc_n = lse_desc                                              # (unused without dropout)
+    keys_desc_m = lse_desc
+    if HAS_DROPOUT:
+        keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
+        keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
+    return q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, keys_desc_n, keys_desc_m
+
+
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dkdv_ws_kernel(
     Q, K, V, DO, LSE, DELTA, DK, DV,   # q, do (B, Nq, H, D); k, v, dk, dv (B, Nk, Hk, D); lse, delta (B, H, Nq) fp32
@@ -97,22 +120,14 @@ def attn_bwd_dkdv_ws_kernel(
     if PERSISTENT:
         # every descriptor once, over every (batch, head): (B * N, H-span) rows, the head a
         # column offset (module doc: per-tile descriptors raced in the persistent forward)
-        k_desc = row_view_desc(K, batch * seqlen_k, (nheads_k - 1) * stride_kh + HEAD_DIM, stride_kn, BLOCK_N, BLOCK_D)
-        v_desc = row_view_desc(V, batch * seqlen_k, (nheads_k - 1) * stride_vh + HEAD_DIM, stride_vn, BLOCK_N, BLOCK_D)
-        q_desc = row_view_desc(Q, batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM, stride_qn, BLOCK_M, BLOCK_D)
-        do_desc = row_view_desc(DO, batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM, stride_don, BLOCK_M,
-                                BLOCK_D)
-        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
-        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
+        q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, keys_desc_n, keys_desc_m = _flat_input_descs(
+            Q, K, V, DO, LSE, DELTA, KEYS, stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
+            stride_don, stride_doh, lse_rows, keys_total, batch, nheads, nheads_k, seqlen_q, seqlen_k,
+            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT)
         dk_desc = row_view_desc(DK, batch * seqlen_k, (nheads_k - 1) * stride_dkh + HEAD_DIM, stride_dkn, BLOCK_N,
                                 BLOCK_D)
         dv_desc = row_view_desc(DV, batch * seqlen_k, (nheads_k - 1) * stride_dvh + HEAD_DIM, stride_dvn, BLOCK_N,
                                 BLOCK_D)
-        keys_desc_n = lse_desc                                          # (unused without dropout)
-        keys_desc_m = lse_desc
-        if HAS_DROPOUT:
-            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
-            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
         n_bh = batch * nheads_k
         n_blocks = tl.cdiv(seqlen_k, BLOCK_N)
         P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
@@ -316,22 +331,12 @@ def attn_bwd_dq_ws_kernel(
     # a round spans several heads; BLOCK_MAJOR deals every head's heaviest block first.
     if PERSISTENT:
         # every descriptor once, over every (batch, head) (see the dK/dV kernel)
-        q_desc = row_view_desc(Q, batch * seqlen_q, (nheads - 1) * stride_qh + HEAD_DIM, stride_qn, BLOCK_M, BLOCK_D)
-        do_desc = row_view_desc(DO, batch * seqlen_q, (nheads - 1) * stride_doh + HEAD_DIM, stride_don, BLOCK_M,
-                                BLOCK_D)
-        k_desc = row_view_desc(K, batch * seqlen_k, (nheads // group - 1) * stride_kh + HEAD_DIM, stride_kn, BLOCK_N,
-                               BLOCK_D)
-        v_desc = row_view_desc(V, batch * seqlen_k, (nheads // group - 1) * stride_vh + HEAD_DIM, stride_vn, BLOCK_N,
-                               BLOCK_D)
-        lse_desc = vec_desc(LSE, lse_rows, BLOCK_M)
-        delta_desc = vec_desc(DELTA, lse_rows, BLOCK_M)
+        q_desc, k_desc, v_desc, do_desc, lse_desc, delta_desc, keys_desc_n, keys_desc_m = _flat_input_descs(
+            Q, K, V, DO, LSE, DELTA, KEYS, stride_qn, stride_qh, stride_kn, stride_kh, stride_vn, stride_vh,
+            stride_don, stride_doh, lse_rows, keys_total, batch, nheads, nheads // group, seqlen_q, seqlen_k,
+            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT)
         dq_desc = row_view_desc(DQ, batch * seqlen_q, (nheads - 1) * stride_dqh + HEAD_DIM, stride_dqn, BLOCK_M,
                                 BLOCK_D)
-        keys_desc_m = lse_desc                                          # (unused without dropout)
-        keys_desc_n = lse_desc
-        if HAS_DROPOUT:
-            keys_desc_m = vec_desc(KEYS, keys_total, BLOCK_M)
-            keys_desc_n = vec_desc(KEYS, keys_total, BLOCK_N)
         n_bh = batch * nheads
         n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
         P, pid, n_iter = _snake_rounds(n_bh * n_blocks)
