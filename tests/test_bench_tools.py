@@ -67,3 +67,25 @@ def test_prefill_bench_layouts():
     assert seen and all(s == (2 * 32 * 16, 16, 32 * 16, 1) for st in seen for s in st)
     with pytest.raises(ValueError, match="^layout: must be bnhd or bhnd"):
         prefill._qkv(1, 8, 2, 16, torch.float32, "cpu", "nhbd")
+
+
+def test_regression_tune_candidates_not_replayed(monkeypatch):
+    """bench.tune sets each candidate tile in configs.DEFAULTS, which launch plans do not
+    key on: from session 10 to 19 every candidate after the first replayed the first
+    one's recorded launches (a sweep at N = 1k timed 18 dK/dV tiles within 1%). Each
+    candidate now runs with no plan recorded and sees its own tile."""
+    from flashtriton.bench import tune
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import plans
+    seen = []
+
+    def fake_run(kernel, d, causal, n, timed):
+        seen.append((len(plans._PLANS), configs.default_tile(kernel, d, n, masked=bool(causal))))
+        plans._PLANS["recorded by this candidate"] = None
+        return None
+    monkeypatch.setattr(tune, "_run_with_defaults", fake_run)
+    before = configs.default_tile("dkdv", 128, 1024, masked=True)
+    for tile in ((16, 64, 4, 2), (32, 64, 4, 2)):
+        tune._run_once("dkdv", 128, True, tile, 1024, timed=False)
+    assert seen == [(0, configs.Tile(16, 64, 4, 2)), (0, configs.Tile(32, 64, 4, 2))]
+    assert configs.default_tile("dkdv", 128, 1024, masked=True) == before and not plans._PLANS

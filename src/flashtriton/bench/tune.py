@@ -32,12 +32,18 @@ def _run_once(kernel, d, causal, tile, n, timed):
     """Run fwd (+ bwd) with `tile` as the default of `kernel`; time it when asked.
     causal: False, True, or "w<L>" for a sliding window (L, 0)."""
     from flashtriton.kernels import configs
+    from flashtriton.launchers import plans
     table = configs.DEFAULTS.setdefault(_table(kernel, n, causal, d), {})
     saved = table.get(d)
     table[d] = configs.Tile(*tile)
+    # Launch plans key on the call, not on configs.DEFAULTS: without this every candidate
+    # after the first replayed the first one's launches (bug from session 10 to 19: the
+    # sweep of 2026-11-30 at N = 1k timed 18 dK/dV tiles within 1%).
+    plans.clear()
     try:
         return _run_with_defaults(kernel, d, causal, n, timed)
     finally:
+        plans.clear()
         if saved is None:
             del table[d]
         else:
@@ -150,6 +156,10 @@ def main(argv=None):
     ap.add_argument("--window", type=int, default=None,
                     help="sweep sliding window (WINDOW, 0) instead of causal / not: the *_window tables")
     args = ap.parse_args(argv)
+    # The compile workers hold CUDA contexts: the sharing guard (launchers/sharing.py)
+    # would take the warp-specialized kernels away from the workers and, while NVML still
+    # lists them, from the timing phase, which runs alone by design.
+    os.environ.setdefault("FLASHTRITON_GPU_SHARED", "0")
     if args.breakdown:
         return breakdown(args.head_dims, args.seqlen)
     masks = (f"w{args.window}",) if args.window is not None else (False, True)

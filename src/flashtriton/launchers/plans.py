@@ -16,8 +16,14 @@ new tensors and launches the compiled kernels directly.
 
 Status (2026-11-29, session 10): written and tested under the Triton interpreter
 (tests/test_plans.py: replays bitwise equal to the launchers for dense, causal, window,
-GQA + dropout, ALiBi + softcap, the warp-specialized paths and three decode steps); the
-direct CompiledKernel launch (_Launch.fire on a GPU) has not run yet.
+GQA + dropout, ALiBi + softcap, the warp-specialized paths and three decode steps). The
+direct CompiledKernel launch (_Launch.fire) runs on the H200 since session 15 (a check of
+Triton 3.6's launch hooks had kept it off before; bench/NOTES.md, "Session 15"); the GPU
+suite runs test_plans.py with it.
+
+Plans key on the call, not on module constants: code that changes a constant the
+launchers read (tests, bench/tune.py's candidate tiles) must clear() (a sweep timed the
+first candidate's plan for every tile until session 19).
 
 What is never replayed (the call runs the launchers as usual):
   - a path that does host-side torch work besides allocations, which marks itself with
