@@ -247,6 +247,7 @@ def test_default_table_order():
     assert t("fwd", 32, 512, masked=True) == "fwd_short" and t("fwd", 128, 1024) == "fwd_short"
     assert t("fwd", 64, 2048) == "fwd" and t("fwd", 256, 512) == "fwd" and t("fwd", 128, 2048) == "fwd"
     assert t("dkdv", 64, 512, masked=True) == "dkdv_masked" and t("dkdv", 64, 512) == "dkdv"
+    assert t("dkdv", 256, 1024, masked=True) == "dkdv_short" and t("dkdv", 256, 2048) == "dkdv"
     for kernel in ("fwd", "dkdv", "dq"):
         for d in (16, 32, 64, 128, 256):
             for n in (128, 1024, 4096):

@@ -83,6 +83,12 @@ DEFAULTS = {
     # their tile: non-causal at 1k it timed 15% slower, in an A/B with the plans off, where
     # such calls are partly host-bound (bench/NOTES.md, "Session 11": not conclusive).
     "dkdv_masked": {64: Tile(64, 64, 4, 3)},
+    # D = 256 up to SHORT_SEQLEN: (64, 32, 4, 2) in the query-rows layout against the
+    # default (128, 64, 8, 1), backward TFLOP/s (bf16, 16k tokens, H = 8, dQ at its
+    # default, two rounds; bench/gpu/s19_d256_bwd_tiles.py, H200, 2026-11-30): non-causal
+    # 157 -> 162 / 194 -> 200 at N = 512 / 1k, causal 100 -> 104 / 146 -> 154; (64, 64, 8,
+    # 2) level, 4-warp or one-stage 64-row tiles 10-25% slower; dQ's default was the best.
+    "dkdv_short": {256: Tile(64, 32, 4, 2)},
     "dq_window": {128: Tile(64, 32, 4, 2)},
 }
 
