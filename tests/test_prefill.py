@@ -830,6 +830,61 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
+    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
+    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk, MQA
+    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked
+    (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
+])
+@pytest.mark.parametrize("query_rows", [False, True])
+def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, kw, query_rows):
+    """The split path's resumed launches (bwd.py RESUME) on tiles smaller than the bulk's
+    (launchers.backward.RESUME_TILES: dK/dV halving the key block, dQ halving the query
+    block) do every tile the bulk left: the part of a sub-block's fully visible tiles the
+    bulk's block did not see as well as the masked ones, in either dK/dV layout
+    (RESUME_QUERY_ROWS). Gradients pass the reference check; both resumed launches ran
+    with the smaller tile, the layout asked for and the bulk's size passed."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import backward, plans
+    bulk = configs.INTERPRETER_TILE if DEVICE == "cpu" else None
+    if bulk is None:
+        pytest.skip("the tiles below are sized for the interpreter's 32 x 32 bulk")
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(backward, "RESUME_TILES", {128: (configs.Tile(32, 16, 4, 1), configs.Tile(16, 32, 4, 1))})
+    monkeypatch.setattr(backward, "RESUME_QUERY_ROWS", {128} if query_rows else set())
+    launched = []
+    real = plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kwargs.get("RESUME"):
+            launched.append((kernel, kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs.get("BULK_N"), kwargs.get("BULK_M"),
+                             kwargs.get("KEY_ROWS")))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", record)
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert launched == [(bwd_kernels.attn_bwd_dkdv_kernel, 32, 16, 32, None, not query_rows),
+                        (bwd_kernels.attn_bwd_dq_kernel, 16, 32, None, 32, None)], launched
+
+
+def test_resume_tiles_rule(monkeypatch):
+    """RESUME_TILES must keep the bulk's dK/dV BLOCK_M and dQ BLOCK_N and divide the other
+    side (the resumed program finds the bulk's block of its tile by integer division)."""
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import backward
+    ws_dkdv, ws_dq = backward._bwd_ws_tiles(128)
+    for bad in ((configs.Tile(ws_dkdv.block_m // 2, ws_dkdv.block_n, 4, 1), ws_dq),
+                (ws_dkdv, configs.Tile(ws_dq.block_m, ws_dq.block_n // 2, 4, 1)),
+                (configs.Tile(ws_dkdv.block_m, 3 * ws_dkdv.block_n // 4, 4, 1), ws_dq)):
+        monkeypatch.setattr(backward, "RESUME_TILES", {128: bad})
+        with pytest.raises(ValueError, match="RESUME_TILES"):
+            backward._resume_tiles(128)
+    monkeypatch.setattr(backward, "RESUME_TILES", {})
+    assert backward._resume_tiles(128)[2:] == (ws_dkdv.block_n, ws_dq.block_m)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("kw", [dict(causal=True), dict(window_size=(70, 0))])
 def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
     """WS_HEAVY_FIRST (fwd_ws.py's masked forward and bwd_ws.py's dQ kernel hand out a

@@ -18,7 +18,8 @@ launchers/backward.py (DKDV_QUERY_ROWS) picks.
 import triton
 import triton.language as tl
 
-from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_query_tiles, dropout_group_mult, dropout_keep_scale,
+from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
+                     dropout_keep_scale,
                      dropout_threshold, find_sequence,
                      kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
@@ -158,7 +159,7 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    KEY_ROWS: tl.constexpr = True,
+    KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -166,7 +167,10 @@ def attn_bwd_dkdv_kernel(
     read from shared memory; launchers.backward.DKDV_QUERY_ROWS says where).
     RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
     gives, with the same BLOCK_M / BLOCK_N, and left its unscaled dK and dV in DK, DV:
-    start from them and do the other tiles."""
+    start from them and do the other tiles. BULK_N (0: the bulk's key block is BLOCK_N):
+    the bulk ran key blocks of BULK_N, a multiple of BLOCK_N; its query tiles see every key
+    of its block, so they are fully visible to this program's keys too, which may also
+    have fully visible tiles before them: this program does those as well."""
     if IS_VARLEN:
         hk = tl.program_id(0)
         pid = tl.program_id(1)
@@ -210,10 +214,18 @@ def attn_bwd_dkdv_kernel(
     lo, full_lo, full_hi, hi = q_tile_ranges(start_n, seqlen_q, seqlen_k, diag, window_left, window_right,
                                              BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
     un_lo = full_lo                     # the fully visible tiles this kernel still does
+    skip_lo = full_lo                   # (BULK_N: and [full_lo, skip_lo) before the bulk's)
     if RESUME:
-        m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
-                                      HAS_LEFT, HAS_RIGHT)
-        un_lo = tl.where(m_hi > m_lo, m_hi, full_lo)
+        if BULK_N == 0:
+            m_lo, m_hi = bulk_query_tiles(start_n, seqlen_q, seqlen_k, window_left, window_right, BLOCK_M, BLOCK_N,
+                                          HAS_LEFT, HAS_RIGHT)
+            un_lo = tl.where(m_hi > m_lo, m_hi, full_lo)
+        else:
+            tl.static_assert(BULK_N % BLOCK_N == 0, "RESUME: the bulk's key block must be a multiple of BLOCK_N")
+            m_lo, m_hi = bulk_query_tiles((start_n // BULK_N) * BULK_N, seqlen_q, seqlen_k, window_left,
+                                          window_right, BLOCK_M, BULK_N, HAS_LEFT, HAS_RIGHT)
+            skip_lo = tl.where(m_hi > m_lo, tl.minimum(tl.maximum(m_lo, full_lo), full_hi), full_hi)
+            un_lo = tl.where(m_hi > m_lo, tl.minimum(tl.maximum(m_hi, skip_lo), full_hi), full_hi)
     ck = 0
     mk = 0
     threshold = 0
@@ -248,6 +260,13 @@ def attn_bwd_dkdv_kernel(
                                 window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                 BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                 DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+        if RESUME and BULK_N > 0:   # (constexpr: the other kernels compile without this loop)
+            for start_m in range(full_lo, skip_lo, BLOCK_M):
+                dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                    seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                    window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                    BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         for start_m in range(un_lo, full_hi, BLOCK_M):
             dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                 seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
@@ -315,10 +334,14 @@ def attn_bwd_dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
+    BULK_M: tl.constexpr = 0,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its unscaled dQ in
-    DQ: start from it and do only the masked tiles."""
+    DQ: start from it and do only the masked tiles. BULK_M (0: the bulk's query block is
+    BLOCK_M): the bulk ran query blocks of BULK_M, a multiple of BLOCK_M, and did the key
+    tiles bulk_key_tiles gives for its block; this program's rows may see more keys fully
+    than the whole block did, and it does those tiles too."""
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
@@ -390,12 +413,27 @@ def attn_bwd_dq_kernel(
                       rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
-    for start_n in range(full_lo, full_hi if not RESUME else full_lo, BLOCK_N):
+    un_hi = full_hi if not RESUME else full_lo      # the fully visible tiles this kernel does: [full_lo, un_hi)
+    skip_hi = full_hi                               # (BULK_M: and [skip_hi, full_hi) after the bulk's)
+    if RESUME and BULK_M > 0:
+        tl.static_assert(BULK_M % BLOCK_M == 0, "RESUME: the bulk's query block must be a multiple of BLOCK_M")
+        n_lo, n_hi = bulk_key_tiles((start_m // BULK_M) * BULK_M, seqlen_q, seqlen_k, window_left, window_right,
+                                    BULK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+        un_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_lo, full_lo), full_hi), full_hi)
+        skip_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_hi, un_hi), full_hi), full_hi)
+    for start_n in range(full_lo, un_hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                       rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                       BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                       BLOCK_D, HOST_DESC)
+    if RESUME and BULK_M > 0:   # (constexpr: the other kernels compile without this loop)
+        for start_n in range(skip_hi, full_hi, BLOCK_N):
+            dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                          qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                          rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                          BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                          BLOCK_D, HOST_DESC)
     for start_n in range(full_hi, hi, BLOCK_N):
         dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                       qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,

@@ -93,7 +93,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
-    def launch_dkdv(tile: configs.Tile, resume: bool = False):
+    def launch_dkdv(tile: configs.Tile, resume: bool = False, bulk_n: int = 0):
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
         use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
@@ -109,9 +109,10 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
+            **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}))
 
-    def launch_dq(tile: configs.Tile, resume: bool = False):
+    def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0):
         cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q)
         descs = (dummy,) * 5
         use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
@@ -126,7 +127,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common)
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
+            **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}))
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -142,14 +144,43 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
-        interp = interpreting()
-        ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
-        launch_dkdv(replace(ws_dkdv, num_warps=8) if not interp else ws_dkdv, resume=True)
-        launch_dq(replace(ws_dq, num_warps=8, num_stages=3) if not interp else ws_dq, resume=True)
+        dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)
+        launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
+        launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
+
+
+# The split path's resumed tiles (bwd.py, RESUME) per BLOCK_D: (dK/dV tile, dQ tile).
+# Absent: the bulk's own tiles (BWD_WARP_SPEC_TILES) with 8 warps (dQ: 3 stages). A
+# resumed dK/dV tile keeps the bulk's BLOCK_M and may split its key block (BLOCK_N a
+# divisor of the bulk's); a resumed dQ tile keeps BLOCK_N and may split the query block.
+# Why smaller ones (wip, session 19): the resumed launches are ~9% of a causal D = 128
+# backward at 16k (profile, s19/call4-7: 387 + 230 of 6752 us) for ~3% of its tiles; a
+# program does one or two diagonal tiles at one program an SM (8 warps, 64 x 128 / 128 x
+# 64), so its loads and latency are not hidden. 64 x 64 tiles with 4 warps do 3 of the 4
+# quarter tiles (the fourth lies above the diagonal) with several programs an SM.
+RESUME_TILES: dict = {}
+
+
+def _resume_tiles(bd: int):
+    """(dK/dV tile, dQ tile, the bulk's dK/dV BLOCK_N, the bulk's dQ BLOCK_M) of the split
+    path's resumed launches (RESUME_TILES, checked against the bulk's tiles)."""
+    ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
+    if interpreting():
+        default = (ws_dkdv, ws_dq)
+    else:
+        default = (replace(ws_dkdv, num_warps=8), replace(ws_dq, num_warps=8, num_stages=3))
+    dkdv, dq = RESUME_TILES.get(bd, default)
+    if dkdv.block_m != ws_dkdv.block_m or ws_dkdv.block_n % dkdv.block_n:
+        raise ValueError(f"RESUME_TILES[{bd}]: the dK/dV tile {dkdv} must keep BLOCK_M {ws_dkdv.block_m} and "
+                         f"divide BLOCK_N {ws_dkdv.block_n}")
+    if dq.block_n != ws_dq.block_n or ws_dq.block_m % dq.block_m:
+        raise ValueError(f"RESUME_TILES[{bd}]: the dQ tile {dq} must keep BLOCK_N {ws_dq.block_n} and "
+                         f"divide BLOCK_M {ws_dq.block_m}")
+    return dkdv, dq, ws_dkdv.block_n, ws_dq.block_m
 
 
 # BLOCK_D at which bwd.py's dK/dV kernel computes its tiles as query rows x key columns
@@ -163,15 +194,21 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # split path's resumed dK/dV keeps key rows: query rows there measured level at D = 64 and
 # slower at D = 128 (bench/gpu/s14_resume_rows_ab.py, bench/NOTES.md, Session 14).
 DKDV_QUERY_ROWS: set = {64, 128, 256}
+# BLOCK_D at which the split path's resumed dK/dV tiles take the query-rows layout too
+# (wip, session 19: offline sm_90a, causal D = 128, the resumed 64 x 128 key-rows tile of
+# today spills 3148 bytes, a 64 x 64 query-rows one 328, 64 x 32 188; s14's "slower at
+# D = 128" was the 64 x 128 query-rows tile, 4740 bytes).
+RESUME_QUERY_ROWS: set = set()
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
     """KEY_ROWS of bwd.py's dK/dV kernel for this call (see DKDV_QUERY_ROWS). The split
-    path's resumed tiles (resume) keep key rows. float32's FMA tiles keep the layout they
-    were sized in; so do tiles of fewer than 64 query rows (a tuner candidate), whose
-    S = Q K^T would not be a warpgroup wgmma (M < 64) - except under the interpreter, where
-    speed does not matter and the tests use 32-row tiles."""
-    if resume or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
+    path's resumed tiles (resume) keep key rows unless bd is in RESUME_QUERY_ROWS.
+    float32's FMA tiles keep the layout they were sized in; so do tiles of fewer than 64
+    query rows (a tuner candidate), whose S = Q K^T would not be a warpgroup wgmma (M <
+    64) - except under the interpreter, where speed does not matter and the tests use
+    32-row tiles."""
+    if (resume and bd not in RESUME_QUERY_ROWS) or dtype == torch.float32 or bd not in DKDV_QUERY_ROWS:
         return True
     return block_m < 64 and not interpreting()
 
