@@ -1,4 +1,4 @@
-"""Prepared in session 19 for session 20 (needs bench/wip/resume-tiles.patch): the split
+"""Prepared in session 19 for session 20: the split
 path's resumed launches (bwd.py RESUME: the causal backward's masked rest after bwd_ws.py)
 on smaller tiles (launchers.backward.RESUME_TILES) and in the query-rows dK/dV layout
 (RESUME_QUERY_ROWS).

@@ -157,11 +157,14 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # Absent: the bulk's own tiles (BWD_WARP_SPEC_TILES) with 8 warps (dQ: 3 stages). A
 # resumed dK/dV tile keeps the bulk's BLOCK_M and may split its key block (BLOCK_N a
 # divisor of the bulk's); a resumed dQ tile keeps BLOCK_N and may split the query block.
-# Why smaller ones (wip, session 19): the resumed launches are ~9% of a causal D = 128
-# backward at 16k (profile, s19/call4-7: 387 + 230 of 6752 us) for ~3% of its tiles; a
-# program does one or two diagonal tiles at one program an SM (8 warps, 64 x 128 / 128 x
-# 64), so its loads and latency are not hidden. 64 x 64 tiles with 4 warps do 3 of the 4
-# quarter tiles (the fourth lies above the diagonal) with several programs an SM.
+# Why smaller ones (an experiment, not yet timed on a GPU: bench/gpu/s20_resume_tiles_ab.py;
+# empty, the kernels compile to the same sm_90a code as before, session 19): the resumed
+# launches are ~9% of a causal D = 128 backward at 16k (profile, s19/call4-7: 387 + 230
+# of 6752 us) for ~3% of its tiles; a program does one or two diagonal tiles at one
+# program an SM (8 warps, 64 x 128 / 128 x 64; the dK/dV one spills 2332 bytes a thread,
+# bench/resume_compile.py), so its loads and latency are not hidden. 64 x 64 tiles with
+# 4 warps do 3 of the 4 quarter tiles (the fourth lies above the diagonal), several
+# programs an SM.
 RESUME_TILES: dict = {}
 
 
