@@ -22,6 +22,7 @@ os.environ["FLASHTRITON_GPU_SHARED"] = "0"  # the compile workers below hold CUD
 SMOKE = os.environ.get("S19_SMOKE") == "1"  # CPU dry run under the interpreter: tiny shapes
 if SMOKE:
     os.environ["TRITON_INTERPRET"] = "1"
+    os.environ["FLASHTRITON_BACKEND"] = "triton"   # CPU tensors would take the CPU backend
 DEVICE = "cpu" if SMOKE else "cuda"
 
 import torch  # noqa: E402
