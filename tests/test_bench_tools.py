@@ -84,6 +84,7 @@ def test_regression_tune_candidates_not_replayed(monkeypatch):
         plans._PLANS["recorded by this candidate"] = None
         return None
     monkeypatch.setattr(tune, "_run_with_defaults", fake_run)
+    monkeypatch.setitem(plans._PLANS, "recorded before the sweep", None)   # the first candidate must not see it
     before = configs.default_tile("dkdv", 128, 1024, masked=True)
     for tile in ((16, 64, 4, 2), (32, 64, 4, 2)):
         tune._run_once("dkdv", 128, True, tile, 1024, timed=False)

@@ -844,15 +844,17 @@ def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, 
     block) do every tile the bulk left: the part of a sub-block's fully visible tiles the
     bulk's block did not see as well as the masked ones, in either dK/dV layout
     (RESUME_QUERY_ROWS). Gradients pass the reference check; both resumed launches ran
-    with the smaller tile, the layout asked for and the bulk's size passed."""
+    with the smaller tile, the layout asked for and the bulk's size passed. On the GPU
+    the bulk is 64 x 128 / 128 x 64 and the resumed tiles 64 x 64 (review, session 19:
+    otherwise no GPU test compiled the BULK_N / BULK_M kernels)."""
     from flashtriton.kernels import bwd as bwd_kernels
     from flashtriton.kernels import configs
     from flashtriton.launchers import backward, plans
-    bulk = configs.INTERPRETER_TILE if DEVICE == "cpu" else None
-    if bulk is None:
-        pytest.skip("the tiles below are sized for the interpreter's 32 x 32 bulk")
+    ws_dkdv, ws_dq = backward._bwd_ws_tiles(128)      # the bulk's (32 x 32 under the interpreter)
+    small_dkdv = configs.Tile(ws_dkdv.block_m, ws_dkdv.block_n // 2, 4, 1 if DEVICE == "cpu" else 2)
+    small_dq = configs.Tile(ws_dq.block_m // 2, ws_dq.block_n, 4, 1 if DEVICE == "cpu" else 2)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    monkeypatch.setattr(backward, "RESUME_TILES", {128: (configs.Tile(32, 16, 4, 1), configs.Tile(16, 32, 4, 1))})
+    monkeypatch.setattr(backward, "RESUME_TILES", {128: (small_dkdv, small_dq)})
     monkeypatch.setattr(backward, "RESUME_QUERY_ROWS", {128} if query_rows else set())
     launched = []
     real = plans.launch
@@ -864,8 +866,10 @@ def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, 
         return real(kernel, grid, *args, **kwargs)
     monkeypatch.setattr(plans, "launch", record)
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
-    assert launched == [(bwd_kernels.attn_bwd_dkdv_kernel, 32, 16, 32, None, not query_rows),
-                        (bwd_kernels.attn_bwd_dq_kernel, 16, 32, None, 32, None)], launched
+    assert launched == [(bwd_kernels.attn_bwd_dkdv_kernel, small_dkdv.block_m, small_dkdv.block_n, ws_dkdv.block_n,
+                         None, not query_rows),
+                        (bwd_kernels.attn_bwd_dq_kernel, small_dq.block_m, small_dq.block_n, None, ws_dq.block_m,
+                         None)], launched
 
 
 def test_resume_tiles_rule(monkeypatch):
@@ -876,7 +880,8 @@ def test_resume_tiles_rule(monkeypatch):
     ws_dkdv, ws_dq = backward._bwd_ws_tiles(128)
     for bad in ((configs.Tile(ws_dkdv.block_m // 2, ws_dkdv.block_n, 4, 1), ws_dq),
                 (ws_dkdv, configs.Tile(ws_dq.block_m, ws_dq.block_n // 2, 4, 1)),
-                (configs.Tile(ws_dkdv.block_m, 3 * ws_dkdv.block_n // 4, 4, 1), ws_dq)):
+                (configs.Tile(ws_dkdv.block_m, 3 * ws_dkdv.block_n // 4, 4, 1), ws_dq),
+                (ws_dkdv, configs.Tile(3 * ws_dq.block_m // 4, ws_dq.block_n, 4, 1))):
         monkeypatch.setattr(backward, "RESUME_TILES", {128: bad})
         with pytest.raises(ValueError, match="RESUME_TILES"):
             backward._resume_tiles(128)

@@ -111,7 +111,9 @@ DEFAULTS_FP32 = {
 
 def _load_tile_overrides():
     """FLASHTRITON_TILES=path.json replaces defaults: {"fwd": {"128": [BM, BN, warps, stages]}, ...}.
-    bench/tune.py writes such a file (tiles.json) from its sweep."""
+    bench/tune.py writes such a file (tiles.json) from its sweep. Keys name DEFAULTS tables,
+    so a "dkdv" entry at 256 does not reach calls up to SHORT_SEQLEN, which read
+    "dkdv_short" (default_table picks the table per call)."""
     path = os.environ.get("FLASHTRITON_TILES")
     if not path:
         return

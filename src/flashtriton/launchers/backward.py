@@ -143,8 +143,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         # the warp-specialized kernels do the fully visible tiles and leave unscaled partial
         # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
+        dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)     # (checked before any launch)
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
-        dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)
         launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     else:
@@ -198,6 +198,7 @@ def _resume_tiles(bd: int):
 # slower at D = 128 (bench/gpu/s14_resume_rows_ab.py, bench/NOTES.md, Session 14).
 DKDV_QUERY_ROWS: set = {64, 128, 256}
 # BLOCK_D at which the split path's resumed dK/dV tiles take the query-rows layout too
+# (only where DKDV_QUERY_ROWS has it as well; elsewhere they keep key rows)
 # (wip, session 19: offline sm_90a, causal D = 128, the resumed 64 x 128 key-rows tile of
 # today spills 3148 bytes, a 64 x 64 query-rows one 328, 64 x 32 188; s14's "slower at
 # D = 128" was the 64 x 128 query-rows tile, 4740 bytes).
