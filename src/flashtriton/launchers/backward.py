@@ -308,6 +308,15 @@ def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
     return group * seqlen_q > WS_DKDV_DESC_MAX_ROWS.get(bd, float("inf"))
 
 
+def _dkdv_flat(flat: bool, vec_ptr: bool) -> bool:
+    """Whether a dK/dV launch may be persistent (flat): with pointer loads (VEC_PTR) it is
+    one tile a program, the form the H200 ran (session 18, 8k / 16k stresses); the
+    persistent one with pointer loads (GQA: group x Nq > WS_DKDV_DESC_MAX_ROWS within
+    WS_PERSISTENT_MAX_N) has not, unless WS_VEC_PTR_PERSISTENT. One rule for the launch
+    (_bwd_warp_spec) and the policy's persistence question (_ws_persistent_call)."""
+    return flat and (not vec_ptr or WS_VEC_PTR_PERSISTENT)
+
+
 def _varlen_ws_loop_ok(bd: int, group: int, max_seqlen_q: int) -> bool:
     """Whether a varlen backward may take bwd_ws_varlen.py, whose dK/dV loop reads lse /
     delta through 1-D descriptors (no VEC_PTR there): only for loops of at most
@@ -365,9 +374,8 @@ def _ws_persistent_call(q, k, v, dout, bd: int, params: AttnParams, masked: bool
         return False
     batch, seqlen_q = q.shape[:2]
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
-    flat = _ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k)
-    if _dkdv_vec_ptr(bd, q.shape[2] // nheads_k, seqlen_q) and not WS_VEC_PTR_PERSISTENT:
-        flat = False                # one tile a program (_bwd_warp_spec)
+    flat = _dkdv_flat(_ws_flat((q, k, v, dout), bd, seqlen_q, seqlen_k),
+                      _dkdv_vec_ptr(bd, q.shape[2] // nheads_k, seqlen_q))
     n_tiles = batch * nheads_k * triton.cdiv(seqlen_k, _bwd_ws_tiles(bd)[0].block_n)
     return _ws_programs(q.device, "dkdv", n_tiles, bd, masked, params.dropout_p > 0, flat,
                         max(seqlen_q, seqlen_k))[1]
@@ -406,13 +414,9 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     # the persistent kernels read every tensor as (B * N, H-span) rows
     flat = _ws_flat((q, k, v, dout, dq, dk, dv), bd, seqlen_q, seqlen_k)
     n_kblocks = triton.cdiv(seqlen_k, tile.block_n)
-    # With pointer loads (VEC_PTR) the dK/dV launch is one tile a program: that variant ran
-    # on the H200 (session 18, 8k / 16k stresses); the persistent one with pointer loads
-    # (GQA: group x Nq > WS_DKDV_DESC_MAX_ROWS within WS_PERSISTENT_MAX_N) has not.
     vec_ptr = _dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
-                                        keys is not None, flat and (not vec_ptr or WS_VEC_PTR_PERSISTENT),
-                                        max(seqlen_q, seqlen_k))
+                                        keys is not None, _dkdv_flat(flat, vec_ptr), max(seqlen_q, seqlen_k))
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),

@@ -122,7 +122,8 @@ def launch(kernel, grid, *args, **kwargs):
 
 def sign(tensors) -> tuple:
     """The tensors' part of a plan's key: (shape, strides, dtype, device, 16-byte aligned)
-    each, None for None. flash_attn_with_kvcache signs its tensors once with it, for its
+    each, None for None. (One expression, no helper call per tensor: a decode step signs
+    12 tensors, and per-tensor calls were ~1/6 of its host Python on the CI CPU.) flash_attn_with_kvcache signs its tensors once with it, for its
     structure memo and for plan_key (signed=), instead of twice (2.4-4 us of a replayed
     decode step's ~15-19 on the CI CPU, 2026-11-30)."""
     return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
@@ -143,16 +144,11 @@ def plan_key(op: str, tensors, scalars, signed=None):
             return None
     elif not first.is_cuda or torch.cuda.is_current_stream_capturing():
         return None
-    # (one expression, no helper call per tensor: a decode step signs 12 tensors, and
-    # the calls were ~1/6 of its host Python on the CI CPU, 2026-11-30)
     # (gpu_shared: under FLASHTRITON_WARP_SPEC=auto the policy leaves the warp-specialized
     # kernels while other processes share the GPU, so a plan recorded alone must not replay
     # then, nor the reverse; the recording decides from this same value, rec.shared)
     shared = first.is_cuda and env[0] in (None, "auto") and gpu_shared(first.device)
-    if signed is None:
-        signed = tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
-                       for t in tensors)
-    return (op, signed, scalars, env, shared)
+    return (op, sign(tensors) if signed is None else signed, scalars, env, shared)
 
 
 def run(key, inputs, body):
