@@ -153,19 +153,28 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     return dq, dk, dv
 
 
-# The split path's resumed tiles (bwd.py, RESUME) per BLOCK_D: (dK/dV tile, dQ tile).
-# Absent: the bulk's own tiles (BWD_WARP_SPEC_TILES) with 8 warps (dQ: 3 stages). A
-# resumed dK/dV tile keeps the bulk's BLOCK_M and may split its key block (BLOCK_N a
-# divisor of the bulk's); a resumed dQ tile keeps BLOCK_N and may split the query block.
-# Why smaller ones (an experiment, not yet timed on a GPU: bench/gpu/s20_resume_tiles_ab.py;
-# empty, the kernels compile to the same sm_90a code as before, session 19): the resumed
-# launches are ~9% of a causal D = 128 backward at 16k (profile, s19/call4-7: 387 + 230
-# of 6752 us) for ~3% of its tiles; a program does one or two diagonal tiles at one
-# program an SM (8 warps, 64 x 128 / 128 x 64; the dK/dV one spills 2332 bytes a thread,
-# bench/resume_compile.py), so its loads and latency are not hidden. 64 x 64 tiles with
-# 4 warps do 3 of the 4 quarter tiles (the fourth lies above the diagonal), several
-# programs an SM.
+# The split path's resumed tiles (bwd.py, RESUME). A resumed dK/dV tile keeps the bulk's
+# BLOCK_M and may split its key block (BLOCK_N a divisor of the bulk's); a resumed dQ tile
+# keeps BLOCK_N and may split the query block. RESUME_TILES: explicit tiles per BLOCK_D,
+# (dK/dV tile, dQ tile) (the tuner's and the tests' knob). Absent there, a BLOCK_D in
+# RESUME_HALVED halves the bulk's split side (4 warps, 2 stages), the others keep the
+# bulk's tiles with 8 warps (dQ: 3 stages), as does the interpreter.
+# Why halved: the resumed launches are ~9% of a causal D = 128 backward at 16k (profile,
+# s19/call4-7: 387 + 230 of 6752 us) for ~3% of its tiles; on the bulk's tiles a program
+# does one or two diagonal tiles at one program an SM (8 warps, 64 x 128 / 128 x 64; the
+# dK/dV one spilled 2332 bytes a thread, bench/resume_compile.py), its loads and latency
+# not hidden. Halved, with query rows (RESUME_QUERY_ROWS), 3 of the 4 quarter tiles are
+# done (the fourth lies above the diagonal), several programs an SM. H200, 2026-11-30
+# (bench/gpu/s20_resume_tiles_ab.py, s20/call1; causal backward TFLOP/s, two rounds,
+# bulk tiles -> halved with query rows): D = 128 2k 262 / 262 -> 283 / 287, 4k 336 / 335
+# -> 331 / 351, 8k 354 / 337 -> 355 / 355, 16k 404 / 401 -> 408 / 384; D = 64 8k
+# 311 / 311 -> 320 / 318, 16k 301 / 342 -> 354 / 328. Halved in key rows was in between;
+# a 64 x 32 dK/dV tile slower. Window (1024, 0) at 16k: the split still loses to bwd.py
+# (1.55 against 1.29 ms), so the policy keeps bwd.py there. The grid (s20/call2) then
+# had D = 128 causal 2k-8k at 280 / 346 / 358 (was 261 / 339 / 354) but D = 64 2k / 4k
+# at 218 / 262 (was 232 / 269): D = 64 keeps the bulk's tiles until timed at 2k / 4k.
 RESUME_TILES: dict = {}
+RESUME_HALVED: set = {128}
 
 
 def _resume_tiles(bd: int):
@@ -174,6 +183,9 @@ def _resume_tiles(bd: int):
     ws_dkdv, ws_dq = _bwd_ws_tiles(bd)
     if interpreting():
         default = (ws_dkdv, ws_dq)
+    elif bd in RESUME_HALVED:
+        default = (replace(ws_dkdv, block_n=ws_dkdv.block_n // 2, num_warps=4, num_stages=2),
+                   replace(ws_dq, block_m=ws_dq.block_m // 2, num_warps=4, num_stages=2))
     else:
         default = (replace(ws_dkdv, num_warps=8), replace(ws_dq, num_warps=8, num_stages=3))
     dkdv, dq = RESUME_TILES.get(bd, default)
@@ -194,15 +206,15 @@ def _resume_tiles(bd: int):
 # window (1024, 0) 1.404 -> 1.297, causal 2k 1.371 -> 1.348 (same (64, 64, 4, 2) tile).
 # D = 64: masked calls' (64, 64, 4, 3) tile, +4-10% (configs "dkdv_masked"); its unmasked
 # tile has 32 query rows (a wgmma needs 64), so those keep key rows (dkdv_key_rows). The
-# split path's resumed dK/dV keeps key rows: query rows there measured level at D = 64 and
-# slower at D = 128 (bench/gpu/s14_resume_rows_ab.py, bench/NOTES.md, Session 14).
+# split path's resumed dK/dV: RESUME_QUERY_ROWS below (on the bulk's tiles, query rows
+# measured level at D = 64 and slower at D = 128: bench/gpu/s14_resume_rows_ab.py).
 DKDV_QUERY_ROWS: set = {64, 128, 256}
 # BLOCK_D at which the split path's resumed dK/dV tiles take the query-rows layout too
-# (only where DKDV_QUERY_ROWS has it as well; elsewhere they keep key rows)
-# (wip, session 19: offline sm_90a, causal D = 128, the resumed 64 x 128 key-rows tile of
-# today spills 3148 bytes, a 64 x 64 query-rows one 328, 64 x 32 188; s14's "slower at
-# D = 128" was the 64 x 128 query-rows tile, 4740 bytes).
-RESUME_QUERY_ROWS: set = set()
+# (only where DKDV_QUERY_ROWS has it as well; elsewhere they keep key rows). Offline
+# sm_90a, causal D = 128: the resumed 64 x 128 key-rows tile spills 3148 bytes, a 64 x 64
+# query-rows one 328 (s14's "slower at D = 128" was the 64 x 128 query-rows tile, 4740
+# bytes); timed with RESUME_HALVED above.
+RESUME_QUERY_ROWS: set = {128}
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
