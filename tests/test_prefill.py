@@ -519,6 +519,11 @@ def test_warp_spec_mode_rule(monkeypatch):
     n2 = policy.BWD_SPLIT_PERSISTENT_MIN_N[128]
     assert mode(causal, n2, n2, "bwd", persistent=yes) == "split" and mode(causal, n2, n2, "bwd", persistent=no) is None
     assert mode(causal, n2 // 2, n2 // 2, "bwd", persistent=yes) is None
+    n4 = policy.BWD_SPLIT_PERSISTENT_MIN_N[64]                     # D = 64 too (session 20)
+    assert n4 < n64
+    assert mode(causal, n4, n4, "bwd", qq=q64, dout=q64, bd=64, persistent=yes) == "split"
+    assert mode(causal, n4, n4, "bwd", qq=q64, dout=q64, bd=64, persistent=no) is None
+    assert mode(causal, n4 // 2, n4 // 2, "bwd", qq=q64, dout=q64, bd=64, persistent=yes) is None
     # ... and D = 128 bwd_ws.py at any length (session 18: the dK/dV loop's vectors by
     # pointers beyond launchers.backward.WS_DKDV_DESC_MAX_ROWS, no cap)
     assert mode(plain, 4 * n, 4 * n, "bwd") == "whole" and mode(causal, 4 * n, 4 * n, "bwd") == "split"

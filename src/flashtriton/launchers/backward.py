@@ -172,9 +172,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # a 64 x 32 dK/dV tile slower. Window (1024, 0) at 16k: the split still loses to bwd.py
 # (1.55 against 1.29 ms), so the policy keeps bwd.py there. The grid (s20/call2) then
 # had D = 128 causal 2k-8k at 280 / 346 / 358 (was 261 / 339 / 354) but D = 64 2k / 4k
-# at 218 / 262 (was 232 / 269): D = 64 keeps the bulk's tiles until timed at 2k / 4k.
+# at 218 / 262 (was 232 / 269), but those two take bwd.py, not the split: noise. D = 64
+# again (s20_split_short_ab.py, call 3; the split forced, bulk -> halved): 8k 309 / 265 ->
+# 320 / 320, 16k 336 / 328 -> 348 / 339, 4k 265 / 264 -> 286 / 279 (key rows: 314 / 316,
+# 348 / 349, 283 / 275).
 RESUME_TILES: dict = {}
-RESUME_HALVED: set = {128}
+RESUME_HALVED: set = {64, 128}
 
 
 def _resume_tiles(bd: int):
@@ -214,7 +217,7 @@ DKDV_QUERY_ROWS: set = {64, 128, 256}
 # sm_90a, causal D = 128: the resumed 64 x 128 key-rows tile spills 3148 bytes, a 64 x 64
 # query-rows one 328 (s14's "slower at D = 128" was the 64 x 128 query-rows tile, 4740
 # bytes); timed with RESUME_HALVED above.
-RESUME_QUERY_ROWS: set = {128}
+RESUME_QUERY_ROWS: set = {64, 128}
 
 
 def dkdv_key_rows(bd: int, dtype: torch.dtype, resume: bool, block_m: int) -> bool:
