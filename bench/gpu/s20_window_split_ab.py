@@ -16,10 +16,11 @@ the left edge's tiles): the mixed variant at best ~3% faster than bwd.py.
 
     PYTHONPATH=src python bench/gpu/s20_window_split_ab.py
 
-Result (s20/call5): both sides lose (bench/NOTES.md, Session 20); the switch it sets,
-SPLIT_KERNELS (a `kernels` argument of _bwd_warp_spec and a branch per kernel in the split
-path), was removed after the run: this script needs that patch (commit message of
-session 20's window experiment) to run again.
+Result (s20/call5): both sides lose (bench/NOTES.md, Session 20). The switch it sets was
+removed after the run; to run this again, re-add it: launchers.backward.SPLIT_KERNELS
+({"window": kernels, "other": kernels}), a `kernels` argument of _bwd_warp_spec that skips
+the other launch, and in the split branch bwd.py's whole launch (_tile) for a kernel not
+named.
 """
 import os
 from collections import defaultdict
