@@ -877,6 +877,58 @@ def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, 
                          None)], launched
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
+    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
+    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk, MQA
+    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked
+    (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
+])
+@pytest.mark.parametrize("halved", [False, True])
+def test_split_backward_resumed_in_one_loop(monkeypatch, b, nq, nk, heads, d, kw, halved):
+    """launchers.backward.RESUME_ONE_LOOP: the resumed launches run their tiles (masked
+    and fully visible, around the bulk's) in one loop with the mask on every tile. Same
+    tiles, same order, and a mask on a fully visible tile changes nothing: the gradients
+    are bitwise those of the four-loop kernels, and pass the reference check; both
+    resumed launches ran with ONE_LOOP, on the bulk's tiles or halved ones."""
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    if halved:
+        ws_dkdv, ws_dq = backward._bwd_ws_tiles(128)
+        stages = 1 if DEVICE == "cpu" else 2
+        monkeypatch.setattr(backward, "RESUME_TILES", {128: (
+            configs.Tile(ws_dkdv.block_m, ws_dkdv.block_n // 2, 4, stages),
+            configs.Tile(ws_dq.block_m // 2, ws_dq.block_n, 4, stages))})
+    h, hk = heads
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE, requires_grad=True)
+    launched = []
+    real = plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kwargs.get("RESUME"):
+            launched.append(kwargs.get("ONE_LOOP", False))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", record)
+
+    def grads(one_loop):
+        monkeypatch.setattr(backward, "RESUME_ONE_LOOP", {128} if one_loop else set())
+        plans.clear()
+        with flashtriton.use_backend("triton"):
+            out = flash_attn_func(q, k, v, **kw)
+        dout = torch.randn(out.shape, generator=torch.Generator(DEVICE).manual_seed(7), device=DEVICE,
+                           dtype=out.dtype)
+        return torch.autograd.grad(out, (q, k, v), dout)
+    four, one = grads(False), grads(True)
+    assert launched == [False, False, True, True], launched
+    for x, y in zip(one, four):
+        assert torch.equal(x, y)
+    monkeypatch.setattr(backward, "RESUME_ONE_LOOP", {128})
+    plans.clear()
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+
+
 def test_resume_tiles_rule(monkeypatch):
     """RESUME_TILES must keep the bulk's dK/dV BLOCK_M and dQ BLOCK_N and divide the other
     side (the resumed program finds the bulk's block of its tile by integer division)."""

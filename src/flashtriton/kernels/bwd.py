@@ -159,7 +159,7 @@ def attn_bwd_dkdv_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0,
+    KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -170,7 +170,9 @@ def attn_bwd_dkdv_kernel(
     start from them and do the other tiles. BULK_N (0: the bulk's key block is BLOCK_N):
     the bulk ran key blocks of BULK_N, a multiple of BLOCK_N; its query tiles see every key
     of its block, so they are fully visible to this program's keys too, which may also
-    have fully visible tiles before them: this program does those as well."""
+    have fully visible tiles before them: this program does those as well. ONE_LOOP (with
+    RESUME): those tiles in one loop, the mask applied to every one, instead of up to four
+    loops of one or two iterations each (which the pipeliner cannot overlap)."""
     if IS_VARLEN:
         hk = tl.program_id(0)
         pid = tl.program_id(1)
@@ -254,31 +256,47 @@ def attn_bwd_dkdv_kernel(
         if HAS_ALIBI:
             slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
         rk_ptr = KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_base  # row keys of head h
-        for start_m in range(lo, full_lo, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
-                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
-                                BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
-        if RESUME and BULK_N > 0:   # (constexpr: the other kernels compile without this loop)
-            for start_m in range(full_lo, skip_lo, BLOCK_M):
+        if RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
+            # The tiles of the four loops below, in their order, as two runs: [lo, skip_lo)
+            # (masked, then fully visible before the bulk's) and [b_lo, hi) (fully visible
+            # after the bulk's, then masked; hi may end inside a tile). A mask on a fully
+            # visible tile changes nothing, so the result is the four loops'.
+            # (cdiv: a run's end is a tile boundary or, clamped, hi; then the other is empty)
+            n_a = tl.cdiv(skip_lo - lo, BLOCK_M)
+            b_lo = tl.minimum(un_lo, full_hi)
+            for t in range(0, n_a + tl.cdiv(hi - b_lo, BLOCK_M)):
+                start_m = tl.where(t < n_a, lo + t * BLOCK_M, b_lo + (t - n_a) * BLOCK_M)
+                dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                    seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                    window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+        else:
+            for start_m in range(lo, full_lo, BLOCK_M):
+                dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                    seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                    window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+            if RESUME and BULK_N > 0:   # (constexpr: the other kernels compile without this loop)
+                for start_m in range(full_lo, skip_lo, BLOCK_M):
+                    dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                        seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                        window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                        BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                        DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+            for start_m in range(un_lo, full_hi, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
                                     DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
-        for start_m in range(un_lo, full_hi, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
-                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
-                                BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
-        for start_m in range(full_hi, hi, BLOCK_M):
-            dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
-                                seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
-                                window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
-                                BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+            for start_m in range(full_hi, hi, BLOCK_M):
+                dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                    seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                    window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
     dk = dk * softmax_scale
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
@@ -315,6 +333,23 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
     return dq
 
 
+@triton.jit
+def _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
+                  RESUME: tl.constexpr, BULK_M: tl.constexpr):
+    """(un_hi, skip_hi): the dQ kernel does the fully visible key tiles [full_lo, un_hi) and
+    [skip_hi, full_hi); all of them, or with RESUME none of the bulk's (bulk_key_tiles)."""
+    un_hi = full_hi if not RESUME else full_lo      # the fully visible tiles this kernel does: [full_lo, un_hi)
+    skip_hi = full_hi                               # (BULK_M: and [skip_hi, full_hi) after the bulk's)
+    if RESUME and BULK_M > 0:
+        tl.static_assert(BULK_M % BLOCK_M == 0, "RESUME: the bulk's query block must be a multiple of BLOCK_M")
+        n_lo, n_hi = bulk_key_tiles((start_m // BULK_M) * BULK_M, seqlen_q, seqlen_k, window_left, window_right,
+                                    BULK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
+        un_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_lo, full_lo), full_hi), full_hi)
+        skip_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_hi, un_hi), full_hi), full_hi)
+    return un_hi, skip_hi
+
+
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,
@@ -334,14 +369,15 @@ def attn_bwd_dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    BULK_M: tl.constexpr = 0,
+    BULK_M: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its unscaled dQ in
     DQ: start from it and do only the masked tiles. BULK_M (0: the bulk's query block is
     BLOCK_M): the bulk ran query blocks of BULK_M, a multiple of BLOCK_M, and did the key
     tiles bulk_key_tiles gives for its block; this program's rows may see more keys fully
-    than the whole block did, and it does those tiles too."""
+    than the whole block did, and it does those tiles too. ONE_LOOP (with RESUME): those
+    tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's)."""
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
@@ -407,39 +443,50 @@ def attn_bwd_dq_kernel(
 
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    for start_n in range(lo, full_lo, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
-                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
-                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC)
-    un_hi = full_hi if not RESUME else full_lo      # the fully visible tiles this kernel does: [full_lo, un_hi)
-    skip_hi = full_hi                               # (BULK_M: and [skip_hi, full_hi) after the bulk's)
-    if RESUME and BULK_M > 0:
-        tl.static_assert(BULK_M % BLOCK_M == 0, "RESUME: the bulk's query block must be a multiple of BLOCK_M")
-        n_lo, n_hi = bulk_key_tiles((start_m // BULK_M) * BULK_M, seqlen_q, seqlen_k, window_left, window_right,
-                                    BULK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-        un_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_lo, full_lo), full_hi), full_hi)
-        skip_hi = tl.where(n_hi > n_lo, tl.minimum(tl.maximum(n_hi, un_hi), full_hi), full_hi)
-    for start_n in range(full_lo, un_hi, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
-                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
-                      BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC)
-    if RESUME and BULK_M > 0:   # (constexpr: the other kernels compile without this loop)
-        for start_n in range(skip_hi, full_hi, BLOCK_N):
+    if RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
+        un_hi, skip_hi = _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
+                                       BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, RESUME, BULK_M)
+        # The tiles of the loops below, in their order, as two runs: [lo, un_hi) (masked,
+        # then fully visible before the bulk's) and [skip_hi, hi) (fully visible after the
+        # bulk's, then masked; hi may end inside a tile). A mask on a fully visible tile
+        # changes nothing, so the result is the loops'.
+        # (cdiv: a run's end is a tile boundary or, clamped, hi; then the other is empty)
+        n_a = tl.cdiv(un_hi - lo, BLOCK_N)
+        for t in range(0, n_a + tl.cdiv(hi - skip_hi, BLOCK_N)):
+            start_n = tl.where(t < n_a, lo + t * BLOCK_N, skip_hi + (t - n_a) * BLOCK_N)
+            dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                          qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                          rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                          BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                          BLOCK_D, HOST_DESC)
+    else:
+        for start_n in range(lo, full_lo, BLOCK_N):
+            dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                          qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                          rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                          BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                          BLOCK_D, HOST_DESC)
+        un_hi, skip_hi = _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
+                                       BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, RESUME, BULK_M)
+        for start_n in range(full_lo, un_hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
                           BLOCK_D, HOST_DESC)
-    for start_n in range(full_hi, hi, BLOCK_N):
-        dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
-                      qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
-                      rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
-                      BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                      BLOCK_D, HOST_DESC)
+        if RESUME and BULK_M > 0:   # (constexpr: the other kernels compile without this loop)
+            for start_n in range(skip_hi, full_hi, BLOCK_N):
+                dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                              qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                              rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                              BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                              BLOCK_D, HOST_DESC)
+        for start_n in range(full_hi, hi, BLOCK_N):
+            dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                          qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                          rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                          BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                          BLOCK_D, HOST_DESC)
 
     dq = dq * softmax_scale
     tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

@@ -110,7 +110,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
-            **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}))
+            **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
+            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
 
     def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0):
         cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q)
@@ -128,7 +129,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
-            **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}))
+            **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
+            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -178,6 +180,14 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # 348 / 349, 283 / 275).
 RESUME_TILES: dict = {}
 RESUME_HALVED: set = {64, 128}
+# BLOCK_D at which the resumed launches run their tiles in one loop, masked throughout
+# (bwd.py's ONE_LOOP) instead of up to four loops of one or two iterations each. Why:
+# at causal D = 128, N = 1k the resumed launches took 424 of a backward's 860 us for ~18%
+# of its work (s20/call7 profile): each tile waits out its loads, which one loop lets the
+# pipeliner overlap. An experiment, not yet timed on a GPU (bench/gpu/s21_one_loop_ab.py);
+# empty, every kernel the library launches compiles to the same sm_90a PTX as before
+# (bench/one_loop_compile.py).
+RESUME_ONE_LOOP: set = set()
 
 
 def _resume_tiles(bd: int):
