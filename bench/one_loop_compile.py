@@ -1,12 +1,14 @@
-"""Offline sm_90a compile of bwd.py's kernels for the resumed step in one loop
-(ONE_LOOP, launchers.backward.RESUME_ONE_LOOP; session 20, prepared for session 21).
+"""Offline sm_90a compile of bwd.py's kernels for two switches prepared in session 20 for
+session 21: the resumed step in one loop (ONE_LOOP, launchers.backward.RESUME_ONE_LOOP) and
+the delta preprocess folded into the dQ kernel (FUSED_DELTA, backward.BWD_FUSED_DELTA).
 
     PYTHONPATH=src python bench/one_loop_compile.py ptx OUTDIR
         writes the PTX (debug sections dropped) of the default variants - the ones the
         library launches today, ONE_LOOP unset - for a comparison with another tree's
     PYTHONPATH=src python bench/one_loop_compile.py report
         registers, spill bytes, shared memory and HGMMA count of the resumed kernels with
-        ONE_LOOP against without (the tiles of RESUME_HALVED at D = 128 / 64)
+        ONE_LOOP against without (the tiles of RESUME_HALVED at D = 128 / 64), and of the
+        dQ kernels bwd.py runs alone with FUSED_DELTA against without
 No GPU needed.
 """
 import os
@@ -39,6 +41,11 @@ DEFAULTS = [  # (name, kernel, D, tile, constexprs): what launches today
     ("dq_d64_resume_halved", "dq", 64, T(64, 128, 4, 2), dict(HAS_RIGHT=True, RESUME=True, BULK_M=128)),
 ]
 
+FUSED_EXTRA = [  # the dQ tiles bwd.py runs alone at D = 64 / 256 (configs.DEFAULTS)
+    ("dq_d64_causal", "dq", 64, T(128, 64, 8, 3), dict(HAS_RIGHT=True)),
+    ("dq_d256_causal", "dq", 256, T(128, 32, 8, 3), dict(HAS_RIGHT=True)),
+]
+
 
 def compile_one(kernel, d, tile, flags):
     fn = attn_bwd_dkdv_kernel if kernel == "dkdv" else attn_bwd_dq_kernel
@@ -67,15 +74,22 @@ def main():
                 f.write(strip_ptx(compile_one(kernel, d, tile, flags).asm["ptx"]))
             print(name, flush=True)
         return
-    print("| kernel | D | tile | one loop | regs | spill B | smem KB | HGMMA |")
+    print("| kernel | D | tile | switch on | regs | spill B | smem KB | HGMMA |")
     print("|---|---|---|---|---|---|---|---|")
     for name, kernel, d, tile, flags in DEFAULTS:
         if not flags.get("RESUME"):
             continue
         for one in (False, True):
             r = resources(compile_one(kernel, d, tile, dict(flags, ONE_LOOP=one) if one else flags))
-            print(f"| {name} | {d} | {(tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)} | {one} | "
-                  f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} |", flush=True)
+            print(f"| {name} (ONE_LOOP) | {d} | {(tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)} | "
+                  f"{one} | {r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} |", flush=True)
+    for name, kernel, d, tile, flags in DEFAULTS + FUSED_EXTRA:
+        if kernel != "dq" or flags.get("RESUME"):
+            continue
+        for fused in (False, True):
+            r = resources(compile_one(kernel, d, tile, dict(flags, FUSED_DELTA=True) if fused else flags))
+            print(f"| {name} (FUSED_DELTA) | {d} | {(tile.block_m, tile.block_n, tile.num_warps, tile.num_stages)} | "
+                  f"{fused} | {r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} |", flush=True)
 
 
 if __name__ == "__main__":

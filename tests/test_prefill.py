@@ -929,6 +929,71 @@ def test_split_backward_resumed_in_one_loop(monkeypatch, b, nq, nk, heads, d, kw
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
 
 
+def _backward_launches(monkeypatch):
+    """Record (kernel, FUSED_DELTA) of every backward launch (preprocess, dK/dV, dQ)."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import plans
+    kernels = (bwd_kernels.bwd_preprocess_kernel, bwd_kernels.attn_bwd_dkdv_kernel, bwd_kernels.attn_bwd_dq_kernel)
+    launched = []
+    real = plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kernel in kernels:
+            launched.append((kernel, bool(kwargs.get("FUSED_DELTA"))))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", record)
+    return launched
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+    (2, 113, 113, (4, 2), 40, dict(causal=True)),
+    (1, 17, 203, (2, 1), 96, {}),
+    (2, 150, 100, (4, 4), 80, dict(window_size=(30, 10))),
+    (1, 1, 17, (2, 2), 64, dict(causal=True)),                   # one query row
+    (1, 70, 70, (2, 2), 192, dict(softcap=5.0)),
+])
+def test_fused_delta_backward(monkeypatch, b, nq, nk, heads, d, kw):
+    """launchers.backward.BWD_FUSED_DELTA: bwd.py's dQ kernel computes delta = rowsum(dO *
+    O) for its own rows and runs before the dK/dV kernel, which reads it; no preprocess
+    launch. Gradients pass the reference check (a wrong or missing delta fails dK and dQ)."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")               # bwd.py on a GPU too
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+    plans.clear()
+    launched = _backward_launches(monkeypatch)
+    run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+    assert launched == [(bwd_kernels.attn_bwd_dq_kernel, True), (bwd_kernels.attn_bwd_dkdv_kernel, False)], launched
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_fused_delta_needs_out_strided_as_dout(monkeypatch):
+    """The fused dQ kernel reads O with dO's strides: a dout of other strides (a transposed
+    view) keeps the preprocess kernel, and the gradients stay right."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+    plans.clear()
+    q, k, v = rand_qkv(2, 70, 70, 4, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, causal=True)
+    dout = torch.randn(2, 4, 70, 64, dtype=out.dtype, device=DEVICE).transpose(1, 2)   # (B, N, H, D) view
+    assert dout.stride() != out.stride()
+    launched = _backward_launches(monkeypatch)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    assert launched == [(bwd_kernels.bwd_preprocess_kernel, False), (bwd_kernels.attn_bwd_dkdv_kernel, False),
+                        (bwd_kernels.attn_bwd_dq_kernel, False)], launched
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", set())
+    plans.clear()
+    with flashtriton.use_backend("triton"):
+        out2 = flash_attn_func(q, k, v, causal=True)
+    want = torch.autograd.grad(out2, (q, k, v), dout)
+    for x, y in zip(got, want):
+        assert torch.equal(x, y)
+
+
 def test_resume_tiles_rule(monkeypatch):
     """RESUME_TILES must keep the bulk's dK/dV BLOCK_M and dQ BLOCK_N and divide the other
     side (the resumed program finds the bulk's block of its tile by integer division)."""

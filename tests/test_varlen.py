@@ -47,6 +47,24 @@ def test_varlen(backend, lens_q, lens_k, heads, d, dtype, opts):
     check_attention(backend, q, k, v, varlen=varlen, **opts)
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,dtype,opts", [CASES[2], CASES[3], CASES[7]])
+def test_varlen_fused_delta(monkeypatch, lens_q, lens_k, heads, d, dtype, opts):
+    """backward.BWD_FUSED_DELTA on packed batches: the dQ kernel's delta at each
+    sequence's rows (q_start offsets, rows past a sequence's end left alone); no
+    preprocess launch; checked against the reference."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+    plans.clear()
+    pre = spy(monkeypatch, plans, "launch", lambda kernel, *a, **k: (kernel, bool(k.get("FUSED_DELTA"))))
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    check_attention("triton", q, k, v, varlen=varlen, **opts)
+    bwd = [x for x in pre if x[0] in (bwd_kernels.bwd_preprocess_kernel, bwd_kernels.attn_bwd_dq_kernel)]
+    assert bwd == [(bwd_kernels.attn_bwd_dq_kernel, True)], bwd
+
+
 @pytest.mark.parametrize("opts", [dict(causal=True, window_size=(5, -1)), dict(alibi="bh", softcap=2.0)])
 def test_varlen_reference_backend(opts):
     opts = dict(opts)

@@ -48,6 +48,8 @@ def signature(fn, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flag
     const.update(flags)
     for name, default in constexpr_defaults(fn).items():  # what the caller left out
         const.setdefault(name, default)
+    if "FUSED_DELTA" in const and not const["FUSED_DELTA"]:
+        const.setdefault("O", None)     # bwd.py's dQ kernel: launched with O = None (a constexpr) then
     bd = const["BLOCK_D"]
     # host-made descriptors (HOST_DESC): (B, N, H, D) with a [1, rows, 1, BLOCK_D] box
     desc_rows = {"Q_DESC": tile.block_m, "O_DESC": tile.block_m, "DO_DESC": tile.block_m, "DQ_DESC": tile.block_m,

@@ -353,6 +353,7 @@ def _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_l
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_bwd_dq_kernel(
     Q, K, V, DO, LSE, DELTA, DQ,
+    O,                                                   # FUSED_DELTA: the output, strided as DO; else None
     CU_Q, CU_K, CU_BLOCKS, ALIBI, KEYS,
     Q_DESC, K_DESC, V_DESC, DO_DESC, DQ_DESC,            # HOST_DESC: host-made, of the (B, N, H, D) tensors
     stride_qb, stride_qn, stride_qh,
@@ -369,7 +370,7 @@ def attn_bwd_dq_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
-    BULK_M: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
+    BULK_M: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False, FUSED_DELTA: tl.constexpr = False,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its unscaled dQ in
@@ -377,7 +378,10 @@ def attn_bwd_dq_kernel(
     BLOCK_M): the bulk ran query blocks of BULK_M, a multiple of BLOCK_M, and did the key
     tiles bulk_key_tiles gives for its block; this program's rows may see more keys fully
     than the whole block did, and it does those tiles too. ONE_LOOP (with RESUME): those
-    tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's)."""
+    tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's). FUSED_DELTA: delta =
+    rowsum(dO * O) of this program's rows computed here (O read with dO's strides) and
+    written to DELTA for the dK/dV kernel, launched after this one, instead of by
+    bwd_preprocess_kernel before both."""
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
@@ -417,7 +421,16 @@ def attn_bwd_dq_kernel(
     do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     row_mask = offs_m < seqlen_q
     lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
-    delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)
+    if FUSED_DELTA:
+        # rows past seqlen_q and columns past HEAD_DIM read 0, so their delta is 0 (as the
+        # preprocess kernel's); dO's tile pads the same way
+        offs_d = tl.arange(0, BLOCK_D)
+        o = tl.load(O + b * stride_dob + h * stride_doh + (q_start + offs_m)[:, None] * stride_don + offs_d[None, :],
+                    mask=row_mask[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)   # (BLOCK_M, BLOCK_D)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        tl.store(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, delta, mask=row_mask)
+    else:
+        delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)
     dq_desc = head_rows_desc(DQ_DESC, DQ, b, q_start, h, stride_dqb, stride_dqn, stride_dqh, seqlen_q,
                              HEAD_DIM, BLOCK_M, BLOCK_D, HOST_DESC)
     if RESUME:

@@ -6,6 +6,7 @@ launchers/prefill.py."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import torch
 import triton
@@ -69,18 +70,20 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
                   HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
                   DOT_PRECISION=_dot_precision(q.dtype), **scalars)
 
-    pre_block = 64
-    # delta is one value per query row: a varlen batch is one packed run of total_q rows
-    # here, so no program is spent on padding up to max_seqlen_q.
-    pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
-    plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
-        out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
-        stride_lb, stride_lh, nheads, pre_rows,
-        HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
+    def preprocess():
+        pre_block = 64
+        # delta is one value per query row: a varlen batch is one packed run of total_q rows
+        # here, so no program is spent on padding up to max_seqlen_q.
+        pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
+        plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
+            out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
+            stride_lb, stride_lh, nheads, pre_rows,
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, total_k) > 0
             and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd
             and _varlen_ws_loop_ok(bd, nheads // nheads_k, seqlen_q)):
+        preprocess()
         _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
         return dq, dk, dv
 
@@ -113,7 +116,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
 
-    def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0):
+    def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0, fused: bool = False):
         cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q)
         descs = (dummy,) * 5
         use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
@@ -122,7 +125,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             descs = (_host_descriptor(q, bm, bd), _host_descriptor(k, bn, bd), _host_descriptor(v, bn, bd),
                      _host_descriptor(dout, bm, bd), _host_descriptor(dq, bm, bd))
         plans.launch(attn_bwd_dq_kernel, grid,
-            q, k, v, dout, lse, delta, dq, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
+            q, k, v, dout, lse, delta, dq, out if fused else None, cu_q, cu_k, cu_blocks, alibi_arg, rng_arg, *descs,
             *_dims4(q, is_varlen), *_dims4(k, is_varlen), *_dims4(v, is_varlen), *_dims4(dout, is_varlen),
             *_dims4(dq, is_varlen),
             stride_lb, stride_lh, stride_ab, stride_ah,
@@ -130,7 +133,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
-            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
+            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
+            **(dict(FUSED_DELTA=True) if fused else {}))
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -138,6 +142,10 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     mode = (warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel="bwd", dout=dout,
                            bwd_persistent=lambda masked: _ws_persistent_call(q, k, v, dout, bd, params, masked))
             if lse.is_contiguous() else None)
+    # bwd.py alone: its dQ kernel may compute delta itself (BWD_FUSED_DELTA), and then runs first
+    fused = mode is None and bd in BWD_FUSED_DELTA and out.stride() == dout.stride()
+    if not fused:
+        preprocess()
     if mode == "whole":
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
                        rng_arg if params.dropout_p > 0 else None, rng_rows)
@@ -149,10 +157,24 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
         launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
+    elif fused:
+        launch_dq(_tile("dq", bd, q, params, n, varlen, partial(launch_dq, fused=True)), fused=True)
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     else:
         launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
+
+
+# BLOCK_D at which bwd.py's backward (the calls the warp-specialized kernels do not take)
+# folds the delta preprocess into its dQ kernel (FUSED_DELTA: delta from the dQ program's
+# own dO tile and one O tile, written for the dK/dV kernel, which then runs after dQ;
+# only where out and dout have the same strides). Why: the preprocess reads O and dO
+# whole, ~35 us a backward on the H200 at every length of the grid (16k tokens x hidden
+# 2048), 4-6% of a causal backward at N = 512-1k (s20/call7 profile); fused, O is read
+# once and dO not again. An experiment, not yet timed on a GPU; empty, the kernels the
+# library launches compile to the same sm_90a PTX as before (bench/one_loop_compile.py).
+BWD_FUSED_DELTA: set = set()
 
 
 # The split path's resumed tiles (bwd.py, RESUME). A resumed dK/dV tile keeps the bulk's
