@@ -277,3 +277,27 @@ def test_direct_launch_needs_no_hooks():
     finally:
         chain.remove(hook)
     assert plans._no_launch_hooks()
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("opts", [dict(), dict(causal=True), dict(window_size=(5, 3))])
+def test_fused_delta_replay_equals_launchers(monkeypatch, opts):
+    """A replayed plan of bwd.py's backward with the delta in its dQ kernel
+    (launchers.backward.BWD_FUSED_DELTA: out as an input slot, O = None a constant
+    otherwise) gives the launchers' result bitwise (review, session 20)."""
+    from flashtriton.launchers import backward
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    shape = (2, 64, 96, 2, 2, 80)
+    first = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
+    _call(*first, torch.randn_like(first[0]), opts, seed=1)
+    before = dict(plans.stats)
+    second = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
+    dout = torch.randn_like(second[0])
+    replayed = _call(*second, dout, opts, seed=2)
+    assert plans.stats["replayed"] == before["replayed"] + 2
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")                   # (the fused launchers: on a GPU the
+    direct = _call(*second, dout, opts, seed=2)                    # preprocess's delta may differ in bits)
+    for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, direct):
+        assert torch.equal(a, b), name

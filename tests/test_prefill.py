@@ -884,6 +884,7 @@ def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, 
     (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk, MQA
     (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked
     (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
+    (1, 150, 170, (2, 2), 128, dict(window_size=(30, -1))),       # left edge only (review, session 20)
 ])
 @pytest.mark.parametrize("halved", [False, True])
 def test_split_backward_resumed_in_one_loop(monkeypatch, b, nq, nk, heads, d, kw, halved):
@@ -965,6 +966,23 @@ def test_fused_delta_backward(monkeypatch, b, nq, nk, heads, d, kw):
     launched = _backward_launches(monkeypatch)
     run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
     assert launched == [(bwd_kernels.attn_bwd_dq_kernel, True), (bwd_kernels.attn_bwd_dkdv_kernel, False)], launched
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_fused_delta_not_on_the_split_path(monkeypatch):
+    """BWD_FUSED_DELTA applies to bwd.py's own path only: the split path's bwd_ws.py
+    kernels and its resumed dK/dV read delta first, so the preprocess stays there (review,
+    session 20: without the guard no test failed, and the split would read an unwritten
+    delta)."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")               # the split path, forced
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+    plans.clear()
+    launched = _backward_launches(monkeypatch)
+    run_and_check("triton", 1, 113, 203, (4, 2), 128, torch.bfloat16, causal=True)
+    assert launched == [(bwd_kernels.bwd_preprocess_kernel, False), (bwd_kernels.attn_bwd_dkdv_kernel, False),
+                        (bwd_kernels.attn_bwd_dq_kernel, False)], launched
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

@@ -2,7 +2,8 @@
 
 Recomputation from the saved logsumexp: P = exp2(S * scale * log2e - LSE * log2e).
   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dK = scale * dS^T Q,  dQ = scale * dS K,
-with delta = rowsum(dO * O) from the preprocess kernel (dropout folds its mask and
+with delta = rowsum(dO * O) from the preprocess kernel, or computed by the dQ kernel
+itself (FUSED_DELTA, which then runs before dK/dV; dropout folds its mask and
 1/(1-p) into P for dV and into dP). With softcap, dS picks up the factor 1 - tanh^2.
 
 dK/dV: one program per key block of one (batch, kv head); it loops over the query
@@ -263,7 +264,7 @@ def attn_bwd_dkdv_kernel(
             # visible tile changes nothing, so the result is the four loops'.
             # (cdiv: a run's end is a tile boundary or, clamped, hi; then the other is empty)
             n_a = tl.cdiv(skip_lo - lo, BLOCK_M)
-            b_lo = tl.minimum(un_lo, full_hi)
+            b_lo = tl.minimum(un_lo, full_hi)    # (defensive: un_lo <= full_hi by construction)
             for t in range(0, n_a + tl.cdiv(hi - b_lo, BLOCK_M)):
                 start_m = tl.where(t < n_a, lo + t * BLOCK_M, b_lo + (t - n_a) * BLOCK_M)
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
@@ -422,6 +423,8 @@ def attn_bwd_dq_kernel(
     row_mask = offs_m < seqlen_q
     lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
     if FUSED_DELTA:
+        # (with RESUME the dK/dV kernel would have run first, before this delta existed)
+        tl.static_assert(not RESUME, "FUSED_DELTA: only bwd.py's own path, dQ launched before dK/dV")
         # rows past seqlen_q and columns past HEAD_DIM read 0, so their delta is 0 (as the
         # preprocess kernel's); dO's tile pads the same way
         offs_d = tl.arange(0, BLOCK_D)

@@ -1,6 +1,7 @@
 """The prefill backward's launchers: bwd (launch plans, then _bwd: the delta
 preprocess, then bwd.py's dK/dV and dQ kernels, the warp-specialized bwd_ws.py /
-bwd_ws_varlen.py, or the split of the two, as launchers/policy.py rules) and the dK/dV
+bwd_ws_varlen.py, or the split of the two, as launchers/policy.py rules; with
+BWD_FUSED_DELTA, bwd.py's dQ kernel computes delta itself and runs first) and the dK/dV
 kernel's tile layout (DKDV_QUERY_ROWS, dkdv_key_rows). Tensor layouts: see
 launchers/prefill.py."""
 from __future__ import annotations
@@ -174,6 +175,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # 2048), 4-6% of a causal backward at N = 512-1k (s20/call7 profile); fused, O is read
 # once and dO not again. An experiment, not yet timed on a GPU; empty, the kernels the
 # library launches compile to the same sm_90a PTX as before (bench/one_loop_compile.py).
+# (The autotuner's cache does not tell the fused dQ kernel from the other: one tile.)
 BWD_FUSED_DELTA: set = set()
 
 

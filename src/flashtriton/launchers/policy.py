@@ -113,7 +113,7 @@ BWD_SPLIT_MIN_N = {128: 4096, 64: 8192}
 # The same where the split path's bwd_ws.py launch is persistent (launchers.backward.
 # WS_PERSISTENT): D = 128 causal at N = 2k 262 TFLOP/s against 249 with bwd.py, at 1k 176
 # against 192 (H200, 2026-11-30, bench/gpu/s17_bwd_persistent_ab.py); D = 64 at 4k 267
-# against 263 (level: left at 8k). With the resumed launches on halved tiles in query
+# against 263 (level then: left at 8k until session 20). With the resumed launches on halved tiles in query
 # rows (launchers.backward.RESUME_HALVED, session 20; bench/gpu/s20_split_short_ab.py,
 # two rounds, causal backward TFLOP/s, bwd.py -> split): D = 128 1k 192 / 193 -> 198 /
 # 198, 512 133 -> 120 (stays on bwd.py); D = 64 4k 268 / 256 -> 286 / 279, 2k 227 / 226
