@@ -22,6 +22,11 @@ CASES = [
     dict(alibi=True, softcap=2.0),
     dict(warp_spec=True),                                     # the warp-specialized kernels, forced
     dict(warp_spec=True, causal=True),                        # their split backward
+    # bwd.py with delta in its dQ kernel (launchers.backward.BWD_FUSED_DELTA: out an input
+    # slot, O = None a constant otherwise; review, session 20)
+    dict(fused_delta=True),
+    dict(fused_delta=True, causal=True),
+    dict(fused_delta=True, window_size=(5, 3)),
 ]
 
 
@@ -29,6 +34,7 @@ def _call(q, k, v, dout, opts, seed):
     opts = dict(opts)
     opts.pop("heads", None)
     opts.pop("warp_spec", None)
+    opts.pop("fused_delta", None)
     if opts.pop("alibi", False):
         opts["alibi_slopes"] = torch.linspace(0.1, 0.5, q.shape[2], device=q.device)
     torch.manual_seed(seed)
@@ -43,6 +49,10 @@ def test_replay_equals_launchers(monkeypatch, opts):
     and its outputs and gradients equal, bitwise, the launchers' own for its inputs."""
     if opts.get("warp_spec"):
         monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    if opts.get("fused_delta"):
+        from flashtriton.launchers import backward
+        monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
+        monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")           # bwd.py's own path on a GPU too
     hq, hk = opts.get("heads", (2, 2))
     # (the warp-specialized backward pads lse on the host when Nq is not a multiple of
     # 128: unreplayable, tested below; here it gets a multiple)
@@ -277,27 +287,3 @@ def test_direct_launch_needs_no_hooks():
     finally:
         chain.remove(hook)
     assert plans._no_launch_hooks()
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("opts", [dict(), dict(causal=True), dict(window_size=(5, 3))])
-def test_fused_delta_replay_equals_launchers(monkeypatch, opts):
-    """A replayed plan of bwd.py's backward with the delta in its dQ kernel
-    (launchers.backward.BWD_FUSED_DELTA: out as an input slot, O = None a constant
-    otherwise) gives the launchers' result bitwise (review, session 20)."""
-    from flashtriton.launchers import backward
-    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", {64, 128, 256})
-    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
-    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
-    shape = (2, 64, 96, 2, 2, 80)
-    first = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
-    _call(*first, torch.randn_like(first[0]), opts, seed=1)
-    before = dict(plans.stats)
-    second = rand_qkv(*shape, torch.bfloat16, DEVICE, requires_grad=True)
-    dout = torch.randn_like(second[0])
-    replayed = _call(*second, dout, opts, seed=2)
-    assert plans.stats["replayed"] == before["replayed"] + 2
-    monkeypatch.setenv("FLASHTRITON_PLANS", "0")                   # (the fused launchers: on a GPU the
-    direct = _call(*second, dout, opts, seed=2)                    # preprocess's delta may differ in bits)
-    for name, a, b in zip(("out", "dq", "dk", "dv"), replayed, direct):
-        assert torch.equal(a, b), name

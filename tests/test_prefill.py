@@ -834,14 +834,18 @@ def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     assert calls == [True], calls
 
 
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
+# Shapes of the split path's resumed-launch tests: every mask edge the resumed tiles meet.
+RESUME_SHAPES = [
     (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
     (1, 113, 203, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
     (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk, MQA
     (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked
     (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
-])
+]
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", RESUME_SHAPES)
 @pytest.mark.parametrize("query_rows", [False, True])
 def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, kw, query_rows):
     """The split path's resumed launches (bwd.py RESUME) on tiles smaller than the bulk's
@@ -878,12 +882,7 @@ def test_split_backward_smaller_resumed_tiles(monkeypatch, b, nq, nk, heads, d, 
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
-    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
-    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
-    (1, 203, 113, (2, 1), 128, dict(causal=True)),               # Nq > Nk, MQA
-    (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked
-    (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", RESUME_SHAPES + [
     (1, 150, 170, (2, 2), 128, dict(window_size=(30, -1))),       # left edge only (review, session 20)
 ])
 @pytest.mark.parametrize("halved", [False, True])

@@ -20,14 +20,9 @@ Prediction: s1 +0-3% causal (the resumed share is 5-10% of the time), window spl
 
     PYTHONPATH=src python bench/gpu/s20_resume_sweep.py
 """
-import os
-
-import torch
-
-import flashtriton
-from flashtriton.bench.common import attention_flops, time_ms
+from bwd_ab import alternate, backward_call, row, tflops, warp_spec
 from flashtriton.kernels.configs import Tile
-from flashtriton.launchers import backward, plans
+from flashtriton.launchers import backward
 
 
 def t(s, w=4):
@@ -40,45 +35,19 @@ VARIANTS = {"s2": (t(2), t(2)), "s1": (t(1), t(1)), "s3": (t(3), t(3)), "w8": (t
 
 def use(name, ws=None):
     backward.RESUME_TILES = {} if name == "bwd.py" else {128: VARIANTS[name]}
-    if ws is None:
-        os.environ.pop("FLASHTRITON_WARP_SPEC", None)
-    else:
-        os.environ["FLASHTRITON_WARP_SPEC"] = ws
-    plans.clear()
-
-
-def ab(n, kw, names, ws, label):
-    d = 128
-    b, h = 16384 // n, 2048 // d
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = flashtriton.flash_attn_func(q, k, v, **kw)
-    dout = torch.randn_like(out)
-
-    def grad():
-        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-    res, ref, notes = {}, None, {}
-    for rnd in range(2):
-        for name in (names if rnd == 0 else names[::-1]):
-            use(name, None if name == "bwd.py" else ws)
-            g = grad()
-            nan = sum(int(x.isnan().sum()) for x in g)
-            ref = g if ref is None else ref
-            err = max(((x.float() - y.float()).abs().max() / y.float().abs().max()).item() for x, y in zip(g, ref))
-            notes[name] = f"err {err:.1e}, NaN {nan}"
-            ms = time_ms(grad, "cuda")
-            res.setdefault(name, []).append(attention_flops(b, h, n, n, d, True, "bwd") / ms / 1e9
-                                            if kw.get("causal") else ms)
-    fmt = "{:.0f}" if kw.get("causal") else "{:.3f}"
-    print(f"D={d} N={n} {label}: " + "  ".join(
-        f"{nm} " + " / ".join(fmt.format(x) for x in res[nm]) + f" ({notes[nm]})" for nm in names), flush=True)
+    warp_spec(ws)
 
 
 def main():
     names = list(VARIANTS)
-    ab(2048, dict(causal=True), names, None, "causal backward TFLOP/s")
-    ab(16384, dict(causal=True), names, None, "causal backward TFLOP/s")
-    ab(16384, dict(window_size=(1024, 0)), ["bwd.py"] + names, "1", "window (1024, 0) backward ms (split forced)")
+    for n in (2048, 16384):
+        b, h, grad = backward_call(128, n, dict(causal=True))
+        res, notes = alternate(grad, names, use, tflops(b, h, n, 128))
+        print(row(f"D=128 N={n} causal backward TFLOP/s", names, res, notes), flush=True)
+    wnames = ["bwd.py"] + names
+    _, _, grad = backward_call(128, 16384, dict(window_size=(1024, 0)))
+    res, notes = alternate(grad, wnames, lambda nm: use(nm, None if nm == "bwd.py" else "1"), lambda ms: ms)
+    print(row("D=128 N=16384 window (1024, 0) backward ms (split forced)", wnames, res, notes, "{:.3f}"), flush=True)
     use("bwd.py")
 
 

@@ -8,30 +8,12 @@ Cases: D = 128 causal 512 / 1k, D = 128 non-causal 512, D = 64 causal 1k.
 
     PYTHONPATH=src python bench/gpu/s20_short_bwd_profile.py
 """
-from collections import defaultdict
-
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashtriton
-
-
-def profile(fn, iters=10):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    per = defaultdict(float)
-    for ev in prof.key_averages():
-        t = getattr(ev, "self_device_time_total", None)
-        per[ev.key] += (t if t is not None else getattr(ev, "self_cuda_time_total", 0)) / iters
-    total = sum(per.values())
-    cells = ", ".join(f"{k[:48]} {t:.0f}" for k, t in sorted(per.items(), key=lambda x: -x[1]) if t >= 1)
-    return total, cells
+from bwd_ab import kernel_profile
 
 
 def main():
@@ -41,14 +23,14 @@ def main():
         q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
         out = flashtriton.flash_attn_func(q, k, v, causal=causal)
         dout = torch.randn_like(out)
-        total, cells = profile(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+        total, cells = kernel_profile(lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
         print(f"D={d} N={n} causal={causal} flashtriton backward {total:.0f} us: {cells}", flush=True)
         qt, kt, vt = (x.detach().transpose(1, 2).contiguous().requires_grad_() for x in (q, k, v))
         for name, backend in (("FA2", SDPBackend.FLASH_ATTENTION), ("cuDNN", SDPBackend.CUDNN_ATTENTION)):
             with sdpa_kernel(backend):
                 o2 = F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
                 d2 = dout.transpose(1, 2).contiguous()
-                total, cells = profile(lambda: torch.autograd.grad(o2, (qt, kt, vt), d2, retain_graph=True))
+                total, cells = kernel_profile(lambda: torch.autograd.grad(o2, (qt, kt, vt), d2, retain_graph=True))
             print(f"D={d} N={n} causal={causal} {name} backward {total:.0f} us: {cells}", flush=True)
 
 

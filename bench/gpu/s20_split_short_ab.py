@@ -22,13 +22,8 @@ halved +2-4% at 8k / 16k, the split still behind bwd.py at 2k, level at 4k.
 
     PYTHONPATH=src python bench/gpu/s20_split_short_ab.py
 """
-import os
-
-import torch
-
-import flashtriton
-from flashtriton.bench.common import attention_flops, time_ms
-from flashtriton.launchers import backward, plans
+from bwd_ab import alternate, backward_call, row, tflops, warp_spec
+from flashtriton.launchers import backward
 
 
 def variants(d):
@@ -40,35 +35,14 @@ def variants(d):
 
 def use(ws, halved, rows):
     backward.RESUME_TILES, backward.RESUME_HALVED, backward.RESUME_QUERY_ROWS = {}, set(halved), set(rows)
-    if ws is None:
-        os.environ.pop("FLASHTRITON_WARP_SPEC", None)
-    else:
-        os.environ["FLASHTRITON_WARP_SPEC"] = ws
-    plans.clear()
+    warp_spec(ws)
 
 
 def ab(d, n, names):
-    b, h = 16384 // n, 2048 // d
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = flashtriton.flash_attn_func(q, k, v, causal=True)
-    dout = torch.randn_like(out)
-
-    def grad():
-        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    b, h, grad = backward_call(d, n, dict(causal=True))
     table = variants(d)
-    res, ref, notes = {}, None, {}
-    for rnd in range(2):
-        for name in (names if rnd == 0 else names[::-1]):
-            use(*table[name])
-            g = grad()
-            nan = sum(int(x.isnan().sum()) for x in g)
-            ref = g if ref is None else ref
-            err = max(((x.float() - y.float()).abs().max() / y.float().abs().max()).item() for x, y in zip(g, ref))
-            notes[name] = f"err {err:.1e}, NaN {nan}"
-            res.setdefault(name, []).append(attention_flops(b, h, n, n, d, True, "bwd") / time_ms(grad, "cuda") / 1e9)
-    cells = "  ".join(f"{nm} " + " / ".join(f"{x:.0f}" for x in res[nm]) + f" ({notes[nm]})" for nm in names)
-    print(f"D={d} N={n} causal backward TFLOP/s: {cells}", flush=True)
+    res, notes = alternate(grad, names, lambda name: use(*table[name]), tflops(b, h, n, d))
+    print(row(f"D={d} N={n} causal backward TFLOP/s", names, res, notes), flush=True)
 
 
 def main():

@@ -16,22 +16,17 @@ the left edge's tiles): the mixed variant at best ~3% faster than bwd.py.
 
     PYTHONPATH=src python bench/gpu/s20_window_split_ab.py
 
-Result (s20/call5): both sides lose (bench/NOTES.md, Session 20). The switch it sets was
+Result (s20/call5): both sides lose (bench/NOTES.md, Session 20; this file moved onto
+bench/gpu/bwd_ab.py after the run). The switch it sets was
 removed after the run; to run this again, re-add it: launchers.backward.SPLIT_KERNELS
 ({"window": kernels, "other": kernels}), a `kernels` argument of _bwd_warp_spec that skips
 the other launch, and in the split branch bwd.py's whole launch (_tile) for a kernel not
 named.
 """
-import os
-from collections import defaultdict
+from bwd_ab import alternate, backward_call, kernel_profile, row, warp_spec
+from flashtriton.launchers import backward
 
-import torch
-
-import flashtriton
-from flashtriton.bench.common import time_ms
-from flashtriton.launchers import backward, plans
-
-N, H, D, WINDOW = 16384, 16, 128, (1024, 0)
+D, WINDOW = 128, (1024, 0)      # at N = 16k: B = 1, H = 16
 VARIANTS = {"bwd.py": (None, ("dkdv", "dq")), "split-both": ("1", ("dkdv", "dq")),
             "split-dq": ("1", ("dq",)), "split-dkdv": ("1", ("dkdv",))}
 
@@ -39,49 +34,18 @@ VARIANTS = {"bwd.py": (None, ("dkdv", "dq")), "split-both": ("1", ("dkdv", "dq")
 def use(name):
     ws, kernels = VARIANTS[name]
     backward.SPLIT_KERNELS = {"window": kernels, "other": ("dkdv", "dq")}
-    if ws is None:
-        os.environ.pop("FLASHTRITON_WARP_SPEC", None)
-    else:
-        os.environ["FLASHTRITON_WARP_SPEC"] = ws
-    plans.clear()
+    warp_spec(ws)
 
 
 def main():
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(1, N, H, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = flashtriton.flash_attn_func(q, k, v, window_size=WINDOW)
-    dout = torch.randn_like(out)
-
-    def grad():
-        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    _, _, grad = backward_call(D, 16384, dict(window_size=WINDOW))
     for name in ("bwd.py", "split-both"):
         use(name)
-        for _ in range(3):
-            grad()
-        torch.cuda.synchronize()
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                grad()
-            torch.cuda.synchronize()
-        per = defaultdict(float)
-        for ev in prof.key_averages():
-            t = getattr(ev, "self_device_time_total", None)
-            per[ev.key] += (t if t is not None else getattr(ev, "self_cuda_time_total", 0)) / 10
-        cells = ", ".join(f"{k_[:40]} {t:.0f}" for k_, t in sorted(per.items(), key=lambda x: -x[1]) if t > 1)
-        print(f"profile {name} (us a backward): {cells}", flush=True)
+        total, cells = kernel_profile(grad, width=40)
+        print(f"profile {name} ({total:.0f} us a backward): {cells}", flush=True)
     names = list(VARIANTS)
-    res, ref, notes = {}, None, {}
-    for rnd in range(2):
-        for name in (names if rnd == 0 else names[::-1]):
-            use(name)
-            g = grad()
-            nan = sum(int(x.isnan().sum()) for x in g)
-            ref = g if ref is None else ref
-            err = max(((x.float() - y.float()).abs().max() / y.float().abs().max()).item() for x, y in zip(g, ref))
-            notes[name] = f"err {err:.1e}, NaN {nan}"
-            res.setdefault(name, []).append(time_ms(grad, "cuda"))
-    print(f"window {WINDOW} N={N} D={D} backward ms: " + "  ".join(
-        f"{nm} " + " / ".join(f"{x:.3f}" for x in res[nm]) + f" ({notes[nm]})" for nm in names), flush=True)
+    res, notes = alternate(grad, names, use, lambda ms: ms)
+    print(row(f"window {WINDOW} N=16384 D={D} backward ms", names, res, notes, "{:.3f}"), flush=True)
     use("bwd.py")
 
 

@@ -19,10 +19,8 @@ Prediction: -25-35 us a backward: D = 128 causal 512 +4-5%, D = 64 causal 1k +3-
 
     PYTHONPATH=src python bench/gpu/s21_fused_delta_ab.py
 """
-import torch
-
-import flashtriton
-from flashtriton.bench.common import attention_flops, time_ms
+from bwd_ab import alternate, backward_call, row
+from flashtriton.bench.common import attention_flops
 from flashtriton.launchers import backward, plans
 
 VARIANTS = {"preprocess": set(), "fused": {64, 128, 256}}
@@ -33,38 +31,17 @@ def use(name):
     plans.clear()
 
 
-def ab(d, n, kw):
-    b, h = 16384 // n, 2048 // d
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = flashtriton.flash_attn_func(q, k, v, **kw)
-    dout = torch.randn_like(out)
-
-    def grad():
-        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-    names = list(VARIANTS)
-    res, ref, notes = {}, None, {}
-    for rnd in range(2):
-        for name in (names if rnd == 0 else names[::-1]):
-            use(name)
-            g = grad()
-            nan = sum(int(x.isnan().sum()) for x in g)
-            ref = g if ref is None else ref
-            same = all(torch.equal(x, y) for x, y in zip(g, ref))
-            err = max(((x.float() - y.float()).abs().max() / y.float().abs().max()).item() for x, y in zip(g, ref))
-            notes[name] = f"{'bitwise' if same else f'err {err:.1e}'}, NaN {nan}"
-            res.setdefault(name, []).append(time_ms(grad, "cuda") * 1e3)
-    flops = attention_flops(b, h, n, n, d, bool(kw.get("causal")), "bwd")
-    cells = "  ".join(f"{nm} " + " / ".join(f"{x:.0f} us ({flops / x / 1e6:.0f} TFLOP/s)" for x in res[nm])
-                      + f" ({notes[nm]})" for nm in names)
-    print(f"D={d} N={n} {kw}: {cells}", flush=True)
-
-
 def main():
+    names = list(VARIANTS)
     for d, n, kw in [(128, 512, dict(causal=True)), (64, 1024, dict(causal=True)), (64, 2048, dict(causal=True)),
                      (256, 512, {}), (256, 1024, {}), (256, 4096, {}), (256, 512, dict(causal=True)),
                      (256, 1024, dict(causal=True)), (128, 16384, dict(window_size=(1024, 0)))]:
-        ab(d, n, kw)
+        b, h, grad = backward_call(d, n, kw)
+        res, notes = alternate(grad, names, use, lambda ms: ms * 1e3)
+        flops = attention_flops(b, h, n, n, d, bool(kw.get("causal")), "bwd")
+        for nm in names:    # us, then TFLOP/s
+            res[nm] = [f"{us:.0f} us ({flops / us / 1e6:.0f} TFLOP/s)" for us in res[nm]]
+        print(row(f"D={d} N={n} {kw}", names, res, notes, "{}"), flush=True)
     use("preprocess")
 
 

@@ -21,81 +21,33 @@ with bwd.py's 1.29 at best).
 
     PYTHONPATH=src python bench/gpu/s21_one_loop_ab.py
 """
-import os
-from collections import defaultdict
-
-import torch
-
-import flashtriton
-from flashtriton.bench.common import attention_flops, time_ms
-from flashtriton.launchers import backward, plans
+from bwd_ab import alternate, backward_call, kernel_profile, row, tflops, warp_spec
+from flashtriton.launchers import backward
 
 VARIANTS = {"four-loops": set(), "one-loop": {64, 128}}
 
 
 def use(name, ws=None):
     backward.RESUME_ONE_LOOP = set(VARIANTS[name]) if name in VARIANTS else set()
-    if ws is None:
-        os.environ.pop("FLASHTRITON_WARP_SPEC", None)
-    else:
-        os.environ["FLASHTRITON_WARP_SPEC"] = ws
-    plans.clear()
-
-
-def inputs(d, n, kw):
-    b, h = 16384 // n, 2048 // d
-    torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    out = flashtriton.flash_attn_func(q, k, v, **kw)
-    dout = torch.randn_like(out)
-    return b, h, lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
-
-
-def ab(d, n, kw, names, ws, label):
-    b, h, grad = inputs(d, n, kw)
-    res, ref, notes = {}, None, {}
-    for rnd in range(2):
-        for name in (names if rnd == 0 else names[::-1]):
-            use(name, None if name == "bwd.py" else ws)
-            g = grad()
-            nan = sum(int(x.isnan().sum()) for x in g)
-            ref = g if ref is None else ref
-            same = all(torch.equal(x, y) for x, y in zip(g, ref))
-            err = max(((x.float() - y.float()).abs().max() / y.float().abs().max()).item() for x, y in zip(g, ref))
-            notes[name] = f"{'bitwise' if same else f'err {err:.1e}'}, NaN {nan}"
-            ms = time_ms(grad, "cuda")
-            res.setdefault(name, []).append(attention_flops(b, h, n, n, d, True, "bwd") / ms / 1e9
-                                            if kw.get("causal") else ms)
-    fmt = "{:.0f}" if kw.get("causal") else "{:.3f}"
-    print(f"D={d} N={n} {label}: " + "  ".join(
-        f"{nm} " + " / ".join(fmt.format(x) for x in res[nm]) + f" ({notes[nm]})" for nm in names), flush=True)
-
-
-def profile(d, n, name):
-    use(name)
-    _, _, grad = inputs(d, n, dict(causal=True))
-    for _ in range(3):
-        grad()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(10):
-            grad()
-        torch.cuda.synchronize()
-    per = defaultdict(float)
-    for ev in prof.key_averages():
-        t = getattr(ev, "self_device_time_total", None)
-        per[ev.key] += (t if t is not None else getattr(ev, "self_cuda_time_total", 0)) / 10
-    print(f"profile D={d} N={n} causal {name} (us a backward): " + ", ".join(
-        f"{k[:32]} {t:.0f}" for k, t in sorted(per.items(), key=lambda x: -x[1]) if t >= 1), flush=True)
+    warp_spec(ws)
 
 
 def main():
     names = list(VARIANTS)
     for d, n in [(128, 1024), (128, 2048), (128, 4096), (128, 16384), (64, 4096), (64, 8192)]:
-        ab(d, n, dict(causal=True), names, None, "causal backward TFLOP/s")
-    ab(128, 16384, dict(window_size=(1024, 0)), ["bwd.py"] + names, "1", "window (1024, 0) backward ms (split forced)")
+        b, h, grad = backward_call(d, n, dict(causal=True))
+        res, notes = alternate(grad, names, use, tflops(b, h, n, d))
+        print(row(f"D={d} N={n} causal backward TFLOP/s", names, res, notes), flush=True)
+    # the window with the split forced (bwd.py, the default there, alongside), ms
+    wnames = ["bwd.py"] + names
+    _, _, grad = backward_call(128, 16384, dict(window_size=(1024, 0)))
+    res, notes = alternate(grad, wnames, lambda nm: use(nm, None if nm == "bwd.py" else "1"), lambda ms: ms)
+    print(row("D=128 N=16384 window (1024, 0) backward ms (split forced)", wnames, res, notes, "{:.3f}"), flush=True)
     for name in names:
-        profile(128, 1024, name)
+        use(name)
+        _, _, grad = backward_call(128, 1024, dict(causal=True))
+        total, cells = kernel_profile(grad, width=32)
+        print(f"profile D=128 N=1024 causal {name} ({total:.0f} us a backward): {cells}", flush=True)
     use("four-loops")
 
 
