@@ -294,3 +294,50 @@ def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
     res = check_attention("triton", q, k, v, dropout_p=0.3, seed=block_n + nk, causal=causal)
     assert not res["keep"].all()
     assert bool(calls) == warp_spec, "the warp-specialized forward did not run" if warp_spec else "it ran"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,opts", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
+    (1, 116, 204, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
+    (1, 260, 232, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked, MQA
+    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # counts not multiples of 4: bwd.py
+])
+def test_split_backward_with_dropout(monkeypatch, b, nq, nk, heads, d, opts):
+    """policy.BWD_SPLIT_DROPOUT_MAX_N: a masked dropout backward on the split path, bwd_ws.py's
+    PARTIAL launch given the call's key table and bwd.py's RESUME launches adding the
+    masked tiles with their own dropout (both leave dropout-scaled partials). Gradients
+    equal the reference's under the returned mask; the bulk ran partial, with the keys
+    (without them it would compute the bulk as if nothing were dropped). Counts that are
+    not multiples of 4 stay on bwd.py (policy.warp_spec_split: the key table's 1-D
+    descriptor boxes start on 16 bytes)."""
+    from flashtriton.launchers import backward, plans, policy
+    from helpers import spy
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setitem(policy.BWD_SPLIT_DROPOUT_MAX_N, 128, 1 << 20)
+    plans.clear()
+    calls = spy(monkeypatch, backward, "_bwd_warp_spec",
+                lambda *a, **k: (a[11] is not None, k.get("partial", False)))
+    q, k, v = rand_qkv(b, nq, nk, *heads, d, torch.bfloat16, DEVICE)
+    res = check_attention("triton", q, k, v, dropout_p=0.2, seed=nq + nk, **opts)
+    assert not res["keep"].all()
+    assert calls == ([(True, True)] if nq % 4 == 0 and nk % 4 == 0 else []), calls
+
+
+def test_split_dropout_rule(monkeypatch):
+    """policy.warp_spec_split with dropout (session 21): at D = 128 up to
+    BWD_SPLIT_DROPOUT_MAX_N, with Nq and Nk multiples of 4 (the key table's 16-byte
+    boxes); not at D = 64 (measured level or slower); any length when forced, never with
+    counts off the multiple of 4."""
+    from flashtriton.launchers import common, policy
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    split, bf16 = policy.warp_spec_split, torch.bfloat16
+    drop = common.AttnParams(0.1, window_right=0, dropout_p=0.1)
+    top = policy.BWD_SPLIT_DROPOUT_MAX_N[128]
+    assert split(bf16, drop, None, False, 128, top, top, "bwd")
+    assert not split(bf16, drop, None, False, 128, 2 * top, 2 * top, "bwd")
+    assert not split(bf16, drop, None, False, 128, top - 1, top, "bwd")
+    assert not split(bf16, drop, None, False, 64, 1024, 1024, "bwd")
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert split(bf16, drop, None, False, 128, 2 * top, 2 * top, "bwd")
+    assert not split(bf16, drop, None, False, 128, 203, 204, "bwd")

@@ -246,9 +246,14 @@ def test_grid_does_not_depend_on_max_seqlen(grid_spies):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
-def test_regression_varlen_preprocess_grid_ignores_padding(grid_spies):
+def test_regression_varlen_preprocess_grid_ignores_padding(grid_spies, monkeypatch):
     """The backward's delta kernel was launched on batch x cdiv(max_seqlen_q) blocks, a
-    program per padding block; it now covers the total_q packed rows only."""
+    program per padding block; it now covers the total_q packed rows only. (With
+    BWD_FUSED_DELTA the dQ kernel computes delta: its grid is checked in
+    test_grid_does_not_depend_on_max_seqlen; here the preprocess runs.)"""
+    from flashtriton.launchers import plans
+    monkeypatch.setattr(backward, "BWD_FUSED_DELTA", set())
+    plans.clear()
     (q, k, v), (cu_q, cu_k, _, _) = rand_varlen([1, 2, 3], [3, 2, 1], 2, 2, 16, torch.float16, DEVICE,
                                                  requires_grad=True)
     with flashtriton.use_backend("triton"):

@@ -155,7 +155,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
         dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)     # (checked before any launch)
-        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, None, rng_rows, partial=True)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
+                       rng_arg if params.dropout_p > 0 else None, rng_rows, partial=True)
         launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     elif fused:
@@ -173,10 +174,14 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # only where out and dout have the same strides). Why: the preprocess reads O and dO
 # whole, ~35 us a backward on the H200 at every length of the grid (16k tokens x hidden
 # 2048), 4-6% of a causal backward at N = 512-1k (s20/call7 profile); fused, O is read
-# once and dO not again. An experiment, not yet timed on a GPU; empty, the kernels the
-# library launches compile to the same sm_90a PTX as before (bench/one_loop_compile.py).
+# once and dO not again. H200, 2026-11-30 (bench/gpu/s21_fused_delta_ab.py, s21/call1;
+# backward us, two rounds, preprocess -> fused; gradients bitwise equal): D = 128 causal
+# 512 644 / 641 -> 639 / 633, D = 64 causal 1k 960 / 950 -> 934 / 927, 2k 1488 / 1541 ->
+# 1502 / 1513, D = 256 512 1050 / 1053 -> 1033 / 1036, causal 1k 1156 / 1155 -> 1133 /
+# 1137, 4k 4978 / 4988 -> 4974 / 4986, window (1024, 0) at 16k 1295 / 1293 -> 1273 / 1269.
+# 5-25 us a backward, less than the preprocess's 35 us (predicted 25-35).
 # (The autotuner's cache does not tell the fused dQ kernel from the other: one tile.)
-BWD_FUSED_DELTA: set = set()
+BWD_FUSED_DELTA: set = {64, 128, 256}
 
 
 # The split path's resumed tiles (bwd.py, RESUME). A resumed dK/dV tile keeps the bulk's
@@ -208,10 +213,15 @@ RESUME_HALVED: set = {64, 128}
 # (bwd.py's ONE_LOOP) instead of up to four loops of one or two iterations each. Why:
 # at causal D = 128, N = 1k the resumed launches took 424 of a backward's 860 us for ~18%
 # of its work (s20/call7 profile): each tile waits out its loads, which one loop lets the
-# pipeliner overlap. An experiment, not yet timed on a GPU (bench/gpu/s21_one_loop_ab.py);
-# empty, every kernel the library launches compiles to the same sm_90a PTX as before
-# (bench/one_loop_compile.py).
-RESUME_ONE_LOOP: set = set()
+# pipeliner overlap. H200, 2026-11-30 (bench/gpu/s21_one_loop_ab.py, s21/call1; causal
+# backward TFLOP/s, two rounds, four loops -> one loop): D = 128 1k 198 / 199 -> 206 / 207,
+# 2k 287 / 285 -> 290 / 294, 4k 346 / 351 -> 340 / 347, 16k 409 / 408 -> 409 / 411; D = 64
+# 4k 289 / 286 -> 294 / 294, 8k 321 / 323 -> 328 / 328. Profile at D = 128 1k: resumed
+# dK/dV 283 -> 259 us, dQ 137 -> 125 (predicted -30-50%: met by a fifth). Not bitwise the
+# four loops' on sm_90 (one compiled body for masked and unmasked tiles: the compiler's
+# instruction choices around the mask differ from the unmasked loops'), but within the
+# reference check; bitwise under the interpreter.
+RESUME_ONE_LOOP: set = {64, 128}
 
 
 def _resume_tiles(bd: int):
@@ -286,9 +296,13 @@ WS_HEAVY_FIRST = True
 # 428 -> 433 / 458 -> 444 at N = 512 / 1k / 2k / 4k / 16k, causal (split) 311 -> 335 at
 # 4k, 262 at 2k (bwd.py 249); D = 64 non-causal 159 -> 310 / 229 -> 345 / 291 -> 367 /
 # 331 -> 376 / 365 -> 390, causal 220 -> 267 at 4k, 333 -> 340 at 16k; dropout p = 0.1
-# (D = 128, N = 4k) forward+backward 1.217x -> 1.177x the p = 0 time.
+# (D = 128, N = 4k) forward+backward 1.217x -> 1.177x the p = 0 time. Masked with dropout
+# at D = 128 (the split path's, policy.BWD_SPLIT_DROPOUT_MAX_N; s21_split_dropout_ab.py,
+# causal p = 0.1 backward, one tile a program -> persistent): 1k 168 -> 172, 2k 222 ->
+# 246, 4k 270 -> 303 TFLOP/s.
 WS_PERSISTENT: set = {(kernel, bd, masked, False) for kernel in ("dkdv", "dq") for bd in (64, 128)
-                      for masked in (False, True)} | {("dkdv", 128, False, True), ("dq", 128, False, True)}
+                      for masked in (False, True)} | {(kernel, 128, masked, True) for kernel in ("dkdv", "dq")
+                                                      for masked in (False, True)}
 # The longest max(Nq, Nk) at which a kind of WS_PERSISTENT runs persistent. D = 128: from
 # 16k the persistent launch is 3% slower, and there, with three processes sharing the GPU
 # (time-sliced), every persistent call gave NaN gradients (100 of 100; one process alone:

@@ -130,8 +130,14 @@ BWD_WHOLE_MIN_N = {64: 2048}
 def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                     kernel: str = "fwd") -> bool:
     """The calls the backward's split path computes: warp_spec_plain's, but causal,
-    windows and any Nq / Nk allowed (the masked tiles run in bwd.py); no dropout there."""
-    return (not is_varlen and alibi is None and params.softcap == 0 and params.dropout_p == 0
+    windows and any Nq / Nk allowed (the masked tiles run in bwd.py); dropout up to
+    BWD_SPLIT_DROPOUT_MAX_N (any length with FLASHTRITON_WARP_SPEC=1, for the tests)
+    where Nq, Nk are multiples of 4: bwd_ws.py reads the key table's row keys at
+    Nk + h * B * Nq + b * Nq + (a tile's first row) through a 1-D descriptor, whose box
+    must start on 16 bytes (the interpreter's assertion, Nk = 203)."""
+    dropout_ok = (_warp_spec_forced() or max(seqlen_q, seqlen_k) <= BWD_SPLIT_DROPOUT_MAX_N.get(bd, 0)) and (
+        seqlen_q % 4 == 0 and seqlen_k % 4 == 0)
+    return (not is_varlen and alibi is None and params.softcap == 0 and (params.dropout_p == 0 or dropout_ok)
             and bd in _ws_tiles(kernel) and dtype in (torch.bfloat16, torch.float16)
             and seqlen_q > 0 and seqlen_k > 0)
 
@@ -313,6 +319,21 @@ WARP_SPEC_DROPOUT_FWD = True
 # for 150 s, 26689 calls a case, D = 128 and 64) found no gradient off from bwd.py's, and
 # it is 10% faster (B=2 H=16 N=4k D=128 p=0.1 non-causal: 2.046 ms against 2.271).
 WARP_SPEC_DROPOUT_BWD = True
+# The causal (right-window, ragged) dropout backward on the split path, per BLOCK_D: the
+# longest max(Nq, Nk) it takes (it still needs the split's own rules: persistent from
+# BWD_SPLIT_PERSISTENT_MIN_N, launchers.backward.WS_PERSISTENT's masked dropout kinds).
+# bwd_ws.py's PARTIAL launch gets the call's key table, bwd.py's RESUME launches add the
+# masked tiles with their own dropout (both leave fully dropout-scaled partials; sm_90a:
+# dK/dV 168 registers, 300 / 512 bytes spilled one tile / persistent, dQ none,
+# bench/bwd_ws_compile.py --masked --dropout). Why: causal dropout ran on bwd.py alone
+# while causal p = 0 has the split, so its forward+backward read 1.29-1.32x the p = 0
+# time (features bench, s19 / s21/call3). H200, 2026-11-30 (bench/gpu/s21_split_dropout_ab.py,
+# s21/call4; causal p = 0.1, 16k tokens, backward TFLOP/s, two rounds, bwd.py -> split
+# one tile a program -> split persistent): D = 128 1k 168 / 168 -> 168 / 168 -> 172 / 172,
+# 2k 222 / 222 -> 222 / 223 -> 246 / 246, 4k 262 / 263 -> 270 / 270 -> 303 / 302, but 8k
+# 288 / 285 -> 226 / 228 -> 228 / 228; D = 64 4k level (195-196), 8k 213 / 215 -> 192 / 194.
+# 200 calls a case at 4k / 8k: no NaN, every call bitwise the first.
+BWD_SPLIT_DROPOUT_MAX_N = {128: 4096}
 
 
 # The warp-specialized backward kernels (kernels/bwd_ws.py), for the calls the
