@@ -1064,24 +1064,18 @@ def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("kind", [1, 2])
-@pytest.mark.parametrize("causal, dropout_p, nq, nk, rk_ahead", [
-    (False, 0.0, 128, 128, False), (True, 0.0, 128, 128, False), (False, 0.2, 128, 128, False),
-    (True, 0.0, 113, 161, False),
-    (False, 0.2, 128, 128, True), (True, 0.2, 116, 164, True),        # the row keys one iteration ahead
-])
-def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, rk_ahead, kind):
+@pytest.mark.parametrize("causal, dropout_p, nq, nk", [(False, 0.0, 128, 128), (True, 0.0, 128, 128),
+                                                      (False, 0.2, 128, 128), (True, 0.0, 113, 161)])
+def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, kind):
     """bwd_ws.py's dK/dV with its loop's 1-D vectors (lse, delta, dropout's row keys) by
     pointer loads (VEC_PTR, launchers.backward.WS_DKDV_VEC_PTR) gives bitwise the
     gradients of the descriptor loads (the same values reach the same arithmetic), whole
-    call and split path, GQA, ragged counts (padded lse rows); with dropout also the row
-    keys loaded one iteration ahead (WS_DKDV_RK_AHEAD: the next tile's keys across the
-    GQA group's heads and the last tile's masked off). Regression: session 18's
+    call and split path, GQA, ragged counts (padded lse rows). Regression: session 18's
     NaN dk / dv of the descriptor loads at D = 128, 8k / 16k (a GPU fault; this pins the
     pointer path's indexing)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", kind)     # 2: one iteration ahead
-    monkeypatch.setattr(backward, "WS_DKDV_RK_AHEAD", rk_ahead)
     q, k, v = rand_qkv(2, nq, nk, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)   # 113: lse padded
     runs = []
     for flag in (False, True):

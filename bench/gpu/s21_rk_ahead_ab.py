@@ -15,6 +15,9 @@ reference).
 Prediction: kind 1 at least +10% over kind 2 non-causal (half the spill); RK_AHEAD +0-10%.
 
     PYTHONPATH=src python bench/gpu/s21_rk_ahead_ab.py
+
+Result (s21/call8): not taken, and RK_AHEAD removed; this script ran at commit ba060ea
+(the switch exists there only). bench/NOTES.md, "Session 21", calls 7-8.
 """
 from bwd_ab import alternate, backward_call, row, tflops, warp_spec
 from flashtriton.launchers import backward, plans

@@ -111,7 +111,7 @@ def attn_bwd_dkdv_ws_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr = False, PARTIAL: tl.constexpr = False, HAS_RIGHT: tl.constexpr = False,
     HAS_LEFT: tl.constexpr = False, PERSISTENT: tl.constexpr = False, BLOCK_MAJOR: tl.constexpr = False,
-    TILE_STAGES: tl.constexpr = 2, VEC_PTR: tl.constexpr = 0, RK_AHEAD: tl.constexpr = False,
+    TILE_STAGES: tl.constexpr = 2, VEC_PTR: tl.constexpr = 0,
 ):
     # One linear order of tiles (key blocks), the blocks of each (batch, KV head)
     # consecutive: one tile a program, or PERSISTENT, about one program an SM dealing them
@@ -144,7 +144,7 @@ def attn_bwd_dkdv_ws_kernel(
                           lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                           qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
                           HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=True,
-                          VEC_PTR=VEC_PTR, RK_AHEAD=RK_AHEAD)
+                          VEC_PTR=VEC_PTR)
     else:
         _dkdv_ws_tile(tl.program_id(0), Q, K, V, DO, LSE, DELTA, DK, DV, KEYS, KEYS,
                       Q, K, V, DO, LSE, DELTA, DK, DV, KEYS,
@@ -154,7 +154,7 @@ def attn_bwd_dkdv_ws_kernel(
                       lse_rows, lse_stride, nheads, nheads_k, group, seqlen_q, seqlen_k, softmax_scale,
                       qk_scale, dropout_p, keys_total, rng_rows, window_left, window_right,
                       HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, HAS_DROPOUT, PARTIAL, HAS_RIGHT, HAS_LEFT, FLAT=False,
-                      VEC_PTR=VEC_PTR, RK_AHEAD=RK_AHEAD)
+                      VEC_PTR=VEC_PTR)
 
 
 @triton.jit
@@ -168,15 +168,12 @@ def _dkdv_ws_tile(
     keys_total, rng_rows, window_left, window_right,
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     HAS_DROPOUT: tl.constexpr, PARTIAL: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_LEFT: tl.constexpr,
-    FLAT: tl.constexpr, VEC_PTR: tl.constexpr = 0, RK_AHEAD: tl.constexpr = False,
+    FLAT: tl.constexpr, VEC_PTR: tl.constexpr = 0,
 ):
     """One key block (tile) of dK / dV: the body of attn_bwd_dkdv_ws_kernel. VEC_PTR: the
     loop's 1-D loads (lse, delta, dropout's row keys) by pointers instead of descriptors
     (launchers.backward._dkdv_vec_ptr: the descriptor loads gave NaN in long loops at
-    D = 128): 1 in the iteration, after its first dot; 2 one iteration ahead (lse and
-    delta; the row keys in the iteration, just before their use, unless RK_AHEAD: with
-    VEC_PTR > 0 and dropout, the row keys one iteration ahead, issued after the first
-    dot; launchers.backward.WS_DKDV_RK_AHEAD). FLAT: the
+    D = 128): 1 in the iteration, after its first dot; 2 one iteration ahead. FLAT: the
     *_desc arguments are the kernel's descriptors over every (batch, head), the tile's
     rows and heads found by offsets; otherwise (one tile a program) they are unused and
     the tile makes its own over its batch's slices."""
@@ -250,12 +247,6 @@ def _dkdv_ws_tile(
     offs_n0 = (b * nheads + hk * group) * lse_stride + m_lo + tl.arange(0, BLOCK_M)
     lse_nx = tl.load(LSE + offs_n0, mask=offs_n0 < lse_rows, other=0.0) * LOG2E
     delta_nx = tl.load(DELTA + offs_n0, mask=offs_n0 < lse_rows, other=0.0)
-    if HAS_DROPOUT and RK_AHEAD:
-        tl.static_assert(VEC_PTR > 0, "RK_AHEAD: the row keys by pointer loads (VEC_PTR) only")
-        # the first tile's row keys (table: [ck | rk of (head, b * seqlen_q + row)])
-        offs_rk0 = seqlen_k + (hk * group) * rng_rows + b * seqlen_q + m_lo + tl.arange(0, BLOCK_M)
-        rk_nx = tl.load(KEYS + offs_rk0, mask=(offs_rk0 < keys_total) & (m_tiles > 0),
-                        other=0).to(tl.uint32, bitcast=True)
     # every such query tile of every head of the GQA group, in one loop: t -> (head, tile)
     for t in tl.range(0, group * m_tiles, warp_specialize=True):
         h = hk * group + t // m_tiles
@@ -282,17 +273,6 @@ def _dkdv_ws_tile(
             ok1 = (offs_n1 < lse_rows) & (t1 < group * m_tiles)
             lse_nx = tl.load(LSE + offs_n1, mask=ok1, other=0.0) * LOG2E
             delta_nx = tl.load(DELTA + offs_n1, mask=ok1, other=0.0)
-        if HAS_DROPOUT and RK_AHEAD:
-            # this tile's row keys were loaded an iteration ago; the next tile's now, so the
-            # load's latency hides behind this iteration's last three dots (H200: the
-            # in-iteration pointer load made the dropout dK/dV kernel 77% dearer than
-            # p = 0 at 8k, against 28% at 4k with descriptors; s21/call7)
-            rk = rk_nx
-            t2 = t + 1
-            offs_rk1 = seqlen_k + (hk * group + t2 // m_tiles) * rng_rows + b * seqlen_q + m_lo \
-                + (t2 % m_tiles) * BLOCK_M + tl.arange(0, BLOCK_M)
-            rk_nx = tl.load(KEYS + offs_rk1, mask=(offs_rk1 < keys_total) & (t2 < group * m_tiles),
-                            other=0).to(tl.uint32, bitcast=True)
         pT = tl.exp2(qkT * qk_scale - lse2[None, :])                    # normalised probabilities
         if HAS_DROPOUT:
             # 1 / (1 - p) = s leaves the loop: dV = s * sum(keep * P) dO, and with dP' = keep *
@@ -300,9 +280,8 @@ def _dkdv_ws_tile(
             # once. The mask is a float (kernels.common.dropout_keep_scale) with one use.
             rk_at = seqlen_k + h * rng_rows + b * seqlen_q + start_m
             if VEC_PTR > 0:
-                if not RK_AHEAD:
-                    offs_rk = rk_at + tl.arange(0, BLOCK_M)
-                    rk = tl.load(KEYS + offs_rk, mask=offs_rk < keys_total, other=0).to(tl.uint32, bitcast=True)
+                offs_rk = rk_at + tl.arange(0, BLOCK_M)
+                rk = tl.load(KEYS + offs_rk, mask=offs_rk < keys_total, other=0).to(tl.uint32, bitcast=True)
             else:
                 rk = keys_desc_m.load([rk_at]).to(tl.uint32, bitcast=True)
             pT_kept = pT * dropout_keep_scale(rk[None, :], ck[:, None], mk, threshold)

@@ -354,13 +354,6 @@ WS_VEC_PTR_PERSISTENT = False
 # (s18_long_stress.py, 40 s a case: 0 NaN in 2249 calls at 16k, 3063 at 8k with dropout
 # 0.1, 3796 causal at 16k). None: 2 without a causal / window mask, else 1; 1 / 2 force.
 WS_DKDV_VEC_PTR_KIND = None
-# With dropout and pointer loads, the dK/dV loop's row keys one iteration ahead (the
-# kernel's RK_AHEAD; otherwise loaded in the iteration just before their use). Why: at
-# D = 128, 16k tokens, the dropout dK/dV kernel took 6343 us at 8k against 3592 without
-# dropout (+77%), 4448 with the NaN-prone descriptor loads, and +28% at 4k
-# (bench/gpu/s21_dropout_profile.py, s21/call7). An experiment, not yet timed on a GPU
-# (bench/gpu/s21_rk_ahead_ab.py); off, the kernels compile as before.
-WS_DKDV_RK_AHEAD = False
 
 
 def _dkdv_vec_ptr_kind(params: AttnParams) -> int:
@@ -500,7 +493,6 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
         VEC_PTR=_dkdv_vec_ptr_kind(params) if vec_ptr else 0,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
-        **(dict(RK_AHEAD=True) if vec_ptr and keys is not None and WS_DKDV_RK_AHEAD else {}),
     )
     tile = dq_tile
     n_qblocks = triton.cdiv(seqlen_q, tile.block_m)
