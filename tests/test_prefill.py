@@ -14,7 +14,7 @@ import flashtriton
 from flashtriton import flash_attn_func
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, rand_qkv, reference_pair, spy
+from helpers import assert_close, check_attention, rand_qkv, reference_pair, spy
 
 HEAD_DIMS = [16, 40, 64, 96, 128]
 SEQLENS = [(1, 1), (17, 17), (113, 203), (128, 64), (200, 200)]
@@ -930,10 +930,13 @@ def test_split_backward_resumed_in_one_loop(monkeypatch, b, nq, nk, heads, d, kw
     if DEVICE == "cpu":
         for x, y in zip(one, four):
             assert torch.equal(x, y)
+    # both against the reference on the same inputs (regression, session 21: a second
+    # random draw here met a bf16 output in [4, 8) one ulp off, 3.08e-2 against PyTorch's
+    # 1.46e-2, in the forward, which this switch does not touch)
     for one_loop in (set(), {128}):
         monkeypatch.setattr(backward, "RESUME_ONE_LOOP", one_loop)
         plans.clear()
-        run_and_check("triton", b, nq, nk, heads, d, torch.bfloat16, **kw)
+        check_attention("triton", q, k, v, check_probs=False, **kw)
 
 
 def _backward_launches(monkeypatch):
