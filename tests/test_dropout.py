@@ -297,24 +297,37 @@ def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("b,nq,nk,heads,d,opts", [
-    (2, 200, 200, (4, 4), 128, dict(causal=True)),               # ragged, causal
-    (1, 116, 204, (4, 2), 128, dict(causal=True)),               # Nq < Nk, GQA
-    (1, 260, 232, (2, 1), 128, dict(window_size=(70, 0))),        # both edges masked, MQA
-    (1, 113, 203, (4, 2), 128, dict(causal=True)),               # counts not multiples of 4: bwd.py
+@pytest.mark.parametrize("b,nq,nk,heads,d,opts,variant", [
+    (2, 200, 200, (4, 4), 128, dict(causal=True), None),               # ragged, causal
+    (1, 116, 204, (4, 2), 128, dict(causal=True), None),               # Nq < Nk, GQA
+    (1, 116, 204, (4, 2), 128, dict(causal=True), "vec_ptr"),          # the bulk's pointer loads (GQA x Nq > 4096)
+    (1, 116, 204, (4, 2), 128, dict(causal=True), "halved"),           # the GPU's halved resumed tiles
+    (1, 260, 232, (2, 1), 128, dict(window_size=(70, 0)), None),        # both edges masked, MQA
+    (1, 113, 203, (4, 2), 128, dict(causal=True), None),               # counts not multiples of 4: bwd.py
 ])
-def test_split_backward_with_dropout(monkeypatch, b, nq, nk, heads, d, opts):
+def test_split_backward_with_dropout(monkeypatch, b, nq, nk, heads, d, opts, variant):
     """policy.BWD_SPLIT_DROPOUT_MAX_N: a masked dropout backward on the split path, bwd_ws.py's
     PARTIAL launch given the call's key table and bwd.py's RESUME launches adding the
     masked tiles with their own dropout (both leave dropout-scaled partials). Gradients
     equal the reference's under the returned mask; the bulk ran partial, with the keys
     (without them it would compute the bulk as if nothing were dropped). Counts that are
     not multiples of 4 stay on bwd.py (policy.warp_spec_split: the key table's 1-D
-    descriptor boxes start on 16 bytes)."""
-    from flashtriton.launchers import backward, plans, policy
+    descriptor boxes start on 16 bytes). Variants (review, session 21): the bulk's dK/dV
+    loop with pointer loads (VEC_PTR: what a GQA call at 4k gets on the GPU) and the
+    resumed launches on halved tiles (the GPU's default form; the interpreter's tiles are
+    the bulk's)."""
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import backward, plans
     from helpers import spy
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
-    monkeypatch.setitem(policy.BWD_SPLIT_DROPOUT_MAX_N, 128, 1 << 20)
+    if variant == "vec_ptr":
+        monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", True)
+    if variant == "halved":
+        ws_dkdv, ws_dq = backward._bwd_ws_tiles(128)
+        stages = 1 if DEVICE == "cpu" else 2
+        monkeypatch.setattr(backward, "RESUME_TILES", {128: (
+            configs.Tile(ws_dkdv.block_m, ws_dkdv.block_n // 2, 4, stages),
+            configs.Tile(ws_dq.block_m // 2, ws_dq.block_n, 4, stages))})
     plans.clear()
     calls = spy(monkeypatch, backward, "_bwd_warp_spec",
                 lambda *a, **k: (a[11] is not None, k.get("partial", False)))
@@ -341,3 +354,16 @@ def test_split_dropout_rule(monkeypatch):
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert split(bf16, drop, None, False, 128, 2 * top, 2 * top, "bwd")
     assert not split(bf16, drop, None, False, 128, 203, 204, "bwd")
+    # the whole rule on a Hopper GPU (review, session 21): persistent from
+    # BWD_SPLIT_PERSISTENT_MIN_N, one tile a program from BWD_SPLIT_MIN_N, to the cap
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    yes, no = (lambda masked: True), (lambda masked: False)
+
+    def mode(n, persistent):
+        q = torch.empty(1, n, 2, 128, dtype=bf16)
+        return policy.warp_spec_mode(q, drop, None, False, 128, n, n, kernel="bwd", dout=q, bwd_persistent=persistent)
+    short = policy.BWD_SPLIT_PERSISTENT_MIN_N[128]
+    assert mode(short, yes) == "split" and mode(short, no) is None and mode(short // 2, yes) is None
+    assert policy.BWD_SPLIT_MIN_N[128] <= top and mode(top, no) == "split"
+    assert mode(2 * top, yes) is None

@@ -1,8 +1,9 @@
 """FlashAttention-2 dK/dV and dQ kernels, warp-specialized for Hopper (Triton 3.6 on sm_90).
 
 The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
-kernels/fwd_ws.py computes whole: no mask at all (not causal, no window, Nq and Nk
-multiples of the tiles), no ALiBi, softcap or varlen; dropout takes its row and column
+kernels/fwd_ws.py computes whole (no mask at all: not causal, no window, Nq and Nk
+multiples of the tiles), or (PARTIAL) the fully visible tiles of a masked call, whose
+masked rest bwd.py's RESUME launches add; no ALiBi, softcap or varlen; dropout takes its row and column
 keys from the call's table (kernels/dropout_keys.py) through 1-D descriptors, and hashes
 the group multiplier of its key tile from the table's last entry. One program owns BLOCK_N
 keys of one (batch, KV head) and loops over the query blocks of every query head of its
@@ -301,7 +302,7 @@ def _dkdv_ws_tile(
         dk = dk / keep_frac                                             # the loop's 1 / (1 - p), once
         dv = dv / keep_frac
     if PARTIAL:
-        dk_desc.store([k_row + start_n, dk_col], dk.to(DK.dtype.element_ty))   # unscaled: RESUME scales once
+        dk_desc.store([k_row + start_n, dk_col], dk.to(DK.dtype.element_ty))   # RESUME applies softmax_scale once
     else:
         dk_desc.store([k_row + start_n, dk_col], (dk * softmax_scale).to(DK.dtype.element_ty))
     dv_desc.store([k_row + start_n, dv_col], dv.to(DV.dtype.element_ty))
@@ -457,6 +458,6 @@ def _dq_ws_tile(
     if HAS_DROPOUT:
         dq = dq / keep_frac
     if PARTIAL:
-        dq_desc.store([q_row + start_m, dq_col], dq.to(DQ.dtype.element_ty))   # unscaled: RESUME scales once
+        dq_desc.store([q_row + start_m, dq_col], dq.to(DQ.dtype.element_ty))   # RESUME applies softmax_scale once
     else:
         dq_desc.store([q_row + start_m, dq_col], (dq * softmax_scale).to(DQ.dtype.element_ty))

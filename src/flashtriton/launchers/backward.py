@@ -151,8 +151,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
                        rng_arg if params.dropout_p > 0 else None, rng_rows)
     elif mode == "split":
-        # the warp-specialized kernels do the fully visible tiles and leave unscaled partial
-        # gradients in dq, dk, dv; bwd.py's kernels resume from them with the masked rest,
+        # the warp-specialized kernels do the fully visible tiles and leave partial gradients
+        # in dq, dk, dv (softmax_scale not applied; dropout's 1 / (1 - p) applied); bwd.py's kernels resume from them with the masked rest,
         # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
         dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)     # (checked before any launch)
         _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
@@ -289,8 +289,8 @@ WS_HEAVY_FIRST = True
 # looping over the call's tiles (dK/dV: key blocks, dQ: query blocks) in snake rounds,
 # every descriptor made once over the (B * N, H-span) views (kernels/bwd_ws.py's doc).
 # Which launches, as (kernel, BLOCK_D, masked, dropout): kernel "dkdv" or "dq", masked
-# the split path's PARTIAL launch (causal, right windows, ragged counts), dropout the
-# whole-call launch with dropout. H200, bf16, 16k tokens, backward TFLOP/s one tile a
+# the split path's PARTIAL launch (causal, right windows, ragged counts), dropout a
+# launch with dropout (the whole call's, or the split's since session 21). H200, bf16, 16k tokens, backward TFLOP/s one tile a
 # program -> persistent, bitwise equal (bench/gpu/s17_bwd_persistent_ab.py, 2026-11-30,
 # bench/NOTES.md "Session 17"): D = 128 non-causal 244 -> 337 / 334 -> 389 / 380 -> 422 /
 # 428 -> 433 / 458 -> 444 at N = 512 / 1k / 2k / 4k / 16k, causal (split) 311 -> 335 at
@@ -456,8 +456,8 @@ def _deal_block_major(kernel: str, params: AttnParams, n_blocks: int) -> bool:
 def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd: int, keys=None, rng_rows=0,
                    partial: bool = False):
     """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
-    only the fully visible tiles (causal, right window, ragged counts), the unscaled
-    gradients left in dq, dk, dv for bwd.py's RESUME. Each kernel persistent or not as
+    only the fully visible tiles (causal, right window, ragged counts), the partial
+    gradients (softmax_scale not applied) left in dq, dk, dv for bwd.py's RESUME. Each kernel persistent or not as
     _ws_programs rules."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
