@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import flashtriton
-from flashtriton import backends, flash_attn_func, flash_attn_varlen_func
+from flashtriton import backends, flash_attn_func
 from flashtriton.launchers.prefill import AttnParams, Varlen
 
 from conftest import DEVICE, kernel_backends
