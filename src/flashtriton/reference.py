@@ -129,7 +129,7 @@ def attention_backward(dout, q, k, v, *, softmax_scale: float, window_left: int 
         dS *= 1 - tanh^2 with softcap,  dQ = scale dS K,  dK = scale dS^T Q,
     where Pd = P * Z / (1 - p) and Z is the dropout keep-mask; GQA sums over the group."""
     b, nq, h, d = q.shape
-    nk, hk = k.shape[1], k.shape[2]
+    hk = k.shape[2]
     group = h // hk
     kr = k.repeat_interleave(group, dim=2) if group > 1 else k
     vr = v.repeat_interleave(group, dim=2) if group > 1 else v

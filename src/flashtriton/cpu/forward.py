@@ -132,7 +132,7 @@ def _head_inputs(ctx: _Ctx, seq, hk) -> _HeadInputs:
 def _block(ctx: _Ctx, seq, band: Band, hk, i0, i1, head: _HeadInputs):
     """Rows [i0, i1) x the G query heads of KV head hk: the online softmax over the
     key tiles this block can see, written to out and lse."""
-    params, group, d = ctx.params, ctx.group, ctx.head_dim
+    group, d = ctx.group, ctx.head_dim
     out, lse = seq.extra[0], seq.lse  # (n_q, H, D), (H, n_q)
     h0 = hk * group
     bm = i1 - i0
