@@ -168,7 +168,8 @@ def attn_bwd_dkdv_kernel(
     read from shared memory; launchers.backward.DKDV_QUERY_ROWS says where).
     RESUME: kernels/bwd_ws.py (PARTIAL) already did the query tiles bulk_query_tiles
     gives, with the same BLOCK_M / BLOCK_N, and left its dK and dV in DK, DV (dK without
-    softmax_scale; with dropout both already scaled by 1 / (1 - p), as this kernel's tiles are):
+    softmax_scale; with dropout both already scaled by 1 / (1 - p), as this kernel's
+    tiles are):
     start from them and do the other tiles. BULK_N (0: the bulk's key block is BLOCK_N):
     the bulk ran key blocks of BULK_N, a multiple of BLOCK_N; its query tiles see every key
     of its block, so they are fully visible to this program's keys too, which may also
@@ -376,7 +377,8 @@ def attn_bwd_dq_kernel(
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its dQ in DQ (without
-    softmax_scale; with dropout already scaled by 1 / (1 - p)): start from it and do only the masked tiles. BULK_M (0: the bulk's query block is
+    softmax_scale; with dropout already scaled by 1 / (1 - p)): start from it and do only
+    the masked tiles. BULK_M (0: the bulk's query block is
     BLOCK_M): the bulk ran query blocks of BULK_M, a multiple of BLOCK_M, and did the key
     tiles bulk_key_tiles gives for its block; this program's rows may see more keys fully
     than the whole block did, and it does those tiles too. ONE_LOOP (with RESUME): those

@@ -3,9 +3,9 @@
 The same math as kernels/bwd.py's attn_bwd_dkdv_kernel, for the calls that
 kernels/fwd_ws.py computes whole (no mask at all: not causal, no window, Nq and Nk
 multiples of the tiles), or (PARTIAL) the fully visible tiles of a masked call, whose
-masked rest bwd.py's RESUME launches add; no ALiBi, softcap or varlen; dropout takes its row and column
-keys from the call's table (kernels/dropout_keys.py) through 1-D descriptors, and hashes
-the group multiplier of its key tile from the table's last entry. One program owns BLOCK_N
+masked rest bwd.py's RESUME launches add; no ALiBi, softcap or varlen; dropout takes its
+row and column keys from the call's table (kernels/dropout_keys.py) through 1-D
+descriptors, and hashes the group multiplier of its key tile from the table's last entry. One program owns BLOCK_N
 keys of one (batch, KV head) and loops over the query blocks of every query head of its
 GQA group in ONE flattened loop (`warp_specialize=True` needs the loop alone in the
 kernel, with no branch in it; kernels/fwd_ws.py lists what Triton 3.6 accepts). The two

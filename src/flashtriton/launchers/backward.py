@@ -145,18 +145,18 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             if lse.is_contiguous() else None)
     # bwd.py alone: its dQ kernel may compute delta itself (BWD_FUSED_DELTA), and then runs first
     fused = mode is None and bd in BWD_FUSED_DELTA and out.stride() == dout.stride()
+    ws_keys = rng_arg if params.dropout_p > 0 else None       # bwd_ws.py's key table (or none)
     if not fused:
         preprocess()
     if mode == "whole":
-        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
-                       rng_arg if params.dropout_p > 0 else None, rng_rows)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, ws_keys, rng_rows)
     elif mode == "split":
         # the warp-specialized kernels do the fully visible tiles and leave partial gradients
-        # in dq, dk, dv (softmax_scale not applied; dropout's 1 / (1 - p) applied); bwd.py's kernels resume from them with the masked rest,
-        # on the same BLOCK_M / BLOCK_N (two launches more: as the forward's split path)
+        # in dq, dk, dv (softmax_scale not applied; dropout's 1 / (1 - p) applied); bwd.py's
+        # kernels resume from them with the masked rest, on the same BLOCK_M / BLOCK_N (two
+        # launches more: as the forward's split path)
         dkdv_tile, dq_tile, bulk_n, bulk_m = _resume_tiles(bd)     # (checked before any launch)
-        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd,
-                       rng_arg if params.dropout_p > 0 else None, rng_rows, partial=True)
+        _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params, bd, ws_keys, rng_rows, partial=True)
         launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     elif fused:
@@ -217,7 +217,7 @@ RESUME_HALVED: set = {64, 128}
 # backward TFLOP/s, two rounds, four loops -> one loop): D = 128 1k 198 / 199 -> 206 / 207,
 # 2k 287 / 285 -> 290 / 294, 4k 346 / 351 -> 340 / 347, 16k 409 / 408 -> 409 / 411; D = 64
 # 4k 289 / 286 -> 294 / 294, 8k 321 / 323 -> 328 / 328. Profile at D = 128 1k: resumed
-# dK/dV 283 -> 259 us, dQ 137 -> 125 (predicted -30-50%: met by a fifth). Not bitwise the
+# dK/dV 283 -> 259 us, dQ 137 -> 125 (-8.5%; predicted -30-50%: missed). Not bitwise the
 # four loops' on sm_90 (one compiled body for masked and unmasked tiles: the compiler's
 # instruction choices around the mask differ from the unmasked loops'), but within the
 # reference check; bitwise under the interpreter.
@@ -288,18 +288,18 @@ WS_HEAVY_FIRST = True
 # bwd_ws.py's kernels as persistent kernels (PERSISTENT): about one program an SM, each
 # looping over the call's tiles (dK/dV: key blocks, dQ: query blocks) in snake rounds,
 # every descriptor made once over the (B * N, H-span) views (kernels/bwd_ws.py's doc).
-# Which launches, as (kernel, BLOCK_D, masked, dropout): kernel "dkdv" or "dq", masked
-# the split path's PARTIAL launch (causal, right windows, ragged counts), dropout a
-# launch with dropout (the whole call's, or the split's since session 21). H200, bf16, 16k tokens, backward TFLOP/s one tile a
-# program -> persistent, bitwise equal (bench/gpu/s17_bwd_persistent_ab.py, 2026-11-30,
-# bench/NOTES.md "Session 17"): D = 128 non-causal 244 -> 337 / 334 -> 389 / 380 -> 422 /
-# 428 -> 433 / 458 -> 444 at N = 512 / 1k / 2k / 4k / 16k, causal (split) 311 -> 335 at
-# 4k, 262 at 2k (bwd.py 249); D = 64 non-causal 159 -> 310 / 229 -> 345 / 291 -> 367 /
-# 331 -> 376 / 365 -> 390, causal 220 -> 267 at 4k, 333 -> 340 at 16k; dropout p = 0.1
-# (D = 128, N = 4k) forward+backward 1.217x -> 1.177x the p = 0 time. Masked with dropout
-# at D = 128 (the split path's, policy.BWD_SPLIT_DROPOUT_MAX_N; s21_split_dropout_ab.py,
-# causal p = 0.1 backward, one tile a program -> persistent): 1k 168 -> 172, 2k 222 ->
-# 246, 4k 270 -> 303 TFLOP/s.
+# Which launches, as (kernel, BLOCK_D, masked, dropout): kernel "dkdv" or "dq", masked the
+# split path's PARTIAL launch (causal, right windows, ragged counts), dropout a launch
+# with dropout (the whole call's, or the split's since session 21). H200, bf16, 16k
+# tokens, backward TFLOP/s one tile a program -> persistent, bitwise equal
+# (bench/gpu/s17_bwd_persistent_ab.py, 2026-11-30, bench/NOTES.md "Session 17"): D = 128
+# non-causal 244 -> 337 / 334 -> 389 / 380 -> 422 / 428 -> 433 / 458 -> 444 at N = 512 /
+# 1k / 2k / 4k / 16k, causal (split) 311 -> 335 at 4k, 262 at 2k (bwd.py 249); D = 64
+# non-causal 159 -> 310 / 229 -> 345 / 291 -> 367 / 331 -> 376 / 365 -> 390, causal 220 ->
+# 267 at 4k, 333 -> 340 at 16k; dropout p = 0.1 (D = 128, N = 4k) forward+backward 1.217x
+# -> 1.177x the p = 0 time. Masked with dropout at D = 128 (the split path's,
+# policy.BWD_SPLIT_DROPOUT_MAX_N; s21_split_dropout_ab.py, causal p = 0.1 backward, one
+# tile a program -> persistent): 1k 168 -> 172, 2k 222 -> 246, 4k 270 -> 303 TFLOP/s.
 WS_PERSISTENT: set = {(kernel, bd, masked, False) for kernel in ("dkdv", "dq") for bd in (64, 128)
                       for masked in (False, True)} | {(kernel, 128, masked, True) for kernel in ("dkdv", "dq")
                                                       for masked in (False, True)}
@@ -457,8 +457,8 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
                    partial: bool = False):
     """keys: the dropout key table (_dropout_keys) when params.dropout_p > 0. partial:
     only the fully visible tiles (causal, right window, ragged counts), the partial
-    gradients (softmax_scale not applied) left in dq, dk, dv for bwd.py's RESUME. Each kernel persistent or not as
-    _ws_programs rules."""
+    gradients (softmax_scale not applied) left in dq, dk, dv for bwd.py's RESUME. Each
+    kernel persistent or not as _ws_programs rules."""
     batch, seqlen_q, nheads, head_dim = q.shape
     seqlen_k, nheads_k = k.shape[1], k.shape[2]
     lse_stride = seqlen_q
