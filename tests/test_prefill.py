@@ -258,12 +258,10 @@ def test_default_table_order():
 
 
 def test_host_descriptor_defaults():
-    """auto: the forward takes host descriptors once its GPU time hides their host time
-    (or under CUDA-graph capture); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
+    """auto: the forward takes host descriptors always (eager short calls too since session
+    22); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
     from flashtriton.launchers import common
-    cpu = torch.device("cpu")
-    assert common.host_desc_default("fwd", 128, False, 512, common.HOST_DESC_MIN_EAGER_FLOPS, cpu)
-    assert not common.host_desc_default("fwd", 128, False, 512, common.HOST_DESC_MIN_EAGER_FLOPS / 2, cpu)
+    assert common.host_desc_default("fwd", 128, False, 512) and common.host_desc_default("fwd", 64, True, 128)
     assert common.host_desc_default("dq", 128, False, 4096) and not common.host_desc_default("dq", 128, False, 8192)
     assert not common.host_desc_default("dq", 64, True, 1024)
     assert common.host_desc_default("dkdv", 64, True, 16384) and not common.host_desc_default("dkdv", 64, False, 1024)
@@ -293,6 +291,8 @@ def test_host_descriptors_flag_is_checked(monkeypatch):
     (1, 128, 384, (4, 2), 128, dict(causal=True)),                # Nq < Nk, GQA
     (2, 256, 384, (2, 1), 192, dict(causal=True)),                # D = 192, MQA
     (1, 128, 256, (2, 2), 256, dict(causal=True, softmax_scale=-0.2)),  # a negative scale masks with +inf
+    (2, 256, 384, (4, 2), 64, dict()),                            # D = 64 (session 22), GQA
+    (1, 128, 256, (2, 1), 40, dict(causal=True)),                 # D = 40 under BLOCK_D 64, masked (forced)
     (1, 384, 512, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: rows whose first tiles hide all keys
     (1, 256, 320, (2, 2), 256, dict(window_size=(100, 30))),      # both edges
     (1, 128, 256, (2, 2), 128, dict(window_size=(-1, 40))),       # a right edge alone
@@ -323,6 +323,7 @@ def test_warp_specialized_forward_persistent_rule():
     assert forward._ws_programs(q, many, 256, True, False) == (sms, True)          # causal D = 256
     assert forward._ws_programs(q, sms, 128, False, False) == (sms, False)         # one wave: plain grid
     assert forward._ws_programs(q, many, 128, True, False) == (sms, True)           # causal D = 128
+    assert forward._ws_programs(q, many, 64, False, False) == (sms, True)           # plain D = 64 (session 22)
     assert forward._ws_programs(q, many, 256, True, False, left_window=True) == (sms, True)
     assert forward._ws_programs(q, many, 128, False, False, flat=False) == (many, False)
     # the forward's views (common._flat_view): element (b, n, h) at row b * rb + h * rh + n,
@@ -358,6 +359,7 @@ def test_warp_specialized_forward_persistent_rule():
     (2, 256, 256, (3, 3), 128, dict(packed=True)),                # q, k, v views of one packed tensor
     (2, 256, 384, (4, 2), 128, dict(bhnd=True, causal=True)),     # q, k in (B, H, N, D) memory, transposed
     (2, 256, 256, (2, 2), 128, dict(dropout_p=0.2)),
+    (2, 256, 384, (4, 2), 64, dict()),                            # D = 64 (session 22)
     (2, 256, 384, (4, 2), 128, dict(causal=True)),                # masked: heaviest blocks first
     (2, 384, 384, (2, 1), 256, dict(window_size=(70, 0))),
 ])
@@ -428,7 +430,8 @@ def test_persistent_forward_repeatable_gpu(monkeypatch, causal):
 
 def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
-    multiple of the tile) in bf16 / fp16 at BLOCK_D 128 and 256; never causal or windowed
+    multiple of the tile) in bf16 / fp16 at BLOCK_D 64 (dense, persistent: warp_spec_mode),
+    128 and 256; never causal or windowed
     (its masked variant was wrong on the H200: regression of session 6), nor with varlen,
     ALiBi or softcap; with dropout (its keys hashed in the kernel since session 9);
     FLASHTRITON_WARP_SPEC is checked."""
@@ -439,8 +442,17 @@ def test_warp_spec_rule(monkeypatch):
     assert rule(bf16, plain, None, False, 128, 128, 256) and rule(torch.float16, plain, None, False, 128, 256, 128)
     assert not rule(bf16, plain, None, False, 128, 128, 200)      # a ragged key count needs the mask
     assert not rule(bf16, plain, None, False, 128, 200, 256)      # query blocks must not straddle heads
-    assert not rule(bf16, plain, None, False, 64, 128, 256)
+    assert not rule(bf16, plain, None, False, 32, 128, 256)
     assert not rule(torch.float32, plain, None, False, 128, 128, 256)
+    # D = 64 (session 22): dense and unmasked only (persistent: warp_spec_mode), no dropout
+    # nor varlen unless forced
+    drop = common.AttnParams(0.1, dropout_p=0.1)
+    assert rule(bf16, plain, None, False, 64, 128, 256) and not rule(bf16, drop, None, False, 64, 128, 256)
+    q64 = torch.empty(1, 128, 2, 64, dtype=bf16)
+    assert not policy.warp_spec_varlen(q64, plain, None, 64)
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    assert rule(bf16, drop, None, False, 64, 128, 256)
+    monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
     for p in (common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=4),
               common.AttnParams(0.1, softcap=3.0)):
         assert not rule(bf16, p, None, False, 128, 128, 256)
@@ -510,7 +522,14 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, n64, n64 + 1, "bwd", qq=q64, dout=q64, bd=64) == "split"     # ragged: the split path
     assert mode(plain, w64, w64, "bwd", qq=q64, dout=q64, bd=64) == "whole"
     assert mode(plain, w64 // 2, w64 // 2, "bwd", qq=q64, dout=q64, bd=64) is None
-    assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # no D = 64 forward tile
+    # D = 64 forwards (session 22): fwd_ws.py only unmasked and persistent (more query
+    # blocks than SMs, the flat layout)
+    assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # 16 query blocks: one wave
+    many64 = torch.empty(32, 512, 32, 64, dtype=torch.bfloat16)                        # 4096 query blocks
+    assert mode(plain, 512, 512, "fwd", qq=many64, bd=64) == "whole"
+    assert mode(causal, 512, 512, "fwd", qq=many64, bd=64) is None
+    assert mode(plain, 512, 512, "fwd", qq=many64.transpose(1, 2).contiguous().transpose(1, 2), bd=64) == "whole"
+    assert mode(plain, 512, 512, "fwd", qq=many64[..., :40], bd=64) is None            # D under BLOCK_D: no flat view
     # session 17: where the bwd_ws.py launch would be persistent, D = 64's whole backward
     # from the start and D = 128's split from BWD_SPLIT_PERSISTENT_MIN_N ...
     yes, no = (lambda masked: True), (lambda masked: False)
@@ -544,7 +563,8 @@ def test_warp_spec_mode_rule(monkeypatch):
     # query blocks than SMs), fwd.py otherwise
     many = torch.empty(16, 1024, 16, 128, dtype=torch.bfloat16)                       # 1024 query blocks
     assert mode(causal, 1024, 1024, "fwd", qq=many) == "whole"
-    assert mode(causal, 512, 512, "fwd", qq=many) is None                             # 512: not timed
+    assert mode(causal, 512, 512, "fwd", qq=many) == "whole"                          # 512 since session 22
+    assert mode(causal, 256, 256, "fwd", qq=many) is None                             # 256: not timed
     assert mode(causal, 1024, 1024, "fwd", qq=many[:1, :, :8]) is None                # 64 blocks: one wave
     # ... and only in a layout the persistent kernel reads (common._flat_view): (B, N, H, D)
     # or (B, H, N, D) memory, not D under BLOCK_D nor heads that overlap a row's span;

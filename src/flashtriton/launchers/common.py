@@ -113,39 +113,29 @@ def _ensure_allocator():
 
 
 HOST_DESC_KERNELS = ("fwd", "dkdv", "dq")
-# Eager forwards under this many FLOPs (~0.25 ms of GPU time) keep the in-kernel
-# descriptors: the four host-made ones cost ~45 us of host time a call on the H200
-# machine's CPU, and there the call is already host-bound (2026-11-29, D = 128, eager
-# TFLOP/s without / with: N = 512 235 / 146, causal N = 1k 212 / 181; from 1e11 FLOPs,
-# N = 1k 323 / 367, causal N = 2k 302 / 334). CUDA-graph capture pays no host time.
-HOST_DESC_MIN_EAGER_FLOPS = 1e11
 
 
-def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
-                      device: torch.device | None = None) -> bool:
+def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
     """Where host-made descriptors measured faster (H200, 2026-11-29, bf16, 16k tokens,
     bench/gpu/s5_bwd_ab.py and next_host_desc.sh; bench/NOTES.md "Session 5"):
     - forward: everywhere (D = 128 graph replays +27% / +5% / +8% at N = 512 / 1k / 2k,
-      causal +32% / +23% / +12%, level from 4k; window (1024, 0) at 16k: +17%);
+      causal +32% / +23% / +12%, level from 4k; window (1024, 0) at 16k: +17%). Until
+      session 22 eager forwards under 1e11 FLOPs kept the in-kernel descriptors, for the
+      ~45 us of host time the four host-made ones cost before launch plans: a replay
+      encodes a descriptor once per base address (plans._DirectLaunch), and those eager
+      calls ran 1.4-1.8x their graph replay's time (H200, 2026-11-30, s22_short_fwd_ab.py:
+      D = 64 causal 512 259 against 147 us, D = 128 causal 512 208 against 141);
     - dQ at D = 128 up to N = 4k (+3-8%; -4% at 16k);
     - dK/dV at D = 64, causal (+4-11%); everywhere else both lost up to 22% (dQ at D = 64:
       170 registers against 128 with the descriptors as kernel parameters)."""
     if kernel == "fwd":
-        return fwd_host_desc_pays(fwd_flops, device)
+        return True
     if kernel == "dq":
         return block_d == 128 and seqlen <= 4096
     return block_d == 64 and causal
 
 
-def fwd_host_desc_pays(flops: float, device: torch.device | None) -> bool:
-    """The forward's host-made descriptors pay for their host time (see above)."""
-    if flops >= HOST_DESC_MIN_EAGER_FLOPS:
-        return True
-    return device is not None and device.type == "cuda" and torch.cuda.is_current_stream_capturing()
-
-
-def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_flops: float = float("inf"),
-                     device: torch.device | None = None) -> bool:
+def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
     """Whether the dense `kernel` (one of HOST_DESC_KERNELS) takes host-made TMA
     descriptors of the whole (B, N, H, D) tensors instead of making 4-6 per program in
     the kernel (kernels/common.tile_load). FLASHTRITON_HOST_DESCRIPTORS: "auto" (default:
@@ -153,7 +143,7 @@ def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int, fwd_f
     Eagerly, each descriptor costs host time (~10 us on the H200 machine's CPU)."""
     flag = os.environ.get("FLASHTRITON_HOST_DESCRIPTORS", "auto")
     if flag == "auto":
-        return host_desc_default(kernel, block_d, causal, seqlen, fwd_flops, device)
+        return host_desc_default(kernel, block_d, causal, seqlen)
     if flag in ("0", "1"):
         return flag == "1"
     chosen = tuple(x.strip() for x in flag.split(","))

@@ -92,15 +92,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     # non-causal varlen measured 1.05x dense in sequence order (bench/NOTES.md).
     use_order = is_varlen and params.window_right >= 0 and batch > 1
     causal = params.window_right == 0
-    keys = seqlen_k                                  # keys a query sees, on average (roughly)
-    if params.window_left >= 0 and params.window_right >= 0:
-        keys = min(seqlen_k, params.window_left + params.window_right + 1)
-    elif params.window_left >= 0 or params.window_right >= 0:
-        keys = seqlen_k / 2
-    flops = 4.0 * batch * nheads * seqlen_q * keys * head_dim
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
-                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k), flops, q.device))
+                     and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k)))
 
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
@@ -148,8 +142,10 @@ WS_HEAVY_FIRST = True
 # here: 380 / 436 / 471 / 496 / 500 TFLOP/s at 1k / 2k / 4k / 8k / 16k (head-major up to
 # 8k, block-major at 16k) against fwd.py's 338 / 404 / 440 / 457 / 470 (bench/gpu/
 # s16_deal_ab.py, graph replays, H200, 2026-11-30).
+# D = 64 unmasked since session 22 (fwd_ws.py runs D = 64 only persistent: policy.
+# WS_FWD_PERSISTENT_PLAIN_ONLY, with the measurements).
 WS_PERSISTENT = {(128, False, False), (256, False, False), (128, False, True), (256, True, False),
-                 (128, True, False)}
+                 (128, True, False), (64, False, False)}
 # Sliding windows (a left edge) too, dealt head-major: D = 256 (1024, 0) 4k / 16k 504 / 495
 # and 444 / 441 band TFLOP/s against 452 / 452 and 419 / 413 one tile a program (s16_deal_ab.py).
 WS_PERSISTENT_WINDOWS = True

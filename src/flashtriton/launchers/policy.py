@@ -16,15 +16,27 @@ from .sharing import gpu_shared
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
 # what Triton's Hopper pass turns into one producer and two consumer warpgroups (12
-# warps); 2 stages (3 overflow shared memory at 128 x 128: 257 KB). D = 64 is not here:
-# there it lost to fwd.py at N >= 2k (327-383 against 354-405 TFLOP/s, H200, 2026-11-29,
-# bench/gpu/s6_ws_ab.py; 128 x 64 tiles gave wrong results under the specialization).
+# warps); 2 stages (3 overflow shared memory at 128 x 128: 257 KB). D = 64: one tile a
+# program it lost to fwd.py at N >= 2k (327-383 against 354-405 TFLOP/s, H200, 2026-11-29,
+# bench/gpu/s6_ws_ab.py; 128 x 64 tiles gave wrong results under the specialization then),
+# so it runs only persistent and unmasked (WS_FWD_PERSISTENT_PLAIN_ONLY).
 # D = 256: 128 x 128 needs 263 KB of shared memory; 128 x 64 with one stage fits (197 KB,
 # 12 warps, no spills) and is right: 486 / 550 / 585 / 613 TFLOP/s at N = 1k / 2k / 4k /
 # 16k against 353 / 383 / 401 / 406 for fwd.py and 308-326 for FA2's CUDA kernel
 # (bench/gpu/s8_d256_fwd_ab.py, H200, 2026-11-29); 128 x 32 with 2 stages 402-490, with
 # 3 stages NaN.
-WARP_SPEC_TILES = {128: configs.Tile(128, 128, 4, 2), 256: configs.Tile(128, 64, 4, 1)}
+WARP_SPEC_TILES = {64: configs.Tile(128, 128, 4, 2), 128: configs.Tile(128, 128, 4, 2),
+                   256: configs.Tile(128, 64, 4, 1)}
+# BLOCK_Ds whose fwd_ws.py takes only dense unmasked forwards without dropout that launch
+# persistent (more query blocks than SMs, q / k / v with a common._flat_view); varlen,
+# masks and dropout stay on fwd.py (not measured at D = 64), all of them are taken under
+# FLASHTRITON_WARP_SPEC=1 (the tests). D = 64 (128, 128, 4, 2): 168 registers, no spill,
+# 115 KB of shared memory (sm_90a). H200, 2026-11-30, 16k tokens, H = 32, graph replays
+# (bench/gpu/s22_short_fwd_ab.py): non-causal 348-350 / 382-385 / 394-404 / 403-410 /
+# 416-417 TFLOP/s at N = 512 / 1k / 2k / 4k / 16k against fwd.py's 312-317 / 370-375 /
+# 384 / 403-406 / 417; causal lost (208 / 263 / 303 / 328 / 346 against 230-235 / 309-313
+# / 357-360 / 378-388 / 409-413), and 128 x 64 tiles lost everywhere (1 or 2 programs an SM).
+WS_FWD_PERSISTENT_PLAIN_ONLY = {64}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -66,6 +78,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
             if short_kind == "plain" or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv):
+                return None
+            if bd in WS_FWD_PERSISTENT_PLAIN_ONLY and not (forced or fwd_persistent_launch(q, bd, seqlen_q, kv)):
                 return None
             return "whole"
         if (forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0)
@@ -203,10 +217,11 @@ def _compute_capability(index) -> tuple:
 
 def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
     """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
-    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES; under
-    warp_spec_applies' switch."""
+    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES (not of
+    WS_FWD_PERSISTENT_PLAIN_ONLY, unless forced); under warp_spec_applies' switch."""
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
-            and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)):
+            and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)
+            and (bd not in WS_FWD_PERSISTENT_PLAIN_ONLY or _warp_spec_forced())):
         _warp_spec_flag()
         return False
     return _warp_spec_switch(q)
@@ -236,7 +251,8 @@ def warp_spec_plain(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
     return (not is_varlen and alibi is None and params.softcap == 0
             and params.window_left < 0 and params.window_right < 0
             and (params.dropout_p == 0 or _warp_spec_forced()
-                 or (WARP_SPEC_DROPOUT_FWD if kernel == "fwd" else WARP_SPEC_DROPOUT_BWD))
+                 or (WARP_SPEC_DROPOUT_FWD and bd not in WS_FWD_PERSISTENT_PLAIN_ONLY if kernel == "fwd"
+                     else WARP_SPEC_DROPOUT_BWD))
             and dtype in (torch.bfloat16, torch.float16) and seqlen_q > 0 and seqlen_k > 0
             and seqlen_k % n_mult == 0 and seqlen_q % m_mult == 0)
 
@@ -273,12 +289,22 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
 # graph replays, 16k tokens, H200, 2026-11-30 (bench/gpu/s16_deal_ab.py), persistent
 # against fwd.py: 1k 384 / 377 against 340 / 336, 2k 438 / 434 against 417 / 391, 4k 471 /
 # 471 against 460 / 419, 8k 493 / 499 against 461 / 454, 16k (block-major) 497 / 502
-# against 449 / 490. One tile a program it lost at 1k (258 against 341, session 15); 512
-# was not timed.
+# against 449 / 490. One tile a program it lost at 1k (258 against 341, session 15). At
+# 512 since session 22: 287 / 287 against 242-244 (bench/gpu/s22_short_fwd_ab.py, same
+# method; eagerly 287 against 165-166).
 WARP_SPEC_MASKED_FWD = {"causal": {128, 256}, "window": {256}}
 # BLOCK_D -> the shortest max(Nq, Nk) at which its masked forward takes fwd_ws.py, and only
 # with more query blocks than SMs (the persistent kernel's regime).
-WS_MASKED_PERSISTENT_ONLY = {128: 1024}
+WS_MASKED_PERSISTENT_ONLY = {128: 512}
+
+
+def fwd_persistent_launch(q, bd: int, seqlen_q: int, kv=()) -> bool:
+    """Whether a dense fwd_ws.py launch at BLOCK_D bd can be persistent: more query blocks
+    (B * H * blocks) than SMs, and q, k, v in a layout the persistent kernel reads
+    (common._flat_view; the output is ours)."""
+    batch, _, nheads, _ = q.shape
+    tiles = batch * nheads * -(-seqlen_q // WARP_SPEC_TILES[bd].block_m)
+    return tiles > sm_count(q.device) and all(_flat_view(t, bd) is not None for t in (q, *kv))
 
 
 def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
@@ -287,10 +313,7 @@ def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) ->
     k, v in a layout the persistent kernel reads (common._flat_view; the output is ours)."""
     if bd not in WS_MASKED_PERSISTENT_ONLY or _warp_spec_forced():
         return True
-    batch, _, nheads, _ = q.shape
-    tiles = batch * nheads * -(-seqlen_q // WARP_SPEC_TILES[bd].block_m)
-    return (max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and tiles > sm_count(q.device)
-            and all(_flat_view(t, bd) is not None for t in (q, *kv)))
+    return max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and fwd_persistent_launch(q, bd, seqlen_q, kv)
 
 
 # BLOCK_D -> the longest max(Nq, Nk) at which an unmasked forward runs fwd_ws.py only if its
