@@ -558,7 +558,9 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(causal, 1024, 1024, "fwd", qq=q256, bd=256) == "whole"                # the MASKED variant
     # short forwards that fwd.py computes faster (FWD_SHORT_ON_FWD_PY): causal D = 256 up to
     # 512 (session 13); unmasked D = 128 at every length since the persistent fwd_ws.py
-    assert mode(causal, 512, 512, "fwd", qq=q256, bd=256) is None
+    assert mode(causal, 512, 512, "fwd", qq=q256, bd=256) is None                     # 8 query blocks: one wave
+    many256 = torch.empty(32, 512, 8, 256, dtype=torch.bfloat16)
+    assert mode(causal, 512, 512, "fwd", qq=many256, bd=256) == "whole"               # persistent (session 22)
     # causal D = 128 (session 16): fwd_ws.py from N = 1k when its launch is persistent (more
     # query blocks than SMs), fwd.py otherwise
     many = torch.empty(16, 1024, 16, 128, dtype=torch.bfloat16)                       # 1024 query blocks

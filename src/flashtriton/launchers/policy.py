@@ -45,7 +45,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     kernels: "whole" (warp_spec_plain: they do the whole call), "split" (backward only,
     warp_spec_split: bwd_ws.py does the fully visible tiles and bwd.py the masked rest),
     or None; under warp_spec_applies' switch. The short forwards of FWD_SHORT_ON_FWD_PY
-    run fwd.py (None) unless FLASHTRITON_WARP_SPEC=1. "split" is taken for causal (or
+    run fwd.py (None) unless their launch can be persistent (fwd_persistent_launch) or
+    FLASHTRITON_WARP_SPEC=1. "split" is taken for causal (or
     right-window, or ragged) calls with min(Nq, Nk) >= BWD_SPLIT_MIN_N[BLOCK_D] and no
     left window, or always with FLASHTRITON_WARP_SPEC=1; the backward's "whole" from
     min(Nq, Nk) >= BWD_WHOLE_MIN_N (where BLOCK_D has an entry), or always with the flag.
@@ -72,12 +73,14 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        if short_kind == "masked" or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k, kv):
+        if ((short_kind == "masked" and not fwd_persistent_launch(q, bd, seqlen_q, kv))
+                or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k, kv)):
             return None
         return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
-            if short_kind == "plain" or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv):
+            if ((short_kind == "plain" and not fwd_persistent_launch(q, bd, seqlen_q, kv))
+                    or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv)):
                 return None
             if bd in WS_FWD_PERSISTENT_PLAIN_ONLY and not (forced or fwd_persistent_launch(q, bd, seqlen_q, kv)):
                 return None
@@ -110,6 +113,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
 # non-causal stays on fwd_ws (375 / 480 against fwd.py's best 302 / 354).
 # D = 128 unmasked left this table in session 15: the persistent fwd_ws.py
 # (launchers.forward.WS_PERSISTENT) 411-415 / 480 at 512 / 1k against fwd.py's 365 / 410-420.
+# Since session 22 the table holds only where the launch cannot be persistent: D = 256
+# causal 512 persistent 287-288 TFLOP/s against fwd.py's 242 (graph replays and eager alike,
+# bench/gpu/s22_host_desc_ab.py).
 FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 
 # The longest max(Nq, Nk) at which a dropout backward takes bwd_ws.py by default (beyond:
