@@ -1,0 +1,43 @@
+"""Session 22: host-made descriptors in the short backward (launchers.common.host_desc_default:
+dQ at D = 128 up to 4k, dK/dV at D = 64 causal; the rest makes 4-6 descriptors per program
+in the kernel). Session 5 measured them eagerly at N >= 1k, before launch plans, when each
+cost ~11 us of host time: dK/dV -13 to -22% at D = 128, dQ at D = 64 -6 to -8%. Calls 1-2
+here found the forward's in-kernel descriptors cost short eager calls 40-110 us of GPU time.
+
+Cases: the grid's backward rows behind FA2 (D = 128 causal 512, D = 64 causal 512 / 1k,
+D = 256 512 / 1k / 2k causal and not); variants FLASHTRITON_HOST_DESCRIPTORS = auto (today),
+1 (all), fwd,dkdv, fwd,dq. Eager backward TFLOP/s (the grid's timing), two rounds.
+Prediction: host-made dK/dV +5-15% at 512 (4096 programs a kernel, each paying its
+descriptors' ~1-2 us), less at 1k, level or behind from 2k; dQ likewise.
+"""
+import os
+
+from bwd_ab import alternate, backward_call, row, tflops
+
+from flashtriton.launchers import plans
+
+VARIANTS = {"auto": None, "all": "1", "+dkdv": "fwd,dkdv", "+dq": "fwd,dq"}
+
+
+def use(name):
+    flag = VARIANTS[name]
+    if flag is None:
+        os.environ.pop("FLASHTRITON_HOST_DESCRIPTORS", None)
+    else:
+        os.environ["FLASHTRITON_HOST_DESCRIPTORS"] = flag
+    plans.clear()
+
+
+def main():
+    names = list(VARIANTS)
+    for d, n, causal in [(128, 512, True), (128, 1024, True), (64, 512, True), (64, 1024, True), (64, 2048, True),
+                         (256, 512, False), (256, 1024, False), (256, 2048, False),
+                         (256, 512, True), (256, 1024, True), (256, 2048, True)]:
+        b, h, grad = backward_call(d, n, dict(causal=causal))
+        res, notes = alternate(grad, names, use, tflops(b, h, n, d, causal))
+        print(row(f"D={d} N={n} {'causal' if causal else 'plain'}", names, res, notes), flush=True)
+    use("auto")
+
+
+if __name__ == "__main__":
+    main()
