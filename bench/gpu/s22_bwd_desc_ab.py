@@ -17,6 +17,9 @@ from bwd_ab import alternate, backward_call, row, tflops
 from flashtriton.launchers import plans
 
 VARIANTS = {"auto": None, "all": "1", "+dkdv": "fwd,dkdv", "+dq": "fwd,dq"}
+# call 5: D = 128's dK/dV (bwd.py, and the split path's resumed launches) beyond 1k, where
+# dQ takes host descriptors only up to 4k (auto)
+VARIANTS5 = {"auto": None, "all": "1", "+dkdv": "fwd,dkdv"}
 
 
 def use(name):
@@ -26,6 +29,24 @@ def use(name):
     else:
         os.environ["FLASHTRITON_HOST_DESCRIPTORS"] = flag
     plans.clear()
+
+
+def main5():
+    """Call 5 (after call 4 found D = 128 causal 512 / 1k +13% / +9% with every kernel's
+    descriptors host-made, D = 64 and 256 behind): D = 128 at longer and other calls.
+    Prediction: the causal split path's resumed launches gain at 2k-4k (+3-8%), less at
+    8k / 16k; the window backward (bwd.py whole) level or behind at 16k (session 5: dK/dV
+    host-made lost 13-22% at 4k-16k); causal dropout at 512 (bwd.py) as p = 0 (+10%)."""
+    VARIANTS.clear()
+    VARIANTS.update(VARIANTS5)
+    names = list(VARIANTS)
+    for n, kw in [(2048, dict(causal=True)), (4096, dict(causal=True)), (8192, dict(causal=True)),
+                  (16384, dict(causal=True)), (512, dict()), (16384, dict(causal=True, window_size=(1024, 0))),
+                  (512, dict(causal=True, dropout_p=0.1)), (2048, dict(causal=True, dropout_p=0.1))]:
+        b, h, grad = backward_call(128, n, kw)
+        res, notes = alternate(grad, names, use, tflops(b, h, n, 128, kw.get("causal", False)))
+        print(row(f"D=128 N={n} {kw}", names, res, notes), flush=True)
+    use("auto")
 
 
 def main():
@@ -40,4 +61,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+    main5() if sys.argv[1:] == ["5"] else main()
