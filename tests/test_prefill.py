@@ -259,13 +259,17 @@ def test_default_table_order():
 
 def test_host_descriptor_defaults():
     """auto: the forward takes host descriptors always (eager short calls too since session
-    22); dQ at BLOCK_D 128 up to 4k; dK/dV at 64, causal."""
+    22); dQ at BLOCK_D 128 up to 4k, and causal at any length; dK/dV at 64 and 128, causal
+    (128 since session 22); never at 256."""
     from flashtriton.launchers import common
     assert common.host_desc_default("fwd", 128, False, 512) and common.host_desc_default("fwd", 64, True, 128)
     assert common.host_desc_default("dq", 128, False, 4096) and not common.host_desc_default("dq", 128, False, 8192)
+    assert common.host_desc_default("dq", 128, True, 16384)
     assert not common.host_desc_default("dq", 64, True, 1024)
     assert common.host_desc_default("dkdv", 64, True, 16384) and not common.host_desc_default("dkdv", 64, False, 1024)
-    assert not common.host_desc_default("dkdv", 128, True, 1024)
+    assert common.host_desc_default("dkdv", 128, True, 1024) and not common.host_desc_default("dkdv", 128, False, 1024)
+    assert not any(common.host_desc_default(kernel, 256, causal, 512) for kernel in ("dkdv", "dq")
+                   for causal in (False, True))
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")

@@ -125,14 +125,22 @@ def host_desc_default(kernel: str, block_d: int, causal: bool, seqlen: int) -> b
       encodes a descriptor once per base address (plans._DirectLaunch), and those eager
       calls ran 1.4-1.8x their graph replay's time (H200, 2026-11-30, s22_short_fwd_ab.py:
       D = 64 causal 512 259 against 147 us, D = 128 causal 512 208 against 141);
-    - dQ at D = 128 up to N = 4k (+3-8%; -4% at 16k);
+    - dQ at D = 128 up to N = 4k (+3-8%; -4% at 16k, non-causal on bwd.py then);
     - dK/dV at D = 64, causal (+4-11%); everywhere else both lost up to 22% (dQ at D = 64:
-      170 registers against 128 with the descriptors as kernel parameters)."""
+      170 registers against 128 with the descriptors as kernel parameters);
+    - since session 22, both at D = 128 in causal-like calls (causal, or a window's right
+      edge at 0) at any length: eager backward, H200, 2026-11-30, 16k tokens, host-made
+      dK/dV and dQ against today's auto (bench/gpu/s22_bwd_desc_ab.py): causal 512 / 1k / 2k
+      153 / 222-227 / 303-308 TFLOP/s against 135 / 205-207 / 288-295, 4k level (348-363
+      against 357-363), 8k / 16k 371-372 / 415-418 against 337-369 / 385-406; window (1024,
+      0) at 16k +1-2%; causal dropout 512 / 2k 133 / 258-260 against 119 / 244-246. Either
+      kernel's alone gained 0-2% at 512 / 1k. D = 64 lost with them (causal 512-2k -6 to
+      -9%, dQ alone -25%), D = 256 lost 20-60%, non-causal D = 128 at 512 level."""
     if kernel == "fwd":
         return True
     if kernel == "dq":
-        return block_d == 128 and seqlen <= 4096
-    return block_d == 64 and causal
+        return block_d == 128 and (seqlen <= 4096 or causal)
+    return (block_d == 64 or block_d == 128) and causal
 
 
 def host_descriptors(kernel: str, block_d: int, causal: bool, seqlen: int) -> bool:
