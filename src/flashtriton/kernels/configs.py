@@ -61,7 +61,9 @@ DEFAULTS = {
     # 10.47 / 6.20 for (64, 64, 8, 2) in the key-rows layout (bench/gpu/s11_dkdv_ab.py).
     # Sliding windows of at most WINDOW_BAND keys: sweep of 2026-11-29 (H200, window
     # (1024, 0), N = 16k, `bench.tune --window 1024 --seqlen 16384`): fwd 336 band
-    # TFLOP/s against 285 for the default tile, dq 243 against 234; dK/dV's default won.
+    # TFLOP/s against 285 for the default tile, dq 243 against 234 (its tile retimed in
+    # session 22: below); dK/dV's default won (again in session 22: (64, 128, 8, 2) 1.8x
+    # and (128, 64, 8, 2) 1.15x its backward time).
     "fwd_window": {128: Tile(64, 64, 4, 3)},
     # Causal (or windowed) calls with N <= SHORT_MASKED_SEQLEN["fwd"] at D = 128 (fwd.py;
     # unmasked ones take fwd_ws.py): graph replays, 16k tokens, 2026-11-30 (bench/gpu/
@@ -89,7 +91,11 @@ DEFAULTS = {
     # 157 -> 162 / 194 -> 200 at N = 512 / 1k, causal 100 -> 104 / 146 -> 154; (64, 64, 8,
     # 2) level, 4-warp or one-stage 64-row tiles 10-25% slower; dQ's default was the best.
     "dkdv_short": {256: Tile(64, 32, 4, 2)},
-    "dq_window": {128: Tile(64, 32, 4, 2)},
+    # dQ under a window since session 22, with host-made descriptors (launchers.common.
+    # host_desc_default): window (1024, 0) at 16k backward 1174-1183 us against 1243-1245
+    # for session 4's (64, 32, 4, 2), (128, 64, 8, 3) 1212-1217, (128, 32, 8, 2) 1380; Flex
+    # 1248 in the same process (bench/gpu/s22_window_tiles_ab.py, H200, 2026-11-30).
+    "dq_window": {128: Tile(64, 64, 4, 2)},
 }
 
 # float32 inputs. Their dots run on FMA units (true fp32, no tensor cores, unless
