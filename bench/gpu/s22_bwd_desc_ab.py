@@ -49,6 +49,21 @@ def main5():
     use("auto")
 
 
+def main6():
+    """Call 9: D = 64 causal short backward (behind FA2 at 512: 125 against 138) with its
+    dK/dV descriptors made in the kernel too (auto makes them on the host at D = 64
+    causal, session 5: +4-11% at 1k-16k then, measured eagerly before launch plans).
+    Prediction: level (+-3%)."""
+    VARIANTS.clear()
+    VARIANTS.update({"auto": None, "in-kernel": "fwd"})
+    names = list(VARIANTS)
+    for n in (512, 1024, 2048):
+        b, h, grad = backward_call(64, n, dict(causal=True))
+        res, notes = alternate(grad, names, use, tflops(b, h, n, 64, True))
+        print(row(f"D=64 N={n} causal", names, res, notes), flush=True)
+    use("auto")
+
+
 def main():
     names = list(VARIANTS)
     for d, n, causal in [(128, 512, True), (128, 1024, True), (64, 512, True), (64, 1024, True), (64, 2048, True),
@@ -62,4 +77,4 @@ def main():
 
 if __name__ == "__main__":
     import sys
-    main5() if sys.argv[1:] == ["5"] else main()
+    {"5": main5, "6": main6}.get((sys.argv[1:] or [""])[0], main)()
