@@ -20,6 +20,7 @@ import torch
 import flashtriton
 from flashtriton.bench.common import graph_time_ms
 from flashtriton.launchers import forward, plans
+from fwd_ab import alternate_outputs  # bench/gpu, the script's folder
 
 BASE = dict(WS_PERSISTENT=set(forward.WS_PERSISTENT), WS_HEAVY_FIRST=forward.WS_HEAVY_FIRST)
 
@@ -49,15 +50,7 @@ def case(d, n, causal=False, window=(-1, -1), p=0.0, variants=None):
         torch.manual_seed(1)
         return flashtriton.flash_attn_func(q, k, v, causal=causal, window_size=window, dropout_p=p)
 
-    res = {name: [] for name in variants}
-    outs = {}
-    for rep in range(2):
-        order = list(variants) if rep == 0 else list(variants)[::-1]
-        for name in order:
-            variants[name]()
-            with torch.no_grad():
-                outs[name] = call().clone()
-                res[name].append(flops / graph_time_ms(call) / 1e9)
+    res, outs = alternate_outputs(variants, call, lambda: flops / graph_time_ms(call) / 1e9)
     names = list(variants)
     same = {nm: torch.equal(outs[nm], outs[names[0]]) for nm in names[1:]}
     label = f"D={d} N={n} " + ("causal" if causal else f"window{window}" if window[0] >= 0 else "plain") + \

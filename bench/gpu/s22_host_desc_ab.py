@@ -18,6 +18,7 @@ from triton.testing import do_bench
 import flashtriton
 from flashtriton.bench.common import graph_time_ms, host_us
 from flashtriton.launchers import common, plans, policy
+from fwd_ab import alternate_outputs  # bench/gpu, the script's folder
 
 NEW = common.host_desc_default
 SHORT = dict(policy.FWD_SHORT_ON_FWD_PY)
@@ -47,17 +48,12 @@ def case(d, n, causal, variants, grad=True):
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=grad) for _ in range(3))
     fl = 4 * b * h * n * n * d / (2 if causal else 1)
     f = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)        # noqa: E731
-    res = {name: [] for name in variants}
-    outs = {}
-    for rep in range(2):
-        for name in (list(variants) if rep == 0 else list(variants)[::-1]):
-            variants[name]()
-            outs[name] = f().detach().clone()
-            e = do_bench(f, warmup=25, rep=100, return_mode="median")
-            with torch.no_grad():
-                g = graph_time_ms(f)
-            hu = host_us(f, calls=100, reps=2)
-            res[name].append((fl / e / 1e9, fl / g / 1e9, hu))
+    def measure():
+        e = do_bench(f, warmup=25, rep=100, return_mode="median")
+        with torch.no_grad():
+            g = graph_time_ms(f)
+        return fl / e / 1e9, fl / g / 1e9, host_us(f, calls=100, reps=2)
+    res, outs = alternate_outputs(variants, f, measure)
     names = list(variants)
     same = {nm: torch.equal(outs[nm], outs[names[0]]) for nm in names[1:]}
     label = f"D={d} N={n} {'causal' if causal else 'plain'}"

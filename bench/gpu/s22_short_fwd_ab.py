@@ -18,9 +18,6 @@ Two questions, one run (H200, bf16, 16k tokens, hidden 2048: H = 2048 / D):
    Prediction: D = 128 causal 512 graph 244 -> 280-320; D = 64 plain 512 / 1k 314 / 372 ->
    350-400 / 390-420, level or behind from 2k; D = 64 causal 512 / 1k 235 / 303 -> 270-320.
 """
-import cProfile
-import io
-import pstats
 import sys
 
 import torch
@@ -30,6 +27,7 @@ import flashtriton
 from flashtriton.bench.common import graph_time_ms, host_us
 from flashtriton.kernels import configs
 from flashtriton.launchers import forward, plans, policy
+from fwd_ab import alternate_outputs, host_profile  # bench/gpu, the script's folder
 
 T = configs.Tile
 BASE = dict(tiles=dict(policy.WARP_SPEC_TILES), masked=set(policy.WARP_SPEC_MASKED_FWD["causal"]),
@@ -89,38 +87,22 @@ def host_survey():
               f"plans {delta}  eager {eager * 1e3:6.1f} us  graph {graph * 1e3:6.1f} us", flush=True)
     d, causal, n = 64, True, 1024
     q, k, v = qkv(d, n, grad=True)
-    f = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)            # noqa: E731
-    for _ in range(5):
-        f()
-    torch.cuda.synchronize()
-    torch.cuda._sleep(400_000_000)
-    prof = cProfile.Profile()
-    prof.enable()
-    for _ in range(200):
-        f()
-    prof.disable()
-    torch.cuda.synchronize()
-    s = io.StringIO()
-    pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(25)
+    text = host_profile(lambda: flashtriton.flash_attn_func(q, k, v, causal=causal))
     print("== cProfile, D=64 causal 1k forward with grad, 200 calls, by tottime", flush=True)
-    print("\n".join(s.getvalue().splitlines()[:60]), flush=True)
+    print(text, flush=True)
 
 
 def case(d, n, causal, variants):
     q, k, v = qkv(d, n)
     fl = flops(d, n, causal)
     call = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)          # noqa: E731
-    res = {name: [] for name in variants}
-    outs = {}
-    for rep in range(2):
-        order = list(variants) if rep == 0 else list(variants)[::-1]
-        for name in order:
-            variants[name]()
-            with torch.no_grad():
-                outs[name] = call().float()
-                g = graph_time_ms(call)
-                e = do_bench(call, warmup=25, rep=100, return_mode="median")
-            res[name].append((fl / g / 1e9, fl / e / 1e9))
+
+    def measure():
+        with torch.no_grad():
+            g = graph_time_ms(call)
+            e = do_bench(call, warmup=25, rep=100, return_mode="median")
+        return fl / g / 1e9, fl / e / 1e9
+    res, outs = alternate_outputs(variants, call, measure)
     names = list(variants)
     diff = {nm: float((outs[nm] - outs[names[0]]).abs().max()) for nm in names[1:]}
     nan = {nm: bool(outs[nm].isnan().any()) for nm in names}
