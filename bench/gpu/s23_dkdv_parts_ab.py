@@ -33,12 +33,14 @@ def use_for(d):
     return use
 
 
-def main(device="cuda"):
+def main(device="cuda", quick=False):
     names = list(VARIANTS)
     cases = [(256, n, c) for c in (False, True) for n in (512, 1024, 2048, 4096, 16384)]
     cases += [(128, 512, True), (64, 512, True), (64, 1024, True)]
     if device != "cuda":
         cases = cases[:1] + cases[5:6]
+    elif quick:                 # session 22's last device seconds: D = 256 up to 2k
+        cases = [(256, n, c) for c in (False, True) for n in (512, 1024, 2048)]
     for d, n, causal in cases:
         if device != "cuda":
             n = 64
@@ -49,4 +51,4 @@ def main(device="cuda"):
 
 
 if __name__ == "__main__":
-    main("cpu" if "--smoke" in sys.argv[1:] else "cuda")
+    main("cpu" if "--smoke" in sys.argv[1:] else "cuda", quick="--quick" in sys.argv[1:])
