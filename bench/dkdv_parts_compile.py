@@ -1,4 +1,5 @@
-"""Offline sm_90a compile of bwd.py's dK/dV kernel at D = 256 as one launch (PART 0) and as
+"""(Session 22; runs at commit 7b0f13e only: the PART kernel was reverted after call 11 timed it,
+bench/NOTES.md "Session 22".) Offline sm_90a compile of bwd.py's dK/dV kernel at D = 256 as one launch (PART 0) and as
 its two parts (PART 1: dV alone, 2: dK alone; launchers.backward.DKDV_PARTS), query rows:
 registers, spill bytes, shared memory, and wgmma (HGMMA) against mma.sync (HMMA) counts,
 for the tiles a two-launch dK/dV could take. No GPU needed.

@@ -166,53 +166,6 @@ def test_every_tuner_config_gpu(kernel, d, monkeypatch):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
-    (2, 113, 203, (4, 2), 256, dict(causal=True)),                       # GQA, Nq < Nk, masked tiles
-    (1, 203, 113, (4, 1), 128, dict(window_size=(40, 7))),               # MQA, Nq > Nk, both window edges
-    (1, 96, 96, (2, 2), 64, dict(softcap=5.0, alibi=True)),
-    (1, 64, 130, (2, 2), 256, dict(dropout_p=0.3, causal=True)),
-    (1, 80, 80, (2, 2), 192, dict(varlen=True, causal=True)),            # varlen, D under BLOCK_D
-])
-def test_dkdv_parts(monkeypatch, b, nq, nk, heads, d, kw):
-    """bwd.py's dK/dV as two launches, dV alone then dK alone (launchers.backward.
-    DKDV_PARTS, the kernel's PART): the reference check passes (masks, GQA / MQA, softcap,
-    ALiBi, dropout under the returned mask, varlen), both parts ran, and under the
-    interpreter (the same tile and layout as the one launch) the gradients are bitwise the
-    one launch's."""
-    from helpers import check_attention
-    from flashtriton.kernels import configs
-    from flashtriton.launchers import backward, common, plans
-    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
-    bd = common.block_d(d)
-    h, hk = heads
-    kw = dict(kw)
-    if kw.pop("alibi", False):
-        kw["alibi_slopes"] = torch.rand(b, h, device=DEVICE, dtype=torch.float32)
-    if kw.pop("varlen", False):
-        lens_q, lens_k = [nq, 0, nq // 2 + 1], [nk, 3, nk // 2 + 1]
-        cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32, device=DEVICE)
-        cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device=DEVICE)
-        q = torch.randn(int(cu_q[-1]), h, d, dtype=torch.bfloat16, device=DEVICE)
-        k, v = (torch.randn(int(cu_k[-1]), hk, d, dtype=torch.bfloat16, device=DEVICE) for _ in range(2))
-        kw["varlen"] = (cu_q, cu_k, max(lens_q), max(lens_k))
-    else:
-        q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
-    tile = configs.default_tile("dkdv", bd, max(nq, nk), masked=True)
-    whole = check_attention("triton", q, k, v, seed=nq * 3 + nk, **kw)
-    monkeypatch.setattr(backward, "DKDV_PARTS", {bd: configs.Tile(max(tile.block_m, 64), tile.block_n,
-                                                                   tile.num_warps, tile.num_stages)})
-    plans.clear()
-    launched = spy(monkeypatch, plans, "launch",
-                   lambda kernel, grid, *a, **kw: kw.get("PART", 0)
-                   if kernel is backward.attn_bwd_dkdv_kernel else None)
-    parts = check_attention("triton", q, k, v, seed=nq * 3 + nk, **kw)
-    assert [x for x in launched if x is not None] == [1, 2], "dK/dV did not run as its two parts"
-    if common.interpreting():
-        for name in ("out", "lse", "dq", "dk", "dv"):
-            assert torch.equal(whole[name], parts[name]), name
-
-
-@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("layout", ["key rows", "query rows"])
 @pytest.mark.parametrize("b,nq,nk,heads,d,kw", [
     (2, 113, 203, (4, 2), 256, dict(causal=True)),                       # GQA, Nq < Nk, masked tiles

@@ -56,10 +56,8 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr, PART: tl.constexpr = 0):
-    """One query tile of a dK/dV program: its loads, then the math in either layout
-    (PART, query rows only: 0 both gradients, 1 dV alone, 2 dK alone)."""
-    tl.static_assert(PART == 0 or not KEY_ROWS, "dK/dV: PART takes the query-rows layout")
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
+    """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rk = 0
     if HAS_DROPOUT:  # row keys of this tile, issued first so that the load overlaps the dots
@@ -78,7 +76,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
         dk, dv = _dkdv_math_query_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, PART)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
     return dk, dv
 
 
@@ -117,38 +115,28 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                           softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                           dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                           HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                          DOT_PRECISION: tl.constexpr, PART: tl.constexpr = 0):
+                          DOT_PRECISION: tl.constexpr):
     # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
     # not); P^T and dS^T go through shared memory to become dV's and dK's A operands.
-    # PART 1 / 2: dV alone / dK alone (the same arithmetic, the other half left out):
-    # one accumulator a program instead of two (launchers.backward.DKDV_PARTS).
     qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
-    if PART == 1:
-        if HAS_DROPOUT:
-            keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
-            dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
-        else:
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)         # (BLOCK_M, BLOCK_N)
+    if HAS_DROPOUT:
+        keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
+        dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
+        dp = dp * keep
     else:
-        dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)         # (BLOCK_M, BLOCK_N)
-        if HAS_DROPOUT:
-            keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
-            if PART == 0:
-                dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
-            dp = dp * keep
-        elif PART == 0:
-            dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
-        ds = p * (dp - delta[:, None])
-        if HAS_SOFTCAP:
-            t = softcap_tanh(qk, softcap_scale)
-            ds = ds * (1.0 - t * t)
-        dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
+        dv += tl.dot(tl.trans(p.to(do.dtype)), do, input_precision=DOT_PRECISION)
+    ds = p * (dp - delta[:, None])
+    if HAS_SOFTCAP:
+        t = softcap_tanh(qk, softcap_scale)
+        ds = ds * (1.0 - t * t)
+    dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision=DOT_PRECISION)
     return dk, dv
 
 
@@ -173,11 +161,8 @@ def attn_bwd_dkdv_kernel(
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
     KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
-    PART: tl.constexpr = 0,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
-    PART (query rows, not RESUME): 0 computes and stores dK and dV, 1 dV alone, 2 dK alone
-    (launchers.backward.DKDV_PARTS: two launches, one accumulator a program each).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
     registers as the dots' A operands) or, False, as query rows x key columns (K and V
     read from shared memory; launchers.backward.DKDV_QUERY_ROWS says where).
@@ -211,7 +196,6 @@ def attn_bwd_dkdv_kernel(
         # Causal: key block 0 is seen by every query block, so it has the most work and
         # goes first, which the natural order already does.
         start_n = tl.program_id(1) * BLOCK_N
-    tl.static_assert(PART == 0 or not RESUME, "dK/dV: PART does not resume")
     diag = seqlen_k - seqlen_q
     offs_n = start_n + tl.arange(0, BLOCK_N)
 
@@ -289,39 +273,37 @@ def attn_bwd_dkdv_kernel(
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PART)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
         else:
             for start_m in range(lo, full_lo, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PART)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
             if RESUME and BULK_N > 0:   # (constexpr: the other kernels compile without this loop)
                 for start_m in range(full_lo, skip_lo, BLOCK_M):
                     dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                         seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                         window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                         BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                        DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PART)
+                                        DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
             for start_m in range(un_lo, full_hi, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PART)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
             for start_m in range(full_hi, hi, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, PART)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
 
-    if PART != 1:
-        dk = dk * softmax_scale
-        tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
-    if PART != 2:
-        tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
+    dk = dk * softmax_scale
+    tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
+    tile_store(dv_desc, b, hk, start_n, dv.to(DV.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
 
 
 @triton.jit

@@ -97,7 +97,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
-    def launch_dkdv(tile: configs.Tile, resume: bool = False, bulk_n: int = 0, part: int = 0):
+    def launch_dkdv(tile: configs.Tile, resume: bool = False, bulk_n: int = 0):
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
         descs = (dummy,) * 6
         use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
@@ -112,8 +112,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=False if part else dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
-            **(dict(PART=part) if part else {}),
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
@@ -137,17 +136,6 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
             **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
             **(dict(FUSED_DELTA=True) if fused else {}))
-
-    def whole_dkdv():
-        """bwd.py's dK/dV over the whole call: one launch, or (DKDV_PARTS[bd], 16-bit
-        inputs) two, dV alone then dK alone."""
-        part_tile = DKDV_PARTS.get(bd) if q.dtype != torch.float32 else None
-        if part_tile is None:
-            launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
-            return
-        tile = part_tile if not interpreting() else configs.INTERPRETER_TILE
-        launch_dkdv(tile, part=1)
-        launch_dkdv(tile, part=2)
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -173,23 +161,11 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     elif fused:
         launch_dq(_tile("dq", bd, q, params, n, varlen, partial(launch_dq, fused=True)), fused=True)
-        whole_dkdv()
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
     else:
-        whole_dkdv()
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
         launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
     return dq, dk, dv
-
-
-# BLOCK_D -> the tile of bwd.py's dK/dV run as two launches, dV alone then dK alone (the
-# kernel's PART, query rows), where the warp-specialized backward does not run. Why: at
-# D = 256 one program holds dK and dV (2 x BLOCK_N x 256 fp32): the short tile (64, 32, 4,
-# 2) spills 1068 bytes a thread and, its BLOCK_N under a warpgroup's 64 rows, runs dK and
-# dV as 256 mma.sync (HMMA) against 64 wgmma; the long one (128, 64, 8, 1) spills 1352
-# (sm_90a, Triton 3.6.0, session 22). Apart, S = Q K^T is computed twice (5 matmuls
-# instead of 4 in dK/dV), but each program holds one accumulator. Prepared in session 22
-# (bench/dkdv_parts_compile.py; bench/gpu/s23_dkdv_parts_ab.py times it): empty, so no
-# call takes it yet.
-DKDV_PARTS: dict = {}
 
 
 # BLOCK_D at which bwd.py's backward (the calls the warp-specialized kernels do not take)

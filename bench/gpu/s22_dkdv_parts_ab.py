@@ -1,4 +1,6 @@
-"""Prepared in session 22 for session 23: bwd.py's dK/dV as two launches, dV alone then dK
+"""Session 22, call 11 (ran at commit 7b0f13e, as s23_dkdv_parts_ab.py; the PART kernel and
+launchers.backward.DKDV_PARTS were reverted after it: it lost 10-40% at D = 256, bench/NOTES.md
+"Session 22"): bwd.py's dK/dV as two launches, dV alone then dK
 alone (launchers.backward.DKDV_PARTS, the kernel's PART), against the one launch, where
 bwd.py runs the whole backward: D = 256 at every length (no warp-specialized backward
 there), D = 64 causal and D = 128 causal at 512.
@@ -11,8 +13,8 @@ Prediction: D = 256 backward +10-25% at 512-2k (FA2 197 / 225 / 243 non-causal a
 our 166 / 202 / 245), less or none from 4k; D = 64 / 128 level or behind (they spill
 little as one launch).
 
-    PYTHONPATH=src python bench/gpu/s23_dkdv_parts_ab.py            # on the H200
-    TRITON_INTERPRET=1 FLASHTRITON_BACKEND=triton PYTHONPATH=src python bench/gpu/s23_dkdv_parts_ab.py --smoke
+    PYTHONPATH=src python bench/gpu/s22_dkdv_parts_ab.py            # on the H200, at 7b0f13e
+    TRITON_INTERPRET=1 FLASHTRITON_BACKEND=triton PYTHONPATH=src python bench/gpu/s22_dkdv_parts_ab.py --smoke
 """
 import sys
 
