@@ -449,7 +449,7 @@ def test_warp_spec_rule(monkeypatch):
     assert not rule(bf16, plain, None, False, 32, 128, 256)
     assert not rule(torch.float32, plain, None, False, 128, 128, 256)
     # D = 64 (session 22): dense and unmasked only (persistent: warp_spec_mode), no dropout
-    # nor varlen unless forced
+    # unless forced, never varlen (tests/test_varlen.py::test_warp_spec_varlen_rule)
     drop = common.AttnParams(0.1, dropout_p=0.1)
     assert rule(bf16, plain, None, False, 64, 128, 256) and not rule(bf16, drop, None, False, 64, 128, 256)
     q64 = torch.empty(1, 128, 2, 64, dtype=bf16)

@@ -28,9 +28,9 @@ from .sharing import gpu_shared
 WARP_SPEC_TILES = {64: configs.Tile(128, 128, 4, 2), 128: configs.Tile(128, 128, 4, 2),
                    256: configs.Tile(128, 64, 4, 1)}
 # BLOCK_Ds whose fwd_ws.py takes only dense unmasked forwards without dropout that launch
-# persistent (more query blocks than SMs, q / k / v with a common._flat_view); varlen,
-# masks and dropout stay on fwd.py (not measured at D = 64), all of them are taken under
-# FLASHTRITON_WARP_SPEC=1 (the tests). D = 64 (128, 128, 4, 2): 168 registers, no spill,
+# persistent (more query blocks than SMs, q / k / v with a common._flat_view); masks and
+# dropout stay on fwd.py (not measured at D = 64) but under FLASHTRITON_WARP_SPEC=1 (the
+# tests), varlen always (fwd_ws_varlen.py has not run at D = 64). D = 64 (128, 128, 4, 2): 168 registers, no spill,
 # 115 KB of shared memory (sm_90a). H200, 2026-11-30, 16k tokens, H = 32, graph replays
 # (bench/gpu/s22_short_fwd_ab.py): non-causal 348-350 / 382-385 / 394-404 / 403-410 /
 # 416-417 TFLOP/s at N = 512 / 1k / 2k / 4k / 16k against fwd.py's 312-317 / 370-375 /
@@ -223,11 +223,11 @@ def _compute_capability(index) -> tuple:
 
 def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
     """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
-    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES (not of
-    WS_FWD_PERSISTENT_PLAIN_ONLY, unless forced); under warp_spec_applies' switch."""
+    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES but not of
+    WS_FWD_PERSISTENT_PLAIN_ONLY (forced or not); under warp_spec_applies' switch."""
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
             and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)
-            and (bd not in WS_FWD_PERSISTENT_PLAIN_ONLY or _warp_spec_forced())):
+            and bd not in WS_FWD_PERSISTENT_PLAIN_ONLY):
         _warp_spec_flag()
         return False
     return _warp_spec_switch(q)
