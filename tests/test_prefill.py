@@ -212,7 +212,7 @@ def test_dkdv_layouts(monkeypatch, layout, b, nq, nk, heads, d, kw):
 ])
 def test_host_descriptors_match_in_kernel_descriptors(monkeypatch, b, nq, nk, heads, d, kw):
     """FLASHTRITON_HOST_DESCRIPTORS=1 (descriptors of the whole (B, N, H, D) tensors, made
-    on the host), auto (the forward only) and a per-kernel list compute bitwise what the in-kernel
+    on the host), auto (host_desc_default) and a per-kernel list compute bitwise what the in-kernel
     per-program descriptors (0) compute:
     out, lse, dq, dk, dv, across GQA / MQA, head dims under BLOCK_D, Nq != Nk, masks,
     softcap and dropout; and it passes the reference check on its own."""
@@ -270,6 +270,23 @@ def test_host_descriptor_defaults():
     assert common.host_desc_default("dkdv", 128, True, 1024) and not common.host_desc_default("dkdv", 128, False, 1024)
     assert not any(common.host_desc_default(kernel, 256, causal, 512) for kernel in ("dkdv", "dq")
                    for causal in (False, True))
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_regression_short_forward_takes_host_descriptors(monkeypatch):
+    """Regression (session 22): eager forwards under 1e11 FLOPs made their TMA descriptors
+    in the kernel (4 a program), which cost short calls 40-110 us of GPU time on the H200
+    (1.4-1.8x their graph replay's time, where capture already took host-made ones). Now a
+    dense fwd.py launch takes host-made descriptors at any size; a varlen one cannot."""
+    from flashtriton.launchers import forward, plans
+    monkeypatch.delenv("FLASHTRITON_HOST_DESCRIPTORS", raising=False)
+    plans.clear()
+    launched = spy(monkeypatch, plans, "launch", lambda kernel, grid, *a, **kw: kw.get("HOST_DESC")
+                   if kernel is forward.attn_fwd_kernel else None)
+    q, k, v = rand_qkv(1, 40, 40, 2, 2, 64, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, causal=True)
+    assert [x for x in launched if x is not None] == [True]
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
@@ -409,19 +426,19 @@ def test_warp_specialized_forward_persistent(monkeypatch, b, nq, nk, heads, d, k
 
 @pytest.mark.gpu
 @pytest.mark.gpu_alone
-@pytest.mark.parametrize("causal", [False, True])
-def test_persistent_forward_repeatable_gpu(monkeypatch, causal):
+@pytest.mark.parametrize("d,causal", [(128, False), (128, True), (64, False)])
+def test_persistent_forward_repeatable_gpu(monkeypatch, d, causal):
     """Regression (session 16): the persistent fwd_ws.py made each tile's descriptors in
     the same global-scratch slots, and one consumer warpgroup rewrote the output
     descriptor for its next tile while the other still stored through it: 29-87 of 42-276
     persistent calls a case differed from one tile a program under a 3-process stress on
     the H200. Now they are made once, over every (batch, head); 20 calls at 2048 tiles are
-    bitwise those of one tile a program."""
+    bitwise those of one tile a program (D = 64 too: persistent by default since session 22)."""
     from flashtriton.launchers import forward, plans
-    q, k, v = rand_qkv(8, 2048, 2048, 16, 16, 128, torch.bfloat16, DEVICE)
+    q, k, v = rand_qkv(8, 2048, 2048, 2048 // d, 2048 // d, d, torch.bfloat16, DEVICE)
     monkeypatch.setattr(forward, "WS_PERSISTENT", set())
     want = flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2]
-    monkeypatch.setattr(forward, "WS_PERSISTENT", {(128, causal, False)})
+    monkeypatch.setattr(forward, "WS_PERSISTENT", {(d, causal, False)})
     plans.clear()                                                  # plans key on the environment only
     launched = []
     real = forward._ws_programs
@@ -435,10 +452,9 @@ def test_persistent_forward_repeatable_gpu(monkeypatch, causal):
 def test_warp_spec_rule(monkeypatch):
     """Which calls the warp-specialized forward computes: unmasked attention (key count a
     multiple of the tile) in bf16 / fp16 at BLOCK_D 64 (dense, persistent: warp_spec_mode),
-    128 and 256; never causal or windowed
-    (its masked variant was wrong on the H200: regression of session 6), nor with varlen,
-    ALiBi or softcap; with dropout (its keys hashed in the kernel since session 9);
-    FLASHTRITON_WARP_SPEC is checked."""
+    128 and 256, not with varlen, ALiBi or softcap; with dropout (its keys hashed in the
+    kernel since session 9); the MASKED variant (causal, windows with a right edge) at
+    D = 128 / 256 by default, any tiled D when forced; FLASHTRITON_WARP_SPEC is checked."""
     from flashtriton.launchers import common, policy
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC", raising=False)
     bf16, plain = torch.bfloat16, common.AttnParams(0.1)
@@ -453,7 +469,11 @@ def test_warp_spec_rule(monkeypatch):
     drop = common.AttnParams(0.1, dropout_p=0.1)
     assert rule(bf16, plain, None, False, 64, 128, 256) and not rule(bf16, drop, None, False, 64, 128, 256)
     q64 = torch.empty(1, 128, 2, 64, dtype=bf16)
-    assert not policy.warp_spec_varlen(q64, plain, None, 64)
+    switch = policy._warp_spec_switch
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)       # as on a Hopper GPU
+    assert not policy.warp_spec_varlen(q64, plain, None, 64) and policy.warp_spec_varlen(q64, plain, None, 128)
+    assert not policy.warp_spec_varlen(q64, plain, None, 256)
+    monkeypatch.setattr(policy, "_warp_spec_switch", switch)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert rule(bf16, drop, None, False, 64, 128, 256)
     monkeypatch.delenv("FLASHTRITON_WARP_SPEC")
@@ -531,6 +551,13 @@ def test_warp_spec_mode_rule(monkeypatch):
     assert mode(plain, w64 // 2, w64 // 2, "fwd", qq=q64, dout=q64, bd=64) is None     # 16 query blocks: one wave
     many64 = torch.empty(32, 512, 32, 64, dtype=torch.bfloat16)                        # 4096 query blocks
     assert mode(plain, 512, 512, "fwd", qq=many64, bd=64) == "whole"
+    assert mode(plain, 256, 256, "fwd", qq=many64[:, :256], bd=64) is None             # under 512: not timed
+    sms = common.sm_count(many64.device)
+    wave = torch.empty(1, 512, sms // 4, 64, dtype=torch.bfloat16)                    # tiles == SMs at 512 ...
+    if sms % 4 == 0:
+        assert policy.fwd_persistent_launch(wave, 64, 512) is False
+    one_more = torch.empty(1, 512, sms // 4 + 1, 64, dtype=torch.bfloat16)            # ... and a few more
+    assert policy.fwd_persistent_launch(one_more, 64, 512) is True
     assert mode(causal, 512, 512, "fwd", qq=many64, bd=64) is None
     assert mode(plain, 512, 512, "fwd", qq=many64.transpose(1, 2).contiguous().transpose(1, 2), bd=64) == "whole"
     assert mode(plain, 512, 512, "fwd", qq=many64[..., :40], bd=64) is None            # D under BLOCK_D: no flat view

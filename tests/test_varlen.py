@@ -403,10 +403,26 @@ def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
             assert torch.all(res["lse"][:, cq[i]:cq[i + 1]] == float("inf"))
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("d", [256, 64])
+def test_regression_varlen_d256_warp_spec(monkeypatch, d):
+    """Regression (session 22, found by review): the varlen rule took every BLOCK_D of the
+    dense forward's tile table, 256 included, so a non-causal D = 256 varlen backward on
+    Hopper went on to look up a warp-specialized backward tile that does not exist
+    (KeyError). Now varlen takes the warp-specialized kernels at D = 128 only
+    (policy.WS_VARLEN_BLOCK_DS); forced, D = 256 and 64 run fwd.py / bwd.py and pass."""
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    called = spy(monkeypatch, backward, "_bwd_warp_spec_varlen")
+    (q, k, v), varlen = rand_varlen([70, 0, 33], [70, 5, 40], 4, 2, d, torch.bfloat16, DEVICE)
+    check_attention("triton", q, k, v, varlen=varlen)
+    assert not called
+
+
 def test_warp_spec_varlen_rule(monkeypatch):
-    """Which varlen calls take the warp-specialized forward: non-causal without window,
-    ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128; FLASHTRITON_WARP_SPEC applies
-    (here, under the interpreter or on a CPU, only when forced)."""
+    """Which varlen calls take the warp-specialized forward (and backward): non-causal
+    without window, ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128 only
+    (policy.WS_VARLEN_BLOCK_DS: not 64 nor 256, forced or not); FLASHTRITON_WARP_SPEC
+    applies (here, under the interpreter or on a CPU, only when forced)."""
     bf16, plain = torch.bfloat16, common.AttnParams(0.1)
     q = torch.empty(8, 2, 128, dtype=bf16)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
@@ -417,6 +433,7 @@ def test_warp_spec_varlen_rule(monkeypatch):
               common.AttnParams(0.1, softcap=3.0), common.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(q, p, None, 128)
     assert not rule(q, plain, torch.ones(2), 128) and not rule(q, plain, None, 64) and not rule(q.float(), plain, None, 128)
+    assert not rule(q, plain, None, 256)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
     assert not rule(q, plain, None, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "on")

@@ -27,16 +27,23 @@ from .sharing import gpu_shared
 # 3 stages NaN.
 WARP_SPEC_TILES = {64: configs.Tile(128, 128, 4, 2), 128: configs.Tile(128, 128, 4, 2),
                    256: configs.Tile(128, 64, 4, 1)}
-# BLOCK_Ds whose fwd_ws.py takes only dense unmasked forwards without dropout that launch
-# persistent (more query blocks than SMs, q / k / v with a common._flat_view); masks and
-# dropout stay on fwd.py (not measured at D = 64) but under FLASHTRITON_WARP_SPEC=1 (the
-# tests), varlen always (fwd_ws_varlen.py has not run at D = 64). D = 64 (128, 128, 4, 2): 168 registers, no spill,
+# BLOCK_D -> the shortest max(Nq, Nk) from which its fwd_ws.py takes dense unmasked
+# forwards without dropout, and only those that launch persistent (more query blocks than
+# SMs, q / k / v with a common._flat_view); masks and dropout stay on fwd.py (not measured
+# at D = 64) but under FLASHTRITON_WARP_SPEC=1 (the tests); varlen never (WS_VARLEN_BLOCK_DS). D = 64 (128, 128, 4, 2): 168 registers, no spill,
 # 115 KB of shared memory (sm_90a). H200, 2026-11-30, 16k tokens, H = 32, graph replays
 # (bench/gpu/s22_short_fwd_ab.py): non-causal 348-350 / 382-385 / 394-404 / 403-410 /
 # 416-417 TFLOP/s at N = 512 / 1k / 2k / 4k / 16k against fwd.py's 312-317 / 370-375 /
 # 384 / 403-406 / 417; causal lost (208 / 263 / 303 / 328 / 346 against 230-235 / 309-313
 # / 357-360 / 378-388 / 409-413), and 128 x 64 tiles lost everywhere (1 or 2 programs an SM).
-WS_FWD_PERSISTENT_PLAIN_ONLY = {64}
+WS_FWD_PERSISTENT_PLAIN_ONLY = {64: 512}
+# BLOCK_Ds whose varlen calls take the warp-specialized kernels (fwd_ws_varlen.py, and
+# bwd_ws_varlen.py where launchers.backward allows): D = 128, measured in session 7. Not
+# D = 256, which has no warp-specialized backward tile (until session 22 a varlen backward
+# there went on to look one up, a KeyError on Hopper found by review, not seen on a GPU:
+# tests/test_varlen.py::test_regression_varlen_d256_warp_spec) and whose varlen forward
+# never ran on a GPU; not D = 64 (WS_FWD_PERSISTENT_PLAIN_ONLY).
+WS_VARLEN_BLOCK_DS = {128}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -57,7 +64,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     The backward kernels read q and dO as (Nq, H * D) with the head a column offset, so
     they also need head_dim == BLOCK_D and heads contiguous in a row of q and dout.
     kv: the forward's (k, v), whose layouts (with q's) decide whether its launch can be
-    persistent (WS_MASKED_PERSISTENT_ONLY, WS_PLAIN_SHORT_NEEDS_PERSISTENT).
+    persistent (WS_MASKED_PERSISTENT_ONLY, WS_PLAIN_SHORT_NEEDS_PERSISTENT,
+    WS_FWD_PERSISTENT_PLAIN_ONLY, and FWD_SHORT_ON_FWD_PY's yield to a persistent launch).
     bwd_persistent(masked): whether the backward's bwd_ws.py launch would be persistent
     (launchers.backward._ws_persistent_call); then the whole call needs no
     BWD_WHOLE_MIN_N and the split path starts at BWD_SPLIT_PERSISTENT_MIN_N."""
@@ -82,7 +90,9 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
             if ((short_kind == "plain" and not fwd_persistent_launch(q, bd, seqlen_q, kv))
                     or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv)):
                 return None
-            if bd in WS_FWD_PERSISTENT_PLAIN_ONLY and not (forced or fwd_persistent_launch(q, bd, seqlen_q, kv)):
+            if bd in WS_FWD_PERSISTENT_PLAIN_ONLY and not forced and (
+                    max(seqlen_q, seqlen_k) < WS_FWD_PERSISTENT_PLAIN_ONLY[bd]
+                    or not fwd_persistent_launch(q, bd, seqlen_q, kv)):
                 return None
             return "whole"
         if (forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0)
@@ -223,11 +233,11 @@ def _compute_capability(index) -> tuple:
 
 def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
     """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
-    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WARP_SPEC_TILES but not of
-    WS_FWD_PERSISTENT_PLAIN_ONLY (forced or not); under warp_spec_applies' switch."""
+    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WS_VARLEN_BLOCK_DS (forced or
+    not); under warp_spec_applies' switch."""
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
-            and params.window_right < 0 and bd in WARP_SPEC_TILES and q.dtype in (torch.bfloat16, torch.float16)
-            and bd not in WS_FWD_PERSISTENT_PLAIN_ONLY):
+            and params.window_right < 0 and bd in WS_VARLEN_BLOCK_DS
+            and q.dtype in (torch.bfloat16, torch.float16)):
         _warp_spec_flag()
         return False
     return _warp_spec_switch(q)
@@ -291,7 +301,8 @@ def warp_spec_masked_fwd(dtype, params: AttnParams, alibi, is_varlen: bool, bd: 
 # D = 256 400 / 403 band TFLOP/s at N = 4k / 16k against 326 / 331; D = 128 305 against
 # 258 at 4k but 316 against 371 at 16k, so not taken.
 # Causal D = 128 since session 16, and only where the launch is persistent (more query
-# blocks than SMs, launchers.forward.WS_PERSISTENT) from N = 1k (WS_MASKED_PERSISTENT_ONLY):
+# blocks than SMs, launchers.forward.WS_PERSISTENT) from N = 1k (512 since session 22;
+# WS_MASKED_PERSISTENT_ONLY):
 # graph replays, 16k tokens, H200, 2026-11-30 (bench/gpu/s16_deal_ab.py), persistent
 # against fwd.py: 1k 384 / 377 against 340 / 336, 2k 438 / 434 against 417 / 391, 4k 471 /
 # 471 against 460 / 419, 8k 493 / 499 against 461 / 454, 16k (block-major) 497 / 502
