@@ -29,9 +29,10 @@ WARP_SPEC_TILES = {64: configs.Tile(128, 128, 4, 2), 128: configs.Tile(128, 128,
                    256: configs.Tile(128, 64, 4, 1)}
 # BLOCK_D -> the shortest max(Nq, Nk) from which its fwd_ws.py takes dense unmasked
 # forwards without dropout, and only those that launch persistent (more query blocks than
-# SMs, q / k / v with a common._flat_view); masks and dropout stay on fwd.py (not measured
-# at D = 64) but under FLASHTRITON_WARP_SPEC=1 (the tests); varlen never (WS_VARLEN_BLOCK_DS). D = 64 (128, 128, 4, 2): 168 registers, no spill,
-# 115 KB of shared memory (sm_90a). H200, 2026-11-30, 16k tokens, H = 32, graph replays
+# SMs, q / k / v with a common._flat_view: persistent_only_ok); masks and dropout stay on
+# fwd.py (not measured at D = 64) but under FLASHTRITON_WARP_SPEC=1 (the tests); varlen
+# never (WS_VARLEN_BLOCK_DS). D = 64 (128, 128, 4, 2): 168 registers, no spill, 115 KB of
+# shared memory (sm_90a). H200, 2026-11-30, 16k tokens, H = 32, graph replays
 # (bench/gpu/s22_short_fwd_ab.py): non-causal 348-350 / 382-385 / 394-404 / 403-410 /
 # 416-417 TFLOP/s at N = 512 / 1k / 2k / 4k / 16k against fwd.py's 312-317 / 370-375 /
 # 384 / 403-406 / 417; causal lost (208 / 263 / 303 / 328 / 346 against 230-235 / 309-313
@@ -82,17 +83,14 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
     if kernel == "fwd" and warp_spec_masked_fwd(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         if ((short_kind == "masked" and not fwd_persistent_launch(q, bd, seqlen_q, kv))
-                or not masked_fwd_persistent_ok(q, bd, seqlen_q, seqlen_k, kv)):
+                or not persistent_only_ok(WS_MASKED_PERSISTENT_ONLY, q, bd, seqlen_q, seqlen_k, kv)):
             return None
         return "whole"
     if warp_spec_plain(q.dtype, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kernel):
         if kernel == "fwd":
             if ((short_kind == "plain" and not fwd_persistent_launch(q, bd, seqlen_q, kv))
-                    or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv)):
-                return None
-            if bd in WS_FWD_PERSISTENT_PLAIN_ONLY and not forced and (
-                    max(seqlen_q, seqlen_k) < WS_FWD_PERSISTENT_PLAIN_ONLY[bd]
-                    or not fwd_persistent_launch(q, bd, seqlen_q, kv)):
+                    or not plain_fwd_layout_ok(q, bd, seqlen_q, seqlen_k, kv)
+                    or not persistent_only_ok(WS_FWD_PERSISTENT_PLAIN_ONLY, q, bd, seqlen_q, seqlen_k, kv)):
                 return None
             return "whole"
         if (forced or min(seqlen_q, seqlen_k) >= BWD_WHOLE_MIN_N.get(bd, 0)
@@ -324,13 +322,14 @@ def fwd_persistent_launch(q, bd: int, seqlen_q: int, kv=()) -> bool:
     return tiles > sm_count(q.device) and all(_flat_view(t, bd) is not None for t in (q, *kv))
 
 
-def masked_fwd_persistent_ok(q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
-    """Whether a masked forward at BLOCK_D bd passes WS_MASKED_PERSISTENT_ONLY (always, for
-    a BLOCK_D not in it): long enough, more query blocks (B * H * blocks) than SMs, and q,
-    k, v in a layout the persistent kernel reads (common._flat_view; the output is ours)."""
-    if bd not in WS_MASKED_PERSISTENT_ONLY or _warp_spec_forced():
+def persistent_only_ok(table: dict, q, bd: int, seqlen_q: int, seqlen_k: int, kv=()) -> bool:
+    """Whether a forward at BLOCK_D bd passes a "persistent only" table (BLOCK_D -> the
+    shortest max(Nq, Nk): WS_MASKED_PERSISTENT_ONLY, WS_FWD_PERSISTENT_PLAIN_ONLY): always
+    for a BLOCK_D not in it or under FLASHTRITON_WARP_SPEC=1; else long enough and
+    fwd_persistent_launch."""
+    if bd not in table or _warp_spec_forced():
         return True
-    return max(seqlen_q, seqlen_k) >= WS_MASKED_PERSISTENT_ONLY[bd] and fwd_persistent_launch(q, bd, seqlen_q, kv)
+    return max(seqlen_q, seqlen_k) >= table[bd] and fwd_persistent_launch(q, bd, seqlen_q, kv)
 
 
 # BLOCK_D -> the longest max(Nq, Nk) at which an unmasked forward runs fwd_ws.py only if its
