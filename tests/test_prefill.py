@@ -472,7 +472,7 @@ def test_warp_spec_rule(monkeypatch):
     switch = policy._warp_spec_switch
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)       # as on a Hopper GPU
     assert not policy.warp_spec_varlen(q64, plain, None, 64) and policy.warp_spec_varlen(q64, plain, None, 128)
-    assert not policy.warp_spec_varlen(q64, plain, None, 256)
+    assert policy.warp_spec_varlen(q64, plain, None, 256) and not policy.warp_spec_varlen(q64, plain, None, 256, "bwd")
     monkeypatch.setattr(policy, "_warp_spec_switch", switch)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert rule(bf16, drop, None, False, 64, 128, 256)

@@ -382,12 +382,14 @@ def test_varlen_maps_not_cached_during_graph_capture():
     ([17, 1, 300], [200, 30, 1], (4, 2), 128, torch.bfloat16),   # ragged key tiles, a one-row sequence, GQA
     ([0, 130, 5], [64, 0, 129], (2, 2), 96, torch.float16),      # an empty query and an empty key sequence
     ([256, 128], [128, 256], (4, 1), 128, torch.bfloat16),       # whole tiles, MQA
+    ([70, 0, 33], [64, 5, 40], (2, 1), 256, torch.bfloat16),     # D = 256: the forward only (session 23)
 ])
 def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
     """The varlen warp-specialized forward (kernels/fwd_ws_varlen.py: slot table, key mask
     in every tile, lse through a per-slot buffer) and backward (bwd_ws_varlen.py, at
     head_dim 128; bwd.py otherwise), forced with FLASHTRITON_WARP_SPEC=1: output, lse and
-    gradients pass the reference check; rows without keys give 0 and lse +inf; both ran.
+    gradients pass the reference check; rows without keys give 0 and lse +inf; both ran
+    (the backward not at D = 256: policy.WS_VARLEN_BLOCK_DS).
     Keys without queries get dK = dV = 0 (check_attention's reference has them 0)."""
     fwd_calls = spy(monkeypatch, forward, "_fwd_warp_spec_varlen")
     bwd_calls = spy(monkeypatch, backward, "_bwd_warp_spec_varlen")
@@ -410,7 +412,7 @@ def test_regression_varlen_d256_warp_spec(monkeypatch, d):
     dense forward's tile table, 256 included, so a non-causal D = 256 varlen backward on
     Hopper went on to look up a warp-specialized backward tile that does not exist
     (KeyError). Now varlen takes the warp-specialized kernels at D = 128 only
-    (policy.WS_VARLEN_BLOCK_DS); forced, D = 256 and 64 run fwd.py / bwd.py and pass."""
+    (policy.WS_VARLEN_BLOCK_DS["bwd"]); forced, D = 256 and 64 run bwd.py and pass."""
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     called = spy(monkeypatch, backward, "_bwd_warp_spec_varlen")
     (q, k, v), varlen = rand_varlen([70, 0, 33], [70, 5, 40], 4, 2, d, torch.bfloat16, DEVICE)
@@ -420,9 +422,10 @@ def test_regression_varlen_d256_warp_spec(monkeypatch, d):
 
 def test_warp_spec_varlen_rule(monkeypatch):
     """Which varlen calls take the warp-specialized forward (and backward): non-causal
-    without window, ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128 only
-    (policy.WS_VARLEN_BLOCK_DS: not 64 nor 256, forced or not); FLASHTRITON_WARP_SPEC
-    applies (here, under the interpreter or on a CPU, only when forced)."""
+    without window, ALiBi, softcap or dropout, bf16 / fp16 at BLOCK_D 128, and 256 for
+    the forward only (policy.WS_VARLEN_BLOCK_DS: never 64, forced or not);
+    FLASHTRITON_WARP_SPEC applies (here, under the interpreter or on a CPU, only when
+    forced)."""
     bf16, plain = torch.bfloat16, common.AttnParams(0.1)
     q = torch.empty(8, 2, 128, dtype=bf16)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
@@ -433,7 +436,9 @@ def test_warp_spec_varlen_rule(monkeypatch):
               common.AttnParams(0.1, softcap=3.0), common.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(q, p, None, 128)
     assert not rule(q, plain, torch.ones(2), 128) and not rule(q, plain, None, 64) and not rule(q.float(), plain, None, 128)
-    assert not rule(q, plain, None, 256)
+    assert not rule(q, plain, None, 256, "bwd") and not rule(q, plain, None, 64, "bwd")
+    if common.interpreting():
+        assert rule(q, plain, None, 256) and rule(q, plain, None, 128, "bwd")
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
     assert not rule(q, plain, None, 128)
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "on")

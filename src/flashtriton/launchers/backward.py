@@ -81,7 +81,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, nheads, pre_rows,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
 
-    if (is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, total_k) > 0
+    if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0
             and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd
             and _varlen_ws_loop_ok(bd, nheads // nheads_k, seqlen_q)):
         preprocess()

@@ -38,13 +38,16 @@ WARP_SPEC_TILES = {64: configs.Tile(128, 128, 4, 2), 128: configs.Tile(128, 128,
 # 384 / 403-406 / 417; causal lost (208 / 263 / 303 / 328 / 346 against 230-235 / 309-313
 # / 357-360 / 378-388 / 409-413), and 128 x 64 tiles lost everywhere (1 or 2 programs an SM).
 WS_FWD_PERSISTENT_PLAIN_ONLY = {64: 512}
-# BLOCK_Ds whose varlen calls take the warp-specialized kernels (fwd_ws_varlen.py, and
-# bwd_ws_varlen.py where launchers.backward allows): D = 128, measured in session 7. Not
-# D = 256, which has no warp-specialized backward tile (until session 22 a varlen backward
-# there went on to look one up, a KeyError on Hopper found by review, not seen on a GPU:
-# tests/test_varlen.py::test_regression_varlen_d256_warp_spec) and whose varlen forward
-# never ran on a GPU; not D = 64 (WS_FWD_PERSISTENT_PLAIN_ONLY).
-WS_VARLEN_BLOCK_DS = {128}
+# BLOCK_Ds whose varlen calls take the warp-specialized kernels, per kernel: "fwd"
+# (fwd_ws_varlen.py) and "bwd" (bwd_ws_varlen.py, where launchers.backward also allows).
+# D = 128 both, measured in session 7. D = 256 forward since session 23: 16k tokens in 8
+# random lengths 128..4096, H = 8, bf16, non-causal, forward TFLOP/s two rounds: 513-519
+# against fwd.py's 464-468, the same error against float64 (H200, 2026-12-01,
+# bench/gpu/s23_varlen_d256_ab.py). Not the D = 256 backward, which has no
+# warp-specialized tile (until session 22 a varlen backward there looked one up, a
+# KeyError on Hopper found by review: tests/test_varlen.py::
+# test_regression_varlen_d256_warp_spec); not D = 64 (WS_FWD_PERSISTENT_PLAIN_ONLY).
+WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -229,12 +232,13 @@ def _compute_capability(index) -> tuple:
     return torch.cuda.get_device_capability(index)
 
 
-def warp_spec_varlen(q, params: AttnParams, alibi, bd: int) -> bool:
-    """Whether a varlen forward takes kernels/fwd_ws_varlen.py: non-causal, no window,
-    ALiBi, softcap or dropout, bf16 / fp16 at a BLOCK_D of WS_VARLEN_BLOCK_DS (forced or
-    not); under warp_spec_applies' switch."""
+def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd") -> bool:
+    """Whether a varlen forward (kernel "fwd") takes kernels/fwd_ws_varlen.py, or a varlen
+    backward ("bwd") bwd_ws_varlen.py: non-causal, no window, ALiBi, softcap or dropout,
+    bf16 / fp16 at a BLOCK_D of WS_VARLEN_BLOCK_DS[kernel] (forced or not); under
+    warp_spec_applies' switch."""
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
-            and params.window_right < 0 and bd in WS_VARLEN_BLOCK_DS
+            and params.window_right < 0 and bd in WS_VARLEN_BLOCK_DS[kernel]
             and q.dtype in (torch.bfloat16, torch.float16)):
         _warp_spec_flag()
         return False
