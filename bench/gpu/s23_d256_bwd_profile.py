@@ -11,6 +11,8 @@ Prediction: our dK/dV ~65-70% of the time (session 11 at 8k: 7.78 against 2.55 m
 
     cd bench/gpu && PYTHONPATH=../../src python s23_d256_bwd_profile.py
 """
+import sys
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -22,17 +24,20 @@ from bwd_ab import backward_call, kernel_profile
 
 def sdpa_backward(backend, b, h, n, d, causal):
     torch.manual_seed(0)
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     with sdpa_kernel([backend]):
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)), is_causal=causal)
     dout = torch.randn_like(out)
     return lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
 
 
-def main():
-    d = 256
-    for causal in (False, True):
-        for n in (512, 1024, 2048):
+def main(argv):
+    flags = [a for a in argv if a.startswith("--")]
+    nums = [int(a) for a in argv if not a.startswith("--")]
+    d = nums[0] if nums else 256
+    seqlens = nums[1:] or [512, 1024, 2048]
+    for causal in ((True,) if "--causal-only" in flags else (False, True)):
+        for n in seqlens:
             b, h, grad = backward_call(d, n, dict(causal=causal))
             flops = attention_flops(b, h, n, n, d, causal, "bwd")
             fns = {"ours": grad,
@@ -45,4 +50,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
