@@ -1,5 +1,6 @@
-"""The prefill forward's launchers: fwd (launch plans, then _fwd: fwd.py's kernel or
-the warp-specialized fwd_ws.py / fwd_ws_varlen.py, as launchers/policy.py rules), the
+"""The prefill forward's launchers: fwd (launch plans, then _fwd: fwd.py's kernel, the
+warp-specialized fwd_ws.py / fwd_ws_varlen.py, or the Gluon fwd_gluon.py through
+launchers/forward_gluon.py, as launchers/policy.py rules), the
 dense grid order (FWD_ROWS_FIRST) and dropout_mask, the keep-mask fwd / bwd draw.
 Tensor layouts: see launchers/prefill.py."""
 from __future__ import annotations
@@ -8,7 +9,7 @@ import torch
 import triton
 
 from .. import memory
-from . import plans
+from . import forward_gluon, plans
 from ..kernels import configs
 from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
@@ -17,7 +18,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import WARP_SPEC_TILES, warp_spec_mode, warp_spec_varlen
+from .policy import WARP_SPEC_TILES, gluon_fwd, warp_spec_mode, warp_spec_varlen
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
@@ -98,6 +99,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
 
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
+        return out, lse
+    if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale)
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)

@@ -10,8 +10,10 @@ import os
 import torch
 
 from ..kernels import configs
+from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
+from .forward_gluon import rows_view_ok
 from .sharing import gpu_shared
 
 # The warp-specialized forward (kernels/fwd_ws.py): its tile per BLOCK_D. num_warps=4 is
@@ -48,6 +50,14 @@ WS_FWD_PERSISTENT_PLAIN_ONLY = {64: 512}
 # KeyError on Hopper found by review: tests/test_varlen.py::
 # test_regression_varlen_d256_warp_spec); not D = 64 (WS_FWD_PERSISTENT_PLAIN_ONLY).
 WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
+# BLOCK_D -> the shortest min(Nq, Nk) from which an unmasked dense forward takes the
+# hand-scheduled Gluon kernel (kernels/fwd_gluon.py) instead of fwd_ws.py. D = 128,
+# session 23 (H200, 2026-12-01, bf16, 16k tokens, H = 16, kernel-only TFLOP/s against
+# fwd_ws.py through flash_attn_func, two rounds; bench/gpu/s23_gluon_fwd_ab.py, s23/call6):
+# 565-575 / 581-586 / 571-613 against 547-548 / 548 / 540-553 at N = 4k / 8k / 16k, outputs
+# bitwise equal; at 1k / 2k 489-490 / 536-539 against 481-521 / 519-530 (one tile a
+# program, no persistent loop yet: not taken there). D = 64: never timed.
+GLUON_FWD_MIN_N = {128: 4096}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -241,6 +251,26 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
             and params.window_right < 0 and bd in WS_VARLEN_BLOCK_DS[kernel]
             and q.dtype in (torch.bfloat16, torch.float16)):
         _warp_spec_flag()
+        return False
+    return _warp_spec_switch(q)
+
+
+def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether the forward takes kernels/fwd_gluon.py (launchers.forward_gluon.fwd_into):
+    dense (not varlen), no mask, window, ALiBi, softcap or dropout, bf16 / fp16, head_dim ==
+    BLOCK_D with an entry in GLUON_FWD_MIN_N, min(Nq, Nk) >= that entry, Nq and Nk multiples
+    of the kernel's tile, q, k, v readable as (B * N, heads * D) rows without a copy
+    (forward_gluon.rows_view_ok); never under the interpreter (Gluon has no interpreted
+    form); then warp_spec_applies' switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU
+    not shared). FLASHTRITON_WARP_SPEC=1 does not force it: the forced tests of fwd_ws.py
+    keep their kernel."""
+    if (bd not in GLUON_FWD_MIN_N or q.shape[-1] != bd or is_varlen or interpreting()
+            or min(seqlen_q, seqlen_k) < GLUON_FWD_MIN_N[bd]):
+        return False
+    block_m, block_n, _ = GLUON_TILES[bd]
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
+            and params.window_right < 0 and q.dtype in (torch.bfloat16, torch.float16)
+            and seqlen_q % block_m == 0 and seqlen_k % block_n == 0 and all(rows_view_ok(t) for t in (q, k, v))):
         return False
     return _warp_spec_switch(q)
 

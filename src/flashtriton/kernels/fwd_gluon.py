@@ -1,0 +1,288 @@
+"""FlashAttention-2 forward for Hopper written in Gluon, hand-scheduled.
+
+Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a in session 23
+(bench/gluon_fwd_compile.py), first run on the H200 the same day (bench/gpu/
+s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over it at
+N >= 4k); the library routes unmasked dense D = 128 forwards here from N = 4k
+(launchers.policy.gluon_fwd; host side: launchers/forward_gluon.py).
+
+Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
+(`tl.range(..., warp_specialize=True)`) and reaches ~545-560 TFLOP/s at D = 128
+(non-causal, N >= 2k, bf16) on the H200, against cuDNN's ~595-625. Gluon
+(`triton.experimental.gluon`) exposes the pieces that pass hides: explicit partitions
+with their own warp and register counts, TMA, mbarriers, asynchronous wgmma and the
+waits on it, and explicit register layouts.
+
+Scope (the launcher checks it): forward only, no mask / dropout / ALiBi / softcap /
+window, dense q (B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16,
+D in {64, 128}, Nq % BLOCK_M == 0 and Nk % BLOCK_N == 0. Output o like q, and lse
+(B, H, Nq) fp32, the natural-log logsumexp of the scaled scores.
+
+Design: one CTA per (128-row query block, batch x head), three partitions
+(gl.warp_specialize):
+  - two consumer warpgroups (the default partition, 4 warps, and a 4-warp worker), each
+    owning BLOCK_M / 2 = 64 query rows: S = Q_half K^T into a 64 x BLOCK_N fp32 wgmma
+    accumulator, P (fp16 / bf16) kept in registers as wgmma's A operand, O_half += P V
+    into a 64 x D fp32 accumulator. Both read the same K / V stage;
+  - a load partition (1 warp, 24 registers) that loads the two Q halves once and streams
+    K and V tiles through a ring of NUM_STAGES shared buffers by TMA.
+  Barriers (mbarriers, one arrival each unless said): q_bar (both Q halves' bytes),
+  k_ready[s] / v_ready[s] (TMA transaction counts; apart, so S_0 need not wait for V_0),
+  kv_empty[s] (2 arrivals: each consumer releases the stage after its P V wgmma
+  finished). Phases: tile j uses stage j % NUM_STAGES with parity (j // NUM_STAGES) & 1;
+  the loader waits kv_empty with the opposite parity, which a fresh barrier passes.
+  Within a consumer (FA3's intra-warpgroup overlap): at tile j it issues
+  S_j = Q K_j^T (async), then O += P_{j-1} V_{j-1} (async), waits until only the P V
+  group is in flight (wgmma groups retire in order), does the softmax of S_j while the
+  P V wgmma runs, then waits for it, releases stage j - 1 and rescales O by alpha_j.
+  The softmax is FA2's: scores in log2 units (softmax_scale * log2(e) folded into one
+  FMA with the row max), exp2, the accumulator left unnormalised until after the loop,
+  then divided by l once; lse = (m + log2 l) * ln 2. O leaves through TMA from the
+  consumer's own Q half of shared memory (Q is dead by then); lse by plain stores.
+  PINGPONG (off by default, for the A/B) orders the two consumers' wgmma issues with two
+  more mbarriers (turn[wg]): a consumer waits for its turn, issues S_j and P_{j-1} V_{j-1},
+  and hands the turn over, so one warpgroup's softmax runs under the other's wgmmas.
+  Tile bookkeeping (q_row, kv_row, phases) lives in the launcher-facing kernel and the
+  partitions take it as arguments, so a persistent loop over tiles could wrap them
+  (the phases then continue across tiles, and Q's buffer needs an "O stored" barrier
+  before the next tile's Q load).
+
+Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
+2026-12-01):
+  - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
+    entry is the default partition and runs on the kernel's num_warps (4 here: consumer
+    0); the workers run on additional warps (consumer 1: 4, loader: 1), padded to whole
+    warpgroups: 12 warps, .reqntid 384, .maxnreg 168. The register counts become
+    setmaxnreg: in the partitions the default and the consumer worker run at 240 and the
+    loader's warpgroup at 24 (2 x 240 + 24 = 504 <= 512 a thread-slot); outside them the
+    default warpgroup runs at 256 and idle workers park at 24 / 120. ptxas: 0 spills.
+    Asking less than 240 for the worker (168-216) gave 384 bytes of spills.
+  - constexprs pass through warp_specialize's argument tuples (they flatten to nothing),
+    but a plain int literal in such a tuple does not (AttributeError: 'int' object has
+    no attribute '_flatten_ir'): name it as a gl.constexpr first.
+  - warpgroup_mma(..., is_async=True) returns a token; warpgroup_mma_wait(n, deps=[...])
+    turns it back into a tensor. The loop carries only plain tensors (each iteration
+    waits for both of its groups). SASS: HGMMA (S), HGMMA with the register A operand
+    (P V), WARPGROUP.DEPBAR.LE gsb0, 0x1, the softmax, DEPBAR.LE 0x0; no ptxas
+    "wgmma serialized" advisory. P's conversion from the S accumulator layout to the
+    A-operand layout and alpha's / l's from S rows to O rows stay in registers (no
+    shared-memory round trip in the loop).
+  - Triton adds a bar.sync of the warpgroup before each mbarrier wait / arrive in a
+    4-warp partition; arrive is issued by one thread, so kv_empty counts 2 (one per
+    consumer warpgroup).
+  - A host TensorDescriptor's kernel type string is
+    "tensordesc<bf16[64, 128],NVMMASharedLayout(...)>" (the layout's repr); the JIT
+    path with such descriptors compiles the same kernel (checked with a stub driver).
+  - A (64 or 128) x 128 bf16 box with 128-byte swizzle is issued as two TMA messages
+    (64 columns each): 8 UTMALDG per program at D = 128 (2 Q halves, K, V).
+  - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
+    GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
+    drivers ([]). There should only be one.").
+"""
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                               warpgroup_mma_wait)
+
+
+LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+
+# (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: K and V stages of BLOCK_N x D each plus
+# the 128 x D Q tile must fit in 227 KB of shared memory. D = 128: 3 stages (224 KB),
+# H200, 2026-12-01, 16k tokens, H = 16, bf16, non-causal, kernel-only TFLOP/s two rounds
+# (bench/gpu/s23_gluon_fwd_ab.py, s23/call6): 2 stages 520-523 / 540-546 / 543-547 at
+# N = 4k / 8k / 16k, 3 stages 565-575 / 581-586 / 571-613, BLOCK_N 64 with 4 stages
+# 530-546 / 548-558 / 568-573, PINGPONG level with 2 stages (fwd_ws.py 540-553). D = 64:
+# untimed.
+DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3)}
+CONSUMER_REGS: gl.constexpr = gl.constexpr(240)  # consumer worker's setmaxnreg (the default partition gets 240 too)
+LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
+LOADER_WARPS: gl.constexpr = gl.constexpr(1)
+
+
+# ---------------------------------------------------------------------------------------
+# Partitions
+# ---------------------------------------------------------------------------------------
+@gluon.jit
+def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+              q_row, q_col, kv_row, kv_col, n_tiles,
+              HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
+    # Q: the two consumers' halves, one barrier for both
+    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
+    tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+    for j in range(n_tiles):
+        stage = j % NUM_STAGES
+        phase = (j // NUM_STAGES) & 1
+        # both consumers released this stage's previous tile (a fresh barrier passes parity 1)
+        mbarrier.wait(kv_empty.index(stage), phase ^ 1)
+        offs_n = kv_row + j * BLOCK_N
+        mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(k_desc, [offs_n, kv_col], k_ready.index(stage), k_smem.index(stage))
+        mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(v_desc, [offs_n, kv_col], v_ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE: gl.constexpr):
+    """One tile of the online softmax in log2 units. s (HALF_M, BLOCK_N) fp32 raw scores;
+    returns p (HALF_M, BLOCK_N) fp32 = exp2(s * qk_scale - m_new), the new m_i and l_i,
+    and alpha = exp2(m_old - m_new), the factor for the accumulator."""
+    if NEG_SCALE:
+        m_ij = gl.min(s, axis=1) * qk_scale                      # (HALF_M,)
+    else:
+        m_ij = gl.max(s, axis=1) * qk_scale                      # (HALF_M,)
+    m_new = gl.maximum(m_i, m_ij)
+    alpha = gl.exp2(m_i - m_new)                                 # (HALF_M,), 0 at the first tile
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_new, 1))         # (HALF_M, BLOCK_N)
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _turn_wait(turn, k, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    """PINGPONG: the k-th (0-based) issue of this warpgroup's wgmmas waits for the other
+    warpgroup's k-th (WG 1) or (k-1)-th (WG 0) issue; WG 0's first wait passes on the
+    fresh barrier (parity 1)."""
+    if PINGPONG:
+        mbarrier.wait(turn.index(WG), (k & 1) ^ (1 - WG))
+
+
+@gluon.jit
+def _turn_pass(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
+    if PINGPONG:
+        mbarrier.arrive(turn.index(1 - WG))
+
+
+@gluon.jit
+def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE,
+                 q_row, q_col, lse_off, n_tiles, qk_scale,
+                 WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr):
+    dtype: gl.constexpr = q_smem.dtype
+    # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+
+    q = q_smem.index(WG)                                                     # (HALF_M, HEAD_DIM) smem
+    m_i = gl.full([HALF_M], float("-inf"), gl.float32, row_s)
+    l_i = gl.full([HALF_M], 0.0, gl.float32, row_s)
+    acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)                 # (HALF_M, HEAD_DIM)
+    s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)               # (HALF_M, BLOCK_N), never read
+
+    # tile 0: S_0 and its softmax; nothing to overlap yet
+    mbarrier.wait(q_bar, 0)
+    mbarrier.wait(k_ready.index(0), 0)
+    _turn_wait(turn, 0, WG, PINGPONG)
+    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    _turn_pass(turn, WG, PINGPONG)
+    s = warpgroup_mma_wait(0, deps=[s_tok])
+    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+    p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
+
+    for j in range(1, n_tiles):
+        stage = j % NUM_STAGES
+        prev = (j - 1) % NUM_STAGES
+        # S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both in flight
+        mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
+        mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
+        _turn_wait(turn, j, WG, PINGPONG)
+        s_tok = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+        o_tok = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
+        _turn_pass(turn, WG, PINGPONG)                                       # PINGPONG: the other's turn
+        # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
+        s = warpgroup_mma_wait(1, deps=[s_tok])
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+        mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
+        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+        p16 = gl.convert_layout(p.to(dtype), p_layout)
+
+    # the last tile's P V
+    last = (n_tiles - 1) % NUM_STAGES
+    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_STAGES) & 1)
+    _turn_wait(turn, n_tiles, WG, PINGPONG)
+    o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
+    _turn_pass(turn, WG, PINGPONG)
+    acc = warpgroup_mma_wait(0, deps=[o_tok])
+    mbarrier.arrive(kv_empty.index(last))
+
+    # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
+    acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+    lse = (m_i + gl.log2(l_i)) * LN2                                         # (HALF_M,)
+    offs_m = gl.arange(0, HALF_M, layout=row_s)
+    # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
+    # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
+    gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
+    q.store(acc.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
+    tma.store_wait(0)
+
+
+@gluon.jit
+def attn_fwd_gluon_kernel(
+    q_desc, k_desc, v_desc, o_desc,  # host TensorDescriptors over (B * N, heads * D) views; boxes q / o
+                                     # (HALF_M, D), k / v (BLOCK_N, D)
+    LSE,                             # (B, H, Nq) fp32 contiguous
+    seqlen_q, seqlen_k, nheads, group, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+    NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False,
+):
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = q_desc.dtype
+    pid_m = gl.program_id(0)                 # query block (fastest: one head's blocks share K / V in L2)
+    pid_bh = gl.program_id(1)                # batch * nheads + head
+    off_b = pid_bh // nheads
+    off_h = pid_bh % nheads
+    q_row = off_b * seqlen_q + pid_m * BLOCK_M
+    q_col = off_h * HEAD_DIM
+    kv_row = off_b * seqlen_k
+    kv_col = (off_h // group) * HEAD_DIM
+    n_tiles = seqlen_k // BLOCK_N
+    lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
+
+    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
+    k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
+    v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)   # (S, BLOCK_N, D)
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())               # PINGPONG
+    mbarrier.init(q_bar, count=1)
+    mbarrier.init(turn.index(0), count=1)
+    mbarrier.init(turn.index(1), count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(kv_empty.index(i), count=2)    # one arrival per consumer warpgroup
+    fence_async_shared()
+
+    WG0: gl.constexpr = 0
+    WG1: gl.constexpr = 1
+    gl.warp_specialize([
+        (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
+                        lse_off, n_tiles, qk_scale, WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
+                        PINGPONG)),
+        (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
+                        lse_off, n_tiles, qk_scale, WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
+                        PINGPONG)),
+        (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+                     q_row, q_col, kv_row, kv_col, n_tiles, HALF_M, BLOCK_N, NUM_STAGES)),
+    ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+
+    mbarrier.invalidate(q_bar)
+    mbarrier.invalidate(turn.index(0))
+    mbarrier.invalidate(turn.index(1))
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.invalidate(k_ready.index(i))
+        mbarrier.invalidate(v_ready.index(i))
+        mbarrier.invalidate(kv_empty.index(i))

@@ -1,0 +1,158 @@
+"""Host side of kernels/fwd_gluon.py (the hand-scheduled Gluon forward for Hopper):
+validation of its narrow contract, descriptors, grid, launch.
+
+    fwd_into(q, k, v, out, lse, scale)      the library's route (launchers.forward, where
+                                            launchers.policy.gluon_fwd accepts the call)
+    attention_fwd_gluon(q, k, v, scale)     standalone: checks (ValueError before any
+                                            launch), allocates, returns (o, lse)
+    prepare(q, k, v, scale, ...)            the same, as a launch function (A/B timing)
+
+Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
+TRITON_INTERPRET, and the policy never routes there.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from triton.experimental.gluon import language as gl
+
+from .. import memory
+from ..kernels.fwd_gluon import DEFAULT_CONFIG, attn_fwd_gluon_kernel
+from . import plans
+from .common import LOG2E
+
+_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def rows_view_ok(x: torch.Tensor) -> bool:
+    """Whether x (B, N, heads, D) is, as it is, the rows of a (B * N, heads * D) matrix a 2-D
+    TMA descriptor can read: unit inner stride, heads packed, batches consecutive, 16-byte
+    aligned base and row stride."""
+    b, n, h, d = x.shape
+    es = x.element_size()
+    return (x.stride(3) == 1 and x.stride(2) == d and x.stride(1) >= h * d
+            and (b == 1 or x.stride(0) == n * x.stride(1))
+            and (x.stride(1) * es) % 16 == 0 and x.data_ptr() % 16 == 0)
+
+
+def _rows_view(x: torch.Tensor):
+    """x (B, N, heads, D) as the rows of a (B * N, heads * D) matrix for a 2-D TMA
+    descriptor: (x, shape, strides), x made contiguous when rows_view_ok fails."""
+    b, n, h, d = x.shape
+    if not rows_view_ok(x):
+        x = x.contiguous() if x.data_ptr() % 16 == 0 else x.clone(memory_format=torch.contiguous_format)
+    return x, [b * n, h * d], [x.stride(1), 1]
+
+
+def _desc(x: torch.Tensor, rows: int):
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    x, shape, strides = _rows_view(x)
+    d = x.shape[-1]
+    layout = gl.NVMMASharedLayout.get_default_for([rows, d], _DTYPES[x.dtype])
+    return x, TensorDescriptor(x, shape, strides, [rows, d], layout)
+
+
+def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
+    """The narrow contract of attn_fwd_gluon_kernel; ValueError naming what is wrong.
+    Needs no GPU (shapes, dtypes and strides only)."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: expected 4 dimensions (B, N, heads, D), got shape {tuple(t.shape)}")
+        if t.dtype not in _DTYPES:
+            raise ValueError(f"{name}: dtype {t.dtype} not supported (float16 or bfloat16)")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v: dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k, v: devices differ ({q.device}, {k.device}, {v.device})")
+    b, nq, h, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k, v: shapes differ ({tuple(k.shape)}, {tuple(v.shape)})")
+    bk, nk, hk, dk = k.shape
+    if bk != b:
+        raise ValueError(f"k: batch {bk} differs from q's {b}")
+    if dk != d:
+        raise ValueError(f"k: head dim {dk} differs from q's {d}")
+    if d not in DEFAULT_CONFIG:
+        raise ValueError(f"q: head dim {d} not supported (one of {sorted(DEFAULT_CONFIG)})")
+    if hk == 0 or h % hk != 0:
+        raise ValueError(f"q: {h} heads not a multiple of k's {hk} heads")
+    if nq == 0 or nq % block_m != 0:
+        raise ValueError(f"q: sequence length {nq} not a positive multiple of BLOCK_M = {block_m}")
+    if nk == 0 or nk % block_n != 0:
+        raise ValueError(f"k: sequence length {nk} not a positive multiple of BLOCK_N = {block_n}")
+    if b == 0:
+        raise ValueError("q: batch size 0")
+    if not isinstance(softmax_scale, (int, float)) or isinstance(softmax_scale, bool) \
+            or not math.isfinite(softmax_scale) or softmax_scale == 0:
+        raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
+
+
+def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool):
+    """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
+    function writing o and lse. q, k, v are copied when their strides do not allow the
+    view (the library's route never sends such tensors: rows_view_ok)."""
+    b, nq, h, d = q.shape
+    nk, hk = k.shape[1], k.shape[2]
+    q, q_desc = _desc(q, block_m // 2)
+    k, k_desc = _desc(k, block_n)
+    v, v_desc = _desc(v, block_n)
+    o_view, o_desc = _desc(o, block_m // 2)
+    assert o_view is o, "o must be a (B, N, H, D) contiguous buffer"
+    grid = (nq // block_m, b * h)
+    qk_scale = float(softmax_scale) * LOG2E
+
+    def launch():
+        with torch.cuda.device(o.device):
+            plans.launch(attn_fwd_gluon_kernel, grid,
+                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale,
+                HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0,
+                PINGPONG=pingpong, num_warps=4)
+        return o, lse
+    return launch
+
+
+def fwd_into(q, k, v, out, lse, softmax_scale) -> None:
+    """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
+    the whole forward into out (B, Nq, H, D) and lse (B, H, Nq), already allocated, at
+    DEFAULT_CONFIG's tile. The kernel's descriptors are Gluon TensorDescriptors, which a
+    launch plan cannot rebind to the next call's tensors (launchers/plans.py knows
+    triton.tools' descriptors only), so the call is marked unreplayable: every call runs
+    this host path (~50-100 us on the H200 machine, hidden behind kernels of >= 1 ms)."""
+    plans.unreplayable()
+    block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
+    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False)()
+
+
+def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
+            pingpong: bool = False):
+    """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
+    which runs the kernel (again, into the same o and lse) and returns (o, lse). For
+    timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py)."""
+    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
+    block_n = block_n or bn
+    num_stages = num_stages or stages
+    check_inputs(q, k, v, softmax_scale, block_m, block_n)
+    if q.device.type != "cuda":
+        raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
+    cap = torch.cuda.get_device_capability(q.device)
+    if cap[0] != 9:
+        raise ValueError(f"attention_fwd_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
+    b, nq, h, d = q.shape
+    o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
+    lse = memory.empty((b, h, nq), torch.float32, q.device)
+    return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong)
+
+
+def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
+                        pingpong: bool = False):
+    """Non-causal attention forward by attn_fwd_gluon_kernel. q (B, Nq, H, D), k / v
+    (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
+    (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
+    (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
+    DEFAULT_CONFIG (A/B runs). Needs a Hopper GPU (sm_90)."""
+    return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong)()

@@ -1,0 +1,237 @@
+"""kernels/fwd_gluon.py: the hand-scheduled Gluon forward (host side launchers/
+forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 4k there,
+launchers.policy.gluon_fwd). Its kernel needs a Hopper GPU: Gluon kernels do not run
+under the Triton interpreter (gluon.jit makes no interpreted function; a launch looks
+for a GPU driver), so the numeric tests are GPU-only (sm_90). The launcher's validation
+and the routing rule need no GPU and run everywhere.
+
+Criterion (tests/helpers.py): error against float64 at most 2x PyTorch's same-dtype
+error, outputs poisoned (NaN) before the call by the autouse fixture (memory.empty).
+"""
+import math
+
+import pytest
+import torch
+
+from flashtriton.kernels import fwd_gluon
+from flashtriton.launchers import common, forward_gluon, policy
+from flashtriton.launchers.forward_gluon import attention_fwd_gluon
+
+from conftest import DEVICE, HAS_CUDA
+from helpers import assert_close, check_attention, rand_qkv, reference_pair, spy
+
+IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
+hopper = pytest.mark.skipif(not IS_HOPPER, reason="needs a Hopper GPU (compute capability 9.x)")
+
+
+def check(q, k, v, scale=None, **kw):
+    """One call against the float64 reference; returns (o, lse)."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    o, lse = attention_fwd_gluon(q, k, v, scale, **kw)
+    b, nq, h, d = q.shape
+    assert o.shape == q.shape and o.dtype == q.dtype
+    assert lse.shape == (b, h, nq) and lse.dtype == torch.float32
+    assert torch.isfinite(o).all() and torch.isfinite(lse).all(), "unwritten (NaN-poisoned) or non-finite output"
+    truth, lowp = reference_pair(q, k, v, softmax_scale=scale)
+    assert_close("out", o, truth["out"], lowp["out"], 2, q.dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, q.dtype)
+    return o, lse
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper): numerics
+# ---------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, n", [(1, 128), (2, 1024), (1, 4096)])
+def test_matches_reference_gpu(dtype, d, b, n):
+    check(*rand_qkv(b, n, n, 4, 4, d, dtype, "cuda"))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("nq, nk", [(256, 1024), (1024, 256), (128, 2048)])
+def test_nq_differs_from_nk_gpu(dtype, nq, nk):
+    check(*rand_qkv(2, nq, nk, 4, 4, 128, dtype, "cuda"))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+def test_gqa_gpu(dtype, d):
+    check(*rand_qkv(2, 1024, 1024, 8, 2, d, dtype, "cuda"))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_repeatable_gpu(dtype):
+    q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, dtype, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, 0.088)
+    o2, lse2 = attention_fwd_gluon(q, k, v, 0.088)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cfg", [dict(block_n=64, num_stages=4), dict(num_stages=3), dict(pingpong=True),
+                                 dict(block_n=64, num_stages=4, pingpong=True)])
+def test_configs_gpu(cfg):
+    """The A/B script's other configurations (bench/gpu/s23_gluon_fwd_ab.py)."""
+    check(*rand_qkv(2, 2048, 2048, 4, 2, 128, torch.bfloat16, "cuda"), **cfg)
+
+
+@pytest.mark.gpu
+@hopper
+def test_negative_and_large_scale_gpu():
+    q, k, v = rand_qkv(1, 512, 1024, 4, 4, 128, torch.bfloat16, "cuda")
+    check(q, k, v, scale=-0.1)
+    check(q, k, v, scale=0.5)
+
+
+@pytest.mark.gpu
+@hopper
+def test_strided_inputs_gpu():
+    """q / k / v views of a packed qkv (heads contiguous: the 2-D descriptor view without a
+    copy) and of a (B, H, N, D) tensor (made contiguous by the launcher)."""
+    b, n, h, d = 2, 512, 4, 128
+    qkv = torch.randn(b, n, 3, h, d, dtype=torch.bfloat16, device="cuda")
+    check(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
+    bhnd = torch.randn(3, b, h, n, d, dtype=torch.float16, device="cuda")
+    check(*(x.transpose(1, 2) for x in bhnd))
+
+
+# ---------------------------------------------------------------------------------------
+# Validation: no launch happens, so these run on any device (CPU included)
+# ---------------------------------------------------------------------------------------
+def qkv(b=1, nq=128, nk=256, h=4, hk=2, d=128, dtype=torch.bfloat16):
+    return rand_qkv(b, nq, nk, h, hk, d, dtype, DEVICE)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int8])
+def test_rejects_dtype(dtype):
+    q, k, v = (t.to(dtype) for t in qkv())
+    with pytest.raises(ValueError, match=r"^q: dtype .* not supported \(float16 or bfloat16\)"):
+        attention_fwd_gluon(q, k, v, 0.1)
+
+
+def test_rejects_mixed_dtypes():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"^q, k, v: dtypes differ"):
+        attention_fwd_gluon(q, k.half(), v, 0.1)
+
+
+@pytest.mark.parametrize("d", [32, 96, 256])
+def test_rejects_head_dim(d):
+    with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported"):
+        attention_fwd_gluon(*qkv(d=d), 0.1)
+
+
+def test_rejects_shapes():
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"^q: expected 4 dimensions"):
+        attention_fwd_gluon(q[0], k, v, 0.1)
+    with pytest.raises(ValueError, match=r"^k, v: shapes differ"):
+        attention_fwd_gluon(q, k, v[:, :128], 0.1)
+    with pytest.raises(ValueError, match=r"^k: head dim 64 differs from q's 128"):
+        attention_fwd_gluon(q, k[..., :64], v[..., :64], 0.1)
+    with pytest.raises(ValueError, match=r"^k: batch 2 differs from q's 1"):
+        attention_fwd_gluon(q, *(torch.cat([t, t]) for t in (k, v)), 0.1)
+    with pytest.raises(ValueError, match=r"^q: 4 heads not a multiple of k's 3 heads"):
+        attention_fwd_gluon(q, *(torch.cat([t, t[:, :, :1]], 2) for t in (k, v)), 0.1)
+    with pytest.raises(ValueError, match=r"^k: expected a torch.Tensor, got NoneType"):
+        attention_fwd_gluon(q, None, v, 0.1)
+
+
+@pytest.mark.parametrize("nq, nk, what", [(100, 256, "q: sequence length 100"), (128, 200, "k: sequence length 200"),
+                                          (0, 256, "q: sequence length 0"), (128, 0, "k: sequence length 0")])
+def test_rejects_sequence_lengths(nq, nk, what):
+    with pytest.raises(ValueError, match=rf"^{what} not a positive multiple of BLOCK_"):
+        attention_fwd_gluon(*qkv(nq=nq, nk=nk), 0.1)
+
+
+def test_rejects_block_n_mismatch():
+    """Nk = 192 fits BLOCK_N = 64 but not the default 128."""
+    q, k, v = qkv(nk=192)
+    with pytest.raises(ValueError, match=r"^k: sequence length 192 not a positive multiple of BLOCK_N = 128"):
+        attention_fwd_gluon(q, k, v, 0.1)
+
+
+@pytest.mark.parametrize("scale", [0.0, math.nan, math.inf, "0.1", True])
+def test_rejects_scale(scale):
+    with pytest.raises(ValueError, match=r"^softmax_scale: expected a finite nonzero number"):
+        attention_fwd_gluon(*qkv(), scale)
+
+
+@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
+def test_rejects_non_hopper_device():
+    """Valid shapes on a CPU (or a non-Hopper GPU): a clear error instead of a launch."""
+    q, k, v = qkv()
+    if HAS_CUDA:
+        q, k, v = q.cuda(), k.cuda(), v.cuda()
+    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+        attention_fwd_gluon(q, k, v, 0.1)
+
+
+def test_default_configs_fit_shared_memory():
+    """Q (BLOCK_M x D) plus NUM_STAGES K and V tiles (BLOCK_N x D), 16-bit, within the
+    H100 / H200's 227 KB per block (the offline compile reports 160 KB at D = 128)."""
+    for d, (bm, bn, stages) in fwd_gluon.DEFAULT_CONFIG.items():
+        assert 2 * d * (bm + 2 * stages * bn) + 1024 <= 227 * 1024, d
+
+
+# ---------------------------------------------------------------------------------------
+# The library's route to it (launchers.policy.gluon_fwd)
+# ---------------------------------------------------------------------------------------
+def test_gluon_route_rule(monkeypatch):
+    """Which forwards take the Gluon kernel: dense, unmasked, no ALiBi / softcap / dropout,
+    bf16 / fp16, head_dim == 128, min(Nq, Nk) >= GLUON_FWD_MIN_N[128], Nq and Nk multiples
+    of its tile, q / k / v as packed rows; never under the interpreter, and only when the
+    warp-specialization switch allows (both patched here: the rule itself, on CPU tensors)."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    n = policy.GLUON_FWD_MIN_N[128]
+    plain = common.AttnParams(0.1)
+
+    def rule(q, k, v, params=plain, alibi=None, varlen=False, bd=128):
+        return policy.gluon_fwd(q, k, v, params, alibi, varlen, bd, q.shape[1], k.shape[1])
+
+    q, k, v = rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cpu")
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert rule(*rand_qkv(2, n, n + 128, 4, 2, 128, torch.bfloat16, "cpu"))           # GQA, Nq != Nk
+    for p in (common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=64),
+              common.AttnParams(0.1, softcap=3.0), common.AttnParams(0.1, dropout_p=0.1)):
+        assert not rule(q, k, v, p)
+    assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
+    assert not rule(q.float(), k.float(), v.float())
+    assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # no D = 64 entry
+    assert not rule(*rand_qkv(1, n, n, 2, 1, 96, torch.bfloat16, "cpu"))                # head_dim < BLOCK_D
+    assert not rule(*rand_qkv(1, n // 2, n // 2, 2, 1, 128, torch.bfloat16, "cpu"))     # too short
+    assert not rule(*rand_qkv(1, n + 64, n, 2, 1, 128, torch.bfloat16, "cpu"))          # Nq not a tile multiple
+    assert not rule(*rand_qkv(1, n, n + 64, 2, 1, 128, torch.bfloat16, "cpu"))          # Nk not a tile multiple
+    bhnd = torch.randn(3, 1, 2, n, 128, dtype=torch.bfloat16)
+    assert not rule(*(t.transpose(1, 2) for t in bhnd))                                # heads not packed in a row
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
+    assert not rule(q, k, v)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    monkeypatch.setattr(policy, "interpreting", lambda: True)
+    assert not rule(q, k, v)
+
+
+@pytest.mark.gpu
+@hopper
+def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
+    """flash_attn_func at D = 128, N = 4k (non-causal, bf16) runs the Gluon kernel, and its
+    output, lse and the backward built on that lse pass the reference criterion; a second
+    call of the same shape with new inputs is right too (the route is unreplayable: a
+    launch plan would keep the first call's descriptors)."""
+    called = spy(monkeypatch, forward_gluon, "fwd_into")
+    n = policy.GLUON_FWD_MIN_N[128]
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        check_attention("triton", *rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cuda"), check_probs=False)
+    assert len(called) == 2, called
