@@ -16,6 +16,7 @@ import flashtriton
 from flashtriton import backends, flash_attn_with_kvcache, kvcache, reference_decode
 from flashtriton.launchers import decode as decode_launcher
 from flashtriton.launchers import common as launcher_common
+from flashtriton.launchers import plans as launcher_plans
 from flashtriton.launchers.prefill import AttnParams
 
 from conftest import DEVICE, kernel_backends
@@ -538,6 +539,9 @@ def test_bad_input(name, make, exc, msg):
     (dict(window_size=(3,)), ValueError, "window_size"), (dict(softcap=-1.0), ValueError, "softcap"),
     (dict(alibi_slopes=torch.ones(3)), ValueError, "alibi_slopes"),
     (dict(rotary_interleaved=None), TypeError, "rotary_interleaved"),
+    (dict(return_softmax_lse=1), TypeError, "return_softmax_lse: must be a bool, got int"),
+    (dict(window_size=[2, True, 0]), ValueError, "window_size"), (dict(window_size=[-2, 0]), ValueError, "window_size"),
+    (dict(window_size=(0, 1.0)), ValueError, "window_size"),
 ])
 def test_bad_options(kw, exc, msg):
     inp = _good()
@@ -592,6 +596,122 @@ def test_structure_checked_once_per_signature(monkeypatch):
                 flash_attn_with_kvcache(q, **dict(inp, k_cache=inp["k_cache"].transpose(1, 3).contiguous()
                                                   .transpose(1, 3)))
         assert len(checks) == 8
+
+
+def test_value_checks_context(monkeypatch):
+    """kvcache.value_checks: the innermost block wins, an exception inside restores the
+    outer setting, it works as a decorator (every call), and a non-bool raises when the
+    block is entered, leaving nothing behind; without a block the environment decides."""
+    def on():
+        return kvcache._value_checks_on(torch.device("cpu"))
+
+    monkeypatch.delenv("FLASHTRITON_KVCACHE_CHECKS", raising=False)
+    assert on()
+    with kvcache.value_checks(False):
+        assert not on()
+        with kvcache.value_checks(True):
+            assert on()
+        assert not on()
+    assert on()
+    with pytest.raises(RuntimeError, match="inside"):
+        with kvcache.value_checks(False):
+            raise RuntimeError("inside")
+    assert on() and not kvcache._checks_override
+
+    @kvcache.value_checks(False)
+    def decorated():
+        return on()
+
+    assert decorated() is False and decorated() is False and on()
+    with pytest.raises(TypeError, match="enabled: must be a bool, got int"):
+        with kvcache.value_checks(1):
+            pass
+    assert not kvcache._checks_override
+    monkeypatch.setenv("FLASHTRITON_KVCACHE_CHECKS", "0")
+    assert not on()
+    with kvcache.value_checks(True):
+        assert on()
+
+
+def test_attn_params_memo():
+    """kvcache._attn_params: exactly the AttnParams the call would build (each field's type
+    and the sign of a zero included), one object for a repeated value; a bool window bound
+    or a negative zero never gets the object made for an equal value."""
+    import dataclasses
+
+    def same(a, b):
+        return all(type(x) is type(y) and repr(x) == repr(y)
+                   for x, y in zip(dataclasses.astuple(a), dataclasses.astuple(b)))
+
+    cases = [(0.125, -1, 0, 0.0), (0.125, 1, 0, 0.0), (0.125, True, 0, 0.0), (0.125, -1, False, 0.0),
+             (0.125, -1, 0, -0.0), (0.0, -1, 0, 0.0), (-0.0, -1, 0, 0.0), (0.125, 5, -1, 2.0), (-0.5, -1, 0, 0.0)]
+    for _ in range(2):
+        for args in cases:
+            got = kvcache._attn_params(*args)
+            assert same(got, AttnParams(*args, 0.0)), args
+    assert kvcache._attn_params(0.125, 5, -1, 2.0) is kvcache._attn_params(0.125, 5, -1, 2.0)
+    assert kvcache._attn_params(0.125, -1, 0, 0.0) is not kvcache._attn_params(0.125, -1, 0, 3.0)
+
+
+def test_plan_per_signature_token(monkeypatch):
+    """flash_attn_with_kvcache keys its launch plan by its structure memo's token for the
+    call's signature (kvcache._SignatureToken): calls of one signature replay one plan; a
+    cache that differs only in its base's 16-byte alignment records a plan of its own (the
+    compiled kernels assume aligned pointers), each replay gives bitwise what the launchers
+    give, and a cleared memo records again."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    inp = make_inputs(1, 1, 4, 2, 32, torch.float16, 32, [10])
+    q = inp.pop("q")
+    aligned = (inp.pop("k_cache"), inp.pop("v_cache"))
+    shifted = []
+    for t in aligned:
+        buf = torch.empty(t.numel() + 1, dtype=t.dtype, device=DEVICE)
+        shifted.append(buf[1:].view(t.shape).copy_(t))        # base 2 bytes off 16-byte alignment
+    with flashtriton.use_backend("triton"), kvcache.value_checks(False):
+        def step(caches):
+            return flash_attn_with_kvcache(q, *caches, return_softmax_lse=True, **inp)
+
+        before = dict(launcher_plans.stats)
+        got = [step(c) for c in (aligned, aligned, shifted, shifted, aligned)]
+        assert launcher_plans.stats["recorded"] == before["recorded"] + 2
+        assert launcher_plans.stats["replayed"] == before["replayed"] + 3
+        monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+        step(aligned)
+        assert launcher_plans.stats["recorded"] == before["recorded"] + 3
+        monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+        want = step(aligned)
+    for out, lse in got:
+        assert torch.equal(out, want[0]) and torch.equal(lse, want[1])
+
+
+def test_decode_options_checked(monkeypatch):
+    """launchers.decode.current_options: a bad FLASHTRITON_DECODE_* value raises on every
+    call (nothing bad is remembered), through flash_attn_with_kvcache too; an options()
+    block may override the bad field; a bad options() raises when entered and leaves
+    nothing behind; a changed environment is read."""
+    monkeypatch.setenv("FLASHTRITON_DECODE_COMBINE", "bogus")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="decode option combine"):
+            decode_launcher.current_options()
+    inp = make_inputs(1, 1, 4, 2, 32, torch.float16, 32, [10])
+    q = inp.pop("q")
+    with flashtriton.use_backend("triton"), pytest.raises(ValueError, match="decode option combine"):
+        flash_attn_with_kvcache(q, **inp)
+    with decode_launcher.options(combine="fused"):
+        assert decode_launcher.current_options().combine == "fused"
+        with decode_launcher.options(kv_load="pointer"):
+            assert decode_launcher.current_options() == decode_launcher.DecodeOptions(combine="fused",
+                                                                                      kv_load="pointer")
+        with flashtriton.use_backend("triton"):
+            flash_attn_with_kvcache(q, **inp)
+    monkeypatch.setenv("FLASHTRITON_DECODE_COMBINE", "kernel")
+    assert decode_launcher.current_options().combine == "kernel"
+    with pytest.raises(ValueError, match="decode option append"):
+        with decode_launcher.options(append="nope"):
+            pass
+    assert not decode_launcher._override
+    monkeypatch.delenv("FLASHTRITON_DECODE_COMBINE")
+    assert decode_launcher.current_options() == decode_launcher.DecodeOptions()
 
 
 # ---------------------------------------------------------------------------------------

@@ -287,3 +287,139 @@ def test_direct_launch_needs_no_hooks():
     finally:
         chain.remove(hook)
     assert plans._no_launch_hooks()
+
+
+def test_plan_key_policy_flag(monkeypatch):
+    """plan_key(policy=False) (decode, whose launchers never consult the warp-specialization
+    policy) leaves gpu_shared out of the key: False, and gpu_shared not even asked; the
+    default keeps the flag for the prefill launchers."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.delenv("FLASHTRITON_WARP_SPEC", raising=False)
+    asked = []
+    monkeypatch.setattr(plans, "gpu_shared", lambda device: asked.append(device) or True)
+
+    class CudaLike:         # is_cuda, for the flag's test (the key's signature is given)
+        is_cuda = True
+        device = torch.device("cuda", 0)
+
+    t = CudaLike()
+    if not plans.triton.knobs.runtime.interpret:
+        pytest.skip("the interpreter's key path (a fake CUDA tensor outside it would need a GPU)")
+    assert plans.plan_key("fwd", (t,), (1,), ("signed",))[-1] is True
+    assert len(asked) == 1
+    assert plans.plan_key("decode", (t,), (1,), ("signed",), policy=False)[-1] is False
+    assert len(asked) == 1
+
+
+def _fake_compiled(signature, n_desc, calls):
+    """A CompiledKernel whose launcher looks like Triton 3.6's nvidia CudaLauncher (what
+    plans._DirectLaunch.build reads), recording each launch's arguments in calls."""
+
+    class RawLauncher:          # a callable without __code__, as the C launcher
+        def __call__(self, *args):
+            calls.append(args)
+
+    raw = RawLauncher()
+
+    def wrap(launcher, tensordesc_meta):
+        def inner(*args):       # the shape of wrap_handle_tensordesc's closure
+            return launcher(*args, tensordesc_meta)
+        return inner
+
+    class CudaLauncher:
+        profile_scratch_size = 0
+        global_scratch_size = 0
+        launch_cooperative_grid = False
+        launch_pdl = False
+        launch = wrap(raw, [{"meta": i} for i in range(n_desc)]) if n_desc else raw
+
+    class Src:
+        pass
+
+    class Compiled:
+        function = "fn"
+        packed_metadata = "meta"
+        run = CudaLauncher()
+        src = Src()
+
+    Compiled.src.signature = dict(enumerate(signature))
+    return Compiled()
+
+
+@pytest.mark.skipif(not __import__("triton").__version__.startswith("3.6."), reason="Triton 3.6's launcher layout")
+def test_direct_launch_arguments(monkeypatch):
+    """plans._DirectLaunch (the GPU replay's launch, tested here with a stand-in launcher):
+    every pointer argument that takes this call's input or allocation gets that tensor's
+    address (an input used at several positions, as decode's stand-in for absent pointers,
+    at each), a persistent tensor (a workspace, "const") its address from the recording,
+    which the launch keeps alive, other constants as recorded, and a host descriptor its
+    expansion, encoded once per base address."""
+    import triton.backends.nvidia.driver as nvdriver
+    encoded = []
+
+    def fake_tensordesc_arg(desc, meta):
+        encoded.append(desc.base.data_ptr())
+        return [("map", desc.base.data_ptr(), meta["meta"])] + list(desc.shape) + list(desc.strides)
+
+    monkeypatch.setattr(nvdriver, "make_tensordesc_arg", fake_tensordesc_arg)
+    workspace = torch.zeros(8)
+    slots = [("in", 0), ("const", 7), ("alloc", 0), ("in", 2), ("const", workspace), ("in", 0),
+             ("desc", ("in", 1), [4, 8], [8, 1], [2, 8]), ("const", 2.5), ("const", None), ("alloc", 1),
+             ("const", True)]
+    sig = ["*fp32", "i32", "*fp32", "*fp32", "*fp32", "*fp32", "tensordesc<fp32[2, 8]>", "fp32", "*fp32",
+           "*fp32", "constexpr"]
+    calls = []
+    compiled = _fake_compiled(sig, 1, calls)
+    direct = plans._DirectLaunch.build(compiled, slots)
+    assert direct is not None
+    assert any(t is workspace for t in direct.keep)
+    steps = [((torch.zeros(4), torch.zeros(4, 8), torch.zeros(3)), [torch.zeros(2), torch.zeros(5)])
+             for _ in range(2)]                             # (all alive: distinct addresses)
+    for inputs, allocs in steps:
+        for _ in range(2):
+            direct.fire(compiled, (3, 2, 1), inputs, allocs, "stream")
+            args = calls[-1]
+            assert args[:13] == (3, 2, 1, "stream", "fn", False, False, None, None, "meta", None, None, None)
+            want = [inputs[0].data_ptr(), 7, allocs[0].data_ptr(), inputs[2].data_ptr(), workspace.data_ptr(),
+                    inputs[0].data_ptr(), ("map", inputs[1].data_ptr(), 0), 4, 8, 8, 1, 2.5, None,
+                    allocs[1].data_ptr(), True]
+            assert list(args[13:]) == want
+    assert encoded == [steps[0][0][1].data_ptr(), steps[1][0][1].data_ptr()], "one encoding a base address"
+
+
+@pytest.mark.gpu
+def test_stream_id_is_the_current_stream():
+    """plans.stream_id reads the raw handle (torch._C._cuda_getCurrentRawStream, as triton's
+    driver does): the same value as torch.cuda.current_stream(device).cuda_stream, on the
+    default stream and inside another stream's context, for cuda and cuda:0."""
+    for device in (torch.device("cuda"), torch.device("cuda", 0)):
+        assert plans.stream_id(device) == torch.cuda.current_stream(device).cuda_stream
+        s = torch.cuda.Stream(device)
+        with torch.cuda.stream(s):
+            assert plans.stream_id(device) == torch.cuda.current_stream(device).cuda_stream == s.cuda_stream
+    assert plans.stream_id(torch.device("cpu")) is None
+
+
+def test_regression_foreign_descriptor_unreplayable():
+    """Regression (session 23): _Plan.build classified any argument it did not know as a
+    constant, so a launch given a Gluon TensorDescriptor (the Gluon forward's route,
+    launchers/forward_gluon.py; not triton.tools' class) would have been replayed with
+    the first call's descriptor, i.e. its pointers. Such a launch makes the plan
+    unreplayable; the same launch with triton.tools' descriptor records a desc slot."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    x = torch.randn(64, 128).to(torch.bfloat16)
+    out = torch.empty_like(x)
+    layout = gl.NVMMASharedLayout.get_default_for([64, 128], gl.bfloat16)
+
+    def recorded(desc):
+        rec = plans._Recorder((x,))
+        rec.launches.append((None, (1,), (desc, out), {}, None))
+        rec.allocs.append((out, "empty", None))
+        return plans._Plan.build(rec, (out,))
+
+    assert recorded(GluonDescriptor(x, [64, 128], [128, 1], [64, 128], layout)) is None
+    plan = recorded(TensorDescriptor(x, [64, 128], [128, 1], [64, 128]))
+    assert plan is not None and plan.launches[0].subs[0] == (0, ("desc", ("in", 0), [64, 128], [128, 1], [64, 128]))

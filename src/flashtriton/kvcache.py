@@ -84,31 +84,36 @@ MAX_SPLITS = 256
 _checks_override: list[bool] = []
 
 
-@contextlib.contextmanager
-def value_checks(enabled: bool):
+class value_checks(contextlib.ContextDecorator):
     """Turn the host-synchronising value checks of flash_attn_with_kvcache on or off
-    inside the block (the structure checks always run)."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"enabled: must be a bool, got {type(enabled).__name__}")
-    _checks_override.append(enabled)
-    try:
-        yield
-    finally:
+    inside the block (the structure checks always run).
+
+    (A class, not a generator context manager: a serving loop may enter it every step,
+    and @contextlib.contextmanager costs ~1 us more an entry and exit, CI CPU, 2026-12.)"""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __enter__(self):
+        enabled = self.enabled
+        if not isinstance(enabled, bool):
+            raise TypeError(f"enabled: must be a bool, got {type(enabled).__name__}")
+        _checks_override.append(enabled)
+
+    def __exit__(self, *exc):
         _checks_override.pop()
+        return False
 
 
 def _value_checks_on(device: torch.device) -> bool:
     if torch.compiler.is_compiling():
         return False
     if _checks_override:
-        on = _checks_override[-1]
-    else:
-        on = envvars.value("FLASHTRITON_KVCACHE_CHECKS", "1") != "0"
-    if not on:
+        if not _checks_override[-1]:
+            return False
+    elif envvars.value("FLASHTRITON_KVCACHE_CHECKS", "1") == "0":
         return False
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        return False
-    return True
+    return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
 
 def _index_tensor(name, t, batch, device):
@@ -265,15 +270,28 @@ def _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_se
 # structure once. (Its ~25 Python branches were ~15% of a replayed decode step's host time,
 # ~3 us of 17 on the CI CPU, 2026-11-30.) Only passing signatures are stored; a failing
 # call raises from _check_structure every time.
+#
+# Each entry also holds a token for its signature (a _SignatureToken): with signed, the launch
+# plan's key takes the token in place of the signature (launchers.decode.kvcache_fwd), which
+# hashes and compares by identity where the signature's ~12 tuples hashed and compared field
+# by field in every step's plan lookup. One token an entry, so equal tokens mean equal
+# signatures; a signature stored again after a clear() gets a new token, and its calls
+# record a new plan.
 _STRUCTURES: dict = {}
 _STRUCTURES_MAX = 1024
 
 
+class _SignatureToken:
+    """Stands for one signature in launch plan keys (hash and equality by identity)."""
+    __slots__ = ()
+
+
 def _checked_structure(*args, signed=None):
-    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew).
+    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew,
+    token): token is the memo entry's _SignatureToken (None when nothing is remembered).
     signed: plans.sign of the tensor arguments (all tensors or None), which is then the key."""
     if torch.compiler.is_compiling():          # no global state mutated under tracing
-        return _check_structure(*args)
+        return _check_structure(*args) + (None,)
     if signed is not None:
         key = (args[-1], signed)
     else:
@@ -284,11 +302,11 @@ def _checked_structure(*args, signed=None):
             elif isinstance(t, torch.Tensor):
                 key.append((t.shape, t.stride(), t.dtype, t.device))
             else:                              # anything else: no memo, the check says what is wrong
-                return _check_structure(*args)
+                return _check_structure(*args) + (None,)
         key = tuple(key)
     hit = _STRUCTURES.get(key)
     if hit is None:
-        hit = _check_structure(*args)
+        hit = _check_structure(*args) + (_SignatureToken(),)
         if len(_STRUCTURES) >= _STRUCTURES_MAX:
             _STRUCTURES.clear()
         _STRUCTURES[key] = hit
@@ -354,6 +372,30 @@ def _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, blo
                                  f"(cache_seqlens[{b}] = {e})")
 
 
+# The AttnParams of a call, one object per value (a decode loop makes the same every step:
+# a frozen dataclass costs ~0.5 us to build and its __eq__ ~0.3 us in each plan lookup,
+# where the same object compares by identity). Only for values that equal no other
+# representation (window bounds of type int, not bool; no zero of either sign among the
+# floats but a positive-zero softcap), so the object handed on is exactly the one the call
+# would build; and not while torch.compile traces (no global state mutated there).
+_PARAMS: dict = {}
+_PARAMS_MAX = 1024
+
+
+def _attn_params(scale: float, window_left, window_right, softcap: float) -> AttnParams:
+    if (torch.compiler.is_compiling() or type(window_left) is not int or type(window_right) is not int
+            or scale == 0.0 or (softcap <= 0.0 and math.copysign(1.0, softcap) < 0.0)):
+        return AttnParams(scale, window_left, window_right, softcap, 0.0)
+    key = (scale, window_left, window_right, softcap)
+    params = _PARAMS.get(key)
+    if params is None:
+        params = AttnParams(scale, window_left, window_right, softcap, 0.0)
+        if len(_PARAMS) >= _PARAMS_MAX:
+            _PARAMS.clear()
+        _PARAMS[key] = params
+    return params
+
+
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -370,7 +412,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     The full contract is the docstring of flashtriton.kvcache.
     """
     validate._tensor("q", q)
-    backend = backends.select(q.device)
+    device = q.device
+    backend = backends.select(device)
     tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
                block_table)
     # signed once for the structure memo and the launch plan's key (plans.sign), when every
@@ -382,14 +425,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             signed = plans.sign(tensors)
         except (AttributeError, TypeError):    # a wrong type somewhere: _check_structure names it
             signed = None
-    capacity, page_size, snew = _checked_structure(*tensors, backend, signed=signed)
+    # (_checked_structure's memo, looked up here when signed: a replayed step's hit)
+    hit = _STRUCTURES.get((backend, signed)) if signed is not None else None
+    if hit is None:
+        hit = _checked_structure(*tensors, backend, signed=signed)
+    capacity, page_size, snew, token = hit
     batch = q.shape[0]
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, dropout_p=0.0,
                      alibi_slopes=alibi_slopes, q=q, batch=batch)
-    for name, flag in (("causal", causal), ("rotary_interleaved", rotary_interleaved),
-                       ("return_softmax_lse", return_softmax_lse)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name}: must be a bool, got {type(flag).__name__}")
+    if type(causal) is not bool or type(rotary_interleaved) is not bool or type(return_softmax_lse) is not bool:
+        for name, flag in (("causal", causal), ("rotary_interleaved", rotary_interleaved),
+                           ("return_softmax_lse", return_softmax_lse)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name}: must be a bool, got {type(flag).__name__}")
     if not isinstance(num_splits, int) or isinstance(num_splits, bool) or not 0 <= num_splits <= MAX_SPLITS:
         raise ValueError(f"num_splits: must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
 
@@ -403,20 +451,21 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if window_right >= capacity:
         window_right = -1
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    params = AttnParams(scale, window_left, window_right, float(softcap), 0.0)
+    params = _attn_params(scale, window_left, window_right, float(softcap))
 
     if cache_seqlens is None:
-        cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=q.device)
+        cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=device)
     elif isinstance(cache_seqlens, int):
-        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=q.device)
-    if _value_checks_on(q.device):
+        cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
+    if _value_checks_on(device):
         _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
                       capacity, page_size, snew, window_left >= 0 or window_right >= 0)
 
     module = backends.get(backend)
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
-    extra = {"signed": signed} if signed is not None else {}
+    # (the plan key takes the signature's token: see _STRUCTURES)
+    extra = {"signed": token} if signed is not None else {}
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                   cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits,
                                   need_lse=return_softmax_lse, **extra)

@@ -71,7 +71,8 @@ def options(*, softmax_scale, window_size, softcap, dropout_p, alibi_slopes, q, 
     if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and _finite(softmax_scale)):
         raise ValueError(f"softmax_scale: must be a finite float or None, got {softmax_scale!r}")
     if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
-            and all(isinstance(w, int) and w >= -1 for w in window_size)):
+            and isinstance(window_size[0], int) and window_size[0] >= -1
+            and isinstance(window_size[1], int) and window_size[1] >= -1):
         raise ValueError(f"window_size: must be a pair (left, right) of ints >= -1 (-1: unbounded), got {window_size!r}")
     if not (isinstance(softcap, (int, float)) and _finite(softcap) and softcap >= 0):
         raise ValueError(f"softcap: must be a finite float >= 0 (0 disables it), got {softcap!r}")

@@ -101,9 +101,21 @@ def _parse_env_options() -> DecodeOptions:
 _override: list[DecodeOptions] = []
 
 
+_env_checked: dict = {}
+
+
 def current_options() -> DecodeOptions:
-    opts = _override[-1] if _override else _env_options()
-    return _checked_options(opts)
+    """The options in force: the innermost options() block's (checked when it was
+    entered), else the environment's, checked (once per distinct environment: a bad
+    one raises on every call)."""
+    if _override:
+        return _override[-1]
+    key = _env_values()
+    opts = _env_checked.get(key)
+    if opts is None:
+        opts = _checked_options(_env_options())
+        _env_checked[key] = opts
+    return opts
 
 
 @functools.lru_cache(maxsize=64)
@@ -129,7 +141,7 @@ def options(**kw):
     base = _override[-1] if _override else _env_options()
     _override.append(dataclasses.replace(base, **kw))
     try:
-        current_options()  # validate now, not at the first launch
+        _checked_options(_override[-1])  # validate now (current_options trusts the entries here)
         yield
     finally:
         _override.pop()
@@ -374,16 +386,19 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache). A call
     seen before replays its launch plan (launchers/plans.py); cache_seqlens and the
     block table are inputs like q, so a decoding loop replays every step. need_lse=False:
-    the returned lse is a workspace that the next call on the stream overwrites. signed:
-    plans.sign of the inputs but alibi_slopes (flash_attn_with_kvcache has it)."""
+    the returned lse is a workspace that the next call on the stream overwrites. signed: a
+    hashable that stands for plans.sign of the inputs but alibi_slopes, equal for two calls
+    exactly when those signatures are (flash_attn_with_kvcache passes its structure memo's
+    token for the signature, kvcache._SignatureToken)."""
     inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
               cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
     if signed is not None:
-        signed = signed + plans.sign((alibi_slopes,))
-    # (the stream: the fused combine's counters and the workspaces are per stream)
+        signed = (signed, None if alibi_slopes is None else plans.sign((alibi_slopes,)))
+    # (the stream: the fused combine's counters and the workspaces are per stream; no
+    # gpu_shared flag: the decode launchers do not consult the warp-specialization policy)
     key = plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
-                                            plans.stream_id(q.device), need_lse), signed)
+                                            plans.stream_id(q.device), need_lse), signed, policy=False)
     return plans.run(key, inputs, lambda: _kvcache_fwd(
         q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
         block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse))

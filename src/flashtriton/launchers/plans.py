@@ -97,8 +97,13 @@ def persistent(t: torch.Tensor) -> torch.Tensor:
 
 
 def stream_id(device: torch.device):
-    """The current stream of device (part of a key where a persistent tensor is per stream)."""
-    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else None
+    """The current stream of device (part of a key where a persistent tensor is per stream):
+    torch.cuda.current_stream(device).cuda_stream, without building the Stream object (the
+    raw handle, as triton's driver reads it)."""
+    if device.type != "cuda":
+        return None
+    index = device.index
+    return torch._C._cuda_getCurrentRawStream(index if index is not None else torch.cuda.current_device())
 
 
 def note_alloc(t: torch.Tensor, kind: str, spec):
@@ -125,15 +130,18 @@ def sign(tensors) -> tuple:
     each, None for None. (One expression, no helper call per tensor: a decode step signs
     12 tensors, and per-tensor calls were ~1/6 of its host Python on the CI CPU.) flash_attn_with_kvcache signs its tensors once with it, for its
     structure memo and for plan_key (signed=), instead of twice (2.4-4 us of a replayed
-    decode step's ~15-19 on the CI CPU, 2026-11-30)."""
+    decode step's ~15-19 on the CI CPU, 2026-11-30); its plan key holds the memo entry's
+    token for the signature (kvcache._SignatureToken), not the signature itself."""
     return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
                  for t in tensors)
 
 
-def plan_key(op: str, tensors, scalars, signed=None):
+def plan_key(op: str, tensors, scalars, signed=None, policy=True):
     """The signature of a call, or None where plans do not apply (see module doc). Under
     the interpreter only with FLASHTRITON_PLANS=1 (the tests of the plans themselves).
-    signed: sign(tensors), when the caller has it already."""
+    signed: sign(tensors), when the caller has it already (or a stand-in for it that is
+    equal exactly when the signatures are). policy=False: the launchers never consult the
+    warp-specialization policy (decode's), so the key holds no gpu_shared flag (False)."""
     env = _env_values()
     flag = env[-1]
     if flag == "0" or env[3] == "1":                     # off, or autotuning
@@ -147,7 +155,7 @@ def plan_key(op: str, tensors, scalars, signed=None):
     # (gpu_shared: under FLASHTRITON_WARP_SPEC=auto the policy leaves the warp-specialized
     # kernels while other processes share the GPU, so a plan recorded alone must not replay
     # then, nor the reverse; the recording decides from this same value, rec.shared)
-    shared = first.is_cuda and env[0] in (None, "auto") and gpu_shared(first.device)
+    shared = policy and first.is_cuda and env[0] in (None, "auto") and gpu_shared(first.device)
     return (op, sign(tensors) if signed is None else signed, scalars, env, shared)
 
 
@@ -203,6 +211,11 @@ class _Plan:
                 if base is None:
                     return ("bad",)
                 return ("desc", base, list(x.shape), list(x.strides), list(x.block_shape))
+            if isinstance(getattr(x, "base", None), torch.Tensor):
+                # a descriptor type the replay cannot rebind (Gluon's TensorDescriptor, not
+                # triton.tools'): as a constant it would replay the first call's pointers
+                # (session 23; tests/test_plans.py::test_regression_foreign_descriptor_unreplayable)
+                return ("bad",)
             return ("const", x)
 
         launches = []
@@ -221,21 +234,30 @@ class _Plan:
         self.allocs = allocs
         self.launches = launches
         self.outs = outs
+        self.compiled = bool(launches) and launches[0].compiled is not None
 
     def replay(self, inputs):
         make = _memory.make
         allocs = [make(kind, spec) for kind, spec in self.allocs]
         stream = None
-        if self.launches and self.launches[0].compiled is not None:
+        if self.compiled:
             # once a call, not once a launch (bench/gpu/s13_host.py: a forward's host time
             # on the H200 machine ~140 us, the plan's replay ~45 of it)
-            from .common import _ensure_allocator
             _ensure_allocator()
-            device = driver.active.get_current_device()
-            stream = driver.active.get_current_stream(device)
+            active = driver.active
+            stream = active.get_current_stream(active.get_current_device())
         for ln in self.launches:
             ln.fire(inputs, allocs, stream)
-        return tuple(_resolve(o, inputs, allocs) for o in self.outs)
+        return tuple([_resolve(o, inputs, allocs) for o in self.outs])
+
+
+def _ensure_allocator():
+    """launchers.common._ensure_allocator, bound at the first replay (common imports this
+    module: no import at module level), without an import statement a call (~0.5 us)."""
+    global _ensure_allocator
+    from .common import _ensure_allocator as ensure
+    _ensure_allocator = ensure
+    ensure()
 
 
 def _resolve(c, inputs, allocs):
@@ -329,7 +351,8 @@ class _DirectLaunch:
     What it does instead, per launch: the argument list is a template made at record
     time; this call's tensors go in as integer addresses (the C launcher then skips its
     data_ptr() call and its cuPointerGetAttribute check, which the validated inputs do not
-    need), and a descriptor's expansion (its CUtensorMap, shape and strides, fixed by the
+    need), and so do the plan's persistent tensors (decode's workspaces: their addresses
+    from the recording, the tensors kept alive by the launch), and a descriptor's expansion (its CUtensorMap, shape and strides, fixed by the
     plan's key except for the base address) is cached per base address.
 
     Written against Triton 3.6.0's nvidia launcher (2026-11-30): build() returns None,
@@ -359,7 +382,7 @@ class _DirectLaunch:
             raw, meta = cells.get("launcher"), cells.get("tensordesc_meta")
             if raw is None or meta is None or any(m is None for m in meta):
                 return None
-        template, subs, n_desc = [], [], 0
+        template, subs, n_desc, keep = [], [], 0, []
         for ty, c in zip(sig, slots):
             if isinstance(ty, str) and ty.startswith("tensordesc"):
                 if c[0] != "desc" or meta is None or n_desc >= len(meta):
@@ -371,28 +394,54 @@ class _DirectLaunch:
                 subs.append((len(template), "ptr", c, None, None))
                 template.append(None)
             elif c[0] == "const":
-                template.append(c[1])
+                if isinstance(ty, str) and ty.startswith("*") and isinstance(c[1], torch.Tensor):
+                    # a persistent tensor (a workspace of the plan's, launchers.decode):
+                    # its address, as for the inputs; the plan keeps the tensor alive
+                    keep.append(c[1])
+                    template.append(c[1].data_ptr())
+                else:
+                    template.append(c[1])
             else:
                 return None
         if meta is not None and n_desc != len(meta):
             return None
         scratch = (run.global_scratch_size * run.num_ctas, run.global_scratch_align) if run.global_scratch_size else None
-        return _DirectLaunch(raw, run.launch_cooperative_grid, run.launch_pdl, template, subs, scratch)
+        return _DirectLaunch(raw, run.launch_cooperative_grid, run.launch_pdl, template, subs, scratch, keep)
 
-    def __init__(self, raw, cooperative, pdl, template, subs, scratch):
+    def __init__(self, raw, cooperative, pdl, template, subs, scratch, keep=()):
         self.raw, self.cooperative, self.pdl = raw, cooperative, pdl
         self.template, self.subs = template, subs
+        self.keep = list(keep)      # the tensors whose addresses the template holds
+        # the pointer substitutions, flat (a replayed decode step has ~17, most of them one
+        # input, cache_seqlens, standing in for absent pointers): the distinct inputs'
+        # indices, (position, which of them) pairs, and (position, allocation) pairs;
+        # the descriptors apart
+        self.in_idx = []
+        self.in_pos = []
+        self.alloc_pos = []
+        for pos, kind, c, _, _ in subs:
+            if kind != "ptr":
+                continue
+            if c[0] == "in":
+                if c[1] not in self.in_idx:
+                    self.in_idx.append(c[1])
+                self.in_pos.append((pos, self.in_idx.index(c[1])))
+            else:
+                self.alloc_pos.append((pos, c[1]))
+        self.descs = [s for s in subs if s[1] == "desc"]
         # (bytes per program, alignment) of the global scratch that in-kernel tensor
         # descriptors live in, allocated per launch through triton's allocator as
         # CudaLauncher does (the flashtriton allocator: launchers.common._ensure_allocator)
         self.scratch = scratch
 
     def fire(self, compiled, g, inputs, allocs, stream):
-        args = list(self.template)
-        for pos, kind, c, meta, maps in self.subs:
-            if kind == "ptr":
-                args[pos] = _resolve(c, inputs, allocs).data_ptr()
-                continue
+        args = self.template.copy()
+        ptrs = [inputs[i].data_ptr() for i in self.in_idx]
+        for pos, k in self.in_pos:
+            args[pos] = ptrs[k]
+        for pos, j in self.alloc_pos:
+            args[pos] = allocs[j].data_ptr()
+        for pos, _, c, meta, maps in self.descs:
             base = _resolve(c[1], inputs, allocs)
             key = base.data_ptr()
             expanded = maps.get(key)
