@@ -1,6 +1,7 @@
 """kernels/fwd_gluon.py: the hand-scheduled Gluon forward (host side launchers/
-forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 4k there,
-launchers.policy.gluon_fwd). Its kernel needs a Hopper GPU: Gluon kernels do not run
+forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 4k and
+D = 64 from 16k there, and causal D = 128 from 8k: launchers.policy.gluon_fwd,
+GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N). Its kernel needs a Hopper GPU: Gluon kernels do not run
 under the Triton interpreter (gluon.jit makes no interpreted function; a launch looks
 for a GPU driver), so the numeric tests are GPU-only (sm_90). The launcher's validation
 and the routing rule need no GPU and run everywhere.
@@ -24,15 +25,17 @@ IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
 hopper = pytest.mark.skipif(not IS_HOPPER, reason="needs a Hopper GPU (compute capability 9.x)")
 
 
-def check(q, k, v, scale=None, **kw):
-    """One call against the float64 reference; returns (o, lse)."""
+def check(q, k, v, scale=None, causal=False, **kw):
+    """One call (bottom-right causal when causal) against the float64 reference; returns
+    (o, lse). Rows that see no key (causal, Nq > Nk) must give O = 0 and lse = +inf."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    o, lse = attention_fwd_gluon(q, k, v, scale, **kw)
+    o, lse = attention_fwd_gluon(q, k, v, scale, causal=causal, **kw)
     b, nq, h, d = q.shape
     assert o.shape == q.shape and o.dtype == q.dtype
     assert lse.shape == (b, h, nq) and lse.dtype == torch.float32
-    assert torch.isfinite(o).all() and torch.isfinite(lse).all(), "unwritten (NaN-poisoned) or non-finite output"
-    truth, lowp = reference_pair(q, k, v, softmax_scale=scale)
+    truth, lowp = reference_pair(q, k, v, softmax_scale=scale, window_right=0 if causal else -1)
+    assert torch.isfinite(o).all() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) or non-finite output"
+    assert torch.equal(torch.isposinf(lse).cpu(), torch.isinf(truth["lse"]).cpu()), "lse +inf exactly where no key"
     assert_close("out", o, truth["out"], lowp["out"], 2, q.dtype)
     assert_close("lse", lse, truth["lse"], lowp["lse"], 2, q.dtype)
     return o, lse
@@ -103,6 +106,68 @@ def test_strided_inputs_gpu():
     check(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2])
     bhnd = torch.randn(3, b, h, n, d, dtype=torch.float16, device="cuda")
     check(*(x.transpose(1, 2) for x in bhnd))
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper): causal (CAUSAL: fully visible tiles unmasked, diagonal tiles masked)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk", [(1, 128, 128), (2, 1024, 1024), (1, 1024, 2048), (1, 4096, 4096)])
+def test_causal_matches_reference_gpu(dtype, d, b, nq, nk):
+    check(*rand_qkv(b, nq, nk, 4, 4, d, dtype, "cuda"), causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(1024, 1024), (512, 2048)])
+def test_causal_gqa_gpu(dtype, d, nq, nk):
+    check(*rand_qkv(2, nq, nk, 8, 2, d, dtype, "cuda"), causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(2048, 1024), (1024, 256), (1024, 128)])
+def test_causal_rows_without_keys_gpu(d, nq, nk):
+    """Nq > Nk: the first Nq - Nk query rows see no key (O = 0, lse = +inf), whole CTAs of
+    them included (which still load and mask tile 0)."""
+    o, lse = check(*rand_qkv(2, nq, nk, 4, 2, d, torch.bfloat16, "cuda"), causal=True)
+    assert (o[:, :nq - nk] == 0).all() and torch.isposinf(lse[:, :, :nq - nk]).all()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cfg", [dict(block_n=64, num_stages=4), dict(pingpong=True), dict(num_stages=2),
+                                 dict(block_n=64, num_stages=4, pingpong=True)])
+@pytest.mark.parametrize("nq, nk", [(2048, 2048), (1024, 1536), (1536, 1024)])
+def test_causal_configs_gpu(cfg, nq, nk):
+    """BLOCK_N = 64: the upper warpgroup's last tile is hidden from all its rows (masked,
+    still released); PINGPONG: the turn barriers across both loops; 2 stages: the ring's
+    phases flip every other tile across the loops' boundary."""
+    check(*rand_qkv(2, nq, nk, 4, 2, 128, torch.bfloat16, "cuda"), causal=True, **cfg)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+def test_causal_negative_and_large_scale_gpu(d):
+    q, k, v = rand_qkv(1, 512, 1024, 4, 4, d, torch.bfloat16, "cuda")
+    check(q, k, v, scale=-0.1, causal=True)
+    check(q, k, v, scale=0.5, causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+def test_causal_repeatable_gpu():
+    q, k, v = rand_qkv(2, 2048, 2048, 8, 2, 128, torch.bfloat16, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    o2, lse2 = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
 
 
 # ---------------------------------------------------------------------------------------
@@ -208,7 +273,7 @@ def test_gluon_route_rule(monkeypatch):
         assert not rule(q, k, v, p)
     assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
     assert not rule(q.float(), k.float(), v.float())
-    assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # no D = 64 entry
+    assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # D = 64: from 16k
     assert not rule(*rand_qkv(1, n, n, 2, 1, 96, torch.bfloat16, "cpu"))                # head_dim < BLOCK_D
     assert not rule(*rand_qkv(1, n // 2, n // 2, 2, 1, 128, torch.bfloat16, "cpu"))     # too short
     assert not rule(*rand_qkv(1, n + 64, n, 2, 1, 128, torch.bfloat16, "cpu"))          # Nq not a tile multiple
@@ -218,6 +283,46 @@ def test_gluon_route_rule(monkeypatch):
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
     assert not rule(q, k, v)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    monkeypatch.setattr(policy, "interpreting", lambda: True)
+    assert not rule(q, k, v)
+
+
+def test_gluon_causal_route_rule(monkeypatch):
+    """Causal forwards (window_right == 0, no left window) take the Gluon kernel only at a
+    BLOCK_D with an entry in GLUON_FWD_CAUSAL_MIN_N (D = 128 from 8k; patched here) and from that
+    min(Nq, Nk); windows with a left edge or right > 0 never; the non-causal table does
+    not admit causal calls, nor the causal table non-causal ones."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    causal = common.AttnParams(0.1, window_right=0)
+
+    def rule(q, k, v, params=causal, bd=128):
+        return policy.gluon_fwd(q, k, v, params, None, False, bd, q.shape[1], k.shape[1])
+
+    q, k, v = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
+    q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
+    assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 8192}                                 # measured in session 23
+    assert not rule(q, k, v) and not rule(q64, k64, v64, bd=64)                         # 1k: too short / no entry
+    assert rule(*rand_qkv(1, 8192, 8192, 2, 1, 128, torch.bfloat16, "cpu"))
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 1024)
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert rule(*rand_qkv(2, 1024, 2048, 4, 2, 128, torch.bfloat16, "cpu"))            # Nq < Nk, GQA
+    assert rule(*rand_qkv(2, 2048, 1024, 4, 2, 128, torch.bfloat16, "cpu"))            # Nq > Nk
+    assert not rule(*rand_qkv(1, 512, 1024, 2, 1, 128, torch.bfloat16, "cpu"))         # too short
+    assert not rule(*rand_qkv(1, 1024 + 64, 1024, 2, 1, 128, torch.bfloat16, "cpu"))   # Nq not a tile multiple
+    assert not rule(q64, k64, v64, bd=64)                                               # no D = 64 entry
+    for p in (common.AttnParams(0.1, window_left=64, window_right=0), common.AttnParams(0.1, window_right=64),
+              common.AttnParams(0.1, window_right=0, softcap=3.0), common.AttnParams(0.1, window_right=0,
+                                                                                     dropout_p=0.1)):
+        assert not rule(q, k, v, p)
+    assert not policy.gluon_fwd(q, k, v, causal, torch.ones(2), False, 128, 1024, 1024)   # ALiBi
+    assert not policy.gluon_fwd(q, k, v, causal, None, True, 128, 1024, 1024)             # varlen
+    assert not rule(q, k, v, common.AttnParams(0.1))     # non-causal at 1k: GLUON_FWD_MIN_N's 4k applies
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 64, 1024)
+    assert rule(q64, k64, v64, bd=64)
+    assert not rule(q64, k64, v64, common.AttnParams(0.1), bd=64)                      # non-causal D = 64: from 16k
+    monkeypatch.setitem(policy.GLUON_FWD_MIN_N, 64, 1024)
+    assert rule(q64, k64, v64, common.AttnParams(0.1), bd=64)
     monkeypatch.setattr(policy, "interpreting", lambda: True)
     assert not rule(q, k, v)
 
@@ -235,3 +340,18 @@ def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
         torch.manual_seed(seed)
         check_attention("triton", *rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cuda"), check_probs=False)
     assert len(called) == 2, called
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(1024, 1024), (1024, 2048)])
+def test_flash_attn_func_takes_gluon_causal_gpu(monkeypatch, d, nq, nk):
+    """flash_attn_func(causal=True) with GLUON_FWD_CAUSAL_MIN_N patched to route runs the
+    Gluon kernel's CAUSAL variant (fwd_into called with causal=True), and its output, lse
+    and the backward built on that lse pass the reference criterion."""
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, d, 1024)
+    called = spy(monkeypatch, forward_gluon, "fwd_into",
+                 record=lambda *a, **kw: bool(kw["causal"] if "causal" in kw else a[6]))
+    check_attention("triton", *rand_qkv(1, nq, nk, 4, 2, d, torch.bfloat16, "cuda"), causal=True, check_probs=False)
+    assert called and all(called), called

@@ -4,7 +4,10 @@ Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a in se
 (bench/gluon_fwd_compile.py), first run on the H200 the same day (bench/gpu/
 s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over it at
 N >= 4k); the library routes unmasked dense D = 128 forwards here from N = 4k
-(launchers.policy.gluon_fwd; host side: launchers/forward_gluon.py).
+(launchers.policy.gluon_fwd; host side: launchers/forward_gluon.py). CAUSAL added the
+same day (offline compile only: 0 spills at D = 128 and 64; first GPU run in
+bench/gpu/s23_gluon_causal_ab.py); not routed until measured
+(policy.GLUON_FWD_CAUSAL_MIN_N is empty).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
 (`tl.range(..., warp_specialize=True)`) and reaches ~545-560 TFLOP/s at D = 128
@@ -13,10 +16,11 @@ Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specializa
 with their own warp and register counts, TMA, mbarriers, asynchronous wgmma and the
 waits on it, and explicit register layouts.
 
-Scope (the launcher checks it): forward only, no mask / dropout / ALiBi / softcap /
-window, dense q (B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16,
-D in {64, 128}, Nq % BLOCK_M == 0 and Nk % BLOCK_N == 0. Output o like q, and lse
-(B, H, Nq) fp32, the natural-log logsumexp of the scaled scores.
+Scope (the launcher checks it): forward only, no dropout / ALiBi / softcap / window, no
+mask or (CAUSAL) the library's bottom-right causal one, dense q (B, Nq, H, D), k / v
+(B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128}, Nq % BLOCK_M == 0 and
+Nk % BLOCK_N == 0. Output o like q, and lse (B, H, Nq) fp32, the natural-log logsumexp
+of the scaled scores.
 
 Design: one CTA per (128-row query block, batch x head), three partitions
 (gl.warp_specialize):
@@ -42,6 +46,27 @@ Design: one CTA per (128-row query block, batch x head), three partitions
   PINGPONG (off by default, for the A/B) orders the two consumers' wgmma issues with two
   more mbarriers (turn[wg]): a consumer waits for its turn, issues S_j and P_{j-1} V_{j-1},
   and hands the turn over, so one warpgroup's softmax runs under the other's wgmmas.
+  CAUSAL (2026-12-01): query row i sees key c iff c <= i + Nk - Nq (bottom-right aligned,
+  reference.py); diag = pid_m * BLOCK_M + Nk - Nq is that bound for the CTA's first row.
+  The loader loads the tiles the CTA's last row reaches, n_load = cdiv(diag + BLOCK_M,
+  BLOCK_N) (clamped to [1, Nk / BLOCK_N]): the union of both halves' needs, since the
+  lower half (WG 1) reaches further. Each consumer consumes and releases all n_load
+  stages, in two loops over the same pipeline: tiles [1, n_full) with the plain softmax
+  (no mask work; n_full = the tiles fully visible to its first row, so to all its rows,
+  at least 1) and tiles [n_full, n_load) with the mask (_softmax_step_masked: a select
+  on an iota compare, scores scaled before the mask). Tile 0 is peeled as before and
+  masked. Tiles wholly above the diagonal are never loaded; a tile the lower half needs
+  but the upper half does not see at all (only when BLOCK_N < BLOCK_M) is masked to p = 0
+  by the upper consumer, which still waits for it and releases it, so every stage gets
+  its 2 kv_empty arrivals and the phases (from the tile index j alone) need no change
+  across the two loops. With BLOCK_N = BLOCK_M = 128 and Nk - Nq a multiple of 128 (the
+  launcher's contract) each half has exactly one masked tile, the CTA's diagonal one.
+  Rows that see no key (Nq > Nk) keep m = -inf: the masked step exponentiates against 0
+  instead (p = 0, alpha = 0) and the epilogue writes O = 0, lse = +inf, the library's
+  convention; a CTA none of whose rows sees a key still loads and masks tile 0 (n_load
+  >= 1, so the peeled tile needs no branch). Query blocks go heaviest first (pid_m
+  reversed: the last blocks see the most tiles), as fwd_ws.py's HEAVY_FIRST. The
+  non-causal kernel's SASS is unchanged by all this (compared offline).
   Tile bookkeeping (q_row, kv_row, phases) lives in the launcher-facing kernel and the
   partitions take it as arguments, so a persistent loop over tiles could wrap them
   (the phases then continue across tiles, and Q's buffer needs an "O stored" barrier
@@ -75,6 +100,11 @@ Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_comp
     path with such descriptors compiles the same kernel (checked with a stub driver).
   - A (64 or 128) x 128 bf16 box with 128-byte swizzle is issued as two TMA messages
     (64 columns each): 8 UTMALDG per program at D = 128 (2 Q halves, K, V).
+  - CAUSAL (same report): 0 spills at D = 128 (3 stages, 224 KB) and D = 64 (3 stages,
+    112 KB; 4 stages 144 KB), the same setmaxnreg split; 96 wgmma in the PTX at D = 128
+    (64 without the mask loop), WARPGROUP.DEPBAR.LE gsb0, 0x1 in both loops of both
+    consumers. A consumer's tile step (_consume_tile) is a separate gluon.jit function
+    called from both loops: inlined, and the non-causal SASS came out identical.
   - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
     GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
     drivers ([]). There should only be one.").
@@ -95,7 +125,9 @@ LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
 # (bench/gpu/s23_gluon_fwd_ab.py, s23/call6): 2 stages 520-523 / 540-546 / 543-547 at
 # N = 4k / 8k / 16k, 3 stages 565-575 / 581-586 / 571-613, BLOCK_N 64 with 4 stages
 # 530-546 / 548-558 / 568-573, PINGPONG level with 2 stages (fwd_ws.py 540-553). D = 64:
-# untimed.
+# untimed; 3 stages take 112 KB, 4 144 KB, 6 208 KB (a D = 64 tile is half the compute,
+# so more stages may be needed to hide the loads: bench/gpu/s23_gluon_causal_ab.py times
+# 3 against 4 and 6). The causal variant uses the same table.
 DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3)}
 CONSUMER_REGS: gl.constexpr = gl.constexpr(240)  # consumer worker's setmaxnreg (the default partition gets 240 too)
 LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
@@ -157,10 +189,67 @@ def _turn_pass(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, s_layout: gl.constexpr):
+    """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
+    c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
+    tile's first key index; the others are -inf. The scale is applied before the mask, so
+    a negative softmax_scale needs no special case. A row with no visible key so far keeps
+    m = -inf: the exponents then use 0 instead (p = 0, alpha = 0, l stays 0) instead of
+    exp2(-inf - -inf) = NaN."""
+    HALF_M: gl.constexpr = s.shape[0]
+    BLOCK_N: gl.constexpr = s.shape[1]
+    rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
+    visible = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)             # (HALF_M, BLOCK_N)
+    s = gl.where(visible, s * qk_scale, float("-inf"))                        # log2 units
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - gl.expand_dims(m_use, 1))                                 # (HALF_M, BLOCK_N), 0 where hidden
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
+def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16, acc, m_i, l_i, qk_scale,
+                  diag, WG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                  NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
+                  s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr):
+    """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
+    together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
+    released, O rescaled. Returns (P_j as the A operand, O, m, l)."""
+    dtype: gl.constexpr = q.dtype
+    stage = j % NUM_STAGES
+    prev = (j - 1) % NUM_STAGES
+    # S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both in flight
+    mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
+    mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
+    _turn_wait(turn, j, WG, PINGPONG)
+    s_tok = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    o_tok = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
+    _turn_pass(turn, WG, PINGPONG)                                           # PINGPONG: the other's turn
+    # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
+    s = warpgroup_mma_wait(1, deps=[s_tok])
+    if MASKED:
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, s_layout)
+    else:
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+    acc = warpgroup_mma_wait(0, deps=[o_tok])
+    mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
+    acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
+    p16 = gl.convert_layout(p.to(dtype), p_layout)
+    return p16, acc, m_i, l_i
+
+
+@gluon.jit
 def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE,
-                 q_row, q_col, lse_off, n_tiles, qk_scale,
+                 q_row, q_col, lse_off, n_tiles, n_full, diag, qk_scale,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr):
+                 NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr):
+    """One consumer warpgroup: n_tiles K / V tiles (the loader's count), the first n_full
+    (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles otherwise).
+    Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL): the last
+    key index visible to this CTA's first query row (pid_m * BLOCK_M + Nk - Nq)."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -176,6 +265,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     l_i = gl.full([HALF_M], 0.0, gl.float32, row_s)
     acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)                 # (HALF_M, HEAD_DIM)
     s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)               # (HALF_M, BLOCK_N), never read
+    diag = diag + WG * HALF_M                                                # this warpgroup's first row's
 
     # tile 0: S_0 and its softmax; nothing to overlap yet
     mbarrier.wait(q_bar, 0)
@@ -184,26 +274,24 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
-    p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+    if CAUSAL:
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, s_layout)
+    else:
+        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
 
-    for j in range(1, n_tiles):
-        stage = j % NUM_STAGES
-        prev = (j - 1) % NUM_STAGES
-        # S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both in flight
-        mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
-        mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
-        _turn_wait(turn, j, WG, PINGPONG)
-        s_tok = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        o_tok = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
-        _turn_pass(turn, WG, PINGPONG)                                       # PINGPONG: the other's turn
-        # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
-        s = warpgroup_mma_wait(1, deps=[s_tok])
-        p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
-        acc = warpgroup_mma_wait(0, deps=[o_tok])
-        mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
-        acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-        p16 = gl.convert_layout(p.to(dtype), p_layout)
+    # the fully visible tiles: no mask work
+    for j in range(1, n_full):
+        p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16,
+                                           acc, m_i, l_i, qk_scale, diag, WG, BLOCK_N, NUM_STAGES, NEG_SCALE,
+                                           PINGPONG, False, s_layout, p_layout, row_o)
+    if CAUSAL:
+        # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
+        # that the lower one needs: masked to p = 0, still waited for and released)
+        for j in range(n_full, n_tiles):
+            p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
+                                               p16, acc, m_i, l_i, qk_scale, diag, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o)
 
     # the last tile's P V
     last = (n_tiles - 1) % NUM_STAGES
@@ -215,8 +303,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
-    acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
-    lse = (m_i + gl.log2(l_i)) * LN2                                         # (HALF_M,)
+    if CAUSAL:
+        # rows that see no key (only when Nq > Nk): l = 0 and acc = 0; O = 0, lse = +inf
+        seen = l_i > 0.0
+        acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_i, 1.0), row_o), 1)
+        lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
+    else:
+        acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+        lse = (m_i + gl.log2(l_i)) * LN2                                     # (HALF_M,)
     offs_m = gl.arange(0, HALF_M, layout=row_s)
     # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
     # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
@@ -234,11 +328,16 @@ def attn_fwd_gluon_kernel(
     LSE,                             # (B, H, Nq) fp32 contiguous
     seqlen_q, seqlen_k, nheads, group, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-    NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False,
+    NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
-    pid_m = gl.program_id(0)                 # query block (fastest: one head's blocks share K / V in L2)
+    # query block (fastest: one head's blocks share K / V in L2); CAUSAL: the last blocks
+    # see the most key tiles and go first (heavy first, as fwd_ws.py's HEAVY_FIRST)
+    if CAUSAL:
+        pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+    else:
+        pid_m = gl.program_id(0)
     pid_bh = gl.program_id(1)                # batch * nheads + head
     off_b = pid_bh // nheads
     off_h = pid_bh % nheads
@@ -247,6 +346,22 @@ def attn_fwd_gluon_kernel(
     kv_row = off_b * seqlen_k
     kv_col = (off_h // group) * HEAD_DIM
     n_tiles = seqlen_k // BLOCK_N
+    # bottom-right causal: query row i sees key c iff c <= i + Nk - Nq; diag is that bound
+    # for the block's first row
+    diag = pid_m * BLOCK_M + seqlen_k - seqlen_q
+    if CAUSAL:
+        # tiles the block's last row (diag + BLOCK_M - 1) reaches: what the loader loads for
+        # both warpgroups; at least 1 (a block none of whose rows sees a key, Nq > Nk, loads
+        # tile 0 and masks it all: O = 0, lse = +inf)
+        n_load = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), 1), n_tiles)
+        # per warpgroup, the tiles fully visible to its first (so to all its) rows, >= 1:
+        # tile 0 is peeled and masked anyway
+        n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
+        n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
+    else:
+        n_load = n_tiles
+        n_full0 = n_tiles
+        n_full1 = n_tiles
     lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
 
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
@@ -270,13 +385,13 @@ def attn_fwd_gluon_kernel(
     WG1: gl.constexpr = 1
     gl.warp_specialize([
         (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
-                        lse_off, n_tiles, qk_scale, WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                        PINGPONG)),
+                        lse_off, n_load, n_full0, diag, qk_scale, WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                        NEG_SCALE, PINGPONG, CAUSAL)),
         (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
-                        lse_off, n_tiles, qk_scale, WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                        PINGPONG)),
+                        lse_off, n_load, n_full1, diag, qk_scale, WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                        NEG_SCALE, PINGPONG, CAUSAL)),
         (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                     q_row, q_col, kv_row, kv_col, n_tiles, HALF_M, BLOCK_N, NUM_STAGES)),
+                     q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
     ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(q_bar)

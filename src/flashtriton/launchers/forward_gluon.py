@@ -1,11 +1,14 @@
 """Host side of kernels/fwd_gluon.py (the hand-scheduled Gluon forward for Hopper):
 validation of its narrow contract, descriptors, grid, launch.
 
-    fwd_into(q, k, v, out, lse, scale)      the library's route (launchers.forward, where
+    fwd_into(q, k, v, out, lse, scale, causal)  the library's route (launchers.forward, where
                                             launchers.policy.gluon_fwd accepts the call)
     attention_fwd_gluon(q, k, v, scale)     standalone: checks (ValueError before any
                                             launch), allocates, returns (o, lse)
     prepare(q, k, v, scale, ...)            the same, as a launch function (A/B timing)
+
+causal=True is the library's bottom-right causal mask (query i sees key j iff
+j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
 
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
@@ -91,7 +94,8 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
 
 
-def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool):
+def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
+                 causal: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok)."""
@@ -110,25 +114,26 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
             plans.launch(attn_fwd_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale,
                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0,
-                PINGPONG=pingpong, num_warps=4)
+                PINGPONG=pingpong, CAUSAL=bool(causal), num_warps=4)
         return o, lse
     return launch
 
 
-def fwd_into(q, k, v, out, lse, softmax_scale) -> None:
+def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
-    the whole forward into out (B, Nq, H, D) and lse (B, H, Nq), already allocated, at
-    DEFAULT_CONFIG's tile. The kernel's descriptors are Gluon TensorDescriptors, which a
-    launch plan cannot rebind to the next call's tensors (launchers/plans.py knows
-    triton.tools' descriptors only), so the call is marked unreplayable: every call runs
-    this host path (~50-100 us on the H200 machine, hidden behind kernels of >= 1 ms)."""
+    the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
+    (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
+    Gluon TensorDescriptors, which a launch plan cannot rebind to the next call's tensors
+    (launchers/plans.py knows triton.tools' descriptors only), so the call is marked
+    unreplayable: every call runs this host path (~50-100 us on the H200 machine, hidden
+    behind kernels of >= 1 ms)."""
     plans.unreplayable()
     block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
-    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False)()
+    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal)()
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
-            pingpong: bool = False):
+            pingpong: bool = False, causal: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py)."""
@@ -145,14 +150,16 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     b, nq, h, d = q.shape
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
-    return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong)
+    return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
-                        pingpong: bool = False):
-    """Non-causal attention forward by attn_fwd_gluon_kernel. q (B, Nq, H, D), k / v
+                        pingpong: bool = False, causal: bool = False):
+    """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
+    library's bottom-right causal mask. q (B, Nq, H, D), k / v
     (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs). Needs a Hopper GPU (sm_90)."""
-    return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong)()
+    return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
+                   causal=causal)()

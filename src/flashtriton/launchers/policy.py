@@ -56,8 +56,21 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # fwd_ws.py through flash_attn_func, two rounds; bench/gpu/s23_gluon_fwd_ab.py, s23/call6):
 # 565-575 / 581-586 / 571-613 against 547-548 / 548 / 540-553 at N = 4k / 8k / 16k, outputs
 # bitwise equal; at 1k / 2k 489-490 / 536-539 against 481-521 / 519-530 (one tile a
-# program, no persistent loop yet: not taken there). D = 64: never timed.
-GLUON_FWD_MIN_N = {128: 4096}
+# program, no persistent loop yet: not taken there). D = 64 (3 stages; H = 32, graph
+# replays, s23/call8, bench/gpu/s23_gluon_causal_ab.py d64): 16k 441 / 441 against the
+# library's 425 / 425 (fwd_ws.py), 4k 424 / 367 against 424 / 402 (4 stages 423 / 420,
+# 6 stages 415 / 414), outputs bitwise equal: taken from 16k only.
+GLUON_FWD_MIN_N = {128: 4096, 64: 16384}
+# The same for the library's canonical causal forwards (window_right == 0, no left
+# window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
+# CAUSAL variant (fully visible key tiles unmasked, the diagonal ones masked, heaviest
+# query blocks first). D = 128, H200, 2026-12-01, bf16, 16k tokens, H = 16, graph replays,
+# two rounds (bench/gpu/s23_gluon_causal_ab.py causal, s23/call8): 8k 529 / 565 against
+# the library's 462 / 495 (fwd_ws.py, which masks every tile), 16k 610 / 613 against 498 /
+# 497, 2k level (446 / 447 against 449 / 437); 4k not measured. Ping-pong 546 / 551 and
+# 601 / 599: level. Outputs within one bf16 ulp of fwd_ws.py's (2.0e-3), error against
+# float64 within the criterion at 9 causal shapes (Nq < Nk, Nq > Nk, BLOCK_N 64).
+GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 8192}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -257,19 +270,23 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 
 def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether the forward takes kernels/fwd_gluon.py (launchers.forward_gluon.fwd_into):
-    dense (not varlen), no mask, window, ALiBi, softcap or dropout, bf16 / fp16, head_dim ==
-    BLOCK_D with an entry in GLUON_FWD_MIN_N, min(Nq, Nk) >= that entry, Nq and Nk multiples
-    of the kernel's tile, q, k, v readable as (B * N, heads * D) rows without a copy
-    (forward_gluon.rows_view_ok); never under the interpreter (Gluon has no interpreted
-    form); then warp_spec_applies' switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU
-    not shared). FLASHTRITON_WARP_SPEC=1 does not force it: the forced tests of fwd_ws.py
-    keep their kernel."""
-    if (bd not in GLUON_FWD_MIN_N or q.shape[-1] != bd or is_varlen or interpreting()
-            or min(seqlen_q, seqlen_k) < GLUON_FWD_MIN_N[bd]):
+    dense (not varlen), no ALiBi, softcap or dropout, bf16 / fp16, no mask or window
+    (table GLUON_FWD_MIN_N) or the canonical causal one (window_right == 0, no left window;
+    table GLUON_FWD_CAUSAL_MIN_N), head_dim == BLOCK_D with an entry in that table,
+    min(Nq, Nk) >= the entry, Nq and Nk multiples of the kernel's tile, q, k, v readable
+    as (B * N, heads * D) rows without a copy (forward_gluon.rows_view_ok); never under
+    the interpreter (Gluon has no interpreted form); then warp_spec_applies' switch
+    (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared). FLASHTRITON_WARP_SPEC=1
+    does not force it: the forced tests of fwd_ws.py keep their kernel."""
+    causal = params.window_right == 0 and params.window_left < 0
+    table = GLUON_FWD_CAUSAL_MIN_N if causal else GLUON_FWD_MIN_N
+    if (bd not in table or q.shape[-1] != bd or is_varlen or interpreting()
+            or min(seqlen_q, seqlen_k) < table[bd]):
         return False
     block_m, block_n, _ = GLUON_TILES[bd]
-    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0 and params.window_left < 0
-            and params.window_right < 0 and q.dtype in (torch.bfloat16, torch.float16)
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and (causal or (params.window_left < 0 and params.window_right < 0))
+            and q.dtype in (torch.bfloat16, torch.float16)
             and seqlen_q % block_m == 0 and seqlen_k % block_n == 0 and all(rows_view_ok(t) for t in (q, k, v))):
         return False
     return _warp_spec_switch(q)
