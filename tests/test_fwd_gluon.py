@@ -244,7 +244,7 @@ def test_rejects_non_hopper_device():
 
 def test_default_configs_fit_shared_memory():
     """Q (BLOCK_M x D) plus NUM_STAGES K and V tiles (BLOCK_N x D), 16-bit, within the
-    H100 / H200's 227 KB per block (the offline compile reports 160 KB at D = 128)."""
+    H100 / H200's 227 KB per block (the offline compile reports 224 KB at D = 128, 3 stages)."""
     for d, (bm, bn, stages) in fwd_gluon.DEFAULT_CONFIG.items():
         assert 2 * d * (bm + 2 * stages * bn) + 1024 <= 227 * 1024, d
 
@@ -280,6 +280,13 @@ def test_gluon_route_rule(monkeypatch):
     assert not rule(*rand_qkv(1, n, n + 64, 2, 1, 128, torch.bfloat16, "cpu"))          # Nk not a tile multiple
     bhnd = torch.randn(3, 1, 2, n, 128, dtype=torch.bfloat16)
     assert not rule(*(t.transpose(1, 2) for t in bhnd))                                # heads not packed in a row
+    # (review, session 23) a right window past the diagonal, at a length the table admits
+    assert not rule(q, k, v, common.AttnParams(0.1, window_right=64))
+    # batches not consecutive rows (a slice of longer sequences): the (B * N, H * D) view
+    # would read batch 1 from batch 0's tail
+    big = torch.randn(3, 2, 2 * n, 2, 128, dtype=torch.bfloat16)
+    assert not rule(*(t[:, :n] for t in big))
+    assert rule(*(t[:, :n].contiguous() for t in big))
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
     assert not rule(q, k, v)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
@@ -345,7 +352,7 @@ def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("d", [128, 64])
-@pytest.mark.parametrize("nq, nk", [(1024, 1024), (1024, 2048)])
+@pytest.mark.parametrize("nq, nk", [(1024, 1024), (1024, 2048), (2048, 1024)])   # the last: rows without keys
 def test_flash_attn_func_takes_gluon_causal_gpu(monkeypatch, d, nq, nk):
     """flash_attn_func(causal=True) with GLUON_FWD_CAUSAL_MIN_N patched to route runs the
     Gluon kernel's CAUSAL variant (fwd_into called with causal=True), and its output, lse

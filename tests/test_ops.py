@@ -397,6 +397,8 @@ def _capture(fn):
     (2, 300, (4, 2), 128, True),        # bwd.py, masked tiles, GQA
     (1, 2048, (4, 4), 64, False),       # the whole-call warp-specialized backward
     (1, 4096, (2, 1), 128, True),       # the split path: warp-specialized bulk, then bwd.py
+    (1, 4096, (2, 1), 128, False),      # the Gluon forward (launchers/forward_gluon.py, session 23)
+    (1, 8192, (2, 1), 128, True),       # its causal variant
     (2, 113, (2, 2), 256, False),
 ])
 def test_forward_backward_in_cuda_graph_gpu(b, n, heads, d, causal):

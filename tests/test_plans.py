@@ -128,18 +128,21 @@ def test_signed_key_equals_own_signature(monkeypatch):
     q, k, v = rand_qkv(2, 16, 16, 2, 2, 64, torch.float16, DEVICE)
     inputs = (q, k, None, v, None)
     assert plans.plan_key("decode", inputs, (1,), plans.sign(inputs)) == plans.plan_key("decode", inputs, (1,))
-    cache = torch.randn(2, 64, 2, 64, dtype=torch.float16, device=DEVICE)
+    # distinct k and v caches: one tensor as both would record no plan
+    # (test_regression_aliased_inputs_not_replayed)
+    kc, vc = (torch.randn(2, 64, 2, 64, dtype=torch.float16, device=DEVICE) for _ in range(2))
     seqlens = torch.tensor([5, 9], dtype=torch.int32, device=DEVICE)
     with flashtriton.use_backend("triton"):
         before = dict(plans.stats)
-        out1 = flashtriton.flash_attn_with_kvcache(q[:, :1], cache, cache, cache_seqlens=seqlens)
-        out2 = flashtriton.flash_attn_with_kvcache(q[:, :1], cache, cache, cache_seqlens=seqlens)
+        out1 = flashtriton.flash_attn_with_kvcache(q[:, :1], kc, vc, cache_seqlens=seqlens)
+        out2 = flashtriton.flash_attn_with_kvcache(q[:, :1], kc, vc, cache_seqlens=seqlens)
         assert plans.stats["recorded"] == before["recorded"] + 1
         assert plans.stats["replayed"] == before["replayed"] + 1
         assert torch.equal(out1, out2)
-        strided = torch.randn(2, 64, 4, 64, dtype=torch.float16, device=DEVICE)[:, :, ::2]
-        strided.copy_(cache)
-        out3 = flashtriton.flash_attn_with_kvcache(q[:, :1], strided, strided, cache_seqlens=seqlens)
+        strided = [torch.randn(2, 64, 4, 64, dtype=torch.float16, device=DEVICE)[:, :, ::2] for _ in range(2)]
+        strided[0].copy_(kc)
+        strided[1].copy_(vc)
+        out3 = flashtriton.flash_attn_with_kvcache(q[:, :1], *strided, cache_seqlens=seqlens)
         assert plans.stats["recorded"] == before["recorded"] + 2
         assert torch.equal(out3, out1)
 
@@ -423,3 +426,21 @@ def test_regression_foreign_descriptor_unreplayable():
     assert recorded(GluonDescriptor(x, [64, 128], [128, 1], [64, 128], layout)) is None
     plan = recorded(TensorDescriptor(x, [64, 128], [128, 1], [64, 128]))
     assert plan is not None and plan.launches[0].subs[0] == (0, ("desc", ("in", 0), [64, 128], [128, 1], [64, 128]))
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="launch plans are the triton backend's")
+def test_regression_aliased_inputs_not_replayed(monkeypatch):
+    """Regression (session 23, review): a call with one tensor as two inputs,
+    flash_attn_func(q, k, k), recorded a plan binding both positions to input 1; a later
+    call of the same signature with distinct k2, v2 replayed k2 in place of v2 (max error
+    1.46 under the interpreter). Such a call records no plan; the next call is right."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    q, k, _ = rand_qkv(1, 64, 64, 2, 2, 32, torch.float16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flashtriton.flash_attn_func(q, k, k)
+        k2, v2 = torch.randn_like(k), torch.randn_like(k)
+        got = flashtriton.flash_attn_func(q, k2, v2)
+        plans.clear()
+        want = flashtriton.flash_attn_func(q, k2, v2)
+    assert torch.equal(got, want)

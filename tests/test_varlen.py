@@ -383,6 +383,7 @@ def test_varlen_maps_not_cached_during_graph_capture():
     ([0, 130, 5], [64, 0, 129], (2, 2), 96, torch.float16),      # an empty query and an empty key sequence
     ([256, 128], [128, 256], (4, 1), 128, torch.bfloat16),       # whole tiles, MQA
     ([70, 0, 33], [64, 5, 40], (2, 1), 256, torch.bfloat16),     # D = 256: the forward only (session 23)
+    ([70, 0, 33], [64, 5, 40], (2, 1), 192, torch.float16),      # head_dim under BLOCK_D 256 (review, session 23)
 ])
 def test_warp_specialized_varlen(monkeypatch, lens_q, lens_k, heads, d, dtype):
     """The varlen warp-specialized forward (kernels/fwd_ws_varlen.py: slot table, key mask

@@ -11,6 +11,8 @@ forward: 486-613 TFLOP/s on fwd_ws.py against 353-406 on fwd.py, session 8), out
 bf16 rounding of fwd.py's, no NaN, the lse equal to within fp32 rounding.
 
     PYTHONPATH=src python bench/gpu/s23_varlen_d256_ab.py
+
+(Ran in calls 1-2 when WS_VARLEN_BLOCK_DS was one set; now per kernel, the "fwd" entry.)
 """
 import torch
 
@@ -39,12 +41,12 @@ def main(total=16384, h=8, d=256, seed=0):
     res, outs = {}, {}
     for rnd in range(2):
         for name in (["fwd.py", "fwd_ws_varlen"] if rnd == 0 else ["fwd_ws_varlen", "fwd.py"]):
-            policy.WS_VARLEN_BLOCK_DS = {128, 256} if name == "fwd_ws_varlen" else {128}
+            policy.WS_VARLEN_BLOCK_DS["fwd"] = {128, 256} if name == "fwd_ws_varlen" else {128}
             plans.clear()
             with torch.no_grad():
                 outs[name] = call_lse()
                 res.setdefault(name, []).append(flops / common.time_ms(call, "cuda") / 1e9)
-    policy.WS_VARLEN_BLOCK_DS = {128}
+    policy.WS_VARLEN_BLOCK_DS["fwd"] = {128, 256}
     (o1, l1), (o2, l2) = outs["fwd.py"], outs["fwd_ws_varlen"]
     j = lens.index(mx)
     a, b = cu[j].item(), cu[j + 1].item()

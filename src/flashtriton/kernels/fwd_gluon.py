@@ -3,11 +3,11 @@
 Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a in session 23
 (bench/gluon_fwd_compile.py), first run on the H200 the same day (bench/gpu/
 s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over it at
-N >= 4k); the library routes unmasked dense D = 128 forwards here from N = 4k
-(launchers.policy.gluon_fwd; host side: launchers/forward_gluon.py). CAUSAL added the
-same day (offline compile only: 0 spills at D = 128 and 64; first GPU run in
-bench/gpu/s23_gluon_causal_ab.py); not routed until measured
-(policy.GLUON_FWD_CAUSAL_MIN_N is empty).
+N >= 4k). CAUSAL added the same day (bench/gpu/s23_gluon_causal_ab.py: right at 9 causal
+shapes, +7-23% over fwd_ws.py at 8k / 16k). The library routes here (launchers.policy.
+gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 forwards from
+N = 4k, D = 64 from 16k, and causal D = 128 from 8k (GLUON_FWD_MIN_N,
+GLUON_FWD_CAUSAL_MIN_N).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
 (`tl.range(..., warp_specialize=True)`) and reaches ~545-560 TFLOP/s at D = 128

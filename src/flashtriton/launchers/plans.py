@@ -196,7 +196,13 @@ class _Plan:
         slots = {}
         for i, t in enumerate(rec.inputs):
             if t is not None:
-                slots.setdefault(id(t), ("in", i))
+                if id(t) in slots:
+                    # one tensor passed as two inputs (flash_attn_func(q, k, k)): the key does
+                    # not say which inputs alias, so a plan would bind both positions to the
+                    # first and replay a later call's k in place of its v (found by review,
+                    # session 23; tests/test_plans.py::test_regression_aliased_inputs_not_replayed)
+                    return None
+                slots[id(t)] = ("in", i)
         for j, (t, _, _) in enumerate(rec.allocs):
             slots.setdefault(id(t), ("alloc", j))
         for t in rec.persistent:

@@ -277,7 +277,8 @@ def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seql
     as (B * N, heads * D) rows without a copy (forward_gluon.rows_view_ok); never under
     the interpreter (Gluon has no interpreted form); then warp_spec_applies' switch
     (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared). FLASHTRITON_WARP_SPEC=1
-    does not force it: the forced tests of fwd_ws.py keep their kernel."""
+    does not lower the tables' lengths: calls under them (the forced tests of fwd_ws.py)
+    keep their kernel, calls over them take this one as without the flag."""
     causal = params.window_right == 0 and params.window_left < 0
     table = GLUON_FWD_CAUSAL_MIN_N if causal else GLUON_FWD_MIN_N
     if (bd not in table or q.shape[-1] != bd or is_varlen or interpreting()
