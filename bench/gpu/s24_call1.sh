@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 24, call 1 (~8 min; prepared in session 23): the whole GPU suite (the causal
 # Gluon route's routed tests - tests/test_fwd_gluon.py - run through flash_attn_func for
-# the first time), then the grid rows that session 23's last routes changed without a grid
+# the first time, with the Gluon route in CUDA graphs, the aliased-plan regression and the
+# varlen head_dim 192 case on the GPU), then the grid rows that session 23's last routes changed without a grid
 # run: D = 128 causal (Gluon from 8k) and D = 64 non-causal (Gluon from 16k), every
 # length, every provider (Flex included), to merge into prefill.md.
 set -u
