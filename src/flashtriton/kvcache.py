@@ -425,11 +425,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             signed = plans.sign(tensors)
         except (AttributeError, TypeError):    # a wrong type somewhere: _check_structure names it
             signed = None
-    # (_checked_structure's memo, looked up here when signed: a replayed step's hit)
-    hit = _STRUCTURES.get((backend, signed)) if signed is not None else None
-    if hit is None:
-        hit = _checked_structure(*tensors, backend, signed=signed)
-    capacity, page_size, snew, token = hit
+    capacity, page_size, snew, token = _checked_structure(*tensors, backend, signed=signed)
     batch = q.shape[0]
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, dropout_p=0.0,
                      alibi_slopes=alibi_slopes, q=q, batch=batch)
