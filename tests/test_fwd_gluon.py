@@ -171,6 +171,89 @@ def test_causal_repeatable_gpu():
 
 
 # ---------------------------------------------------------------------------------------
+# GPU (Hopper): PERSISTENT against the one-block-a-CTA kernel. Both run the same per-block
+# code in the same order (only the barrier phases and the block a CTA takes differ), so
+# outputs and lse must be bitwise equal; num_programs small (every CTA loops over many
+# blocks, the ring's and q_free's phases wrap many times) and the SM count (default)
+# ---------------------------------------------------------------------------------------
+def persistent_pair(q, k, v, scale, causal, num_programs):
+    o1, lse1 = attention_fwd_gluon(q, k, v, scale, causal=causal)
+    o2, lse2 = attention_fwd_gluon(q, k, v, scale, causal=causal, persistent=True, num_programs=num_programs)
+    assert torch.isfinite(o2).all() and not torch.isnan(lse2).any(), "unwritten (NaN-poisoned) output"
+    assert torch.equal(o1, o2), f"out differs: max {(o1.float() - o2.float()).abs().max().item()}"
+    assert torch.equal(lse1, lse2), "lse differs"
+    return o2, lse2
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, n", [(2, 1024), (1, 4096)])
+@pytest.mark.parametrize("num_programs", [None, 7, 1])
+def test_persistent_bitwise_gpu(causal, d, b, n, num_programs):
+    q, k, v = rand_qkv(b, n, n, 4, 4, d, torch.bfloat16, "cuda")
+    persistent_pair(q, k, v, d ** -0.5, causal, num_programs)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("nq, nk", [(256, 1024), (1024, 256), (128, 2048), (384, 1280)])
+@pytest.mark.parametrize("num_programs", [None, 7])
+def test_persistent_gqa_nq_nk_gpu(causal, nq, nk, num_programs):
+    """GQA (8 query heads on 2 K / V heads), Nq != Nk (causal Nq > Nk: rows without keys,
+    O = 0 and lse = +inf, in both), fp16; also against the float64 reference."""
+    q, k, v = rand_qkv(2, nq, nk, 8, 2, 128, torch.float16, "cuda")
+    persistent_pair(q, k, v, 0.088, causal, num_programs)
+    check(q, k, v, scale=0.088, causal=causal, persistent=True, num_programs=num_programs)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_persistent_reference_and_repeatable_gpu(causal):
+    """More CTAs asked than blocks (the launcher clamps the grid), a negative scale, and
+    repeated launches from one prepare() (the barriers start fresh every launch)."""
+    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, "cuda")
+    check(q, k, v, scale=-0.1, causal=causal, persistent=True, num_programs=1000)
+    q, k, v = rand_qkv(3, 1024, 1024, 6, 3, 128, torch.bfloat16, "cuda")
+    launch = forward_gluon.prepare(q, k, v, 0.088, causal=causal, persistent=True, num_programs=5)
+    o1, lse1 = (t.clone() for t in launch())
+    o2, lse2 = launch()
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    persistent_pair(q, k, v, 0.088, causal, 5)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("band", [1, 3, 64])
+@pytest.mark.parametrize("num_programs", [None, 5])
+def test_persistent_causal_bands_gpu(band, num_programs):
+    """The banded causal order (kernels/fwd_gluon.py _tile_of): bands of 1, of 3 (5 batch x
+    heads, so the last band is narrower) and wider than B * H give the one-block result
+    bitwise (only the order of the blocks changes)."""
+    q, k, v = rand_qkv(1, 1024, 1024, 5, 5, 128, torch.bfloat16, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    o2, lse2 = attention_fwd_gluon(q, k, v, 0.088, causal=True, persistent=True, num_programs=num_programs,
+                                   band=band)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+
+
+@pytest.mark.gpu
+@hopper
+def test_causal_band_sizes_gpu():
+    """causal_band: half the L2 over one KV head's K / V (shared by a GQA group), in [1, n_bh]."""
+    dev = torch.device("cuda")
+    l2 = torch.cuda.get_device_properties(dev).L2_cache_size
+    per_head = 2 * 16384 * 128 * 2
+    assert forward_gluon.causal_band(dev, 16384, 128, 1, 2, 64) == max(1, int(l2 * 0.5 // per_head))
+    assert forward_gluon.causal_band(dev, 16384, 128, 4, 2, 64) == min(64, max(1, int(l2 * 0.5 * 4 // per_head)))
+    assert forward_gluon.causal_band(dev, 1 << 22, 128, 1, 2, 64) == 1
+    assert forward_gluon.causal_band(dev, 128, 64, 1, 2, 7) == 7
+
+
+# ---------------------------------------------------------------------------------------
 # Validation: no launch happens, so these run on any device (CPU included)
 # ---------------------------------------------------------------------------------------
 def qkv(b=1, nq=128, nk=256, h=4, hk=2, d=128, dtype=torch.bfloat16):
@@ -232,6 +315,23 @@ def test_rejects_scale(scale):
         attention_fwd_gluon(*qkv(), scale)
 
 
+@pytest.mark.parametrize("num_programs", [0, -3, 2.0, True, "7"])
+def test_rejects_num_programs(num_programs):
+    with pytest.raises(ValueError, match=r"^num_programs: expected a positive int or None"):
+        attention_fwd_gluon(*qkv(), 0.1, persistent=True, num_programs=num_programs)
+
+
+@pytest.mark.parametrize("band", [0, -1, 1.5, False])
+def test_rejects_band(band):
+    with pytest.raises(ValueError, match=r"^band: expected a positive int or None"):
+        attention_fwd_gluon(*qkv(), 0.1, persistent=True, causal=True, band=band)
+
+
+def test_rejects_persistent_pingpong():
+    with pytest.raises(ValueError, match=r"^persistent=True does not support pingpong=True"):
+        attention_fwd_gluon(*qkv(), 0.1, persistent=True, pingpong=True)
+
+
 @pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
 def test_rejects_non_hopper_device():
     """Valid shapes on a CPU (or a non-Hopper GPU): a clear error instead of a launch."""
@@ -273,7 +373,7 @@ def test_gluon_route_rule(monkeypatch):
         assert not rule(q, k, v, p)
     assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
     assert not rule(q.float(), k.float(), v.float())
-    assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # D = 64: from 16k
+    assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # D = 64: from 4k
     assert not rule(*rand_qkv(1, n, n, 2, 1, 96, torch.bfloat16, "cpu"))                # head_dim < BLOCK_D
     assert not rule(*rand_qkv(1, n // 2, n // 2, 2, 1, 128, torch.bfloat16, "cpu"))     # too short
     assert not rule(*rand_qkv(1, n + 64, n, 2, 1, 128, torch.bfloat16, "cpu"))          # Nq not a tile multiple
@@ -296,7 +396,7 @@ def test_gluon_route_rule(monkeypatch):
 
 def test_gluon_causal_route_rule(monkeypatch):
     """Causal forwards (window_right == 0, no left window) take the Gluon kernel only at a
-    BLOCK_D with an entry in GLUON_FWD_CAUSAL_MIN_N (D = 128 from 8k; patched here) and from that
+    BLOCK_D with an entry in GLUON_FWD_CAUSAL_MIN_N (D = 128 from 4k, 64 from 16k; patched here) and from that
     min(Nq, Nk); windows with a left edge or right > 0 never; the non-causal table does
     not admit causal calls, nor the causal table non-causal ones."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)
@@ -308,7 +408,7 @@ def test_gluon_causal_route_rule(monkeypatch):
 
     q, k, v = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
     q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
-    assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 8192}                                 # measured in session 23
+    assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 4096, 64: 16384}                      # measured in session 24
     assert not rule(q, k, v) and not rule(q64, k64, v64, bd=64)                         # 1k: too short / no entry
     assert rule(*rand_qkv(1, 8192, 8192, 2, 1, 128, torch.bfloat16, "cpu"))
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 1024)
@@ -317,17 +417,18 @@ def test_gluon_causal_route_rule(monkeypatch):
     assert rule(*rand_qkv(2, 2048, 1024, 4, 2, 128, torch.bfloat16, "cpu"))            # Nq > Nk
     assert not rule(*rand_qkv(1, 512, 1024, 2, 1, 128, torch.bfloat16, "cpu"))         # too short
     assert not rule(*rand_qkv(1, 1024 + 64, 1024, 2, 1, 128, torch.bfloat16, "cpu"))   # Nq not a tile multiple
-    assert not rule(q64, k64, v64, bd=64)                                               # no D = 64 entry
+    assert not rule(q64, k64, v64, bd=64)                                               # D = 64: from 16k
     for p in (common.AttnParams(0.1, window_left=64, window_right=0), common.AttnParams(0.1, window_right=64),
               common.AttnParams(0.1, window_right=0, softcap=3.0), common.AttnParams(0.1, window_right=0,
                                                                                      dropout_p=0.1)):
         assert not rule(q, k, v, p)
     assert not policy.gluon_fwd(q, k, v, causal, torch.ones(2), False, 128, 1024, 1024)   # ALiBi
     assert not policy.gluon_fwd(q, k, v, causal, None, True, 128, 1024, 1024)             # varlen
-    assert not rule(q, k, v, common.AttnParams(0.1))     # non-causal at 1k: GLUON_FWD_MIN_N's 4k applies
+    monkeypatch.setitem(policy.GLUON_FWD_MIN_N, 128, 2048)
+    assert not rule(q, k, v, common.AttnParams(0.1))     # non-causal at 1k: GLUON_FWD_MIN_N's (patched) 2k applies
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 64, 1024)
     assert rule(q64, k64, v64, bd=64)
-    assert not rule(q64, k64, v64, common.AttnParams(0.1), bd=64)                      # non-causal D = 64: from 16k
+    assert not rule(q64, k64, v64, common.AttnParams(0.1), bd=64)                      # non-causal D = 64: from 4k
     monkeypatch.setitem(policy.GLUON_FWD_MIN_N, 64, 1024)
     assert rule(q64, k64, v64, common.AttnParams(0.1), bd=64)
     monkeypatch.setattr(policy, "interpreting", lambda: True)
@@ -341,12 +442,12 @@ def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
     output, lse and the backward built on that lse pass the reference criterion; a second
     call of the same shape with new inputs is right too (the route is unreplayable: a
     launch plan would keep the first call's descriptors)."""
-    called = spy(monkeypatch, forward_gluon, "fwd_into")
+    called = spy(monkeypatch, forward_gluon, "fwd_into", record=lambda *a, **kw: kw.get("persistent"))
     n = policy.GLUON_FWD_MIN_N[128]
     for seed in (0, 1):
         torch.manual_seed(seed)
         check_attention("triton", *rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cuda"), check_probs=False)
-    assert len(called) == 2, called
+    assert called == [True, True], called      # non-causal: the PERSISTENT kernel (GLUON_FWD_PERSISTENT)
 
 
 @pytest.mark.gpu
@@ -359,6 +460,6 @@ def test_flash_attn_func_takes_gluon_causal_gpu(monkeypatch, d, nq, nk):
     and the backward built on that lse pass the reference criterion."""
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, d, 1024)
     called = spy(monkeypatch, forward_gluon, "fwd_into",
-                 record=lambda *a, **kw: bool(kw["causal"] if "causal" in kw else a[6]))
+                 record=lambda *a, **kw: (bool(kw["causal"] if "causal" in kw else a[6]), kw.get("persistent")))
     check_attention("triton", *rand_qkv(1, nq, nk, 4, 2, d, torch.bfloat16, "cuda"), causal=True, check_probs=False)
-    assert called and all(called), called
+    assert called and all(c == (True, False) for c in called), called     # causal: one block a CTA

@@ -434,9 +434,13 @@ def test_persistent_forward_repeatable_gpu(monkeypatch, d, causal):
     persistent calls a case differed from one tile a program under a 3-process stress on
     the H200. Now they are made once, over every (batch, head); 20 calls at 2048 tiles are
     bitwise those of one tile a program (D = 64 too: persistent by default since session 22)."""
-    from flashtriton.launchers import forward, plans
+    from flashtriton.launchers import forward, plans, policy
     q, k, v = rand_qkv(8, 2048, 2048, 2048 // d, 2048 // d, d, torch.bfloat16, DEVICE)
+    # fwd_ws.py, not the Gluon forward the library takes at D = 128 from 1k since session 24
+    monkeypatch.setattr(policy, "GLUON_FWD_MIN_N", {})
+    monkeypatch.setattr(policy, "GLUON_FWD_CAUSAL_MIN_N", {})
     monkeypatch.setattr(forward, "WS_PERSISTENT", set())
+    plans.clear()
     want = flash_attn_func(q, k, v, causal=causal, return_attn_probs=True)[:2]
     monkeypatch.setattr(forward, "WS_PERSISTENT", {(d, causal, False)})
     plans.clear()                                                  # plans key on the environment only

@@ -67,10 +67,24 @@ Design: one CTA per (128-row query block, batch x head), three partitions
   >= 1, so the peeled tile needs no branch). Query blocks go heaviest first (pid_m
   reversed: the last blocks see the most tiles), as fwd_ws.py's HEAVY_FIRST. The
   non-causal kernel's SASS is unchanged by all this (compared offline).
-  Tile bookkeeping (q_row, kv_row, phases) lives in the launcher-facing kernel and the
-  partitions take it as arguments, so a persistent loop over tiles could wrap them
-  (the phases then continue across tiles, and Q's buffer needs an "O stored" barrier
-  before the next tile's Q load).
+  Tile bookkeeping (q_row, kv_row, n_load, ...) is _tile_coords, shared by both variants.
+  PERSISTENT (2026-12-01, offline only; not routed; bench/gpu/s24_gluon_persistent_ab.py
+  for the A/B): grid = num_programs CTAs (the launcher: the SM count, 132 on the H200),
+  CTA pid takes tiles pid, pid + num_programs, ... of the n_m x (B * H) blocks (static
+  round robin; _tile_of: query block fastest, CAUSAL heaviest query blocks first), and
+  every partition walks that list itself (_fwd_load_persistent, _fwd_consume_persistent
+  around the same _fwd_consume). Phases continue across blocks: t0 counts the CTA's K / V
+  tiles so far (block tile j is ring tile g = t0 + j: stage g % NUM_STAGES, parity
+  (g // NUM_STAGES) & 1), it its blocks (q_bar's parity it & 1). O still leaves through
+  Q's buffer, so the next block's Q load must wait for the TMA stores: q_free (2
+  arrivals, each consumer after its tma.store_wait); the loader first issues the next
+  block's first min(n_load, NUM_STAGES) K / V tiles (they need only the ring), then waits
+  q_free (parity (it & 1) ^ 1: a fresh barrier passes), loads Q, then the rest. Cost: one
+  Q load latency a block (~1 us against ~15 us of work a block at N = 1k, D = 128);
+  separate O buffers do not fit (Q 32 KB + 3 stages 192 KB = 224 KB of 227). PINGPONG is
+  not supported with it (its turn parities count issues per block). PERSISTENT=False
+  compiles to the SASS of before (7 variants, addresses stripped; the PTX differs only in
+  the new batch parameter, which the one-block kernel does not read).
 
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
@@ -158,6 +172,112 @@ def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_
 
 
 @gluon.jit
+def _tile_of(tile, n_m, n_bh, band, CAUSAL: gl.constexpr):
+    """PERSISTENT: tile (0 .. n_m * n_bh) -> (pid_m, pid_bh). Non-causal: query block fastest
+    (one head's blocks, which share K / V in L2, run side by side). CAUSAL: the batch x heads
+    go in bands of `band` (the launcher sizes a band's K / V to half the L2); inside a band
+    the heaviest query blocks (the last, n_m - 1, of each of its heads) first, then the next
+    heaviest, so the static round-robin deal (tile = pid + i * num_programs) gives every CTA
+    a like mix of heavy and light blocks while the CTAs running together read one band's
+    K / V. (Session 24's first form, heaviest first across all B * H at once, was 3-16%
+    slower than one CTA a block: the CTAs of a wave read every head's K / V, from DRAM.)"""
+    if CAUSAL:
+        span = n_m * band                        # tiles of a full band
+        first = (tile // span) * band            # the band's first batch x head
+        width = gl.minimum(band, n_bh - first)   # its heads (the last band may be narrower)
+        r = tile - (tile // span) * span
+        pid_m = n_m - 1 - r // width
+        pid_bh = first + r % width
+    else:
+        pid_m = tile % n_m
+        pid_bh = tile // n_m
+    return pid_m, pid_bh
+
+
+@gluon.jit
+def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """One (query block, batch x head) tile's bookkeeping: (q_row, q_col, kv_row, kv_col,
+    n_load, n_full0, n_full1, diag, lse_off); rows / columns index the (B * N, heads * D)
+    descriptor views."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    off_b = pid_bh // nheads
+    off_h = pid_bh % nheads
+    q_row = off_b * seqlen_q + pid_m * BLOCK_M
+    q_col = off_h * HEAD_DIM
+    kv_row = off_b * seqlen_k
+    kv_col = (off_h // group) * HEAD_DIM
+    n_tiles = seqlen_k // BLOCK_N
+    # bottom-right causal: query row i sees key c iff c <= i + Nk - Nq; diag is that bound
+    # for the block's first row
+    diag = pid_m * BLOCK_M + seqlen_k - seqlen_q
+    if CAUSAL:
+        # tiles the block's last row (diag + BLOCK_M - 1) reaches: what the loader loads for
+        # both warpgroups; at least 1 (a block none of whose rows sees a key, Nq > Nk, loads
+        # tile 0 and masks it all: O = 0, lse = +inf)
+        n_load = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), 1), n_tiles)
+        # per warpgroup, the tiles fully visible to its first (so to all its) rows, >= 1:
+        # tile 0 is peeled and masked anyway
+        n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
+        n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
+    else:
+        n_load = n_tiles
+        n_full0 = n_tiles
+        n_full1 = n_tiles
+    lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
+    return q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off
+
+
+@gluon.jit
+def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, g, offs_n, kv_col,
+             NUM_STAGES: gl.constexpr):
+    """PERSISTENT loader: K / V tile number g of this CTA's running count (all its blocks'
+    tiles in order) into stage g % NUM_STAGES, rows offs_n.. of the (B * Nk, Hk * D) views."""
+    stage = g % NUM_STAGES
+    phase = (g // NUM_STAGES) & 1
+    mbarrier.wait(kv_empty.index(stage), phase ^ 1)
+    mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [offs_n, kv_col], k_ready.index(stage), k_smem.index(stage))
+    mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(v_desc, [offs_n, kv_col], v_ready.index(stage), v_smem.index(stage))
+
+
+@gluon.jit
+def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_empty,
+                         seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+    """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
+    loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
+    q_free's phases)."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    t0 = 0
+    it = 0
+    for tile in range(pid, n_m * n_bh, n_prog):
+        pid_m, pid_bh = _tile_of(tile, n_m, n_bh, band, CAUSAL)
+        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        # the block's first min(n_load, NUM_STAGES) K / V tiles first: they wait only for the
+        # ring, which the consumers free before their epilogue, so they load under the
+        # previous block's last tiles and epilogue. Q waits until both consumers stored that
+        # block's O, which leaves through Q's buffer (q_free completes its phase it - 1 then; a
+        # fresh barrier passes parity 1): one Q load latency a block the consumers wait for.
+        n_pre = gl.minimum(n_load, NUM_STAGES)
+        for j in range(0, n_pre):
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
+                     kv_col, NUM_STAGES)
+        mbarrier.wait(q_free, (it & 1) ^ 1)
+        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+        for j in range(n_pre, n_load):
+            _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
+                     kv_col, NUM_STAGES)
+        t0 += n_load
+        it += 1
+
+
+@gluon.jit
 def _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE: gl.constexpr):
     """One tile of the online softmax in log2 units. s (HALF_M, BLOCK_N) fp32 raw scores;
     returns p (HALF_M, BLOCK_N) fp32 = exp2(s * qk_scale - m_new), the new m_i and l_i,
@@ -242,14 +362,19 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 
 
 @gluon.jit
-def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE,
-                 q_row, q_col, lse_off, n_tiles, n_full, diag, qk_scale,
+def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                 q_row, q_col, lse_off, n_tiles, n_full, diag, qk_scale, t0, q_phase,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                 NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr):
-    """One consumer warpgroup: n_tiles K / V tiles (the loader's count), the first n_full
-    (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles otherwise).
-    Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL): the last
-    key index visible to this CTA's first query row (pid_m * BLOCK_M + Nk - Nq)."""
+                 NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
+                 PERSISTENT: gl.constexpr):
+    """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
+    first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
+    otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
+    the last key index visible to this CTA's first query row (pid_m * BLOCK_M + Nk - Nq).
+    t0: the CTA's K / V tiles consumed before this block (the ring's running count: block
+    tile j is ring tile g = t0 + j), q_phase: q_bar's parity for this block; both 0
+    (constexprs) in the one-block kernel. PERSISTENT: arrives on q_free once this block's
+    O has left Q's buffer."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -266,12 +391,16 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)                 # (HALF_M, HEAD_DIM)
     s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)               # (HALF_M, BLOCK_N), never read
     diag = diag + WG * HALF_M                                                # this warpgroup's first row's
+    # _consume_tile takes the ring index g = t0 + j and masks against diag_g - g * BLOCK_N,
+    # so diag_g = diag + t0 * BLOCK_N gives the block's own diag - j * BLOCK_N (int32: fine
+    # while a CTA's K / V tiles stay under 2^31 / BLOCK_N = 16.7M)
+    diag_g = diag + t0 * BLOCK_N
 
     # tile 0: S_0 and its softmax; nothing to overlap yet
-    mbarrier.wait(q_bar, 0)
-    mbarrier.wait(k_ready.index(0), 0)
-    _turn_wait(turn, 0, WG, PINGPONG)
-    s_tok = warpgroup_mma(q, k_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    mbarrier.wait(q_bar, q_phase)
+    mbarrier.wait(k_ready.index(t0 % NUM_STAGES), (t0 // NUM_STAGES) & 1)
+    _turn_wait(turn, t0, WG, PINGPONG)
+    s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
     if CAUSAL:
@@ -281,22 +410,22 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
 
     # the fully visible tiles: no mask work
-    for j in range(1, n_full):
+    for j in range(t0 + 1, t0 + n_full):
         p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16,
-                                           acc, m_i, l_i, qk_scale, diag, WG, BLOCK_N, NUM_STAGES, NEG_SCALE,
+                                           acc, m_i, l_i, qk_scale, diag_g, WG, BLOCK_N, NUM_STAGES, NEG_SCALE,
                                            PINGPONG, False, s_layout, p_layout, row_o)
     if CAUSAL:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
-        for j in range(n_full, n_tiles):
+        for j in range(t0 + n_full, t0 + n_tiles):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag, WG, BLOCK_N, NUM_STAGES,
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o)
 
     # the last tile's P V
-    last = (n_tiles - 1) % NUM_STAGES
-    mbarrier.wait(v_ready.index(last), ((n_tiles - 1) // NUM_STAGES) & 1)
-    _turn_wait(turn, n_tiles, WG, PINGPONG)
+    last = (t0 + n_tiles - 1) % NUM_STAGES
+    mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
+    _turn_wait(turn, t0 + n_tiles, WG, PINGPONG)
     o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
@@ -319,6 +448,34 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     fence_async_shared()
     tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
     tma.store_wait(0)
+    if PERSISTENT:
+        # this half of Q's buffer is free for the next block's Q (the loader waits for both)
+        mbarrier.arrive(q_free)
+
+
+@gluon.jit
+def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                            seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, qk_scale,
+                            WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                            NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr):
+    """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
+    order), t0 the running K / V tile count and it the block count, as in the loader."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    t0 = 0
+    it = 0
+    for tile in range(pid, n_m * n_bh, n_prog):
+        pid_m, pid_bh = _tile_of(tile, n_m, n_bh, band, CAUSAL)
+        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        if WG == 0:
+            n_full = n_full0
+        else:
+            n_full = n_full1
+        _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                     q_row, q_col, lse_off, n_load, n_full, diag, qk_scale, t0, it & 1,
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True)
+        t0 += n_load
+        it += 1
 
 
 @gluon.jit
@@ -327,43 +484,26 @@ def attn_fwd_gluon_kernel(
                                      # (HALF_M, D), k / v (BLOCK_N, D)
     LSE,                             # (B, H, Nq) fp32 contiguous
     seqlen_q, seqlen_k, nheads, group, qk_scale,
+    batch,                           # B; read by PERSISTENT only (the tile count), last so the
+                                     # other parameters keep their offsets
+    band,                            # PERSISTENT CAUSAL only: batch x heads a band (_tile_of), >= 1
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
+    PERSISTENT: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
-    # query block (fastest: one head's blocks share K / V in L2); CAUSAL: the last blocks
-    # see the most key tiles and go first (heavy first, as fwd_ws.py's HEAVY_FIRST)
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-    else:
-        pid_m = gl.program_id(0)
-    pid_bh = gl.program_id(1)                # batch * nheads + head
-    off_b = pid_bh // nheads
-    off_h = pid_bh % nheads
-    q_row = off_b * seqlen_q + pid_m * BLOCK_M
-    q_col = off_h * HEAD_DIM
-    kv_row = off_b * seqlen_k
-    kv_col = (off_h // group) * HEAD_DIM
-    n_tiles = seqlen_k // BLOCK_N
-    # bottom-right causal: query row i sees key c iff c <= i + Nk - Nq; diag is that bound
-    # for the block's first row
-    diag = pid_m * BLOCK_M + seqlen_k - seqlen_q
-    if CAUSAL:
-        # tiles the block's last row (diag + BLOCK_M - 1) reaches: what the loader loads for
-        # both warpgroups; at least 1 (a block none of whose rows sees a key, Nq > Nk, loads
-        # tile 0 and masks it all: O = 0, lse = +inf)
-        n_load = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), 1), n_tiles)
-        # per warpgroup, the tiles fully visible to its first (so to all its) rows, >= 1:
-        # tile 0 is peeled and masked anyway
-        n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
-        n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
-    else:
-        n_load = n_tiles
-        n_full0 = n_tiles
-        n_full1 = n_tiles
-    lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
-
+    if not PERSISTENT:
+        # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
+        # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
+        # first, as fwd_ws.py's HEAVY_FIRST)
+        if CAUSAL:
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)                # batch * nheads + head
+        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)   # (S, BLOCK_N, D)
@@ -379,20 +519,50 @@ def attn_fwd_gluon_kernel(
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=2)    # one arrival per consumer warpgroup
+    if PERSISTENT:
+        # O of a block leaves through Q's buffer: the next block's Q load waits until both
+        # consumers' TMA stores are done (one arrival each, after tma.store_wait)
+        q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_free, count=2)
+    else:
+        q_free = q_bar                               # never touched (PERSISTENT only)
     fence_async_shared()
 
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    gl.warp_specialize([
-        (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
-                        lse_off, n_load, n_full0, diag, qk_scale, WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                        NEG_SCALE, PINGPONG, CAUSAL)),
-        (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, o_desc, LSE, q_row, q_col,
-                        lse_off, n_load, n_full1, diag, qk_scale, WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                        NEG_SCALE, PINGPONG, CAUSAL)),
-        (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                     q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
-    ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    if PERSISTENT:
+        # grid (num_programs,): CTA pid takes tiles pid, pid + num_programs, ... of the n_m x
+        # (B * H) blocks (_tile_of's order); every partition walks the same list itself.
+        # PINGPONG's turn parities count issues per block and do not continue across blocks.
+        gl.static_assert(not PINGPONG, "PERSISTENT does not support PINGPONG")
+        n_m = seqlen_q // BLOCK_M
+        n_bh = batch * nheads
+        pid = gl.program_id(0)
+        n_prog = gl.num_programs(0)
+        gl.warp_specialize([
+            (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                       o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                       qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL)),
+            (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                       o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                       qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL)),
+            (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
+                                    kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, HEAD_DIM,
+                                    BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+        mbarrier.invalidate(q_free)
+    else:
+        ZERO: gl.constexpr = 0                   # t0 and q_phase of the one block
+        gl.warp_specialize([
+            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                            q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale, ZERO, ZERO, WG0, HALF_M, BLOCK_N,
+                            HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT)),
+            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                            q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale, ZERO, ZERO, WG1, HALF_M, BLOCK_N,
+                            HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT)),
+            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(q_bar)
     mbarrier.invalidate(turn.index(0))

@@ -7,6 +7,10 @@ validation of its narrow contract, descriptors, grid, launch.
                                             launch), allocates, returns (o, lse)
     prepare(q, k, v, scale, ...)            the same, as a launch function (A/B timing)
 
+persistent=True (prepare / attention_fwd_gluon only; not routed, 2026-12-01): the
+kernel's PERSISTENT variant, grid = num_programs CTAs (default: the device's SM count),
+each looping over (query block, batch x head) tiles.
+
 causal=True is the library's bottom-right causal mask (query i sees key j iff
 j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
 
@@ -95,10 +99,14 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
 
 
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
-                 causal: bool = False):
+                 causal: bool = False, persistent: bool = False, num_programs: int | None = None,
+                 band: int | None = None):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
-    view (the library's route never sends such tensors: rows_view_ok)."""
+    view (the library's route never sends such tensors: rows_view_ok). persistent: grid
+    (min(num_programs, tiles),), num_programs defaulting to the device's SM count; band
+    (PERSISTENT CAUSAL's tile order, kernels/fwd_gluon.py _tile_of) defaulting to
+    causal_band()."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     q, q_desc = _desc(q, block_m // 2)
@@ -106,42 +114,88 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     v, v_desc = _desc(v, block_n)
     o_view, o_desc = _desc(o, block_m // 2)
     assert o_view is o, "o must be a (B, N, H, D) contiguous buffer"
-    grid = (nq // block_m, b * h)
+    if persistent:
+        tiles = (nq // block_m) * b * h
+        if num_programs is None:
+            num_programs = torch.cuda.get_device_properties(o.device).multi_processor_count
+        grid = (max(1, min(int(num_programs), tiles)),)
+    else:
+        grid = (nq // block_m, b * h)
+    if band is None:
+        band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h) if persistent and causal else 1
     qk_scale = float(softmax_scale) * LOG2E
 
     def launch():
         with torch.cuda.device(o.device):
             plans.launch(attn_fwd_gluon_kernel, grid,
-                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale,
+                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band,
                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0,
-                PINGPONG=pingpong, CAUSAL=bool(causal), num_warps=4)
+                PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent), num_warps=4)
         return o, lse
     return launch
 
 
-def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False) -> None:
+# PERSISTENT CAUSAL: the share of the L2 one band of batch x heads' K / V may fill (the rest
+# holds Q / O traffic and the next band's first tiles). 2026-12-01, an estimate; the A/B
+# (bench/gpu/s24_gluon_persistent_ab.py) times 1/4, 1/2 and 1 against it.
+CAUSAL_BAND_L2_SHARE = 0.5
+
+
+def causal_band(device, seqlen_k: int, head_dim: int, group: int, elt: int, n_bh: int) -> int:
+    """Batch x heads a band of the PERSISTENT CAUSAL tile order: as many as keep the band's
+    K / V (2 * Nk * D * elt bytes per KV head; a GQA group of `group` query heads shares
+    one) within CAUSAL_BAND_L2_SHARE of the L2; at least 1, at most n_bh."""
+    l2 = _l2_bytes(device)
+    per_head = 2 * seqlen_k * head_dim * elt / group
+    return int(max(1, min(n_bh, (l2 * CAUSAL_BAND_L2_SHARE) // per_head)))
+
+
+_L2: dict = {}
+
+
+def _l2_bytes(device) -> int:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _L2:
+        _L2[index] = int(torch.cuda.get_device_properties(index).L2_cache_size)
+    return _L2[index]
+
+
+def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
     Gluon TensorDescriptors, which a launch plan cannot rebind to the next call's tensors
     (launchers/plans.py knows triton.tools' descriptors only), so the call is marked
     unreplayable: every call runs this host path (~50-100 us on the H200 machine, hidden
-    behind kernels of >= 1 ms)."""
+    behind kernels of >= 1 ms). persistent: the PERSISTENT kernel on the SM count's CTAs
+    (policy.GLUON_FWD_PERSISTENT says when)."""
     plans.unreplayable()
     block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
-    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal)()
+    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent)()
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
-            pingpong: bool = False, causal: bool = False):
+            pingpong: bool = False, causal: bool = False, persistent: bool = False,
+            num_programs: int | None = None, band: int | None = None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
-    timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py)."""
+    timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
+    persistent: the PERSISTENT kernel on min(num_programs, tiles) CTAs (num_programs:
+    default the SM count; a positive int, e.g. small in tests so that every CTA loops);
+    band: PERSISTENT CAUSAL's batch x heads a band (default causal_band(); any positive
+    int gives the same result, only the order of the blocks changes)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
     block_n = block_n or bn
     num_stages = num_stages or stages
     check_inputs(q, k, v, softmax_scale, block_m, block_n)
+    if persistent and pingpong:
+        raise ValueError("persistent=True does not support pingpong=True")
+    if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
+                                     or num_programs < 1):
+        raise ValueError(f"num_programs: expected a positive int or None, got {num_programs!r}")
+    if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 1):
+        raise ValueError(f"band: expected a positive int or None, got {band!r}")
     if q.device.type != "cuda":
         raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)
@@ -150,16 +204,19 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     b, nq, h, d = q.shape
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
-    return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal)
+    return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
+                        persistent, num_programs, band)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
-                        pingpong: bool = False, causal: bool = False):
+                        pingpong: bool = False, causal: bool = False, persistent: bool = False,
+                        num_programs: int | None = None, band: int | None = None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask. q (B, Nq, H, D), k / v
     (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
-    DEFAULT_CONFIG (A/B runs). Needs a Hopper GPU (sm_90)."""
+    DEFAULT_CONFIG (A/B runs); persistent / num_programs / band pick the PERSISTENT kernel
+    (prepare). Needs a Hopper GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
-                   causal=causal)()
+                   causal=causal, persistent=persistent, num_programs=num_programs, band=band)()

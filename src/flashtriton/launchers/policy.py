@@ -60,7 +60,14 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # replays, s23/call8, bench/gpu/s23_gluon_causal_ab.py d64): 16k 441 / 441 against the
 # library's 425 / 425 (fwd_ws.py), 4k 424 / 367 against 424 / 402 (4 stages 423 / 420,
 # 6 stages 415 / 414), outputs bitwise equal: taken from 16k only.
-GLUON_FWD_MIN_N = {128: 4096, 64: 16384}
+# Session 24 (H200, 2026-12-01, the PERSISTENT kernel, GLUON_FWD_PERSISTENT; graph
+# replays, two rounds, bench/gpu/s24_route_ab.py, s24/call3), against fwd_ws.py as
+# routed before: D = 128 1k 529 / 521 against 504 / 501, 2k 591 / 526 against 529 / 535,
+# 4k 623 / 608 against 549 / 553, 16k 647 / 641 against 559 / 556; 512 439 / 436 against
+# 459 / 454 (and eager, its host path not replayable, 165 / 363 against 457 / 452): from
+# 1k. D = 64: 4k 430 / 426 against 411 / 409, 16k 449 / 445 against 427 / 422; 2k 410 /
+# 387 against 413 / 409, 1k 375 / 377 against 391 / 385: from 4k.
+GLUON_FWD_MIN_N = {128: 1024, 64: 4096}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
 # CAUSAL variant (fully visible key tiles unmasked, the diagonal ones masked, heaviest
@@ -70,7 +77,23 @@ GLUON_FWD_MIN_N = {128: 4096, 64: 16384}
 # 497, 2k level (446 / 447 against 449 / 437); 4k not measured. Ping-pong 546 / 551 and
 # 601 / 599: level. Outputs within one bf16 ulp of fwd_ws.py's (2.0e-3), error against
 # float64 within the criterion at 9 causal shapes (Nq < Nk, Nq > Nk, BLOCK_N 64).
-GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 8192}
+# Session 24 (s24/call3, graph replays, one CTA a block): D = 128 4k 481 / 507 against
+# fwd_ws.py's 475 / 473 (2k level: 449 / 447 against 446 / 436; 512 / 1k behind: 230 /
+# 351 against 288 / 380): from 4k. D = 64 16k 432 / 407 against 413 / 395 (4k 363 against
+# 386, behind): from 16k.
+GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 16384}
+# Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
+# each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
+# 2026-12-01, bf16, 16k tokens, H = 16, D = 128, kernel-only, two rounds, outputs
+# bitwise equal; bench/gpu/s24_gluon_persistent_ab.py, s24/call2): non-causal +10-12%
+# at 512, +8-20% at 1k, +3-8% at 2k, +6-8% at 4k, +2-4% at 16k (640 TFLOP/s); causal
+# with the first tile order (heaviest first across all heads) -3% at 512 and -10-16%
+# from 1k (its waves read every head's K / V). The banded order (s24/call3, graph
+# replays): D = 128 4k 494 / 501 against one-block's 481 / 507, 16k 534 / 533 against
+# 613 / 570 (bands of 1/4 and all the L2: 447 and 549); D = 64 16k 427 / 425 against
+# 432 / 407: the static deal evens the SMs' loads worse than the hardware's block
+# scheduler does one block a CTA. Causal stays one block a CTA.
+GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -266,6 +289,12 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
         _warp_spec_flag()
         return False
     return _warp_spec_switch(q)
+
+
+def gluon_fwd_persistent(causal: bool) -> bool:
+    """Whether a forward that gluon_fwd routes runs the PERSISTENT kernel
+    (GLUON_FWD_PERSISTENT)."""
+    return GLUON_FWD_PERSISTENT["causal" if causal else "plain"]
 
 
 def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
