@@ -42,14 +42,14 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
-                pingpong=False, causal=False, persistent=False, batch_param=True):
+                pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False):
     bm, bn, st = DEFAULT_CONFIG[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
     sig = dict(q_desc=desc_type(dtype, bm // 2, head_dim), k_desc=desc_type(dtype, bn, head_dim),
                v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, bm // 2, head_dim),
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
-               **({"batch": "i32", "band": "i32"} if batch_param else {}),
+               **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else "*fp32"} if batch_param else {}),
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
@@ -57,6 +57,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if persistent:
         sig["PERSISTENT"] = "constexpr"
         const["PERSISTENT"] = True
+    if scheduled:
+        sig["SCHEDULED"] = "constexpr"
+        const["SCHEDULED"] = True
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
@@ -109,30 +112,34 @@ def main(argv=None):
         (128, "bf16", None, None, False, False, False, True), (128, "fp16", None, None, False, True, False, True),
         (128, "bf16", None, None, False, False, True, True), (64, "bf16", None, None, False, False, False, True),
         (64, "bf16", None, None, False, False, True, True), (64, "bf16", None, 4, False, False, True, True),
+        # SCHEDULED (session 24, 2026-12-01: the host's longest-first deal, persistent causal)
+        (128, "bf16", None, None, False, False, True, True, True), (128, "fp16", None, None, False, True, True, True, True),
+        (64, "bf16", None, None, False, False, True, True, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | warps | regs (kernel) | setmaxnreg | "
           "spill B | smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG |")
     print("|" + "---|" * 18)
     for d, dt, bn, st, pp, neg, causal, *rest in variants:
         pers = bool(rest and rest[0])
+        sched = bool(len(rest) > 1 and rest[1])
         bm, bn0, st0 = DEFAULT_CONFIG[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
-            c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers)
+            c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {r['warps']} | {r['regs']} | {regs} | "
+        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | {r['depbar1']} | "
               f"{r['utmaldg']} | {r['utmastg']} |", flush=True)
         if args.dump:
             os.makedirs(args.dump, exist_ok=True)
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
-                    f"{'_causal' if causal else ''}{'_persistent' if pers else ''}")
+                    f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -242,6 +242,35 @@ def test_persistent_causal_bands_gpu(band, num_programs):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(2, 1024, 1024, 4, 4), (1, 2048, 1024, 8, 2), (2, 1024, 2048, 6, 3),
+                                              (1, 4096, 4096, 3, 1)])
+@pytest.mark.parametrize("num_programs", [None, 5])
+def test_persistent_scheduled_bitwise_gpu(d, b, nq, nk, h, hk, num_programs):
+    """SCHEDULED (the host's longest-first deal, launchers/schedule.py): the one-block
+    kernel's result bitwise, Nq > Nk (rows without keys) and Nq < Nk, GQA, few CTAs (long
+    lists) and the SM count; repeated launches from one prepare()."""
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    launch = forward_gluon.prepare(q, k, v, 0.088, causal=True, persistent=True, num_programs=num_programs,
+                                   scheduled=True)
+    o2, lse2 = (t.clone() for t in launch())
+    o3, lse3 = launch()
+    assert torch.isfinite(o2).all() and not torch.isnan(lse2).any(), "unwritten (NaN-poisoned) output"
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    assert torch.equal(o2, o3) and torch.equal(lse2, lse3)
+
+
+@pytest.mark.gpu
+@hopper
+def test_persistent_scheduled_reference_gpu():
+    """SCHEDULED against the float64 reference (fp16, a negative scale, GQA)."""
+    q, k, v = rand_qkv(2, 1024, 1536, 8, 2, 128, torch.float16, "cuda")
+    check(q, k, v, scale=-0.07, causal=True, persistent=True, num_programs=9, scheduled=True)
+
+
+@pytest.mark.gpu
+@hopper
 def test_causal_band_sizes_gpu():
     """causal_band: half the L2 over one KV head's K / V (shared by a GQA group), in [1, n_bh]."""
     dev = torch.device("cuda")
@@ -325,6 +354,12 @@ def test_rejects_num_programs(num_programs):
 def test_rejects_band(band):
     with pytest.raises(ValueError, match=r"^band: expected a positive int or None"):
         attention_fwd_gluon(*qkv(), 0.1, persistent=True, causal=True, band=band)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(persistent=True), dict(causal=True)])
+def test_rejects_scheduled_without_persistent_causal(kw):
+    with pytest.raises(ValueError, match=r"^scheduled=True needs persistent=True and causal=True"):
+        attention_fwd_gluon(*qkv(), 0.1, scheduled=True, **kw)
 
 
 def test_rejects_persistent_pingpong():

@@ -86,6 +86,15 @@ Design: one CTA per (128-row query block, batch x head), three partitions
   compiles to the SASS of before (7 variants, addresses stripped; the PTX differs only in
   the new batch parameter, which the one-block kernel does not read).
 
+SCHEDULED (2026-12-01, session 24, offline only; not routed; bench/gpu/s25_gluon_sched_ab.py):
+  PERSISTENT CAUSAL with the blocks dealt by the host (launchers/schedule.py: longest
+  first to the least-loaded CTA, band by band) instead of _tile_of's banded round robin,
+  which lost 7-13% to one CTA a block at 16k (s24/call3): offline, its most loaded CTA
+  carries +20% over the mean there, the host's deal +4.4%. The kernel reads SCHED[pid],
+  SCHED[pid + 1] (its range in the block list) and each entry pid_bh * n_m + pid_m
+  (_block_range, _block_of); every partition reads the same list, so the phases need
+  nothing new. SCHEDULED=False: the SASS opcodes of before (4 variants compared offline).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -195,6 +204,36 @@ def _tile_of(tile, n_m, n_bh, band, CAUSAL: gl.constexpr):
 
 
 @gluon.jit
+def _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED: gl.constexpr):
+    """PERSISTENT: the range (lo, hi, step) of this CTA's blocks: SCHEDULED, entries lo .. hi
+    of the host's schedule (SCHED[pid], SCHED[pid + 1]: launchers/schedule.py); else the
+    round-robin deal pid, pid + n_prog, ... of the n_m * n_bh blocks themselves."""
+    if SCHEDULED:
+        lo = gl.load(SCHED + pid)
+        hi = gl.load(SCHED + pid + 1)
+        step = 1
+    else:
+        lo = pid
+        hi = n_m * n_bh
+        step = n_prog
+    return lo, hi, step
+
+
+@gluon.jit
+def _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr):
+    """PERSISTENT: (pid_m, pid_bh) of this CTA's block i (_block_range). SCHEDULED: the
+    schedule's entry SCHED[n_prog + 1 + i] = pid_bh * n_m + pid_m, the host's longest-first
+    deal (launchers/schedule.py); else _tile_of's fixed order."""
+    if SCHEDULED:
+        tile = gl.load(SCHED + n_prog + 1 + i)
+        pid_m = tile % n_m
+        pid_bh = tile // n_m
+    else:
+        pid_m, pid_bh = _tile_of(i, n_m, n_bh, band, CAUSAL)
+    return pid_m, pid_bh
+
+
+@gluon.jit
 def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """One (query block, batch x head) tile's bookkeeping: (q_row, q_col, kv_row, kv_col,
@@ -244,17 +283,18 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, g, offs
 
 @gluon.jit
 def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_empty,
-                         seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                         seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
     q_free's phases)."""
     HALF_M: gl.constexpr = BLOCK_M // 2
     t0 = 0
     it = 0
-    for tile in range(pid, n_m * n_bh, n_prog):
-        pid_m, pid_bh = _tile_of(tile, n_m, n_bh, band, CAUSAL)
+    lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
+    for i in range(lo, hi, step):
+        pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
         q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
         # the block's first min(n_load, NUM_STAGES) K / V tiles first: they wait only for the
@@ -455,16 +495,18 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
 
 @gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, qk_scale,
+                            seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                            NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr):
+                            NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
+                            SCHEDULED: gl.constexpr):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader."""
     HALF_M: gl.constexpr = BLOCK_M // 2
     t0 = 0
     it = 0
-    for tile in range(pid, n_m * n_bh, n_prog):
-        pid_m, pid_bh = _tile_of(tile, n_m, n_bh, band, CAUSAL)
+    lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
+    for i in range(lo, hi, step):
+        pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
         q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
         if WG == 0:
@@ -487,9 +529,11 @@ def attn_fwd_gluon_kernel(
     batch,                           # B; read by PERSISTENT only (the tile count), last so the
                                      # other parameters keep their offsets
     band,                            # PERSISTENT CAUSAL only: batch x heads a band (_tile_of), >= 1
+    SCHED,                           # SCHEDULED only: int32 (num_programs + 1 + n_m * B * H,): each
+                                     # CTA's first entry, then the blocks (launchers/schedule.py)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
-    PERSISTENT: gl.constexpr = False,
+    PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
@@ -542,13 +586,15 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL)),
+                                       SCHED, qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL,
+                                       SCHEDULED)),
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL)),
+                                       SCHED, qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL,
+                                       SCHEDULED)),
             (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
-                                    kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, HEAD_DIM,
-                                    BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL)),
+                                    kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
+                                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     else:

@@ -26,7 +26,7 @@ from triton.experimental.gluon import language as gl
 
 from .. import memory
 from ..kernels.fwd_gluon import DEFAULT_CONFIG, attn_fwd_gluon_kernel
-from . import plans
+from . import plans, schedule
 from .common import LOG2E
 
 _DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -100,13 +100,14 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
 
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
-                 band: int | None = None):
+                 band: int | None = None, scheduled: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
     (min(num_programs, tiles),), num_programs defaulting to the device's SM count; band
     (PERSISTENT CAUSAL's tile order, kernels/fwd_gluon.py _tile_of) defaulting to
-    causal_band()."""
+    causal_band(). scheduled (persistent causal only): the host's longest-first deal
+    (launchers/schedule.py) instead of the kernel's banded round robin."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     q, q_desc = _desc(q, block_m // 2)
@@ -124,13 +125,17 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if band is None:
         band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h) if persistent and causal else 1
     qk_scale = float(softmax_scale) * LOG2E
+    # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
+    sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
+             if scheduled else lse)
 
     def launch():
         with torch.cuda.device(o.device):
             plans.launch(attn_fwd_gluon_kernel, grid,
-                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band,
+                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched,
                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0,
-                PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent), num_warps=4)
+                PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled),
+                num_warps=4)
         return o, lse
     return launch
 
@@ -160,7 +165,8 @@ def _l2_bytes(device) -> int:
     return _L2[index]
 
 
-def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False) -> None:
+def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
+             scheduled: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -171,17 +177,20 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     (policy.GLUON_FWD_PERSISTENT says when)."""
     plans.unreplayable()
     block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
-    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent)()
+    _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
+                 scheduled=scheduled and persistent and causal)()
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
-            num_programs: int | None = None, band: int | None = None):
+            num_programs: int | None = None, band: int | None = None, scheduled: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
     persistent: the PERSISTENT kernel on min(num_programs, tiles) CTAs (num_programs:
     default the SM count; a positive int, e.g. small in tests so that every CTA loops);
+    scheduled: (persistent causal) the host's longest-first deal of the blocks
+    (launchers/schedule.py; the same result bitwise, another order);
     band: PERSISTENT CAUSAL's batch x heads a band (default causal_band(); any positive
     int gives the same result, only the order of the blocks changes)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
@@ -196,6 +205,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError(f"num_programs: expected a positive int or None, got {num_programs!r}")
     if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 1):
         raise ValueError(f"band: expected a positive int or None, got {band!r}")
+    if scheduled and not (persistent and causal):
+        raise ValueError("scheduled=True needs persistent=True and causal=True (a deal of causal blocks)")
     if q.device.type != "cuda":
         raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)
@@ -205,18 +216,19 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band)
+                        persistent, num_programs, band, scheduled)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
-                        num_programs: int | None = None, band: int | None = None):
+                        num_programs: int | None = None, band: int | None = None, scheduled: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask. q (B, Nq, H, D), k / v
     (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
-    DEFAULT_CONFIG (A/B runs); persistent / num_programs / band pick the PERSISTENT kernel
+    DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
     (prepare). Needs a Hopper GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
-                   causal=causal, persistent=persistent, num_programs=num_programs, band=band)()
+                   causal=causal, persistent=persistent, num_programs=num_programs, band=band,
+                   scheduled=scheduled)()
