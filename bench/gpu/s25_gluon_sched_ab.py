@@ -92,9 +92,9 @@ def case(d, n):
           f"mean load {sum(costs) * b * h / 132:.0f})", flush=True)
 
 
-def ab():
+def ab(quick=False):
     for d in (128, 64):
-        for n in (2048, 4096, 8192, 16384):
+        for n in ((4096, 16384) if quick and d == 128 else (16384,) if quick else (2048, 4096, 8192, 16384)):
             try:
                 with torch.no_grad():
                     case(d, n)
@@ -110,3 +110,5 @@ if __name__ == "__main__":
         smoke()
     if not parts or "ab" in parts:
         ab()
+    elif "quick" in parts:
+        ab(quick=True)

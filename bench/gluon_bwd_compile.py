@@ -1,0 +1,206 @@
+"""Offline sm_90a compile report of kernels/bwd_gluon.py (the hand-scheduled Gluon dK/dV
+pass of the backward; host side launchers/backward_gluon.py): registers (ptxas -v, the
+kernel-wide allocation), the setmaxnreg values of the partitions, spill bytes, shared
+memory, wgmma in the PTX (wgmma.mma_async, against mma.sync), HGMMA / UTMALDG / UTMASTG
+and the 'WARPGROUP.DEPBAR.LE gsb0, 0x1' waits (one wgmma group left in flight) in the
+SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
+
+    PYTHONPATH=src python bench/gluon_bwd_compile.py              # the table
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --dump OUT    # also OUT/<variant>.{ttgir,ptx,sass}
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --quick       # D = 128 and 64, bf16, non-causal only
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --jit         # through Triton's JIT binder (below)
+
+--jit: the launcher's own arguments (launchers.backward_gluon._launch_args on CPU tensors)
+bound by Triton's JIT path with a stub driver (target sm_90a, no GPU) and compiled by
+kernel.warmup, as a launch on the H200 would: this checks the launch's argument list
+against the kernel's and reports the specializations a GPU run compiles (ints equal to 1,
+e.g. group or nheads_k, become constexprs; multiples of 16 get alignment attributes),
+whose register allocation may differ from the generic compile of the table.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.experimental.gluon.language import NVMMASharedLayout
+import triton.language as tl
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gluon_fwd_compile import desc_type, sass  # noqa: E402  (bench/ is not a package)
+
+from flashtriton.bench.compile_report import _NVBIN, resources  # noqa: E402
+from flashtriton.kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel  # noqa: E402
+
+
+def vec_desc_type(rows: int) -> str:
+    """The kernel type string of a 1-D fp32 host TensorDescriptor with a (rows,) box (lse,
+    delta), with the layout launchers/backward_gluon.py gives it."""
+    layout = NVMMASharedLayout.get_default_for([rows], tl.float32)
+    return f"tensordesc<fp32[{rows}],{layout!r}>"
+
+
+def compile_dkdv(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, causal=False,
+                 vec_ptr=False, overlap=False):
+    bm, bn, st = DEFAULT_CONFIG[head_dim]
+    bm, bn, st = block_m or bm, block_n or bn, num_stages or st
+    fn = attn_bwd_dkdv_gluon_kernel
+    half = bn // 2
+    sig = dict(q_desc=desc_type(dtype, bm, head_dim), do_desc=desc_type(dtype, bm, head_dim),
+               k_desc=desc_type(dtype, half, head_dim), v_desc=desc_type(dtype, half, head_dim),
+               dk_desc=desc_type(dtype, half, head_dim), dv_desc=desc_type(dtype, half, head_dim),
+               lse_desc=vec_desc_type(bm), delta_desc=vec_desc_type(bm), LSE="*fp32", DELTA="*fp32",
+               seqlen_q="i32", seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32",
+               softmax_scale="fp32", qk_scale="fp32",
+               HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
+               CAUSAL="constexpr", VEC_PTR="constexpr", OVERLAP="constexpr")
+    const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, VEC_PTR=vec_ptr,
+                 OVERLAP=overlap)
+    src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+
+
+def ptxas_advisories(compiled) -> list:
+    """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
+    with tempfile.TemporaryDirectory() as tmp:
+        ptx = os.path.join(tmp, "k.ptx")
+        with open(ptx, "w") as f:
+            f.write(compiled.asm["ptx"])
+        out = subprocess.run([os.path.join(_NVBIN, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
+                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
+    return [ln.strip() for ln in out.splitlines() if "wgmma" in ln.lower()]
+
+
+def report(compiled) -> dict:
+    r = resources(compiled)
+    ptx = compiled.asm["ptx"]
+    text = sass(compiled)
+    r.update(
+        setmaxnreg=sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))),
+        wgmma_ptx=len(re.findall(r"wgmma\.mma_async", ptx)),
+        mma_sync_ptx=len(re.findall(r"\bmma\.sync", ptx)),
+        warps=compiled.metadata.num_warps,
+        utmastg=text.count("UTMASTG"),
+        depbar1=len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", text)),
+        advisories=ptxas_advisories(compiled),
+    )
+    return r, text
+
+
+class _StubDriver:
+    """Enough of a Triton driver for the JIT binder to compile for sm_90a without a GPU."""
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 90, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+
+def jit_report():
+    import torch
+
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon
+
+    driver.set_active(_StubDriver())
+    cases = [  # (D, dtype, causal, vec_ptr, B, Nq, Nk, H, Hk)
+        (128, torch.bfloat16, False, True, 1, 16384, 16384, 16, 16), (128, torch.bfloat16, False, False, 1, 16384,
+                                                                       16384, 16, 16),
+        (128, torch.float16, False, True, 2, 1024, 1024, 8, 2), (128, torch.bfloat16, False, True, 2, 256, 1024, 8, 1),
+        (64, torch.bfloat16, False, True, 16, 1024, 1024, 32, 32), (64, torch.float16, False, False, 2, 1024, 1024, 8,
+                                                                      2),
+        (128, torch.bfloat16, True, True, 2, 1024, 1024, 8, 2), (128, torch.bfloat16, True, False, 2, 1024, 1024, 8,
+                                                                   2),
+        (64, torch.bfloat16, True, True, 2, 1024, 1024, 8, 2), (128, torch.bfloat16, True, True, 1, 16384, 16384, 16,
+                                                                  16),
+        (64, torch.bfloat16, False, True, 16, 1024, 1024, 32, 32, True),
+    ]
+    print("| D | dtype | causal | vec_ptr | overlap | B, Nq, Nk, H, Hk | constexpr ints | regs | spill B | smem KB | "
+          "HGMMA |")
+    print("|" + "---|" * 11)
+    for d, dt, causal, vp, b, nq, nk, h, hk, *rest in cases:
+        ov = bool(rest and rest[0])
+        q = torch.randn(b, nq, h, d, dtype=dt)
+        k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
+        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
+        bm, bn, st = DEFAULT_CONFIG[d]
+        try:
+            dk, dv, grid, args, kwargs = backward_gluon._launch_args(q, k, v, dout, lse, delta, d ** -0.5, causal,
+                                                                     bm, bn, st, vp, ov)
+            c = attn_bwd_dkdv_gluon_kernel.warmup(*args, grid=grid, **kwargs)
+            r = resources(c)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"| {d} | {dt} | {causal} | {vp} | {ov} | {(b, nq, nk, h, hk)} | {type(exc).__name__}: "
+                  f"{str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''} |", flush=True)
+            continue
+        ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
+        print(f"| {d} | {str(dt).split('.')[-1]} | {causal} | {vp} | {ov} | {(b, nq, nk, h, hk)} | "
+              f"{', '.join(ints) or '-'} | {r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
+              f"{r['hgmma']} |", flush=True)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dump", default=None)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--jit", action="store_true")
+    args = ap.parse_args(argv)
+    if args.jit:
+        jit_report()
+        return
+    variants = [  # (D, dtype, NUM_STAGES, CAUSAL, VEC_PTR[, OVERLAP]); None: DEFAULT_CONFIG's
+        (128, "bf16", None, False, True), (128, "fp16", None, False, True), (128, "bf16", None, False, False),
+        (128, "fp16", None, False, False), (128, "bf16", 3, False, True), (128, "bf16", 4, False, True),
+        (64, "bf16", None, False, True), (64, "fp16", None, False, True), (64, "bf16", None, False, False),
+        (64, "bf16", 2, False, True),
+        (128, "bf16", None, True, True), (128, "fp16", None, True, True), (128, "bf16", None, True, False),
+        (64, "bf16", None, True, True), (64, "fp16", None, True, True), (64, "bf16", None, True, False),
+        # OVERLAP (non-causal): clean at D = 64; serialized by ptxas at D = 128
+        (64, "bf16", None, False, True, True), (64, "fp16", None, False, False, True),
+        (128, "bf16", None, False, True, True),
+    ]
+    if args.quick:
+        variants = [(128, "bf16", None, False, True), (64, "bf16", None, False, True)]
+    print("| D | dtype | BM, BN, stages | causal | vec_ptr | overlap | warps | regs (kernel) | setmaxnreg | spill B | "
+          "smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG | ptxas wgmma advisories |")
+    print("|" + "---|" * 18)
+    for d, dt, st, causal, vp, *rest in variants:
+        ov = bool(rest and rest[0])
+        bm, bn, st0 = DEFAULT_CONFIG[d]
+        cfg = (bm, bn, st or st0)
+        try:
+            c = compile_dkdv(d, dt, *cfg, causal=causal, vec_ptr=vp, overlap=ov)
+            r, text = report(c)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"| {d} | {dt} | {cfg} | {causal} | {vp} | {ov} | {type(exc).__name__}: "
+                  f"{str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''} |", flush=True)
+            continue
+        regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+        print(f"| {d} | {dt} | {cfg} | {causal} | {vp} | {ov} | {r['warps']} | {r['regs']} | {regs} | "
+              f"{r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | "
+              f"{r['depbar1']} | {r['utmaldg']} | {r['utmastg']} | {'; '.join(r['advisories'])[:160] or 'none'} |",
+              flush=True)
+        if args.dump:
+            os.makedirs(args.dump, exist_ok=True)
+            name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_causal' if causal else ''}{'_tma' if not vp else ''}"
+                    f"{'_overlap' if ov else ''}")
+            for ext in ("ttgir", "ptx"):
+                with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
+                    f.write(c.asm[ext])
+            with open(os.path.join(args.dump, f"{name}.sass"), "w") as f:
+                f.write(text)
+
+
+if __name__ == "__main__":
+    main()

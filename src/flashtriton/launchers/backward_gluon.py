@@ -1,0 +1,214 @@
+"""Host side of kernels/bwd_gluon.py (the hand-scheduled Gluon dK/dV pass of the backward
+for Hopper): validation of its narrow contract, descriptors, grid, launch. Not routed into
+the library (session 24, 2026-12-01: offline only, awaiting the GPU A/B,
+bench/gpu/s24_gluon_bwd_ab.py).
+
+    prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, num_stages=None,
+                 vec_ptr=True, overlap=False)
+        checks the call (ValueError naming the argument and the rule, before any launch),
+        allocates dk / dv, makes the descriptors; returns launch(), which runs the kernel
+        (again, into the same dk and dv) and returns (dk, dv). The keywords pick the
+        kernel's variants for the A/B (kernels/bwd_gluon.py: NUM_STAGES, VEC_PTR, OVERLAP)
+    dkdv_gluon(...)          prepare_dkdv(...)()
+    delta_of(out, dout)      delta = rowsum(dO * O) (B, H, Nq) fp32 by the library's own
+                             preprocess kernel (kernels/bwd.py's bwd_preprocess_kernel, as
+                             launchers/backward.py launches it)
+
+Conventions (those of launchers/backward.py's _bwd / _bwd_warp_spec and kernels/bwd_ws.py):
+q, dout (B, Nq, H, D); k, v (B, Nk, Hk, D), H % Hk == 0, query head h on KV head
+h // (H / Hk); lse (B, H, Nq) fp32, the forward's natural-log logsumexp of the scaled
+scores (+inf for a row that sees no key); delta (B, H, Nq) fp32; dk, dv like k, v
+(contiguous), dK already multiplied by softmax_scale; GQA's sum over the group inside the
+kernel (no scratch). causal=True: the bottom-right mask (query i sees key j iff
+j <= i + Nk - Nq).
+
+Host cost: every prepare makes 8 TensorDescriptors and launch() goes through Triton's JIT
+binder (no launch plan: launchers/plans.py cannot rebind Gluon descriptors, as
+forward_gluon.fwd_into notes), tens of microseconds a call; the A/B times launch() alone.
+
+Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
+TRITON_INTERPRET.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+from triton.experimental.gluon import language as gl
+
+from .. import memory
+from ..kernels.bwd import bwd_preprocess_kernel
+from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
+from .common import LOG2E, block_d
+from .forward_gluon import _DTYPES, _desc, rows_view_ok
+
+__all__ = ["check_inputs", "prepare_dkdv", "dkdv_gluon", "delta_of", "rows_view_ok"]
+
+
+def _vec_desc(x: torch.Tensor, rows: int):
+    """x (B, H, Nq) fp32 as a 1-D (B * H * Nq,) TMA descriptor with a (rows,) box (made
+    contiguous first if it is not)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    x = x.contiguous()
+    flat = x.view(-1)
+    layout = gl.NVMMASharedLayout.get_default_for([rows], gl.float32)
+    return x, TensorDescriptor(flat, [flat.numel()], [1], [rows], layout)
+
+
+def _check_tensor(name, t, dim, what):
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != dim:
+        raise ValueError(f"{name}: expected {dim} dimensions {what}, got shape {tuple(t.shape)}")
+
+
+def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n: int) -> None:
+    """The narrow contract of attn_bwd_dkdv_gluon_kernel; ValueError naming the argument
+    and the rule. Needs no GPU (shapes, dtypes and devices only)."""
+    for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout)):
+        _check_tensor(name, t, 4, "(B, N, heads, D)")
+        if t.dtype not in _DTYPES:
+            raise ValueError(f"{name}: dtype {t.dtype} not supported (float16 or bfloat16)")
+    for name, t in (("lse", lse), ("delta", delta)):
+        _check_tensor(name, t, 3, "(B, H, Nq)")
+        if t.dtype != torch.float32:
+            raise ValueError(f"{name}: dtype {t.dtype} not supported (float32)")
+    if not (q.dtype == k.dtype == v.dtype == dout.dtype):
+        raise ValueError(f"q, k, v, dout: dtypes differ ({q.dtype}, {k.dtype}, {v.dtype}, {dout.dtype})")
+    if len({t.device for t in (q, k, v, dout, lse, delta)}) != 1:
+        raise ValueError("q, k, v, dout, lse, delta: devices differ "
+                         f"({', '.join(str(t.device) for t in (q, k, v, dout, lse, delta))})")
+    b, nq, h, d = q.shape
+    if dout.shape != q.shape:
+        raise ValueError(f"dout: shape {tuple(dout.shape)} differs from q's {tuple(q.shape)}")
+    if k.shape != v.shape:
+        raise ValueError(f"k, v: shapes differ ({tuple(k.shape)}, {tuple(v.shape)})")
+    bk, nk, hk, dk = k.shape
+    if bk != b:
+        raise ValueError(f"k: batch {bk} differs from q's {b}")
+    if dk != d:
+        raise ValueError(f"k: head dim {dk} differs from q's {d}")
+    if d not in DEFAULT_CONFIG:
+        raise ValueError(f"q: head dim {d} not supported (one of {sorted(DEFAULT_CONFIG)})")
+    if hk == 0 or h % hk != 0:
+        raise ValueError(f"q: {h} heads not a multiple of k's {hk} heads")
+    if b == 0:
+        raise ValueError("q: batch size 0")
+    if nq == 0 or nq % block_m != 0:
+        raise ValueError(f"q: sequence length {nq} not a positive multiple of BLOCK_M = {block_m}")
+    if nk == 0 or nk % block_n != 0:
+        raise ValueError(f"k: sequence length {nk} not a positive multiple of BLOCK_N = {block_n}")
+    for name, t in (("lse", lse), ("delta", delta)):
+        if tuple(t.shape) != (b, h, nq):
+            raise ValueError(f"{name}: shape {tuple(t.shape)}, expected (B, H, Nq) = {(b, h, nq)}")
+    if b * h * nq >= 2 ** 31 or b * max(nq, nk) >= 2 ** 31:
+        raise ValueError(f"q: B * H * Nq = {b * h * nq} rows of lse (or B * N) not below 2^31 (int32 TMA "
+                         "coordinates and offsets)")
+    if not isinstance(softmax_scale, (int, float)) or isinstance(softmax_scale, bool) \
+            or not math.isfinite(softmax_scale) or softmax_scale == 0:
+        raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
+
+
+def _check_device(q) -> None:
+    if q.device.type != "cuda":
+        raise ValueError(f"q: on {q.device}; dkdv_gluon needs a CUDA (Hopper) device")
+    cap = torch.cuda.get_device_capability(q.device)
+    if cap[0] != 9:
+        raise ValueError(f"dkdv_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
+
+
+def prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *,
+                 num_stages: int | None = None, vec_ptr: bool = True, overlap: bool = False):
+    """Checks the call (ValueError, before any launch), allocates dk / dv (B, Nk, Hk, D)
+    contiguous, makes the descriptors; returns launch(), which runs the kernel into them and
+    returns (dk, dv). q / k / v / dout are read in place when forward_gluon.rows_view_ok
+    allows the (B * N, heads * D) view (else copied once, here); lse / delta when contiguous
+    (else copied). num_stages overrides DEFAULT_CONFIG's (A/B runs). vec_ptr: the kernel's
+    VEC_PTR, lse / delta by pointer loads in the consumers (default) instead of 1-D TMA
+    loads through the ring (the library's dK/dV kernel gave NaN in 0.1-3% of calls with
+    1-D TMA loads of lse / delta, bench/NOTES.md "The dK/dV NaN"; kept for the A/B).
+    overlap: the kernel's OVERLAP (non-causal only), each tile's dV / dK wgmmas left in
+    flight under the next tile's S^T / dP^T; offline, ptxas serializes the wgmmas at D = 128
+    ("insufficient register resources"), so it is meant for D = 64 (A/B)."""
+    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    block_m, block_n, stages = DEFAULT_CONFIG.get(d, (64, 128, 2))
+    num_stages = stages if num_stages is None else num_stages
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal: expected a bool, got {causal!r}")
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+        raise ValueError(f"num_stages: expected a positive int or None, got {num_stages!r}")
+    for name, flag in (("vec_ptr", vec_ptr), ("overlap", overlap)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name}: expected a bool, got {flag!r}")
+    if overlap and causal:
+        raise ValueError("overlap=True: not implemented with causal=True")
+    if overlap and num_stages < 2:
+        # tile g's stage is released only in tile g + 1, after its wait for tile g + 1's
+        # stage: one stage would wait for itself
+        raise ValueError(f"num_stages: overlap=True needs at least 2 stages, got {num_stages}")
+    check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
+    _check_device(q)
+    dk, dv, grid, args, kwargs = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, block_m,
+                                              block_n, num_stages, vec_ptr, overlap)
+
+    def launch():
+        with torch.cuda.device(dk.device):
+            attn_bwd_dkdv_gluon_kernel[grid](*args, **kwargs)
+        return dk, dv
+    return launch
+
+
+def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, block_m: int, block_n: int,
+                 num_stages: int, vec_ptr: bool, overlap: bool = False):
+    """(dk, dv, grid, args, kwargs) of one launch, dk / dv allocated, no check and no
+    launch (bench/gluon_bwd_compile.py --jit binds them through Triton's JIT path with a
+    stub driver). args holds the (possibly copied) tensors behind the descriptors, so they
+    live as long as the launch function."""
+    b, nq, h, d = q.shape
+    nk, hk = k.shape[1], k.shape[2]
+    dk = memory.empty((b, nk, hk, d), k.dtype, k.device)             # NaN under memory.poison_outputs()
+    dv = memory.empty((b, nk, hk, d), v.dtype, v.device)
+    q, q_desc = _desc(q, block_m)
+    dout, do_desc = _desc(dout, block_m)
+    k, k_desc = _desc(k, block_n // 2)
+    v, v_desc = _desc(v, block_n // 2)
+    dk_view, dk_desc = _desc(dk, block_n // 2)
+    dv_view, dv_desc = _desc(dv, block_n // 2)
+    assert dk_view is dk and dv_view is dv, "dk / dv must be contiguous buffers"
+    lse, lse_desc = _vec_desc(lse, block_m)
+    delta, delta_desc = _vec_desc(delta, block_m)
+    grid = (nk // block_n, b * hk)
+    args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, lse_desc, delta_desc, lse, delta,
+            nq, nk, h, hk, h // hk, scale, scale * LOG2E)
+    kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal,
+                  VEC_PTR=vec_ptr, OVERLAP=overlap, num_warps=4)
+    return dk, dv, grid, args, kwargs
+
+
+def dkdv_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
+               vec_ptr: bool = True, overlap: bool = False):
+    """(dk, dv) of attention by attn_bwd_dkdv_gluon_kernel: prepare_dkdv(...)()."""
+    return prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, vec_ptr=vec_ptr,
+                        overlap=overlap)()
+
+
+def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:
+    """delta = rowsum(dO * O) in fp32, (B, H, Nq) contiguous, by the library's preprocess
+    kernel (kernels/bwd.py's bwd_preprocess_kernel, launched as launchers/backward.py's
+    _bwd does for a dense call). out, dout (B, Nq, H, D) on a GPU."""
+    for name, t in (("out", out), ("dout", dout)):
+        _check_tensor(name, t, 4, "(B, N, heads, D)")
+    if out.shape != dout.shape:
+        raise ValueError(f"out, dout: shapes differ ({tuple(out.shape)}, {tuple(dout.shape)})")
+    out, dout = (t if t.stride(3) == 1 else t.contiguous() for t in (out, dout))   # (the kernel's unit-D rows)
+    b, nq, h, d = out.shape
+    delta = torch.empty((b, h, nq), dtype=torch.float32, device=out.device)
+    block_m = 64
+    with torch.cuda.device(out.device):
+        bwd_preprocess_kernel[(b * h, triton.cdiv(nq, block_m))](
+            out, dout, delta, delta, out.stride(0), out.stride(1), out.stride(2),
+            dout.stride(0), dout.stride(1), dout.stride(2), delta.stride(0), delta.stride(1), h, nq,
+            HEAD_DIM=d, BLOCK_D=block_d(d), BLOCK_M=block_m, IS_VARLEN=False)
+    return delta

@@ -1,0 +1,353 @@
+"""kernels/bwd_gluon.py: the hand-scheduled Gluon dK/dV pass of the backward (host side
+launchers/backward_gluon.py; not routed into the library). Its kernel needs a Hopper GPU:
+Gluon kernels do not run under the Triton interpreter, so the numeric tests are GPU-only
+(sm_90) and skip under TRITON_INTERPRET=1; the launcher's validation needs no GPU and runs
+everywhere.
+
+Criterion (tests/helpers.py, the library's gradient criterion): dK and dV against float64
+at most 3x PyTorch's same-dtype error, outputs poisoned (NaN) before the call by the
+autouse fixture (memory.empty). The kernel's inputs: out and lse from the float64
+reference (lse as fp32: +inf for rows that see no key), out cast to the dtype, and delta =
+rowsum(dO * O) by the library's own preprocess kernel (backward_gluon.delta_of).
+"""
+import math
+import os
+
+import pytest
+import torch
+
+from flashtriton import reference
+from flashtriton.kernels import bwd_gluon
+from flashtriton.launchers import backward_gluon
+from flashtriton.launchers.backward_gluon import dkdv_gluon, prepare_dkdv
+
+from conftest import DEVICE, HAS_CUDA
+from helpers import assert_close, rand_qkv
+
+IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+hopper = pytest.mark.skipif(not IS_HOPPER or INTERPRETING,
+                            reason="needs a Hopper GPU (compute capability 9.x), not the interpreter")
+
+
+def inputs(b, nq, nk, h, hk, d, dtype, causal=False, scale=None):
+    """Fresh random q, k, v, dout and the kernel's other inputs: (q, k, v, dout, lse, delta,
+    scale, truth, lowp) with truth / lowp the float64 / same-dtype reference gradients."""
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, dtype, "cuda")
+    dout = torch.randn_like(q)
+    scale = d ** -0.5 if scale is None else scale
+    kw = dict(softmax_scale=scale, window_right=0 if causal else -1)
+    out64, lse64 = reference.attention(*(t.double() for t in (q, k, v)), **kw)
+    lse = lse64.float().contiguous()
+    delta = backward_gluon.delta_of(out64.to(dtype), dout)
+    truth = reference.attention_grad(dout.double(), *(t.double() for t in (q, k, v)), **kw)
+    lowp = reference.attention_grad(dout, q, k, v, **kw)
+    return q, k, v, dout, lse, delta, scale, truth, lowp
+
+
+def check(b, nq, nk, h, hk, d, dtype, causal=False, scale=None, **kw):
+    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(b, nq, nk, h, hk, d, dtype, causal, scale)
+    dk, dv = dkdv_gluon(q, k, v, dout, lse, delta, scale, causal, **kw)
+    assert dk.shape == k.shape and dv.shape == v.shape and dk.dtype == k.dtype and dv.dtype == v.dtype
+    assert torch.isfinite(dk).all() and torch.isfinite(dv).all(), "unwritten (NaN-poisoned) or non-finite output"
+    assert_close("dk", dk, truth[1], lowp[1], 3, dtype)
+    assert_close("dv", dv, truth[2], lowp[2], 3, dtype)
+    return dk, dv
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper): numerics
+# ---------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("n", [128, 1024])
+def test_matches_reference_gpu(dtype, d, h, hk, n):
+    check(2, n, n, h, hk, d, dtype)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("nq, nk", [(256, 1024), (1024, 256), (64, 128), (192, 384)])
+def test_nq_differs_from_nk_gpu(d, h, hk, nq, nk):
+    check(2, nq, nk, h, hk, d, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("num_stages", [1, 2, 3, 4])
+def test_stages_gpu(num_stages):
+    """Ring depths from 1 (every tile waits for the previous one's release) up: the phases
+    wrap at every depth (group x tiles = 2 x 16 ring tiles)."""
+    check(1, 1024, 256, 4, 2, 128, torch.bfloat16, num_stages=num_stages)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(1024, 1024), (256, 1024), (1024, 256)])
+def test_tma_vectors_gpu(causal, d, nq, nk):
+    """vec_ptr=False: lse / delta through the ring by 1-D TMA (the default reads them by
+    pointer loads); GQA, both orders of Nq and Nk."""
+    check(2, nq, nk, 8, 2, d, torch.bfloat16, causal=causal, vec_ptr=False)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("vec_ptr", [True, False])
+@pytest.mark.parametrize("num_stages", [2, 3, 4])
+@pytest.mark.parametrize("nq, nk, h, hk", [(1024, 1024, 8, 2), (256, 1024, 4, 4), (64, 128, 2, 1)])
+def test_overlap_gpu(vec_ptr, num_stages, nq, nk, h, hk):
+    """overlap=True (D = 64, its target): tile g's dV / dK wgmmas retire under tile g + 1's
+    S^T / dP^T and stage g is released there; a single tile (Nq = 64) only by the final wait."""
+    check(2, nq, nk, h, hk, 64, torch.bfloat16, vec_ptr=vec_ptr, num_stages=num_stages, overlap=True)
+
+
+@pytest.mark.gpu
+@hopper
+def test_overlap_d128_gpu():
+    """overlap=True at D = 128 (ptxas serializes its wgmmas: slow, but right)."""
+    check(2, 512, 512, 4, 2, 128, torch.float16, overlap=True)
+
+
+@pytest.mark.gpu
+@hopper
+def test_negative_and_large_scale_gpu():
+    check(1, 512, 1024, 4, 4, 128, torch.bfloat16, scale=-0.1)
+    check(1, 512, 1024, 4, 4, 128, torch.bfloat16, scale=0.5)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_repeatable_gpu(causal, dtype):
+    """Bitwise the same dk / dv from two launches of one prepare (fresh barriers every
+    launch) and from a second prepare."""
+    q, k, v, dout, lse, delta, scale, _, _ = inputs(2, 1024, 1024, 8, 2, 128, dtype, causal)
+    launch = prepare_dkdv(q, k, v, dout, lse, delta, scale, causal)
+    dk1, dv1 = (t.clone() for t in launch())
+    dk2, dv2 = launch()
+    dk3, dv3 = dkdv_gluon(q, k, v, dout, lse, delta, scale, causal)
+    assert torch.equal(dk1, dk2) and torch.equal(dv1, dv2)
+    assert torch.equal(dk1, dk3) and torch.equal(dv1, dv3)
+    # the other ways of reading lse / delta and of scheduling compute the same sums in the
+    # same order (expected bitwise equal; held to a few 16-bit ulps, as ptxas may contract
+    # a multiply-add differently in another kernel)
+    others = [dkdv_gluon(q, k, v, dout, lse, delta, scale, causal, vec_ptr=False)]
+    if not causal:
+        others.append(dkdv_gluon(q, k, v, dout, lse, delta, scale, causal, overlap=True))
+    for dk4, dv4 in others:
+        for ours, ref in ((dk4, dk1), (dv4, dv1)):
+            diff = (ours.float() - ref.float()).abs().max().item()
+            assert diff <= 1e-2 * ref.float().abs().max().item(), diff
+
+
+@pytest.mark.gpu
+@hopper
+def test_strided_inputs_gpu():
+    """q / k / v views of a packed qkv (heads contiguous: the descriptor view without a
+    copy), a (B, H, N, D) dout (copied by the launcher), lse / delta non-contiguous."""
+    b, n, h, d = 2, 512, 4, 128
+    qkv = torch.randn(b, n, 3, h, d, dtype=torch.bfloat16, device="cuda")
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    dout = torch.randn(b, h, n, d, dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+    kw = dict(softmax_scale=d ** -0.5)
+    out64, lse64 = reference.attention(*(t.double() for t in (q, k, v)), **kw)
+    lse = lse64.float().transpose(1, 2).contiguous().transpose(1, 2)
+    delta = backward_gluon.delta_of(out64.to(q.dtype), dout).transpose(1, 2).contiguous().transpose(1, 2)
+    assert not lse.is_contiguous()
+    dk, dv = dkdv_gluon(q, k, v, dout, lse, delta, d ** -0.5)
+    truth = reference.attention_grad(dout.double(), *(t.double() for t in (q, k, v)), **kw)
+    lowp = reference.attention_grad(dout, q, k, v, **kw)
+    assert_close("dk", dk, truth[1], lowp[1], 3, q.dtype)
+    assert_close("dv", dv, truth[2], lowp[2], 3, q.dtype)
+
+
+@pytest.mark.gpu
+@hopper
+def test_against_library_backward_gpu():
+    """The library's own forward lse / out and its backward's dk / dv (flash_attn_func):
+    the same criterion, and close to the library's gradients."""
+    import flashtriton
+
+    q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True)
+    dout = torch.randn_like(out)
+    _, dk_lib, dv_lib = torch.autograd.grad(out, (q, k, v), dout)
+    delta = backward_gluon.delta_of(out.detach(), dout)
+    dk, dv = dkdv_gluon(q.detach(), k.detach(), v.detach(), dout, lse.detach().float().contiguous(), delta,
+                        128 ** -0.5)
+    truth = reference.attention_grad(dout.double(), *(t.detach().double() for t in (q, k, v)),
+                                     softmax_scale=128 ** -0.5)
+    lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), softmax_scale=128 ** -0.5)
+    assert_close("dk", dk, truth[1], lowp[1], 3, q.dtype)
+    assert_close("dv", dv, truth[2], lowp[2], 3, q.dtype)
+    # within 3x the library's own error against float64 (both are fp32-accumulating tiles
+    # on the same lse and delta)
+    assert_close("dk vs library", dk, truth[1], dk_lib, 3, q.dtype)
+    assert_close("dv vs library", dv, truth[2], dv_lib, 3, q.dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper): causal (bottom-right; per warpgroup hidden tiles released unread, the
+# diagonal tile masked, the rest unmasked)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("nq, nk", [(128, 128), (1024, 1024), (256, 1024), (1024, 256), (192, 384)])
+def test_causal_matches_reference_gpu(dtype, d, h, hk, nq, nk):
+    check(2, nq, nk, h, hk, d, dtype, causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(2048, 1024), (1024, 128), (384, 128)])
+def test_causal_rows_without_keys_gpu(d, nq, nk):
+    """Nq > Nk: the first Nq - Nk query rows see no key (lse = +inf): they add nothing, and
+    key blocks whose first visible query tile lies deep in the sequence skip the rest."""
+    check(2, nq, nk, 4, 2, d, torch.bfloat16, causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("num_stages", [1, 2, 3])
+def test_causal_stages_gpu(num_stages):
+    check(2, 1024, 1536, 8, 2, 128, torch.bfloat16, causal=True, num_stages=num_stages)
+
+
+@pytest.mark.gpu
+@hopper
+def test_causal_negative_scale_gpu():
+    check(1, 512, 1024, 4, 4, 128, torch.bfloat16, causal=True, scale=-0.1)
+
+
+# ---------------------------------------------------------------------------------------
+# Validation: no launch happens, so these run on any device (CPU included)
+# ---------------------------------------------------------------------------------------
+def args(b=1, nq=128, nk=256, h=4, hk=2, d=128, dtype=torch.bfloat16):
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, dtype, DEVICE)
+    dout = torch.randn_like(q)
+    lse = torch.zeros(b, h, nq, device=DEVICE)
+    delta = torch.zeros(b, h, nq, device=DEVICE)
+    return [q, k, v, dout, lse, delta]
+
+
+def call(a, scale=0.1, **kw):
+    return dkdv_gluon(*a, scale, **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int8])
+def test_rejects_dtype(dtype):
+    a = args()
+    a[:4] = [t.to(dtype) for t in a[:4]]
+    with pytest.raises(ValueError, match=r"^q: dtype .* not supported \(float16 or bfloat16\)"):
+        call(a)
+
+
+def test_rejects_mixed_dtypes():
+    a = args()
+    a[3] = a[3].half()
+    with pytest.raises(ValueError, match=r"^q, k, v, dout: dtypes differ"):
+        call(a)
+
+
+@pytest.mark.parametrize("which", [4, 5])
+def test_rejects_vector_dtype_and_shape(which):
+    name = ("lse", "delta")[which - 4]
+    a = args()
+    a[which] = a[which].half()
+    with pytest.raises(ValueError, match=rf"^{name}: dtype .* not supported \(float32\)"):
+        call(a)
+    a = args()
+    a[which] = a[which][:, :, :64]
+    with pytest.raises(ValueError, match=rf"^{name}: shape .* expected \(B, H, Nq\)"):
+        call(a)
+    a = args()
+    a[which] = a[which][0]
+    with pytest.raises(ValueError, match=rf"^{name}: expected 3 dimensions"):
+        call(a)
+
+
+@pytest.mark.parametrize("d", [32, 96, 256])
+def test_rejects_head_dim(d):
+    with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported"):
+        call(args(d=d))
+
+
+def test_rejects_shapes():
+    q, k, v, dout, lse, delta = args()
+    with pytest.raises(ValueError, match=r"^q: expected 4 dimensions"):
+        call([q[0], k, v, dout, lse, delta])
+    with pytest.raises(ValueError, match=r"^k, v: shapes differ"):
+        call([q, k, v[:, :128], dout, lse, delta])
+    with pytest.raises(ValueError, match=r"^dout: shape .* differs from q's"):
+        call([q, k, v, dout[:, :64], lse, delta])
+    with pytest.raises(ValueError, match=r"^k: head dim 64 differs from q's 128"):
+        call([q, k[..., :64], v[..., :64], dout, lse, delta])
+    with pytest.raises(ValueError, match=r"^k: batch 2 differs from q's 1"):
+        call([q, torch.cat([k, k]), torch.cat([v, v]), dout, lse, delta])
+    with pytest.raises(ValueError, match=r"^q: 4 heads not a multiple of k's 3 heads"):
+        call([q, *(torch.cat([t, t[:, :, :1]], 2) for t in (k, v)), dout, lse, delta])
+    with pytest.raises(ValueError, match=r"^k: expected a torch.Tensor, got NoneType"):
+        call([q, None, v, dout, lse, delta])
+
+
+@pytest.mark.parametrize("nq, nk, what", [(100, 256, "q: sequence length 100 not a positive multiple of BLOCK_M"),
+                                          (128, 192, "k: sequence length 192 not a positive multiple of BLOCK_N"),
+                                          (0, 256, "q: sequence length 0"), (128, 0, "k: sequence length 0")])
+def test_rejects_sequence_lengths(nq, nk, what):
+    with pytest.raises(ValueError, match=rf"^{what}"):
+        call(args(nq=nq, nk=nk))
+
+
+@pytest.mark.parametrize("scale", [0.0, math.nan, math.inf, "0.1", True])
+def test_rejects_scale(scale):
+    with pytest.raises(ValueError, match=r"^softmax_scale: expected a finite nonzero number"):
+        call(args(), scale)
+
+
+@pytest.mark.parametrize("num_stages", [0, -1, 2.0, True])
+def test_rejects_num_stages(num_stages):
+    with pytest.raises(ValueError, match=r"^num_stages: expected a positive int or None"):
+        call(args(), num_stages=num_stages)
+
+
+def test_rejects_flags():
+    with pytest.raises(ValueError, match=r"^causal: expected a bool"):
+        call(args(), causal=1)
+    with pytest.raises(ValueError, match=r"^vec_ptr: expected a bool"):
+        call(args(), vec_ptr=None)
+    with pytest.raises(ValueError, match=r"^overlap: expected a bool"):
+        call(args(), overlap="yes")
+    with pytest.raises(ValueError, match=r"^overlap=True: not implemented with causal=True"):
+        call(args(), causal=True, overlap=True)
+    with pytest.raises(ValueError, match=r"^num_stages: overlap=True needs at least 2 stages"):
+        call(args(), overlap=True, num_stages=1)
+
+
+@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
+def test_rejects_non_hopper_device():
+    """Valid shapes on a CPU (or a non-Hopper GPU): a clear error instead of a launch."""
+    a = args()
+    if HAS_CUDA:
+        a = [t.cuda() for t in a]
+    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+        call(a)
+
+
+def test_default_configs_fit_shared_memory():
+    """K and V (BLOCK_N x D) plus NUM_STAGES x (Q and dO, BLOCK_M x D, and two BLOCK_M fp32
+    vectors), 16-bit, within the H100 / H200's 227 KB per block."""
+    for d, (bm, bn, stages) in bwd_gluon.DEFAULT_CONFIG.items():
+        assert 2 * d * 2 * bn + stages * (2 * 2 * d * bm + 2 * 4 * bm) + 1024 <= 227 * 1024, d
+        assert bn == 128 and bm == 64, "two consumer warpgroups of 64 keys; S^T tiles of 64 x 64"
