@@ -310,6 +310,17 @@ def test_rejects_sequence_lengths(nq, nk, what):
         call(args(nq=nq, nk=nk))
 
 
+def test_regression_grid_rows_checked():
+    """(review, session 24) B * Hk above 65535 (the grid's second dimension) raised at the
+    launch, not here: now a ValueError first. Expanded views: no memory."""
+    b, n, d = 65536, 128, 64
+    q, k, v, dout = (torch.empty(1, n, 1, d, dtype=torch.bfloat16, device=DEVICE).expand(b, n, 1, d)
+                     for _ in range(4))
+    lse, delta = (torch.empty(1, 1, n, device=DEVICE).expand(b, 1, n) for _ in range(2))
+    with pytest.raises(ValueError, match=r"^k: B \* Hk = 65536 above 65535"):
+        call([q, k, v, dout, lse, delta])
+
+
 @pytest.mark.parametrize("scale", [0.0, math.nan, math.inf, "0.1", True])
 def test_rejects_scale(scale):
     with pytest.raises(ValueError, match=r"^softmax_scale: expected a finite nonzero number"):

@@ -1,7 +1,7 @@
 """kernels/fwd_gluon.py: the hand-scheduled Gluon forward (host side launchers/
-forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 4k and
-D = 64 from 16k there, and causal D = 128 from 8k: launchers.policy.gluon_fwd,
-GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N). Its kernel needs a Hopper GPU: Gluon kernels do not run
+forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 1k and
+D = 64 from 4k there (persistent), and causal D = 128 from 4k and D = 64 from 16k:
+launchers.policy.gluon_fwd, GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT). Its kernel needs a Hopper GPU: Gluon kernels do not run
 under the Triton interpreter (gluon.jit makes no interpreted function; a launch looks
 for a GPU driver), so the numeric tests are GPU-only (sm_90). The launcher's validation
 and the routing rule need no GPU and run everywhere.
@@ -189,7 +189,7 @@ def persistent_pair(q, k, v, scale, causal, num_programs):
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [128, 64])
-@pytest.mark.parametrize("b, n", [(2, 1024), (1, 4096)])
+@pytest.mark.parametrize("b, n", [(2, 1024), (1, 4096), (4, 4096)])   # the last: 512 blocks > 132 SMs
 @pytest.mark.parametrize("num_programs", [None, 7, 1])
 def test_persistent_bitwise_gpu(causal, d, b, n, num_programs):
     q, k, v = rand_qkv(b, n, n, 4, 4, d, torch.bfloat16, "cuda")
@@ -227,12 +227,14 @@ def test_persistent_reference_and_repeatable_gpu(causal):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("band", [1, 3, 64])
+@pytest.mark.parametrize("band", [1, 3, 64, 2 ** 28])
 @pytest.mark.parametrize("num_programs", [None, 5])
 def test_persistent_causal_bands_gpu(band, num_programs):
     """The banded causal order (kernels/fwd_gluon.py _tile_of): bands of 1, of 3 (5 batch x
     heads, so the last band is narrower) and wider than B * H give the one-block result
-    bitwise (only the order of the blocks changes)."""
+    bitwise (only the order of the blocks changes). Regression (review, session 24): band =
+    2^28 wrapped n_m * band in the kernel's int32 (a negative pid_bh, an lse store before
+    the buffer); the launcher now caps band at B * H."""
     q, k, v = rand_qkv(1, 1024, 1024, 5, 5, 128, torch.bfloat16, "cuda")
     o1, lse1 = attention_fwd_gluon(q, k, v, 0.088, causal=True)
     o2, lse2 = attention_fwd_gluon(q, k, v, 0.088, causal=True, persistent=True, num_programs=num_programs,
@@ -362,6 +364,15 @@ def test_rejects_scheduled_without_persistent_causal(kw):
         attention_fwd_gluon(*qkv(), 0.1, scheduled=True, **kw)
 
 
+@pytest.mark.parametrize("kw", [dict(num_programs=3), dict(band=2), dict(causal=True, band=2),
+                                dict(persistent=True, band=2)])
+def test_rejects_persistent_options_without_persistent(kw):
+    """(review, session 24) num_programs / band need persistent=True, band also causal=True:
+    a clear error instead of an option silently ignored."""
+    with pytest.raises(ValueError, match=r"^(num_programs, band: only with persistent=True|band: only with causal)"):
+        attention_fwd_gluon(*qkv(), 0.1, **kw)
+
+
 def test_rejects_persistent_pingpong():
     with pytest.raises(ValueError, match=r"^persistent=True does not support pingpong=True"):
         attention_fwd_gluon(*qkv(), 0.1, persistent=True, pingpong=True)
@@ -473,15 +484,16 @@ def test_gluon_causal_route_rule(monkeypatch):
 @pytest.mark.gpu
 @hopper
 def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
-    """flash_attn_func at D = 128, N = 4k (non-causal, bf16) runs the Gluon kernel, and its
+    """flash_attn_func at D = 128, N = 2k, B = 2, H = 8 (non-causal, bf16: 256 blocks, so
+    the 132-CTA persistent grid loops) runs the Gluon kernel, and its
     output, lse and the backward built on that lse pass the reference criterion; a second
     call of the same shape with new inputs is right too (the route is unreplayable: a
     launch plan would keep the first call's descriptors)."""
     called = spy(monkeypatch, forward_gluon, "fwd_into", record=lambda *a, **kw: kw.get("persistent"))
-    n = policy.GLUON_FWD_MIN_N[128]
+    n = max(2048, policy.GLUON_FWD_MIN_N[128])
     for seed in (0, 1):
         torch.manual_seed(seed)
-        check_attention("triton", *rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cuda"), check_probs=False)
+        check_attention("triton", *rand_qkv(2, n, n, 8, 2, 128, torch.bfloat16, "cuda"), check_probs=False)
     assert called == [True, True], called      # non-causal: the PERSISTENT kernel (GLUON_FWD_PERSISTENT)
 
 

@@ -6,8 +6,8 @@ s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over 
 N >= 4k). CAUSAL added the same day (bench/gpu/s23_gluon_causal_ab.py: right at 9 causal
 shapes, +7-23% over fwd_ws.py at 8k / 16k). The library routes here (launchers.policy.
 gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 forwards from
-N = 4k, D = 64 from 16k, and causal D = 128 from 8k (GLUON_FWD_MIN_N,
-GLUON_FWD_CAUSAL_MIN_N).
+N = 1k and D = 64 from 4k as PERSISTENT, causal D = 128 from 4k and D = 64 from 16k one
+block a CTA (GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT; session 24).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
 (`tl.range(..., warp_specialize=True)`) and reaches ~545-560 TFLOP/s at D = 128
@@ -68,8 +68,8 @@ Design: one CTA per (128-row query block, batch x head), three partitions
   reversed: the last blocks see the most tiles), as fwd_ws.py's HEAVY_FIRST. The
   non-causal kernel's SASS is unchanged by all this (compared offline).
   Tile bookkeeping (q_row, kv_row, n_load, ...) is _tile_coords, shared by both variants.
-  PERSISTENT (2026-12-01, offline only; not routed; bench/gpu/s24_gluon_persistent_ab.py
-  for the A/B): grid = num_programs CTAs (the launcher: the SM count, 132 on the H200),
+  PERSISTENT (2026-12-01; routed for non-causal calls since session 24's A/B, bench/gpu/
+  s24_gluon_persistent_ab.py, s24_route_ab.py): grid = num_programs CTAs (the launcher: the SM count, 132 on the H200),
   CTA pid takes tiles pid, pid + num_programs, ... of the n_m x (B * H) blocks (static
   round robin; _tile_of: query block fastest, CAUSAL heaviest query blocks first), and
   every partition walks that list itself (_fwd_load_persistent, _fwd_consume_persistent

@@ -103,6 +103,9 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
     for name, t in (("lse", lse), ("delta", delta)):
         if tuple(t.shape) != (b, h, nq):
             raise ValueError(f"{name}: shape {tuple(t.shape)}, expected (B, H, Nq) = {(b, h, nq)}")
+    if b * hk > 65535:
+        raise ValueError(f"k: B * Hk = {b * hk} above 65535, the grid's second dimension (one CTA column a "
+                         "batch x KV head)")
     if b * h * nq >= 2 ** 31 or b * max(nq, nk) >= 2 ** 31:
         raise ValueError(f"q: B * H * Nq = {b * h * nq} rows of lse (or B * N) not below 2^31 (int32 TMA "
                          "coordinates and offsets)")

@@ -7,9 +7,11 @@ validation of its narrow contract, descriptors, grid, launch.
                                             launch), allocates, returns (o, lse)
     prepare(q, k, v, scale, ...)            the same, as a launch function (A/B timing)
 
-persistent=True (prepare / attention_fwd_gluon only; not routed, 2026-12-01): the
-kernel's PERSISTENT variant, grid = num_programs CTAs (default: the device's SM count),
-each looping over (query block, batch x head) tiles.
+persistent=True: the kernel's PERSISTENT variant, grid = num_programs CTAs (default: the
+device's SM count), each looping over (query block, batch x head) tiles; the route
+(fwd_into) takes it for non-causal calls (policy.GLUON_FWD_PERSISTENT, session 24).
+scheduled=True (persistent causal; A/B only, not routed): the blocks dealt by the host
+(launchers/schedule.py).
 
 causal=True is the library's bottom-right causal mask (query i sees key j iff
 j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
@@ -124,6 +126,10 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         grid = (nq // block_m, b * h)
     if band is None:
         band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h) if persistent and causal else 1
+    # (review, session 24) a band wider than B * H deals the same order; capped, n_m * band
+    # stays far below 2^31 in the kernel's int32 arithmetic (band = 2^28 wrapped it: a
+    # negative pid_bh and an lse store before the buffer)
+    band = min(band, b * h)
     qk_scale = float(softmax_scale) * LOG2E
     # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
     sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
@@ -205,6 +211,10 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError(f"num_programs: expected a positive int or None, got {num_programs!r}")
     if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 1):
         raise ValueError(f"band: expected a positive int or None, got {band!r}")
+    if not persistent and (num_programs is not None or band is not None):
+        raise ValueError("num_programs, band: only with persistent=True")
+    if band is not None and not causal:
+        raise ValueError("band: only with causal=True (the causal tile order)")
     if scheduled and not (persistent and causal):
         raise ValueError("scheduled=True needs persistent=True and causal=True (a deal of causal blocks)")
     if q.device.type != "cuda":

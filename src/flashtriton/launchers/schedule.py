@@ -64,15 +64,20 @@ def pack(lists: list) -> torch.Tensor:
 
 
 _CACHE: dict = {}
+_CACHE_MAX = 64
 
 
 def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, band: int,
                     block_m: int, block_n: int) -> torch.Tensor:
     """The SCHEDULED causal deal on `device`, made once per shape and kept (a few KB to a
-    few hundred KB: one int32 per block)."""
-    key = (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n)
+    few hundred KB: one int32 per block). The first call of a shape copies it to the device:
+    not capturable in a CUDA graph (SCHEDULED is not routed; a route would have to build it
+    before a capture)."""
+    key = (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, BLOCK_OVERHEAD_TILES)
     sched = _CACHE.get(key)
     if sched is None:
+        if len(_CACHE) >= _CACHE_MAX:       # a few shapes in a run; never grows without bound
+            _CACHE.clear()
         n_m = seqlen_q // block_m
         costs = [causal_tiles(m, seqlen_q, seqlen_k, block_m, block_n) + BLOCK_OVERHEAD_TILES for m in range(n_m)]
         sched = pack(lpt_deal(costs, n_bh, n_prog, band)).to(device)
