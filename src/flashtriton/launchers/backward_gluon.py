@@ -41,7 +41,7 @@ from .. import memory
 from ..kernels.bwd import bwd_preprocess_kernel
 from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
 from .common import LOG2E, block_d
-from .forward_gluon import _DTYPES, _desc, rows_view_ok
+from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
 __all__ = ["check_inputs", "prepare_dkdv", "dkdv_gluon", "delta_of", "rows_view_ok"]
 
@@ -80,20 +80,9 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
     if len({t.device for t in (q, k, v, dout, lse, delta)}) != 1:
         raise ValueError("q, k, v, dout, lse, delta: devices differ "
                          f"({', '.join(str(t.device) for t in (q, k, v, dout, lse, delta))})")
-    b, nq, h, d = q.shape
     if dout.shape != q.shape:
         raise ValueError(f"dout: shape {tuple(dout.shape)} differs from q's {tuple(q.shape)}")
-    if k.shape != v.shape:
-        raise ValueError(f"k, v: shapes differ ({tuple(k.shape)}, {tuple(v.shape)})")
-    bk, nk, hk, dk = k.shape
-    if bk != b:
-        raise ValueError(f"k: batch {bk} differs from q's {b}")
-    if dk != d:
-        raise ValueError(f"k: head dim {dk} differs from q's {d}")
-    if d not in DEFAULT_CONFIG:
-        raise ValueError(f"q: head dim {d} not supported (one of {sorted(DEFAULT_CONFIG)})")
-    if hk == 0 or h % hk != 0:
-        raise ValueError(f"q: {h} heads not a multiple of k's {hk} heads")
+    b, nq, h, d, nk, hk = check_kv_shapes(q, k, v, DEFAULT_CONFIG)
     if b == 0:
         raise ValueError("q: batch size 0")
     if nq == 0 or nq % block_m != 0:

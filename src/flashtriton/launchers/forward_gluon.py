@@ -63,6 +63,25 @@ def _desc(x: torch.Tensor, rows: int):
     return x, TensorDescriptor(x, shape, strides, [rows, d], layout)
 
 
+def check_kv_shapes(q, k, v, head_dims) -> tuple:
+    """k and v against q (4-D tensors, checked before): equal shapes, q's batch and head
+    dim, a head dim in head_dims, q's heads a multiple of k's (GQA). Returns (B, Nq, H, D,
+    Nk, Hk). Shared with launchers/backward_gluon.py."""
+    b, nq, h, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k, v: shapes differ ({tuple(k.shape)}, {tuple(v.shape)})")
+    bk, nk, hk, dk = k.shape
+    if bk != b:
+        raise ValueError(f"k: batch {bk} differs from q's {b}")
+    if dk != d:
+        raise ValueError(f"k: head dim {dk} differs from q's {d}")
+    if d not in head_dims:
+        raise ValueError(f"q: head dim {d} not supported (one of {sorted(head_dims)})")
+    if hk == 0 or h % hk != 0:
+        raise ValueError(f"q: {h} heads not a multiple of k's {hk} heads")
+    return b, nq, h, d, nk, hk
+
+
 def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
     """The narrow contract of attn_fwd_gluon_kernel; ValueError naming what is wrong.
     Needs no GPU (shapes, dtypes and strides only)."""
@@ -77,18 +96,7 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
         raise ValueError(f"q, k, v: dtypes differ ({q.dtype}, {k.dtype}, {v.dtype})")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k, v: devices differ ({q.device}, {k.device}, {v.device})")
-    b, nq, h, d = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k, v: shapes differ ({tuple(k.shape)}, {tuple(v.shape)})")
-    bk, nk, hk, dk = k.shape
-    if bk != b:
-        raise ValueError(f"k: batch {bk} differs from q's {b}")
-    if dk != d:
-        raise ValueError(f"k: head dim {dk} differs from q's {d}")
-    if d not in DEFAULT_CONFIG:
-        raise ValueError(f"q: head dim {d} not supported (one of {sorted(DEFAULT_CONFIG)})")
-    if hk == 0 or h % hk != 0:
-        raise ValueError(f"q: {h} heads not a multiple of k's {hk} heads")
+    b, nq, h, d, nk, hk = check_kv_shapes(q, k, v, DEFAULT_CONFIG)
     if nq == 0 or nq % block_m != 0:
         raise ValueError(f"q: sequence length {nq} not a positive multiple of BLOCK_M = {block_m}")
     if nk == 0 or nk % block_n != 0:
