@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import subprocess
 import sys
-import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -34,8 +31,9 @@ import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gluon_fwd_compile import desc_type, sass  # noqa: E402  (bench/ is not a package)
+from gluon_fwd_compile import report as fwd_report  # noqa: E402
 
-from flashtriton.bench.compile_report import _NVBIN, resources  # noqa: E402
+from flashtriton.bench.compile_report import ptxas_log, resources  # noqa: E402
 from flashtriton.kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel  # noqa: E402
 
 
@@ -68,29 +66,14 @@ def compile_dkdv(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_sta
 
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx = os.path.join(tmp, "k.ptx")
-        with open(ptx, "w") as f:
-            f.write(compiled.asm["ptx"])
-        out = subprocess.run([os.path.join(_NVBIN, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
-                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
-    return [ln.strip() for ln in out.splitlines() if "wgmma" in ln.lower()]
+    return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
 
 
 def report(compiled) -> dict:
-    r = resources(compiled)
-    ptx = compiled.asm["ptx"]
-    text = sass(compiled)
-    r.update(
-        setmaxnreg=sorted(set(re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))),
-        wgmma_ptx=len(re.findall(r"wgmma\.mma_async", ptx)),
-        mma_sync_ptx=len(re.findall(r"\bmma\.sync", ptx)),
-        warps=compiled.metadata.num_warps,
-        utmastg=text.count("UTMASTG"),
-        depbar1=len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", text)),
-        advisories=ptxas_advisories(compiled),
-    )
-    return r, text
+    """gluon_fwd_compile.report's figures plus the wgmma advisories; and the SASS."""
+    r = fwd_report(compiled)
+    r["advisories"] = ptxas_advisories(compiled)
+    return r, sass(compiled)
 
 
 class _StubDriver:

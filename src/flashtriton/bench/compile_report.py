@@ -77,14 +77,20 @@ def constexpr_defaults(fn) -> dict:
             if "constexpr" in str(p.annotation) and p.default is not inspect.Parameter.empty}
 
 
-def resources(compiled) -> dict:
-    """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
+def ptxas_log(compiled) -> str:
+    """ptxas -v's report (stderr) for the compiled kernel's PTX, sm_90a."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx = os.path.join(tmp, "k.ptx")
         with open(ptx, "w") as f:
             f.write(compiled.asm["ptx"])
-        out = subprocess.run([os.path.join(_NVBIN, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
-                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
+        return subprocess.run([os.path.join(_NVBIN, "ptxas"), "-arch=sm_90a", "-v", ptx, "-o",
+                               os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
+
+
+def resources(compiled) -> dict:
+    """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
+    out = ptxas_log(compiled)
+    with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
         with open(cubin, "wb") as f:
             f.write(compiled.asm["cubin"])
