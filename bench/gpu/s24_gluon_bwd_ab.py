@@ -264,16 +264,19 @@ def nan_stress(calls=200):
               f"{differ} not bitwise equal to the first", flush=True)
 
 
+def run_cases(cases):
+    """case() on each (D, N, causal); a failing case is printed and the next one runs."""
+    for d, n, causal in cases:
+        try:
+            case(d, n, causal)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"D={d} {'causal' if causal else 'non-causal'} N={n}: {short(exc)}", flush=True)
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+
+
 def ab():
-    for causal in (False, True):
-        for d in (128, 64):
-            for n in (1024, 4096, 16384):
-                try:
-                    case(d, n, causal)
-                except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-                    print(f"D={d} {'causal' if causal else 'non-causal'} N={n}: {short(exc)}", flush=True)
-                    traceback.print_exc()
-                torch.cuda.empty_cache()
+    run_cases([(d, n, causal) for causal in (False, True) for d in (128, 64) for n in (1024, 4096, 16384)])
     try:
         nan_stress()
     except Exception as exc:  # noqa: BLE001
@@ -289,13 +292,7 @@ def quick():
     (the profiler column repeats it), four shapes, no NaN stress."""
     global QUICK
     QUICK = True
-    for d, n, causal in ((128, 4096, False), (128, 16384, False), (128, 16384, True), (64, 16384, False)):
-        try:
-            case(d, n, causal)
-        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"D={d} {'causal' if causal else 'non-causal'} N={n}: {short(exc)}", flush=True)
-            traceback.print_exc()
-        torch.cuda.empty_cache()
+    run_cases([(128, 4096, False), (128, 16384, False), (128, 16384, True), (64, 16384, False)])
 
 
 if __name__ == "__main__":
