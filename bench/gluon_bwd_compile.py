@@ -20,6 +20,7 @@ whose register allocation may differ from the generic compile of the table.
 from __future__ import annotations
 
 import argparse
+import re
 import os
 import sys
 
@@ -35,6 +36,7 @@ from gluon_fwd_compile import report as fwd_report  # noqa: E402
 
 from flashtriton.bench.compile_report import ptxas_log, resources  # noqa: E402
 from flashtriton.kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel  # noqa: E402
+from flashtriton.kernels.bwd_gluon_fused import FUSED_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout, k_layout  # noqa: E402
 
 
 def vec_desc_type(rows: int) -> str:
@@ -64,6 +66,78 @@ def compile_dkdv(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_sta
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
+def fp32_desc_type(rows: int, cols: int) -> str:
+    """The kernel type string of the fused kernel's dq_accum descriptor (fp32, (rows, cols)
+    box, the launcher's layout: kernels/bwd_gluon_fused.dq_stage_layout, 64-byte swizzle)."""
+    layout = dq_stage_layout()
+    return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
+
+
+def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False):
+    """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel (non-causal)."""
+    bm, bn, st = FUSED_CONFIG[head_dim]
+    st = num_stages or st
+    fn = attn_bwd_fused_gluon_kernel
+    half = bn // 2
+    kt = f"tensordesc<{dtype}[{half}, {head_dim}],{k_layout(head_dim)!r}>"     # K / dK: launcher's layout
+    sig = dict(q_desc=desc_type(dtype, bm, head_dim), do_desc=desc_type(dtype, bm, head_dim),
+               k_desc=kt, v_desc=desc_type(dtype, half, head_dim), dk_desc=kt, dv_desc=desc_type(dtype, half, head_dim),
+               dq_desc=fp32_desc_type(bm, head_dim // 2), LSE="*fp32", DELTA="*fp32",
+               seqlen_q="i32", seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32",
+               softmax_scale="fp32", qk_scale="fp32",
+               HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
+               CAUSAL="constexpr", ROTATE="constexpr")
+    const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate)
+    src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
+
+
+def fused_table(dump=None, quick=False):
+    """The fused kernel's variants: registers, spills, shared memory, HGMMA, the TMA
+    reduce-add in the PTX (cp.reduce.async.bulk.tensor, and its count in the SASS as
+    UTMAREDG), the bulk-group waits, setmaxnreg."""
+    variants = [  # (D, dtype, NUM_STAGES, ROTATE, CAUSAL); None: FUSED_CONFIG's
+        (128, "bf16", None, True, False), (128, "fp16", None, True, False), (64, "bf16", None, True, False),
+        (64, "fp16", None, True, False), (128, "bf16", None, False, False), (64, "bf16", 2, True, False),
+        (128, "bf16", 3, True, False),
+        (128, "bf16", None, True, True), (128, "fp16", None, True, True), (64, "bf16", None, True, True),
+        (64, "fp16", None, True, True), (128, "bf16", 3, True, True),
+    ]
+    if quick:
+        variants = [variants[0], variants[2], variants[7]]
+    print("| D | dtype | BM, BN, stages | rotate | causal | warps | regs (kernel) | setmaxnreg | spill B | smem KB | "
+          "wgmma PTX | HGMMA | DEPBAR.LE 1 / 2 | cp.reduce PTX | UTMAREDG | UTMALDG | UTMASTG | wait_group.read | "
+          "ptxas wgmma advisories |")
+    print("|" + "---|" * 19)
+    for d, dt, st, rot, causal in variants:
+        bm, bn, st0 = FUSED_CONFIG[d]
+        cfg = (bm, bn, st or st0)
+        try:
+            c = compile_fused(d, dt, cfg[2], rot, causal)
+            r, text = report(c)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {type(exc).__name__}: "
+                  f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''} |", flush=True)
+            continue
+        ptx = c.asm["ptx"]
+        regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+        red_ptx = len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx))
+        waits = len(re.findall(r"cp\.async\.bulk\.wait_group\.read", ptx))
+        dep2 = len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x2", text))
+        print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {r['warps']} | {r['regs']} | {regs} | {r['spill_bytes']} | "
+              f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['hgmma']} | {r['depbar1']} / {dep2} | {red_ptx} | "
+              f"{text.count('UTMAREDG')} | {r['utmaldg']} | {r['utmastg']} | {waits} | "
+              f"{'; '.join(r['advisories'])[:160] or 'none'} |", flush=True)
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            name = f"fused_d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'' if rot else '_norot'}{'_causal' if causal else ''}"
+            for ext in ("ttgir", "ptx"):
+                with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
+                    f.write(c.asm[ext])
+            with open(os.path.join(dump, f"{name}.sass"), "w") as f:
+                f.write(text)
+
+
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -89,7 +163,9 @@ class _StubDriver:
         return 0
 
 
-def jit_report():
+def jit_report(fused=False):
+    if fused:
+        return jit_report_fused()
     import torch
 
     from triton.runtime import driver
@@ -133,12 +209,61 @@ def jit_report():
               f"{r['hgmma']} |", flush=True)
 
 
+def jit_report_fused():
+    """--fused --jit: launchers.backward_gluon._fused_launch_args (the fused launcher's own
+    descriptors and arguments, CPU tensors) bound by Triton's JIT path with the stub driver."""
+    import torch
+
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon
+
+    driver.set_active(_StubDriver())
+    cases = [  # (D, dtype, B, Nq, Nk, H, Hk[, rotate, causal])
+        (128, torch.bfloat16, 1, 16384, 16384, 16, 16), (128, torch.float16, 2, 1024, 1024, 8, 2),
+        (128, torch.bfloat16, 2, 256, 1024, 8, 1), (64, torch.bfloat16, 16, 1024, 1024, 32, 32),
+        (64, torch.float16, 2, 1024, 256, 8, 2), (128, torch.bfloat16, 1, 16384, 16384, 16, 16, False),
+        (128, torch.bfloat16, 1, 16384, 16384, 16, 16, True, True), (128, torch.float16, 2, 2048, 1024, 8, 2, True, True),
+        (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True, True),
+    ]
+    print("| D | dtype | B, Nq, Nk, H, Hk | rotate | causal | constexpr ints | regs | spill B | smem KB | HGMMA | "
+          "dq box |")
+    print("|" + "---|" * 11)
+    for d, dt, b, nq, nk, h, hk, *rest in cases:
+        rot = rest[0] if rest else True
+        causal = bool(len(rest) > 1 and rest[1])
+        q = torch.randn(b, nq, h, d, dtype=dt)
+        k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
+        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
+        bm, bn, st = FUSED_CONFIG[d]
+        try:
+            *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn,
+                                                                        st, rot, causal)
+            c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
+            r = resources(c)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"| {d} | {dt} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {type(exc).__name__}: "
+                  f"{str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''} |", flush=True)
+            continue
+        ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
+        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {', '.join(ints) or '-'} | "
+              f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | "
+              f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jit", action="store_true")
+    ap.add_argument("--fused", action="store_true", help="the fused kernel (kernels/bwd_gluon_fused.py)")
     args = ap.parse_args(argv)
+    if args.fused and args.jit:
+        jit_report(fused=True)
+        return
+    if args.fused:
+        fused_table(args.dump, args.quick)
+        return
     if args.jit:
         jit_report()
         return

@@ -1,5 +1,6 @@
-"""kernels/bwd_gluon.py: the hand-scheduled Gluon dK/dV pass of the backward (host side
-launchers/backward_gluon.py; not routed into the library). Its kernel needs a Hopper GPU:
+"""kernels/bwd_gluon.py: the hand-scheduled Gluon dK/dV pass of the backward, and
+kernels/bwd_gluon_fused.py: the fused backward (dQ too, reduce-added in fp32 by TMA; its
+dq is non-deterministic) (host side launchers/backward_gluon.py; not routed into the library). Its kernel needs a Hopper GPU:
 Gluon kernels do not run under the Triton interpreter, so the numeric tests are GPU-only
 (sm_90) and skip under TRITON_INTERPRET=1; the launcher's validation needs no GPU and runs
 everywhere.
@@ -19,7 +20,8 @@ import torch
 from flashtriton import reference
 from flashtriton.kernels import bwd_gluon
 from flashtriton.launchers import backward_gluon
-from flashtriton.launchers.backward_gluon import dkdv_gluon, prepare_dkdv
+from flashtriton.kernels import bwd_gluon_fused
+from flashtriton.launchers.backward_gluon import dkdv_gluon, fused_gluon, prepare_dkdv, prepare_fused
 
 from conftest import DEVICE, HAS_CUDA
 from helpers import assert_close, rand_qkv
@@ -232,6 +234,169 @@ def test_causal_negative_scale_gpu():
 
 
 # ---------------------------------------------------------------------------------------
+# GPU (Hopper): the fused backward (dq, dk, dv in one kernel; dq by fp32 TMA reduce-add,
+# non-deterministic)
+# ---------------------------------------------------------------------------------------
+def check_fused(b, nq, nk, h, hk, d, dtype, causal=False, scale=None, **kw):
+    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(b, nq, nk, h, hk, d, dtype, causal, scale)
+    dq, dk, dv = fused_gluon(q, k, v, dout, lse, delta, scale, causal, **kw)
+    assert dq.shape == q.shape and dq.dtype == q.dtype and dk.shape == k.shape and dv.shape == v.shape
+    assert dk.dtype == k.dtype and dv.dtype == v.dtype
+    for name, t in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert torch.isfinite(t).all(), f"{name}: unwritten (NaN-poisoned) or non-finite output"
+    assert_close("dq", dq, truth[0], lowp[0], 3, dtype)
+    assert_close("dk", dk, truth[1], lowp[1], 3, dtype)
+    assert_close("dv", dv, truth[2], lowp[2], 3, dtype)
+    return (q, k, v, dout, lse, delta, scale), (dq, dk, dv)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("n", [128, 1024])
+def test_fused_matches_reference_gpu(dtype, d, h, hk, n):
+    check_fused(2, n, n, h, hk, d, dtype)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2), (6, 1)])
+@pytest.mark.parametrize("nq, nk", [(256, 1024), (1024, 256), (64, 128), (192, 384), (64, 1024)])
+def test_fused_nq_differs_from_nk_gpu(d, h, hk, nq, nk):
+    """Nq != Nk both ways, GQA (the group's heads reduce into their own dq rows); Nq = 64:
+    one ring tile a head (the dS^T buffers and ds_free's last phase with T = group)."""
+    check_fused(2, nq, nk, h, hk, d, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d, num_stages", [(128, 1), (128, 2), (128, 3), (64, 1), (64, 2), (64, 3), (64, 4)])
+@pytest.mark.parametrize("rotate", [True, False])
+def test_fused_stages_and_rotation_gpu(d, num_stages, rotate):
+    """Every ring depth that fits, with and without ROTATE; an odd tile count a CTA
+    (group x tiles = 3 x 5 = 15: the dS^T buffers' parities end mid-pair)."""
+    check_fused(1, 320, 256, 6, 2, d, torch.bfloat16, num_stages=num_stages, rotate=rotate)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("h, hk", [(4, 4), (8, 2)])
+@pytest.mark.parametrize("nq, nk", [(128, 128), (1024, 1024), (256, 1024), (1024, 256), (192, 384)])
+def test_fused_causal_matches_reference_gpu(dtype, d, h, hk, nq, nk):
+    """causal (bottom-right): one tile body, the mask where a tile crosses the diagonal;
+    the upper WG's hidden first tile computed with P = 0 (a zero dS^T half for the other
+    WG's dQ)."""
+    check_fused(2, nq, nk, h, hk, d, dtype, causal=True)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("nq, nk", [(2048, 1024), (1024, 128), (384, 128), (128, 1024)])
+def test_fused_causal_rows_without_keys_gpu(d, nq, nk):
+    """Nq > Nk: the first Nq - Nk query rows see no key (lse = +inf): their dq is 0 (tiles
+    never loaded keep dq_accum's zeros; rows of loaded tiles add P = 0)."""
+    _, (dq, _, _) = check_fused(2, nq, nk, 4, 2, d, torch.bfloat16, causal=True)
+    if nq > nk:
+        assert not dq[:, :nq - nk].any(), "rows that see no key must get dq = 0"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d, num_stages", [(128, 1), (128, 2), (64, 4)])   # (128, 3) spills: refused
+def test_fused_causal_stages_gpu(d, num_stages):
+    check_fused(2, 1024, 1536, 8, 2, d, torch.bfloat16, causal=True, num_stages=num_stages)
+
+
+@pytest.mark.gpu
+@hopper
+def test_fused_causal_negative_scale_gpu():
+    check_fused(1, 512, 1024, 4, 4, 128, torch.bfloat16, causal=True, scale=-0.1)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+def test_fused_dkdv_bitwise_and_repeated_launches_gpu(causal, dtype, d):
+    """dk / dv bitwise those of the dK/dV kernel (the same sums in the same order); a second
+    launch of one prepare gives the same dk / dv bitwise and the same dq up to fp32
+    summation order (dq_accum zeroed by every launch: no accumulation across launches);
+    a third launch after the outputs were overwritten writes them all again."""
+    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(2, 1024, 1024, 8, 2, d, dtype, causal)
+    launch = prepare_fused(q, k, v, dout, lse, delta, scale, causal)
+    dq1, dk1, dv1 = (t.clone() for t in launch())
+    dq2, dk2, dv2 = (t.clone() for t in launch())
+    assert torch.equal(dk1, dk2) and torch.equal(dv1, dv2)
+    # not bitwise (reduction order), but 2 x dq would be off by |dq| itself
+    diff = (dq2.float() - dq1.float()).abs().max().item()
+    assert diff <= 2e-2 * dq1.float().abs().max().item(), diff
+    assert_close("dq (2nd launch)", dq2, truth[0], lowp[0], 3, dtype)
+    # (causal: the dK/dV kernel skips a hidden tile where this one adds exact zeros)
+    dk_ref, dv_ref = dkdv_gluon(q, k, v, dout, lse, delta, scale, causal)
+    assert torch.equal(dk1, dk_ref), (dk1.float() - dk_ref.float()).abs().max().item()
+    assert torch.equal(dv1, dv_ref), (dv1.float() - dv_ref.float()).abs().max().item()
+    for t in launch():
+        t.fill_(float("nan"))
+    dq3, dk3, dv3 = launch()
+    assert torch.isfinite(dq3).all() and torch.equal(dk3, dk1) and torch.equal(dv3, dv1)
+    assert_close("dq (3rd launch)", dq3, truth[0], lowp[0], 3, dtype)
+
+
+@pytest.mark.gpu
+@hopper
+def test_fused_negative_and_large_scale_gpu():
+    check_fused(1, 512, 1024, 4, 4, 128, torch.bfloat16, scale=-0.1)
+    check_fused(1, 512, 1024, 4, 4, 64, torch.bfloat16, scale=0.5)
+
+
+@pytest.mark.gpu
+@hopper
+def test_fused_strided_inputs_gpu():
+    """q / k / v views of a packed qkv, a (B, H, N, D) dout (copied by the launcher),
+    lse / delta non-contiguous (copied)."""
+    b, n, h, d = 2, 512, 4, 128
+    qkv = torch.randn(b, n, 3, h, d, dtype=torch.bfloat16, device="cuda")
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    dout = torch.randn(b, h, n, d, dtype=torch.bfloat16, device="cuda").transpose(1, 2)
+    kw = dict(softmax_scale=d ** -0.5)
+    out64, lse64 = reference.attention(*(t.double() for t in (q, k, v)), **kw)
+    lse = lse64.float().transpose(1, 2).contiguous().transpose(1, 2)
+    delta = backward_gluon.delta_of(out64.to(q.dtype), dout).transpose(1, 2).contiguous().transpose(1, 2)
+    dq, dk, dv = fused_gluon(q, k, v, dout, lse, delta, d ** -0.5)
+    truth = reference.attention_grad(dout.double(), *(t.double() for t in (q, k, v)), **kw)
+    lowp = reference.attention_grad(dout, q, k, v, **kw)
+    for i, (name, t) in enumerate((("dq", dq), ("dk", dk), ("dv", dv))):
+        assert_close(name, t, truth[i], lowp[i], 3, q.dtype)
+
+
+@pytest.mark.gpu
+@hopper
+def test_fused_against_library_backward_gpu():
+    """The library's forward lse / out and its whole backward (flash_attn_func + autograd):
+    the fused dq / dk / dv within 3x the library's own error against float64."""
+    import flashtriton
+
+    q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True)
+    dout = torch.randn_like(out)
+    lib = torch.autograd.grad(out, (q, k, v), dout)
+    delta = backward_gluon.delta_of(out.detach(), dout)
+    ours = fused_gluon(q.detach(), k.detach(), v.detach(), dout, lse.detach().float().contiguous(), delta,
+                       128 ** -0.5)
+    truth = reference.attention_grad(dout.double(), *(t.detach().double() for t in (q, k, v)),
+                                     softmax_scale=128 ** -0.5)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(f"{name} vs library", ours[i], truth[i], lib[i], 3, q.dtype)
+
+
+# ---------------------------------------------------------------------------------------
 # Validation: no launch happens, so these run on any device (CPU included)
 # ---------------------------------------------------------------------------------------
 def args(b=1, nq=128, nk=256, h=4, hk=2, d=128, dtype=torch.bfloat16):
@@ -362,3 +527,87 @@ def test_default_configs_fit_shared_memory():
     for d, (bm, bn, stages) in bwd_gluon.DEFAULT_CONFIG.items():
         assert 2 * d * 2 * bn + stages * (2 * 2 * d * bm + 2 * 4 * bm) + 1024 <= 227 * 1024, d
         assert bn == 128 and bm == 64, "two consumer warpgroups of 64 keys; S^T tiles of 64 x 64"
+
+
+# ---------------------------------------------------------------------------------------
+# Validation of the fused launcher (no launch: any device)
+# ---------------------------------------------------------------------------------------
+def call_fused(a, scale=0.1, **kw):
+    return fused_gluon(*a, scale, **kw)
+
+
+def test_fused_rejects_like_dkdv():
+    """prepare_fused shares prepare_dkdv's contract (check_inputs): a sample of its rules."""
+    a = args()
+    a[3] = a[3].half()
+    with pytest.raises(ValueError, match=r"^q, k, v, dout: dtypes differ"):
+        call_fused(a)
+    with pytest.raises(ValueError, match=r"^q: head dim 96 not supported"):
+        call_fused(args(d=96))
+    with pytest.raises(ValueError, match=r"^q: sequence length 100 not a positive multiple of BLOCK_M"):
+        call_fused(args(nq=100))
+    with pytest.raises(ValueError, match=r"^k: sequence length 192 not a positive multiple of BLOCK_N"):
+        call_fused(args(nk=192))
+    a = args()
+    a[4] = a[4][:, :, :64]
+    with pytest.raises(ValueError, match=r"^lse: shape .* expected \(B, H, Nq\)"):
+        call_fused(a)
+    with pytest.raises(ValueError, match=r"^softmax_scale: expected a finite nonzero number"):
+        call_fused(args(), math.nan)
+
+
+def test_fused_rejects_flags_and_stages():
+    with pytest.raises(ValueError, match=r"^causal: expected a bool"):
+        call_fused(args(), causal=1)
+    with pytest.raises(ValueError, match=r"^rotate: expected a bool"):
+        call_fused(args(), rotate=None)
+    for st in (0, 2.0, True):
+        with pytest.raises(ValueError, match=r"^num_stages: expected a positive int or None"):
+            call_fused(args(), num_stages=st)
+    with pytest.raises(ValueError, match=r"^num_stages: 4 stages need 257 KB of shared memory at D = 128"):
+        call_fused(args(), num_stages=4)
+    with pytest.raises(ValueError, match=r"^num_stages: 10 stages need 241 KB of shared memory at D = 64"):
+        call_fused(args(d=64), num_stages=10)
+    # (review, session 24) 3 stages fit at D = 128 but spill causal
+    with pytest.raises(ValueError, match=r"^num_stages: 3 stages with causal=True at D = 128 spill"):
+        call_fused(args(), causal=True, num_stages=3)
+
+
+def test_regression_fused_rotate_start_tile_bounded():
+    """(review, session 24) ROTATE's int32 start tile (program_id * n_m) would wrap at
+    (Nk / 128 - 1) * (Nq / 64) >= 2^31 (e.g. Nq = Nk = 5M tokens): refused before any
+    launch. Expanded views: no memory."""
+    n, d = 5_242_880, 128
+    q, k, v, dout = (torch.empty(1, 1, 1, d, dtype=torch.bfloat16, device=DEVICE).expand(1, n, 1, d)
+                     for _ in range(4))
+    lse, delta = (torch.empty(1, 1, 1, device=DEVICE).expand(1, 1, n) for _ in range(2))
+    with pytest.raises(ValueError, match=r"^rotate: .* not below 2\^31"):
+        call_fused([q, k, v, dout, lse, delta])
+
+
+def test_fused_causal_validates_first():
+    """causal=True goes through the same checks (an invalid call says what is wrong)."""
+    with pytest.raises(ValueError, match=r"^q: head dim 96 not supported"):
+        call_fused(args(d=96), causal=True)
+
+
+@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
+def test_fused_rejects_non_hopper_device():
+    a = args()
+    if HAS_CUDA:
+        a = [t.cuda() for t in a]
+    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+        call_fused(a)
+
+
+def test_fused_config_fits_shared_memory():
+    """K and V, NUM_STAGES x (Q and dO), the dS^T double buffer (2 x 2 halves x 64 x 64
+    16-bit) and the dq staging (2 WGs x BLOCK_M x D / 2 fp32), within 227 KB at the
+    defaults; the launcher's bound (backward_gluon.fused_smem_bytes) against the offline
+    compile's figures (193 KB at D = 128 / 2 stages, 225 KB / 3, 145 KB at D = 64 / 4)."""
+    for d, (bm, bn, stages) in bwd_gluon_fused.FUSED_CONFIG.items():
+        assert backward_gluon.fused_smem_bytes(d, stages, bm, bn) <= 227 * 1024, d
+        assert bn == 128 and bm == 64
+    kb = lambda d, st: backward_gluon.fused_smem_bytes(d, st) / 1024  # noqa: E731
+    assert 192 < kb(128, 2) < 194 and 224 < kb(128, 3) < 226 and 144 < kb(64, 4) < 146
+    assert kb(128, 4) > 227

@@ -10,6 +10,15 @@ bench/gpu/s24_gluon_bwd_ab.py).
         (again, into the same dk and dv) and returns (dk, dv). The keywords pick the
         kernel's variants for the A/B (kernels/bwd_gluon.py: NUM_STAGES, VEC_PTR, OVERLAP)
     dkdv_gluon(...)          prepare_dkdv(...)()
+    prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, num_stages=None,
+                  rotate=True)
+        the FUSED backward (kernels/bwd_gluon_fused.py, session 25): dK / dV and dQ in one
+        kernel, dQ reduce-added in fp32 by TMA. NON-DETERMINISTIC dq (the order in which
+        key blocks add their partial tiles varies run to run); dk / dv deterministic.
+        For deterministic=False only. Validation as prepare_dkdv (ValueError before any
+        launch); causal=True: the library's bottom-right mask. Returns launch() -> (dq,
+        dk, dv): zeroes the fp32 accumulator, runs the kernel, casts.
+    fused_gluon(...)         prepare_fused(...)()
     delta_of(out, dout)      delta = rowsum(dO * O) (B, H, Nq) fp32 by the library's own
                              preprocess kernel (kernels/bwd.py's bwd_preprocess_kernel, as
                              launchers/backward.py launches it)
@@ -40,10 +49,11 @@ from triton.experimental.gluon import language as gl
 from .. import memory
 from ..kernels.bwd import bwd_preprocess_kernel
 from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
+from ..kernels.bwd_gluon_fused import FUSED_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout, k_layout
 from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
-__all__ = ["check_inputs", "prepare_dkdv", "dkdv_gluon", "delta_of", "rows_view_ok"]
+__all__ = ["check_inputs", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon", "fused_smem_bytes", "delta_of", "rows_view_ok"]
 
 
 def _vec_desc(x: torch.Tensor, rows: int):
@@ -103,12 +113,12 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
 
 
-def _check_device(q) -> None:
+def _check_device(q, what: str = "dkdv_gluon") -> None:
     if q.device.type != "cuda":
-        raise ValueError(f"q: on {q.device}; dkdv_gluon needs a CUDA (Hopper) device")
+        raise ValueError(f"q: on {q.device}; {what} needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)
     if cap[0] != 9:
-        raise ValueError(f"dkdv_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
+        raise ValueError(f"{what} needs compute capability 9.x (Hopper), {q.device} has {cap}")
 
 
 def prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *,
@@ -184,6 +194,132 @@ def dkdv_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *
     """(dk, dv) of attention by attn_bwd_dkdv_gluon_kernel: prepare_dkdv(...)()."""
     return prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, vec_ptr=vec_ptr,
                         overlap=overlap)()
+
+
+def _layout_desc(x: torch.Tensor, rows: int, layout):
+    """forward_gluon._desc with an explicit shared layout: x (B, N, heads, D) as the rows of
+    a (B * N, heads * D) matrix (copied when forward_gluon.rows_view_ok fails), box (rows, D)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    from .forward_gluon import _rows_view
+
+    x, shape, strides = _rows_view(x)
+    return x, TensorDescriptor(x, shape, strides, [rows, x.shape[-1]], layout)
+
+
+def fused_smem_bytes(d: int, num_stages: int, block_m: int = 64, block_n: int = 128) -> int:
+    """Shared memory of the fused kernel: K and V (BLOCK_N x D 16-bit each), the ring
+    (NUM_STAGES x Q and dO, BLOCK_M x D 16-bit), the dS^T double buffer (2 x 2 halves x
+    BLOCK_N / 2 x BLOCK_M 16-bit), the dq staging (2 WGs x BLOCK_M x D / 2 fp32), plus 1 KB
+    (barriers, layout-conversion scratch; the offline compile reports 193 KB at D = 128 with
+    2 stages, 225 KB with 3: ptxas then spills 40 bytes, 145 KB at D = 64 with 4)."""
+    return (2 * block_n * d * 2 + num_stages * 2 * block_m * d * 2 + 4 * (block_n // 2) * block_m * 2
+            + 2 * block_m * (d // 2) * 4 + 1024)
+
+
+def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
+                  rotate: bool = True):
+    """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
+    dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
+    any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
+    contiguous) and the fp32 accumulator dq_accum (B, Nq, H, D), makes the descriptors;
+    returns launch(), which on every call zeroes dq_accum, runs the kernel (dk, dv written;
+    dq_accum += softmax_scale * dS K by TMA reduce-add) and casts dq_accum into dq (a torch
+    copy_: the scale is applied in the kernel), returning (dq, dk, dv). Repeated launches
+    give the same dk / dv bitwise and dq up to fp32 summation order.
+
+    NON-DETERMINISTIC: dq is the fp32 sum of Nk / 128 partial tiles per query tile added in
+    whatever order the key blocks reach L2, so it may differ between runs in its last bits
+    (dk / dv do not). For deterministic=False only.
+
+    lse / delta as prepare_dkdv (the forward's natural-log lse, delta = rowsum(dO * O), e.g.
+    delta_of). causal=True: the bottom-right mask (query i sees key j iff j <= i + Nk - Nq);
+    query rows that see no key get dq = 0 (their tiles are never loaded, or add P = 0).
+    num_stages: the Q / dO ring depth (FUSED_CONFIG's by default: 2 at D = 128, 4 at
+    D = 64); ValueError where fused_smem_bytes exceeds 227 KB (D = 128: 4 stages; 3 fit,
+    225 KB, but ptxas spills 40 bytes there, 392 causal: tests / A/B only). rotate: the
+    kernel's ROTATE (each key block starts its walk over the query tiles at a different
+    tile, so the resident CTAs reduce into different rows of dq_accum; rotate=False for
+    the A/B; no effect with causal=True). dq_accum is allocated here once and zeroed by
+    every launch (its descriptor is made once)."""
+    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    block_m, block_n, stages = FUSED_CONFIG.get(d, (64, 128, 2))
+    num_stages = stages if num_stages is None else num_stages
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal: expected a bool, got {causal!r}")
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+        raise ValueError(f"num_stages: expected a positive int or None, got {num_stages!r}")
+    if not isinstance(rotate, bool):
+        raise ValueError(f"rotate: expected a bool, got {rotate!r}")
+    check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
+    need = fused_smem_bytes(d, num_stages, block_m, block_n)
+    if need > 227 * 1024:
+        raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
+                         "above the 227 KB of a block")
+    if causal and d == 128 and num_stages >= 3:
+        # (review, session 24) it fits (225 KB) but ptxas spills 392 bytes a thread there:
+        # an A/B would time a spilling kernel
+        raise ValueError(f"num_stages: {num_stages} stages with causal=True at D = 128 spill registers "
+                         "(offline compile, 2026-12-01); use 2")
+    if rotate and not causal:
+        # (review, session 24) ROTATE's start tile (program_id(0) * n_m) // num_programs(0)
+        # is int32 in the kernel: refuse the sizes where it would wrap
+        n_m, n_kblocks = q.shape[1] // block_m, k.shape[1] // block_n
+        if (n_kblocks - 1) * n_m >= 2 ** 31:
+            raise ValueError(f"rotate: (Nk / {block_n} - 1) * (Nq / {block_m}) = {(n_kblocks - 1) * n_m} not below "
+                             "2^31 (the kernel's int32 start tile); use rotate=False")
+    _check_device(q, "fused_gluon")
+    dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
+                                                                  block_m, block_n, num_stages, rotate, causal)
+
+    def launch():
+        with torch.cuda.device(dk.device):
+            dq_accum.zero_()
+            attn_bwd_fused_gluon_kernel[grid](*args, **kwargs)
+            dq.copy_(dq_accum)                  # fp32 -> q's dtype (scaled in the kernel)
+        return dq, dk, dv
+    return launch
+
+
+def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
+                       rotate: bool, causal: bool = False):
+    """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
+    check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
+    driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
+    of K; dK leaves through K's buffer), dq_accum dq_stage_layout (fp32, 64-byte swizzle,
+    boxes (BLOCK_M, D / 2))."""
+    b, nq, h, d = q.shape
+    nk, hk = k.shape[1], k.shape[2]
+    dq = memory.empty((b, nq, h, d), q.dtype, q.device)              # NaN under memory.poison_outputs()
+    dk = memory.empty((b, nk, hk, d), k.dtype, k.device)
+    dv = memory.empty((b, nk, hk, d), v.dtype, v.device)
+    dq_accum = torch.empty((b, nq, h, d), dtype=torch.float32, device=q.device)   # zeroed by every launch
+    klay = k_layout(d)
+    q, q_desc = _desc(q, block_m)
+    dout, do_desc = _desc(dout, block_m)
+    k, k_desc = _layout_desc(k, block_n // 2, klay)
+    v, v_desc = _desc(v, block_n // 2)
+    dk_view, dk_desc = _layout_desc(dk, block_n // 2, klay)
+    dv_view, dv_desc = _desc(dv, block_n // 2)
+    assert dk_view is dk and dv_view is dv, "dk / dv must be contiguous buffers"
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    acc2 = dq_accum.view(b * nq, h * d)
+    dq_desc = TensorDescriptor(acc2, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout())
+    lse = lse.contiguous()
+    delta = delta.contiguous()
+    grid = (nk // block_n, b * hk)
+    args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
+            nq, nk, h, hk, h // hk, scale, scale * LOG2E)
+    kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, ROTATE=rotate,
+                  num_warps=4)
+    return dq, dk, dv, dq_accum, grid, args, kwargs
+
+
+def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
+                rotate: bool = True):
+    """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
+    return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

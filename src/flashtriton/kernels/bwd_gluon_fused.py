@@ -1,0 +1,514 @@
+"""FlashAttention-2 backward in ONE pass for Hopper, in Gluon: dK / dV as kernels/bwd_gluon.py
+plus dQ, reduce-added into an fp32 buffer by TMA (the fused backward).
+
+Status (2026-12-01, session 25, Triton 3.6.0): written and compiled offline for sm_90a
+(bench/gluon_bwd_compile.py --fused), non-causal and CAUSAL; never run on a GPU; not
+routed into the library.
+Host side: launchers/backward_gluon.py (prepare_fused, fused_gluon); GPU tests
+tests/test_bwd_gluon.py (test_fused_*); first GPU run and A/B bench/gpu/s25_gluon_fused_ab.py.
+NON-DETERMINISTIC: dQ is a sum over key blocks of fp32 partial tiles whose order of arrival
+in L2 varies from run to run (dK / dV are deterministic and bitwise those of
+attn_bwd_dkdv_gluon_kernel's schedule). For deterministic=False only.
+
+Why: the library's backward is 7 matmuls a (query tile, key block) pair (4 in the dK/dV
+kernel, 3 in the separate dQ kernel, 2 of them recomputing S and dP); near their ceilings
+(~600 / ~690 TFLOP/s, session 24) the whole backward is 447 TFLOP/s by the FA2 count
+(5 matmuls) against cuDNN's 539 at 16k. Fused: 5 matmuls, the 5th dQ_partial = dS K.
+
+What it computes (the dense dK/dV pass of bwd_gluon.py, causal or not, its VEC_PTR
+variant: lse / delta by pointer loads) plus, for every query tile of every head of the group,
+    dq_accum[b, m.., h, :] += softmax_scale * dS_tile K_block
+(dS_tile the tile's BLOCK_M x BLOCK_N = 64 x 128 slice of dS = P * (dP - delta)), by TMA
+bulk reduce-add (cp.reduce.async.bulk.tensor.2d...add) into dq_accum (B, Nq, H, D) fp32,
+zeroed by the host before the launch. The host then casts dq = dq_accum to q's dtype (the
+scale is already applied here, so the convert is one torch copy_: launchers/backward_gluon.py).
+
+Design choice: (b) "split D" (the brief's option (b)); (a) was weighed and rejected.
+  (a) each consumer warpgroup (WG) computes dQ for its own 64 keys over the full D,
+      dQ_w = dS[:, keys of w] K_w (64 x D): a 64 x D fp32 accumulator (64 registers a
+      thread at D = 128, beside dK + dV's 128) and two reduce-adds of 64 x D fp32 a tile
+      (2 x 32 KB at D = 128), no cross-WG sync.
+  (b) both WGs store their dS^T halves (64 keys x 64 queries, 16-bit) to shared memory, a
+      cross-WG mbarrier (ds_ready) says both are there, then WG w computes the
+      dQ[:, D-half w] = dS (64 x 128 keys) K[:, D-half w] (two chained wgmmas, one per
+      K row half, each 64 x 64 x 64 at D = 128) into a 64 x D/2 fp32 accumulator (32
+      registers at D = 128, 16 at D = 64) and reduce-adds 64 x D/2 fp32 (16 KB at D = 128):
+      one reduce of the tile's total size per tile.
+  Reduce traffic, one backward, bf16, non-causal, 16k tokens: tiles = (N / 128 key blocks)
+  x (N / 64 query tiles) x B x H; a tile adds BLOCK_M x D fp32 = 32 KB (b) or 64 KB (a)
+  at D = 128: N = 16k, H = 16, B = 1: 128 x 256 x 16 = 524,288 tiles: (b) 17.2 GB, (a)
+  34.4 GB; at 9 ms that is 1.9 / 3.8 TB/s of L2 reduce traffic, (a) at or above what L2
+  serves. D = 64, H = 32: 1,048,576 tiles x 16 KB (b) = 17.2 GB, (a) 34.4 GB. Registers:
+  (b)'s 32 against (a)'s 64 beside the 128 of dK / dV at D = 128 (the dK/dV kernel sits at
+  the 240 limit in its S^T / dP^T phase already). Cost of (b): a cross-WG wait per tile
+  (the two WGs run the same ring in step anyway: each stage is released only when both
+  are done with it) and 2 x 16 KB of dS^T double buffer. (b) it is.
+  dK's A operand is now the WG's own dS^T half in shared memory (written for dQ anyway),
+  not registers: 16 registers less across the dK wgmma.
+
+Why a sibling kernel, not a FUSED_DQ constexpr in bwd_gluon.py: the tile body changes
+throughout (dS^T to shared memory, two new mbarrier families, the staging buffer and its
+wait, the epilogue's extra wait before K's halves are reused), the shared-memory budget
+differs, and the dK/dV kernel was verified bitwise on the H200 this session: leaving its
+file untouched keeps that result valid. The dK / dV arithmetic is the same sums in the
+same order (S^T, dP^T, P^T, dV += P^T dO, dS^T, dK += dS^T Q), so dk / dv are expected
+bitwise equal (the tests check it); _block_coords and the shared constants come from there.
+
+Layout: one CTA per (BLOCK_N = 128 keys, batch x KV head), grid (Nk / 128, B * Hk),
+partitions as bwd_gluon.py: two consumer WGs (64 keys each, 240 registers), a 1-warp
+loader (24 registers) streaming Q / dO 64-row tiles through a ring of NUM_STAGES.
+  Shared memory (D = 128, 2 stages): K, V 64 KB; ring 2 x (Q + dO) 64 KB; dS^T 2 buffers
+  x 2 halves x 64 x 64 x 2 B = 32 KB; dQ staging 2 WGs x 64 x 64 x 4 B = 32 KB; total
+  192 KB + barriers (227 KB the limit; a 3rd stage, +32 KB, fits at 225 KB but ptxas
+  then spills: A/B only). D = 64 (4 stages): 32 + 64 + 32 + 16 = 144 KB.
+  Per ring tile g (queries m.. of head h), in consumer WG w (keys kh = n0 + 64 w ..):
+      S^T = K_w Q^T, dP^T = V_w dO^T        async together; P^T (fp32) while dP^T runs
+      dS^T = P^T (dP^T - delta)             16-bit, (64 keys, 64 queries)
+      dV += P^T dO                          register A (P^T in 16 bits), async
+      wait ds_free[g % 2] (both WGs' dQ of tile g - 2 read that buffer: done)
+      ds_smem[g % 2][w] = dS^T; fence; arrive ds_ready[g % 2]
+      dK += dS^T Q                          A: ds_smem[g % 2][w] (shared), async
+      wait dV (P^T's registers free); wait ds_ready[g % 2] (the other WG's half is there)
+      dQ_w = dS[:, 0:64] K_0[:, Dw] + dS[:, 64:128] K_1[:, Dw]
+             (A: ds_smem[g % 2][0 / 1] permuted (queries x keys), B: K halves' column
+             slice D-half w; two async wgmmas on one accumulator)
+      wait all but the two dQ groups -> dK done: arrive empty[stage]
+      wait the dQ groups -> arrive ds_free[g % 2]
+      tma.store_wait(0) (the previous tile's reduce has read dq_stage[w]) + a WG barrier
+      dq_stage[w] = dQ_w * softmax_scale; fence; reduce-add into dq_accum[rows m.., cols
+      h * D + w * D / 2 ..]
+  ROTATE (default): key block pid_n walks each head's query tiles starting at tile
+  (pid_n * n_m) // n_blocks (cyclically), so the ~132 CTAs resident at once (mostly the
+  key blocks of one head) reduce into different query rows instead of all hitting the
+  same 32 KB of dq_accum together; the ring order and all barrier phases are those of g
+  alone, only the tile's row changes (loader and consumers use the same _tile_row).
+
+Barriers (counts, parities), beyond bwd_gluon.py's kv_bar / ready / empty (unchanged: ring
+tile g uses stage g % NUM_STAGES, ready parity (g // NUM_STAGES) & 1, the loader waits
+empty with the opposite parity, every consumer arrives on empty once per ring tile):
+  ds_ready[i] (i = 0, 1; count 2): WG w arrives once per ring tile g with g % 2 == i,
+    after its dS^T half is stored and fenced (the arrive is a bar.sync of the WG, then one
+    thread's arrival, so all 128 threads' stores precede it). Phase number g // 2 of
+    ds_ready[g % 2] completes when both halves of tile g are there; each WG waits parity
+    (g // 2) & 1. No phase can complete twice before a waiter looks: the next completion
+    (tile g + 2) needs both WGs' arrivals for tile g + 2, which come after both passed
+    ds_free's wait for tile g + 2, which needs both WGs' ds_free arrivals of tile g, each
+    made after that WG's ds_ready wait of tile g.
+  ds_free[i] (count 2): WG w arrives once per ring tile g with g % 2 == i, after its dQ
+    wgmmas of tile g (the readers of both halves of buffer i) are complete. Before
+    writing its half of buffer i for tile g, a WG waits the completion of phase
+    g // 2 - 1 (tile g - 2): parity ((g // 2) & 1) ^ 1; for g < 2 a fresh barrier passes
+    parity 1 at once (as empty for the loader). A WG overwrites buffer i only after both
+    WGs' dQ reads of tile g - 2 are done; it reads buffer i (dK: own half; dQ: both) only
+    after ds_ready's phase for tile g: no half is read before written or written while read.
+  No cycle: a WG's waits in tile g (ready: the loader, which needs both WGs' empty
+  arrivals of tile g - NUM_STAGES; ds_free: both WGs' arrivals of tile g - 2; ds_ready:
+  the other WG's arrival of tile g, which needs only ready and ds_free of tile g, i.e.
+  events of earlier tiles) depend only on arrivals both WGs make in earlier tiles or
+  before their own ds_ready wait of tile g. Both WGs visit every ring tile in the same
+  order (CAUSAL too: a tile hidden from a WG's keys is computed with P^T = 0, below), so
+  every barrier gets exactly its 2 arrivals a use, whatever the group / tile counts.
+  Epilogue: dK / dV leave through the WG's own K / V halves (bwd_gluon.py), but now the
+  other WG's dQ wgmmas read both K halves: before overwriting K_w (and V_w, stored with
+  it), a WG waits the completion of ds_free's phase of the last tile T - 1 (parity
+  ((T - 1) // 2) & 1 on ds_free[(T - 1) % 2]; T >= 1): both WGs' last dQ reads of K are
+  done. This WG made its own arrival on that phase already, and no later arrival exists,
+  so the wait cannot see a later phase.
+  The dq staging: the reduce of tile g reads dq_stage[w] asynchronously (bulk async
+  group, issued by one thread); tma.store_wait(0) (cp.async.bulk.wait_group.read 0) in
+  tile g + 1 before the next store, then a warpgroup barrier (gl.thread_barrier(): the wait
+  holds only the issuing thread; the barrier holds the other 127 until it has passed),
+  and a final store_wait(0) before the CTA exits.
+
+CAUSAL (the library's bottom-right mask: query i sees key j iff j <= i + Nk - Nq): the
+  loader walks each head's tiles from j0, the first whose last row sees the block's first
+  key (bwd_gluon._block_coords; no ROTATE). Unlike bwd_gluon.py, where a WG releases a
+  tile hidden from all its keys unread, here both WGs compute every ring tile: the other
+  WG's dQ needs this WG's dS^T half of every tile, which for a hidden tile is all zeros.
+  So one tile body: P^T masked (x = -inf, as bwd_gluon._dkdv_tile) wherever the tile's rel
+  ((first row) + Nk - Nq - (the WG's first key)) is below HALF_N - 1, i.e. some key of the
+  half is hidden from some row of the tile (the diagonal tile; and the upper WG's first
+  tile, hidden from all its keys when Nk - Nq is a multiple of 64: computed with P^T = 0,
+  about 1 / n_m of its work wasted); fully visible tiles skip the select at run time. dK /
+  dV get exact zeros added from a hidden tile (the same values as bwd_gluon.py's skip).
+  Rows that see no key: lse = +inf, so P = 0 and dS = 0 (exp2(-inf)); query tiles no key
+  block loads keep dq_accum's zeros: dq = 0. Every WG still arrives once per ring tile on
+  empty, ds_ready and ds_free: the barrier protocol above is unchanged.
+
+Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
+  - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
+    as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
+    bytes at D = 128: ~39 scalars (hoisted per-thread shared-memory addresses of the dS^T
+    stmatrix and the staging stores, swizzle masks, loop bookkeeping) beside the 64 + 128
+    of S^T / dP^T and dK / dV (nvdisasm -plr: peak 230 of 240 after spilling). Fixes: dS^T
+    before P^T's copy (peak 208 -> 192 vectors: 8 bytes left), then the 64-byte staging
+    swizzle (one hoisted address register fewer per store group: 0). Not fixes: retiring
+    dV earlier (no change), a nested head / tile loop (376 bytes), ROTATE off (248 / 8).
+  - The TMA reduce-add of a (64, 64) fp32 tile with a 64-byte swizzle is issued as 4
+    messages of (64, 16) boxes, one per warp (elect.sync in warps 0-3; at D = 64, 2
+    messages, warps 0-1 by a tid < 64 predicate); the launch's tensor map gets the (64,
+    16) box from the compiled kernel's metadata, not from the host descriptor's block.
+    Bulk async groups are per thread: tma.store_wait(0) holds only the issuing threads,
+    hence the warpgroup barrier after it before the staging is overwritten.
+  - wgmma takes the permuted dS^T buffer as an MN-major A operand (SASS: HGMMA ...
+    tnspA.tnspB) and the column slice of K (memdesc_subslice) as B; at D = 64 the slice is
+    32 columns, so K gets a 64-byte swizzle there (k_layout) and the slice is whole
+    swizzle blocks (the 128-byte default compiled too, slicing inside the swizzle rows:
+    not trusted without a GPU).
+  - gl.thread_barrier() inside a warp_specialize partition is a named barrier of that
+    partition (BAR.SYNC 0x0 / 0x2, 0x80), not of the CTA.
+
+  - CAUSAL at D = 128: three tile bodies (hidden / masked / full) spilled 312 bytes, two
+    252, two loops (all heads' masked tiles first in the ring) 384, one body with an
+    unconditional mask 60, the mask under a run-time branch 40, hh / j from one division
+    16, and Nk - Nq through an opaque inline-asm move (else LLVM computes rel0's invariant
+    part before the partitions' entry and ptxas carries it across setmaxnreg in local
+    memory) 8. The 8 left: one STL / LDL per thread per CTA in the epilogue (the TMA
+    store's source address, `@UP1 UMOV UR12`, kept across the partitions' dispatch loop);
+    the tile loop is spill-free. D = 64: 0.
+
+Offline compile (sm_90a, bench/gluon_bwd_compile.py --fused, 2026-12-01; 12 warps,
+setmaxnreg 240 / 240 / 24, ptxas -v 168 registers kernel-wide, no wgmma advisory):
+  | D | dtype | stages | rotate | causal | spill B | smem KB | HGMMA | DEPBAR.LE 1 / 2 | UTMALDG | UTMAREDG | UTMASTG |
+  | 128 | bf16 / fp16 | 2 | yes | no | 0 | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 128 | bf16 | 2 | no | no | 8 | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 128 | bf16 | 3 | yes | no | 40 | 225 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 64 | bf16 / fp16 | 4 | yes | no | 0 | 145 | 48 | 4 / 2 | 8 | 2 | 4 |
+  | 64 | bf16 | 2 | yes | no | 0 | 113 | 48 | 4 / 2 | 8 | 2 | 4 |
+  | 128 | bf16 / fp16 | 2 | - | yes | 8 (epilogue) | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 128 | bf16 | 3 | - | yes | 392 | 225 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 64 | bf16 / fp16 | 4 | - | yes | 0 | 145 | 48 | 4 / 2 | 8 | 2 | 4 |
+  HGMMA a consumer a tile at D = 128: S^T 8 + dP^T 8 (64x64x16), dV 4 + dK 4 (64x128x16),
+  dQ 4 + 4 (64x64x16, tnspA.tnspB); UTMAREDG: one instruction a consumer (the per-warp
+  issue), cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group in the PTX.
+  Through Triton's JIT binder with the launcher's own arguments (--fused --jit): the same
+  (0 spills in every default non-causal case, 8 causal at D = 128; ROTATE off at 16k: 20).
+"""
+from __future__ import annotations
+
+from triton._C.libtriton import ir
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language._core import builtin
+from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
+                                                               warpgroup_mma_wait)
+
+from .bwd_gluon import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E, _block_coords
+
+# (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
+# in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
+FUSED_CONFIG = {64: (64, 128, 4), 128: (64, 128, 2)}
+# The dq staging buffer's (and the dq_accum descriptor's) shared layout: fp32 with a 64-byte
+# swizzle, so TMA boxes of (BLOCK_M, 16) (the launcher's descriptor; D / 32 messages a
+# reduce). Offline: with the default 128-byte swizzle (boxes of 32 columns) the staging
+# store's per-thread addresses (4 registers, hoisted out of the tile loop) tipped D = 128
+# into 8 spill bytes (after the other fixes), 32-byte 28, unswizzled 64; 64-byte 0.
+DQ_SWIZZLE = 64
+
+
+def dq_stage_layout():
+    """The NVMMASharedLayout of the fp32 dq staging tile (and of the host dq_accum descriptor)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=DQ_SWIZZLE, element_bitwidth=32, rank=2)
+
+
+def k_layout(head_dim: int):
+    """The NVMMASharedLayout of K's halves (host k_desc, and dk_desc: dK leaves through K's
+    buffer) for 16-bit K: a swizzle as wide as half a row (D / 2 x 2 bytes, at most 128), so
+    that the column slice D-half w the dQ wgmma reads as its B operand is whole swizzle
+    blocks (D = 128: the default 128 B; D = 64: 64 B instead of the default 128 B, under
+    which the slice would start 64 bytes into every swizzled 128-byte row)."""
+    return gl.NVMMASharedLayout(swizzle_byte_width=min(128, head_dim), element_bitwidth=16, rank=2)
+
+
+@builtin
+def async_reduce_add(tensor_desc, coord, src, _semantic=None):
+    """TMA bulk reduce-add of the shared-memory tile src into global memory at coord
+    (cp.reduce.async.bulk.tensor ... .add.bulk_group: Gluon's hopper tma module has no
+    reduce in Triton 3.6.0, its builder has). Completion as a TMA store: tma.store_wait."""
+    coord = _semantic._convert_to_ir_values(coord, require_i64=False)
+    _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+@gluon.jit
+def _tile_row(g, n_m, rot):
+    """(head in the group, query tile in the head) of ring tile g: head g // n_m, tile
+    (g + rot) % n_m (rot: ROTATE's start; 0 without)."""
+    return g // n_m, (g % n_m + rot) % n_m
+
+
+@gluon.jit
+def _rotation(n_m, ROTATE: gl.constexpr, CAUSAL: gl.constexpr):
+    """ROTATE's first query tile of this key block (0 without it, and under CAUSAL, whose
+    key blocks start at different tiles anyway)."""
+    rot = 0
+    if ROTATE:
+        if not CAUSAL:
+            rot = (gl.program_id(0) * n_m) // gl.num_programs(0)
+    return rot
+
+
+@gluon.jit
+def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, seqlen_q,
+                seqlen_k, nheads_k, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+    """bwd_gluon._dkdv_load's VEC_PTR path (K / V once, Q / dO a ring tile: CAUSAL from the
+    first tile j0 that sees the block's first key) with ROTATE's tile order; the same
+    barrier protocol."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    b, hk, n0, j0, n_m = _block_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
+                                       BLOCK_M, BLOCK_N, CAUSAL)
+    rot = _rotation(n_m, ROTATE, CAUSAL)
+    kv_row = b * seqlen_k + n0
+    kv_col = hk * HEAD_DIM
+    # K and V, both halves, once: one arrival (the expect) plus the four copies' bytes
+    mbarrier.expect(kv_bar, 4 * k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [kv_row, kv_col], kv_bar, k_smem.index(0))
+    tma.async_copy_global_to_shared(k_desc, [kv_row + HALF_N, kv_col], kv_bar, k_smem.index(1))
+    tma.async_copy_global_to_shared(v_desc, [kv_row, kv_col], kv_bar, v_smem.index(0))
+    tma.async_copy_global_to_shared(v_desc, [kv_row + HALF_N, kv_col], kv_bar, v_smem.index(1))
+    STAGE_BYTES: gl.constexpr = 2 * q_desc.block_type.nbytes                    # Q, dO
+    for g in range(group * n_m):
+        hh, j = _tile_row(g, n_m, rot)
+        h = hk * group + hh
+        m = (j0 + j) * BLOCK_M                              # the tile's first query row
+        stage = g % NUM_STAGES
+        # both consumers released the stage's previous use (tile g - NUM_STAGES: phase
+        # g // NUM_STAGES - 1 of empty[stage]); a fresh barrier passes parity 1
+        mbarrier.wait(empty.index(stage), ((g // NUM_STAGES) & 1) ^ 1)
+        bar = ready.index(stage)
+        mbarrier.expect(bar, STAGE_BYTES)
+        tma.async_copy_global_to_shared(q_desc, [b * seqlen_q + m, h * HEAD_DIM], bar, q_smem.index(stage))
+        tma.async_copy_global_to_shared(do_desc, [b * seqlen_q + m, h * HEAD_DIM], bar, do_smem.index(stage))
+
+
+@gluon.jit
+def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty, ds_ready, ds_free,
+                dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, rel, LSE, DELTA, vec, dq_row, dq_col,
+                WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
+                a_layout: gl.constexpr):
+    """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
+    dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
+    releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
+    index of the tile's first row (lse / delta by pointer loads, bwd_gluon's VEC_PTR).
+    MASKED (CAUSAL's diagonal tile): key c of the half and query r of the tile kept iff
+    c <= r + rel (bwd_gluon._dkdv_tile's mask: P^T = 0, hence dS^T = 0, elsewhere)."""
+    dtype: gl.constexpr = k_smem.dtype
+    col: gl.constexpr = gl.SliceLayout(0, s_layout)
+    BLOCK_M: gl.constexpr = s_zero.shape[1]
+    DQ_N: gl.constexpr = dq_zero.shape[1]
+    stage = g % NUM_STAGES
+    buf = g % 2
+    k_half = k_smem.index(WG)                                                # (HALF_N, D) smem
+    v_half = v_smem.index(WG)                                                # (HALF_N, D) smem
+    # lse / delta: one value a thread, issued before the stage's wait (bwd_gluon._dkdv_tile)
+    vec_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs_m = vec + gl.arange(0, BLOCK_M, layout=vec_layout)                 # (BLOCK_M,)
+    lse_c = gl.load(LSE + offs_m)
+    delta_c = gl.load(DELTA + offs_m)
+    mbarrier.wait(ready.index(stage), (g // NUM_STAGES) & 1)
+    q = q_smem.index(stage)                                                  # (BLOCK_M, D) smem
+    do = do_smem.index(stage)                                                # (BLOCK_M, D) smem
+    s_tok = warpgroup_mma(k_half, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    dp_tok = warpgroup_mma(v_half, do.permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    s = warpgroup_mma_wait(1, deps=[s_tok])                                  # (HALF_N, BLOCK_M) fp32
+    lse_v = gl.convert_layout(lse_c, col)                                    # (BLOCK_M,)
+    x = s * qk_scale - gl.expand_dims(lse_v * LOG2E, 0)                      # (HALF_N, BLOCK_M) log2 units
+    if MASKED:
+        # as bwd_gluon._dkdv_tile: after the scale; the query indices from shared memory
+        # (an arange here is hoisted out of the loop as 16 live registers). Only where some
+        # key of the half is hidden from some row of the tile (rel < HALF_N - 1): the
+        # select and its 16 indices stay out of the fully visible tiles (offline: 40 ->
+        # 16 spill bytes at D = 128 against an unconditional mask)
+        HALF_N: gl.constexpr = s.shape[0]
+        if rel < HALF_N - 1:
+            offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
+            offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
+            x = gl.where(gl.expand_dims(offs_c - rel, 1) <= gl.expand_dims(offs_r, 0), x, float("-inf"))
+    p = gl.exp2(x)                                                           # (HALF_N, BLOCK_M)
+    dp = warpgroup_mma_wait(0, deps=[dp_tok])                                # (HALF_N, BLOCK_M) fp32
+    # dS^T before P^T's 16-bit copy: at most P^T and dP^T (64 registers) live beside dK / dV
+    # (P^T's A operand made first, as bwd_gluon.py does, would add its 16 at that point:
+    # 208 + scalars, spilled). The same operations, so dK / dV bitwise as bwd_gluon.py's.
+    delta = gl.convert_layout(delta_c, col)                                  # (BLOCK_M,)
+    ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)                     # (HALF_N, BLOCK_M) dS^T
+    p16 = gl.convert_layout(p.to(dtype), a_layout)                           # (HALF_N, BLOCK_M) A operand
+    dv_tok = warpgroup_mma(p16, do, dv, is_async=True)                       # dV += P^T dO
+    # buffer `buf` free: both WGs' dQ wgmmas of tile g - 2 done (phase g // 2 - 1; a fresh
+    # barrier passes parity 1 for g < 2)
+    mbarrier.wait(ds_free.index(buf), ((g // 2) & 1) ^ 1)
+    my_ds = ds_smem.index(2 * buf + WG)                                      # (HALF_N, BLOCK_M) smem
+    my_ds.store(ds)
+    fence_async_shared()                                                     # generic writes -> wgmma reads
+    mbarrier.arrive(ds_ready.index(buf))                                     # bar.sync of the WG, one arrival
+    dk_tok = warpgroup_mma(my_ds, q, dk, is_async=True)                      # dK += dS^T Q (A in smem)
+    # dV done (issued before dS^T's math): P^T's registers free before the dQ wgmmas
+    dv, p16 = warpgroup_mma_wait(1, deps=[dv_tok, p16])
+    # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
+    mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
+    # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
+    dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)), k_smem.index(0).slice(WG * DQ_N, DQ_N, dim=1),
+                           dq_zero, use_acc=False, is_async=True)
+    dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
+                           k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
+    # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
+    dk = warpgroup_mma_wait(2, deps=[dk_tok])
+    # Q and dO of this stage no longer read by this WG (one of empty's 2 arrivals)
+    mbarrier.arrive(empty.index(stage))
+    dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
+    # this WG's reads of both dS^T halves of buffer `buf` done (one of ds_free's 2 arrivals)
+    mbarrier.arrive(ds_free.index(buf))
+    # the previous tile's reduce has finished reading dq_stage[WG] (bulk group wait of the
+    # issuing thread), then the whole WG past that point before anyone overwrites it
+    tma.store_wait(0)
+    gl.thread_barrier()
+    stg = dq_stage.index(WG)                                                 # (BLOCK_M, DQ_N) fp32 smem
+    stg.store(dq * softmax_scale)
+    fence_async_shared()
+    async_reduce_add(dq_desc, [dq_row, dq_col], stg)
+    return dk, dv
+
+
+@gluon.jit
+def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty, ds_ready,
+                   ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
+                   softmax_scale, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    DQ_N: gl.constexpr = HEAD_DIM // 2
+    dtype: gl.constexpr = k_smem.dtype
+    # wgmma accumulators of one WG: S^T / dP^T (HALF_N, BLOCK_M), dK / dV (HALF_N, D),
+    # dQ (BLOCK_M, D / 2)
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, DQ_N, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    b, hk, n0, j0, n_m = _block_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
+                                       BLOCK_M, BLOCK_N, CAUSAL)
+    dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
+    dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
+    s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
+    dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
+    vec_base = (b * nheads + hk * group) * seqlen_q
+    mbarrier.wait(kv_bar, 0)
+    n_tiles = group * n_m
+    if CAUSAL:
+        # One tile body for every ring tile, the mask applied where the tile's rel (the
+        # first row of the tile + Nk - Nq - the WG's first key) says some key of the half
+        # is hidden from some row of the tile (rel < HALF_N - 1: the diagonal tile, and a
+        # tile hidden from all of this WG's keys, whose P^T is then all 0: dK / dV get
+        # exact zeros added, dS^T is a zero half, as the other WG's dQ needs). Not
+        # bwd_gluon.py's per-WG split (hidden tiles released unread, masked, full): there
+        # the other WG needs no dS^T from a hidden tile; here every ring tile needs both
+        # halves. Offline, three bodies (hidden / masked / full) spilled 312 bytes at
+        # D = 128, two (masked incl. hidden / full) 252, two loops (all heads' masked tiles
+        # first) 384, one body with an unconditional mask 60, this one 16 (outside the
+        # loop: a value computed before the partitions' entry, one per CTA). No ROTATE
+        # (the loader's order: j0, j0 + 1, ... per head, as here).
+        # Nk - Nq through an opaque move, so that rel0's partition-invariant part is not
+        # computed before the partitions' entry and carried across it (16 spill bytes)
+        off = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [seqlen_k - seqlen_q], dtype=gl.int32,
+                                        is_pure=False, pack=1)
+        rel0 = j0 * BLOCK_M + off - (n0 + WG * HALF_N)
+        for g in range(n_tiles):
+            hh = g // n_m
+            j = g - hh * n_m
+            h = hk * group + hh
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
+                                 rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
+                                 b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES,
+                                 True, s_layout, a_layout)
+    else:
+        rot = _rotation(n_m, ROTATE, CAUSAL)
+        for g in range(n_tiles):
+            hh, j = _tile_row(g, n_m, rot)
+            h = hk * group + hh
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
+                                 DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
+                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, False, s_layout, a_layout)
+
+    # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
+    # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
+    # complete, i.e. both WGs' last dQ reads done. This WG arrived on it already.
+    last = n_tiles - 1
+    mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    row = b * seqlen_k + n0 + WG * HALF_N
+    k_half = k_smem.index(WG)
+    v_half = v_smem.index(WG)
+    k_half.store((dk * softmax_scale).to(dtype))
+    v_half.store(dv.to(dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(dk_desc, [row, hk * HEAD_DIM], k_half)
+    tma.async_copy_shared_to_global(dv_desc, [row, hk * HEAD_DIM], v_half)
+    tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
+
+
+@gluon.jit
+def attn_bwd_fused_gluon_kernel(
+    q_desc, do_desc,           # host TensorDescriptors over (B * Nq, H * D) views, box (BLOCK_M, D)
+    k_desc, v_desc,            # over (B * Nk, Hk * D), box (BLOCK_N / 2, D)
+    dk_desc, dv_desc,          # over dk / dv (B * Nk, Hk * D) contiguous, box (BLOCK_N / 2, D)
+    dq_desc,                   # over dq_accum (B * Nq, H * D) fp32, zeroed, box (BLOCK_M, D / 2)
+    LSE, DELTA,                # lse / delta (B, H, Nq) fp32 contiguous
+    seqlen_q, seqlen_k, nheads, nheads_k, group, softmax_scale, qk_scale,
+    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+    CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True,
+):
+    # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    DQ_N: gl.constexpr = HEAD_DIM // 2
+    gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
+    dtype: gl.constexpr = q_desc.dtype
+    ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)    # (S, BLOCK_M, D)
+    do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)  # (S, BLOCK_M, D)
+    k_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], k_desc.layout)             # (2, HALF_N, D)
+    v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)             # (2, HALF_N, D)
+    # dS^T: buffer i = g % 2, half w at index 2 i + w
+    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)                 # (4, HALF_N, BLOCK_M)
+    dq_stage = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_N], dq_desc.layout)        # (2, BLOCK_M, D/2)
+    # CAUSAL: the column indices 0 .. BLOCK_M - 1 of a masked tile, written once here (the
+    # region's entry barrier orders the store before the partitions' reads; bwd_gluon.py)
+    cols_smem = gl.allocate_shared_memory(gl.int32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))   # (BLOCK_M,)
+    if CAUSAL:
+        cols_smem.store(gl.arange(0, BLOCK_M, layout=gl.BlockedLayout([1], [32], [4], [0])))
+    kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(kv_bar, count=1)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(empty.index(i), count=2)      # one arrival per consumer WG
+    for i in gl.static_range(2):
+        mbarrier.init(ds_ready.index(i), count=2)   # one arrival per consumer WG
+        mbarrier.init(ds_free.index(i), count=2)    # one arrival per consumer WG
+    fence_async_shared()
+
+    WG0: gl.constexpr = 0
+    WG1: gl.constexpr = 1
+    gl.warp_specialize([
+        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                          nheads_k, group, softmax_scale, qk_scale, WG0, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                          CAUSAL, ROTATE)),
+        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                          nheads_k, group, softmax_scale, qk_scale, WG1, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                          CAUSAL, ROTATE)),
+        (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
+                       seqlen_q, seqlen_k, nheads_k, group, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+    ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+
+    mbarrier.invalidate(kv_bar)
+    for i in gl.static_range(NUM_STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
+    for i in gl.static_range(2):
+        mbarrier.invalidate(ds_ready.index(i))
+        mbarrier.invalidate(ds_free.index(i))
