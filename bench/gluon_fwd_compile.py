@@ -13,6 +13,13 @@ K / V loops, before and after the Q load). PERSISTENT=False: SASS identical to
 the kernel before it (addresses stripped; 7 variants), PTX differing only in the kernel's
 one new parameter (batch, read by PERSISTENT alone; compile_fwd(batch_param=False) gives
 the old signature for compiling the old source).
+
+WINDOW (2026-12-01, session 25, offline): sliding window, one block a CTA and PERSISTENT,
+D = 128 / 64, bf16 / fp16: 0 spills, setmaxnreg 240 / 240 / 24, 224 KB (D = 128) / 112 KB
+(D = 64) shared memory, 128 wgmma in the PTX at D = 128 (three loops a consumer), 6
+DEPBAR.LE 1. The kernel has two more parameters (win_left, win_right; compile_fwd(
+window_params=False) gives the signature before them); the 26 non-window variants above
+compile to the SASS of before (addresses stripped).
 """
 from __future__ import annotations
 
@@ -42,7 +49,8 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
-                pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False):
+                pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
+                window_params=True):
     bm, bn, st = DEFAULT_CONFIG[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -50,16 +58,20 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, bm // 2, head_dim),
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
                **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else "*fp32"} if batch_param else {}),
+               **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
                  CAUSAL=causal)
-    if persistent:
+    if persistent or scheduled or window:
         sig["PERSISTENT"] = "constexpr"
-        const["PERSISTENT"] = True
-    if scheduled:
+        const["PERSISTENT"] = bool(persistent)
+    if scheduled or window:
         sig["SCHEDULED"] = "constexpr"
-        const["SCHEDULED"] = True
+        const["SCHEDULED"] = bool(scheduled)
+    if window:
+        sig["WINDOW"] = "constexpr"
+        const["WINDOW"] = True
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
@@ -96,7 +108,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
-    variants = [  # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT]); None: DEFAULT_CONFIG's
+    # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW]]]);
+    # None: DEFAULT_CONFIG's
+    variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
         (128, "bf16", None, 3, False, False, False), (128, "bf16", 64, 4, False, False, False),
@@ -115,31 +129,49 @@ def main(argv=None):
         # SCHEDULED (session 24, 2026-12-01: the host's longest-first deal, persistent causal)
         (128, "bf16", None, None, False, False, True, True, True), (128, "fp16", None, None, False, True, True, True, True),
         (64, "bf16", None, None, False, False, True, True, True),
+        # WINDOW (session 25, 2026-12-01): sliding window, one block a CTA and PERSISTENT
+        (128, "bf16", None, None, False, False, False, False, False, True),
+        (128, "fp16", None, None, False, False, False, False, False, True),
+        (128, "bf16", None, None, False, True, False, False, False, True),
+        (128, "bf16", None, None, True, False, False, False, False, True),
+        (128, "bf16", 64, 4, False, False, False, False, False, True),
+        (64, "bf16", None, None, False, False, False, False, False, True),
+        (64, "fp16", None, None, False, False, False, False, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, True),
+        (128, "fp16", None, None, False, False, False, True, False, True),
+        (64, "bf16", None, None, False, False, False, True, False, True),
+        (64, "fp16", None, None, False, False, False, True, False, True),
+        (64, "bf16", None, 4, False, False, False, True, False, True),
     ]
-    print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | warps | regs (kernel) | setmaxnreg | "
+    print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | warps | regs (kernel) | "
+          "setmaxnreg | "
           "spill B | smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG |")
-    print("|" + "---|" * 18)
+    print("|" + "---|" * 19)
     for d, dt, bn, st, pp, neg, causal, *rest in variants:
         pers = bool(rest and rest[0])
         sched = bool(len(rest) > 1 and rest[1])
+        win = bool(len(rest) > 2 and rest[2])
         bm, bn0, st0 = DEFAULT_CONFIG[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
-            c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched)
+            c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
+                            window=win)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {type(exc).__name__}: "
+            print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {r['warps']} | {r['regs']} | {regs} | "
+        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {win} | "
+              f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | {r['depbar1']} | "
               f"{r['utmaldg']} | {r['utmastg']} |", flush=True)
         if args.dump:
             os.makedirs(args.dump, exist_ok=True)
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
-                    f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}")
+                    f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
+                    f"{'_window' if win else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -25,15 +25,18 @@ IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
 hopper = pytest.mark.skipif(not IS_HOPPER, reason="needs a Hopper GPU (compute capability 9.x)")
 
 
-def check(q, k, v, scale=None, causal=False, **kw):
-    """One call (bottom-right causal when causal) against the float64 reference; returns
-    (o, lse). Rows that see no key (causal, Nq > Nk) must give O = 0 and lse = +inf."""
+def check(q, k, v, scale=None, causal=False, window=None, **kw):
+    """One call (bottom-right causal when causal, the sliding window (left, right) when
+    window) against the float64 reference; returns (o, lse). Rows that see no key
+    (causal, Nq > Nk; window, Nq > Nk + right) must give O = 0 and lse = +inf."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    o, lse = attention_fwd_gluon(q, k, v, scale, causal=causal, **kw)
+    o, lse = attention_fwd_gluon(q, k, v, scale, causal=causal, window=window, **kw)
     b, nq, h, d = q.shape
     assert o.shape == q.shape and o.dtype == q.dtype
     assert lse.shape == (b, h, nq) and lse.dtype == torch.float32
-    truth, lowp = reference_pair(q, k, v, softmax_scale=scale, window_right=0 if causal else -1)
+    left, right = window if window is not None else (-1, -1)
+    right = 0 if causal else right
+    truth, lowp = reference_pair(q, k, v, softmax_scale=scale, window_left=left, window_right=right)
     assert torch.isfinite(o).all() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) or non-finite output"
     assert torch.equal(torch.isposinf(lse).cpu(), torch.isinf(truth["lse"]).cpu()), "lse +inf exactly where no key"
     assert_close("out", o, truth["out"], lowp["out"], 2, q.dtype)
@@ -285,6 +288,120 @@ def test_causal_band_sizes_gpu():
 
 
 # ---------------------------------------------------------------------------------------
+# GPU (Hopper): sliding window (WINDOW: [left-edge masked][unmasked][diagonal masked]
+# tiles a warpgroup; session 25, written offline). Rows that see no key appear when
+# Nq > Nk + right; windows not tile-aligned, right edges, GQA, PERSISTENT bitwise
+# against one block a CTA with few CTAs (the ring's phases wrap across blocks of
+# varying n_load)
+# ---------------------------------------------------------------------------------------
+WINDOWS = [(1024, 0), (100, 0), (256, 64), (0, 0), (127, 129), (-1, 100), (300, -1)]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("window", WINDOWS)
+def test_window_matches_reference_gpu(persistent, dtype, d, window):
+    check(*rand_qkv(2, 2048, 2048, 4, 4, d, dtype, "cuda"), window=window, persistent=persistent)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("window", [(1024, 0), (100, 0), (256, 64), (1000, 3)])
+@pytest.mark.parametrize("nq, nk", [(256, 1024), (128, 2048), (1024, 256), (2048, 1024), (1024, 128), (384, 1280)])
+def test_window_gqa_nq_nk_gpu(persistent, d, window, nq, nk):
+    """GQA (8 query heads on 2 K / V heads), fp16, Nq < Nk and Nq > Nk (the first
+    Nq - Nk - right rows see no key: O = 0, lse = +inf; whole blocks of them load tile 0
+    and mask it all), persistent with 7 CTAs."""
+    q, k, v = rand_qkv(2, nq, nk, 8, 2, d, torch.float16, "cuda")
+    kw = dict(persistent=True, num_programs=7) if persistent else {}
+    o, lse = check(q, k, v, scale=0.088, window=window, **kw)
+    hidden = max(0, nq - nk - window[1])
+    assert (o[:, :hidden] == 0).all() and torch.isposinf(lse[:, :, :hidden]).all()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("window", [(1024, 0), (100, 0), (256, 64)])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, n", [(2, 1024), (1, 4096)])
+@pytest.mark.parametrize("num_programs", [None, 7, 1])
+def test_window_persistent_bitwise_gpu(window, d, b, n, num_programs):
+    """PERSISTENT runs the same per-block code in the same order as one block a CTA:
+    outputs and lse bitwise equal."""
+    q, k, v = rand_qkv(b, n, n, 4, 4, d, torch.bfloat16, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, d ** -0.5, window=window)
+    o2, lse2 = attention_fwd_gluon(q, k, v, d ** -0.5, window=window, persistent=True, num_programs=num_programs)
+    assert torch.isfinite(o2).all() and not torch.isnan(lse2).any(), "unwritten (NaN-poisoned) output"
+    assert torch.equal(o1, o2), f"out differs: max {(o1.float() - o2.float()).abs().max().item()}"
+    assert torch.equal(lse1, lse2), "lse differs"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cfg", [dict(block_n=64, num_stages=4), dict(pingpong=True), dict(num_stages=2),
+                                 dict(block_n=64, num_stages=4, pingpong=True),
+                                 dict(block_n=64, num_stages=4, persistent=True, num_programs=5)])
+@pytest.mark.parametrize("window", [(100, 0), (256, 64), (64, 64)])
+@pytest.mark.parametrize("nq, nk", [(2048, 2048), (1024, 1536), (1536, 1024)])
+def test_window_configs_gpu(cfg, window, nq, nk):
+    """BLOCK_N = 64 (several masked tiles a warpgroup at each edge, tiles hidden from a
+    whole warpgroup), PINGPONG (the turn barriers across three loops), 2 stages (the
+    ring's phases flip every other tile across the loops' boundaries)."""
+    check(*rand_qkv(2, nq, nk, 4, 2, 128, torch.bfloat16, "cuda"), window=window, **cfg)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+def test_window_negative_and_large_scale_gpu(d):
+    q, k, v = rand_qkv(1, 512, 1024, 4, 4, d, torch.bfloat16, "cuda")
+    for window in ((100, 0), (200, 50)):
+        check(q, k, v, scale=-0.1, window=window)
+        check(q, k, v, scale=0.5, window=window, persistent=True, num_programs=3)
+
+
+@pytest.mark.gpu
+@hopper
+def test_window_degenerate_forms_gpu():
+    """window_args' rewrites give the other kernels' results bitwise: (-1, -1) the plain,
+    (-1, 0) and a left edge past every key the causal; causal=True with (left, -1) is the
+    window (left, 0); and repeated launches from one prepare() agree."""
+    q, k, v = rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cuda")
+    plain = attention_fwd_gluon(q, k, v, 0.088)
+    causal = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    for got, want in ((attention_fwd_gluon(q, k, v, 0.088, window=(-1, -1)), plain),
+                      (attention_fwd_gluon(q, k, v, 0.088, window=(-1, 0)), causal),
+                      (attention_fwd_gluon(q, k, v, 0.088, window=(1023, 0)), causal),
+                      (attention_fwd_gluon(q, k, v, 0.088, causal=True, window=(100, -1)),
+                       attention_fwd_gluon(q, k, v, 0.088, window=(100, 0)))):
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    launch = forward_gluon.prepare(q, k, v, 0.088, window=(100, 0), persistent=True, num_programs=5)
+    o1, lse1 = (t.clone() for t in launch())
+    o2, lse2 = launch()
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("persistent", [False, True])
+def test_window_kernel_unbounded_left_is_causal_gpu(monkeypatch, persistent):
+    """(review, session 24) The WINDOW kernel itself with a left edge past every key (forced:
+    window_args would send that call to CAUSAL) runs CAUSAL's tiles, split and operations:
+    bitwise CAUSAL's result. Nq > Nk too (rows without keys)."""
+    q, k, v = rand_qkv(2, 1280, 1024, 4, 2, 128, torch.bfloat16, "cuda")
+    want = attention_fwd_gluon(q, k, v, 0.088, causal=True)
+    nq, nk = q.shape[1], k.shape[1]
+    monkeypatch.setattr(forward_gluon, "window_args", lambda *a: (False, True, nq + nk, 0))
+    got = attention_fwd_gluon(q, k, v, 0.088, window=(64, 0), persistent=persistent)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+# ---------------------------------------------------------------------------------------
 # Validation: no launch happens, so these run on any device (CPU included)
 # ---------------------------------------------------------------------------------------
 def qkv(b=1, nq=128, nk=256, h=4, hk=2, d=128, dtype=torch.bfloat16):
@@ -371,6 +488,66 @@ def test_rejects_persistent_options_without_persistent(kw):
     a clear error instead of an option silently ignored."""
     with pytest.raises(ValueError, match=r"^(num_programs, band: only with persistent=True|band: only with causal)"):
         attention_fwd_gluon(*qkv(), 0.1, **kw)
+
+
+@pytest.mark.parametrize("window", [(-2, 0), (0, -3), (0,), (1, 2, 3), 5, (1.0, 0), (True, 0), (0, False), "10,0",
+                                    (None, 0)])
+def test_rejects_window(window):
+    with pytest.raises(ValueError, match=r"^window: expected a pair \(left, right\) of ints >= -1"):
+        attention_fwd_gluon(*qkv(), 0.1, window=window)
+
+
+@pytest.mark.parametrize("window", [(10, 5), (-1, 1)])
+def test_rejects_window_right_with_causal(window):
+    with pytest.raises(ValueError, match=r"^window: with causal=True the right edge is the diagonal"):
+        attention_fwd_gluon(*qkv(), 0.1, causal=True, window=window, persistent=True)
+
+
+def test_window_args():
+    """forward_gluon.window_args: (causal, WINDOW, win_left, win_right) for the kernel."""
+    wa = forward_gluon.window_args
+    assert wa(None, False, 1024, 2048) == (False, False, 0, 0)
+    assert wa(None, True, 1024, 2048) == (True, False, 0, 0)
+    assert wa((-1, -1), False, 1024, 2048) == (False, False, 0, 0)
+    assert wa([-1, 0], False, 1024, 2048) == (True, False, 0, 0)
+    assert wa((-1, -1), True, 1024, 2048) == (True, False, 0, 0)          # causal: right = 0
+    assert wa((1024, 0), False, 16384, 16384) == (False, True, 1024, 0)
+    assert wa((100, 0), True, 1024, 1024) == (False, True, 100, 0)
+    assert wa((100, -1), True, 1024, 1024) == (False, True, 100, 0)       # flash-attn: causal fixes right = 0
+    assert wa((256, 64), False, 1024, 2048) == (False, True, 256, 64)
+    assert wa((-1, 64), False, 1024, 2048) == (False, True, 3072, 64)     # unbounded side: Nq + Nk
+    assert wa((64, -1), False, 1024, 2048) == (False, True, 64, 3072)
+    assert wa((2047, 0), False, 1024, 2048) == (True, False, 0, 0)        # left past every key: causal
+    assert wa((2046, 0), False, 1024, 2048) == (False, True, 2046, 0)
+    assert wa((64, 1023), False, 1024, 2048) == (False, True, 64, 3072)   # right past every key: unbounded
+    assert wa((5000, 5000), False, 1024, 2048) == (False, False, 0, 0)    # both: no window
+
+
+def test_window_checked_before_device():
+    """A malformed window is reported before the device check (CPU tensors here)."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match=r"^window:"):
+        forward_gluon.prepare(q, k, v, 0.1, window=(1, 2, 3))
+
+
+
+@pytest.mark.parametrize("window", [(100, 0), (100, -1), (0, 0)])
+def test_rejects_scheduled_window(window):
+    """SCHEDULED deals causal blocks only: a window other than the causal one is refused."""
+    with pytest.raises(ValueError, match=r"^scheduled=True does not support window="):
+        attention_fwd_gluon(*qkv(), 0.1, causal=True, persistent=True, scheduled=True, window=window)
+
+
+@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
+def test_band_follows_the_kernels_causal():
+    """(review, session 24) band is checked against the causal the kernel runs (after
+    window_args): window (-1, 0) is the causal kernel, so band is accepted (the call gets
+    as far as the device check here); causal=True with a left window runs WINDOW, so band
+    is refused."""
+    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+        attention_fwd_gluon(*qkv(), 0.1, window=(-1, 0), persistent=True, band=2)
+    with pytest.raises(ValueError, match=r"^band: only with causal"):
+        attention_fwd_gluon(*qkv(), 0.1, causal=True, window=(100, 0), persistent=True, band=2)
 
 
 def test_rejects_persistent_pingpong():

@@ -16,10 +16,10 @@ Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specializa
 with their own warp and register counts, TMA, mbarriers, asynchronous wgmma and the
 waits on it, and explicit register layouts.
 
-Scope (the launcher checks it): forward only, no dropout / ALiBi / softcap / window, no
-mask or (CAUSAL) the library's bottom-right causal one, dense q (B, Nq, H, D), k / v
-(B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128}, Nq % BLOCK_M == 0 and
-Nk % BLOCK_N == 0. Output o like q, and lse (B, H, Nq) fp32, the natural-log logsumexp
+Scope (the launcher checks it): forward only, no dropout / ALiBi / softcap; no mask,
+(CAUSAL) the library's bottom-right causal one or (WINDOW) a sliding window; dense q
+(B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128},
+Nq % BLOCK_M == 0 and Nk % BLOCK_N == 0. Output o like q, and lse (B, H, Nq) fp32, the natural-log logsumexp
 of the scaled scores.
 
 Design: one CTA per (128-row query block, batch x head), three partitions
@@ -95,6 +95,42 @@ SCHEDULED (2026-12-01, session 24, offline only; not routed; bench/gpu/s25_gluon
   (_block_range, _block_of); every partition reads the same list, so the phases need
   nothing new. SCHEDULED=False: the SASS opcodes of before (4 variants compared offline).
 
+WINDOW (session 25, 2026-12-01, offline only; not routed; bench/gpu/s25_gluon_window_ab.py
+  for the A/B): flash-attn's sliding window, query row i sees key c iff diag_i - win_left
+  <= c <= diag_i + win_right, diag_i = i + Nk - Nq (reference.py); two runtime arguments
+  win_left, win_right >= 0 (the launcher, forward_gluon.window_args, passes Nq + Nk for an
+  unbounded side, turns (-1, -1) into the plain and (-1, 0) into the CAUSAL kernel). A
+  separate constexpr rather than CAUSAL generalised: CAUSAL keeps its heaviest-first and
+  banded orders and its SASS; a window's blocks are of equal cost (at Nq = Nk, left =
+  1024, right = 0: 9 tiles each past the first 8 blocks), so they go in plain order and
+  PERSISTENT uses the non-causal deal (query block fastest: neighbouring blocks share
+  most of their K / V tiles in L2). Per block (_tile_coords): the tiles [t_lo, t_hi) its
+  rows reach, t_lo = max(0, lo) // BLOCK_N with lo = diag - win_left the first row's
+  first key, t_hi = cdiv(hi + BLOCK_M, BLOCK_N) with hi = diag + win_right, clamped to
+  the Nk / BLOCK_N tiles, n_load = t_hi - t_lo >= 1; kv_row starts at tile t_lo (the
+  loaders need no change) and diag is passed relative to that tile's first key, so the
+  consumers' mask arithmetic (diag - j * BLOCK_N, j the block's tile) is CAUSAL's. Per
+  warpgroup three ranges over the same pipeline: [0, n_left) masked (tile 0 peeled, then
+  the left edge: tiles before the first one whose first key is >= the warpgroup's last
+  row's lower bound), [n_left, n_full) unmasked (n_full: tiles whose last key is <= its
+  first row's upper bound), [n_full, n_load) masked (the right edge / diagonal), with
+  1 <= n_left <= n_full <= n_load. The mask (_softmax_step_masked, WINDOW) adds
+  c >= (row's upper bound) - wspan, wspan = win_left + win_right. At N = 16k, (1024, 0),
+  BLOCK_N = 128: per warpgroup 1 left-masked tile, 7 unmasked, 1 diagonal. Barriers: no
+  new ones and no new arrival rule. The three loops and the peel run the ring tiles t0 ..
+  t0 + n_load - 1 in order once each, whatever n_left / n_full (_fwd_consume's doc), both
+  warpgroups with the same n_load, and the loader loads exactly those n_load tiles (the
+  union of both halves' needs); a tile hidden from all rows of one warpgroup (the lower
+  half's left-edge tile when left is small, or the upper half's last) is masked to p = 0
+  and still waited for and released, so every stage gets its 2 kv_empty arrivals and the
+  parities follow from the ring index alone, as in CAUSAL. PERSISTENT: t0 += n_load per
+  block, q_bar / q_free per block, unchanged. Rows that see no key (Nq > Nk + win_right)
+  end with m = -inf and l = 0: O = 0, lse = +inf (CAUSAL's epilogue); a block none of
+  whose rows sees a key loads tile 0 (n_load = 1) and masks it all. Kernels without WINDOW
+  get win_left / win_right as the constexpr 0 (no partition captures them): their SASS is
+  unchanged (all 26 non-window variants of bench/gluon_fwd_compile.py's table compared
+  with the source before, addresses stripped).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -128,6 +164,12 @@ Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_comp
     (64 without the mask loop), WARPGROUP.DEPBAR.LE gsb0, 0x1 in both loops of both
     consumers. A consumer's tile step (_consume_tile) is a separate gluon.jit function
     called from both loops: inlined, and the non-causal SASS came out identical.
+  - WINDOW (same report, session 25): 0 spills, the same setmaxnreg split, 224 KB at
+    D = 128 (112 KB at D = 64), one block a CTA and PERSISTENT, bf16 and fp16; 128 wgmma
+    in the PTX at D = 128 (the third loop), WARPGROUP.DEPBAR.LE gsb0, 0x1 in all three
+    loops of both consumers (6). `if CAUSAL or WINDOW:` on constexprs folds at compile
+    time; a variable bound to a constexpr in one constexpr-if branch and to a tensor in
+    the other (wl / wr / wspan, n_left) is fine, the untaken branch is never generated.
   - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
     GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
     drivers ([]). There should only be one.").
@@ -141,6 +183,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
+ZERO: gl.constexpr = gl.constexpr(0)   # the window arguments of a kernel without WINDOW (never read)
+ONE: gl.constexpr = gl.constexpr(1)    # n_left (the peeled tile only) of a kernel without WINDOW
 
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: K and V stages of BLOCK_N x D each plus
 # the 128 x D Q tile must fit in 227 KB of shared memory. D = 128: 3 stages (224 KB),
@@ -234,11 +278,17 @@ def _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL: gl.constexpr, SCHEDULED
 
 
 @gluon.jit
-def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                 BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win_right, HEAD_DIM: gl.constexpr,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW: gl.constexpr):
     """One (query block, batch x head) tile's bookkeeping: (q_row, q_col, kv_row, kv_col,
-    n_load, n_full0, n_full1, diag, lse_off); rows / columns index the (B * N, heads * D)
-    descriptor views."""
+    n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off); rows / columns index the
+    (B * N, heads * D) descriptor views. Per warpgroup w the block's n_load tiles split
+    into [0, n_left_w) masked (tile 0 and, WINDOW, the window's left edge), [n_left_w,
+    n_full_w) unmasked, [n_full_w, n_load) masked (the right edge / diagonal);
+    1 <= n_left_w <= n_full_w <= n_load always (the consumers' loops rely on it).
+    WINDOW: the block's tiles start at key tile t_lo (kv_row includes t_lo * BLOCK_N, and
+    diag is relative to that tile's first key); win_left / win_right >= 0 (the launcher
+    passes Nq + Nk for an unbounded side). Without WINDOW n_left_w is the constexpr 1."""
     HALF_M: gl.constexpr = BLOCK_M // 2
     off_b = pid_bh // nheads
     off_h = pid_bh % nheads
@@ -250,6 +300,8 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM: gl.
     # bottom-right causal: query row i sees key c iff c <= i + Nk - Nq; diag is that bound
     # for the block's first row
     diag = pid_m * BLOCK_M + seqlen_k - seqlen_q
+    n_left0 = ONE
+    n_left1 = ONE
     if CAUSAL:
         # tiles the block's last row (diag + BLOCK_M - 1) reaches: what the loader loads for
         # both warpgroups; at least 1 (a block none of whose rows sees a key, Nq > Nk, loads
@@ -259,12 +311,36 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM: gl.
         # tile 0 is peeled and masked anyway
         n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
         n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
+    elif WINDOW:
+        # query row i (of the Nq) sees key c iff diag_i - win_left <= c <= diag_i + win_right,
+        # diag_i = i + Nk - Nq. The block's rows see keys [lo, hi + BLOCK_M - 1] with lo / hi
+        # the bounds of its first row; its tiles are [t_lo, t_hi) of the Nk / BLOCK_N.
+        # lo <= Nk - 1 - (BLOCK_M - 1) - win_left < Nk, so t_lo <= n_tiles - 1 (clamped anyway);
+        # hi + BLOCK_M - 1 >= lo, so t_hi > t_lo whenever the last row sees a key. A block
+        # none of whose rows sees a key (hi + BLOCK_M - 1 < 0: Nq > Nk + win_right) loads
+        # tile 0 (t_lo = 0, n_load = 1) and masks it all: O = 0, lse = +inf, as CAUSAL.
+        lo = diag - win_left
+        hi = diag + win_right
+        t_lo = gl.minimum(gl.maximum(lo, 0) // BLOCK_N, n_tiles - 1)
+        t_hi = gl.minimum(gl.cdiv(gl.maximum(hi + BLOCK_M, 0), BLOCK_N), n_tiles)
+        n_load = gl.maximum(t_hi - t_lo, 1)
+        kv_row = kv_row + t_lo * BLOCK_N         # the loader's tile j is key tile t_lo + j
+        diag = hi - t_lo * BLOCK_N               # first row's last visible key, from tile t_lo's first
+        # per warpgroup (rows w * HALF_M .. + HALF_M - 1 of the block): a tile is fully
+        # visible to all its rows iff its first key >= the last row's lower bound and its
+        # last key <= the first row's upper bound. n_left: tiles before the first such
+        # (>= 1: tile 0 is peeled and masked), n_full: tiles before the first one crossing
+        # the upper bound (>= n_left); both relative to t_lo, clamped to [.., n_load]
+        n_left0 = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(lo + HALF_M - 1, 0), BLOCK_N) - t_lo, 1), n_load)
+        n_left1 = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(lo + BLOCK_M - 1, 0), BLOCK_N) - t_lo, 1), n_load)
+        n_full0 = gl.minimum(gl.maximum(gl.maximum(hi + 1, 0) // BLOCK_N - t_lo, n_left0), n_load)
+        n_full1 = gl.minimum(gl.maximum(gl.maximum(hi + HALF_M + 1, 0) // BLOCK_N - t_lo, n_left1), n_load)
     else:
         n_load = n_tiles
         n_full0 = n_tiles
         n_full1 = n_tiles
     lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
-    return q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off
+    return q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off
 
 
 @gluon.jit
@@ -283,9 +359,10 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, g, offs
 
 @gluon.jit
 def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_empty,
-                         seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
-                         HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr):
+                         seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, win_left,
+                         win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                         NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr,
+                         WINDOW: gl.constexpr):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
     q_free's phases)."""
@@ -295,8 +372,9 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
     for i in range(lo, hi, step):
         pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
-        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
-            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win_right, HEAD_DIM, BLOCK_M, BLOCK_N,
+            CAUSAL, WINDOW)
         # the block's first min(n_load, NUM_STAGES) K / V tiles first: they wait only for the
         # ring, which the consumers free before their epilogue, so they load under the
         # previous block's last tiles and epilogue. Q waits until both consumers stored that
@@ -349,18 +427,21 @@ def _turn_pass(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
-def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, s_layout: gl.constexpr):
+def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, WINDOW: gl.constexpr):
     """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
     c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
     tile's first key index; the others are -inf. The scale is applied before the mask, so
     a negative softmax_scale needs no special case. A row with no visible key so far keeps
     m = -inf: the exponents then use 0 instead (p = 0, alpha = 0, l stays 0) instead of
-    exp2(-inf - -inf) = NaN."""
+    exp2(-inf - -inf) = NaN. WINDOW: also c >= lim0 + r - wspan (wspan = win_left +
+    win_right: the row's first visible key), the window's left edge."""
     HALF_M: gl.constexpr = s.shape[0]
     BLOCK_N: gl.constexpr = s.shape[1]
     rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
     visible = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)             # (HALF_M, BLOCK_N)
+    if WINDOW:
+        visible = visible & (gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1))
     s = gl.where(visible, s * qk_scale, float("-inf"))                        # log2 units
     m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
@@ -372,9 +453,9 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, s_layout: gl.constexpr):
 
 @gluon.jit
 def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16, acc, m_i, l_i, qk_scale,
-                  diag, WG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                  diag, wspan, WG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
-                  s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr):
+                  s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l)."""
@@ -391,7 +472,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
     s = warpgroup_mma_wait(1, deps=[s_tok])
     if MASKED:
-        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, s_layout)
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout, WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
@@ -403,10 +484,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 
 @gluon.jit
 def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                 q_row, q_col, lse_off, n_tiles, n_full, diag, qk_scale, t0, q_phase,
+                 q_row, q_col, lse_off, n_tiles, n_left, n_full, diag, wspan, qk_scale, t0, q_phase,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
-                 PERSISTENT: gl.constexpr):
+                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -414,7 +495,19 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     t0: the CTA's K / V tiles consumed before this block (the ring's running count: block
     tile j is ring tile g = t0 + j), q_phase: q_bar's parity for this block; both 0
     (constexprs) in the one-block kernel. PERSISTENT: arrives on q_free once this block's
-    O has left Q's buffer."""
+    O has left Q's buffer.
+    WINDOW: tiles [1, n_left) are masked too (the window's left edge; n_left >= 1), then
+    [n_left, n_full) unmasked, [n_full, n_tiles) masked; diag is relative to the block's
+    first loaded key tile and the mask also hides keys before diag_r - wspan (row r's).
+    Barriers, every variant: the peel and the loops cover the ring tiles t0 .. t0 +
+    n_tiles - 1 once each, in order, without gaps (1 <= n_left <= n_full <= n_tiles,
+    _tile_coords), whatever the split. For each such tile g the consumer waits k_ready[g %
+    NUM_STAGES] and v_ready[g % NUM_STAGES] at parity (g // NUM_STAGES) & 1 once and
+    arrives on kv_empty[g % NUM_STAGES] once (in the step of tile g + 1, or after the loops
+    for the last). Both consumers get the same n_tiles (from the same _tile_coords) and the
+    loader loads exactly those n_tiles tiles, so each loaded stage gets its 2 kv_empty
+    arrivals even where a tile is wholly hidden from one warpgroup (it is masked to p = 0,
+    not skipped), and the phases depend on g alone, not on which loop a tile falls in."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -443,24 +536,37 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
-    if CAUSAL:
-        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, s_layout)
+    if CAUSAL or WINDOW:
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
 
-    # the fully visible tiles: no mask work
-    for j in range(t0 + 1, t0 + n_full):
-        p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16,
-                                           acc, m_i, l_i, qk_scale, diag_g, WG, BLOCK_N, NUM_STAGES, NEG_SCALE,
-                                           PINGPONG, False, s_layout, p_layout, row_o)
-    if CAUSAL:
+    if WINDOW:
+        # the window's left-edge tiles after the peeled one (masked; for the lower warpgroup
+        # possibly hidden from all its rows: p = 0, still waited for and released) ...
+        for j in range(t0 + 1, t0 + n_left):
+            p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW)
+        # ... then the fully visible ones: no mask work
+        for j in range(t0 + n_left, t0 + n_full):
+            p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW)
+    else:
+        # the fully visible tiles: no mask work
+        for j in range(t0 + 1, t0 + n_full):
+            p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW)
+    if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
         for j in range(t0 + n_full, t0 + n_tiles):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o)
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -472,8 +578,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
-    if CAUSAL:
-        # rows that see no key (only when Nq > Nk): l = 0 and acc = 0; O = 0, lse = +inf
+    if CAUSAL or WINDOW:
+        # rows that see no key (only when Nq > Nk (+ win_right)): l = 0 and acc = 0; O = 0, lse = +inf
         seen = l_i > 0.0
         acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_i, 1.0), row_o), 1)
         lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
@@ -496,9 +602,10 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
 @gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
+                            win_left, win_right, wspan,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
-                            SCHEDULED: gl.constexpr):
+                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader."""
     HALF_M: gl.constexpr = BLOCK_M // 2
@@ -507,20 +614,26 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
     for i in range(lo, hi, step):
         pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
-        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
-            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win_right, HEAD_DIM, BLOCK_M, BLOCK_N,
+            CAUSAL, WINDOW)
         if WG == 0:
+            n_left = n_left0
             n_full = n_full0
         else:
+            n_left = n_left1
             n_full = n_full1
         _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                     q_row, q_col, lse_off, n_load, n_full, diag, qk_scale, t0, it & 1,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True)
+                     q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW)
         t0 += n_load
         it += 1
 
 
-@gluon.jit
+# win_left / win_right not specialised (a 1 would become a constexpr, multiples of 16 get
+# their own compile): every window shares one compiled kernel a variant, the one the
+# offline report (bench/gluon_fwd_compile.py, plain i32) compiles
+@gluon.jit(do_not_specialize=["win_left", "win_right"])
 def attn_fwd_gluon_kernel(
     q_desc, k_desc, v_desc, o_desc,  # host TensorDescriptors over (B * N, heads * D) views; boxes q / o
                                      # (HALF_M, D), k / v (BLOCK_N, D)
@@ -531,23 +644,36 @@ def attn_fwd_gluon_kernel(
     band,                            # PERSISTENT CAUSAL only: batch x heads a band (_tile_of), >= 1
     SCHED,                           # SCHEDULED only: int32 (num_programs + 1 + n_m * B * H,): each
                                      # CTA's first entry, then the blocks (launchers/schedule.py)
+    win_left, win_right,             # WINDOW only: the window's sides, >= 0 (Nq + Nk: unbounded)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
-    PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False,
+    PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
+    gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
+    gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
+    if WINDOW:
+        wl = win_left
+        wr = win_right
+        wspan = win_left + win_right
+    else:
+        # without WINDOW the window values are constexprs, so that no partition captures
+        # (and the SASS does not change by) the two unused parameters
+        wl = ZERO
+        wr = ZERO
+        wspan = ZERO
     if not PERSISTENT:
         # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
         # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
-        # first, as fwd_ws.py's HEAVY_FIRST)
+        # first, as fwd_ws.py's HEAVY_FIRST). WINDOW: blocks of (nearly) equal cost, in order
         if CAUSAL:
             pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
         else:
             pid_m = gl.program_id(0)
         pid_bh = gl.program_id(1)                # batch * nheads + head
-        q_row, q_col, kv_row, kv_col, n_load, n_full0, n_full1, diag, lse_off = _tile_coords(
-            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)   # (S, BLOCK_N, D)
@@ -586,26 +712,26 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL,
-                                       SCHEDULED)),
+                                       SCHED, qk_scale, wl, wr, wspan, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW)),
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, CAUSAL,
-                                       SCHEDULED)),
+                                       SCHED, qk_scale, wl, wr, wspan, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW)),
             (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                     kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
-                                    HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED)),
+                                    wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED, WINDOW)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     else:
-        ZERO: gl.constexpr = 0                   # t0 and q_phase of the one block
+        # ZERO (module constexpr): t0 and q_phase of the one block
         gl.warp_specialize([
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale, ZERO, ZERO, WG0, HALF_M, BLOCK_N,
-                            HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT)),
+                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO, WG0,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale, ZERO, ZERO, WG1, HALF_M, BLOCK_N,
-                            HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT)),
+                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO, WG1,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

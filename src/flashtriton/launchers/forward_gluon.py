@@ -16,6 +16,14 @@ scheduled=True (persistent causal; A/B only, not routed): the blocks dealt by th
 causal=True is the library's bottom-right causal mask (query i sees key j iff
 j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
 
+window=(left, right) (prepare / attention_fwd_gluon only; not routed, session 25,
+2026-12-01): flash-attn's sliding window as the library uses it (reference.py): query i
+sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 for an unbounded side;
+any left, right >= -1 (window_args: edges reaching past every sequence become -1, (-1,
+-1) is the plain kernel, (-1, 0) the CAUSAL one, the rest the kernel's WINDOW variant).
+causal=True with a window: the right edge must be 0 or -1 (it is the diagonal); rows
+that see no key get O = 0 and lse = +inf.
+
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -108,18 +116,48 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
 
 
+def window_args(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[bool, bool, int, int]:
+    """(causal, window, win_left, win_right) for the kernel from the caller's causal and
+    window (None or (left, right), ints >= -1); ValueError naming `window` otherwise.
+    Edges that reach past every sequence are no edges (left >= Nk - 1 or right >= Nq - 1:
+    -1, as api._effective_window); then (-1, -1) is the plain kernel, (-1, 0) the CAUSAL
+    one, anything else WINDOW with an unbounded side passed as Nq + Nk (past every key,
+    and small enough for the kernel's int32 index arithmetic). Needs no GPU."""
+    if window is None:
+        return bool(causal), False, 0, 0
+    if not (isinstance(window, (tuple, list)) and len(window) == 2
+            and all(isinstance(w, int) and not isinstance(w, bool) and w >= -1 for w in window)):
+        raise ValueError(f"window: expected a pair (left, right) of ints >= -1 (-1: unbounded), got {window!r}")
+    left, right = int(window[0]), int(window[1])
+    if causal:
+        if right not in (-1, 0):
+            raise ValueError(f"window: with causal=True the right edge is the diagonal (0, or -1), got {window!r}")
+        right = 0
+    left = -1 if left >= seqlen_k - 1 else left
+    right = -1 if right >= seqlen_q - 1 else right
+    if left < 0 and right < 0:
+        return False, False, 0, 0
+    if left < 0 and right == 0:
+        return True, False, 0, 0
+    unbounded = seqlen_q + seqlen_k
+    return False, True, left if left >= 0 else unbounded, right if right >= 0 else unbounded
+
+
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
-                 band: int | None = None, scheduled: bool = False):
+                 band: int | None = None, scheduled: bool = False, window=None):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
     (min(num_programs, tiles),), num_programs defaulting to the device's SM count; band
     (PERSISTENT CAUSAL's tile order, kernels/fwd_gluon.py _tile_of) defaulting to
     causal_band(). scheduled (persistent causal only): the host's longest-first deal
-    (launchers/schedule.py) instead of the kernel's banded round robin."""
+    (launchers/schedule.py) instead of the kernel's banded round robin. window: None or
+    (left, right), through window_args (which may turn it into the plain or the CAUSAL
+    kernel; prepare rejects scheduled with a window beforehand)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
+    causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
     q, q_desc = _desc(q, block_m // 2)
     k, k_desc = _desc(k, block_n)
     v, v_desc = _desc(v, block_n)
@@ -146,10 +184,10 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     def launch():
         with torch.cuda.device(o.device):
             plans.launch(attn_fwd_gluon_kernel, grid,
-                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched,
-                HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0,
-                PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled),
-                num_warps=4)
+                q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched, win_left,
+                win_right, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages,
+                NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent),
+                SCHEDULED=bool(scheduled), WINDOW=windowed, num_warps=4)
         return o, lse
     return launch
 
@@ -197,7 +235,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
-            num_programs: int | None = None, band: int | None = None, scheduled: bool = False):
+            num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -206,12 +244,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     scheduled: (persistent causal) the host's longest-first deal of the blocks
     (launchers/schedule.py; the same result bitwise, another order);
     band: PERSISTENT CAUSAL's batch x heads a band (default causal_band(); any positive
-    int gives the same result, only the order of the blocks changes)."""
+    int gives the same result, only the order of the blocks changes). window: (left, right)
+    sliding window (window_args; ValueError before any launch when malformed)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
     block_n = block_n or bn
     num_stages = num_stages or stages
     check_inputs(q, k, v, softmax_scale, block_m, block_n)
+    w_causal, w_window, _, _ = window_args(window, causal, q.shape[1], k.shape[1])   # ValueError when malformed
     if persistent and pingpong:
         raise ValueError("persistent=True does not support pingpong=True")
     if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
@@ -221,10 +261,13 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError(f"band: expected a positive int or None, got {band!r}")
     if not persistent and (num_programs is not None or band is not None):
         raise ValueError("num_programs, band: only with persistent=True")
-    if band is not None and not causal:
+    if band is not None and not w_causal:      # (review, session 24) the kernel's causal, after window_args
         raise ValueError("band: only with causal=True (the causal tile order)")
     if scheduled and not (persistent and causal):
         raise ValueError("scheduled=True needs persistent=True and causal=True (a deal of causal blocks)")
+    if scheduled and (w_window or not w_causal):
+        raise ValueError(f"scheduled=True does not support window={window!r} (a deal of causal blocks; "
+                         "the window (-1, 0) is causal)")
     if q.device.type != "cuda":
         raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)
@@ -234,14 +277,16 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled)
+                        persistent, num_programs, band, scheduled, window)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
-                        num_programs: int | None = None, band: int | None = None, scheduled: bool = False):
+                        num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
+                        window=None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
-    library's bottom-right causal mask. q (B, Nq, H, D), k / v
+    library's bottom-right causal mask, or (window=(left, right)) with a sliding window
+    (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
     (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
@@ -249,4 +294,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (prepare). Needs a Hopper GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
-                   scheduled=scheduled)()
+                   scheduled=scheduled, window=window)()
