@@ -444,3 +444,32 @@ def test_regression_aliased_inputs_not_replayed(monkeypatch):
         plans.clear()
         want = flashtriton.flash_attn_func(q, k2, v2)
     assert torch.equal(got, want)
+
+
+def test_regression_unpoisoned_replay_allocates_fresh(monkeypatch):
+    """A replay outside poison_outputs allocates through the plan's own makers (_Plan.makers,
+    session 25) instead of memory.make: its outputs are fresh tensors each call (never an
+    earlier call's), of the launchers' dtype and shape, and bitwise the launchers' values;
+    under poison_outputs, or while a plan is being recorded, replays take memory.make."""
+    from flashtriton import memory
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.setattr(memory, "_poison", False)
+    q, k, v = rand_qkv(2, 64, 64, 2, 2, 64, torch.float16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+        want = flashtriton.flash_attn_func(q, k, v, causal=True)
+        monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+        plans.clear()
+        outs = [flashtriton.flash_attn_func(q, k, v, causal=True) for _ in range(3)]
+    assert plans.stats["replayed"] >= 2
+    (plan,) = plans._PLANS.values()
+    assert plan.makers is not None, "the unpoisoned replays did not take the makers"
+    for out in outs:
+        assert out.dtype == want.dtype and out.shape == want.shape and torch.equal(out, want)
+    assert len({o.data_ptr() for o in outs}) == len(outs), "a replay returned an earlier call's buffer"
+    calls = []
+    monkeypatch.setattr(memory, "make", lambda kind, spec: calls.append(kind) or memory.empty(*spec)
+                        if kind == "empty" else memory.arange_i32(*spec))
+    with memory.poison_outputs(), flashtriton.use_backend("triton"):
+        assert torch.equal(flashtriton.flash_attn_func(q, k, v, causal=True), want)
+    assert calls, "a poisoned replay did not allocate through memory.make"

@@ -352,3 +352,61 @@ def test_nan_in_a_varlen_sequence_stays_in_it(backend):
     for g in (dk, dv):
         assert torch.isfinite(g[:20]).all() and torch.isfinite(g[50:]).all()
     assert torch.isnan(out[25, 0]).all() and torch.isnan(out[20:37, 1]).all()
+
+
+def _full_checks_pass(q, k, v, varlen):
+    """validate.attention_inputs without its fast path (validate._inputs_ok)."""
+    from flashtriton import validate
+    saved = validate._inputs_ok
+    validate._inputs_ok = lambda *a: False
+    try:
+        validate.attention_inputs(q, k, v, varlen=varlen, backend="triton")
+        return True
+    except (TypeError, ValueError):
+        return False
+    finally:
+        validate._inputs_ok = saved
+
+
+def test_regression_fast_input_checks_imply_the_full_ones():
+    """validate._inputs_ok (the one-pass check, session 25) may say False for good inputs,
+    never True for inputs the full checks reject: over shapes, head counts, dtypes, strides
+    and empty dims, every input it passes passes the full checks, and the common good
+    inputs take it."""
+    from flashtriton import validate
+    g = torch.Generator().manual_seed(0)
+    dtypes = (torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int32)
+    taken = 0
+    for _ in range(400):
+        varlen = bool(torch.randint(0, 2, (1,), generator=g))
+        pick = lambda xs: xs[int(torch.randint(0, len(xs), (1,), generator=g))]  # noqa: E731
+        b, n, nk = pick((0, 1, 2)), pick((0, 1, 3)), pick((0, 1, 3))
+        h, hk, hv = pick((0, 1, 2, 4)), pick((0, 1, 2)), pick((1, 2))
+        d, dk = pick((4, 8, 16, 264)), pick((8, 16))
+        dt, dtk = pick(dtypes), pick(dtypes)
+        shp = (lambda bb, nn, hh, dd: (bb * nn + 1, hh, dd)) if varlen else (lambda bb, nn, hh, dd: (bb, nn, hh, dd))
+        q = torch.zeros(shp(b, n, h, d), dtype=dt)
+        k = torch.zeros(shp(pick((b, 1)), nk, hk, pick((d, dk))), dtype=pick((dt, dtk)))
+        v = torch.zeros(k.shape if pick((True, True, False)) else shp(b, nk, hv, d), dtype=pick((k.dtype, dt)))
+        if pick((False, False, True)) and v.dim() and v.shape[-1] > 1:
+            v = torch.zeros(v.shape[:-1] + (v.shape[-1] * 2,), dtype=v.dtype)[..., ::2]   # inner stride 2
+        if validate._inputs_ok(q, k, v, varlen):
+            taken += 1
+            assert _full_checks_pass(q, k, v, varlen), (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype)
+    q, k, v = rand_qkv(2, 64, 64, 4, 2, 128, torch.bfloat16, "cpu")
+    assert validate._inputs_ok(q, k, v, False) and taken > 0
+
+
+def test_regression_fast_option_checks(no_launch):
+    """validate.options' fast path (the defaults, session 25) takes only exact types: a
+    bool softcap, an int dropout or a list window still run the full checks (and pass or
+    raise as before)."""
+    from flashtriton import validate
+    q = torch.zeros(1, 4, 2, 16)
+    base = dict(softmax_scale=None, window_size=(-1, -1), softcap=0.0, dropout_p=0.0, alibi_slopes=None, q=q, batch=1)
+    validate.options(**base)
+    validate.options(**{**base, "window_size": [-1, -1], "softcap": 0, "dropout_p": 0})
+    for bad in (dict(window_size=(-1.0, -1)), dict(window_size=(-2, -1)), dict(softcap=float("nan")),
+                dict(dropout_p=1.0), dict(window_size=(-1, -1, 0))):
+        with pytest.raises(ValueError):
+            validate.options(**{**base, **bad})

@@ -134,14 +134,45 @@ def _forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, d
     return backends.get(backend).fwd(q, k, v, params, alibi, rng, varlen)
 
 
-def _plain_eager(*tensors) -> bool:
+from torch.utils._python_dispatch import _get_current_dispatch_mode  # noqa: E402
+
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+
+def _plain_eager(q, k, v) -> bool:
     """True outside torch.compile, dispatch/function modes and functorch transforms,
-    with plain tensors: then nothing needs the op's registration."""
-    from torch.utils._python_dispatch import _get_current_dispatch_mode
-    return (not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
+    with plain tensors: then nothing needs the op's registration. (q, k, v spelled out,
+    and the import at module level: ~1 us of a replayed eager call's host time, CI CPU.)"""
+    T = torch.Tensor
+    return (type(q) is T and type(k) is T and type(v) is T
+            and not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
             and not torch._C._is_torch_function_mode_enabled()
-            and all(type(t) is torch.Tensor and not torch._C._functorch.is_functorch_wrapped_tensor(t)
-                    for t in tensors))
+            and not _is_wrapped(q) and not _is_wrapped(k) and not _is_wrapped(v))
+
+
+def _function_base_apply():
+    """_EagerAttention's autograd node maker without torch.autograd.Function.apply's Python
+    wrapper (torch 2.x: it binds default arguments only for a Function with its own
+    setup_context, which _EagerAttention has not, and passes the arguments through
+    functorch's unwrap_dead_wrappers, a no-op for the plain, unwrapped q, k, v that
+    _plain_eager admits and for the `rest` tuple, not a tensor, before
+    torch._C._FunctionBase.apply). None (use _EagerAttention.apply) when this torch does
+    not look like that. Only taken while no functorch transform is active, as the wrapper."""
+    base = getattr(torch._C, "_FunctionBase", None)
+    raw = getattr(base, "__dict__", {}).get("apply")
+    if raw is None or not hasattr(raw, "__get__"):
+        return None
+    from torch.autograd import function as _function
+    if _function._is_setup_context_defined(_EagerAttention.setup_context):
+        return None
+    return raw.__get__(None, _EagerAttention)
+
+
+try:
+    _eager_apply = _function_base_apply()
+except Exception:  # noqa: BLE001  (another torch: the public apply)
+    _eager_apply = None
+_transforms_active = torch._C._are_functorch_transforms_active
 
 
 def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, dropout_p, rng, backend,
@@ -153,6 +184,8 @@ def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, 
             deterministic)
     if _plain_eager(q, k, v):
         if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+            if _eager_apply is not None and not _transforms_active():
+                return _eager_apply(q, k, v, args[3:])
             return _EagerAttention.apply(q, k, v, args[3:])
         return _forward(*args)          # nothing to differentiate: no autograd node
     return attn_fwd(*args)

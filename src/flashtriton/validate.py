@@ -19,8 +19,35 @@ def _tensor(name, t):
         raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
 
 
+def _inputs_ok(q, k, v, varlen: bool) -> bool:
+    """True when q, k, v pass every check of attention_inputs, for any backend: the common
+    case in one pass, without the per-check loops (~3 us of a replayed eager forward's host
+    time on the CI CPU, bench/prefill_host_probe.py). False does not mean an error: plain
+    tensors only, the kernel dtypes only (float64 on the reference backend, tensor
+    subclasses) and anything unusual take the full checks, which raise or pass."""
+    T = torch.Tensor
+    if type(q) is not T or type(k) is not T or type(v) is not T:
+        return False
+    qs, ks = q.shape, k.shape
+    ndim = 3 if varlen else 4
+    dt = q.dtype
+    if len(qs) != ndim or len(ks) != ndim or v.shape != ks or dt not in KERNEL_DTYPES:
+        return False
+    head_dim, nheads, nheads_k = qs[-1], qs[-2], ks[-2]
+    if (k.dtype != dt or v.dtype != dt or ks[-1] != head_dim or head_dim % 8 != 0
+            or not 8 <= head_dim <= MAX_HEAD_DIM or nheads_k == 0 or nheads == 0 or nheads % nheads_k != 0
+            or q.stride(-1) != 1 or k.stride(-1) != 1 or v.stride(-1) != 1):
+        return False
+    if not varlen and (ks[0] != qs[0] or qs[0] == 0 or qs[1] == 0 or ks[1] == 0):
+        return False
+    device = q.device
+    return k.device == device and v.device == device
+
+
 def attention_inputs(q, k, v, *, varlen: bool, backend: str):
     """Checks q, k, v: (B, N, H, D) each, or (total, H, D) each when varlen."""
+    if _inputs_ok(q, k, v, varlen):
+        return
     ndim = 3 if varlen else 4
     layout = "(total, nheads, headdim)" if varlen else "(batch, seqlen, nheads, headdim)"
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -68,6 +95,14 @@ def _finite(x) -> bool:
 
 
 def options(*, softmax_scale, window_size, softcap, dropout_p, alibi_slopes, q, batch: int):
+    # the defaults (no scale, window, softcap, dropout or ALiBi) pass every check below:
+    # one test (~1 us of a replayed eager call's host time, CI CPU); anything else, or
+    # another type (a bool, a list window, an int 0), takes the checks
+    if (softmax_scale is None and alibi_slopes is None and type(softcap) is float and softcap == 0.0
+            and type(dropout_p) is float and dropout_p == 0.0 and type(window_size) is tuple
+            and len(window_size) == 2 and type(window_size[0]) is int and type(window_size[1]) is int
+            and window_size[0] >= -1 and window_size[1] >= -1):
+        return
     if softmax_scale is not None and not (isinstance(softmax_scale, (int, float)) and _finite(softmax_scale)):
         raise ValueError(f"softmax_scale: must be a finite float or None, got {softmax_scale!r}")
     if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2

@@ -38,6 +38,7 @@ monkeypatch) is not in it: clear() forgets every plan (tests/conftest.py does, p
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -241,10 +242,20 @@ class _Plan:
         self.launches = launches
         self.outs = outs
         self.compiled = bool(launches) and launches[0].compiled is not None
+        self.makers = None      # [_maker(kind, spec)] for each allocation, at the first unpoisoned replay
 
     def replay(self, inputs):
-        make = _memory.make
-        allocs = [make(kind, spec) for kind, spec in self.allocs]
+        if _memory._poison or _memory.alloc_hook is not note_alloc or getattr(_state, "recorder", None) is not None:
+            make = _memory.make
+            allocs = [make(kind, spec) for kind, spec in self.allocs]
+        else:
+            # what memory.make does then (no poison; note_alloc, the hook, idle without a
+            # recorder), without its three Python calls an allocation (~1 us a replayed
+            # forward's three, CI CPU, bench/prefill_host_probe.py)
+            makers = self.makers
+            if makers is None:
+                makers = self.makers = [_maker(kind, spec) for kind, spec in self.allocs]
+            allocs = [m() for m in makers]
         stream = None
         if self.compiled:
             # once a call, not once a launch (bench/gpu/s13_host.py: a forward's host time
@@ -255,6 +266,16 @@ class _Plan:
         for ln in self.launches:
             ln.fire(inputs, allocs, stream)
         return tuple([_resolve(o, inputs, allocs) for o in self.outs])
+
+
+def _maker(kind: str, spec):
+    """memory.make(kind, spec) unpoisoned and unhooked, as a call of no arguments:
+    memory._empty's torch.empty or memory.arange_i32's torch.arange."""
+    if kind == "empty":
+        shape, dtype, device = spec
+        return functools.partial(torch.empty, shape, dtype=dtype, device=device)
+    n, device = spec
+    return functools.partial(torch.arange, n, dtype=torch.int32, device=device)
 
 
 def _ensure_allocator():
