@@ -222,9 +222,18 @@ def test_causal_rows_without_keys_gpu(d, nq, nk):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("num_stages", [1, 2, 3])
+@pytest.mark.parametrize("num_stages", [1, 2])
 def test_causal_stages_gpu(num_stages):
     check(2, 1024, 1536, 8, 2, 128, torch.bfloat16, causal=True, num_stages=num_stages)
+
+
+def test_regression_dkdv_causal_d128_three_stages_refused():
+    """First GPU run (2026-12-01): 3 stages, causal, D = 128 gave dk off by 0.94 (PyTorch's
+    error 0.011); refused before any launch since."""
+    q, k, v = (torch.randn(1, 256, 2, 128, dtype=torch.bfloat16) for _ in range(3))
+    lse = torch.randn(1, 2, 256)
+    with pytest.raises(ValueError, match="num_stages: 3 stages with causal=True at D = 128"):
+        dkdv_gluon(q, k, v, torch.randn_like(q), lse, lse.clone(), 0.1, True, num_stages=3)
 
 
 @pytest.mark.gpu
@@ -338,10 +347,18 @@ def test_fused_dkdv_bitwise_and_repeated_launches_gpu(causal, dtype, d):
     diff = (dq2.float() - dq1.float()).abs().max().item()
     assert diff <= 2e-2 * dq1.float().abs().max().item(), diff
     assert_close("dq (2nd launch)", dq2, truth[0], lowp[0], 3, dtype)
-    # (causal: the dK/dV kernel skips a hidden tile where this one adds exact zeros)
+    # (causal: the dK/dV kernel skips a hidden tile where this one adds exact zeros).
+    # Bitwise only with ROTATE off: ROTATE (non-causal, the default) starts each key block's
+    # walk at another query tile, so dk / dv sum the same terms in another order (first
+    # GPU run, 2026-12-01: max difference 2.4e-4..9.8e-4, both within the f64 criterion).
     dk_ref, dv_ref = dkdv_gluon(q, k, v, dout, lse, delta, scale, causal)
-    assert torch.equal(dk1, dk_ref), (dk1.float() - dk_ref.float()).abs().max().item()
-    assert torch.equal(dv1, dv_ref), (dv1.float() - dv_ref.float()).abs().max().item()
+    _, dk_nr, dv_nr = prepare_fused(q, k, v, dout, lse, delta, scale, causal, rotate=False)()
+    assert torch.equal(dk_nr, dk_ref), (dk_nr.float() - dk_ref.float()).abs().max().item()
+    assert torch.equal(dv_nr, dv_ref), (dv_nr.float() - dv_ref.float()).abs().max().item()
+    if causal:      # ROTATE is off for causal launches: the default is the same walk
+        assert torch.equal(dk1, dk_ref) and torch.equal(dv1, dv_ref)
+    assert_close("dk", dk1, truth[1], lowp[1], 3, dtype)
+    assert_close("dv", dv1, truth[2], lowp[2], 3, dtype)
     for t in launch():
         t.fill_(float("nan"))
     dq3, dk3, dv3 = launch()
@@ -611,3 +628,46 @@ def test_fused_config_fits_shared_memory():
     kb = lambda d, st: backward_gluon.fused_smem_bytes(d, st) / 1024  # noqa: E731
     assert 192 < kb(128, 2) < 194 and 224 < kb(128, 3) < 226 and 144 < kb(64, 4) < 146
     assert kb(128, 4) > 227
+
+
+def test_fused_route_rule(monkeypatch):
+    """Which backwards take the fused Gluon kernel (policy.gluon_bwd_fused): deterministic=False
+    only, plain or canonical causal, at GLUON_BWD_FUSED_MIN_N's lengths (measured in session
+    25), the Gluon kernels' contract (dense, no ALiBi / softcap / dropout, bf16 / fp16, tile
+    multiples, packed rows, dout too), lse (B, H, Nq); rule only (CPU tensors, switch patched)."""
+    from flashtriton.launchers import common, policy
+
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 8192}, "causal": {128: 1024, 64: 1024}}
+    fast = common.AttnParams(0.1, deterministic=False)
+
+    def rule(q, k, v, params=fast, bd=128, alibi=None, varlen=False, lse=None, dout=None):
+        b, nq, h, _ = q.shape
+        lse = torch.zeros(b, h, nq) if lse is None else lse
+        return policy.gluon_bwd_fused(q, k, v, q if dout is None else dout, lse, params, alibi, varlen, bd, nq,
+                                      k.shape[1])
+
+    q, k, v = rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cpu")
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert rule(q, k, v, common.AttnParams(0.1, window_right=0, deterministic=False))
+    assert rule(*rand_qkv(1, 1024, 2048, 4, 2, 128, torch.bfloat16, "cpu"))               # Nq != Nk
+    assert not rule(q, k, v, common.AttnParams(0.1))                                       # deterministic
+    for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
+              common.AttnParams(0.1, window_right=64, deterministic=False),
+              common.AttnParams(0.1, softcap=3.0, deterministic=False),
+              common.AttnParams(0.1, dropout_p=0.1, deterministic=False)):
+        assert not rule(q, k, v, p)
+    assert not rule(q, k, v, alibi=torch.ones(4)) and not rule(q, k, v, varlen=True)
+    assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"))              # too short
+    q64, k64, v64 = rand_qkv(1, 4096, 4096, 2, 1, 64, torch.bfloat16, "cpu")
+    assert not rule(q64, k64, v64, bd=64)                                                  # D = 64 plain: 8k
+    assert rule(q64, k64, v64, common.AttnParams(0.1, window_right=0, deterministic=False), bd=64)
+    assert rule(*rand_qkv(1, 1024 + 64, 1024, 4, 2, 128, torch.bfloat16, "cpu"))          # Nq: BLOCK_M = 64
+    assert not rule(*rand_qkv(1, 1024 + 32, 1024, 4, 2, 128, torch.bfloat16, "cpu"))      # Nq not a tile multiple
+    assert not rule(*rand_qkv(1, 1024, 1024 + 64, 4, 2, 128, torch.bfloat16, "cpu"))      # Nk: BLOCK_N = 128
+    assert not rule(q.float(), k.float(), v.float())
+    assert not rule(q, k, v, lse=torch.zeros(2, 4, 1024 + 128))                            # lse padded
+    assert not rule(q, k, v, dout=q.transpose(1, 2).contiguous().transpose(1, 2))         # dout not packed rows
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
+    assert not rule(q, k, v)

@@ -99,7 +99,10 @@ def test_causal_rows_without_keys_gpu(d, nq, nk):
     dq, (q, k, v, dout, lse, delta, scale) = check(2, nq, nk, 4, 2, d, torch.bfloat16, True)
     assert torch.isposinf(lse[:, :, :nq - nk]).all()
     assert (dq[:, :nq - nk] == 0).all(), "rows without keys must get dq = 0"
-    assert (dq[:, nq - nk:].abs().amax(dim=(-1, -2)) > 0).all(), "rows with keys got dq = 0"
+    # row Nq - Nk sees one key: a softmax over one score has zero gradient (dS = P (dP -
+    # delta) = dO.V0 - dO.O = 0, as O = V0), so its dq is 0 up to rounding; the first GPU
+    # run (2026-12-01) found it exactly 0 in one batch. The rows after see >= 2 keys.
+    assert (dq[:, nq - nk + 1:].abs().amax(dim=(-1, -2)) > 0).all(), "rows with keys got dq = 0"
 
 
 @pytest.mark.gpu

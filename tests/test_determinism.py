@@ -1,6 +1,7 @@
-"""Bitwise reproducibility: the backward pass with deterministic=True (and, since no
-backend uses atomics, without it), repeated 20 times; the forward pass; dropout under
-the same seed."""
+"""Bitwise reproducibility: the backward pass with deterministic=True (and without it
+wherever the fused Gluon backward does not run), repeated 20 times; the forward pass;
+dropout under the same seed. deterministic=False at the fused backward's lengths (Hopper):
+dk / dv bitwise, dq within fp32 summation order."""
 import pytest
 import torch
 
@@ -27,7 +28,8 @@ def _same_bits(a, b):
 def test_backward_is_bitwise_reproducible(backend):
     """GQA (the dK/dV of a kv head sum over its query heads), ALiBi, softcap, a window
     and dropout: 20 backward passes with deterministic=True give identical bits, and
-    deterministic=False the same bits again (no backend uses atomics)."""
+    deterministic=False the same bits again (the fused Gluon backward, the one
+    non-deterministic path, takes none of these features)."""
     q, k, v = rand_qkv(1, 24, 40, 2, 1, 32, torch.bfloat16, DEVICE, requires_grad=True)
     alibi = (torch.rand(2) * 0.3).to(DEVICE)
     kw = dict(dropout_p=0.1, causal=True, window_size=(30, -1), softcap=5.0, alibi_slopes=alibi)
@@ -102,3 +104,33 @@ def test_backward_is_bitwise_reproducible_gpu():
     first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
     for _ in range(REPEATS - 1):
         assert _same_bits(first, torch.autograd.grad(out, (q, k, v), dout, retain_graph=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+def test_nondeterministic_backward_routes_fused_gpu(monkeypatch, causal):
+    """deterministic=False at the fused Gluon backward's lengths (policy.GLUON_BWD_FUSED_MIN_N)
+    takes it on Hopper; deterministic=True never does. Repeated: dk / dv bitwise, dq
+    within fp32 summation order of the deterministic one, both within the f64 criterion."""
+    from flashtriton.launchers import backward_gluon
+    from helpers import assert_close, reference_pair
+
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("the fused Gluon backward is Hopper-only")
+    calls = spy(monkeypatch, backward_gluon, "fused_into")
+    q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
+    out = flash_attn_func(q, k, v, causal=causal, deterministic=True)
+    dout = torch.randn_like(out)
+    exact = torch.autograd.grad(out, (q, k, v), dout)
+    assert not calls, "deterministic=True took the fused (non-deterministic) backward"
+    out = flash_attn_func(q, k, v, causal=causal)
+    first = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    assert calls, "deterministic=False did not take the fused backward"
+    for _ in range(4):
+        again = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        assert _same_bits(first[1:], again[1:])
+        assert (again[0].float() - first[0].float()).abs().max() <= 1e-2 * first[0].float().abs().max()
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=128 ** -0.5, window_right=0 if causal else -1)
+    for name, i in (("dq", 0), ("dk", 1), ("dv", 2)):
+        assert_close(name, first[i], truth[name], lowp[name], 3, torch.bfloat16)
+        assert_close(name, exact[i], truth[name], lowp[name], 3, torch.bfloat16)

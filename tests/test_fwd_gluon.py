@@ -664,14 +664,22 @@ def test_flash_attn_func_takes_gluon_gpu(monkeypatch):
     """flash_attn_func at D = 128, N = 2k, B = 2, H = 8 (non-causal, bf16: 256 blocks, so
     the 132-CTA persistent grid loops) runs the Gluon kernel, and its
     output, lse and the backward built on that lse pass the reference criterion; a second
-    call of the same shape with new inputs is right too (the route is unreplayable: a
-    launch plan would keep the first call's descriptors)."""
+    and third call of the same shape with new inputs are right too: since session 25 they
+    replay the first call's launch plan, its Gluon descriptors rebuilt over the new
+    tensors (before, the route was unreplayable: a plan kept the first call's pointers)."""
+    from flashtriton.launchers import plans
+
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")      # (conftest turns plans off for the other tests)
     called = spy(monkeypatch, forward_gluon, "fwd_into", record=lambda *a, **kw: kw.get("persistent"))
     n = max(2048, policy.GLUON_FWD_MIN_N[128])
-    for seed in (0, 1):
+    plans.clear()
+    for seed in (0, 1, 2):
         torch.manual_seed(seed)
+        before = plans.stats["replayed"]
         check_attention("triton", *rand_qkv(2, n, n, 8, 2, 128, torch.bfloat16, "cuda"), check_probs=False)
-    assert called == [True, True], called      # non-causal: the PERSISTENT kernel (GLUON_FWD_PERSISTENT)
+        if seed > 0:
+            assert plans.stats["replayed"] > before, "the forward's plan did not replay"
+    assert called == [True], called      # non-causal: the PERSISTENT kernel (GLUON_FWD_PERSISTENT); then replays
 
 
 @pytest.mark.gpu
@@ -687,3 +695,47 @@ def test_flash_attn_func_takes_gluon_causal_gpu(monkeypatch, d, nq, nk):
                  record=lambda *a, **kw: (bool(kw["causal"] if "causal" in kw else a[6]), kw.get("persistent")))
     check_attention("triton", *rand_qkv(1, nq, nk, 4, 2, d, torch.bfloat16, "cuda"), causal=True, check_probs=False)
     assert called and all(c == (True, False) for c in called), called     # causal: one block a CTA
+
+
+def test_gluon_window_route_rule(monkeypatch):
+    """Sliding-window forwards (a left edge, or a right edge other than the causal 0) take
+    the Gluon kernel's WINDOW variant at a BLOCK_D of GLUON_FWD_WINDOW_MIN_N (D = 128 from
+    4k, measured in session 25), under gluon_fwd's other rules; the plain and causal calls
+    are gluon_fwd's, not this rule's."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    assert policy.GLUON_FWD_WINDOW_MIN_N == {128: 4096}
+    band = common.AttnParams(0.1, window_left=1024, window_right=0)
+
+    def rule(q, k, v, params=band, bd=128, alibi=None, varlen=False):
+        return policy.gluon_fwd_window(q, k, v, params, alibi, varlen, bd, q.shape[1], k.shape[1])
+
+    q, k, v = rand_qkv(1, 4096, 4096, 2, 1, 128, torch.bfloat16, "cpu")
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert rule(q, k, v, common.AttnParams(0.1, window_left=-1, window_right=100))         # right edge only
+    assert rule(q, k, v, common.AttnParams(0.1, window_left=100, window_right=100))
+    for p in (common.AttnParams(0.1), common.AttnParams(0.1, window_right=0),             # plain, causal
+              common.AttnParams(0.1, window_left=64, softcap=3.0), common.AttnParams(0.1, window_left=64,
+                                                                                     dropout_p=0.1)):
+        assert not rule(q, k, v, p)
+    assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
+    assert not rule(*rand_qkv(1, 2048, 2048, 2, 1, 128, torch.bfloat16, "cpu"))          # too short
+    assert not rule(*rand_qkv(1, 4096, 4096, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)    # no D = 64 entry
+    assert not rule(*rand_qkv(1, 4096 + 64, 4096, 2, 1, 128, torch.bfloat16, "cpu"))     # Nq not a tile multiple
+    assert not rule(q.float(), k.float(), v.float())
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
+    assert not rule(q, k, v)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("window", [(1024, 0), (300, 200), (-1, 100)])
+def test_flash_attn_func_takes_gluon_window_gpu(monkeypatch, window):
+    """flash_attn_func(window_size=...) at a length GLUON_FWD_WINDOW_MIN_N admits (patched
+    to 1k here) runs the Gluon WINDOW kernel (fwd_into called with the window), and its
+    output, lse and backward pass the reference criterion."""
+    monkeypatch.setitem(policy.GLUON_FWD_WINDOW_MIN_N, 128, 1024)
+    called = spy(monkeypatch, forward_gluon, "fwd_into", record=lambda *a, **kw: kw.get("window"))
+    check_attention("triton", *rand_qkv(2, 1024, 1536, 4, 2, 128, torch.bfloat16, "cuda"), window_size=window,
+                    check_probs=False)
+    assert called == [window], called

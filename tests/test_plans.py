@@ -408,7 +408,8 @@ def test_regression_foreign_descriptor_unreplayable():
     constant, so a launch given a Gluon TensorDescriptor (the Gluon forward's route,
     launchers/forward_gluon.py; not triton.tools' class) would have been replayed with
     the first call's descriptor, i.e. its pointers. Such a launch makes the plan
-    unreplayable; the same launch with triton.tools' descriptor records a desc slot."""
+    unreplayable; the same launch with triton.tools' descriptor records a desc slot, and
+    since session 25 so does one with Gluon's (rebuilt with its layout)."""
     from triton.experimental.gluon import language as gl
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonDescriptor
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -423,9 +424,23 @@ def test_regression_foreign_descriptor_unreplayable():
         rec.allocs.append((out, "empty", None))
         return plans._Plan.build(rec, (out,))
 
-    assert recorded(GluonDescriptor(x, [64, 128], [128, 1], [64, 128], layout)) is None
     plan = recorded(TensorDescriptor(x, [64, 128], [128, 1], [64, 128]))
     assert plan is not None and plan.launches[0].subs[0] == (0, ("desc", ("in", 0), [64, 128], [128, 1], [64, 128]))
+
+    class Foreign:          # any other descriptor-like object over a tensor
+        def __init__(self, base):
+            self.base = base
+    assert recorded(Foreign(x)) is None
+    # since session 25 Gluon's descriptor is rebound too, with its layout: the replay
+    # builds a new one over the next call's tensor
+    plan = recorded(GluonDescriptor(x, [64, 128], [128, 1], [64, 128], layout))
+    assert plan is not None
+    slot = plan.launches[0].subs[0]
+    assert slot == (0, ("desc", ("in", 0), [64, 128], [128, 1], [64, 128], layout))
+    y = torch.randn(64, 128).to(torch.bfloat16)
+    again = plans._resolve(slot[1], (y,), [])
+    assert type(again) is GluonDescriptor and again.base is y and again.layout == layout
+    assert list(again.shape) == [64, 128] and list(again.block_shape) == [64, 128]
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="launch plans are the triton backend's")

@@ -282,9 +282,24 @@ def quick():
         torch.cuda.empty_cache()
 
 
+def shapes(specs):
+    """The listed shapes, each 'D:N:causal' (causal 0 / 1), no profiler, no norot: the
+    routing thresholds (session 25)."""
+    for spec in specs:
+        d, n, causal = (int(x) for x in spec.split(":"))
+        try:
+            case(d, n, bool(causal), extra=False)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"D={d} N={n} causal={causal}: {short(exc)}", flush=True)
+            traceback.print_exc()
+        torch.cuda.empty_cache()
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "smoke"
-    if mode == "smoke":
+    if mode == "shapes":
+        shapes(sys.argv[2:])
+    elif mode == "smoke":
         smoke()
     elif mode == "quick":
         quick()

@@ -58,8 +58,9 @@ def attn_bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Te
              softmax_scale: float, window_left: int, window_right: int, softcap: float,
              alibi_slopes: Optional[Tensor], dropout_p: float, rng_state: Optional[Tensor],
              backend: str, deterministic: bool = True) -> Tuple[Tensor, Tensor, Tensor]:
-    # deterministic=False would let a backend accumulate dQ with atomics (flash-attn's
-    # meaning); no backend does today, and the forward never depends on it.
+    # deterministic=False lets the Triton backend's fused Gluon backward (Hopper,
+    # policy.gluon_bwd_fused) reduce dQ in fp32 in any order (flash-attn's meaning: dq's
+    # last bits may vary run to run); the forward never depends on it.
     varlen = _varlen(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     params = AttnParams(softmax_scale, window_left, window_right, softcap, dropout_p, deterministic)
     return backends.get(backend).bwd(dout, q, k, v, out, lse, params, alibi_slopes, rng_state, varlen)

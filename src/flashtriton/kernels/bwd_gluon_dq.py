@@ -175,8 +175,9 @@ def _dq_load(q_desc, k_desc, v_desc, do_desc, q_smem, do_smem, k_smem, v_smem, q
     K_j, V_j for j = 1 .. n_tiles - 1 through the two rings (n_tiles: _tile_coords'
     n_load)."""
     HALF_M: gl.constexpr = BLOCK_M // 2
-    q_row, q_col, kv_row, kv_col, n_tiles, n_full0, n_full1, diag, lse_off = _tile_coords(
-        pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+    # WINDOW off: n_left0 / n_left1 are the constexpr 1 (only tile 0 peeled), tiles start at 0
+    q_row, q_col, kv_row, kv_col, n_tiles, _nl0, _nl1, n_full0, n_full1, diag, lse_off = _tile_coords(
+        pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, 0, 0, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, False)
     mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
@@ -267,8 +268,9 @@ def _dq_consume(q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready, v_ready
     setmaxnreg (8 bytes at D = 128, offline, 2026-12-01)."""
     dtype: gl.constexpr = q_smem.dtype
     HALF_M: gl.constexpr = BLOCK_M // 2
-    q_row, q_col, kv_row, kv_col, n_tiles, n_full0, n_full1, diag, lse_off = _tile_coords(
-        pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+    # WINDOW off: n_left0 / n_left1 are the constexpr 1 (only tile 0 peeled), tiles start at 0
+    q_row, q_col, kv_row, kv_col, n_tiles, _nl0, _nl1, n_full0, n_full1, diag, lse_off = _tile_coords(
+        pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, 0, 0, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, False)
     if WG == 0:
         n_full = n_full0
     else:

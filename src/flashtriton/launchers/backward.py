@@ -13,7 +13,7 @@ import torch
 import triton
 
 from .. import memory
-from . import plans
+from . import backward_gluon, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -23,11 +23,15 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
-from .policy import _bwd_ws_tiles, _warp_spec_forced, warp_spec_mode, warp_spec_varlen
+from .policy import _bwd_ws_tiles, _warp_spec_forced, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
-    """Returns (dq, dk, dv) shaped like q, k, v, bitwise deterministic (no kernel uses
-    atomics). A dense call seen before replays its launch plan (launchers/plans.py)."""
+    """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
+    params.deterministic (flash-attn's deterministic=True, or
+    torch.use_deterministic_algorithms); without it, calls that policy.gluon_bwd_fused
+    accepts take the fused Gluon kernel, whose dq is reduce-added in fp32 in whatever
+    order the key blocks reach L2 (its last bits vary run to run; dk and dv stay bitwise).
+    A dense call seen before replays its launch plan (launchers/plans.py)."""
     inputs = (dout, q, k, v, out, lse, alibi, rng)
     key = plans.plan_key("bwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
@@ -80,6 +84,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
             stride_lb, stride_lh, nheads, pre_rows,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
+
+    if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        preprocess()
+        backward_gluon.fused_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
+                                  dq, dk, dv)
+        return dq, dk, dv
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0
             and head_dim == bd and q.stride(1) == bd and dout.stride(1) == bd

@@ -24,8 +24,9 @@ LOG2E = 1.4426950408889634
 class AttnParams:
     """Scalar semantics of one attention call (already canonical: causal is right = 0).
     deterministic: the backward must be bitwise reproducible (flash-attn's flag, or
-    torch.use_deterministic_algorithms); False would allow atomics, which no backend
-    uses (every backward is deterministic), so nothing reads it today."""
+    torch.use_deterministic_algorithms); False lets policy.gluon_bwd_fused route the
+    call to the fused Gluon backward (Hopper), whose dq is reduce-added in fp32 in
+    whatever order its key blocks run."""
     softmax_scale: float
     window_left: int = -1
     window_right: int = -1

@@ -18,7 +18,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_persistent, warp_spec_mode,
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_persistent, gluon_fwd_window, warp_spec_mode,
                      warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -104,6 +104,10 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal,
                                persistent=gluon_fwd_persistent(causal))
+        return out, lse
+    if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
+                               window=(params.window_left, params.window_right))
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)

@@ -218,19 +218,20 @@ def _l2_bytes(device) -> int:
 
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
-             scheduled: bool = False) -> None:
+             scheduled: bool = False, window=None) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
-    Gluon TensorDescriptors, which a launch plan cannot rebind to the next call's tensors
-    (launchers/plans.py knows triton.tools' descriptors only), so the call is marked
-    unreplayable: every call runs this host path (~50-100 us on the H200 machine, hidden
-    behind kernels of >= 1 ms). persistent: the PERSISTENT kernel on the SM count's CTAs
-    (policy.GLUON_FWD_PERSISTENT says when)."""
-    plans.unreplayable()
+    Gluon TensorDescriptors over q, k, v and out, which a launch plan rebinds to the next
+    call's tensors since session 25 (launchers/plans.py; before, every call ran this host
+    path: 250-520 us a call on the H200 machine, measured 2026-12-01 by
+    bench/gpu/s25_route_probe.py, against 56-174 us for the replayed fwd_ws.py route).
+    persistent: the PERSISTENT kernel on the SM count's CTAs
+    (policy.GLUON_FWD_PERSISTENT says when). window: (left, right) for policy.gluon_fwd_window's
+    sliding-window calls (the WINDOW kernel), else None."""
     block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
-                 scheduled=scheduled and persistent and causal)()
+                 scheduled=scheduled and persistent and causal and window is None, window=window)()
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,

@@ -209,6 +209,7 @@ class _Plan:
         for t in rec.persistent:
             slots.setdefault(id(t), ("const", t))
         from triton.tools.tensor_descriptor import TensorDescriptor
+        gluon_desc = _gluon_descriptor_class()
 
         def classify(x):
             if isinstance(x, torch.Tensor):
@@ -218,10 +219,17 @@ class _Plan:
                 if base is None:
                     return ("bad",)
                 return ("desc", base, list(x.shape), list(x.strides), list(x.block_shape))
+            if gluon_desc is not None and type(x) is gluon_desc and x.padding == "zero":
+                # (session 25) Gluon's descriptor (the Gluon kernels' routes): rebuilt with
+                # its shared layout, which the plan's key fixes (dtype, tile)
+                base = slots.get(id(x.base))
+                if base is None:
+                    return ("bad",)
+                return ("desc", base, list(x.shape), list(x.strides), list(x.block_shape), x.layout)
             if isinstance(getattr(x, "base", None), torch.Tensor):
-                # a descriptor type the replay cannot rebind (Gluon's TensorDescriptor, not
-                # triton.tools'): as a constant it would replay the first call's pointers
-                # (session 23; tests/test_plans.py::test_regression_foreign_descriptor_unreplayable)
+                # a descriptor type the replay cannot rebind: as a constant it would replay
+                # the first call's pointers (session 23;
+                # tests/test_plans.py::test_regression_foreign_descriptor_unreplayable)
                 return ("bad",)
             return ("const", x)
 
@@ -295,9 +303,23 @@ def _resolve(c, inputs, allocs):
     if tag == "alloc":
         return allocs[c[1]]
     if tag == "desc":
+        if len(c) > 5:          # Gluon's, with its layout
+            return _gluon_descriptor_class()(_resolve(c[1], inputs, allocs), c[2], c[3], c[4], c[5])
         from triton.tools.tensor_descriptor import TensorDescriptor
         return TensorDescriptor(_resolve(c[1], inputs, allocs), c[2], c[3], c[4])
     return c[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _gluon_descriptor_class():
+    """triton.experimental.gluon's Hopper TensorDescriptor class, None where this Triton
+    has none. (A direct replay expands either class alike: make_tensordesc_arg reads base,
+    shape, strides and padding; the layout's swizzle comes from the compiled kernel.)"""
+    try:
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    except ImportError:
+        return None
+    return TensorDescriptor
 
 
 class _Launch:

@@ -94,6 +94,29 @@ GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 16384}
 # 432 / 407: the static deal evens the SMs' loads worse than the hardware's block
 # scheduler does one block a CTA. Causal stays one block a CTA.
 GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
+# Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
+# Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
+# Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
+# kernel-only TFLOP/s of the band's FLOPs, two rounds, bench/gpu/s25_gluon_window_ab.py
+# ab, s25/call1): 4k 412 / 400 against the library's fwd_ws.py 373 / 363, 16k 422 / 415
+# against 377 / 332 (PERSISTENT 411 / 397 and 429 / 419: level, not taken); outputs
+# within the f64 criterion, the PERSISTENT one bitwise the one-block one. Eager (16k,
+# B = 1, do_bench, bench/gpu/s25_route_probe.py, s25/call7): 304 us a call against
+# fwd_ws.py's 353 once launch plans replay the Gluon launch (call 6, unreplayable: 595 us,
+# 494 us of host time a call). D = 64 and shorter N not measured: not taken.
+GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
+# The fused Gluon backward (kernels/bwd_gluon_fused.py: dK, dV and dQ in one kernel, dQ
+# reduce-added in fp32 by TMA, so dq's last bits vary run to run): calls with
+# deterministic=False (flash-attn's default) take it from this min(Nq, Nk), per kind and
+# BLOCK_D. Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16 (D = 128) / 32 (D = 64),
+# whole backward incl. the delta preprocess against flash_attn_func's backward as routed
+# before, best of two rounds, bench/gpu/s25_gluon_fused_ab.py quick / shapes, s25/call1
+# and call3): D = 128 non-causal 1.08 / 1.09 / 1.12 / 1.16 / 1.15x at 1k / 2k / 4k / 8k /
+# 16k (515 TFLOP/s at 16k), 512 0.96x (not taken); causal 1.37 / 1.26 / 1.21 / 1.29 / 1.23x
+# at 1k..16k; D = 64 non-causal 0.97 / 1.00 / 1.03 / 1.02x at 2k / 4k / 8k / 16k, causal
+# 1.30 / 1.34 / 1.19 / 1.14x at 1k / 2k / 4k / 16k (call 6). Every case within the f64
+# criterion; cuDNN's backward 1.01-1.07x faster than it (D = 64 non-causal 1.12x).
+GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 1024, 64: 1024}}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -309,15 +332,67 @@ def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seql
     does not lower the tables' lengths: calls under them (the forced tests of fwd_ws.py)
     keep their kernel, calls over them take this one as without the flag."""
     causal = params.window_right == 0 and params.window_left < 0
+    if not (causal or (params.window_left < 0 and params.window_right < 0)) or bd not in GLUON_TILES:
+        return False
+    block_m, block_n, _ = GLUON_TILES[bd]
     table = GLUON_FWD_CAUSAL_MIN_N if causal else GLUON_FWD_MIN_N
+    if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
+        return False
+    return _warp_spec_switch(q)
+
+
+def _gluon_common(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
+                  table: dict, block_m: int, block_n: int) -> bool:
+    """The Gluon kernels' shared contract: dense, no ALiBi, softcap or dropout, bf16 /
+    fp16, head_dim == BLOCK_D with an entry in table, min(Nq, Nk) >= the entry, Nq and Nk
+    multiples of the tile, q, k, v readable as (B * N, heads * D) rows without a copy;
+    never under the interpreter (Gluon has no interpreted form)."""
     if (bd not in table or q.shape[-1] != bd or is_varlen or interpreting()
             or min(seqlen_q, seqlen_k) < table[bd]):
         return False
-    block_m, block_n, _ = GLUON_TILES[bd]
-    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
-            and (causal or (params.window_left < 0 and params.window_right < 0))
+    return (alibi is None and params.softcap == 0 and params.dropout_p == 0
             and q.dtype in (torch.bfloat16, torch.float16)
-            and seqlen_q % block_m == 0 and seqlen_k % block_n == 0 and all(rows_view_ok(t) for t in (q, k, v))):
+            and seqlen_q % block_m == 0 and seqlen_k % block_n == 0 and all(rows_view_ok(t) for t in (q, k, v)))
+
+
+def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                     seqlen_k: int) -> bool:
+    """Whether a sliding-window forward (params already through _effective_window: a left
+    edge, or a right edge other than the causal 0) takes the Gluon kernel's WINDOW
+    variant (table GLUON_FWD_WINDOW_MIN_N; gluon_fwd's other rules)."""
+    windowed = params.window_left >= 0 or params.window_right > 0
+    if not windowed or q.shape[-1] not in GLUON_TILES:
+        return False
+    block_m, block_n, _ = GLUON_TILES[q.shape[-1]]
+    if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, GLUON_FWD_WINDOW_MIN_N,
+                         block_m, block_n):
+        return False
+    return _warp_spec_switch(q)
+
+
+def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                    seqlen_k: int) -> bool:
+    """Whether the backward takes the fused Gluon kernel (launchers.backward_gluon.
+    fused_into): deterministic=False only (its dq is summed in whatever order the key
+    blocks reach L2), no window but the canonical causal one, table GLUON_BWD_FUSED_MIN_N
+    ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
+    (B, H, Nq), the grid's B * Hk <= 65535 and its int32 index arithmetic; then the
+    switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
+    from .backward_gluon import FUSED_CONFIG
+
+    if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
+        return False
+    causal = params.window_right == 0 and params.window_left < 0
+    if not (causal or (params.window_left < 0 and params.window_right < 0)):
+        return False
+    block_m, block_n, _ = FUSED_CONFIG[q.shape[-1]]
+    table = GLUON_BWD_FUSED_MIN_N["causal" if causal else "plain"]
+    if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
+        return False
+    b, _, h, _ = q.shape
+    hk = k.shape[2]
+    if not (rows_view_ok(dout) and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535
+            and b * h * seqlen_q < 2 ** 31 and (seqlen_k // block_n) * (seqlen_q // block_m) < 2 ** 31):
         return False
     return _warp_spec_switch(q)
 
