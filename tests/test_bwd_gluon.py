@@ -671,3 +671,76 @@ def test_fused_route_rule(monkeypatch):
     assert not rule(q, k, v, dout=q.transpose(1, 2).contiguous().transpose(1, 2))         # dout not packed rows
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
     assert not rule(q, k, v)
+
+
+# ---------------------------------------------------------------------------------------
+# The fp32 dq accumulator's kernels and the fused backward's launch plan (session 25)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [1, 4095, 4096 + 17])
+def test_dq_accum_zero_and_cast(dtype, n):
+    """kernels/dq_accum.py: zero_f32_kernel zeroes every element of a NaN-poisoned fp32
+    buffer (a tail shorter than a block included); cast_kernel writes every element of a
+    poisoned destination, rounded as torch's copy_ (bitwise on the GPU; the interpreter
+    rounds ties up, so there within one unit in the last place)."""
+    from flashtriton.kernels.dq_accum import BLOCK, cast_kernel, zero_f32_kernel
+    import triton
+
+    acc = torch.full((n,), float("nan"), device=DEVICE)
+    zero_f32_kernel[(triton.cdiv(n, BLOCK),)](acc, n, BLOCK=BLOCK)
+    assert torch.equal(acc, torch.zeros_like(acc))
+    src = torch.randn(n, device=DEVICE) * 3
+    dst = torch.full((n,), float("nan"), dtype=dtype, device=DEVICE)
+    cast_kernel[(triton.cdiv(n, BLOCK),)](src, dst, n, BLOCK=BLOCK)
+    want = src.to(dtype)
+    if INTERPRETING:
+        ulp = want.float().abs() * torch.finfo(dtype).eps
+        assert ((dst.float() - want.float()).abs() <= ulp).all()
+    else:
+        assert torch.equal(dst, want)
+
+
+def test_fused_launches_replayable(monkeypatch):
+    """The fused backward's three launches (zero, the Gluon kernel, the cast), recorded as
+    launchers.backward._bwd makes them, build a launch plan (every tensor and descriptor
+    base an input or an allocation of the call), and a replay rebuilds the Gluon
+    descriptors over the next call's tensors. CPU tensors, the Gluon kernel replaced by a
+    recorder (it has no interpreted form); the zero and the cast run under the
+    interpreter. (FUSED_REPLAYABLE decides whether the library lets plans replay it.)"""
+    from flashtriton import memory
+    from flashtriton.launchers import plans
+    from flashtriton.launchers.plans import _gluon_descriptor_class
+
+    if not INTERPRETING:
+        pytest.skip("the CPU form of this test (the Gluon kernel stubbed)")
+    seen = []
+
+    class Stub:
+        """Stands for attn_bwd_fused_gluon_kernel: kernel[grid](*args) records its args."""
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(a)
+    monkeypatch.setattr(backward_gluon, "attn_bwd_fused_gluon_kernel", Stub())
+    monkeypatch.setattr(backward_gluon, "FUSED_REPLAYABLE", True)
+
+    def call(q, k, v, dout, lse):
+        delta = memory.empty(lse.shape, torch.float32, q.device)
+        dq, dk, dv = (memory.empty(t.shape, t.dtype, t.device) for t in (q, k, v))
+        backward_gluon.fused_into(q, k, v, dout, lse, delta, 0.1, False, dq, dk, dv)
+        return dq, dk, dv
+
+    def fresh():
+        q, k, v = rand_qkv(1, 128, 256, 4, 2, 128, torch.bfloat16, "cpu")
+        return q, k, v, torch.randn_like(q), torch.randn(1, 4, 128)
+    first = fresh()
+    key = ("test_fused", 1)
+    plans.run(key, first, lambda: call(*first))
+    assert key in plans._PLANS, "the fused backward's launches did not make a plan"
+    second = fresh()
+    dq, dk, dv = plans.run(key, second, lambda: pytest.fail("replayed calls do not run the launchers"))
+    desc = _gluon_descriptor_class()
+    bases = [a.base for a in seen[-1] if isinstance(a, desc)]
+    assert len(bases) == 7
+    assert bases[0] is second[0] and bases[1] is second[3] and bases[2] is second[1] and bases[3] is second[2]
+    assert bases[4] is dk and bases[5] is dv
+    assert bases[6] is not seen[0][6].base            # dq_accum: allocated again by the replay
+    assert torch.equal(dq, torch.zeros_like(dq))      # zero, (stub), cast: replayed under the interpreter

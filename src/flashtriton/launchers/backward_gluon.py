@@ -40,6 +40,7 @@ TRITON_INTERPRET.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -51,6 +52,8 @@ from . import plans
 from ..kernels.bwd import bwd_preprocess_kernel
 from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
 from ..kernels.bwd_gluon_fused import FUSED_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout, k_layout
+from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
+from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
 from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
@@ -288,11 +291,17 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
 
 def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs) -> None:
     """One fused backward: zero dq_accum, the kernel (dk, dv; dq_accum += scale * dS K),
-    dq = dq_accum cast to q's dtype (the scale is applied in the kernel)."""
-    with torch.cuda.device(dk.device):
-        dq_accum.zero_()
-        attn_bwd_fused_gluon_kernel[grid](*args, **kwargs)
-        dq.copy_(dq_accum)
+    dq = dq_accum cast to q's dtype (the scale is applied in the kernel). All three are
+    launches through plans.launch (kernels/dq_accum.py for the zero and the cast), so a
+    launch plan can record and replay them."""
+    n = dq_accum.numel()
+    small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
+    # (CPU tensors: the interpreted zero and cast of tests/test_bwd_gluon.py, the Gluon
+    # kernel stubbed there)
+    with torch.cuda.device(dk.device) if dk.is_cuda else contextlib.nullcontext():
+        plans.launch(zero_f32_kernel, small, dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
+        plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
+        plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
 
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
@@ -311,7 +320,9 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         dv = memory.empty((b, nk, hk, d), v.dtype, v.device)
     else:
         dq, dk, dv = outs
-    dq_accum = torch.empty((b, nq, h, d), dtype=torch.float32, device=q.device)   # zeroed by every launch
+    # zeroed by every launch; allocated through memory so that a launch plan knows it (a
+    # slot of the plan, allocated again by each replay)
+    dq_accum = memory.empty((b, nq, h, d), torch.float32, q.device)
     klay = k_layout(d)
     q, q_desc = _desc(q, block_m)
     dout, do_desc = _desc(dout, block_m)
@@ -322,8 +333,9 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     assert dk_view is dk and dv_view is dv, "dk / dv must be contiguous buffers"
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    acc2 = dq_accum.view(b * nq, h * d)
-    dq_desc = TensorDescriptor(acc2, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout())
+    # over dq_accum itself (a descriptor reads only its base's address), not a view of it:
+    # a plan rebinds descriptors whose base is an input or an allocation of the call
+    dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout())
     lse = lse.contiguous()
     delta = delta.contiguous()
     grid = (nk // block_n, b * hk)
@@ -334,12 +346,22 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
+# Whether launch plans may replay the fused backward (its zero, kernel and cast all go
+# through plans.launch, its descriptors' bases are inputs or allocations of the call:
+# tests/test_bwd_gluon.py::test_fused_launches_replayable checks the plan on CPU tensors).
+# False until a GPU run compares replayed gradients with fresh ones (bench/NOTES.md,
+# session 25: written after the session's last GPU call); the forward's Gluon route
+# replays since session 25 (verified on the H200).
+FUSED_REPLAYABLE = False
+
+
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
-    call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on, into
-    dq, dk, dv (contiguous, shaped like q, k, v). delta from the library's preprocess. Its
-    Gluon descriptors cannot be rebound by a launch plan: the call is marked unreplayable."""
-    plans.unreplayable()
+    call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on (off
+    under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
+    library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE."""
+    if not FUSED_REPLAYABLE:
+        plans.unreplayable()
     block_m, block_n, stages = FUSED_CONFIG[q.shape[-1]]
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal, causal,
