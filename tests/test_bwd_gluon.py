@@ -174,12 +174,13 @@ def test_strided_inputs_gpu():
 @pytest.mark.gpu
 @hopper
 def test_against_library_backward_gpu():
-    """The library's own forward lse / out and its backward's dk / dv (flash_attn_func):
-    the same criterion, and close to the library's gradients."""
+    """The library's own forward lse / out and its deterministic backward's dk / dv
+    (flash_attn_func; the default would take the fused Gluon kernel): the same criterion,
+    and close to the library's gradients."""
     import flashtriton
 
     q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
-    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True, deterministic=True)
     dout = torch.randn_like(out)
     _, dk_lib, dv_lib = torch.autograd.grad(out, (q, k, v), dout)
     delta = backward_gluon.delta_of(out.detach(), dout)
@@ -396,12 +397,13 @@ def test_fused_strided_inputs_gpu():
 @pytest.mark.gpu
 @hopper
 def test_fused_against_library_backward_gpu():
-    """The library's forward lse / out and its whole backward (flash_attn_func + autograd):
-    the fused dq / dk / dv within 3x the library's own error against float64."""
+    """The library's forward lse / out and its whole deterministic backward (flash_attn_func
+    + autograd, deterministic=True: the default would be this fused kernel itself): the
+    fused dq / dk / dv within 3x the library's own error against float64."""
     import flashtriton
 
     q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 128, torch.bfloat16, "cuda", requires_grad=True)
-    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True, deterministic=True)
     dout = torch.randn_like(out)
     lib = torch.autograd.grad(out, (q, k, v), dout)
     delta = backward_gluon.delta_of(out.detach(), dout)
@@ -668,6 +670,12 @@ def test_fused_route_rule(monkeypatch):
     assert not rule(*rand_qkv(1, 1024, 1024 + 64, 4, 2, 128, torch.bfloat16, "cpu"))      # Nk: BLOCK_N = 128
     assert not rule(q.float(), k.float(), v.float())
     assert not rule(q, k, v, lse=torch.zeros(2, 4, 1024 + 128))                            # lse padded
+    # (review, session 25) lse packed fp32 (delta is written with lse's strides), dout q's dtype
+    assert not rule(q, k, v, lse=torch.zeros(2, 1024, 4).transpose(1, 2))
+    assert not rule(q, k, v, lse=torch.zeros(2, 4, 1024, dtype=torch.float64))
+    assert not rule(q, k, v, dout=q.half())
+    q8, k8, v8 = rand_qkv(1, 8192, 8192, 1, 1, 64, torch.bfloat16, "cpu")
+    assert rule(q8, k8, v8, bd=64)                                                         # D = 64 plain: 8k
     assert not rule(q, k, v, dout=q.transpose(1, 2).contiguous().transpose(1, 2))         # dout not packed rows
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
     assert not rule(q, k, v)

@@ -178,7 +178,8 @@ def test_matches_library_dq_gpu(causal, d, nq, nk):
     dout = torch.randn_like(q)
     scale = d ** -0.5
     qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
-    out, lse, _ = flashtriton.flash_attn_func(qg, kg, vg, causal=causal, return_attn_probs=True)
+    # deterministic=True: the library's dQ kernel (the default takes the fused Gluon backward)
+    out, lse, _ = flashtriton.flash_attn_func(qg, kg, vg, causal=causal, return_attn_probs=True, deterministic=True)
     dq_lib, = torch.autograd.grad(out, (qg,), dout)
     delta = (out.detach().float() * dout.float()).sum(-1).transpose(1, 2).contiguous()
     dq = dq_gluon(q, k, v, dout, lse.detach().contiguous(), delta, scale, causal)

@@ -79,8 +79,8 @@ def test_forward_is_bitwise_reproducible(backend):
 @pytest.mark.parametrize("flag,torch_flag", [(False, False), (True, False), (False, True)])
 def test_deterministic_reaches_the_backend(monkeypatch, flag, torch_flag):
     """deterministic=True, or torch.use_deterministic_algorithms(True), reaches the
-    backend's bwd as AttnParams.deterministic (flash-attn's flag: no backend needs it
-    today, since none uses atomics, but one that did would read it there)."""
+    backend's bwd as AttnParams.deterministic (flash-attn's flag: the Triton backend
+    reads it to keep deterministic calls off the fused Gluon backward, session 25)."""
     from flashtriton import reference_backend
     seen = spy(monkeypatch, reference_backend, "bwd", lambda *a, **k: a[6].deterministic)
     q, k, v = rand_qkv(1, 8, 8, 2, 2, 16, torch.float32, DEVICE, requires_grad=True)

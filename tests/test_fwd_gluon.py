@@ -739,3 +739,29 @@ def test_flash_attn_func_takes_gluon_window_gpu(monkeypatch, window):
     check_attention("triton", *rand_qkv(2, 1024, 1536, 4, 2, 128, torch.bfloat16, "cuda"), window_size=window,
                     check_probs=False)
     assert called == [window], called
+
+
+def test_regression_window_bool_edge_reaches_gluon_as_int(monkeypatch):
+    """Regression (review, session 25): window_size=(True, -1) passes the API's checks
+    (bool is an int) and every other path reads the edge as 1, but the Gluon WINDOW route
+    passed it on as a bool, which forward_gluon.window_args refuses (ValueError on Hopper at
+    D = 128 from 4k). The route now passes ints. CPU: the route forced, fwd_into replaced
+    by a check of its window through window_args."""
+    from flashtriton import flash_attn_func
+    from flashtriton.launchers import forward
+
+    monkeypatch.setattr(forward, "gluon_fwd", lambda *a: False)
+    monkeypatch.setattr(forward, "gluon_fwd_window", lambda *a: True)
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, causal=False, persistent=False, scheduled=False, window=None):
+        got.append(forward_gluon.window_args(window, causal, q.shape[1], k.shape[1]))
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    import flashtriton
+
+    q, k, v = rand_qkv(1, 16, 16, 2, 1, 128, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, window_size=(True, -1))
+    assert got == [(False, True, 1, 32)], got

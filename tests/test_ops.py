@@ -396,7 +396,7 @@ def _capture(fn):
 @pytest.mark.parametrize("b,n,heads,d,causal", [
     (2, 300, (4, 2), 128, True),        # bwd.py, masked tiles, GQA
     (1, 2048, (4, 4), 64, False),       # the whole-call warp-specialized backward
-    (1, 4096, (2, 1), 128, True),       # the split path: warp-specialized bulk, then bwd.py
+    (1, 4096, (2, 1), 128, True),       # the Gluon causal forward; the split path (deterministic) / fused
     (1, 4096, (2, 1), 128, False),      # the Gluon forward (launchers/forward_gluon.py, session 23)
     (1, 8192, (2, 1), 128, True),       # its causal variant
     (2, 113, (2, 2), 256, False),
@@ -405,23 +405,28 @@ def test_forward_backward_in_cuda_graph_gpu(b, n, heads, d, causal):
     """A training step's attention (forward and backward) captured in one CUDA graph, then
     replayed on new inputs copied into the captured ones, gives bitwise what eager calls
     give: nothing in either pass synchronises with the host or allocates outside the
-    capture's pool."""
+    capture's pool. With deterministic=False the D = 128 rows from 1k take the fused Gluon
+    backward (session 25), whose dq is summed in any order: dq within that order there
+    (dk / dv and out bitwise), every gradient bitwise with deterministic=True."""
     q, k, v = rand_qkv(b, n, n, *heads, d, torch.bfloat16, "cuda", requires_grad=True)
     dout = torch.randn_like(q)
+    for deterministic in (True, False):
+        def step():
+            out = flash_attn_func(q, k, v, causal=causal, deterministic=deterministic)
+            return (out, *torch.autograd.grad(out, (q, k, v), dout))
 
-    def step():
-        out = flash_attn_func(q, k, v, causal=causal)
-        return (out, *torch.autograd.grad(out, (q, k, v), dout))
-
-    graph, static = _capture(step)
-    for _ in range(2):
-        with torch.no_grad():
-            for t in (q, k, v, dout):
-                t.copy_(torch.randn_like(t))
-        graph.replay()
-        eager = step()
-        for name, got, want in zip(("out", "dq", "dk", "dv"), static, eager):
-            assert torch.equal(got, want), f"{name}: the replay differs from the eager call"
+        graph, static = _capture(step)
+        for _ in range(2):
+            with torch.no_grad():
+                for t in (q, k, v, dout):
+                    t.copy_(torch.randn_like(t))
+            graph.replay()
+            eager = step()
+            for name, got, want in zip(("out", "dq", "dk", "dv"), static, eager):
+                if name == "dq" and not deterministic:
+                    assert (got.float() - want.float()).abs().max() <= 1e-2 * want.float().abs().max(), name
+                else:
+                    assert torch.equal(got, want), f"{name}: the replay differs from the eager call"
 
 
 @pytest.mark.gpu

@@ -2,8 +2,9 @@
 plus dQ, reduce-added into an fp32 buffer by TMA (the fused backward).
 
 Status (2026-12-01, session 25, Triton 3.6.0): written and compiled offline for sm_90a
-(bench/gluon_bwd_compile.py --fused), non-causal and CAUSAL; never run on a GPU; not
-routed into the library.
+(bench/gluon_bwd_compile.py --fused) in session 24, non-causal and CAUSAL; right on its
+first H200 run (session 25) and routed for deterministic=False calls
+(launchers/policy.gluon_bwd_fused, launchers/backward_gluon.fused_into).
 Host side: launchers/backward_gluon.py (prepare_fused, fused_gluon); GPU tests
 tests/test_bwd_gluon.py (test_fused_*); first GPU run and A/B bench/gpu/s25_gluon_fused_ab.py.
 NON-DETERMINISTIC: dQ is a sum over key blocks of fp32 partial tiles whose order of arrival

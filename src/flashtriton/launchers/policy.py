@@ -13,6 +13,7 @@ from ..kernels import configs
 from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
+from ..kernels.bwd_gluon_fused import FUSED_CONFIG
 from .forward_gluon import rows_view_ok
 from .sharing import gpu_shared
 
@@ -376,10 +377,9 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     fused_into): deterministic=False only (its dq is summed in whatever order the key
     blocks reach L2), no window but the canonical causal one, table GLUON_BWD_FUSED_MIN_N
     ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
-    (B, H, Nq), the grid's B * Hk <= 65535 and its int32 index arithmetic; then the
+    (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
+    index arithmetic; then the
     switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
-    from .backward_gluon import FUSED_CONFIG
-
     if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
     causal = params.window_right == 0 and params.window_left < 0
@@ -391,8 +391,12 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
         return False
     b, _, h, _ = q.shape
     hk = k.shape[2]
-    if not (rows_view_ok(dout) and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535
-            and b * h * seqlen_q < 2 ** 31 and (seqlen_k // block_n) * (seqlen_q // block_m) < 2 ** 31):
+    # (review, session 25) lse packed fp32 (the preprocess writes delta with lse's strides,
+    # the kernel reads both packed), dout of q's dtype
+    if not (rows_view_ok(dout) and dout.dtype == q.dtype and lse.dtype == torch.float32 and lse.is_contiguous()
+            and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535 and b * h * seqlen_q < 2 ** 31
+            and b * max(seqlen_q, seqlen_k) < 2 ** 31
+            and (seqlen_k // block_n) * (seqlen_q // block_m) < 2 ** 31):
         return False
     return _warp_spec_switch(q)
 
