@@ -289,16 +289,23 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     return launch
 
 
-def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs) -> None:
+def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = False) -> None:
     """One fused backward: zero dq_accum, the kernel (dk, dv; dq_accum += scale * dS K),
-    dq = dq_accum cast to q's dtype (the scale is applied in the kernel). All three are
-    launches through plans.launch (kernels/dq_accum.py for the zero and the cast), so a
-    launch plan can record and replay them."""
-    n = dq_accum.numel()
-    small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
+    dq = dq_accum cast to q's dtype (the scale is applied in the kernel). replayable: the
+    zero and the cast are Triton launches through plans.launch (kernels/dq_accum.py), so a
+    launch plan can record and replay all three; else torch's zero_ / copy_ (the form
+    measured and GPU-tested in session 25; the Triton pair has run only under the
+    interpreter and compiled offline for sm_90, until session 26 checks it)."""
     # (CPU tensors: the interpreted zero and cast of tests/test_bwd_gluon.py, the Gluon
     # kernel stubbed there)
     with torch.cuda.device(dk.device) if dk.is_cuda else contextlib.nullcontext():
+        if not replayable:
+            dq_accum.zero_()
+            plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
+            dq.copy_(dq_accum)
+            return
+        n = dq_accum.numel()
+        small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
         plans.launch(zero_f32_kernel, small, dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
         plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
         plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
@@ -366,7 +373,7 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal, causal,
         outs=(dq, dk, dv))
-    _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
+    _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
