@@ -125,6 +125,20 @@ def _check_device(q, what: str = "dkdv_gluon") -> None:
         raise ValueError(f"{what} needs compute capability 9.x (Hopper), {q.device} has {cap}")
 
 
+def _tile_args(q, config: dict, causal, num_stages) -> tuple:
+    """(D, BLOCK_M, BLOCK_N, num_stages) of a prepare_* call from its kernel's config (the
+    head dim's entry; num_stages None: the entry's), after checking causal and num_stages
+    (ValueError naming them). The rest of the inputs are check_inputs'."""
+    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    block_m, block_n, stages = config.get(d, (64, 128, 2))
+    num_stages = stages if num_stages is None else num_stages
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal: expected a bool, got {causal!r}")
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
+        raise ValueError(f"num_stages: expected a positive int or None, got {num_stages!r}")
+    return d, block_m, block_n, num_stages
+
+
 def prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *,
                  num_stages: int | None = None, vec_ptr: bool = True, overlap: bool = False):
     """Checks the call (ValueError, before any launch), allocates dk / dv (B, Nk, Hk, D)
@@ -138,13 +152,7 @@ def prepare_dkdv(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False,
     overlap: the kernel's OVERLAP (non-causal only), each tile's dV / dK wgmmas left in
     flight under the next tile's S^T / dP^T; offline, ptxas serializes the wgmmas at D = 128
     ("insufficient register resources"), so it is meant for D = 64 (A/B)."""
-    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
-    block_m, block_n, stages = DEFAULT_CONFIG.get(d, (64, 128, 2))
-    num_stages = stages if num_stages is None else num_stages
-    if not isinstance(causal, bool):
-        raise ValueError(f"causal: expected a bool, got {causal!r}")
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-        raise ValueError(f"num_stages: expected a positive int or None, got {num_stages!r}")
+    d, block_m, block_n, num_stages = _tile_args(q, DEFAULT_CONFIG, causal, num_stages)
     for name, flag in (("vec_ptr", vec_ptr), ("overlap", overlap)):
         if not isinstance(flag, bool):
             raise ValueError(f"{name}: expected a bool, got {flag!r}")
@@ -253,13 +261,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     tile, so the resident CTAs reduce into different rows of dq_accum; rotate=False for
     the A/B; no effect with causal=True). dq_accum is allocated here once and zeroed by
     every launch (its descriptor is made once)."""
-    d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
-    block_m, block_n, stages = FUSED_CONFIG.get(d, (64, 128, 2))
-    num_stages = stages if num_stages is None else num_stages
-    if not isinstance(causal, bool):
-        raise ValueError(f"causal: expected a bool, got {causal!r}")
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 1:
-        raise ValueError(f"num_stages: expected a positive int or None, got {num_stages!r}")
+    d, block_m, block_n, num_stages = _tile_args(q, FUSED_CONFIG, causal, num_stages)
     if not isinstance(rotate, bool):
         raise ValueError(f"rotate: expected a bool, got {rotate!r}")
     check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
