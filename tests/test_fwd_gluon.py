@@ -745,8 +745,8 @@ def test_regression_window_bool_edge_reaches_gluon_as_int(monkeypatch):
     """Regression (review, session 25): window_size=(True, -1) passes the API's checks
     (bool is an int) and every other path reads the edge as 1, but the Gluon WINDOW route
     passed it on as a bool, which forward_gluon.window_args refuses (ValueError on Hopper at
-    D = 128 from 4k). The route now passes ints. CPU: the route forced, fwd_into replaced
-    by a check of its window through window_args."""
+    D = 128 from 4k). The API now turns the edges into ints for every path. CPU: the route
+    forced, fwd_into replaced by a check of its window through window_args."""
     from flashtriton import flash_attn_func
     from flashtriton.launchers import forward
 

@@ -59,7 +59,9 @@ def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, s
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic: must be a bool, got {type(deterministic).__name__}")
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    window_left, window_right = window_size
+    # ints from here on (validate.options admits bools, as ints: True is an edge of 1; the
+    # ops' schemas and forward_gluon.window_args take ints only; review, session 25)
+    window_left, window_right = int(window_size[0]), int(window_size[1])
     if causal:
         window_right = 0  # flash-attn: causal is a window whose right edge is the diagonal
     rng_state = None

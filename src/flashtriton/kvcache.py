@@ -437,7 +437,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not isinstance(num_splits, int) or isinstance(num_splits, bool) or not 0 <= num_splits <= MAX_SPLITS:
         raise ValueError(f"num_splits: must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
 
-    window_left, window_right = window_size
+    window_left, window_right = int(window_size[0]), int(window_size[1])     # (bools admitted as ints)
     if causal:
         window_right = 0
     # flash-attn: a window at least as long as the cache is no window (this only

@@ -107,7 +107,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         return out, lse
     if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
-                               window=(int(params.window_left), int(params.window_right)))   # (a bool edge: 1)
+                               window=(params.window_left, params.window_right))
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)
