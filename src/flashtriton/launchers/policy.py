@@ -378,8 +378,8 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     blocks reach L2), no window but the canonical causal one, table GLUON_BWD_FUSED_MIN_N
     ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
     (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
-    index arithmetic; then the
-    switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
+    index arithmetic; then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not
+    shared)."""
     if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
     causal = params.window_right == 0 and params.window_left < 0
