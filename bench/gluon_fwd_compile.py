@@ -20,6 +20,15 @@ D = 128 / 64, bf16 / fp16: 0 spills, setmaxnreg 240 / 240 / 24, 224 KB (D = 128)
 DEPBAR.LE 1. The kernel has two more parameters (win_left, win_right; compile_fwd(
 window_params=False) gives the signature before them); the 26 non-window variants above
 compile to the SASS of before (addresses stripped).
+
+DROPOUT (2026-12-01, session 26, offline): the library's dropout mask (kernels/fwd_gluon.py
+DROPOUT), the last 17 rows: 12 warps, setmaxnreg 240 / 240 / 24, shared memory unchanged
+(224 KB at D = 128, 112 KB at D = 64); spills 0 plain (one block, PERSISTENT, BLOCK_N 64,
+PINGPONG, D = 128 / 64), 8 bytes CAUSAL one block, 464 CAUSAL PERSISTENT, 512 SCHEDULED,
+1564 / 2044 WINDOW one block / PERSISTENT at D = 128 (0 at D = 64). Four more kernel
+parameters (RNG, dropout_p, rng_rows, rng_stride; compile_fwd(dropout_params=False) gives
+the signature before them); the 39 variants without DROPOUT compile to the SASS of before
+(addresses stripped).
 """
 from __future__ import annotations
 
@@ -50,7 +59,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
-                window_params=True):
+                window_params=True, dropout=False, dropout_params=True):
     bm, bn, st = DEFAULT_CONFIG[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -59,19 +68,24 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
                **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else "*fp32"} if batch_param else {}),
                **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
+               **({"RNG": "*i64", "dropout_p": "fp32", "rng_rows": "i32", "rng_stride": "i32"}
+                  if dropout_params else {}),
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
                  CAUSAL=causal)
-    if persistent or scheduled or window:
+    if persistent or scheduled or window or dropout:
         sig["PERSISTENT"] = "constexpr"
         const["PERSISTENT"] = bool(persistent)
-    if scheduled or window:
+    if scheduled or window or dropout:
         sig["SCHEDULED"] = "constexpr"
         const["SCHEDULED"] = bool(scheduled)
-    if window:
+    if window or dropout:
         sig["WINDOW"] = "constexpr"
-        const["WINDOW"] = True
+        const["WINDOW"] = bool(window)
+    if dropout:
+        sig["DROPOUT"] = "constexpr"
+        const["DROPOUT"] = True
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
@@ -108,7 +122,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
-    # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW]]]);
+    # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT]]]]);
     # None: DEFAULT_CONFIG's
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
@@ -142,27 +156,47 @@ def main(argv=None):
         (64, "bf16", None, None, False, False, False, True, False, True),
         (64, "fp16", None, None, False, False, False, True, False, True),
         (64, "bf16", None, 4, False, False, False, True, False, True),
+        # DROPOUT (session 26, 2026-12-01): the library's mask, plain / causal / window, one block a
+        # CTA and PERSISTENT; BLOCK_N 64 hashes its in-group column keys per tile
+        (128, "bf16", None, None, False, False, False, False, False, False, True),
+        (128, "fp16", None, None, False, False, False, False, False, False, True),
+        (128, "bf16", None, None, False, True, False, False, False, False, True),
+        (128, "bf16", None, None, True, False, False, False, False, False, True),
+        (128, "bf16", 64, 4, False, False, False, False, False, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, False, True),
+        (128, "fp16", None, None, False, False, False, True, False, False, True),
+        (128, "bf16", None, None, False, False, True, False, False, False, True),
+        (128, "fp16", None, None, False, False, True, False, False, False, True),
+        (128, "bf16", None, None, False, False, True, True, False, False, True),
+        (128, "bf16", None, None, False, False, True, True, True, False, True),
+        (128, "bf16", None, None, False, False, False, False, False, True, True),
+        (128, "bf16", None, None, False, False, False, True, False, True, True),
+        (64, "bf16", None, None, False, False, False, False, False, False, True),
+        (64, "fp16", None, None, False, False, False, True, False, False, True),
+        (64, "bf16", None, None, False, False, True, False, False, False, True),
+        (64, "bf16", None, None, False, False, False, False, False, True, True),
     ]
-    print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | warps | regs (kernel) | "
-          "setmaxnreg | "
+    print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
+          "regs (kernel) | setmaxnreg | "
           "spill B | smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG |")
-    print("|" + "---|" * 19)
+    print("|" + "---|" * 20)
     for d, dt, bn, st, pp, neg, causal, *rest in variants:
         pers = bool(rest and rest[0])
         sched = bool(len(rest) > 1 and rest[1])
         win = bool(len(rest) > 2 and rest[2])
+        drop = bool(len(rest) > 3 and rest[3])
         bm, bn0, st0 = DEFAULT_CONFIG[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win)
+                            window=win, dropout=drop)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {type(exc).__name__}: "
+            print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {win} | "
+        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {win} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | {r['depbar1']} | "
@@ -171,7 +205,7 @@ def main(argv=None):
             os.makedirs(args.dump, exist_ok=True)
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
-                    f"{'_window' if win else ''}")
+                    f"{'_window' if win else ''}{'_dropout' if drop else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

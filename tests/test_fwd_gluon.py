@@ -4,7 +4,9 @@ D = 64 from 4k there (persistent), and causal D = 128 from 4k and D = 64 from 16
 launchers.policy.gluon_fwd, GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT). Its kernel needs a Hopper GPU: Gluon kernels do not run
 under the Triton interpreter (gluon.jit makes no interpreted function; a launch looks
 for a GPU driver), so the numeric tests are GPU-only (sm_90). The launcher's validation
-and the routing rule need no GPU and run everywhere.
+and the routing rule need no GPU and run everywhere; so does the DROPOUT variant's mask
+arithmetic (its own functions under the interpreter against the library's mask kernel and
+a numpy model, bitwise: test_dropout_mask_arithmetic_matches_library).
 
 Criterion (tests/helpers.py): error against float64 at most 2x PyTorch's same-dtype
 error, outputs poisoned (NaN) before the call by the autouse fixture (memory.empty).
@@ -765,3 +767,390 @@ def test_regression_window_bool_edge_reaches_gluon_as_int(monkeypatch):
     with flashtriton.use_backend("triton"):
         flash_attn_func(q, k, v, window_size=(True, -1))
     assert got == [(False, True, 1, 32)], got
+
+
+# ---------------------------------------------------------------------------------------
+# DROPOUT (session 26, written offline): the library's mask, bitwise. The Gluon kernel
+# cannot run here, so its mask arithmetic is checked through the very functions its
+# consumers call: kernels/fwd_gluon.py dropout_block_row_keys / dropout_tile_scale (triton.jit,
+# generated with Gluon's semantic inside the kernel) and kernels/common.py's hashes, run
+# here in a probe kernel that takes one warpgroup's rows and one key tile per program as
+# _dropout_setup / _dropout_tile do, against launchers.forward.dropout_mask (the S_dmask
+# kernel, kernels/common.py dropout_keep: the definition) and against a numpy model.
+# ---------------------------------------------------------------------------------------
+import numpy as np  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from flashtriton.kernels.common import (DROPOUT_GROUP, dropout_col_seeds, dropout_in_group_key,  # noqa: E402
+                                        dropout_threshold)
+from helpers import RNG_HIGH, dropout_rng  # noqa: E402
+
+
+@triton.jit
+def _gluon_dropout_probe(OUT, RNG, nheads, seqlen_q, seqlen_k, dropout_p, rng_rows, rng_stride,
+                         HALF_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr):
+    """Grid (B * H, Nq / HALF_M, Nk / BLOCK_N): program (bh, m, n) writes the keep scale of
+    one warpgroup's HALF_M rows x one key tile into OUT (B, H, Nq, Nk) fp32, with the Gluon
+    consumer's arguments: q_row = b * Nq + the warpgroup's first row, q_col = h * HEAD_DIM,
+    start_n = the tile's first key (key0_g + g * BLOCK_N in the kernel)."""
+    pid_bh = tl.program_id(0)
+    b = pid_bh // nheads
+    h = pid_bh % nheads
+    q_row = b * seqlen_q + tl.program_id(1) * HALF_M
+    q_col = h * HEAD_DIM
+    start_n = tl.program_id(2) * BLOCK_N
+    seed = tl.load(RNG)
+    rng_offset = tl.load(RNG + 1)
+    # _dropout_setup
+    rows = tl.arange(0, HALF_M)
+    rk = fwd_gluon.dropout_block_row_keys(seed, rng_offset, q_col // HEAD_DIM, q_row, rows, rng_rows, rng_stride)
+    cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+    threshold = dropout_threshold(dropout_p)
+    # _dropout_tile: the in-group keys of the tile's columns (hashed once a program in the
+    # kernel when BLOCK_N == DROPOUT_GROUP, at columns 0..BLOCK_N: the same values)
+    cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
+    keep = fwd_gluon.dropout_tile_scale(rk, cb, cs_group, cs_mult, start_n, threshold)
+    offs_m = tl.program_id(1) * HALF_M + rows
+    offs_n = start_n + tl.arange(0, BLOCK_N)
+    tl.store(OUT + pid_bh.to(tl.int64) * seqlen_q * seqlen_k + offs_m[:, None] * seqlen_k + offs_n[None, :], keep)
+
+
+def gluon_probe_mask(b, h, nq, nk, p, rng, half_m=64, block_n=128, head_dim=128):
+    out = torch.full((b, h, nq, nk), -1.0, dtype=torch.float32, device=rng.device)
+    _gluon_dropout_probe[(b * h, nq // half_m, nk // block_n)](
+        out, rng, h, nq, nk, p, b * nq, nk, HALF_M=half_m, BLOCK_N=block_n, HEAD_DIM=head_dim)
+    return out
+
+
+def library_mask(b, h, nq, nk, p, rng):
+    from flashtriton.launchers import forward
+    q = torch.empty((b, nq, h, 64), dtype=torch.bfloat16, device=rng.device)
+    k = torch.empty((b, nk, h, 64), dtype=torch.bfloat16, device=rng.device)
+    return forward.dropout_mask(q, k, common.AttnParams(0.1, dropout_p=p), rng)
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _np_fmix32(x):
+    x = x.astype(np.uint32)
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x85EBCA6B)
+    x = x ^ (x >> np.uint32(13))
+    x = x * np.uint32(0xC2B2AE35)
+    return x ^ (x >> np.uint32(16))
+
+
+def numpy_mask(b, h, nq, nk, p, seed, offset):
+    """An independent model of the kernel's arithmetic (numpy uint32 / uint64, wrapping):
+    counters offset + (head * B * Nq + batch * Nq + row) * Nk, row keys, group keys and
+    multipliers, in-group keys, the fp32 threshold, the keep test on the top 23 bits, and
+    the keep-scale float trick (common.dropout_keep_scale) evaluated in float32."""
+    with np.errstate(over="ignore"):
+        s_lo = np.uint32(seed & 0xFFFFFFFF)
+        s_hi = np.uint32((seed >> 32) & 0xFFFFFFFF)
+        heads, batches, rows = np.meshgrid(np.arange(h, dtype=np.uint64), np.arange(b, dtype=np.uint64),
+                                           np.arange(nq, dtype=np.uint64), indexing="ij")
+        row_id = np.uint64(offset) + (heads * np.uint64(b * nq) + batches * np.uint64(nq) + rows) * np.uint64(nk)
+        r_lo = (row_id & _M32).astype(np.uint32)
+        r_hi = (row_id >> np.uint64(32)).astype(np.uint32)
+        rk = _np_fmix32(_np_fmix32(r_lo ^ s_lo) ^ r_hi ^ s_hi).transpose(1, 0, 2)     # (B, H, Nq)
+        cs_in, cs_group, cs_mult = (_np_fmix32(np.array([s_hi ^ np.uint32(c)]))[0]
+                                    for c in (0x5BD1E995, 0x27D4EB2F, 0x1B873593))
+        col = np.arange(nk, dtype=np.uint32)
+        group = col // np.uint32(128)
+        ck = _np_fmix32((col % np.uint32(128)) ^ cs_in) ^ _np_fmix32(group ^ cs_group)
+        mk = _np_fmix32(group ^ cs_mult) | np.uint32(1)
+        x = (rk[..., None] ^ ck) * mk                                                   # (B, H, Nq, Nk)
+        thr = np.uint32(min(np.float32(p) * np.float32(4294967296.0), np.float32(4294967040.0)))
+        keep = (x >> np.uint32(9)) >= (thr >> np.uint32(9))
+        u = ((x >> np.uint32(9)) | np.uint32(0x3F800000)).view(np.float32)
+        c = np.array([(thr >> np.uint32(9)) | np.uint32(0x3F800000)], dtype=np.uint32).view(np.float32)[0]
+        c = np.float32(c * np.float32(8388608.0) - np.float32(1.0))
+        scale = np.clip(u * np.float32(8388608.0) - c, np.float32(0), np.float32(1))
+    assert np.array_equal(scale, keep.astype(np.float32)), "the keep-scale trick is not the keep test"
+    return torch.from_numpy(keep)
+
+
+@pytest.mark.parametrize("b, h, nq, nk, block_n", [(2, 3, 128, 384, 128), (1, 2, 256, 128, 128),
+                                                   (2, 2, 128, 256, 64)])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.93])
+@pytest.mark.parametrize("rng_kind", ["api", "large"])
+def test_dropout_mask_arithmetic_matches_library(b, h, nq, nk, block_n, p, rng_kind):
+    """The Gluon kernel's dropout arithmetic (dropout_block_row_keys, dropout_tile_scale and
+    the common.py hashes, with its per-warpgroup / per-tile arguments) gives the library's
+    keep mask bitwise: against launchers.forward.dropout_mask (S_dmask's kernel, i.e.
+    common.dropout_keep, which fwd_ws.py, fwd.py and the backward's key table agree with)
+    and against a numpy model, over every (batch, head, row, column) of several shapes
+    (Nq != Nk, several column groups, BLOCK_N 64: the per-tile in-group hash), three p and
+    two rng states (the API's draw, and seed / offset with high words set, so the 64-bit
+    counter and both seed words matter)."""
+    if rng_kind == "api":
+        rng = dropout_rng(7, DEVICE)
+    else:
+        rng = torch.tensor([RNG_HIGH - 12345, (1 << 40) + 977], dtype=torch.int64, device=DEVICE)
+    ours = gluon_probe_mask(b, h, nq, nk, p, rng, block_n=block_n)
+    assert ((ours == 0) | (ours == 1)).all(), "keep scale not exactly 0 / 1 (or unwritten)"
+    lib = library_mask(b, h, nq, nk, p, rng)
+    assert torch.equal(ours.bool().cpu(), lib.cpu())
+    seed, offset = (int(x) for x in rng.cpu())
+    assert torch.equal(numpy_mask(b, h, nq, nk, p, seed, offset), lib.cpu())
+    rate = 1 - lib.float().mean().item()
+    assert abs(rate - p) < 0.05, rate
+
+
+def test_dropout_numpy_model_counter_layout():
+    """The numpy model's counter layout is the one the key table of the backward uses
+    (kernels/dropout_keys.py: rk of (head, row) at rng_offset + (head * rng_rows + row) *
+    rng_stride): one rk entry checked against a from-scratch row hash."""
+    from flashtriton.launchers.common import _dropout_keys
+    b, h, nq, nk = 2, 3, 128, 256
+    rng = torch.tensor([RNG_HIGH - 5, (1 << 33) + 3], dtype=torch.int64, device=DEVICE)
+    keys = _dropout_keys(rng, h, b * nq, nk).cpu().numpy().view(np.uint32)
+    seed, offset = (int(x) for x in rng.cpu())
+    with np.errstate(over="ignore"):
+        s_lo, s_hi = np.uint32(seed & 0xFFFFFFFF), np.uint32(seed >> 32)
+        for head, row in ((0, 0), (2, b * nq - 1), (1, 77)):
+            rid = (offset + (head * b * nq + row) * nk) % (1 << 64)
+            rk = _np_fmix32(_np_fmix32(np.array([np.uint32(rid & 0xFFFFFFFF) ^ s_lo])) ^ np.uint32(rid >> 32) ^ s_hi)
+            assert keys[nk + head * b * nq + row] == rk[0]
+
+
+@pytest.mark.parametrize("p", [-0.1, 1.0, 1.5, math.nan, "0.1", True, None])
+def test_rejects_dropout_p(p):
+    rng = dropout_rng(0, DEVICE)
+    with pytest.raises(ValueError, match=r"^dropout_p: expected a number in \[0, 1\)"):
+        attention_fwd_gluon(*qkv(), 0.1, dropout_p=p, rng=rng)
+
+
+def test_rejects_dropout_rng():
+    with pytest.raises(ValueError, match=r"^rng: dropout_p > 0 needs the \(seed, offset\) int64 tensor"):
+        attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1)
+    for bad in (torch.zeros(2, dtype=torch.int32), torch.zeros(3, dtype=torch.int64),
+                torch.zeros(4, dtype=torch.int64)[::2]):
+        with pytest.raises(ValueError, match=r"^rng: expected a contiguous int64 tensor of 2 elements"):
+            attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1, rng=bad.to(DEVICE))
+    with pytest.raises(ValueError, match=r"^rng: only with dropout_p > 0"):
+        attention_fwd_gluon(*qkv(), 0.1, rng=dropout_rng(0, DEVICE))
+    if HAS_CUDA:
+        q, k, v = (t.cuda() for t in qkv())
+        with pytest.raises(ValueError, match=r"^rng: on cpu"):
+            attention_fwd_gluon(q, k, v, 0.1, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64))
+
+
+@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
+def test_valid_dropout_reaches_the_device_check():
+    """Valid dropout arguments pass the checks (the call gets as far as the device check)."""
+    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+        attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1, rng=dropout_rng(0, DEVICE), causal=True)
+
+
+def test_gluon_dropout_route_rule(monkeypatch):
+    """Dropout forwards take the Gluon DROPOUT variant only where GLUON_FWD_DROPOUT_MIN_N
+    has an entry for their kind: EMPTY (not routed until the GPU A/B); patched, the
+    plain / causal / window kinds separately, under the Gluon kernels' other rules."""
+    assert policy.GLUON_FWD_DROPOUT_MIN_N == {}
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    plain = common.AttnParams(0.1, dropout_p=0.1)
+    causal = common.AttnParams(0.1, window_right=0, dropout_p=0.1)
+    window = common.AttnParams(0.1, window_left=256, window_right=0, dropout_p=0.1)
+
+    def rule(q, k, v, params=plain, alibi=None, varlen=False, bd=128):
+        return policy.gluon_fwd_dropout(q, k, v, params, alibi, varlen, bd, q.shape[1], k.shape[1])
+
+    q, k, v = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
+    assert not any(rule(q, k, v, p) for p in (plain, causal, window))               # the empty table
+    monkeypatch.setitem(policy.GLUON_FWD_DROPOUT_MIN_N, "plain", {128: 1024})
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert rule(*rand_qkv(2, 1024, 1152, 4, 2, 128, torch.bfloat16, "cpu"))           # GQA, Nq != Nk
+    assert not rule(q, k, v, causal) and not rule(q, k, v, window)
+    assert not rule(q, k, v, common.AttnParams(0.1))                                  # no dropout: gluon_fwd's
+    assert not rule(q, k, v, common.AttnParams(0.1, dropout_p=1.0))
+    assert not rule(q, k, v, common.AttnParams(0.1, softcap=3.0, dropout_p=0.1))
+    assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
+    assert not rule(*rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, "cpu"))          # too short
+    assert not rule(*rand_qkv(1, 1024 + 64, 1024, 2, 1, 128, torch.bfloat16, "cpu"))  # Nq not a tile multiple
+    assert not rule(q.float(), k.float(), v.float())
+    assert not rule(*rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)  # no D = 64 entry
+    monkeypatch.setitem(policy.GLUON_FWD_DROPOUT_MIN_N, "causal", {128: 1024})
+    monkeypatch.setitem(policy.GLUON_FWD_DROPOUT_MIN_N, "window", {128: 1024})
+    assert rule(q, k, v, causal) and rule(q, k, v, window)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
+    assert not rule(q, k, v)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    monkeypatch.setattr(policy, "interpreting", lambda: True)
+    assert not rule(q, k, v)
+
+
+@pytest.mark.parametrize("causal, window_size, expect", [
+    (False, (-1, -1), dict(causal=False, window=None, persistent=True)),
+    (True, (-1, -1), dict(causal=True, window=None, persistent=False)),
+    (False, (256, 0), dict(causal=False, window=(256, 0), persistent=False)),
+    (True, (256, -1), dict(causal=False, window=(256, 0), persistent=False)),
+])
+def test_dropout_route_passes_rng(monkeypatch, causal, window_size, expect):
+    """launchers.forward routes a dropout call that gluon_fwd_dropout accepts to fwd_into
+    with the call's rng (the API's draw: the same state S_dmask and the backward use),
+    dropout_p, the kernel kind (the canonical causal as causal=True, other windows as
+    window=) and PERSISTENT as the no-dropout rule has it. CPU: the rule forced, fwd_into
+    replaced by a recorder."""
+    from flashtriton import flash_attn_func
+    from flashtriton.launchers import forward
+    import flashtriton
+
+    monkeypatch.setattr(forward, "gluon_fwd", lambda *a: False)
+    monkeypatch.setattr(forward, "gluon_fwd_dropout", lambda *a: True)
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, causal=False, persistent=False, scheduled=False, window=None,
+                      dropout_p=0.0, rng=None):
+        got.append(dict(causal=causal, window=window, persistent=persistent, dropout_p=dropout_p, rng=rng.clone()))
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
+    torch.manual_seed(3)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, dropout_p=0.2, causal=causal, window_size=window_size)
+    assert len(got) == 1, got
+    call = got[0]
+    assert {n: call[n] for n in expect} == expect, call
+    assert call["dropout_p"] == 0.2 and torch.equal(call["rng"].cpu(), dropout_rng(3, DEVICE).cpu())
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper): DROPOUT numerics (session 26: written offline, first run by the next GPU
+# session; bench/gpu/s26_gluon_dropout_fwd_ab.py smoke first)
+# ---------------------------------------------------------------------------------------
+def decode_mask_gpu(b, nq, nk, h, hk, d, p, rng, causal=False, window=None, **kw):
+    """The Gluon kernel's keep mask read back from its output: q = 0 (every visible key
+    weighs 1), v[j] = 2^(j // d) e_(j % d) (fp16: exact), so out[i, c] * l_i (1 - p) =
+    sum over the keys j = c (mod d) of keep[i, j] 2^(j // d), l_i the row's visible keys.
+    Returns keep (B, H, Nq, Nk) bool (False where hidden) and the visibility mask."""
+    assert nk // d <= 4, "at most 4 keys a column (values < 16 stay exact in fp16)"
+    q = torch.zeros((b, nq, h, d), dtype=torch.float16, device="cuda")
+    k = torch.randn((b, nk, hk, d), dtype=torch.float16, device="cuda")
+    j = torch.arange(nk, device="cuda")
+    v1 = torch.zeros((nk, d), dtype=torch.float16, device="cuda")
+    v1[j, j % d] = (2.0 ** (j // d)).half()
+    v = v1[None, :, None, :].expand(b, nk, hk, d).contiguous()
+    o, lse = attention_fwd_gluon(q, k, v, 0.1, causal=causal, window=window, dropout_p=p, rng=rng, **kw)
+    left, right = window if window is not None else (-1, -1)
+    right = 0 if causal else right
+    i = torch.arange(nq, device="cuda")[:, None]
+    diag = i + nk - nq
+    vis = torch.ones((nq, nk), dtype=torch.bool, device="cuda")
+    if right >= 0:
+        vis &= j[None, :] <= diag + right
+    if left >= 0:
+        vis &= j[None, :] >= diag - left
+    count = vis.sum(1).float()                                                   # (Nq,)
+    vals = torch.round(o.float().permute(0, 2, 1, 3) * (count * (1.0 - p))[None, None, :, None]).to(torch.int64)
+    bits = (vals[..., None] >> torch.arange(nk // d, device="cuda")) & 1          # (B, H, Nq, d, groups)
+    keep = bits.permute(0, 1, 2, 4, 3).reshape(b, h, nq, nk).bool()
+    return keep & vis, vis
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("causal, window", [(False, None), (True, None), (False, (100, 30))])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(2, 256, 256, 4, 4), (1, 128, 256, 6, 2), (2, 256, 128, 3, 1)])
+def test_dropout_mask_bitwise_gpu(persistent, causal, window, d, b, nq, nk, h, hk):
+    """The Gluon DROPOUT forward drops exactly the library's mask (launchers.forward.
+    dropout_mask, S_dmask's) at every visible (batch, head, row, key): decoded from its
+    output (decode_mask_gpu), GQA, Nq != Nk, causal, a window, PERSISTENT with 3 CTAs."""
+    rng = torch.tensor([RNG_HIGH - 99, (1 << 35) + 5], dtype=torch.int64, device="cuda")
+    kw = dict(persistent=True, num_programs=3) if persistent else {}
+    keep, vis = decode_mask_gpu(b, nq, nk, h, hk, d, 0.3, rng, causal=causal, window=window, **kw)
+    lib = library_mask(b, h, nq, nk, 0.3, rng)
+    assert torch.equal(keep, lib & vis)
+
+
+def check_dropout_gpu(q, k, v, p, seed, causal=False, window=None, **kw):
+    """The Gluon DROPOUT forward against the float64 reference with the library's mask for
+    rng = dropout_rng(seed) (the API's draw) and against the library's own dropout forward
+    (launchers.forward.fwd: fwd_ws.py unmasked, fwd.py masked) for the same rng: lse within
+    the criterion of each other's reference, out within the float64 criterion."""
+    from flashtriton.launchers import forward
+    scale = q.shape[-1] ** -0.5
+    rng = dropout_rng(seed, q.device)
+    o, lse = attention_fwd_gluon(q, k, v, scale, causal=causal, window=window, dropout_p=p, rng=rng, **kw)
+    left, right = window if window is not None else (-1, -1)
+    right = 0 if causal else right
+    params = common.AttnParams(scale, window_left=left, window_right=right, dropout_p=p)
+    keep = forward.dropout_mask(q, k, params, rng)
+    truth, lowp = reference_pair(q, k, v, softmax_scale=scale, window_left=left, window_right=right, dropout_p=p,
+                                 dropout_mask=keep)
+    assert torch.isfinite(o).all() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) or non-finite output"
+    assert_close("out", o, truth["out"], lowp["out"], 2, q.dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, q.dtype)
+    o_lib, lse_lib = forward.fwd(q, k, v, params, rng=rng)
+    assert_close("out (library)", o_lib, truth["out"], lowp["out"], 2, q.dtype)
+    fin = torch.isfinite(truth["lse"])
+    assert torch.equal(torch.isposinf(lse), torch.isposinf(lse_lib))
+    assert (lse[fin] - lse_lib[fin]).abs().max().item() <= 1e-4 * (1 + lse_lib[fin].abs().max().item())
+    return o, lse
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(2, 1024, 1024, 4, 4), (1, 512, 1536, 8, 2), (2, 1024, 256, 4, 2)])
+def test_dropout_matches_reference_gpu(dtype, d, causal, b, nq, nk, h, hk):
+    check_dropout_gpu(*rand_qkv(b, nq, nk, h, hk, d, dtype, "cuda"), 0.1, seed=11, causal=causal)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [dict(persistent=True, num_programs=7), dict(block_n=64, num_stages=4),
+                                 dict(pingpong=True)])
+def test_dropout_configs_gpu(causal, cfg):
+    """PERSISTENT (7 CTAs: the ring and the per-block dropout setup across blocks), BLOCK_N 64
+    (the in-group keys hashed per tile), PINGPONG."""
+    check_dropout_gpu(*rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cuda"), 0.17, seed=5, causal=causal,
+                      **cfg)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("window", [(256, 0), (100, 30)])
+def test_dropout_window_gpu(window):
+    check_dropout_gpu(*rand_qkv(1, 1024, 1024, 4, 2, 128, torch.bfloat16, "cuda"), 0.1, seed=2, window=window)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_dropout_persistent_bitwise_and_repeatable_gpu(causal):
+    """PERSISTENT (few CTAs) gives the one-block result bitwise; a repeated launch too."""
+    q, k, v = rand_qkv(2, 2048, 2048, 4, 2, 128, torch.bfloat16, "cuda")
+    rng = dropout_rng(4, "cuda")
+    o1, lse1 = attention_fwd_gluon(q, k, v, 0.088, causal=causal, dropout_p=0.1, rng=rng)
+    o2, lse2 = attention_fwd_gluon(q, k, v, 0.088, causal=causal, dropout_p=0.1, rng=rng, persistent=True,
+                                   num_programs=5)
+    o3, lse3 = attention_fwd_gluon(q, k, v, 0.088, causal=causal, dropout_p=0.1, rng=rng)
+    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
+    assert torch.equal(o1, o3) and torch.equal(lse1, lse3)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [128, 64])
+def test_flash_attn_func_takes_gluon_dropout_gpu(monkeypatch, causal, d):
+    """flash_attn_func(dropout_p=0.1) with GLUON_FWD_DROPOUT_MIN_N patched to route runs the
+    Gluon DROPOUT kernel, and its out, lse, S_dmask (sign = the keep mask) and the
+    library's backward (which regenerates the mask from the same keys) pass the reference
+    criterion with the library's mask."""
+    monkeypatch.setitem(policy.GLUON_FWD_DROPOUT_MIN_N, "causal" if causal else "plain", {d: 512})
+    called = spy(monkeypatch, forward_gluon, "fwd_into", record=lambda *a, **kw: kw.get("dropout_p"))
+    check_attention("triton", *rand_qkv(2, 1024, 1024, 4, 2, d, torch.bfloat16, "cuda"), causal=causal,
+                    dropout_p=0.1, seed=9)
+    assert called == [0.1], called

@@ -16,7 +16,7 @@ Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specializa
 with their own warp and register counts, TMA, mbarriers, asynchronous wgmma and the
 waits on it, and explicit register layouts.
 
-Scope (the launcher checks it): forward only, no dropout / ALiBi / softcap; no mask,
+Scope (the launcher checks it): forward only, no ALiBi / softcap (dropout: DROPOUT below); no mask,
 (CAUSAL) the library's bottom-right causal one or (WINDOW) a sliding window; dense q
 (B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128},
 Nq % BLOCK_M == 0 and Nk % BLOCK_N == 0. Output o like q, and lse (B, H, Nq) fp32, the natural-log logsumexp
@@ -131,6 +131,40 @@ WINDOW (session 25, 2026-12-01, offline only; not routed; bench/gpu/s25_gluon_wi
   unchanged (all 26 non-window variants of bench/gluon_fwd_compile.py's table compared
   with the source before, addresses stripped).
 
+DROPOUT (session 26, 2026-12-01, offline only; not routed: launchers.policy.gluon_fwd_dropout,
+  GLUON_FWD_DROPOUT_MIN_N empty until bench/gpu/s26_gluon_dropout_fwd_ab.py has run):
+  dropout with EXACTLY the library's mask (kernels/common.py dropout_keep: what fwd_ws.py
+  and fwd.py drop, what the backward regenerates from its key table and what
+  return_attn_probs' S_dmask shows), with any of the variants above. Arguments RNG (the
+  call's int64 (seed, offset) on the device), dropout_p (fp32), rng_rows = B * Nq and
+  rng_stride = Nk (launchers/forward.py's counter layout: row (b, h, i) has the counter
+  rng_offset + (h * B * Nq + b * Nq + i) * Nk). Per consumer and block (_dropout_setup):
+  the row keys of its HALF_M rows (kernels/common.py dropout_row_key at those counters,
+  through dropout_block_row_keys: q_row is b * Nq + the block's first row, the head is
+  q_col // HEAD_DIM), the seed's column words, and the BLOCK_N in-group column keys when
+  a tile is a whole DROPOUT_GROUP (128: the default tiles; BLOCK_N 64 hashes its half of
+  the group per tile). Per tile (_dropout_tile, after the softmax step, so l sums the
+  UNdropped P, as fwd_ws.py): the tile's group key folds into the 3-input xor, its odd
+  multiplier is uniform, and per element common.dropout_keep_scale gives 1.0 / 0.0 (SASS:
+  LOP3.LUT 0x96, IMAD, LEA.HI, FFMA.SAT, then the FMUL p * keep: 5 instructions an
+  element); only the P fed to the P V wgmma is dropped, lse is the undropped one, and the
+  epilogue divides O by l * (1 - p) (kept values scale by 1 / (1 - p)). The column index
+  of block tile j is key0 + j * BLOCK_N (key0 = t_lo * BLOCK_N under WINDOW, else 0;
+  in ring terms key0_g + g * BLOCK_N). The two compositions (dropout_block_row_keys,
+  dropout_tile_scale) and every hash are @triton.jit functions (kernels/common.py's own),
+  called from the Gluon consumers: Triton generates a triton.jit callee with the caller's
+  (Gluon) semantic, the index tensors keeping the S tile's slice layouts. So the mask is
+  the library's by construction, and tests/test_fwd_gluon.py runs the same functions
+  under the interpreter against the S_dmask kernel and a numpy model, bitwise. Kernels
+  without DROPOUT get the dropout arguments as the constexpr 0 (no partition captures
+  them): the 39 non-dropout variants of bench/gluon_fwd_compile.py's table compile to the
+  SASS of before (addresses stripped). Offline (same report): 0 spills plain (one block,
+  PERSISTENT, BLOCK_N 64, PINGPONG, D = 128 and 64), CAUSAL one block 8 bytes, CAUSAL
+  PERSISTENT 464 / SCHEDULED 512, WINDOW 1564 (one block) / 2044 (PERSISTENT) at D = 128
+  (0 at D = 64): the 128 in-group keys are 32 registers a thread for the whole block, and
+  the masked variants sat near the 240 budget already (hashing them per tile instead
+  spilled more: 280 / 1940 bytes). Shared memory unchanged.
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -170,16 +204,25 @@ Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_comp
     loops of both consumers (6). `if CAUSAL or WINDOW:` on constexprs folds at compile
     time; a variable bound to a constexpr in one constexpr-if branch and to a tensor in
     the other (wl / wr / wspan, n_left) is fine, the untaken branch is never generated.
+  - A @triton.jit function called from a gluon.jit one compiles (session 26: the library's
+    dropout hashes, tl.* elementwise ops, x[:, None] on slice-layout tensors). Index
+    tensors are made by the Gluon caller (gl.arange with the S tile's slice layouts) and
+    passed in: Gluon's arange needs a layout, tl.arange has none.
   - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
     GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
     drivers ([]). There should only be one.").
 """
 from __future__ import annotations
 
+import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared, mbarrier, tma, warpgroup_mma,
                                                                warpgroup_mma_wait)
+
+from .common import (DROPOUT_GROUP, dropout_col_seeds, dropout_group_key, dropout_group_mult, dropout_in_group_key,
+                     dropout_keep_scale, dropout_row_key, dropout_threshold)
 
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
@@ -288,7 +331,9 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
     1 <= n_left_w <= n_full_w <= n_load always (the consumers' loops rely on it).
     WINDOW: the block's tiles start at key tile t_lo (kv_row includes t_lo * BLOCK_N, and
     diag is relative to that tile's first key); win_left / win_right >= 0 (the launcher
-    passes Nq + Nk for an unbounded side). Without WINDOW n_left_w is the constexpr 1."""
+    passes Nq + Nk for an unbounded side). Without WINDOW n_left_w is the constexpr 1.
+    key0: the key index (within the sequence) of the block's first loaded tile, t_lo *
+    BLOCK_N (WINDOW), the constexpr 0 otherwise: DROPOUT's column keys."""
     HALF_M: gl.constexpr = BLOCK_M // 2
     off_b = pid_bh // nheads
     off_h = pid_bh % nheads
@@ -302,6 +347,7 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
     diag = pid_m * BLOCK_M + seqlen_k - seqlen_q
     n_left0 = ONE
     n_left1 = ONE
+    key0 = ZERO
     if CAUSAL:
         # tiles the block's last row (diag + BLOCK_M - 1) reaches: what the loader loads for
         # both warpgroups; at least 1 (a block none of whose rows sees a key, Nq > Nk, loads
@@ -325,6 +371,7 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
         t_hi = gl.minimum(gl.cdiv(gl.maximum(hi + BLOCK_M, 0), BLOCK_N), n_tiles)
         n_load = gl.maximum(t_hi - t_lo, 1)
         kv_row = kv_row + t_lo * BLOCK_N         # the loader's tile j is key tile t_lo + j
+        key0 = t_lo * BLOCK_N
         diag = hi - t_lo * BLOCK_N               # first row's last visible key, from tile t_lo's first
         # per warpgroup (rows w * HALF_M .. + HALF_M - 1 of the block): a tile is fully
         # visible to all its rows iff its first key >= the last row's lower bound and its
@@ -340,7 +387,7 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
         n_full0 = n_tiles
         n_full1 = n_tiles
     lse_off = pid_bh.to(gl.int64) * seqlen_q + pid_m * BLOCK_M
-    return q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off
+    return q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0
 
 
 @gluon.jit
@@ -372,7 +419,7 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
     for i in range(lo, hi, step):
         pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
-        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win_right, HEAD_DIM, BLOCK_M, BLOCK_N,
             CAUSAL, WINDOW)
         # the block's first min(n_load, NUM_STAGES) K / V tiles first: they wait only for the
@@ -451,14 +498,83 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     return p, m_new, l_i, alpha
 
 
+# ---------------------------------------------------------------------------------------
+# Dropout (DROPOUT): the library's mask, bitwise (kernels/common.py dropout_keep)
+# ---------------------------------------------------------------------------------------
+# The two compositions below are @triton.jit functions on purpose: the Gluon consumers call
+# them (a triton.jit function called from a gluon.jit one is generated with Gluon's
+# semantic, its index tensors carrying the S tile's slice layouts), and tests/
+# test_fwd_gluon.py runs the very same functions under TRITON_INTERPRET against
+# kernels/common.py's dropout_keep (the definition of the mask) and a numpy model. Every
+# hash in them is kernels/common.py's own.
+@triton.jit
+def dropout_block_row_keys(seed, rng_offset, head, row0, rows, rng_rows, rng_stride):
+    """rk of the query rows row0 + rows (rows an int32 index tensor; row0 = b * Nq + the
+    warpgroup's first row of the sequence) of head `head`: row_key(seed, rng_offset +
+    (head * rng_rows + b * Nq + row) * rng_stride), int64, the counter layout of
+    kernels/dropout_keys.py and fwd_ws.py (rng_rows = B * Nq, rng_stride = Nk)."""
+    return dropout_row_key(seed, rng_offset + (head.to(tl.int64) * rng_rows + row0 + rows) * rng_stride)
+
+
+@triton.jit
+def dropout_tile_scale(rk, cb, cs_group, cs_mult, start_n, threshold):
+    """The keep mask (rows, cols) as 1.0 / 0.0 of the key tile starting at key start_n (the
+    tile lies in one DROPOUT_GROUP: start_n a multiple of its width <= DROPOUT_GROUP): rk
+    (rows,) the row keys, cb (cols,) the in-group keys of its columns. The tile's group key
+    folds into the rows (one xor a row), its multiplier is a scalar; per element xor,
+    multiply, shift-or, FFMA.SAT (common.dropout_keep_scale), as fwd_ws.py's
+    common.dropout_tile_keep."""
+    rk_t = rk ^ dropout_group_key(cs_group, start_n)
+    return dropout_keep_scale(rk_t[:, None], cb[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+
+
+@gluon.jit
+def _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col, WG: gl.constexpr, HALF_M: gl.constexpr,
+                   BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, s_layout: gl.constexpr, CB_ONCE: gl.constexpr):
+    """DROPOUT, once a block and warpgroup: (rk, cb, cs_group, cs_mult, threshold). rk
+    (HALF_M,) the row keys of this warpgroup's rows (q_row: the block's first row in the
+    (B * Nq) rows, so b * Nq + its row; head q_col // HEAD_DIM); cb (BLOCK_N,) the in-group
+    column keys when a tile is a whole group (BLOCK_N == DROPOUT_GROUP: the default
+    tiles), else the in-group seed cs_in (the tile's keys hashed per tile)."""
+    seed = gl.load(RNG)
+    rng_offset = gl.load(RNG + 1)
+    rows = gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))
+    rk = dropout_block_row_keys(seed, rng_offset, q_col // HEAD_DIM, q_row + WG * HALF_M, rows, rng_rows, rng_stride)
+    cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
+    if CB_ONCE:
+        cb = dropout_in_group_key(cs_in, gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
+    else:
+        cb = cs_in
+    return rk, cb, cs_group, cs_mult, dropout_threshold(dropout_p)
+
+
+@gluon.jit
+def _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, start_n, s_layout: gl.constexpr, CB_ONCE: gl.constexpr):
+    """p (HALF_M, BLOCK_N) with the dropped elements zeroed: the P fed to the P V wgmma (l
+    keeps the undropped sum; 1 / (1 - p) is applied once, in the epilogue). start_n: the
+    tile's first key index within the sequence."""
+    BLOCK_N: gl.constexpr = p.shape[1]
+    gl.static_assert(BLOCK_N <= DROPOUT_GROUP, "DROPOUT: a key tile must lie in one column group")
+    if CB_ONCE:
+        cb_t = cb
+    else:
+        cb_t = dropout_in_group_key(cb, start_n % DROPOUT_GROUP
+                                    + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
+    return p * dropout_tile_scale(rk, cb_t, cs_group, cs_mult, start_n, threshold)
+
+
 @gluon.jit
 def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16, acc, m_i, l_i, qk_scale,
-                  diag, wspan, WG: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                  diag, wspan, rk, cb, cs_group, cs_mult, threshold, key0_g, WG: gl.constexpr,
+                  BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
-                  s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr):
+                  s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
+                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
-    released, O rescaled. Returns (P_j as the A operand, O, m, l)."""
+    released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
+    (_dropout_tile) after l took its undropped sum; key0_g + j * BLOCK_N is the tile's
+    first key index."""
     dtype: gl.constexpr = q.dtype
     stage = j % NUM_STAGES
     prev = (j - 1) % NUM_STAGES
@@ -475,6 +591,8 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout, WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+    if DROPOUT:
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, key0_g + j * BLOCK_N, s_layout, CB_ONCE)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -485,9 +603,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 @gluon.jit
 def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                  q_row, q_col, lse_off, n_tiles, n_left, n_full, diag, wspan, qk_scale, t0, q_phase,
+                 RNG, dropout_p, rng_rows, rng_stride, key0,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
-                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr):
+                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -507,7 +626,11 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     for the last). Both consumers get the same n_tiles (from the same _tile_coords) and the
     loader loads exactly those n_tiles tiles, so each loaded stage gets its 2 kv_empty
     arrivals even where a tile is wholly hidden from one warpgroup (it is masked to p = 0,
-    not skipped), and the phases depend on g alone, not on which loop a tile falls in."""
+    not skipped), and the phases depend on g alone, not on which loop a tile falls in.
+    DROPOUT: every tile's P is dropped with the library's mask before its P V wgmma
+    (_dropout_tile; key0: the block's first loaded key, t_lo * BLOCK_N under WINDOW), l
+    sums the undropped P, the epilogue divides by l * (1 - p); lse is the undropped one.
+    Without DROPOUT the dropout arguments are the constexpr 0 (nothing captured)."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -528,6 +651,22 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # so diag_g = diag + t0 * BLOCK_N gives the block's own diag - j * BLOCK_N (int32: fine
     # while a CTA's K / V tiles stay under 2^31 / BLOCK_N = 16.7M)
     diag_g = diag + t0 * BLOCK_N
+    # DROPOUT: the in-group column keys held for the whole block (32 registers a thread) when a
+    # tile is a whole group, else hashed per tile (_dropout_setup / _dropout_tile). Hashing
+    # them per tile at BLOCK_N = 128 too spilled more in the masked variants (sm_90a, session
+    # 26: CAUSAL 8 -> 280 bytes, WINDOW 1564 -> 1940; the hash is loop-invariant there)
+    CB_ONCE: gl.constexpr = BLOCK_N == DROPOUT_GROUP
+    if DROPOUT:
+        rk, cb, cs_group, cs_mult, threshold = _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col,
+                                                              WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE)
+        key0_g = key0 - t0 * BLOCK_N                                         # tile g's first key: key0_g + g * BLOCK_N
+    else:
+        rk = ZERO
+        cb = ZERO
+        cs_group = ZERO
+        cs_mult = ZERO
+        threshold = ZERO
+        key0_g = ZERO
 
     # tile 0: S_0 and its softmax; nothing to overlap yet
     mbarrier.wait(q_bar, q_phase)
@@ -540,6 +679,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+    if DROPOUT:
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, key0, s_layout, CB_ONCE)
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
 
     if WINDOW:
@@ -547,26 +688,34 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         # possibly hidden from all its rows: p = 0, still waited for and released) ...
         for j in range(t0 + 1, t0 + n_left):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW)
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
+                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
+                                               DROPOUT, CB_ONCE)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW)
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
+                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
+                                               DROPOUT, CB_ONCE)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW)
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
+                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
+                                               DROPOUT, CB_ONCE)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
         for j in range(t0 + n_full, t0 + n_tiles):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW)
+                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
+                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
+                                               DROPOUT, CB_ONCE)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -578,13 +727,17 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
+    if DROPOUT:
+        l_out = l_i * (1.0 - dropout_p)                                      # kept values scale by 1 / (1 - p)
+    else:
+        l_out = l_i
     if CAUSAL or WINDOW:
         # rows that see no key (only when Nq > Nk (+ win_right)): l = 0 and acc = 0; O = 0, lse = +inf
         seen = l_i > 0.0
-        acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_i, 1.0), row_o), 1)
+        acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_out, 1.0), row_o), 1)
         lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
     else:
-        acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
+        acc = acc / gl.expand_dims(gl.convert_layout(l_out, row_o), 1)
         lse = (m_i + gl.log2(l_i)) * LN2                                     # (HALF_M,)
     offs_m = gl.arange(0, HALF_M, layout=row_s)
     # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
@@ -602,10 +755,10 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
 @gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
-                            win_left, win_right, wspan,
+                            win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
-                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr):
+                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader."""
     HALF_M: gl.constexpr = BLOCK_M // 2
@@ -614,7 +767,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
     for i in range(lo, hi, step):
         pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
-        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win_right, HEAD_DIM, BLOCK_M, BLOCK_N,
             CAUSAL, WINDOW)
         if WG == 0:
@@ -625,7 +778,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
             n_full = n_full1
         _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW)
+                     RNG, dropout_p, rng_rows, rng_stride, key0,
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
         t0 += n_load
         it += 1
 
@@ -633,7 +787,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
 # win_left / win_right not specialised (a 1 would become a constexpr, multiples of 16 get
 # their own compile): every window shares one compiled kernel a variant, the one the
 # offline report (bench/gluon_fwd_compile.py, plain i32) compiles
-@gluon.jit(do_not_specialize=["win_left", "win_right"])
+@gluon.jit(do_not_specialize=["win_left", "win_right", "rng_rows", "rng_stride"])
 def attn_fwd_gluon_kernel(
     q_desc, k_desc, v_desc, o_desc,  # host TensorDescriptors over (B * N, heads * D) views; boxes q / o
                                      # (HALF_M, D), k / v (BLOCK_N, D)
@@ -645,9 +799,12 @@ def attn_fwd_gluon_kernel(
     SCHED,                           # SCHEDULED only: int32 (num_programs + 1 + n_m * B * H,): each
                                      # CTA's first entry, then the blocks (launchers/schedule.py)
     win_left, win_right,             # WINDOW only: the window's sides, >= 0 (Nq + Nk: unbounded)
+    RNG,                             # DROPOUT only: int64 (seed, offset) of the call (the library's rng state)
+    dropout_p, rng_rows, rng_stride,  # DROPOUT only: p (fp32, 0 < p < 1), B * Nq, Nk (the counter layout)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
+    DROPOUT: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
@@ -663,6 +820,17 @@ def attn_fwd_gluon_kernel(
         wl = ZERO
         wr = ZERO
         wspan = ZERO
+    if DROPOUT:
+        rng_ptr = RNG
+        drop_p = dropout_p
+        drop_rows = rng_rows
+        drop_stride = rng_stride
+    else:
+        # as the window's: constexprs, so that the kernels without DROPOUT keep their SASS
+        rng_ptr = ZERO
+        drop_p = ZERO
+        drop_rows = ZERO
+        drop_stride = ZERO
     if not PERSISTENT:
         # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
         # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
@@ -672,7 +840,7 @@ def attn_fwd_gluon_kernel(
         else:
             pid_m = gl.program_id(0)
         pid_bh = gl.program_id(1)                # batch * nheads + head
-        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off = _tile_coords(
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
@@ -712,12 +880,14 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, wl, wr, wspan, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW)),
+                                       SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                       WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, wl, wr, wspan, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW)),
+                                       SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                       WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
             (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                     kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
                                     wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED, WINDOW)),
@@ -727,11 +897,15 @@ def attn_fwd_gluon_kernel(
         # ZERO (module constexpr): t0 and q_phase of the one block
         gl.warp_specialize([
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO, WG0,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW)),
+                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
+                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+                            DROPOUT)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO, WG1,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW)),
+                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
+                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+                            DROPOUT)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

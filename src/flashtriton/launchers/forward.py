@@ -18,7 +18,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_persistent, gluon_fwd_window, warp_spec_mode,
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_dropout, gluon_fwd_persistent, gluon_fwd_window,
+                     warp_spec_mode,
                      warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -104,6 +105,16 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal,
                                persistent=gluon_fwd_persistent(causal))
+        return out, lse
+    if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        # (GLUON_FWD_DROPOUT_MIN_N is empty until the GPU A/B: not taken yet)
+        # the kind as policy.gluon_fwd_dropout's table tells it (causal: no left edge)
+        g_causal = params.window_right == 0 and params.window_left < 0
+        plain = params.window_left < 0 and params.window_right < 0
+        window = None if plain or g_causal else (int(params.window_left), int(params.window_right))
+        forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=g_causal,
+                               persistent=window is None and gluon_fwd_persistent(g_causal), window=window,
+                               dropout_p=params.dropout_p, rng=rng)
         return out, lse
     if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,

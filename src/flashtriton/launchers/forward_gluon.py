@@ -24,6 +24,15 @@ any left, right >= -1 (window_args: edges reaching past every sequence become -1
 causal=True with a window: the right edge must be 0 or -1 (it is the diagonal); rows
 that see no key get O = 0 and lse = +inf.
 
+dropout_p, rng (prepare / attention_fwd_gluon / fwd_into; session 26, 2026-12-01, offline
+only; not routed: policy.gluon_fwd_dropout, GLUON_FWD_DROPOUT_MIN_N empty): the kernel's
+DROPOUT variant, any of the above (plain, causal, window; one block a CTA or persistent),
+with the library's dropout mask bitwise (kernels/common.py dropout_keep; rng the int64
+(seed, offset) device tensor of the call, the counter layout rng_rows = B * Nq, rng_stride
+= Nk as launchers/forward.py passes fwd_ws.py), so that the library's backward and
+return_attn_probs' S_dmask (launchers.forward.dropout_mask) regenerate the same mask.
+check_dropout validates them (ValueError naming the argument, before any launch).
+
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -116,6 +125,27 @@ def check_inputs(q, k, v, softmax_scale, block_m: int, block_n: int) -> None:
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
 
 
+def check_dropout(dropout_p, rng, device) -> float:
+    """dropout_p (a real number in [0, 1)) and rng (None when dropout_p == 0, else an int64
+    tensor of 2 elements, (seed, offset), on q's device); ValueError naming the argument.
+    Returns dropout_p as a float. Needs no GPU."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not math.isfinite(dropout_p) \
+            or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p: expected a number in [0, 1), got {dropout_p!r}")
+    if dropout_p == 0:
+        if rng is not None:
+            raise ValueError("rng: only with dropout_p > 0")
+        return 0.0
+    if not isinstance(rng, torch.Tensor):
+        raise ValueError(f"rng: dropout_p > 0 needs the (seed, offset) int64 tensor, got {type(rng).__name__}")
+    if rng.dtype != torch.int64 or rng.numel() != 2 or not rng.is_contiguous():
+        raise ValueError(f"rng: expected a contiguous int64 tensor of 2 elements (seed, offset), got "
+                         f"{rng.dtype} of shape {tuple(rng.shape)}")
+    if rng.device != device:
+        raise ValueError(f"rng: on {rng.device}, q on {device}")
+    return float(dropout_p)
+
+
 def window_args(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[bool, bool, int, int]:
     """(causal, window, win_left, win_right) for the kernel from the caller's causal and
     window (None or (left, right), ints >= -1); ValueError naming `window` otherwise.
@@ -145,7 +175,8 @@ def window_args(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[boo
 
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
-                 band: int | None = None, scheduled: bool = False, window=None):
+                 band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
+                 rng=None):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -154,7 +185,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     causal_band(). scheduled (persistent causal only): the host's longest-first deal
     (launchers/schedule.py) instead of the kernel's banded round robin. window: None or
     (left, right), through window_args (which may turn it into the plain or the CAUSAL
-    kernel; prepare rejects scheduled with a window beforehand)."""
+    kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
+    variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
+    (rng_rows = B * Nq, rng_stride = Nk)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -180,14 +213,18 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
     sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
              if scheduled else lse)
+    dropout = dropout_p > 0
+    # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
+    rng_arg = rng if dropout else lse
 
     def launch():
         with torch.cuda.device(o.device):
             plans.launch(attn_fwd_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched, win_left,
-                win_right, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages,
-                NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal), PERSISTENT=bool(persistent),
-                SCHEDULED=bool(scheduled), WINDOW=windowed, num_warps=4)
+                win_right, rng_arg, float(dropout_p), b * nq, nk, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+                NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal),
+                PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled), WINDOW=windowed, DROPOUT=dropout,
+                num_warps=4)
         return o, lse
     return launch
 
@@ -218,7 +255,7 @@ def _l2_bytes(device) -> int:
 
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
-             scheduled: bool = False, window=None) -> None:
+             scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -228,15 +265,18 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     bench/gpu/s25_route_probe.py, against 56-174 us for the replayed fwd_ws.py route).
     persistent: the PERSISTENT kernel on the SM count's CTAs
     (policy.GLUON_FWD_PERSISTENT says when). window: (left, right) for policy.gluon_fwd_window's
-    sliding-window calls (the WINDOW kernel), else None."""
+    sliding-window calls (the WINDOW kernel), else None. dropout_p, rng: the DROPOUT
+    variant (policy.gluon_fwd_dropout's calls; rng the call's (seed, offset))."""
     block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
-                 scheduled=scheduled and persistent and causal and window is None, window=window)()
+                 scheduled=scheduled and persistent and causal and window is None, window=window,
+                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None)()
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
-            num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None):
+            num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
+            dropout_p: float = 0.0, rng=None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -246,13 +286,17 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     (launchers/schedule.py; the same result bitwise, another order);
     band: PERSISTENT CAUSAL's batch x heads a band (default causal_band(); any positive
     int gives the same result, only the order of the blocks changes). window: (left, right)
-    sliding window (window_args; ValueError before any launch when malformed)."""
+    sliding window (window_args; ValueError before any launch when malformed). dropout_p,
+    rng: dropout with the library's mask (check_dropout: p in [0, 1), rng the int64 (seed,
+    offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
+    tests/helpers.dropout_rng)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
     block_n = block_n or bn
     num_stages = num_stages or stages
     check_inputs(q, k, v, softmax_scale, block_m, block_n)
     w_causal, w_window, _, _ = window_args(window, causal, q.shape[1], k.shape[1])   # ValueError when malformed
+    dropout_p = check_dropout(dropout_p, rng, q.device)
     if persistent and pingpong:
         raise ValueError("persistent=True does not support pingpong=True")
     if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
@@ -278,13 +322,13 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled, window)
+                        persistent, num_programs, band, scheduled, window, dropout_p, rng)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
-                        window=None):
+                        window=None, dropout_p: float = 0.0, rng=None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -292,7 +336,8 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
-    (prepare). Needs a Hopper GPU (sm_90)."""
+    (prepare); dropout_p / rng: dropout with the library's mask (prepare). Needs a Hopper
+    GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
-                   scheduled=scheduled, window=window)()
+                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng)()

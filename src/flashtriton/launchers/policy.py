@@ -4,6 +4,7 @@ predicates), the FLASHTRITON_WARP_SPEC switch and the kernels' tile tables, with
 measurements behind them."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 
@@ -106,6 +107,16 @@ GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 # fwd_ws.py's 353 once launch plans replay the Gluon launch (call 6, unreplayable: 595 us,
 # 494 us of host time a call). D = 64 and shorter N not measured: not taken.
 GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
+# Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (session 26,
+# 2026-12-01, offline only: the library's mask bitwise, checked on the CPU against
+# kernels/common.py; sm_90a, bench/gluon_fwd_compile.py: plain 0 spills, causal one block
+# 8 bytes, window 1.5-2 KB at D = 128, so "window" wants a leaner variant before an entry):
+# kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them apart) ->
+# {BLOCK_D: the shortest min(Nq, Nk)}. EMPTY until the GPU A/B (bench/gpu/
+# s26_gluon_dropout_fwd_ab.py ab, against the library's dropout forward, fwd_ws.py / fwd.py)
+# and the GPU tests (tests/test_fwd_gluon.py -m gpu -k dropout) have run: until then every
+# dropout forward keeps its kernel. Filled from the A/B's numbers, e.g. {"plain": {128: 1024}}.
+GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {}
 # The fused Gluon backward (kernels/bwd_gluon_fused.py: dK, dV and dQ in one kernel, dQ
 # reduce-added in fp32 by TMA, so dq's last bits vary run to run): calls with
 # deterministic=False (flash-attn's default) take it from this min(Nq, Nk), per kind and
@@ -354,6 +365,26 @@ def _gluon_common(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, 
     return (alibi is None and params.softcap == 0 and params.dropout_p == 0
             and q.dtype in (torch.bfloat16, torch.float16)
             and seqlen_q % block_m == 0 and seqlen_k % block_n == 0 and all(rows_view_ok(t) for t in (q, k, v)))
+
+
+def gluon_fwd_dropout(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                      seqlen_k: int) -> bool:
+    """Whether a dropout forward (0 < dropout_p < 1; params through _effective_window) takes
+    the Gluon kernel's DROPOUT variant (launchers.forward_gluon.fwd_into with the call's
+    rng): its kind (no mask "plain", the canonical causal "causal", any other window
+    "window") has an entry in GLUON_FWD_DROPOUT_MIN_N (empty: never, until measured) for
+    head_dim == BLOCK_D and min(Nq, Nk) reaches it; the Gluon kernels' other rules
+    (_gluon_common without its dropout_p == 0) and the switch."""
+    if not 0 < params.dropout_p < 1 or bd not in GLUON_TILES:
+        return False
+    causal = params.window_right == 0 and params.window_left < 0
+    plain = params.window_left < 0 and params.window_right < 0
+    table = GLUON_FWD_DROPOUT_MIN_N.get("causal" if causal else "plain" if plain else "window", {})
+    block_m, block_n, _ = GLUON_TILES[bd]
+    if not _gluon_common(q, k, v, dataclasses.replace(params, dropout_p=0.0), alibi, is_varlen, bd, seqlen_q,
+                         seqlen_k, table, block_m, block_n):
+        return False
+    return _warp_spec_switch(q)
 
 
 def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,

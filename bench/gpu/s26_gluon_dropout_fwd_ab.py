@@ -1,0 +1,312 @@
+"""Session 26: the Gluon forward's DROPOUT variant (kernels/fwd_gluon.py, written offline in
+session 26 and never run yet) against the library's dropout forward (flash_attn_func(
+dropout_p=0.1) today: fwd_ws.py HAS_DROPOUT unmasked, fwd.py causal; 1.44x the time of the
+Gluon forward without dropout at 4k, D = 128) and against the Gluon forward without
+dropout. Issue: "dropout p=0.1 forward+backward costs at most 1.15x the time without
+dropout".
+
+What changed (patch gluon-fwd-dropout.patch, branch wip-fwd-dropout, 2026-12-01):
+  - kernels/fwd_gluon.py: DROPOUT constexpr (plain, CAUSAL, WINDOW; one block a CTA and
+    PERSISTENT; any BLOCK_N <= 128), runtime RNG (int64 (seed, offset)), dropout_p,
+    rng_rows = B * Nq, rng_stride = Nk: the library's counter layout. Per consumer and
+    block (_dropout_setup): row keys of its 64 rows (kernels/common.py dropout_row_key at
+    rng_offset + (h * B * Nq + b * Nq + row) * Nk), the seed's column words, the 128
+    in-group column keys once (BLOCK_N == DROPOUT_GROUP; BLOCK_N 64 hashes them per tile).
+    Per tile (_dropout_tile, after the softmax step, so l sums the undropped P): the group
+    key xor-ed into the 2 row keys a thread holds, the group multiplier (uniform), then per
+    element common.dropout_keep_scale ((rk ^ ck) * mk, top 23 bits as a float's mantissa,
+    FFMA.SAT) and p *= keep; the epilogue divides by l * (1 - p). The hashes are
+    kernels/common.py's own @triton.jit functions, called from the Gluon consumers.
+    Kernels without DROPOUT: SASS unchanged (39 variants, addresses stripped).
+  - launchers/forward_gluon.py: prepare / attention_fwd_gluon / fwd_into(..., dropout_p=,
+    rng=), check_dropout (ValueError naming dropout_p / rng, before any launch).
+  - launchers/policy.py: gluon_fwd_dropout + GLUON_FWD_DROPOUT_MIN_N = {} (NOT routed
+    until this A/B: fill e.g. {"plain": {128: 1024}} from its numbers); launchers/
+    forward.py routes there (with the call's rng) when the table admits a call.
+  - tests/test_fwd_gluon.py: CPU: the kernel's mask functions against the S_dmask kernel
+    and a numpy model, bitwise; validation; the rule and the route. GPU: the mask decoded
+    from the kernel's output bitwise (q = 0, v one-hot), out / lse against float64 with
+    the library's mask and against the library's dropout forward, persistent bitwise,
+    flash_attn_func through the route with the backward.
+
+    export PYTHONPATH=src S=bench/gpu/s26_gluon_dropout_fwd_ab.py
+    timeout 300 python $S smoke      # first: a hang = barrier bug (~30-120 s, compiles included)
+    timeout 300 python $S ab         # the A/B (~1-2 min)
+    (python $S with no argument runs smoke then ab)
+    python -m pytest tests/test_fwd_gluon.py -q -o addopts="" -m gpu -k dropout   # then the tests
+
+smoke: a dozen small calls (B = 2, GQA), each with p = 0.1 against float64 on one (batch,
+head) with the library's mask (launchers.forward.dropout_mask; the tests' criterion: error
+<= 2x PyTorch's bf16 error, lse too), against the library's dropout forward (max |out|
+difference, lse difference), persistent ones also bitwise against one block a CTA; plus
+one call whose mask is decoded from the output (q = 0, v one-hot: out * l * (1 - p) is
+the keep bit) and compared bitwise with dropout_mask. Each printed, none raising.
+
+ab: D = 128, bf16, 16k tokens (B = 16k / N), H = 16, N in {4k, 16k}, p = 0.1, plain and
+causal: Gluon DROPOUT (one block a CTA, and PERSISTENT for plain: the no-dropout route's
+choice), the library's dropout forward as routed today (launchers.forward.fwd with the rng:
+fwd_ws.py / fwd.py), and the Gluon forward without dropout as routed (PERSISTENT plain,
+one block causal), all CUDA-graph replays (bench.common.graph_time_ms: L2 flushed, no host
+overhead; eager "*" where a capture fails), two rounds, the second in reverse order.
+TFLOP/s by attention_flops (dropout FLOPs not counted); the ratio column is
+time / time of the Gluon forward without dropout (the issue's measure, forward part).
+
+Offline (bench/gluon_fwd_compile.py, sm_90a, 2026-12-01): DROPOUT 12 warps, setmaxnreg
+240 / 240 / 24, 224 KB shared memory at D = 128 (112 KB at D = 64); spills: plain one
+block / PERSISTENT / BLOCK_N 64 / PINGPONG / D = 64: 0 bytes; CAUSAL one block 8 bytes
+(D = 128 and 64), CAUSAL PERSISTENT 464, SCHEDULED 512; WINDOW 1564 (one block) / 2044
+(PERSISTENT) at D = 128, 0 at D = 64. The 128 in-group column keys a consumer holds
+cost 32 registers a thread for the whole block; the masked variants were already close
+to the 240 budget.
+
+PREDICTION (written before any measurement; none this session). FLOPs: 4 * D = 512 a
+(query, key) pair, unchanged (dropout's work is not counted). Extra work an S element (64 a
+thread a tile), read off the sm_90a SASS of the plain D = 128 kernel: exactly 5
+instructions, LOP3.LUT 0x96 (rk ^ tile group key ^ ck, a 3-input xor: the group key costs
+nothing per element), IMAD (* mk, uniform), LEA.HI (x >> 9 | 0x3F800000), FFMA.SAT (the
+0 / 1 keep), FMUL (p * keep); per tile ~20 uniform ops (group key and multiplier), per
+block ~150 ops a thread (row keys, 32 in-group column hashes). The softmax today issues
+~5.5 instructions an element (FFMA, MUFU.EX2, FADD, FMNMX, F2FP / 2, the O rescale FMUL),
+so the non-tensor issue nearly doubles: per 64 x 128 tile of each of the two consumer
+warpgroups ~350 -> ~670 issue cycles an SM sub-partition set, against ~1024 tensor cycles a
+tile (512 FLOP an element at ~4096 FLOP/clk/SM) and ~2900 cycles per pair of tiles at
+~690 TFLOP/s (70% of peak). Fully exposed, the extra ~640 cycles a pair would cost 1.22x;
+the two warpgroups' softmax-under-wgmma overlap hides part of it. Expected: plain D = 128
+at 4k / 16k 1.08-1.15x the time of the Gluon forward without dropout (centre 1.11x;
+~600-640 TFLOP/s if no-dropout is ~660-690), so 1.25-1.35x faster than the library's
+dropout forward (fwd_ws.py, 1.44x the no-dropout Gluon time); PERSISTENT ahead of one
+block by the no-dropout margin (+3-8%). Causal (one block, 8 bytes of spill): 1.10-1.18x
+the Gluon causal time, 1.4-1.7x faster than fwd.py's causal dropout. Outputs: within the
+float64 criterion; lse within a few fp32 ulps of the library's (fwd_ws.py: likely
+bitwise, the same softmax order); PERSISTENT bitwise equal to one block a CTA; the decoded
+mask bitwise the library's. If plain lands above 1.12x: an integer compare and a select
+(ISETP + FSEL on p: 4 instructions an element instead of 5; session 10 avoided booleans
+because LLVM packed fwd_ws.py's unused-at-once mask into bit fields, but here the keep is
+used at once), or 16 packed in-group key pairs to free registers for the masked variants.
+"""
+import sys
+import time
+import traceback
+
+import torch
+
+from flashtriton import reference
+from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms
+from flashtriton.launchers import forward, forward_gluon, policy
+from flashtriton.launchers.common import AttnParams
+
+TOKENS, HEADS, DTYPE, P = 16384, 16, torch.bfloat16, 0.1
+
+
+def short(exc) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
+
+
+def inputs(d, nq, nk=None, b=None, h=HEADS, hk=None, seed=0):
+    torch.manual_seed(seed)
+    nk = nk or nq
+    b = b or max(1, TOKENS // nq)
+    q = torch.randn(b, nq, h, d, device="cuda", dtype=DTYPE)
+    k, v = (torch.randn(b, nk, hk or h, d, device="cuda", dtype=DTYPE) for _ in range(2))
+    return q, k, v
+
+
+def rng_state(seed=1234):
+    g = torch.Generator(device="cuda")
+    g.manual_seed(seed)
+    return torch.randint(0, 2 ** 62, (2,), dtype=torch.int64, device="cuda", generator=g)
+
+
+def window_lr(causal, window):
+    left, right = window if window is not None else (-1, -1)
+    return left, (0 if causal else right)
+
+
+def check_one_head(q, k, v, o, lse, scale, causal, window, rng):
+    """(ok, text): batch 0, head 0 against float64 with the library's mask (dropout_mask
+    of batch 0, head 0: its counters do not depend on B or H); error <= 2x the same-dtype
+    torch error, lse too; rows that see no key O = 0 and lse = +inf."""
+    left, right = window_lr(causal, window)
+    args = [t[:1, :, :1] for t in (q, k, v)]
+    keep = forward.dropout_mask(args[0], args[1], AttnParams(scale, left, right, dropout_p=P), rng)
+    kw = dict(softmax_scale=scale, window_left=left, window_right=right, dropout_p=P, dropout_mask=keep)
+    out64, lse64 = reference.attention(*(t.double() for t in args), **kw)
+    out16, lse16 = reference.attention(*args, **kw)
+    o1, lse1 = o[:1, :, :1].double(), lse[:1, :1].double()
+    seen = torch.isfinite(lse64)
+    inf_ok = torch.equal(torch.isposinf(lse1), ~seen) and not torch.isnan(lse1).any().item()
+    err = (o1 - out64).abs().max().item()
+    base = (out16.double() - out64).abs().max().item()
+    err_lse = (lse1[seen] - lse64[seen]).abs().max().item() if seen.any() else 0.0
+    base_lse = (lse16.double()[seen] - lse64[seen]).abs().max().item() if seen.any() else 0.0
+    ok = err <= 2 * base + 1e-4 and err_lse <= 2 * base_lse + 1e-4 and inf_ok and torch.isfinite(o).all().item()
+    return ok, (f"f64 err {err:.1e} (torch {base:.1e}), lse {err_lse:.1e} ({base_lse:.1e}), "
+                f"rows without keys {int((~seen).sum())}{'' if inf_ok else ' WRONG'}")
+
+
+def same(a, b) -> str:
+    (o1, l1), (o2, l2) = a, b
+    if torch.equal(o1, o2) and torch.equal(l1, l2):
+        return "bitwise"
+    return f"DIFFER: out {(o1.float() - o2.float()).abs().max().item():.1e}, lse equal {torch.equal(l1, l2)}"
+
+
+def vs_library(q, k, v, o, lse, scale, causal, window, rng) -> str:
+    left, right = window_lr(causal, window)
+    o2, lse2 = forward.fwd(q, k, v, AttnParams(scale, left, right, dropout_p=P), rng=rng)
+    fin = torch.isfinite(lse2)
+    return (f"vs library dropout fwd: out {(o.float() - o2.float()).abs().max().item():.1e}, "
+            f"lse {(lse[fin] - lse2[fin]).abs().max().item():.1e}, bitwise {torch.equal(o, o2)}")
+
+
+def decoded_mask(d=128, b=2, nq=256, nk=512, h=4, hk=2, causal=False, **cfg) -> str:
+    """The kernel's mask read from its output (q = 0: every visible key weighs 1; v[j] =
+    2^(j // d) e_(j % d), fp16: out * l (1 - p) = sum of keep bits), against dropout_mask."""
+    p = 0.3
+    rng = rng_state(77)
+    q = torch.zeros((b, nq, h, d), dtype=torch.float16, device="cuda")
+    k = torch.randn((b, nk, hk, d), dtype=torch.float16, device="cuda")
+    j = torch.arange(nk, device="cuda")
+    v1 = torch.zeros((nk, d), dtype=torch.float16, device="cuda")
+    v1[j, j % d] = (2.0 ** (j // d)).half()
+    v = v1[None, :, None, :].expand(b, nk, hk, d).contiguous()
+    o, _ = forward_gluon.attention_fwd_gluon(q, k, v, 0.1, causal=causal, dropout_p=p, rng=rng, **cfg)
+    i = torch.arange(nq, device="cuda")[:, None]
+    vis = (j[None, :] <= i + nk - nq) if causal else torch.ones((nq, nk), dtype=torch.bool, device="cuda")
+    count = vis.sum(1).float()
+    vals = torch.round(o.float().permute(0, 2, 1, 3) * (count * (1.0 - p))[None, None, :, None]).to(torch.int64)
+    bits = (vals[..., None] >> torch.arange(nk // d, device="cuda")) & 1
+    keep = bits.permute(0, 1, 2, 4, 3).reshape(b, h, nq, nk).bool() & vis
+    lib = forward.dropout_mask(q, k, AttnParams(0.1, -1, 0 if causal else -1, dropout_p=p), rng) & vis
+    bad = int((keep != lib).sum())
+    return "bitwise" if bad == 0 else f"WRONG: {bad} of {keep.numel()} mask bits differ"
+
+
+def smoke():
+    cases = [  # (D, causal, window, B, Nq, Nk, H, Hk, config)
+        (128, False, None, 2, 1024, 1024, 8, 2, {}),
+        (128, False, None, 2, 1024, 1024, 8, 2, dict(persistent=True, num_programs=7)),
+        (128, False, None, 2, 512, 1536, 8, 2, {}),                                       # Nq < Nk
+        (128, True, None, 2, 1024, 1024, 8, 2, {}),
+        (128, True, None, 2, 1536, 1024, 8, 2, {}),                                       # rows without keys
+        (128, True, None, 2, 1024, 1024, 8, 2, dict(persistent=True, num_programs=7)),
+        (128, False, None, 2, 1024, 1024, 8, 2, dict(block_n=64, num_stages=4)),
+        (128, False, None, 2, 1024, 1024, 8, 2, dict(pingpong=True)),
+        (128, False, (256, 0), 2, 1024, 1024, 8, 2, {}),
+        (64, False, None, 2, 1024, 1024, 8, 2, dict(persistent=True, num_programs=7)),
+        (64, True, None, 2, 1024, 2048, 8, 2, {}),
+        (128, False, None, 1, 16384, 16384, 16, 16, dict(persistent=True)),
+    ]
+    rng = rng_state()
+    for d, causal, window, b, nq, nk, h, hk, cfg in cases:
+        tag = (f"smoke D={d} {'causal' if causal else 'window=' + str(window) if window else 'plain'} B={b} "
+               f"{nq}x{nk} H={h}/{hk} {cfg or 'one block'}")
+        try:
+            q, k, v = inputs(d, nq, nk, b=b, h=h, hk=hk)
+            scale = d ** -0.5
+            # the first call of a variant compiles (~5-20 s): a last line "launching" with its
+            # clock tells a hang from a slow compile
+            print(f"{tag}: launching (compiles first if new) {time.strftime('%H:%M:%S')}", flush=True)
+            o, lse = forward_gluon.attention_fwd_gluon(q, k, v, scale, causal=causal, window=window, dropout_p=P,
+                                                       rng=rng, **cfg)
+            torch.cuda.synchronize()
+            ok, text = check_one_head(q, k, v, o, lse, scale, causal, window, rng)
+            extra = ", " + vs_library(q, k, v, o, lse, scale, causal, window, rng)
+            if cfg.get("persistent"):
+                base = forward_gluon.attention_fwd_gluon(q, k, v, scale, causal=causal, window=window, dropout_p=P,
+                                                         rng=rng)
+                torch.cuda.synchronize()
+                extra += f", vs one block {same(base, (o, lse))}"
+            print(f"{tag}: {'ok' if ok else 'WRONG'}, {text}{extra}", flush=True)
+        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
+            print(f"{tag}: {short(exc)}", flush=True)
+    for d, causal, cfg in ((128, False, {}), (128, True, {}), (64, False, dict(persistent=True, num_programs=3))):
+        tag = f"smoke decoded mask D={d} {'causal' if causal else 'plain'} {cfg or 'one block'}"
+        try:
+            print(f"{tag}: launching {time.strftime('%H:%M:%S')}", flush=True)
+            print(f"{tag}: {decoded_mask(d=d, nk=2 * d if d == 64 else 512, causal=causal, **cfg)}", flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{tag}: {short(exc)}", flush=True)
+
+
+def timed(fn):
+    try:
+        return graph_time_ms(fn), ""
+    except Exception:  # noqa: BLE001  (capture failed: eager instead)
+        torch.cuda.synchronize()
+        return time_ms(fn, "cuda"), "*"
+
+
+def case(n, causal, d=128):
+    q, k, v = inputs(d, n)
+    b, _, h, _ = q.shape
+    scale = d ** -0.5
+    rng = rng_state()
+    flops = attention_flops(b, h, n, n, d, causal)
+    params = AttnParams(scale, -1, 0 if causal else -1, dropout_p=P)
+    pers = policy.gluon_fwd_persistent(causal)
+    calls = {"gluon-drop": forward_gluon.prepare(q, k, v, scale, causal=causal, dropout_p=P, rng=rng)}
+    if not causal:
+        calls["gluon-drop-pers"] = forward_gluon.prepare(q, k, v, scale, persistent=True, dropout_p=P, rng=rng)
+    calls["library-drop"] = lambda: forward.fwd(q, k, v, params, rng=rng)
+    calls["gluon-nodrop"] = forward_gluon.prepare(q, k, v, scale, causal=causal, persistent=pers)
+    notes = {"gluon-nodrop": f"as routed without dropout ({'PERSISTENT' if pers else 'one block'})",
+             "library-drop": "launchers.forward.fwd with the rng (fwd_ws.py plain, fwd.py causal)"}
+    for name in [nm for nm in calls if nm.startswith("gluon-drop")]:
+        try:
+            out = tuple(t.clone() for t in calls[name]())
+            torch.cuda.synchronize()
+            ok, text = check_one_head(q, k, v, *out, scale, causal, None, rng)
+            notes[name] = f"{'ok' if ok else 'WRONG'} ({text}), " + vs_library(q, k, v, *out, scale, causal, None, rng)
+            if not ok:
+                del calls[name]
+        except Exception as exc:  # noqa: BLE001
+            notes[name] = short(exc)
+            calls.pop(name, None)
+    res = {name: [] for name in calls}
+    for rnd in range(2):
+        for name in (list(calls) if rnd == 0 else list(calls)[::-1]):
+            try:
+                res[name].append(timed(calls[name]))
+            except Exception as exc:  # noqa: BLE001
+                notes[name] = notes.get(name, "") + f"; timing: {short(exc)}"
+    base = [ms for ms, _ in res.get("gluon-nodrop", [])]
+
+    def fmt(name):
+        vals = res[name]
+        text = " / ".join(f"{flops / ms / 1e9:.0f}{m}" for ms, m in vals)
+        if name != "gluon-nodrop" and len(base) == len(vals) and vals:
+            text += " (" + " / ".join(f"{ms / b0:.3f}x" for (ms, _), b0 in zip(vals, base)) + " time of no-dropout)"
+        return f"{name} {text}"
+    print(f"D={d} {'causal' if causal else 'plain'} p={P} N={n} B={b} H={h} TFLOP/s: "
+          + "  ".join(fmt(nm) for nm in res if res[nm]), flush=True)
+    for name, note in notes.items():
+        print(f"    {name}: {note}", flush=True)
+
+
+def ab():
+    for causal in (False, True):
+        for n in (4096, 16384):
+            try:
+                with torch.no_grad():
+                    case(n, causal)
+            except Exception as exc:  # noqa: BLE001  (one case failing: print, go on)
+                print(f"N={n} causal={causal}: FAILED {short(exc)}", flush=True)
+                traceback.print_exc(limit=3)
+            torch.cuda.empty_cache()
+
+
+def main(parts):
+    props = torch.cuda.get_device_properties(0)
+    print(f"{props.name}, {props.multi_processor_count} SMs; GLUON_FWD_DROPOUT_MIN_N "
+          f"{policy.GLUON_FWD_DROPOUT_MIN_N} (empty: not routed), GLUON_FWD_PERSISTENT {policy.GLUON_FWD_PERSISTENT}",
+          flush=True)
+    if not parts or "smoke" in parts:
+        smoke()
+    if not parts or "ab" in parts:
+        ab()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
