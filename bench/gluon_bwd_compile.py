@@ -9,6 +9,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --dump OUT    # also OUT/<variant>.{ttgir,ptx,sass}
     PYTHONPATH=src python bench/gluon_bwd_compile.py --quick       # D = 128 and 64, bf16, non-causal only
     PYTHONPATH=src python bench/gluon_bwd_compile.py --jit         # through Triton's JIT binder (below)
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused [--jit] [--dropout on|off|both] [--dump OUT]
+                                                                    # the fused kernel (kernels/bwd_gluon_fused.py),
+                                                                    # its DROPOUT variants too (session 26)
 
 --jit: the launcher's own arguments (launchers.backward_gluon._launch_args on CPU tensors)
 bound by Triton's JIT path with a stub driver (target sm_90a, no GPU) and compiled by
@@ -73,8 +76,11 @@ def fp32_desc_type(rows: int, cols: int) -> str:
     return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
 
 
-def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False):
-    """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel (non-causal)."""
+def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False):
+    """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
+    table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
+    constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
+    without dropout is that of the kernel before DROPOUT existed)."""
     bm, bn, st = FUSED_CONFIG[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -85,14 +91,19 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
                dq_desc=fp32_desc_type(bm, head_dim // 2), LSE="*fp32", DELTA="*fp32",
                seqlen_q="i32", seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32",
                softmax_scale="fp32", qk_scale="fp32",
+               KEYS="*i32" if dropout else "constexpr", rng_rows="i32" if dropout else "constexpr",
+               dropout_p="fp32" if dropout else "constexpr",
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
-               CAUSAL="constexpr", ROTATE="constexpr")
-    const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate)
+               CAUSAL="constexpr", ROTATE="constexpr", DROPOUT="constexpr")
+    const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate,
+                 DROPOUT=dropout)
+    if not dropout:
+        const.update(KEYS=None, rng_rows=None, dropout_p=None)
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
-def fused_table(dump=None, quick=False):
+def fused_table(dump=None, quick=False, dropout=None):
     """The fused kernel's variants: registers, spills, shared memory, HGMMA, the TMA
     reduce-add in the PTX (cp.reduce.async.bulk.tensor, and its count in the SASS as
     UTMAREDG), the bulk-group waits, setmaxnreg."""
@@ -105,18 +116,25 @@ def fused_table(dump=None, quick=False):
     ]
     if quick:
         variants = [variants[0], variants[2], variants[7]]
-    print("| D | dtype | BM, BN, stages | rotate | causal | warps | regs (kernel) | setmaxnreg | spill B | smem KB | "
+    # DROPOUT (session 26): each default variant again with dropout (dropout=None: both;
+    # True / False: only those)
+    drop_variants = [(128, "bf16", None, True, False), (128, "fp16", None, True, False), (64, "bf16", None, True, False),
+                     (64, "fp16", None, True, False), (128, "bf16", None, False, False),
+                     (128, "bf16", None, True, True), (128, "fp16", None, True, True), (64, "bf16", None, True, True)]
+    variants = ([v + (False,) for v in variants] if dropout in (None, False) else []) + \
+        ([v + (True,) for v in drop_variants] if dropout in (None, True) else [])
+    print("| D | dtype | BM, BN, stages | rotate | causal | dropout | warps | regs (kernel) | setmaxnreg | spill B | smem KB | "
           "wgmma PTX | HGMMA | DEPBAR.LE 1 / 2 | cp.reduce PTX | UTMAREDG | UTMALDG | UTMASTG | wait_group.read | "
           "ptxas wgmma advisories |")
-    print("|" + "---|" * 19)
-    for d, dt, st, rot, causal in variants:
+    print("|" + "---|" * 20)
+    for d, dt, st, rot, causal, drop in variants:
         bm, bn, st0 = FUSED_CONFIG[d]
         cfg = (bm, bn, st or st0)
         try:
-            c = compile_fused(d, dt, cfg[2], rot, causal)
+            c = compile_fused(d, dt, cfg[2], rot, causal, drop)
             r, text = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {type(exc).__name__}: "
+            print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else ''} |", flush=True)
             continue
         ptx = c.asm["ptx"]
@@ -124,13 +142,14 @@ def fused_table(dump=None, quick=False):
         red_ptx = len(re.findall(r"cp\.reduce\.async\.bulk\.tensor", ptx))
         waits = len(re.findall(r"cp\.async\.bulk\.wait_group\.read", ptx))
         dep2 = len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x2", text))
-        print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {r['warps']} | {r['regs']} | {regs} | {r['spill_bytes']} | "
+        print(f"| {d} | {dt} | {cfg} | {rot} | {causal} | {drop} | {r['warps']} | {r['regs']} | {regs} | {r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['hgmma']} | {r['depbar1']} / {dep2} | {red_ptx} | "
               f"{text.count('UTMAREDG')} | {r['utmaldg']} | {r['utmastg']} | {waits} | "
               f"{'; '.join(r['advisories'])[:160] or 'none'} |", flush=True)
         if dump:
             os.makedirs(dump, exist_ok=True)
-            name = f"fused_d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'' if rot else '_norot'}{'_causal' if causal else ''}"
+            name = (f"fused_d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'' if rot else '_norot'}{'_causal' if causal else ''}"
+                    f"{'_dropout' if drop else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])
@@ -225,28 +244,38 @@ def jit_report_fused():
         (64, torch.float16, 2, 1024, 256, 8, 2), (128, torch.bfloat16, 1, 16384, 16384, 16, 16, False),
         (128, torch.bfloat16, 1, 16384, 16384, 16, 16, True, True), (128, torch.float16, 2, 2048, 1024, 8, 2, True, True),
         (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True, True),
+        # DROPOUT (session 26): the launcher's key table, B * Nq and p
+        (128, torch.bfloat16, 1, 16384, 16384, 16, 16, True, False, True), (128, torch.bfloat16, 1, 4096, 4096, 16, 16,
+                                                                            True, False, True),
+        (128, torch.float16, 2, 1024, 1024, 8, 2, True, True, True), (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True,
+                                                                      False, True),
+        (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True, True, True),
     ]
-    print("| D | dtype | B, Nq, Nk, H, Hk | rotate | causal | constexpr ints | regs | spill B | smem KB | HGMMA | "
+    print("| D | dtype | B, Nq, Nk, H, Hk | rotate | causal | dropout | constexpr ints | regs | spill B | smem KB | HGMMA | "
           "dq box |")
-    print("|" + "---|" * 11)
+    print("|" + "---|" * 12)
     for d, dt, b, nq, nk, h, hk, *rest in cases:
         rot = rest[0] if rest else True
         causal = bool(len(rest) > 1 and rest[1])
+        drop = bool(len(rest) > 2 and rest[2])
         q = torch.randn(b, nq, h, d, dtype=dt)
         k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
         dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
         bm, bn, st = FUSED_CONFIG[d]
         try:
+            keys = torch.zeros(backward_gluon.keys_numel(b, nq, nk, h), dtype=torch.int32) if drop else None
             *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn,
-                                                                        st, rot, causal)
+                                                                        st, rot, causal, dropout_p=0.1 if drop else 0.0,
+                                                                        keys=keys)
             c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
             r = resources(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {d} | {dt} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {type(exc).__name__}: "
+            print(f"| {d} | {dt} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''} |", flush=True)
             continue
         ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
-        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {', '.join(ints) or '-'} | "
+        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | "
+              f"{', '.join(ints) or '-'} | "
               f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | "
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
@@ -257,12 +286,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jit", action="store_true")
     ap.add_argument("--fused", action="store_true", help="the fused kernel (kernels/bwd_gluon_fused.py)")
+    ap.add_argument("--dropout", choices=("both", "on", "off"), default="both",
+                    help="--fused: the variants with DROPOUT, without, or both (default)")
     args = ap.parse_args(argv)
     if args.fused and args.jit:
         jit_report(fused=True)
         return
     if args.fused:
-        fused_table(args.dump, args.quick)
+        fused_table(args.dump, args.quick, {"both": None, "on": True, "off": False}[args.dropout])
         return
     if args.jit:
         jit_report()

@@ -752,3 +752,252 @@ def test_fused_launches_replayable(monkeypatch):
     assert bases[4] is dk and bases[5] is dv
     assert bases[6] is not seen[0][6].base            # dq_accum: allocated again by the replay
     assert torch.equal(dq, torch.zeros_like(dq))      # zero, (stub), cast: replayed under the interpreter
+
+
+# ---------------------------------------------------------------------------------------
+# The fused backward with dropout (kernels/bwd_gluon_fused.py's DROPOUT, session 26; not
+# routed: policy.GLUON_BWD_FUSED_DROPOUT is False until the GPU A/B)
+# ---------------------------------------------------------------------------------------
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from flashtriton.kernels.common import dropout_threshold  # noqa: E402
+
+
+@triton.jit
+def _fused_keep_mirror(KEYS, OUT, seqlen_q, seqlen_k, nheads, nheads_k, group, rng_rows, dropout_p, stride_b,
+                       stride_h, stride_m, ROTATE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The fused kernel's dropout index and keep arithmetic, one (CTA, ring tile g, WG) a
+    program (grid (Nk / BLOCK_N, B * Hk, 2 * group * n_m)): the CTA's coordinates as
+    bwd_gluon._block_coords (non-causal), the tile's (head, row) as _tile_row with ROTATE's
+    start as _rotation, then the very @triton.jit helpers the Gluon kernel calls
+    (fused_group_mult, fused_rk_at, fused_signed_p) on ck / rk loaded at the kernel's
+    indices; writes keep (1 / 0) at OUT[b, h, query, key] for the transposed tile."""
+    HALF_N: tl.constexpr = BLOCK_N // 2
+    pid_n = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    b = pid_bh // nheads_k
+    hk = pid_bh % nheads_k
+    n0 = pid_n * BLOCK_N
+    n_m = seqlen_q // BLOCK_M
+    WG = tl.program_id(2) % 2
+    g = tl.program_id(2) // 2
+    rot = 0
+    if ROTATE:
+        rot = (pid_n * n_m) // tl.num_programs(0)
+    hh = g // n_m
+    j = (g % n_m + rot) % n_m
+    h = hk * group + hh
+    mk = bwd_gluon_fused.fused_group_mult(KEYS, seqlen_k, nheads, rng_rows, n0)
+    ck = tl.load(KEYS + n0 + WG * HALF_N + tl.arange(0, HALF_N)).to(tl.uint32, bitcast=True)
+    rk_at = bwd_gluon_fused.fused_rk_at(seqlen_k, seqlen_q, rng_rows, b, h, j * BLOCK_M)
+    rk = tl.load(KEYS + rk_at + tl.arange(0, BLOCK_M)).to(tl.uint32, bitcast=True)
+    ones = tl.full([HALF_N, BLOCK_M], 1.0, tl.float32)
+    pz = bwd_gluon_fused.fused_signed_p(ones, rk, ck, mk, dropout_threshold(dropout_p))   # (keys, queries)
+    keys_i = n0 + WG * HALF_N + tl.arange(0, HALF_N)
+    rows_i = j * BLOCK_M + tl.arange(0, BLOCK_M)
+    ptr = OUT + b * stride_b + h * stride_h + rows_i[None, :] * stride_m + keys_i[:, None]
+    tl.store(ptr, (pz > 0).to(tl.int8))
+
+
+@pytest.mark.parametrize("b, nq, nk, h, hk, p, seed, rotate", [
+    (2, 192, 256, 4, 2, 0.1, 3, True),       # GQA group 2, Nq != Nk, two column groups
+    (1, 128, 384, 6, 2, 0.5, 7, False),      # group 3, three column groups
+    (2, 256, 128, 2, 1, 0.85, 11, True),     # Nq > Nk, group 2
+    (1, 64, 128, 3, 3, 0.3, 0, True),        # MHA, one tile
+])
+def test_fused_dropout_keep_matches_library(b, nq, nk, h, hk, p, seed, rotate):
+    """The fused kernel's keep^T arithmetic (its @triton.jit helpers at its indices, run in
+    a mirror of its loops under the interpreter) gives EXACTLY the library's mask
+    (launchers.forward.dropout_mask: kernels.common.dropout_keep from scratch, the mask the
+    forward and the library's backward draw), from the table launchers.common._dropout_keys
+    builds, every (batch, query head, row, key) written once; GQA's head mapping included."""
+    if not INTERPRETING:
+        pytest.skip("the interpreted mirror (CPU)")
+    from flashtriton.launchers import common, forward
+    from helpers import dropout_rng
+
+    bm, bn = 64, 128
+    q = torch.zeros(b, nq, h, 16)
+    k = torch.zeros(b, nk, hk, 16)
+    rng = dropout_rng(seed, "cpu")
+    keys = common._dropout_keys(rng, h, b * nq, nk)
+    assert keys.numel() == backward_gluon.keys_numel(b, nq, nk, h)
+    ref = forward.dropout_mask(q, k, common.AttnParams(0.25, dropout_p=p), rng)        # (B, H, Nq, Nk) bool
+    out = torch.full((b, h, nq, nk), -1, dtype=torch.int8)
+    n_m = nq // bm
+    _fused_keep_mirror[(nk // bn, b * hk, 2 * (h // hk) * n_m)](
+        keys, out, nq, nk, h, hk, h // hk, b * nq, p, out.stride(0), out.stride(1), out.stride(2),
+        ROTATE=rotate, BLOCK_M=bm, BLOCK_N=bn)
+    assert (out >= 0).all(), "some element not written by exactly the fused kernel's tiles"
+    assert torch.equal(out.bool(), ref)
+    assert abs(ref.float().mean().item() - (1 - p)) < 0.05
+
+
+def test_fused_dropout_signed_p_algebra():
+    """The tile's sign trick (kernels/bwd_gluon_fused.fused_signed_p and _fused_tile's
+    DROPOUT branch, written as torch here): with pz = where(keep, p, -p) for p >= 0,
+    |pz| == p and max(pz, 0) == p * keep bitwise (p = 0 included), so dS^T = max(pz, 0) dP -
+    |pz| (1 - p) delta is bwd_ws.py's dK/dV form P_kept dP - P ((1 - p) delta) exactly
+    (fp32, no contraction here) and its dQ form P (keep dP - (1 - p) delta) up to rounding."""
+    g = torch.Generator().manual_seed(0)
+    p = torch.rand(4096, generator=g) * (torch.rand(4096, generator=g) > 0.2)      # exact zeros too
+    p[:7] = torch.tensor([0.0, 0.0, 1.0, 1.0, 1e-30, 0.5, 0.0])
+    keep = torch.rand(4096, generator=g) > 0.3
+    keep[:7] = torch.tensor([True, False, True, False, False, True, True])
+    dp = torch.randn(4096, generator=g) * 3
+    dlt = torch.randn(4096, generator=g) * 0.9
+    kf = torch.tensor(0.9, dtype=torch.float32)
+    pz = torch.where(keep, p, -p)
+    pk = torch.clamp_min(pz, 0.0)
+    assert torch.equal(pz.abs(), p) and torch.equal(pk, p * keep.float())
+    ours = pk * dp - pz.abs() * (dlt * kf)
+    assert torch.equal(ours, (p * keep.float()) * dp - p * (dlt * kf))           # bwd_ws.py's dK/dV form
+    dq_form = p * (keep.float() * dp - dlt * kf)                                   # bwd_ws.py's dQ form
+    assert torch.allclose(ours, dq_form, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_dropout_validation():
+    """prepare_fused's dropout arguments (check_dropout): ValueError naming the argument,
+    before any launch (CPU: a valid call reaches the device check)."""
+    a = args(b=2, nq=128, nk=256, h=4, hk=2)
+    need = backward_gluon.keys_numel(2, 128, 256, 4)
+    assert need == 256 + 4 * 2 * 128 + 1
+    good = torch.zeros(need, dtype=torch.int32, device=DEVICE)
+    for p in (-0.1, 1.0, 1.5, math.nan, True, "0.1", None):
+        with pytest.raises(ValueError, match=r"^dropout_p: expected a number in \[0, 1\)"):
+            call_fused(a, dropout_p=p, keys=good)
+    with pytest.raises(ValueError, match=r"^keys: given with dropout_p = 0"):
+        call_fused(a, keys=good)
+    with pytest.raises(ValueError, match=r"^keys: dropout_p = 0.1 needs the call's key table"):
+        call_fused(a, dropout_p=0.1)
+    with pytest.raises(ValueError, match=r"^keys: expected a contiguous 1-D int32 tensor"):
+        call_fused(a, dropout_p=0.1, keys=good.long())
+    with pytest.raises(ValueError, match=r"^keys: expected a contiguous 1-D int32 tensor"):
+        call_fused(a, dropout_p=0.1, keys=good.view(1, -1))
+    with pytest.raises(ValueError, match=r"^keys: expected a contiguous 1-D int32 tensor"):
+        call_fused(a, dropout_p=0.1, keys=torch.zeros(2 * need, dtype=torch.int32, device=DEVICE)[::2])
+    with pytest.raises(ValueError, match=rf"^keys: {need - 1} entries, expected Nk \+ H \* B \* Nq \+ 1 = {need}"):
+        call_fused(a, dropout_p=0.1, keys=good[:-1])
+    # the input checks come first
+    with pytest.raises(ValueError, match=r"^q: head dim 96 not supported"):
+        call_fused(args(d=96), dropout_p=0.1, keys=good)
+    if not IS_HOPPER:
+        with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
+            call_fused([t.cuda() for t in a] if HAS_CUDA else a, dropout_p=0.1,
+                       keys=good.cuda() if HAS_CUDA else good)
+
+
+def test_fused_dropout_launch_args():
+    """The launcher's arguments: without dropout the three dropout arguments are None (bound
+    as constexprs: the kernel of before DROPOUT) and DROPOUT=False; with it the table,
+    B * Nq and p, DROPOUT=True. CPU tensors, no launch."""
+    q, k, v = rand_qkv(2, 128, 256, 4, 2, 128, torch.bfloat16, "cpu")
+    dout, lse, delta = torch.randn_like(q), torch.zeros(2, 4, 128), torch.zeros(2, 4, 128)
+    *_, grid, a, kw = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, 0.1, 64, 128, 2, True)
+    assert a[-3:] == (None, None, None) and kw["DROPOUT"] is False and grid == (2, 4)
+    keys = torch.zeros(backward_gluon.keys_numel(2, 128, 256, 4), dtype=torch.int32)
+    *_, a, kw = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, 0.1, 64, 128, 2, True,
+                                                  dropout_p=0.25, keys=keys)
+    assert a[-3] is keys and a[-2] == 2 * 128 and a[-1] == 0.25 and kw["DROPOUT"] is True
+    names = bwd_gluon_fused.attn_bwd_fused_gluon_kernel.arg_names
+    assert names[len(a) - 3:len(a)] == ["KEYS", "rng_rows", "dropout_p"]
+
+
+def test_fused_dropout_route_rule(monkeypatch):
+    """policy.gluon_bwd_fused with dropout: refused while GLUON_BWD_FUSED_DROPOUT is False
+    (the default: the library's behaviour unchanged); with the switch patched on, accepted
+    by the same rules as without dropout (deterministic=False, plain / causal, lengths)."""
+    from flashtriton.launchers import common, policy
+
+    assert policy.GLUON_BWD_FUSED_DROPOUT is False
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+
+    def rule(q, k, v, params):
+        b, nq, h, _ = q.shape
+        return policy.gluon_bwd_fused(q, k, v, q, torch.zeros(b, h, nq), params, None, False, q.shape[-1], nq,
+                                      k.shape[1])
+
+    q, k, v = rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cpu")
+    drop = common.AttnParams(0.1, dropout_p=0.1, deterministic=False)
+    drop_causal = common.AttnParams(0.1, window_right=0, dropout_p=0.1, deterministic=False)
+    assert rule(q, k, v, common.AttnParams(0.1, deterministic=False))
+    assert not rule(q, k, v, drop) and not rule(q, k, v, drop_causal)
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DROPOUT", True)
+    assert rule(q, k, v, drop) and rule(q, k, v, drop_causal)
+    assert not rule(q, k, v, common.AttnParams(0.1, dropout_p=0.1))                         # deterministic
+    assert not rule(q, k, v, common.AttnParams(0.1, window_left=64, dropout_p=0.1, deterministic=False))
+    assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"), drop)        # too short
+    assert not rule(q.float(), k.float(), v.float(), drop)
+
+
+def _dropout_case(b, nq, nk, h, hk, d, dtype, p, causal, seed):
+    """The library's dropout forward (flash_attn_func, deterministic=True) and its whole
+    deterministic dropout backward (autograd), the mask the library draws for the seed, and
+    the fused kernel's inputs: (q, k, v, dout, out, lse, keys, keep, lib_grads)."""
+    import flashtriton
+    from flashtriton.launchers import common, forward
+    from helpers import dropout_rng
+
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, dtype, "cuda", requires_grad=True)
+    torch.manual_seed(seed)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, dropout_p=p, causal=causal, return_attn_probs=True,
+                                              deterministic=True)
+    dout = torch.randn_like(out)
+    lib = torch.autograd.grad(out, (q, k, v), dout)
+    rng = dropout_rng(seed, "cuda")
+    keys = common._dropout_keys(rng, h, b * nq, nk)
+    keep = forward.dropout_mask(q.detach(), k.detach(), common.AttnParams(d ** -0.5, dropout_p=p), rng)
+    return q.detach(), k.detach(), v.detach(), dout, out.detach(), lse.detach().float().contiguous(), keys, keep, lib
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(2, 1024, 1024, 4, 4), (2, 1024, 1024, 8, 2), (1, 256, 1024, 8, 2),
+                                              (1, 1024, 256, 4, 2), (2, 192, 384, 6, 2)])
+def test_fused_dropout_matches_reference_gpu(causal, d, b, nq, nk, h, hk):
+    """The fused dropout backward's dq / dk / dv against float64 under the library's mask
+    for the seed (reference.attention_grad with dropout_mask) within 3x PyTorch's same-dtype
+    error, and against the library's deterministic dropout backward (its own error
+    against float64 the other way round: both near the truth)."""
+    from helpers import reference_pair
+
+    dtype, p, seed = torch.bfloat16, 0.1, 5
+    q, k, v, dout, out, lse, keys, keep, lib = _dropout_case(b, nq, nk, h, hk, d, dtype, p, causal, seed)
+    delta = backward_gluon.delta_of(out, dout)
+    ours = fused_gluon(q, k, v, dout, lse, delta, d ** -0.5, causal, dropout_p=p, keys=keys)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=d ** -0.5, window_right=0 if causal else -1,
+                                 dropout_p=p, dropout_mask=keep)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert torch.isfinite(ours[i]).all(), f"{name}: unwritten (NaN-poisoned) or non-finite output"
+        assert_close(name, ours[i], truth[name], lowp[name], 3, dtype)
+        assert_close(f"{name} vs library", ours[i], truth[name], lib[i], 3, dtype)
+        assert_close(f"library {name}", lib[i], truth[name], lowp[name], 3, dtype)   # (the same mask)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("p", [0.5, 0.85])
+def test_fused_dropout_high_p_gpu(p):
+    """Large p (most of P dropped, 1 / (1 - p) large): fp16, GQA."""
+    from helpers import reference_pair
+
+    q, k, v, dout, out, lse, keys, keep, lib = _dropout_case(1, 512, 1024, 8, 2, 128, torch.float16, p, False, 9)
+    ours = fused_gluon(q, k, v, dout, lse, backward_gluon.delta_of(out, dout), 128 ** -0.5, dropout_p=p, keys=keys)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=128 ** -0.5, dropout_p=p, dropout_mask=keep)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, ours[i], truth[name], lowp[name], 3, torch.float16)
+
+
+@pytest.mark.gpu
+@hopper
+def test_fused_dropout_zero_p_is_plain_gpu():
+    """dropout_p = 0 (keys None) is the kernel without DROPOUT: bitwise the same dk / dv as a
+    plain call of the same inputs."""
+    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(1, 512, 512, 4, 2, 128, torch.bfloat16)
+    a = fused_gluon(q, k, v, dout, lse, delta, scale)
+    b2 = fused_gluon(q, k, v, dout, lse, delta, scale, dropout_p=0.0, keys=None)
+    assert torch.equal(a[1], b2[1]) and torch.equal(a[2], b2[2])

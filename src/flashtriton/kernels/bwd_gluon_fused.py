@@ -136,6 +136,40 @@ CAUSAL (the library's bottom-right mask: query i sees key j iff j <= i + Nk - Nq
   block loads keep dq_accum's zeros: dq = 0. Every WG still arrives once per ring tile on
   empty, ds_ready and ds_free: the barrier protocol above is unchanged.
 
+DROPOUT (session 26, 2026-12-01: written and compiled offline, never run on a GPU; host
+  prepare_fused(..., dropout_p=, keys=); not routed: policy.GLUON_BWD_FUSED_DROPOUT = False
+  until the GPU A/B, bench/gpu/s26_gluon_fused_dropout_ab.py). The backward of the library's
+  dropout forward, bwd_ws.py's math (its HAS_DROPOUT dK/dV and dQ loops are the reference):
+  with Z the keep mask of the call's key table and kf = 1 - p,
+      dV += (P^T Z) dO,   dS^T = (P^T Z) dP^T - P^T (kf delta)   (bwd_ws.py's dK/dV form;
+      its dQ form P (Z dP - kf delta) is the same sum), then dK, dV / kf in the epilogue
+      and dQ's tile scale softmax_scale / kf (bwd_ws.py: dk, dv, dq / kf once), delta =
+      rowsum(dO * O) of the dropped output O (the library's preprocess).
+  The mask is the library's, regenerated from the table (kernels/dropout_keys.py:
+  [ck of key j | rk of (query head h, b * Nq + row), head-major | cs_mult]): in the
+  transposed tile the ROW axis is keys, so the WG's 64 column keys ck = KEYS[n0 + 64 WG ..]
+  are loaded once (SliceLayout(1, s_layout): 2 registers), and the COLUMN axis is queries:
+  the tile's 64 row keys rk = KEYS[Nk + h * (B * Nq) + b * Nq + m ..] (h the QUERY head
+  hk * group + hh of the ring tile; fused_rk_at) are loaded a tile like lse, one a thread,
+  and converted to the column slice layout; mk = dropout_group_mult(KEYS[Nk + H B Nq],
+  n0) once (the 128-key block is one DROPOUT_GROUP); keep iff ((rk ^ ck) * mk) >= the top
+  23 bits of the threshold (dropout_keep_keys' test as one unsigned compare, fused_keep_t).
+  Registers: the mask is folded into P^T's sign bit as soon as P^T exists (fused_signed_p:
+  p kept, -p dropped), so no mask tensor is live: P^T = |pz| (an operand modifier), P^T Z =
+  max(pz, 0) (the dV operand and dS^T's first product). The index / keep arithmetic is
+  @triton.jit (fused_group_mult, fused_rk_at, fused_keep_t, fused_signed_p: Gluon calls
+  them), so tests/test_bwd_gluon.py runs the very functions under TRITON_INTERPRET=1 in a
+  mirror of the kernel's loops and checks them against the library's mask (GQA heads,
+  Nq != Nk, ROTATE's tile order). Without DROPOUT the launcher passes KEYS, rng_rows and
+  dropout_p as None (constexprs, no parameters): the kernel compiles to the PTX / SASS of
+  before (offline diff, debug line info aside, all 12 variants of the table).
+  Offline (sm_90a, consumers' tile loop, instructions a thread a tile): D = 128 483 ->
+  676 (~6 an element: LOP3, IMAD, ISETP, the sign, FMNMX, FMUL), causal 556 -> 753; spills
+  D = 128 104 bytes (1 LDL a tile in one consumer's loop, the rest prologue / epilogue),
+  causal 160 (7 local accesses a tile in one consumer), D = 64 0; first tries: a 1.0 / 0.0
+  mask tensor (dropout_keep_scale) 268 / 440 bytes, the sign trick with where(pz > 0, dP^T,
+  0) 120 / 144 and 774 instructions.
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -179,6 +213,14 @@ setmaxnreg 240 / 240 / 24, ptxas -v 168 registers kernel-wide, no wgmma advisory
   | 128 | bf16 / fp16 | 2 | - | yes | 8 (epilogue) | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
   | 128 | bf16 | 3 | - | yes | 392 | 225 | 64 | 4 / 2 | 12 | 2 | 4 |
   | 64 | bf16 / fp16 | 4 | - | yes | 0 | 145 | 48 | 4 / 2 | 8 | 2 | 4 |
+  DROPOUT (session 26; the rows above unchanged, same PTX / SASS):
+  | 128 | bf16 / fp16 | 2 | yes | no | 104 | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 128 | bf16 | 2 | no | no | 136 | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 64 | bf16 / fp16 | 4 | yes | no | 0 | 145 | 48 | 4 / 2 | 8 | 2 | 4 |
+  | 128 | bf16 / fp16 | 2 | - | yes | 160 | 193 | 64 | 4 / 2 | 12 | 2 | 4 |
+  | 64 | bf16 | 4 | - | yes | 0 | 145 | 48 | 4 / 2 | 8 | 2 | 4 |
+  (--fused --jit, the launcher's arguments, dropout at 16k H = 16 / 16, group = 1
+  specialised: 116 bytes, 5 LDL a tile in one consumer's loop, causal 116 / 3.)
   HGMMA a consumer a tile at D = 128: S^T 8 + dP^T 8 (64x64x16), dV 4 + dK 4 (64x128x16),
   dQ 4 + 4 (64x64x16, tnspA.tnspB); UTMAREDG: one instruction a consumer (the per-warp
   issue), cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group in the PTX.
@@ -187,6 +229,8 @@ setmaxnreg 240 / 240 / 24, ptxas -v 168 registers kernel-wide, no wgmma advisory
 """
 from __future__ import annotations
 
+import triton
+import triton.language as tl
 from triton._C.libtriton import ir
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -195,6 +239,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                                warpgroup_mma_wait)
 
 from .bwd_gluon import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E, _block_coords
+from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold
 
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
 # in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
@@ -228,6 +273,49 @@ def async_reduce_add(tensor_desc, coord, src, _semantic=None):
     reduce in Triton 3.6.0, its builder has). Completion as a TMA store: tma.store_wait."""
     coord = _semantic._convert_to_ir_values(coord, require_i64=False)
     _semantic.builder.create_async_tma_reduce(ir.DESCRIPTOR_REDUCE_KIND.ADD, tensor_desc.handle, coord, src.handle)
+
+
+# DROPOUT: the index and keep arithmetic, as @triton.jit functions the Gluon kernel calls
+# (Gluon compiles a called @triton.jit function with its own semantics) and
+# tests/test_bwd_gluon.py runs under TRITON_INTERPRET=1 in a mirror of the kernel's loops
+# against the library's mask (the same functions, so the test checks what the kernel runs).
+# The key table (kernels/dropout_keys.py, launchers.common._dropout_keys with rng_rows =
+# B * Nq, rng_stride = Nk): [ck of key j, j < Nk | rk of (query head h, b * Nq + row),
+# head-major | cs_mult], as bwd_ws.py reads it (rk at Nk + h * rng_rows + b * Nq + row).
+@triton.jit
+def fused_group_mult(KEYS, seqlen_k, nheads, rng_rows, n0):
+    """mk of the key block at n0 (BLOCK_N = DROPOUT_GROUP = 128 keys: one column group, one
+    multiplier): the table's last entry (index Nk + H * rng_rows) is the multipliers' seed
+    word (bwd_ws.py: dropout_group_mult(KEYS[keys_total], start_n))."""
+    cs_mult = tl.load(KEYS + (seqlen_k + nheads * rng_rows)).to(tl.uint32, bitcast=True)
+    return dropout_group_mult(cs_mult, n0)
+
+
+@triton.jit
+def fused_rk_at(seqlen_k, seqlen_q, rng_rows, b, h, m):
+    """Table index of the row key of query row m of query head h, batch b (bwd_ws.py's
+    rk_at = seqlen_k + h * rng_rows + b * seqlen_q + start_m)."""
+    return seqlen_k + h * rng_rows + b * seqlen_q + m
+
+
+@triton.jit
+def fused_keep_t(rk, ck, mk, threshold):
+    """keep^T (keys x queries), boolean, of the transposed tile: ck (HALF_N,) on the row
+    (key) axis, rk (BLOCK_M,) on the column (query) axis; kernels.common.dropout_keep_keys
+    (the mask's definition; dropout_keep_scale is its 1.0 / 0.0 form)."""
+    # dropout_keep_keys' (x >> 9) >= (threshold >> 9) as one unsigned compare of x with
+    # threshold's top 23 bits (the same set: x >= 512 floor(t / 512) iff floor(x / 512) >=
+    # floor(t / 512)); the shift once a tile, not an element
+    x = (tl.expand_dims(rk, 0) ^ tl.expand_dims(ck, 1)) * mk
+    return x >= ((threshold >> 9) << 9)
+
+
+@triton.jit
+def fused_signed_p(p, rk, ck, mk, threshold):
+    """P^T with the keep mask in its sign bit: p where kept, -p where dropped (p >= 0, from
+    exp2). The tile then needs no separate mask registers: P^T = |pz|, P^T Z = max(pz, 0)
+    (bitwise, p = 0 included), dS^T = max(pz, 0) dP^T - |pz| (1 - p) delta."""
+    return tl.where(fused_keep_t(rk, ck, mk, threshold), p, -p)
 
 
 @gluon.jit
@@ -286,13 +374,22 @@ def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem
 def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty, ds_ready, ds_free,
                 dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, rel, LSE, DELTA, vec, dq_row, dq_col,
                 WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
-                a_layout: gl.constexpr):
+                a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
+                DROPOUT: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
     index of the tile's first row (lse / delta by pointer loads, bwd_gluon's VEC_PTR).
     MASKED (CAUSAL's diagonal tile): key c of the half and query r of the tile kept iff
-    c <= r + rel (bwd_gluon._dkdv_tile's mask: P^T = 0, hence dS^T = 0, elsewhere)."""
+    c <= r + rel (bwd_gluon._dkdv_tile's mask: P^T = 0, hence dS^T = 0, elsewhere).
+    DROPOUT: rk_at the table index of the tile's first row key (fused_rk_at), ck the WG's 64
+    column keys (SliceLayout(1, s_layout)), mk the block's multiplier (fused_group_mult),
+    dropout_p the kernel's parameter (threshold and 1 - p made from it here, a few scalar
+    ops a tile, rather than kept in registers across the loop); with Z = keep^T
+    (fused_keep_t, folded into P^T's sign: fused_signed_p), bwd_ws.py's math with 1 / (1 - p)
+    left to the epilogue (dK, dV) and the dQ scale: dV += (P^T Z) dO, dS^T = (P^T Z) dP^T -
+    P^T (1 - p) delta (bwd_ws.py's dK/dV form; its dQ form P (Z dP - (1 - p) delta) is the
+    same sum up to rounding)."""
     dtype: gl.constexpr = k_smem.dtype
     col: gl.constexpr = gl.SliceLayout(0, s_layout)
     BLOCK_M: gl.constexpr = s_zero.shape[1]
@@ -306,6 +403,11 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     offs_m = vec + gl.arange(0, BLOCK_M, layout=vec_layout)                 # (BLOCK_M,)
     lse_c = gl.load(LSE + offs_m)
     delta_c = gl.load(DELTA + offs_m)
+    if DROPOUT:
+        # the tile's row keys, one a thread as lse (the query axis: columns of S^T)
+        rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout)).to(gl.uint32, bitcast=True)
+        keep_frac = 1.0 - dropout_p
+        delta_c = delta_c * keep_frac                                        # (1 - p) delta
     mbarrier.wait(ready.index(stage), (g // NUM_STAGES) & 1)
     q = q_smem.index(stage)                                                  # (BLOCK_M, D) smem
     do = do_smem.index(stage)                                                # (BLOCK_M, D) smem
@@ -326,13 +428,22 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
             offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
             x = gl.where(gl.expand_dims(offs_c - rel, 1) <= gl.expand_dims(offs_r, 0), x, float("-inf"))
     p = gl.exp2(x)                                                           # (HALF_N, BLOCK_M)
+    if DROPOUT:
+        rk = gl.convert_layout(rk_c, col)                                    # (BLOCK_M,)
+        p = fused_signed_p(p, rk, ck, mk, dropout_threshold(dropout_p))     # kept: p, dropped: -p
     dp = warpgroup_mma_wait(0, deps=[dp_tok])                                # (HALF_N, BLOCK_M) fp32
     # dS^T before P^T's 16-bit copy: at most P^T and dP^T (64 registers) live beside dK / dV
     # (P^T's A operand made first, as bwd_gluon.py does, would add its 16 at that point:
     # 208 + scalars, spilled). The same operations, so dK / dV bitwise as bwd_gluon.py's.
     delta = gl.convert_layout(delta_c, col)                                  # (BLOCK_M,)
-    ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)                     # (HALF_N, BLOCK_M) dS^T
-    p16 = gl.convert_layout(p.to(dtype), a_layout)                           # (HALF_N, BLOCK_M) A operand
+    if DROPOUT:
+        # p carries the mask in its sign (fused_signed_p, made before dP^T's wait)
+        pk = gl.maximum(p, 0.0)                                              # P^T Z
+        ds = (pk * dp - gl.abs(p) * gl.expand_dims(delta, 0)).to(dtype)     # dS^T (bwd_ws.py's dK/dV form)
+        p16 = gl.convert_layout(pk.to(dtype), a_layout)                      # (P^T Z) A operand
+    else:
+        ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)                 # (HALF_N, BLOCK_M) dS^T
+        p16 = gl.convert_layout(p.to(dtype), a_layout)                       # (HALF_N, BLOCK_M) A operand
     dv_tok = warpgroup_mma(p16, do, dv, is_async=True)                       # dV += P^T dO
     # buffer `buf` free: both WGs' dQ wgmmas of tile g - 2 done (phase g // 2 - 1; a fresh
     # barrier passes parity 1 for g < 2)
@@ -363,7 +474,10 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     tma.store_wait(0)
     gl.thread_barrier()
     stg = dq_stage.index(WG)                                                 # (BLOCK_M, DQ_N) fp32 smem
-    stg.store(dq * softmax_scale)
+    if DROPOUT:
+        stg.store(dq * (softmax_scale / keep_frac))                          # bwd_ws.py: dq / (1 - p) * scale
+    else:
+        stg.store(dq * softmax_scale)
     fence_async_shared()
     async_reduce_add(dq_desc, [dq_row, dq_col], stg)
     return dk, dv
@@ -372,8 +486,9 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
 @gluon.jit
 def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty, ds_ready,
                    ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
-                   softmax_scale, qk_scale, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+                   softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
+                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+                   ROTATE: gl.constexpr, DROPOUT: gl.constexpr):
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     dtype: gl.constexpr = k_smem.dtype
@@ -393,6 +508,14 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
     dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
     vec_base = (b * nheads + hk * group) * seqlen_q
+    ck = 0
+    mk = 0
+    if DROPOUT:
+        gl.static_assert(BLOCK_N == DROPOUT_GROUP, "dropout: the key block is one column group")
+        mk = fused_group_mult(KEYS, seqlen_k, nheads, rng_rows, n0)
+        # the WG's 64 column keys (table index = key index), on S^T's row axis
+        ck = gl.load(KEYS + n0 + WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout)))
+        ck = ck.to(gl.uint32, bitcast=True)
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
     if CAUSAL:
@@ -417,20 +540,27 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
             hh = g // n_m
             j = g - hh * n_m
             h = hk * group + hh
+            rk_at = 0
+            if DROPOUT:
+                rk_at = fused_rk_at(seqlen_k, seqlen_q, rng_rows, b, h, (j0 + j) * BLOCK_M)
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES,
-                                 True, s_layout, a_layout)
+                                 True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
             hh, j = _tile_row(g, n_m, rot)
             h = hk * group + hh
+            rk_at = 0
+            if DROPOUT:
+                rk_at = fused_rk_at(seqlen_k, seqlen_q, rng_rows, b, h, j * BLOCK_M)
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
-                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, False, s_layout, a_layout)
+                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
+                                 rk_at, ck, mk, dropout_p, DROPOUT)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
@@ -440,6 +570,10 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     row = b * seqlen_k + n0 + WG * HALF_N
     k_half = k_smem.index(WG)
     v_half = v_smem.index(WG)
+    if DROPOUT:
+        keep_frac = 1.0 - dropout_p
+        dk = dk / keep_frac                                                  # bwd_ws.py: the loop's 1 / (1 - p)
+        dv = dv / keep_frac
     k_half.store((dk * softmax_scale).to(dtype))
     v_half.store(dv.to(dtype))
     fence_async_shared()
@@ -456,8 +590,9 @@ def attn_bwd_fused_gluon_kernel(
     dq_desc,                   # over dq_accum (B * Nq, H * D) fp32, zeroed, box (BLOCK_M, D / 2)
     LSE, DELTA,                # lse / delta (B, H, Nq) fp32 contiguous
     seqlen_q, seqlen_k, nheads, nheads_k, group, softmax_scale, qk_scale,
+    KEYS, rng_rows, dropout_p,  # DROPOUT: the key table (int32), B * Nq, p (float); else None (constexprs)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-    CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True,
+    CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -496,12 +631,12 @@ def attn_bwd_fused_gluon_kernel(
     gl.warp_specialize([
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, WG0, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                          CAUSAL, ROTATE)),
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG0, HEAD_DIM, BLOCK_M,
+                          BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, WG1, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
-                          CAUSAL, ROTATE)),
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG1, HEAD_DIM, BLOCK_M,
+                          BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
     ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

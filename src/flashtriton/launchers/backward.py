@@ -87,8 +87,11 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         preprocess()
+        # (with dropout only where policy.GLUON_BWD_FUSED_DROPOUT: the key table rng_arg, whose
+        # rng_rows = total_q = B * Nq and rng_stride = Nk are the dense layout the kernel reads)
         backward_gluon.fused_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
-                                  dq, dk, dv)
+                                  dq, dk, dv, dropout_p=params.dropout_p,
+                                  keys=rng_arg if params.dropout_p > 0 else None)
         return dq, dk, dv
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0

@@ -11,13 +11,15 @@ bench/gpu/s24_gluon_bwd_ab.py).
         kernel's variants for the A/B (kernels/bwd_gluon.py: NUM_STAGES, VEC_PTR, OVERLAP)
     dkdv_gluon(...)          prepare_dkdv(...)()
     prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, num_stages=None,
-                  rotate=True)
+                  rotate=True, dropout_p=0.0, keys=None)
         the FUSED backward (kernels/bwd_gluon_fused.py, session 25): dK / dV and dQ in one
         kernel, dQ reduce-added in fp32 by TMA. NON-DETERMINISTIC dq (the order in which
         key blocks add their partial tiles varies run to run); dk / dv deterministic.
         For deterministic=False only. Validation as prepare_dkdv (ValueError before any
         launch); causal=True: the library's bottom-right mask. Returns launch() -> (dq,
-        dk, dv): zeroes the fp32 accumulator, runs the kernel, casts.
+        dk, dv): zeroes the fp32 accumulator, runs the kernel, casts. dropout_p > 0 (session
+        26): the backward of the dropout forward whose key table is keys
+        (launchers.common._dropout_keys(rng, H, B * Nq, Nk)); check_dropout validates them.
     fused_gluon(...)         prepare_fused(...)()
     delta_of(out, dout)      delta = rowsum(dO * O) (B, H, Nq) fp32 by the library's own
                              preprocess kernel (kernels/bwd.py's bwd_preprocess_kernel, as
@@ -57,7 +59,8 @@ from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
 from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
-__all__ = ["check_inputs", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon", "fused_smem_bytes", "delta_of", "rows_view_ok"]
+__all__ = ["check_inputs", "check_dropout", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon",
+           "fused_smem_bytes", "delta_of", "rows_view_ok"]
 
 
 def _vec_desc(x: torch.Tensor, rows: int):
@@ -115,6 +118,42 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
     if not isinstance(softmax_scale, (int, float)) or isinstance(softmax_scale, bool) \
             or not math.isfinite(softmax_scale) or softmax_scale == 0:
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
+
+
+def keys_numel(b: int, nq: int, nk: int, h: int) -> int:
+    """Entries of a dense call's dropout key table (launchers.common._dropout_keys with
+    rng_rows = B * Nq, rng_stride = Nk): Nk column keys, H * B * Nq row keys, cs_mult."""
+    return nk + h * b * nq + 1
+
+
+def check_dropout(q, k, dropout_p, keys) -> None:
+    """The fused kernel's dropout arguments (after check_inputs); ValueError naming the
+    argument. dropout_p: a float in [0, 1) (0: no dropout, keys must be None); keys: the
+    call's key table, int32, 1-D contiguous, keys_numel(B, Nq, Nk, H) entries (the
+    kernel's int32 indices need that below 2^31), on q's device."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not math.isfinite(dropout_p) \
+            or not 0 <= dropout_p < 1:
+        raise ValueError(f"dropout_p: expected a number in [0, 1), got {dropout_p!r}")
+    if dropout_p == 0:
+        if keys is not None:
+            raise ValueError("keys: given with dropout_p = 0 (no dropout: pass keys=None)")
+        return
+    if not isinstance(keys, torch.Tensor):
+        raise ValueError(f"keys: dropout_p = {dropout_p} needs the call's key table (a torch.Tensor, "
+                         f"launchers.common._dropout_keys), got {type(keys).__name__}")
+    b, nq, h, _ = q.shape
+    nk = k.shape[1]
+    need = keys_numel(b, nq, nk, h)
+    if keys.dtype != torch.int32 or keys.dim() != 1 or not keys.is_contiguous():
+        raise ValueError(f"keys: expected a contiguous 1-D int32 tensor, got {keys.dtype} of shape "
+                         f"{tuple(keys.shape)}{'' if keys.is_contiguous() else ', not contiguous'}")
+    if keys.numel() != need:
+        raise ValueError(f"keys: {keys.numel()} entries, expected Nk + H * B * Nq + 1 = {need} (the table of "
+                         "_dropout_keys(rng, H, B * Nq, Nk))")
+    if need > 2 ** 31:
+        raise ValueError(f"keys: {need} entries, above the kernel's int32 indices (2^31)")
+    if keys.device != q.device:
+        raise ValueError(f"keys: on {keys.device}, q on {q.device}")
 
 
 def _check_device(q, what: str = "dkdv_gluon") -> None:
@@ -237,7 +276,7 @@ def fused_smem_bytes(d: int, num_stages: int, block_m: int = 64, block_n: int = 
 
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                  rotate: bool = True):
+                  rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -260,11 +299,19 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     kernel's ROTATE (each key block starts its walk over the query tiles at a different
     tile, so the resident CTAs reduce into different rows of dq_accum; rotate=False for
     the A/B; no effect with causal=True). dq_accum is allocated here once and zeroed by
-    every launch (its descriptor is made once)."""
+    every launch (its descriptor is made once).
+
+    dropout_p > 0 (kernels/bwd_gluon_fused.py's DROPOUT, session 26): the backward of a
+    dropout forward; keys its key table (launchers.common._dropout_keys(rng, H, B * Nq, Nk),
+    the one the library's backward builds from the forward's rng state), delta = rowsum(dO
+    * O) of the dropped output O. The kernel regenerates the library's mask from the table
+    (kernels.common.dropout_keep_keys) and applies bwd_ws.py's dropout backward. Validated
+    by check_dropout (ValueError before any launch)."""
     d, block_m, block_n, num_stages = _tile_args(q, FUSED_CONFIG, causal, num_stages)
     if not isinstance(rotate, bool):
         raise ValueError(f"rotate: expected a bool, got {rotate!r}")
     check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
+    check_dropout(q, k, dropout_p, keys)
     need = fused_smem_bytes(d, num_stages, block_m, block_n)
     if need > 227 * 1024:
         raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
@@ -283,7 +330,8 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
                              "2^31 (the kernel's int32 start tile); use rotate=False")
     _check_device(q, "fused_gluon")
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
-                                                                  block_m, block_n, num_stages, rotate, causal)
+                                                                  block_m, block_n, num_stages, rotate, causal,
+                                                                  dropout_p=float(dropout_p), keys=keys)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -314,13 +362,15 @@ def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = Fals
 
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
-                       rotate: bool, causal: bool = False, outs=None):
+                       rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
     of K; dK leaves through K's buffer), dq_accum dq_stage_layout (fp32, 64-byte swizzle,
     boxes (BLOCK_M, D / 2)). outs: (dq, dk, dv) to write into (contiguous, shaped like q,
-    k, v), else allocated here."""
+    k, v), else allocated here. dropout_p > 0: DROPOUT with keys (the table),
+    rng_rows = B * Nq and dropout_p as the kernel's arguments; else the three are None (Triton
+    binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -348,10 +398,12 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     lse = lse.contiguous()
     delta = delta.contiguous()
     grid = (nk // block_n, b * hk)
+    drop = dropout_p > 0
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
-            nq, nk, h, hk, h // hk, scale, scale * LOG2E)
+            nq, nk, h, hk, h // hk, scale, scale * LOG2E,
+            keys if drop else None, b * nq if drop else None, float(dropout_p) if drop else None)
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, ROTATE=rotate,
-                  num_warps=4)
+                  DROPOUT=drop, num_warps=4)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -364,24 +416,28 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
 FUSED_REPLAYABLE = False
 
 
-def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv) -> None:
+def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
+               keys=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
-    library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE."""
+    library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE. dropout_p > 0:
+    keys the call's table (launchers.backward's rng_arg); routed only where
+    policy.GLUON_BWD_FUSED_DROPOUT allows it."""
     if not FUSED_REPLAYABLE:
         plans.unreplayable()
     block_m, block_n, stages = FUSED_CONFIG[q.shape[-1]]
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal, causal,
-        outs=(dq, dk, dv))
+        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                rotate: bool = True):
+                rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
-    return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate)()
+    return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
+                         dropout_p=dropout_p, keys=keys)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -402,6 +402,14 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
     return _warp_spec_switch(q)
 
 
+# Whether backwards WITH dropout take the fused Gluon kernel's DROPOUT variant (session 26:
+# written and compiled offline, kernels/bwd_gluon_fused.py; never run on a GPU yet). False:
+# they keep bwd.py / bwd_ws.py's dropout backward. Enable after the GPU A/B
+# (bench/gpu/s26_gluon_fused_dropout_ab.py: GPU tests green, and fused-dropout faster than
+# the library's dropout backward at 4k and 16k).
+GLUON_BWD_FUSED_DROPOUT = False
+
+
 def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
                     seqlen_k: int) -> bool:
     """Whether the backward takes the fused Gluon kernel (launchers.backward_gluon.
@@ -410,9 +418,16 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
     (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
     index arithmetic; then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not
-    shared)."""
+    shared). Dropout only where GLUON_BWD_FUSED_DROPOUT (False: not yet), with the key
+    table's int32 indices (Nk + H * B * Nq + 1 entries) below 2^31; otherwise by the same
+    rules."""
     if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
+    if params.dropout_p > 0:
+        b, _, h, _ = q.shape
+        if not GLUON_BWD_FUSED_DROPOUT or seqlen_k + h * b * seqlen_q + 1 > 2 ** 31:
+            return False
+        params = dataclasses.replace(params, dropout_p=0.0)          # the rest as without dropout
     causal = params.window_right == 0 and params.window_left < 0
     if not (causal or (params.window_left < 0 and params.window_right < 0)):
         return False
