@@ -657,9 +657,8 @@ def test_fused_route_rule(monkeypatch):
     assert not rule(q, k, v, common.AttnParams(0.1))                                       # deterministic
     for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
               common.AttnParams(0.1, window_right=64, deterministic=False),
-              common.AttnParams(0.1, softcap=3.0, deterministic=False),
-              common.AttnParams(0.1, dropout_p=0.1, deterministic=False)):
-        assert not rule(q, k, v, p)
+              common.AttnParams(0.1, softcap=3.0, deterministic=False)):
+        assert not rule(q, k, v, p)                          # (dropout: test_fused_dropout_route_rule)
     assert not rule(q, k, v, alibi=torch.ones(4)) and not rule(q, k, v, varlen=True)
     assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"))              # too short
     q64, k64, v64 = rand_qkv(1, 4096, 4096, 2, 1, 64, torch.bfloat16, "cpu")
@@ -755,8 +754,8 @@ def test_fused_launches_replayable(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------
-# The fused backward with dropout (kernels/bwd_gluon_fused.py's DROPOUT, session 26; not
-# routed: policy.GLUON_BWD_FUSED_DROPOUT is False until the GPU A/B)
+# The fused backward with dropout (kernels/bwd_gluon_fused.py's DROPOUT, session 26;
+# routed for policy.GLUON_BWD_FUSED_DROPOUT's head dims since the GPU A/B)
 # ---------------------------------------------------------------------------------------
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
@@ -905,12 +904,12 @@ def test_fused_dropout_launch_args():
 
 
 def test_fused_dropout_route_rule(monkeypatch):
-    """policy.gluon_bwd_fused with dropout: refused while GLUON_BWD_FUSED_DROPOUT is False
-    (the default: the library's behaviour unchanged); with the switch patched on, accepted
-    by the same rules as without dropout (deterministic=False, plain / causal, lengths)."""
+    """policy.gluon_bwd_fused with dropout: accepted for the head dims in
+    GLUON_BWD_FUSED_DROPOUT (D = 128, measured) by the same rules as without dropout
+    (deterministic=False, plain / causal, lengths); refused with the set emptied."""
     from flashtriton.launchers import common, policy
 
-    assert policy.GLUON_BWD_FUSED_DROPOUT is False
+    assert policy.GLUON_BWD_FUSED_DROPOUT == {128}
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
 
@@ -923,9 +922,14 @@ def test_fused_dropout_route_rule(monkeypatch):
     drop = common.AttnParams(0.1, dropout_p=0.1, deterministic=False)
     drop_causal = common.AttnParams(0.1, window_right=0, dropout_p=0.1, deterministic=False)
     assert rule(q, k, v, common.AttnParams(0.1, deterministic=False))
-    assert not rule(q, k, v, drop) and not rule(q, k, v, drop_causal)
-    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DROPOUT", True)
     assert rule(q, k, v, drop) and rule(q, k, v, drop_causal)
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DROPOUT", frozenset())
+    assert not rule(q, k, v, drop) and not rule(q, k, v, drop_causal)
+    assert rule(q, k, v, common.AttnParams(0.1, deterministic=False))                    # without dropout
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DROPOUT", frozenset({128}))
+    q64, k64, v64 = rand_qkv(2, 1024, 1024, 4, 2, 64, torch.bfloat16, "cpu")
+    assert rule(q64, k64, v64, common.AttnParams(0.1, window_right=0, deterministic=False))
+    assert not rule(q64, k64, v64, drop_causal)                                        # D = 64: not measured
     assert not rule(q, k, v, common.AttnParams(0.1, dropout_p=0.1))                         # deterministic
     assert not rule(q, k, v, common.AttnParams(0.1, window_left=64, dropout_p=0.1, deterministic=False))
     assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"), drop)        # too short
@@ -1001,3 +1005,19 @@ def test_fused_dropout_zero_p_is_plain_gpu():
     a = fused_gluon(q, k, v, dout, lse, delta, scale)
     b2 = fused_gluon(q, k, v, dout, lse, delta, scale, dropout_p=0.0, keys=None)
     assert torch.equal(a[1], b2[1]) and torch.equal(a[2], b2[2])
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attn_func_takes_fused_dropout_gpu(monkeypatch, causal):
+    """As routed (policy.GLUON_BWD_FUSED_DROPOUT = {128}, session 26): flash_attn_func(
+    dropout_p=0.1) at D = 128, 1k, deterministic=False runs the fused Gluon backward with
+    the call's dropout, and dq / dk / dv pass the float64 criterion under the mask the
+    forward drew (check_attention reads it back from S_dmask)."""
+    from helpers import check_attention, spy
+
+    called = spy(monkeypatch, backward_gluon, "fused_into", record=lambda *a, **kw: kw.get("dropout_p"))
+    check_attention("triton", *rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cuda"), causal=causal,
+                    dropout_p=0.1, seed=11)
+    assert called == [0.1], called

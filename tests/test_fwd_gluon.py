@@ -948,9 +948,10 @@ def test_valid_dropout_reaches_the_device_check():
 
 def test_gluon_dropout_route_rule(monkeypatch):
     """Dropout forwards take the Gluon DROPOUT variant only where GLUON_FWD_DROPOUT_MIN_N
-    has an entry for their kind: EMPTY (not routed until the GPU A/B); patched, the
-    plain / causal / window kinds separately, under the Gluon kernels' other rules."""
-    assert policy.GLUON_FWD_DROPOUT_MIN_N == {}
+    has an entry for their kind: as shipped plain and causal D = 128 from 4k, no window;
+    patched, the plain / causal / window kinds separately, under the Gluon kernels'
+    other rules."""
+    assert policy.GLUON_FWD_DROPOUT_MIN_N == {"plain": {128: 4096}, "causal": {128: 4096}}
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
     plain = common.AttnParams(0.1, dropout_p=0.1)
@@ -960,8 +961,12 @@ def test_gluon_dropout_route_rule(monkeypatch):
     def rule(q, k, v, params=plain, alibi=None, varlen=False, bd=128):
         return policy.gluon_fwd_dropout(q, k, v, params, alibi, varlen, bd, q.shape[1], k.shape[1])
 
+    q4, k4, v4 = rand_qkv(1, 4096, 4096, 2, 1, 128, torch.bfloat16, "cpu")
+    assert rule(q4, k4, v4) and rule(q4, k4, v4, causal) and not rule(q4, k4, v4, window)   # as shipped
     q, k, v = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
-    assert not any(rule(q, k, v, p) for p in (plain, causal, window))               # the empty table
+    assert not any(rule(q, k, v, p) for p in (plain, causal, window))               # 1k: below 4k
+    monkeypatch.setattr(policy, "GLUON_FWD_DROPOUT_MIN_N", {})
+    assert not any(rule(q4, k4, v4, p) for p in (plain, causal, window))            # the empty table
     monkeypatch.setitem(policy.GLUON_FWD_DROPOUT_MIN_N, "plain", {128: 1024})
     assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
     assert rule(*rand_qkv(2, 1024, 1152, 4, 2, 128, torch.bfloat16, "cpu"))           # GQA, Nq != Nk

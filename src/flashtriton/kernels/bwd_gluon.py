@@ -1,7 +1,9 @@
 """FlashAttention-2 backward, dK/dV pass, for Hopper written in Gluon, hand-scheduled.
 
 Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a in session 24
-(bench/gluon_bwd_compile.py); not run on a GPU yet, not routed into the library (host
+(bench/gluon_bwd_compile.py); its GPU tests pass on the H200 since session 25 (3 stages
+causal D = 128 gave a wrong dk and is refused); not routed: the fused backward
+(bwd_gluon_fused.py) supersedes it (host
 side launchers/backward_gluon.py; GPU tests tests/test_bwd_gluon.py; the first GPU run and
 the A/B against the library's dK/dV kernel: bench/gpu/s24_gluon_bwd_ab.py).
 

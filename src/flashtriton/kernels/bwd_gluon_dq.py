@@ -2,7 +2,8 @@
 separate dQ pass).
 
 Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a
-(bench/gluon_bwd_dq_compile.py); not run on a GPU yet, not routed into the library (host
+(bench/gluon_bwd_dq_compile.py); its GPU tests pass on the H200 since session 25; not
+routed: the fused backward (bwd_gluon_fused.py) supersedes it (host
 side launchers/backward_gluon_dq.py; GPU tests tests/test_bwd_gluon_dq.py; smoke and A/B
 bench/gpu/s25_gluon_dq_ab.py).
 

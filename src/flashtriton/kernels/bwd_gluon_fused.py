@@ -136,9 +136,9 @@ CAUSAL (the library's bottom-right mask: query i sees key j iff j <= i + Nk - Nq
   block loads keep dq_accum's zeros: dq = 0. Every WG still arrives once per ring tile on
   empty, ds_ready and ds_free: the barrier protocol above is unchanged.
 
-DROPOUT (session 26, 2026-12-01: written and compiled offline, never run on a GPU; host
-  prepare_fused(..., dropout_p=, keys=); not routed: policy.GLUON_BWD_FUSED_DROPOUT = False
-  until the GPU A/B, bench/gpu/s26_gluon_fused_dropout_ab.py). The backward of the library's
+DROPOUT (session 26, 2026-12-01; host prepare_fused(..., dropout_p=, keys=); routed for
+  the head dims in policy.GLUON_BWD_FUSED_DROPOUT after the GPU A/B,
+  bench/gpu/s26_gluon_fused_dropout_ab.py, s26/call1). The backward of the library's
   dropout forward, bwd_ws.py's math (its HAS_DROPOUT dK/dV and dQ loops are the reference):
   with Z the keep mask of the call's key table and kf = 1 - p,
       dV += (P^T Z) dO,   dS^T = (P^T Z) dP^T - P^T (kf delta)   (bwd_ws.py's dK/dV form;

@@ -95,8 +95,8 @@ SCHEDULED (2026-12-01, session 24, offline only; not routed; bench/gpu/s25_gluon
   (_block_range, _block_of); every partition reads the same list, so the phases need
   nothing new. SCHEDULED=False: the SASS opcodes of before (4 variants compared offline).
 
-WINDOW (session 25, 2026-12-01, offline only; not routed; bench/gpu/s25_gluon_window_ab.py
-  for the A/B): flash-attn's sliding window, query row i sees key c iff diag_i - win_left
+WINDOW (session 25, 2026-12-01; routed by launchers.policy.gluon_fwd_window after
+  bench/gpu/s25_gluon_window_ab.py): flash-attn's sliding window, query row i sees key c iff diag_i - win_left
   <= c <= diag_i + win_right, diag_i = i + Nk - Nq (reference.py); two runtime arguments
   win_left, win_right >= 0 (the launcher, forward_gluon.window_args, passes Nq + Nk for an
   unbounded side, turns (-1, -1) into the plain and (-1, 0) into the CAUSAL kernel). A
@@ -131,8 +131,8 @@ WINDOW (session 25, 2026-12-01, offline only; not routed; bench/gpu/s25_gluon_wi
   unchanged (all 26 non-window variants of bench/gluon_fwd_compile.py's table compared
   with the source before, addresses stripped).
 
-DROPOUT (session 26, 2026-12-01, offline only; not routed: launchers.policy.gluon_fwd_dropout,
-  GLUON_FWD_DROPOUT_MIN_N empty until bench/gpu/s26_gluon_dropout_fwd_ab.py has run):
+DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
+  GLUON_FWD_DROPOUT_MIN_N after bench/gpu/s26_gluon_dropout_fwd_ab.py, s26/call1):
   dropout with EXACTLY the library's mask (kernels/common.py dropout_keep: what fwd_ws.py
   and fwd.py drop, what the backward regenerates from its key table and what
   return_attn_probs' S_dmask shows), with any of the variants above. Arguments RNG (the

@@ -87,7 +87,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         preprocess()
-        # (with dropout only where policy.GLUON_BWD_FUSED_DROPOUT: the key table rng_arg, whose
+        # (with dropout only for policy.GLUON_BWD_FUSED_DROPOUT's head dims: the key table rng_arg, whose
         # rng_rows = total_q = B * Nq and rng_stride = Nk are the dense layout the kernel reads)
         backward_gluon.fused_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
                                   dq, dk, dv, dropout_p=params.dropout_p,

@@ -107,7 +107,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
                                persistent=gluon_fwd_persistent(causal))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        # (GLUON_FWD_DROPOUT_MIN_N is empty until the GPU A/B: not taken yet)
         # the kind as policy.gluon_fwd_dropout's table tells it (causal: no left edge)
         g_causal = params.window_right == 0 and params.window_left < 0
         plain = params.window_left < 0 and params.window_right < 0

@@ -16,16 +16,16 @@ scheduled=True (persistent causal; A/B only, not routed): the blocks dealt by th
 causal=True is the library's bottom-right causal mask (query i sees key j iff
 j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
 
-window=(left, right) (prepare / attention_fwd_gluon only; not routed, session 25,
-2026-12-01): flash-attn's sliding window as the library uses it (reference.py): query i
+window=(left, right) (session 25, 2026-12-01; routed by policy.gluon_fwd_window's
+GLUON_FWD_WINDOW_MIN_N): flash-attn's sliding window as the library uses it (reference.py): query i
 sees key j iff i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 for an unbounded side;
 any left, right >= -1 (window_args: edges reaching past every sequence become -1, (-1,
 -1) is the plain kernel, (-1, 0) the CAUSAL one, the rest the kernel's WINDOW variant).
 causal=True with a window: the right edge must be 0 or -1 (it is the diagonal); rows
 that see no key get O = 0 and lse = +inf.
 
-dropout_p, rng (prepare / attention_fwd_gluon / fwd_into; session 26, 2026-12-01, offline
-only; not routed: policy.gluon_fwd_dropout, GLUON_FWD_DROPOUT_MIN_N empty): the kernel's
+dropout_p, rng (prepare / attention_fwd_gluon / fwd_into; session 26, 2026-12-01; routed
+where policy.gluon_fwd_dropout's GLUON_FWD_DROPOUT_MIN_N admits a call): the kernel's
 DROPOUT variant, any of the above (plain, causal, window; one block a CTA or persistent),
 with the library's dropout mask bitwise (kernels/common.py dropout_keep; rng the int64
 (seed, offset) device tensor of the call, the counter layout rng_rows = B * Nq, rng_stride

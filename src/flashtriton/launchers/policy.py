@@ -107,16 +107,17 @@ GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 # fwd_ws.py's 353 once launch plans replay the Gluon launch (call 6, unreplayable: 595 us,
 # 494 us of host time a call). D = 64 and shorter N not measured: not taken.
 GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
-# Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (session 26,
-# 2026-12-01, offline only: the library's mask bitwise, checked on the CPU against
-# kernels/common.py; sm_90a, bench/gluon_fwd_compile.py: plain 0 spills, causal one block
-# 8 bytes, window 1.5-2 KB at D = 128, so "window" wants a leaner variant before an entry):
-# kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them apart) ->
-# {BLOCK_D: the shortest min(Nq, Nk)}. EMPTY until the GPU A/B (bench/gpu/
-# s26_gluon_dropout_fwd_ab.py ab, against the library's dropout forward, fwd_ws.py / fwd.py)
-# and the GPU tests (tests/test_fwd_gluon.py -m gpu -k dropout) have run: until then every
-# dropout forward keeps its kernel. Filled from the A/B's numbers, e.g. {"plain": {128: 1024}}.
-GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {}
+# Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
+# bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
+# apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
+# tokens, H = 16, D = 128, p = 0.1, CUDA-graph replays, two rounds, bench/gpu/
+# s26_gluon_dropout_fwd_ab.py ab, s26/call1), TFLOP/s: plain 4k 539 / 523 against the
+# library's dropout forward (fwd_ws.py) 483 / 488, 16k 526 / 552 against 494 / 503 (1.18-
+# 1.26x the time of the Gluon forward without dropout, predicted 1.08-1.15x); causal 4k
+# 442 / 437 against fwd.py's 355 / 351, 16k 532 / 534 against 424 / 422. Outputs within
+# the f64 criterion, plain bitwise the library's. Measured at 4k and 16k only, so taken
+# from 4k; "window" (1.5-2 KB of spills offline) and D = 64 not measured: not taken.
+GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {"plain": {128: 4096}, "causal": {128: 4096}}
 # The fused Gluon backward (kernels/bwd_gluon_fused.py: dK, dV and dQ in one kernel, dQ
 # reduce-added in fp32 by TMA, so dq's last bits vary run to run): calls with
 # deterministic=False (flash-attn's default) take it from this min(Nq, Nk), per kind and
@@ -372,7 +373,7 @@ def gluon_fwd_dropout(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: i
     """Whether a dropout forward (0 < dropout_p < 1; params through _effective_window) takes
     the Gluon kernel's DROPOUT variant (launchers.forward_gluon.fwd_into with the call's
     rng): its kind (no mask "plain", the canonical causal "causal", any other window
-    "window") has an entry in GLUON_FWD_DROPOUT_MIN_N (empty: never, until measured) for
+    "window") has an entry in GLUON_FWD_DROPOUT_MIN_N for
     head_dim == BLOCK_D and min(Nq, Nk) reaches it; the Gluon kernels' other rules
     (_gluon_common without its dropout_p == 0) and the switch."""
     if not 0 < params.dropout_p < 1 or bd not in GLUON_TILES:
@@ -402,12 +403,15 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
     return _warp_spec_switch(q)
 
 
-# Whether backwards WITH dropout take the fused Gluon kernel's DROPOUT variant (session 26:
-# written and compiled offline, kernels/bwd_gluon_fused.py; never run on a GPU yet). False:
-# they keep bwd.py / bwd_ws.py's dropout backward. Enable after the GPU A/B
-# (bench/gpu/s26_gluon_fused_dropout_ab.py: GPU tests green, and fused-dropout faster than
-# the library's dropout backward at 4k and 16k).
-GLUON_BWD_FUSED_DROPOUT = False
+# The head dims whose backwards WITH dropout take the fused Gluon kernel's DROPOUT variant
+# (by GLUON_BWD_FUSED_MIN_N's lengths, as without dropout); the rest keep bwd.py /
+# bwd_ws.py's dropout backward. Session 26 (H200, 2026-12-01, bf16, 16k tokens, H = 16,
+# p = 0.1, whole backward, two rounds, bench/gpu/s26_gluon_fused_dropout_ab.py ab,
+# s26/call1), D = 128: plain 4k 3.00 ms against the library's dropout backward 3.65 (1.15x
+# the fused backward without dropout), 16k 11.63 against 17.93 (1.11x); causal 4k 1.68
+# against 2.16 (1.10x), 16k 5.82 against 9.51 (1.10x). Gradients within the f64
+# criterion. D = 64 ran only in the smoke (right): not measured, not taken.
+GLUON_BWD_FUSED_DROPOUT: frozenset[int] = frozenset({128})
 
 
 def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
@@ -418,14 +422,14 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
     (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
     index arithmetic; then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not
-    shared). Dropout only where GLUON_BWD_FUSED_DROPOUT (False: not yet), with the key
+    shared). Dropout only for head dims in GLUON_BWD_FUSED_DROPOUT, with the key
     table's int32 indices (Nk + H * B * Nq + 1 entries) below 2^31; otherwise by the same
     rules."""
     if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
     if params.dropout_p > 0:
         b, _, h, _ = q.shape
-        if not GLUON_BWD_FUSED_DROPOUT or seqlen_k + h * b * seqlen_q + 1 > 2 ** 31:
+        if q.shape[-1] not in GLUON_BWD_FUSED_DROPOUT or seqlen_k + h * b * seqlen_q + 1 > 2 ** 31:
             return False
         params = dataclasses.replace(params, dropout_p=0.0)          # the rest as without dropout
     causal = params.window_right == 0 and params.window_left < 0
