@@ -927,10 +927,12 @@ def test_rejects_dropout_p(p):
 def test_rejects_dropout_rng():
     with pytest.raises(ValueError, match=r"^rng: dropout_p > 0 needs the \(seed, offset\) int64 tensor"):
         attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1)
-    for bad in (torch.zeros(2, dtype=torch.int32), torch.zeros(3, dtype=torch.int64),
-                torch.zeros(4, dtype=torch.int64)[::2]):
+    # (made on DEVICE, not moved there: .to("cuda") copies the strided one into a contiguous
+    # tensor, which passed the check; session 26's GPU run)
+    for bad in (torch.zeros(2, dtype=torch.int32, device=DEVICE), torch.zeros(3, dtype=torch.int64, device=DEVICE),
+                torch.zeros(4, dtype=torch.int64, device=DEVICE)[::2]):
         with pytest.raises(ValueError, match=r"^rng: expected a contiguous int64 tensor of 2 elements"):
-            attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1, rng=bad.to(DEVICE))
+            attention_fwd_gluon(*qkv(), 0.1, dropout_p=0.1, rng=bad)
     with pytest.raises(ValueError, match=r"^rng: only with dropout_p > 0"):
         attention_fwd_gluon(*qkv(), 0.1, rng=dropout_rng(0, DEVICE))
     if HAS_CUDA:
