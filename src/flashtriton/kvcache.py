@@ -61,8 +61,10 @@ Everything arrives validated, on q's device, with the caches' dtype equal to q's
 Value checks. The structure of every argument is checked always. The VALUES of
 cache_seqlens, cache_leftpad, cache_batch_idx and the used entries of block_table
 (range, capacity, distinct cache rows when appending, rotary table length) need
-one small device-to-host copy, a host sync. They run by default, are skipped while
-a CUDA graph is being captured or torch.compile traces, and can be switched off
+one small device-to-host copy, a host sync (on CUDA tensors the values it copies are
+gathered by one Triton launch, kernels/kvcache_checks.py; elsewhere by torch ops).
+They run by default, are skipped while a CUDA graph is being captured or
+torch.compile traces, and can be switched off
 for latency-critical serving with `with flashtriton.kvcache.value_checks(False):`
 or FLASHTRITON_KVCACHE_CHECKS=0. Unchecked out-of-range indices are undefined
 behaviour (reads and writes out of bounds), as in flash-attn.
@@ -75,7 +77,7 @@ import math
 import torch
 
 from . import backends, envvars, validate
-from .launchers import plans
+from .launchers import kvcache_checks, plans
 from .launchers.prefill import AttnParams
 
 MAX_PAGE_SIZE = 256
@@ -313,31 +315,52 @@ def _checked_structure(*args, signed=None):
     return hit
 
 
+# Where the value checks gather their values: None (default) in one Triton launch
+# (launchers/kvcache_checks.py) for CUDA tensors, with torch ops (_value_rows_torch) for
+# any other device (the CPU backend; the interpreter's CPU tensors); True / False force
+# the kernel / torch ops (tests: the kernel's path under the interpreter).
+_KERNEL_VALUE_ROWS = None
+
+
+def _value_rows_torch(cache_seqlens, cache_batch_idx, cache_leftpad, block_table, num_blocks, page_size, snew):
+    """The (5, B) int64 tensor of kernels/kvcache_checks.py (the layout is there), with torch
+    ops: the CPU path, and the truth of the kernel's tests."""
+    ends = cache_seqlens.to(torch.int64)
+    zeros = torch.zeros_like(ends)
+    starts = cache_leftpad.to(torch.int64) if cache_leftpad is not None else zeros
+    idx = cache_batch_idx.to(torch.int64) if cache_batch_idx is not None else zeros
+    if block_table is None:
+        return torch.stack([ends, starts, idx, torch.full_like(ends, -1), zeros])
+    # The first used page with an out-of-range entry, per sequence (-1: none). Used
+    # pages are [start // page_size, ceil((end + snew) / page_size)).
+    bt = block_table.to(torch.int64)
+    col = torch.arange(bt.shape[1], device=bt.device)[None, :]
+    first = starts[:, None] // page_size
+    last = (ends[:, None] + snew + page_size - 1) // page_size
+    bad = (col >= first) & (col < last) & ((bt < 0) | (bt >= num_blocks))
+    bad_col = torch.where(bad, col, bt.shape[1]).amin(dim=1).masked_fill_(~bad.any(dim=1), -1)
+    bad_val = bt.gather(1, bad_col.clamp_min(0)[:, None]).squeeze(1)
+    return torch.stack([ends, starts, idx, bad_col, bad_val])
+
+
 def _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
-                  capacity, page_size, snew, per_row_rotary):
-    """Values of the index tensors, with one device-to-host copy of (batch,)-sized vectors."""
+                  capacity, page_size, snew, per_row_rotary, signed=None):
+    """Values of the index tensors, with one device-to-host copy of a (5, batch) tensor.
+    signed: the structure memo's token when the call was signed (kernel path's plan key)."""
     batch, seqlen_q = q.shape[0], q.shape[1]
-    rows = [cache_seqlens.to(torch.int64)]
-    if cache_leftpad is not None:
-        rows.append(cache_leftpad.to(torch.int64))
-    if cache_batch_idx is not None:
-        rows.append(cache_batch_idx.to(torch.int64))
-    if block_table is not None:
-        # The first used page with an out-of-range entry, per sequence (-1: none). Used
-        # pages are [start // page_size, ceil((end + snew) / page_size)).
-        bt = block_table.to(torch.int64)
-        col = torch.arange(bt.shape[1], device=bt.device)[None, :]
-        first = (cache_leftpad.to(torch.int64) if cache_leftpad is not None
-                 else torch.zeros_like(rows[0]))[:, None] // page_size
-        last = (rows[0][:, None] + snew + page_size - 1) // page_size
-        bad = (col >= first) & (col < last) & ((bt < 0) | (bt >= k_cache.shape[0]))
-        big = bt.shape[1]
-        rows.append(torch.where(bad, col, big).amin(dim=1).masked_fill_(~bad.any(dim=1), -1))
-        rows.append(bt.gather(1, rows[-1].clamp_min(0)[:, None]).squeeze(1))
-    vals = torch.stack(rows).cpu().tolist()  # the one host sync
-    ends = vals.pop(0)
-    starts = vals.pop(0) if cache_leftpad is not None else [0] * batch
-    idx = vals.pop(0) if cache_batch_idx is not None else None
+    use_kernel = _KERNEL_VALUE_ROWS
+    if use_kernel is None:
+        use_kernel = q.device.type == "cuda"
+    if use_kernel:
+        rows = kvcache_checks.value_rows(cache_seqlens, cache_leftpad, cache_batch_idx, block_table,
+                                         k_cache.shape[0], page_size, snew, signed)
+    else:
+        rows = _value_rows_torch(cache_seqlens, cache_batch_idx, cache_leftpad, block_table, k_cache.shape[0],
+                                 page_size, snew)
+    vals = rows.cpu().tolist()  # the one host sync
+    ends, starts, idx, bad_col, bad_val = vals
+    if cache_batch_idx is None:
+        idx = None
     for b, e in enumerate(ends):
         if e < 0:
             raise ValueError(f"cache_seqlens: entry {b} is {e}; must be >= 0")
@@ -358,7 +381,6 @@ def _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, blo
             raise ValueError(f"cache_batch_idx: cache row {dup} appears more than once; appending k and v needs "
                              f"distinct rows")
     if block_table is not None:
-        bad_col, bad_val = vals
         for b in range(batch):
             if bad_col[b] >= 0:
                 raise ValueError(f"block_table: entry [{b}, {bad_col[b]}] is {bad_val[b]}; used entries must be "
@@ -455,7 +477,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
     if _value_checks_on(device):
         _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
-                      capacity, page_size, snew, window_left >= 0 or window_right >= 0)
+                      capacity, page_size, snew, window_left >= 0 or window_right >= 0,
+                      token if signed is not None else None)
 
     module = backends.get(backend)
     if not hasattr(module, "kvcache_fwd"):
