@@ -309,6 +309,28 @@ def test_leftpad(backend, paged):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("paged", [False, True])
+def test_regression_strided_index_tensors(backend, paged):
+    """Session 26: cache_seqlens / cache_leftpad / cache_batch_idx with a stride other than
+    1 and a block_table with a column stride of 2 were read by the kernels as if packed (a
+    silent wrong answer). They are strided views here, of the same values."""
+    inp = make_inputs(3, 2, 4, 2, 32, torch.float16, 64, [30, 50, 7], snew=2, leftpad=[5, 0, 7],
+                      page_size=8 if paged else 0, batch_cache=None if paged else 5, rotary_dim=32)
+
+    def strided(t, dim):
+        return torch.stack([t, torch.full_like(t, 10 ** 6)], dim + 1).select(dim + 1, 0)
+
+    for name in ("cache_seqlens", "cache_leftpad", "cache_batch_idx"):
+        if inp.get(name) is not None:
+            inp[name] = strided(inp[name], 0)
+            assert inp[name].stride(0) == 2
+    if paged:
+        inp["block_table"] = strided(inp["block_table"], 1)
+        assert inp["block_table"].stride(1) == 2
+    run_case(backend, inp, causal=True, num_splits=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [40, 64, 128])
 def test_head_dims(backend, d):
     inp = make_inputs(2, 1, 4, 2, d, torch.float16, 48, [47, 20], snew=1, rotary_dim=d - 8 if d == 40 else d)

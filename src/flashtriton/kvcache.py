@@ -475,6 +475,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_seqlens = torch.full((batch,), capacity, dtype=torch.int32, device=device)
     elif isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((batch,), cache_seqlens, dtype=torch.int32, device=device)
+    # The kernels read cache_seqlens, cache_leftpad and cache_batch_idx with unit stride and
+    # block_table's rows with a unit column stride: a strided view is copied (the structure
+    # memo and the plan key see the caller's strides, so a strided call copies every time).
+    # (Session 26: strided views were read as if packed, a silent wrong answer;
+    # tests/test_kvcache.py::test_regression_strided_index_tensors.)
+    if cache_seqlens.dim() == 1 and cache_seqlens.stride(0) != 1 and batch > 1:
+        cache_seqlens = cache_seqlens.contiguous()
+    if cache_leftpad is not None and cache_leftpad.stride(0) != 1 and batch > 1:
+        cache_leftpad = cache_leftpad.contiguous()
+    if cache_batch_idx is not None and cache_batch_idx.stride(0) != 1 and batch > 1:
+        cache_batch_idx = cache_batch_idx.contiguous()
+    if block_table is not None and block_table.stride(1) != 1 and block_table.shape[1] > 1:
+        block_table = block_table.contiguous()
     if _value_checks_on(device):
         _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
                       capacity, page_size, snew, window_left >= 0 or window_right >= 0,
