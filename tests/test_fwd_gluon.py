@@ -772,7 +772,8 @@ def test_regression_window_bool_edge_reaches_gluon_as_int(monkeypatch):
 # ---------------------------------------------------------------------------------------
 # DROPOUT (session 26, written offline): the library's mask, bitwise. The Gluon kernel
 # cannot run here, so its mask arithmetic is checked through the very functions its
-# consumers call: kernels/fwd_gluon.py dropout_block_row_keys / dropout_tile_scale (triton.jit,
+# consumers call: kernels/fwd_gluon.py dropout_block_row_keys / dropout_keep_min /
+# dropout_tile_hash / dropout_keep_select (triton.jit,
 # generated with Gluon's semantic inside the kernel) and kernels/common.py's hashes, run
 # here in a probe kernel that takes one warpgroup's rows and one key tile per program as
 # _dropout_setup / _dropout_tile do, against launchers.forward.dropout_mask (the S_dmask
@@ -783,7 +784,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from flashtriton.kernels.common import (DROPOUT_GROUP, dropout_col_seeds, dropout_in_group_key,  # noqa: E402
-                                        dropout_threshold)
+                                        dropout_keep_keys, dropout_keep_scale, dropout_threshold)
 from helpers import RNG_HIGH, dropout_rng  # noqa: E402
 
 
@@ -806,11 +807,14 @@ def _gluon_dropout_probe(OUT, RNG, nheads, seqlen_q, seqlen_k, dropout_p, rng_ro
     rows = tl.arange(0, HALF_M)
     rk = fwd_gluon.dropout_block_row_keys(seed, rng_offset, q_col // HEAD_DIM, q_row, rows, rng_rows, rng_stride)
     cs_in, cs_group, cs_mult = dropout_col_seeds(seed)
-    threshold = dropout_threshold(dropout_p)
+    keep_min = fwd_gluon.dropout_keep_min(dropout_p)
     # _dropout_tile: the in-group keys of the tile's columns (hashed once a program in the
-    # kernel when BLOCK_N == DROPOUT_GROUP, at columns 0..BLOCK_N: the same values)
+    # kernel when BLOCK_N == DROPOUT_GROUP, at columns 0..BLOCK_N: the same values); the
+    # kernel's select is inline PTX (ASM=True), the interpreter's its tl.where form
     cb = dropout_in_group_key(cs_in, start_n % DROPOUT_GROUP + tl.arange(0, BLOCK_N))
-    keep = fwd_gluon.dropout_tile_scale(rk, cb, cs_group, cs_mult, start_n, threshold)
+    x = fwd_gluon.dropout_tile_hash(rk, cb, cs_group, cs_mult, start_n)
+    keep = fwd_gluon.dropout_keep_select(tl.full([HALF_M, BLOCK_N], 1.0, tl.float32), x, keep_min, tl.float32,
+                                         False)
     offs_m = tl.program_id(1) * HALF_M + rows
     offs_n = start_n + tl.arange(0, BLOCK_N)
     tl.store(OUT + pid_bh.to(tl.int64) * seqlen_q * seqlen_k + offs_m[:, None] * seqlen_k + offs_n[None, :], keep)
@@ -878,7 +882,8 @@ def numpy_mask(b, h, nq, nk, p, seed, offset):
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.93])
 @pytest.mark.parametrize("rng_kind", ["api", "large"])
 def test_dropout_mask_arithmetic_matches_library(b, h, nq, nk, block_n, p, rng_kind):
-    """The Gluon kernel's dropout arithmetic (dropout_block_row_keys, dropout_tile_scale and
+    """The Gluon kernel's dropout arithmetic (dropout_block_row_keys, dropout_keep_min,
+    dropout_tile_hash, dropout_keep_select (its tl.where form) and
     the common.py hashes, with its per-warpgroup / per-tile arguments) gives the library's
     keep mask bitwise: against launchers.forward.dropout_mask (S_dmask's kernel, i.e.
     common.dropout_keep, which fwd_ws.py, fwd.py and the backward's key table agree with)
@@ -898,6 +903,92 @@ def test_dropout_mask_arithmetic_matches_library(b, h, nq, nk, block_n, p, rng_k
     assert torch.equal(numpy_mask(b, h, nq, nk, p, seed, offset), lib.cpu())
     rate = 1 - lib.float().mean().item()
     assert abs(rate - p) < 0.05, rate
+
+
+# The kernel's keep test (session 27): x >= keep_min (unsigned; keep_min = the threshold with
+# its low 9 bits cleared, fwd_gluon.dropout_keep_min) as a select, against the library's
+# float form (common.dropout_keep_scale: the top 23 bits of x against the threshold's, as an
+# FFMA.SAT) and its integer definition ((x >> 9) >= (T >> 9), common.dropout_keep_keys).
+@triton.jit
+def _keep_forms_probe(X, P, OUT_SCALE, OUT_SELECT, OUT_KEYS, OUT_P_OLD, OUT_P_NEW, dropout_p, N: tl.constexpr):
+    offs = tl.program_id(0) * N + tl.arange(0, N)
+    x = tl.load(X + offs).to(tl.uint32, bitcast=True)
+    p = tl.load(P + offs)
+    threshold = dropout_threshold(dropout_p)
+    keep_min = fwd_gluon.dropout_keep_min(dropout_p)
+    zero = tl.zeros([N], tl.uint32)
+    one = tl.full([N], 1, tl.uint32)
+    # rk = x, ck = 0, mk = 1: (rk ^ ck) * mk = x, so each form sees x itself
+    scale = dropout_keep_scale(x, zero, one, threshold)
+    tl.store(OUT_SCALE + offs, scale)
+    tl.store(OUT_SELECT + offs, fwd_gluon.dropout_keep_select(tl.full([N], 1.0, tl.float32), x, keep_min,
+                                                              tl.float32, False))
+    tl.store(OUT_KEYS + offs, dropout_keep_keys(x, zero, one, threshold).to(tl.int32))
+    # the P operand: the old kernel's (p * keep scale).to(bf16) and the new select's
+    tl.store(OUT_P_OLD + offs, (p * scale).to(tl.bfloat16))
+    tl.store(OUT_P_NEW + offs, fwd_gluon.dropout_keep_select(p, x, keep_min, tl.bfloat16, False))
+
+
+def _edge_words(thr):
+    """32-bit words around the threshold, its 512-multiple floor, and the ends."""
+    base = thr & ~0x1FF
+    cands = [0, 1, 511, 512, 513, 0x7FFFFFFF, 0x80000000, 0xFFFFFDFF, 0xFFFFFE00, 0xFFFFFF00, 0xFFFFFFFF]
+    for c in (thr, base, base + 512):
+        cands += [c + d for d in range(-3, 4)]
+    return np.array([c % (1 << 32) for c in cands], dtype=np.uint64).astype(np.uint32)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.85, 1e-9, 1.2e-7, 3e-6, 0.999999, 1.0 - 2.0 ** -24, 0.3333333])
+def test_dropout_keep_select_is_the_library_keep(p):
+    """fwd_gluon.dropout_keep_min + dropout_keep_select (its tl.where form, what the kernel's
+    inline setp.ge.u32 / selp.b32 computes) give the library's keep decision bitwise: against
+    common.dropout_keep_scale (the float form the kernel used before, and bwd / fwd_ws use)
+    and common.dropout_keep_keys over 2^20 random 32-bit words plus the words around the
+    threshold and its 512-multiple floor, for p from tiny (threshold >> 9 = 0: all kept)
+    to the cap below 2^32; and the same against a numpy model in integers and float32. The
+    bf16 P operand (select, then the conversion) is bitwise the old (p * keep).to(bf16)."""
+    n = 1 << 20
+    gen = np.random.default_rng(int(p * 1e9) + 5)
+    thr = int(np.uint32(min(np.float32(p) * np.float32(4294967296.0), np.float32(4294967040.0))))
+    words = gen.integers(0, 1 << 32, size=n, dtype=np.uint64).astype(np.uint32)
+    edge = _edge_words(thr)
+    words[:edge.size] = edge
+    x = torch.from_numpy(words.view(np.int32)).to(DEVICE)
+    probs = torch.rand(n, generator=torch.Generator().manual_seed(3)).to(DEVICE)     # softmax-like p in [0, 1)
+    out = [torch.empty(n, dtype=dt, device=DEVICE) for dt in (torch.float32, torch.float32, torch.int32)]
+    p16 = [torch.empty(n, dtype=torch.bfloat16, device=DEVICE) for _ in range(2)]
+    _keep_forms_probe[(n // 4096,)](x, probs, *out, *p16, p, N=4096)
+    scale, select, keys = (t.cpu().numpy() for t in out)
+    assert torch.equal(p16[0].view(torch.int16), p16[1].view(torch.int16)), "P operand not bitwise the old one"
+    assert set(np.unique(select)) <= {0.0, 1.0}
+    assert np.array_equal(select, scale)
+    assert np.array_equal(select, keys.astype(np.float32))
+    # numpy: the integer definition, the new compare, and the float trick in float32
+    with np.errstate(over="ignore"):
+        t = np.uint32(thr)
+        keep_def = (words >> np.uint32(9)) >= (t >> np.uint32(9))
+        keep_new = words >= (t & np.uint32(0xFFFFFE00))
+        u = ((words >> np.uint32(9)) | np.uint32(0x3F800000)).view(np.float32)
+        c = np.array([(t >> np.uint32(9)) | np.uint32(0x3F800000)], dtype=np.uint32).view(np.float32)[0]
+        c = np.float32(c * np.float32(8388608.0) - np.float32(1.0))
+        keep_flt = np.clip(u * np.float32(8388608.0) - c, np.float32(0), np.float32(1))
+    assert np.array_equal(keep_new, keep_def)
+    assert np.array_equal(keep_flt, keep_def.astype(np.float32))
+    assert np.array_equal(select, keep_def.astype(np.float32))
+
+
+def test_dropout_keep_min_all_thresholds_numpy():
+    """The integer argument behind dropout_keep_min, over every threshold floor: for each
+    T >> 9 = k (0 .. 2^23 - 1) and the words 512 k - 1, 512 k, 512 k + 511 (the edges of
+    the floor's step), (x >> 9) >= (T >> 9) iff x >= T & ~0x1FF, for T = 512 k and
+    512 k + 511 (the step's ends)."""
+    k = np.arange(1 << 23, dtype=np.uint64)
+    for t in (k * 512, k * 512 + 511):
+        t32 = t.astype(np.uint32)
+        for x in (k * 512 - 1, k * 512, k * 512 + 511, k * 512 + 512):
+            x32 = (x % (1 << 32)).astype(np.uint32)
+            assert np.array_equal((x32 >> np.uint32(9)) >= (t32 >> np.uint32(9)),
+                                  x32 >= (t32 & np.uint32(0xFFFFFE00)))
 
 
 def test_dropout_numpy_model_counter_layout():

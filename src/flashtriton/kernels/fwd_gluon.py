@@ -144,14 +144,19 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   q_col // HEAD_DIM), the seed's column words, and the BLOCK_N in-group column keys when
   a tile is a whole DROPOUT_GROUP (128: the default tiles; BLOCK_N 64 hashes its half of
   the group per tile). Per tile (_dropout_tile, after the softmax step, so l sums the
-  UNdropped P, as fwd_ws.py): the tile's group key folds into the 3-input xor, its odd
-  multiplier is uniform, and per element common.dropout_keep_scale gives 1.0 / 0.0 (SASS:
-  LOP3.LUT 0x96, IMAD, LEA.HI, FFMA.SAT, then the FMUL p * keep: 5 instructions an
-  element); only the P fed to the P V wgmma is dropped, lse is the undropped one, and the
-  epilogue divides O by l * (1 - p) (kept values scale by 1 / (1 - p)). The column index
+  UNdropped P, as fwd_ws.py): the tile's group key folds into the row keys, its odd
+  multiplier is uniform, per element x = (rk_t ^ cb) * mk (dropout_tile_hash: LOP3, IMAD)
+  and keep iff x >= keep_min (unsigned; keep_min = the threshold with its low 9 bits
+  cleared, dropout_keep_min: the library's top-23-bit test, proof there), applied as a
+  select on the fp32 p inside the packing conversion to bf16 / fp16 (dropout_keep_select:
+  inline PTX, ISETP.GE.U32 + SEL an element, the F2FP a pair as without dropout: 4
+  instructions an element); only the P fed to the P V wgmma is dropped, lse is the
+  undropped one, and the epilogue divides O by l * (1 - p) (kept values scale by
+  1 / (1 - p), once a row: nothing per element). The column index
   of block tile j is key0 + j * BLOCK_N (key0 = t_lo * BLOCK_N under WINDOW, else 0;
-  in ring terms key0_g + g * BLOCK_N). The two compositions (dropout_block_row_keys,
-  dropout_tile_scale) and every hash are @triton.jit functions (kernels/common.py's own),
+  in ring terms key0_g + g * BLOCK_N). The compositions (dropout_block_row_keys,
+  dropout_keep_min, dropout_tile_hash, dropout_keep_select) and every hash are @triton.jit
+  functions (kernels/common.py's own),
   called from the Gluon consumers: Triton generates a triton.jit callee with the caller's
   (Gluon) semantic, the index tensors keeping the S tile's slice layouts. So the mask is
   the library's by construction, and tests/test_fwd_gluon.py runs the same functions
@@ -164,6 +169,31 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   (0 at D = 64): the 128 in-group keys are 32 registers a thread for the whole block, and
   the masked variants sat near the 240 budget already (hashing them per tile instead
   spilled more: 280 / 1940 bytes). Shared memory unchanged.
+  Session 27 (2026-12-01, offline, bench/gluon_fwd_compile.py + cuobjdump; the numbers
+  above are session 26's): the keep test was common.dropout_keep_scale's float (LOP3,
+  IMAD, LEA.HI (x >> 9 | 0x3F800000), FFMA.SAT (0 / 1), then FMUL p * keep: 5 an element);
+  now an integer compare and a select (LOP3, IMAD, ISETP.GE.U32, SEL: 4), bitwise the same
+  mask (the 1 / (1 - p) was already in the epilogue). SASS instructions of one consumer's
+  loop body (one 64 x 128 tile), D = 128 bf16, without dropout / session 26 / now: plain
+  458 / 798 / 728, PERSISTENT 452 / 792 / 729, CAUSAL unmasked loop 490 / 800 / 754 and
+  masked (diagonal) loop 713 / 1110 / 989; D = 64 plain 758 -> 687, CAUSAL 760 -> 694 /
+  1015 -> 886; BLOCK_N 64 608 -> 574. So the dropout's extra issue per tile 340 -> 270
+  (plain), 310 -> 264 / 397 -> 276 (CAUSAL). In the CAUSAL unmasked loop 16 IMAD.MOV
+  register copies appear (the saving is 46, not 64); the session 26 masked loop carried
+  the fp32 P across the back edge and repacked it with 64 PRMT a tile, gone now (see
+  dropout_keep_select). Spill bytes, session 26 -> now (D = 128): plain one block 0 -> 0,
+  PERSISTENT 0 -> 16 (outside the tile loops: 2 STL once, 2 LDL a block), CAUSAL one block
+  8 -> 24 (one STL / LDL pair in one consumer's diagonal loop, 1-2 tiles a block; the rest
+  once a block), CAUSAL PERSISTENT 464 -> 160 (masked loop 30 spill instructions -> 0, the
+  unmasked loop 0 -> one STL / LDL pair a tile; not routed), SCHEDULED 512 -> 160, WINDOW
+  1564 -> 460 (middle loop 84 -> 2 spill instructions), WINDOW PERSISTENT 2044 -> 768;
+  D = 64: plain / PERSISTENT / WINDOW 0 -> 0, CAUSAL 8 -> 0.
+  Tried and dropped: tl.where(x >= keep_min, p, 0.0) (LLVM sank the select below the bf16
+  truncation: PRMT / SEL / PRMT a pair, CAUSAL 1054 bytes of spills), and an inline select
+  alone followed by p.to(dtype) (the truncation moved across the loop's back edge: 32 PRMT
+  a tile in the CAUSAL unmasked loop, PERSISTENT 24 bytes of spill, not 16); recomputing the
+  in-group keys per tile to free their 32 registers costs ~9 instructions a column (~4.5
+  an element), more than any spill it could save.
 
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
@@ -222,7 +252,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                                warpgroup_mma_wait)
 
 from .common import (DROPOUT_GROUP, dropout_col_seeds, dropout_group_key, dropout_group_mult, dropout_in_group_key,
-                     dropout_keep_scale, dropout_row_key, dropout_threshold)
+                     dropout_row_key, dropout_threshold)
 
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
@@ -517,21 +547,68 @@ def dropout_block_row_keys(seed, rng_offset, head, row0, rows, rng_rows, rng_str
 
 
 @triton.jit
-def dropout_tile_scale(rk, cb, cs_group, cs_mult, start_n, threshold):
-    """The keep mask (rows, cols) as 1.0 / 0.0 of the key tile starting at key start_n (the
-    tile lies in one DROPOUT_GROUP: start_n a multiple of its width <= DROPOUT_GROUP): rk
-    (rows,) the row keys, cb (cols,) the in-group keys of its columns. The tile's group key
-    folds into the rows (one xor a row), its multiplier is a scalar; per element xor,
-    multiply, shift-or, FFMA.SAT (common.dropout_keep_scale), as fwd_ws.py's
-    common.dropout_tile_keep."""
+def dropout_keep_min(dropout_p):
+    """The smallest kept x: common.dropout_threshold(p) with its low 9 bits cleared (uint32).
+    The library keeps element x (uint32, common.dropout_keep_keys) iff (x >> 9) >= (T >> 9),
+    T the threshold; for integers x, T that is x >= ((T >> 9) << 9) = T & ~0x1FF:
+      =>  x >= 512 * floor(x / 512) >= 512 * floor(T / 512)  (floor(x / 512) >= floor(T / 512));
+      <=  floor is monotone and floor(512 k / 512) = k, so floor(x / 512) >= floor(T / 512).
+    So one unsigned compare of x against this per-call constant is the library's keep test,
+    bitwise (ends: T >> 9 = 0 (tiny p): keep_min = 0, everything kept, as before; the cap
+    T = 4294967040 = 0xFFFFFF00 gives 0xFFFFFE00). tests/test_fwd_gluon.py checks it against
+    the float form over random and edge x and T."""
+    return dropout_threshold(dropout_p) & 0xFFFFFE00
+
+
+@triton.jit
+def dropout_tile_hash(rk, cb, cs_group, cs_mult, start_n):
+    """x (rows, cols) uint32 of the key tile starting at key start_n (the tile lies in one
+    DROPOUT_GROUP: start_n a multiple of its width <= DROPOUT_GROUP): rk (rows,) the row keys,
+    cb (cols,) the in-group keys of its columns. The tile's group key folds into the rows
+    (one xor a row), its multiplier is a scalar: per element one xor and one multiply,
+    x = (rk ^ tk ^ cb) * mk, the library's (common.dropout_keep_keys / dropout_keep_scale)."""
     rk_t = rk ^ dropout_group_key(cs_group, start_n)
-    return dropout_keep_scale(rk_t[:, None], cb[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+    return (rk_t[:, None] ^ cb[None, :]) * dropout_group_mult(cs_mult, start_n)
+
+
+@triton.jit
+def dropout_keep_select(p, x, keep_min, dtype: tl.constexpr, ASM: tl.constexpr):
+    """(p where x >= keep_min else 0).to(dtype): p (fp32) with the dropped elements zeroed
+    (x >= keep_min unsigned is the library's keep test, dropout_keep_min), converted to the
+    wgmma operand's dtype (round to nearest even, as p.to(dtype)).
+    ASM (the kernel; dtype bf16 / fp16): one inline-PTX statement a pair of elements, two
+    setp.ge.u32 + selp.b32 and the packing cvt.rn.{bf16x2,f16x2}.f32 (element 0 in the low
+    half, Triton's packing) -> per element ISETP.GE.U32 + SEL, and one F2FP a pair as
+    before. Why not tl.where(...).to(dtype) in the kernel (sm_90a, Triton 3.6.0, offline):
+    LLVM sinks the select through the truncation (the 16-bit select then unpacks each
+    packed pair: PRMT, SEL, PRMT; 9104 instructions and 1054 bytes of spills CAUSAL D = 128,
+    against 8200 / 8 before), and with only the select opaque it still moved the fp32 ->
+    bf16 truncation of P across the loop's back edge (a phi of truncations becomes a
+    truncation of a phi: the loop carried P as 64 fp32 registers, not 32 packed, converted
+    one by one at the loop top and repacked by 32 PRMT a tile, and spilled more); with the
+    conversion inside the statement neither can happen. The select passes p's bits or +0,
+    so the operand is bitwise the old p * keep's (p >= 0). Not ASM (tests/test_fwd_gluon.py
+    under the interpreter, which has no inline PTX): tl.where, the same operation."""
+    if ASM:
+        tl.static_assert((dtype == tl.bfloat16) or (dtype == tl.float16), "DROPOUT: the P operand is bf16 / fp16")
+        if dtype == tl.bfloat16:
+            return tl.inline_asm_elementwise(
+                "{ .reg .pred k0, k1; .reg .b32 a, b; setp.ge.u32 k0, $3, $5; setp.ge.u32 k1, $4, $6; "
+                "selp.b32 a, $1, 0, k0; selp.b32 b, $2, 0, k1; cvt.rn.bf16x2.f32 $0, b, a; }",
+                "=r,r,r,r,r,r,r", [p, x, keep_min], dtype=tl.bfloat16, is_pure=True, pack=2)
+        else:
+            return tl.inline_asm_elementwise(
+                "{ .reg .pred k0, k1; .reg .b32 a, b; setp.ge.u32 k0, $3, $5; setp.ge.u32 k1, $4, $6; "
+                "selp.b32 a, $1, 0, k0; selp.b32 b, $2, 0, k1; cvt.rn.f16x2.f32 $0, b, a; }",
+                "=r,r,r,r,r,r,r", [p, x, keep_min], dtype=tl.float16, is_pure=True, pack=2)
+    else:
+        return tl.where(x >= keep_min, p, 0.0).to(dtype)
 
 
 @gluon.jit
 def _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col, WG: gl.constexpr, HALF_M: gl.constexpr,
                    BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, s_layout: gl.constexpr, CB_ONCE: gl.constexpr):
-    """DROPOUT, once a block and warpgroup: (rk, cb, cs_group, cs_mult, threshold). rk
+    """DROPOUT, once a block and warpgroup: (rk, cb, cs_group, cs_mult, keep_min). rk
     (HALF_M,) the row keys of this warpgroup's rows (q_row: the block's first row in the
     (B * Nq) rows, so b * Nq + its row; head q_col // HEAD_DIM); cb (BLOCK_N,) the in-group
     column keys when a tile is a whole group (BLOCK_N == DROPOUT_GROUP: the default
@@ -545,14 +622,16 @@ def _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col, WG: gl.co
         cb = dropout_in_group_key(cs_in, gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
     else:
         cb = cs_in
-    return rk, cb, cs_group, cs_mult, dropout_threshold(dropout_p)
+    return rk, cb, cs_group, cs_mult, dropout_keep_min(dropout_p)
 
 
 @gluon.jit
-def _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, start_n, s_layout: gl.constexpr, CB_ONCE: gl.constexpr):
-    """p (HALF_M, BLOCK_N) with the dropped elements zeroed: the P fed to the P V wgmma (l
-    keeps the undropped sum; 1 / (1 - p) is applied once, in the epilogue). start_n: the
-    tile's first key index within the sequence."""
+def _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, start_n, dtype: gl.constexpr, s_layout: gl.constexpr,
+                  CB_ONCE: gl.constexpr):
+    """p (HALF_M, BLOCK_N) with the dropped elements zeroed, converted to dtype (bf16 / fp16:
+    dropout_keep_select drops inside the packing conversion, so the caller's p.to(dtype) is
+    then a no-op): the P fed to the P V wgmma (l keeps the undropped sum; 1 / (1 - p) is
+    applied once, in the epilogue). start_n: the tile's first key index within the sequence."""
     BLOCK_N: gl.constexpr = p.shape[1]
     gl.static_assert(BLOCK_N <= DROPOUT_GROUP, "DROPOUT: a key tile must lie in one column group")
     if CB_ONCE:
@@ -560,12 +639,12 @@ def _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, start_n, s_layout: gl
     else:
         cb_t = dropout_in_group_key(cb, start_n % DROPOUT_GROUP
                                     + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
-    return p * dropout_tile_scale(rk, cb_t, cs_group, cs_mult, start_n, threshold)
+    return dropout_keep_select(p, dropout_tile_hash(rk, cb_t, cs_group, cs_mult, start_n), keep_min, dtype, True)
 
 
 @gluon.jit
 def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero, p16, acc, m_i, l_i, qk_scale,
-                  diag, wspan, rk, cb, cs_group, cs_mult, threshold, key0_g, WG: gl.constexpr,
+                  diag, wspan, rk, cb, cs_group, cs_mult, keep_min, key0_g, WG: gl.constexpr,
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
@@ -592,7 +671,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
-        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, key0_g + j * BLOCK_N, s_layout, CB_ONCE)
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -657,15 +736,15 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # 26: CAUSAL 8 -> 280 bytes, WINDOW 1564 -> 1940; the hash is loop-invariant there)
     CB_ONCE: gl.constexpr = BLOCK_N == DROPOUT_GROUP
     if DROPOUT:
-        rk, cb, cs_group, cs_mult, threshold = _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col,
-                                                              WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE)
+        rk, cb, cs_group, cs_mult, keep_min = _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col,
+                                                             WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE)
         key0_g = key0 - t0 * BLOCK_N                                         # tile g's first key: key0_g + g * BLOCK_N
     else:
         rk = ZERO
         cb = ZERO
         cs_group = ZERO
         cs_mult = ZERO
-        threshold = ZERO
+        keep_min = ZERO
         key0_g = ZERO
 
     # tile 0: S_0 and its softmax; nothing to overlap yet
@@ -680,8 +759,9 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
-        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, threshold, key0, s_layout, CB_ONCE)
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0, dtype, s_layout, CB_ONCE)
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
+    # (DROPOUT: p is dtype already, _dropout_tile)
 
     if WINDOW:
         # the window's left-edge tiles after the peeled one (masked; for the lower warpgroup
@@ -689,14 +769,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         for j in range(t0 + 1, t0 + n_left):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
-                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
-                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE)
     else:
@@ -704,7 +784,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         for j in range(t0 + 1, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
-                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE)
     if CAUSAL or WINDOW:
@@ -713,7 +793,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         for j in range(t0 + n_full, t0 + n_tiles):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
-                                               threshold, key0_g, WG, BLOCK_N, NUM_STAGES,
+                                               keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE)
 
