@@ -29,7 +29,7 @@ PINGPONG, D = 128 / 64), 8 bytes CAUSAL one block, 464 CAUSAL PERSISTENT, 512 SC
 parameters (RNG, dropout_p, rng_rows, rng_stride; compile_fwd(dropout_params=False) gives
 the signature before them); the 39 variants without DROPOUT compile to the SASS of before
 (addresses stripped).
-Session 27 (offline): the keep test as an integer compare + select (kernels/fwd_gluon.py
+Session 26, later (offline): the keep test as an integer compare + select (kernels/fwd_gluon.py
 dropout_keep_select, 4 instructions an element instead of 5): spills D = 128 plain 0,
 PERSISTENT 16, CAUSAL 24, CAUSAL PERSISTENT 160, SCHEDULED 160, WINDOW 460 / 768, D = 64 all
 0 (the DROPOUT docstring has the loop sizes); the 39 variants without DROPOUT: SASS

@@ -641,7 +641,7 @@ def test_fused_route_rule(monkeypatch):
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
-    assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 8192}, "causal": {128: 1024, 64: 1024}}
+    assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512}}
     fast = common.AttnParams(0.1, deterministic=False)
 
     def rule(q, k, v, params=fast, bd=128, alibi=None, varlen=False, lse=None, dout=None):
@@ -661,6 +661,10 @@ def test_fused_route_rule(monkeypatch):
         assert not rule(q, k, v, p)                          # (dropout: test_fused_dropout_route_rule)
     assert not rule(q, k, v, alibi=torch.ones(4)) and not rule(q, k, v, varlen=True)
     assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"))              # too short
+    causal = common.AttnParams(0.1, window_right=0, deterministic=False)
+    for d in (128, 64):                                                     # causal from 512 (session 26)
+        assert rule(*rand_qkv(1, 512, 512, 4, 2, d, torch.bfloat16, "cpu"), causal, bd=d)
+        assert not rule(*rand_qkv(1, 384, 384, 4, 2, d, torch.bfloat16, "cpu"), causal, bd=d)
     q64, k64, v64 = rand_qkv(1, 4096, 4096, 2, 1, 64, torch.bfloat16, "cpu")
     assert not rule(q64, k64, v64, bd=64)                                                  # D = 64 plain: 8k
     assert rule(q64, k64, v64, common.AttnParams(0.1, window_right=0, deterministic=False), bd=64)

@@ -905,7 +905,7 @@ def test_dropout_mask_arithmetic_matches_library(b, h, nq, nk, block_n, p, rng_k
     assert abs(rate - p) < 0.05, rate
 
 
-# The kernel's keep test (session 27): x >= keep_min (unsigned; keep_min = the threshold with
+# The kernel's keep test (session 26): x >= keep_min (unsigned; keep_min = the threshold with
 # its low 9 bits cleared, fwd_gluon.dropout_keep_min) as a select, against the library's
 # float form (common.dropout_keep_scale: the top 23 bits of x against the threshold's, as an
 # FFMA.SAT) and its integer definition ((x >> 9) >= (T >> 9), common.dropout_keep_keys).

@@ -84,11 +84,11 @@ mask bitwise the library's. If plain lands above 1.12x: an integer compare and a
 because LLVM packed fwd_ws.py's unused-at-once mask into bit fields, but here the keep is
 used at once), or 16 packed in-group key pairs to free registers for the masked variants.
 
-MEASURED (H200, s26 calls, before session 27): dropout p = 0.1 forward / no-dropout forward,
+MEASURED (H200, s26/call1, the float keep test): dropout p = 0.1 forward / no-dropout forward,
 plain 4k 1.19x (539 vs 639 TFLOP/s), 16k 1.18-1.26x (526-552 vs 650-661); causal 4k 1.22x
 (442 vs 541), 16k 1.17-1.20x (532 vs 622-636).
 
-Session 27 (patch gluon-fwd-dropout-lean.patch, offline; this script unchanged otherwise):
+Session 26, later (patch gluon-fwd-dropout-lean.patch, offline; this script unchanged otherwise):
 the per-element keep test is an integer compare + select inside P's packing conversion
 (kernels/fwd_gluon.py dropout_keep_min / dropout_tile_hash / dropout_keep_select: LOP3,
 IMAD, ISETP.GE.U32, SEL: 4 instructions an element, was 5), the same mask bitwise (CPU
@@ -99,7 +99,7 @@ SASS of one consumer's tile step, D = 128 bf16, no dropout / s26 / now: plain 45
 extra issue a tile -21% plain, -15% causal unmasked, -30% diagonal. Spills: plain 0 (one
 block), PERSISTENT 16 B (outside the tile loops), causal one block 24 B (one STL / LDL pair
 in one consumer's diagonal loop).
-PREDICTION (session 27, before measurement): if the overhead scales with the extra issue
+PREDICTION (session 26, before s26/call4): if the overhead scales with the extra issue
 (it did roughly in s26: +340 instructions a tile, ~1.2x), ratio to the no-dropout forward:
 plain 4k 1.13-1.17x (centre 1.15), 16k 1.13-1.19x (1.15); causal 4k 1.15-1.20x (1.18),
 16k 1.13-1.17x (1.15); i.e. +3-5% TFLOP/s over s26's dropout numbers (plain ~560-575,
@@ -109,6 +109,14 @@ total ~1.14-1.16x if the backward stays at 1.07x. Outputs, lse and the decoded m
 s26 kernel's (the P operand is bitwise the old p * keep in bf16 / fp16). If causal stays
 above 1.20x: the 16 IMAD.MOV copies in its unmasked loop and the 32 registers of in-group
 keys (a table in shared memory, 512 B, read per tile) are next.
+
+MEASURED (s26/call4, the integer test in every variant; the route on, so "library-drop"
+ran the same Gluon kernel): plain 4k 1.16-1.17x, 16k 1.16-1.20x (persistent; one block
+1.16-1.28x); causal 4k 1.24-1.26x, 16k 1.29-1.32x (predicted 1.15-1.20 / 1.13-1.17: causal
+got slower: its one-block variant's 24 spill bytes, one STL / LDL pair in a diagonal loop).
+So the kernel keeps the integer test in the unmasked variants only (fwd_gluon.py
+LEAN_KEEP): offline, their SASS equals this call's, and the CAUSAL / WINDOW variants'
+equals s26/call1's (addresses stripped, whole kernels).
 """
 import sys
 import time

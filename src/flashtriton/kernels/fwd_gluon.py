@@ -145,7 +145,9 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   a tile is a whole DROPOUT_GROUP (128: the default tiles; BLOCK_N 64 hashes its half of
   the group per tile). Per tile (_dropout_tile, after the softmax step, so l sums the
   UNdropped P, as fwd_ws.py): the tile's group key folds into the row keys, its odd
-  multiplier is uniform, per element x = (rk_t ^ cb) * mk (dropout_tile_hash: LOP3, IMAD)
+  multiplier is uniform. Unmasked variants (LEAN_KEEP in _fwd_consume; the masked CAUSAL /
+  WINDOW ones keep the float form, dropout_tile_scale, 5 instructions an element: measured
+  faster there, below): per element x = (rk_t ^ cb) * mk (dropout_tile_hash: LOP3, IMAD)
   and keep iff x >= keep_min (unsigned; keep_min = the threshold with its low 9 bits
   cleared, dropout_keep_min: the library's top-23-bit test, proof there), applied as a
   select on the fp32 p inside the packing conversion to bf16 / fp16 (dropout_keep_select:
@@ -169,7 +171,7 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   (0 at D = 64): the 128 in-group keys are 32 registers a thread for the whole block, and
   the masked variants sat near the 240 budget already (hashing them per tile instead
   spilled more: 280 / 1940 bytes). Shared memory unchanged.
-  Session 27 (2026-12-01, offline, bench/gluon_fwd_compile.py + cuobjdump; the numbers
+  Session 26, later (2026-12-01, offline, bench/gluon_fwd_compile.py + cuobjdump; the numbers
   above are session 26's): the keep test was common.dropout_keep_scale's float (LOP3,
   IMAD, LEA.HI (x >> 9 | 0x3F800000), FFMA.SAT (0 / 1), then FMUL p * keep: 5 an element);
   now an integer compare and a select (LOP3, IMAD, ISETP.GE.U32, SEL: 4), bitwise the same
@@ -194,6 +196,13 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   a tile in the CAUSAL unmasked loop, PERSISTENT 24 bytes of spill, not 16); recomputing the
   in-group keys per tile to free their 32 registers costs ~9 instructions a column (~4.5
   an element), more than any spill it could save.
+  Measured (H200, s26/call4 against s26/call1, time against the Gluon forward without
+  dropout, D = 128, p = 0.1): plain 4k 1.19-1.22x -> 1.16-1.17x, 16k persistent 1.18-1.22x
+  -> 1.16-1.20x; CAUSAL 4k 1.21-1.23x -> 1.24-1.26x, 16k 1.17-1.19x -> 1.29-1.32x. So the
+  integer test runs in the unmasked variants only (LEAN_KEEP); offline, the kernels' SASS
+  equals the measured one of each form (unmasked: call 4's; CAUSAL / WINDOW: call 1's;
+  whole kernels, addresses stripped), and the spill figures "before" above hold for the
+  masked variants.
 
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
@@ -252,7 +261,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                                warpgroup_mma_wait)
 
 from .common import (DROPOUT_GROUP, dropout_col_seeds, dropout_group_key, dropout_group_mult, dropout_in_group_key,
-                     dropout_row_key, dropout_threshold)
+                     dropout_keep_scale, dropout_row_key, dropout_threshold)
 
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
@@ -547,6 +556,19 @@ def dropout_block_row_keys(seed, rng_offset, head, row0, rows, rng_rows, rng_str
 
 
 @triton.jit
+def dropout_tile_scale(rk, cb, cs_group, cs_mult, start_n, threshold):
+    """The float form of the keep test (the masked variants', see LEAN_KEEP in _fwd_consume):
+    the keep mask (rows, cols) as 1.0 / 0.0 of the key tile starting at key start_n (the
+    tile lies in one DROPOUT_GROUP: start_n a multiple of its width <= DROPOUT_GROUP): rk
+    (rows,) the row keys, cb (cols,) the in-group keys of its columns. The tile's group key
+    folds into the rows (one xor a row), its multiplier is a scalar; per element xor,
+    multiply, shift-or, FFMA.SAT (common.dropout_keep_scale), then the caller's FMUL p *
+    keep: 5 instructions an element, as fwd_ws.py's common.dropout_tile_keep."""
+    rk_t = rk ^ dropout_group_key(cs_group, start_n)
+    return dropout_keep_scale(rk_t[:, None], cb[None, :], dropout_group_mult(cs_mult, start_n), threshold)
+
+
+@triton.jit
 def dropout_keep_min(dropout_p):
     """The smallest kept x: common.dropout_threshold(p) with its low 9 bits cleared (uint32).
     The library keeps element x (uint32, common.dropout_keep_keys) iff (x >> 9) >= (T >> 9),
@@ -607,8 +629,10 @@ def dropout_keep_select(p, x, keep_min, dtype: tl.constexpr, ASM: tl.constexpr):
 
 @gluon.jit
 def _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col, WG: gl.constexpr, HALF_M: gl.constexpr,
-                   BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, s_layout: gl.constexpr, CB_ONCE: gl.constexpr):
-    """DROPOUT, once a block and warpgroup: (rk, cb, cs_group, cs_mult, keep_min). rk
+                   BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, s_layout: gl.constexpr, CB_ONCE: gl.constexpr,
+                   LEAN_KEEP: gl.constexpr):
+    """DROPOUT, once a block and warpgroup: (rk, cb, cs_group, cs_mult, cut), cut the
+    integer keep_min (LEAN_KEEP) or the float form's threshold. rk
     (HALF_M,) the row keys of this warpgroup's rows (q_row: the block's first row in the
     (B * Nq) rows, so b * Nq + its row; head q_col // HEAD_DIM); cb (BLOCK_N,) the in-group
     column keys when a tile is a whole group (BLOCK_N == DROPOUT_GROUP: the default
@@ -622,16 +646,22 @@ def _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col, WG: gl.co
         cb = dropout_in_group_key(cs_in, gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
     else:
         cb = cs_in
-    return rk, cb, cs_group, cs_mult, dropout_keep_min(dropout_p)
+    if LEAN_KEEP:
+        cut = dropout_keep_min(dropout_p)
+    else:
+        cut = dropout_threshold(dropout_p)
+    return rk, cb, cs_group, cs_mult, cut
 
 
 @gluon.jit
-def _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, start_n, dtype: gl.constexpr, s_layout: gl.constexpr,
-                  CB_ONCE: gl.constexpr):
-    """p (HALF_M, BLOCK_N) with the dropped elements zeroed, converted to dtype (bf16 / fp16:
-    dropout_keep_select drops inside the packing conversion, so the caller's p.to(dtype) is
-    then a no-op): the P fed to the P V wgmma (l keeps the undropped sum; 1 / (1 - p) is
-    applied once, in the epilogue). start_n: the tile's first key index within the sequence."""
+def _dropout_tile(p, rk, cb, cs_group, cs_mult, cut, start_n, dtype: gl.constexpr, s_layout: gl.constexpr,
+                  CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr):
+    """p (HALF_M, BLOCK_N) with the dropped elements zeroed: the P fed to the P V wgmma (l
+    keeps the undropped sum; 1 / (1 - p) is applied once, in the epilogue). start_n: the
+    tile's first key index within the sequence. LEAN_KEEP: the integer keep test (cut =
+    keep_min), dropped inside the packing conversion, so p comes back as dtype (bf16 /
+    fp16) and the caller's p.to(dtype) is a no-op; else the float form (cut = the
+    threshold), p fp32 as before."""
     BLOCK_N: gl.constexpr = p.shape[1]
     gl.static_assert(BLOCK_N <= DROPOUT_GROUP, "DROPOUT: a key tile must lie in one column group")
     if CB_ONCE:
@@ -639,7 +669,11 @@ def _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, start_n, dtype: gl.con
     else:
         cb_t = dropout_in_group_key(cb, start_n % DROPOUT_GROUP
                                     + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout)))
-    return dropout_keep_select(p, dropout_tile_hash(rk, cb_t, cs_group, cs_mult, start_n), keep_min, dtype, True)
+    if LEAN_KEEP:
+        out = dropout_keep_select(p, dropout_tile_hash(rk, cb_t, cs_group, cs_mult, start_n), cut, dtype, True)
+    else:
+        out = p * dropout_tile_scale(rk, cb_t, cs_group, cs_mult, start_n, cut)
+    return out
 
 
 @gluon.jit
@@ -648,7 +682,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
-                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr):
+                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -671,7 +705,8 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
-        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE)
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE,
+                          LEAN_KEEP)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -735,9 +770,19 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # them per tile at BLOCK_N = 128 too spilled more in the masked variants (sm_90a, session
     # 26: CAUSAL 8 -> 280 bytes, WINDOW 1564 -> 1940; the hash is loop-invariant there)
     CB_ONCE: gl.constexpr = BLOCK_N == DROPOUT_GROUP
+    # The keep test: the integer compare + select (4 instructions an element) in the unmasked
+    # variants, the float form (5) in the masked ones. H200, session 26 (bench/gpu/
+    # s26_gluon_dropout_fwd_ab.py ab, s26/call1 against s26/call4, time against the Gluon
+    # forward without dropout, D = 128, p = 0.1): plain 4k 1.19-1.22x -> 1.16-1.17x, 16k
+    # persistent 1.18-1.22x -> 1.16-1.20x; CAUSAL 4k 1.21-1.23x -> 1.24-1.26x, 16k
+    # 1.17-1.19x -> 1.29-1.32x (its one-block variant spills 24 bytes with the integer form,
+    # one STL / LDL pair in a diagonal loop, against 8 outside the loops). WINDOW (not
+    # routed with dropout) keeps the float form with CAUSAL, as measured last.
+    LEAN_KEEP: gl.constexpr = (not CAUSAL) and (not WINDOW)
     if DROPOUT:
         rk, cb, cs_group, cs_mult, keep_min = _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col,
-                                                             WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE)
+                                                             WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE,
+                                                             LEAN_KEEP)
         key0_g = key0 - t0 * BLOCK_N                                         # tile g's first key: key0_g + g * BLOCK_N
     else:
         rk = ZERO
@@ -759,9 +804,9 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
-        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0, dtype, s_layout, CB_ONCE)
+        p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0, dtype, s_layout, CB_ONCE, LEAN_KEEP)
     p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
-    # (DROPOUT: p is dtype already, _dropout_tile)
+    # (DROPOUT with LEAN_KEEP: p is dtype already, _dropout_tile)
 
     if WINDOW:
         # the window's left-edge tiles after the peeled one (masked; for the lower warpgroup
@@ -771,14 +816,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -786,7 +831,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -795,7 +840,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
