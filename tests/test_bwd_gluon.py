@@ -1002,13 +1002,21 @@ def test_fused_dropout_high_p_gpu(p):
 
 @pytest.mark.gpu
 @hopper
-def test_fused_dropout_zero_p_is_plain_gpu():
-    """dropout_p = 0 (keys None) is the kernel without DROPOUT: bitwise the same dk / dv as a
-    plain call of the same inputs."""
-    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(1, 512, 512, 4, 2, 128, torch.bfloat16)
-    a = fused_gluon(q, k, v, dout, lse, delta, scale)
-    b2 = fused_gluon(q, k, v, dout, lse, delta, scale, dropout_p=0.0, keys=None)
-    assert torch.equal(a[1], b2[1]) and torch.equal(a[2], b2[2])
+def test_fused_dropout_tiny_p_is_plain_gpu():
+    """p = 1e-12 goes through DROPOUT=True with a key table, but sits below the keep test's
+    2^-23 quantum (every element kept) and 1 / (1 - p) rounds to 1 in fp32: the gradients
+    of attention without dropout, within the f64 criterion. (Session 26's review: the test
+    before compared two identical calls, dropout_p=0.0 and keys=None being the defaults.)"""
+    from helpers import reference_pair
+
+    p = 1e-12
+    q, k, v, dout, out, lse, keys, keep, lib = _dropout_case(1, 512, 512, 4, 2, 128, torch.bfloat16, p, False, 3)
+    assert bool(keep.all()), "p = 1e-12 dropped an element"
+    ours = fused_gluon(q, k, v, dout, lse, backward_gluon.delta_of(out, dout), 128 ** -0.5, dropout_p=p, keys=keys)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=128 ** -0.5)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert torch.isfinite(ours[i]).all(), f"{name}: unwritten (NaN-poisoned) or non-finite output"
+        assert_close(name, ours[i], truth[name], lowp[name], 3, torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -110,6 +110,17 @@ def test_dropout_varlen(backend, opts):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [64, 128])
+def test_regression_varlen_dropout_backward_fused_rule(backend, d):
+    """Session 26's review: a varlen dropout backward at a head dim the fused Gluon
+    backward takes (64, 128; deterministic=False, the default) raised in
+    policy.gluon_bwd_fused, which unpacked the 3-D varlen q as (B, N, H, D). Now the rule
+    refuses varlen first, and the gradients match the reference under the mask."""
+    (q, k, v), varlen = rand_varlen([17, 40], [30, 33], 2, 1, d, torch.float16, DEVICE)
+    check_attention(backend, q, k, v, varlen=varlen, dropout_p=0.25, seed=5, causal=True)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_same_seed_same_result(backend):
     """torch.manual_seed reproduces outputs and gradients bitwise; another seed draws
     another mask; two calls in a row draw different masks."""

@@ -343,9 +343,9 @@ def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = Fals
     """One fused backward: zero dq_accum, the kernel (dk, dv; dq_accum += scale * dS K),
     dq = dq_accum cast to q's dtype (the scale is applied in the kernel). replayable: the
     zero and the cast are Triton launches through plans.launch (kernels/dq_accum.py), so a
-    launch plan can record and replay all three; else torch's zero_ / copy_ (the form
-    measured and GPU-tested in session 25; the Triton pair has run only under the
-    interpreter and compiled offline for sm_90, until session 26 checks it)."""
+    launch plan can record and replay all three (the library's route since session 26,
+    FUSED_REPLAYABLE: replays checked on the H200); else torch's zero_ / copy_ (session
+    25's form)."""
     # (CPU tensors: the interpreted zero and cast of tests/test_bwd_gluon.py, the Gluon
     # kernel stubbed there)
     with torch.cuda.device(dk.device) if dk.is_cuda else contextlib.nullcontext():

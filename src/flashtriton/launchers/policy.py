@@ -428,7 +428,10 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     shared). Dropout only for head dims in GLUON_BWD_FUSED_DROPOUT, with the key
     table's int32 indices (Nk + H * B * Nq + 1 entries) below 2^31; otherwise by the same
     rules."""
-    if params.deterministic or q.shape[-1] not in FUSED_CONFIG:
+    # (varlen first: its q is (total, H, D), which the dropout rule below cannot unpack;
+    # session 26's review: varlen dropout backwards at D = 64 / 128 raised there,
+    # tests/test_dropout.py::test_regression_varlen_dropout_backward_fused_rule)
+    if is_varlen or q.dim() != 4 or params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
     if params.dropout_p > 0:
         b, _, h, _ = q.shape
