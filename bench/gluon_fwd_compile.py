@@ -34,6 +34,11 @@ dropout_keep_select, 4 instructions an element instead of 5): spills D = 128 pla
 PERSISTENT 16, CAUSAL 24, CAUSAL PERSISTENT 160, SCHEDULED 160, WINDOW 460 / 768, D = 64 all
 0 (the DROPOUT docstring has the loop sizes); the 39 variants without DROPOUT: SASS
 unchanged (addresses stripped).
+Session 27 (offline): kernels/fwd_gluon.py CAUSAL_DROPOUT_KEEP (default "float": all 60
+variants' SASS unchanged, addresses stripped). For "lean", set
+fwd_gluon.CAUSAL_DROPOUT_KEEP = gl.constexpr("lean") before compiling (the cache key has
+it): CAUSAL dropout one block D = 128 / 64 spills 8 bytes (outside the tile loops), 0 at
+BLOCK_N 64; setmaxnreg 248 / 232 / 24; the fwd_gluon DROPOUT docstring has the loop sizes.
 """
 from __future__ import annotations
 

@@ -117,6 +117,44 @@ got slower: its one-block variant's 24 spill bytes, one STL / LDL pair in a diag
 So the kernel keeps the integer test in the unmasked variants only (fwd_gluon.py
 LEAN_KEEP): offline, their SASS equals this call's, and the CAUSAL / WINDOW variants'
 equals s26/call1's (addresses stripped, whole kernels).
+
+Session 27 (patch gluon-causal-dropout-lean.patch, offline only, NOT yet run on a GPU):
+kernels/fwd_gluon.py CAUSAL_DROPOUT_KEEP = "float" (default: the kernels above, SASS
+unchanged) | "lean": the integer test in CAUSAL one block a CTA (not PINGPONG, not
+PERSISTENT), peel, unmasked and diagonal loop, with setmaxnreg 248 / 232 / 24 for the two
+consumers (CAUSAL_LEAN_CONSUMER_REGS = 232 for the worker; Triton then gives the default
+partition 248). s26/call4's lean causal at 240 / 240 had one STL / LDL pair a tile in
+consumer 0's diagonal loop (24 bytes); at 248 / 232: 8 bytes, one pair outside every tile
+loop, as the float form. SASS of one consumer's loop body (consumer 0 / 1), D = 128 bf16,
+float -> lean: unmasked 800 / 795 -> 755 / 741, diagonal 1110 / 1108 -> 1006 / 936 (no
+dropout 490 / 489, 713 / 713): the dropout's extra issue a tile 308 -> 258 unmasked (-16%),
+396 -> 258 diagonal (-35%); D = 64: 760 / 754 -> 694 / 687, 1015 / 1010 -> 888 / 881.
+Still there: 19 / 14 IMAD.MOV a tile in the unmasked loops (the P operand copied into the
+P V wgmma's A registers at the loop top; float 2), as in call 4's lean kernel.
+
+    export PYTHONPATH=src S=bench/gpu/s26_gluon_dropout_fwd_ab.py
+    timeout 540 python $S ab-causal     # ~2-4 min: 4 child processes (float, lean, lean, float)
+
+ab-causal: D = 128 bf16, H = 16, causal, N = 4k (B = 4) and 16k (B = 1), p = 0.1, one
+block a CTA with each form, each child against the Gluon causal forward without dropout
+as routed (CUDA-graph replays, two rounds, the second in reverse order); a form is a module
+constant read at compile time, so each child sets it before its first compile (Triton
+refuses a kernel whose global changed). Checks: batch 0 / head 0 against float64 with the
+library's mask, the library's dropout forward (launchers.forward.fwd), and the two forms'
+out / lse against each other bitwise (the P operand is bitwise the same: p or +0 before
+the same rounding).
+PREDICTION (session 27, before any run): if the time overhead follows the extra issue a
+tile as in s26 (float causal 16k 1.17-1.19x with ~308 extra instructions an unmasked
+tile), lean: causal 16k 1.14-1.17x (centre 1.155), 4k 1.17-1.20x (1.185; the diagonal
+tiles weigh more at 4k and lose 35%), float as before (16k 1.17-1.19x, 4k 1.21-1.23x);
+outputs bitwise equal between the forms, float64 checks ok. Risk: call 4's lean causal
+was 1.29-1.32x at 16k, far more than its one diagonal-loop spill pair can explain (1-2
+diagonal tiles of ~64 a block on average at 16k), so something in its unmasked loop (the
+IMAD.MOV copies, or the keep compares that ptxas hoists between the HGMMAs) may have cost
+it; that is unchanged here. If lean lands >= 1.22x at 16k, keep "float" and look there.
+Offline also (all variants, with and without dropout): every MUFU.EX2 of a tile comes
+after WARPGROUP.DEPBAR.LE gsb0, 0x0, i.e. ptxas waits for the P V wgmma before the
+softmax; the overlap is between the two consumers, not within one.
 """
 import sys
 import time
@@ -331,7 +369,68 @@ def ab():
             torch.cuda.empty_cache()
 
 
+def _causal_form_child(form, outdir):
+    """ab-causal's child process: CAUSAL_DROPOUT_KEEP = form set before any compile (Triton
+    refuses a kernel whose global changed after its compile, so each form gets its own
+    process), causal 4k / 16k timed against no-dropout, checked against float64, outputs
+    saved for the parent's bitwise comparison of the two forms."""
+    import triton.experimental.gluon.language as gl
+    from flashtriton.kernels import fwd_gluon
+    fwd_gluon.CAUSAL_DROPOUT_KEEP = gl.constexpr(form)
+    d = 128
+    for n in (4096, 16384):
+        with torch.no_grad():
+            q, k, v = inputs(d, n)
+            b, _, h, _ = q.shape
+            scale = d ** -0.5
+            rng = rng_state()
+            flops = attention_flops(b, h, n, n, d, True)
+            drop = forward_gluon.prepare(q, k, v, scale, causal=True, dropout_p=P, rng=rng)    # one block a CTA
+            nodrop = forward_gluon.prepare(q, k, v, scale, causal=True, persistent=policy.gluon_fwd_persistent(True))
+            out = tuple(t.clone() for t in drop())
+            torch.cuda.synchronize()
+            ok, text = check_one_head(q, k, v, *out, scale, True, None, rng)
+            torch.save([t.cpu() for t in out], f"{outdir}/{form}_{n}.pt")
+            times = {"drop": [], "nodrop": []}
+            for rnd in range(2):
+                for name in (("drop", "nodrop") if rnd == 0 else ("nodrop", "drop")):
+                    times[name].append(timed(drop if name == "drop" else nodrop))
+            ratio = " / ".join(f"{a / c:.3f}x" for (a, _), (c, _) in zip(times["drop"], times["nodrop"]))
+            tf = " / ".join(f"{flops / ms / 1e9:.0f}{m}" for ms, m in times["drop"])
+            tf0 = " / ".join(f"{flops / ms / 1e9:.0f}{m}" for ms, m in times["nodrop"])
+            print(f"ab-causal {form:5s} D={d} N={n} B={b} H={h}: dropout {tf} TFLOP/s, no-dropout {tf0}; "
+                  f"time ratio {ratio}; {'ok' if ok else 'WRONG'} ({text}), "
+                  + vs_library(q, k, v, *out, scale, True, None, rng), flush=True)
+            del q, k, v, out
+            torch.cuda.empty_cache()
+
+
+def ab_causal():
+    """Both CAUSAL keep forms (fwd_gluon.CAUSAL_DROPOUT_KEEP "float" / "lean"), one block a
+    CTA, causal 4k / 16k, each against the no-dropout causal forward; children in the order
+    float, lean, lean, float (each its own process: a form is a module constant read at
+    compile time), then the two forms' outputs compared bitwise (they must be: the P operand
+    is bitwise the same)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        for form in ("float", "lean", "lean", "float"):
+            r = subprocess.run([sys.executable, __file__, "_causal-form", form, tmp])
+            if r.returncode:
+                print(f"ab-causal {form}: child exited {r.returncode}", flush=True)
+        for n in (4096, 16384):
+            try:
+                a, b = (torch.load(f"{tmp}/{form}_{n}.pt") for form in ("float", "lean"))
+                print(f"ab-causal N={n}: lean vs float outputs {same(tuple(a), tuple(b))}", flush=True)
+            except Exception as exc:  # noqa: BLE001
+                print(f"ab-causal N={n}: comparison failed {short(exc)}", flush=True)
+
+
 def main(parts):
+    if parts and parts[0] == "_causal-form":
+        _causal_form_child(parts[1], parts[2])
+        return
+
     props = torch.cuda.get_device_properties(0)
     print(f"{props.name}, {props.multi_processor_count} SMs; GLUON_FWD_DROPOUT_MIN_N "
           f"{policy.GLUON_FWD_DROPOUT_MIN_N} (empty: not routed), GLUON_FWD_PERSISTENT {policy.GLUON_FWD_PERSISTENT}",
@@ -340,6 +439,8 @@ def main(parts):
         smoke()
     if not parts or "ab" in parts:
         ab()
+    if "ab-causal" in parts:
+        ab_causal()
 
 
 if __name__ == "__main__":
