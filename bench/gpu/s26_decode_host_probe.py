@@ -2,7 +2,8 @@
 Triton launch (issue 5; kernels/kvcache_checks.py, launchers/kvcache_checks.py).
 
 Before (H200, 2026-12-01, B = 1, L = 8k, Hq = 32, Hk = 8, D = 128, bf16, Sq = 1, eager,
-checks on): contiguous 24.3 us, paged page 16 59.8, page 256 90.1; CUDA-graph replays 19.1 /
+checks OFF, as the decode bench runs it (first read here as "checks on", wrongly)):
+contiguous 24.3 us, paged page 16 59.8, page 256 90.1; CUDA-graph replays 19.1 /
 21.4 / 19.5. The torch-op checks launched 2 tiny kernels a step on the contiguous cache
 and 24 on a paged one (to(int64) x 2, arange, zeros_like, floor divisions, adds, six
 comparisons, three logical ops, where, amin, any, bitwise_not, masked_fill_, clamp_min,

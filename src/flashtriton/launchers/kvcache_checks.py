@@ -6,9 +6,10 @@ docstring), in ONE launch, which the API then copies to the host (its one sync).
 
 Why a kernel: the same values built from torch ops took 2 CUDA launches a step on a
 contiguous cache and 24 on a paged one (30 aten ops with the views; counted with a
-TorchDispatchMode, 2026-12-01), each ~1.5 us of host time on the H200 machine: an eager
-paged decode step (B = 1, L = 8k, checks on) took 59.8 / 90.1 us at page 16 / 256 against
-24.3 contiguous, its graph replay 19-21: 22 extra launches ~ the 35 us gap. The launch
+TorchDispatchMode, 2026-12-01), each ~1.5 us of host time or more on the H200 machine. On
+the H200 (s26/call4, a slow host hour), B = 1, L = 8k, checks on, eager: paged 16 99-118
+us with this kernel against 416-607 with the torch ops, page 256 145-148 against 740-749,
+contiguous 82-105 against 133-160 (bench/gpu/s26_decode_host_probe.py). The launch
 goes through a launch plan (launchers/plans.py), so a step with a signature seen before
 replays it through the compiled kernel's C launcher (a plain kernel[grid] call costs
 40-85 us on that host): what is left per call is the plan lookup, one torch.empty and
