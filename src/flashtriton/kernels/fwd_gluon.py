@@ -722,12 +722,23 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
-                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr):
+                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
+                  PV_OVERLAP: gl.constexpr = False):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
     (_dropout_tile) after l took its undropped sum; key0_g + j * BLOCK_N is the tile's
-    first key index."""
+    first key index.
+    PV_OVERLAP: a never-taken branch (qk_scale is NaN) between the softmax and the full
+    wgmma wait, so that the wait starts a basic block of its own. Without it ptxas (sm_90a,
+    Triton 3.6.0) schedules the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) into the softmax's first
+    latency gap, right after the row max's first SHFL, and every MUFU.EX2 of the tile runs
+    after the P V wgmma has finished, in every tile loop of every variant; a wait has no
+    register operands, so nothing else keeps it below the exponentials. The branch body
+    (arrive on this warpgroup's turn barrier: never waited for without PINGPONG, hence
+    harmless were it taken) keeps ptxas from if-converting it (a predicated BAR.SYNC body
+    was, and the wait moved up again). The same arithmetic in the same order: bitwise the
+    same results."""
     dtype: gl.constexpr = q.dtype
     stage = j % NUM_STAGES
     prev = (j - 1) % NUM_STAGES
@@ -747,6 +758,9 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     if DROPOUT:
         p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE,
                           LEAN_KEEP)
+    if PV_OVERLAP:
+        if qk_scale != qk_scale:                                             # never (a finite scale): a block boundary
+            mbarrier.arrive(turn.index(WG))
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -760,7 +774,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  RNG, dropout_p, rng_rows, rng_stride, key0,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
-                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
+                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
+                 PV_OVERLAP: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -864,14 +879,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -879,7 +894,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -888,7 +903,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -931,7 +946,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
-                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
+                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
+                            PV_OVERLAP: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader."""
     HALF_M: gl.constexpr = BLOCK_M // 2
@@ -952,7 +968,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
         _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                      RNG, dropout_p, rng_rows, rng_stride, key0,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
+                     PV_OVERLAP)
         t0 += n_load
         it += 1
 
@@ -978,11 +995,13 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False,
+    PV_OVERLAP: gl.constexpr = False,  # _consume_tile's PV_OVERLAP (not with PINGPONG); bitwise the same
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
+    gl.static_assert(not (PV_OVERLAP and PINGPONG), "PV_OVERLAP arrives on the turn barriers: not with PINGPONG")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1055,12 +1074,12 @@ def attn_fwd_gluon_kernel(
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                        SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                        WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, PV_OVERLAP)),
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                        SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                        WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, PV_OVERLAP)),
             (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                     kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
                                     wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED, WINDOW)),
@@ -1081,12 +1100,12 @@ def attn_fwd_gluon_kernel(
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT)),
+                            DROPOUT, PV_OVERLAP)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT)),
+                            DROPOUT, PV_OVERLAP)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
         ], [4, LOADER_WARPS], [WORKER_REGS, LOADER_REGS])
