@@ -1295,3 +1295,13 @@ def test_flash_attn_func_takes_gluon_dropout_gpu(monkeypatch, causal, d):
     check_attention("triton", *rand_qkv(2, 1024, 1024, 4, 2, d, torch.bfloat16, "cuda"), causal=causal,
                     dropout_p=0.1, seed=9)
     assert called == [0.1], called
+
+
+def test_gluon_kind():
+    """policy.gluon_kind, the key of the Gluon routing tables: plain / canonical causal /
+    any other window (a left edge with right 0 is a window, not causal)."""
+    kind = lambda **kw: policy.gluon_kind(common.AttnParams(0.1, **kw))  # noqa: E731
+    assert kind() == "plain"
+    assert kind(window_right=0) == "causal"
+    assert kind(window_left=256, window_right=0) == "window"
+    assert kind(window_right=64) == "window" and kind(window_left=8) == "window"

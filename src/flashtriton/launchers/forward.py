@@ -19,8 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_dropout, gluon_fwd_persistent, gluon_fwd_window,
-                     warp_spec_mode,
-                     warp_spec_varlen)
+                     gluon_kind, warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
@@ -107,10 +106,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
                                persistent=gluon_fwd_persistent(causal))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        # the kind as policy.gluon_fwd_dropout's table tells it (causal: no left edge)
-        g_causal = params.window_right == 0 and params.window_left < 0
-        plain = params.window_left < 0 and params.window_right < 0
-        window = None if plain or g_causal else (int(params.window_left), int(params.window_right))
+        kind = gluon_kind(params)                      # the key of policy.gluon_fwd_dropout's table
+        g_causal = kind == "causal"
+        window = (int(params.window_left), int(params.window_right)) if kind == "window" else None
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=g_causal,
                                persistent=window is None and gluon_fwd_persistent(g_causal), window=window,
                                dropout_p=params.dropout_p, rng=rng)

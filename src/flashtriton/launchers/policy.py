@@ -336,6 +336,15 @@ def gluon_fwd_persistent(causal: bool) -> bool:
     return GLUON_FWD_PERSISTENT["causal" if causal else "plain"]
 
 
+def gluon_kind(params: AttnParams) -> str:
+    """The Gluon kernels' name for a call's mask (params through _effective_window): "plain"
+    (no edge), "causal" (the canonical causal: right edge 0, no left edge) or "window"
+    (any other edge); the key of their routing tables."""
+    if params.window_left < 0 and params.window_right < 0:
+        return "plain"
+    return "causal" if params.window_right == 0 and params.window_left < 0 else "window"
+
+
 def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether the forward takes kernels/fwd_gluon.py (launchers.forward_gluon.fwd_into):
     dense (not varlen), no ALiBi, softcap or dropout, bf16 / fp16, no mask or window
@@ -347,11 +356,11 @@ def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seql
     (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared). FLASHTRITON_WARP_SPEC=1
     does not lower the tables' lengths: calls under them (the forced tests of fwd_ws.py)
     keep their kernel, calls over them take this one as without the flag."""
-    causal = params.window_right == 0 and params.window_left < 0
-    if not (causal or (params.window_left < 0 and params.window_right < 0)) or bd not in GLUON_TILES:
+    kind = gluon_kind(params)
+    if kind == "window" or bd not in GLUON_TILES:
         return False
     block_m, block_n, _ = GLUON_TILES[bd]
-    table = GLUON_FWD_CAUSAL_MIN_N if causal else GLUON_FWD_MIN_N
+    table = GLUON_FWD_CAUSAL_MIN_N if kind == "causal" else GLUON_FWD_MIN_N
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
         return False
     return _warp_spec_switch(q)
@@ -381,9 +390,7 @@ def gluon_fwd_dropout(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: i
     (_gluon_common without its dropout_p == 0) and the switch."""
     if not 0 < params.dropout_p < 1 or bd not in GLUON_TILES:
         return False
-    causal = params.window_right == 0 and params.window_left < 0
-    plain = params.window_left < 0 and params.window_right < 0
-    table = GLUON_FWD_DROPOUT_MIN_N.get("causal" if causal else "plain" if plain else "window", {})
+    table = GLUON_FWD_DROPOUT_MIN_N.get(gluon_kind(params), {})
     block_m, block_n, _ = GLUON_TILES[bd]
     if not _gluon_common(q, k, v, dataclasses.replace(params, dropout_p=0.0), alibi, is_varlen, bd, seqlen_q,
                          seqlen_k, table, block_m, block_n):
@@ -438,11 +445,11 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
         if q.shape[-1] not in GLUON_BWD_FUSED_DROPOUT or seqlen_k + h * b * seqlen_q + 1 > 2 ** 31:
             return False
         params = dataclasses.replace(params, dropout_p=0.0)          # the rest as without dropout
-    causal = params.window_right == 0 and params.window_left < 0
-    if not (causal or (params.window_left < 0 and params.window_right < 0)):
+    kind = gluon_kind(params)
+    if kind == "window":
         return False
     block_m, block_n, _ = FUSED_CONFIG[q.shape[-1]]
-    table = GLUON_BWD_FUSED_MIN_N["causal" if causal else "plain"]
+    table = GLUON_BWD_FUSED_MIN_N[kind]
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
         return False
     b, _, h, _ = q.shape
