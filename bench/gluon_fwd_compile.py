@@ -34,16 +34,11 @@ dropout_keep_select, 4 instructions an element instead of 5): spills D = 128 pla
 PERSISTENT 16, CAUSAL 24, CAUSAL PERSISTENT 160, SCHEDULED 160, WINDOW 460 / 768, D = 64 all
 0 (the DROPOUT docstring has the loop sizes); the 39 variants without DROPOUT: SASS
 unchanged (addresses stripped).
-Session 27 (offline): kernels/fwd_gluon.py CAUSAL_DROPOUT_KEEP (default "float": all 60
-variants' SASS unchanged, addresses stripped). For "lean", set
-fwd_gluon.CAUSAL_DROPOUT_KEEP = gl.constexpr("lean") before compiling (the cache key has
-it): CAUSAL dropout one block D = 128 / 64 spills 8 bytes (outside the tile loops), 0 at
-BLOCK_N 64; setmaxnreg 248 / 232 / 24; the fwd_gluon DROPOUT docstring has the loop sizes.
-Session 27, later (offline): compile_fwd(pv_overlap=True): kernels/fwd_gluon.py PV_OVERLAP (the
-full wgmma wait in a basic block after the softmax: all 66 MUFU.EX2 of a tile step between
-DEPBAR.LE 0x1 and 0x0, at HEAD none); spills 0 plain / PERSISTENT / CAUSAL / WINDOW / DROPOUT
-plain / D = 64, 32 CAUSAL PERSISTENT and SCHEDULED (outside the loops), 1604 causal DROPOUT;
-off: SASS unchanged (13 variants, addresses stripped). bench/gpu/s27_gluon_pv_overlap_ab.py.
+Session 27: two options compiled here offline, then measured slower on the H200 (bench/NOTES.md,
+"Session 27", call 1) and removed from kernels/fwd_gluon.py: the integer keep test in CAUSAL
+one-block dropout (setmaxnreg 248 / 232 / 24; 5-12% slower) and PV_OVERLAP (a never-taken
+branch before the full wgmma wait; 1-3.4% slower). Removing them left the SASS of every variant
+below unchanged.
 """
 from __future__ import annotations
 
@@ -74,8 +69,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
-                window_params=True, dropout=False, dropout_params=True,
-                pv_overlap=False):
+                window_params=True, dropout=False, dropout_params=True):
     bm, bn, st = DEFAULT_CONFIG[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -90,21 +84,18 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
                  CAUSAL=causal)
-    if persistent or scheduled or window or dropout or pv_overlap:
+    if persistent or scheduled or window or dropout:
         sig["PERSISTENT"] = "constexpr"
         const["PERSISTENT"] = bool(persistent)
-    if scheduled or window or dropout or pv_overlap:
+    if scheduled or window or dropout:
         sig["SCHEDULED"] = "constexpr"
         const["SCHEDULED"] = bool(scheduled)
-    if window or dropout or pv_overlap:
+    if window or dropout:
         sig["WINDOW"] = "constexpr"
         const["WINDOW"] = bool(window)
-    if dropout or pv_overlap:
+    if dropout:
         sig["DROPOUT"] = "constexpr"
-        const["DROPOUT"] = bool(dropout)
-    if pv_overlap:
-        sig["PV_OVERLAP"] = "constexpr"
-        const["PV_OVERLAP"] = True
+        const["DROPOUT"] = True
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 

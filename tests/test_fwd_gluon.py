@@ -203,25 +203,6 @@ def test_persistent_bitwise_gpu(causal, d, b, n, num_programs):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("kw", [dict(), dict(persistent=True, num_programs=7), dict(causal=True),
-                                dict(causal=True, persistent=True, num_programs=7), dict(window=(300, 40)),
-                                dict(dropout_p=0.1)])
-@pytest.mark.parametrize("d", [128, 64])
-def test_pv_overlap_bitwise_gpu(kw, d):
-    """pv_overlap (kernels/fwd_gluon.py _consume_tile's PV_OVERLAP) only moves the full wgmma
-    wait: the same outputs bitwise, on Nq != Nk too."""
-    from helpers import dropout_rng
-    q, k, v = rand_qkv(2, 1024, 1280, 4, 2, d, torch.bfloat16, "cuda")
-    if "dropout_p" in kw:
-        kw = dict(kw, rng=dropout_rng(7, q.device))
-    o1, lse1 = attention_fwd_gluon(q, k, v, d ** -0.5, **kw)
-    o2, lse2 = attention_fwd_gluon(q, k, v, d ** -0.5, pv_overlap=True, **kw)
-    assert torch.equal(o1, o2), f"out differs: max {(o1.float() - o2.float()).abs().max().item()}"
-    assert torch.equal(lse1, lse2), "lse differs"
-
-
-@pytest.mark.gpu
-@hopper
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("nq, nk", [(256, 1024), (1024, 256), (128, 2048), (384, 1280)])
 @pytest.mark.parametrize("num_programs", [None, 7])
@@ -509,30 +490,6 @@ def test_rejects_persistent_options_without_persistent(kw):
     a clear error instead of an option silently ignored."""
     with pytest.raises(ValueError, match=r"^(num_programs, band: only with persistent=True|band: only with causal)"):
         attention_fwd_gluon(*qkv(), 0.1, **kw)
-
-
-@pytest.mark.parametrize("pv_overlap, kw", [(1, {}), (None, {}), ("yes", {}), (True, dict(pingpong=True))])
-def test_rejects_pv_overlap(pv_overlap, kw):
-    with pytest.raises(ValueError, match=r"^pv_overlap(: expected a bool|=True does not support pingpong=True)"):
-        attention_fwd_gluon(*qkv(), 0.1, pv_overlap=pv_overlap, **kw)
-
-
-@pytest.mark.parametrize("pv_overlap", [False, True])
-def test_pv_overlap_reaches_the_kernel(monkeypatch, pv_overlap):
-    """prepare's pv_overlap becomes the kernel's PV_OVERLAP (default False: the kernel's
-    constexpr default too, so the library's calls compile the kernel of before). No GPU:
-    the descriptors, the device context and the launch are stubbed."""
-    import contextlib
-    assert fwd_gluon.attn_fwd_gluon_kernel.arg_names[-1] == "PV_OVERLAP"
-    launched = []
-    monkeypatch.setattr(forward_gluon, "_desc", lambda x, rows: (x, None))
-    monkeypatch.setattr(forward_gluon.torch.cuda, "device", lambda dev: contextlib.nullcontext())
-    monkeypatch.setattr(forward_gluon.plans, "launch", lambda fn, grid, *a, **kw: launched.append(kw))
-    q, k, v = qkv()
-    o = torch.empty_like(q)
-    lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
-    forward_gluon._launch_into(q, k, v, o, lse, 0.1, 128, 128, 3, False, pv_overlap=pv_overlap)()
-    assert launched and launched[0]["PV_OVERLAP"] is pv_overlap
 
 
 @pytest.mark.parametrize("window", [(-2, 0), (0, -3), (0,), (1, 2, 3), 5, (1.0, 0), (True, 0), (0, False), "10,0",

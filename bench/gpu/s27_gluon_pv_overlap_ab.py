@@ -1,4 +1,5 @@
-"""Session 27: the Gluon forward's PV_OVERLAP (kernels/fwd_gluon.py _consume_tile; prepare(...,
+"""Session 27 removed PV_OVERLAP (pv_overlap) after this measurement (1-3.4% slower): this no longer runs as is.
+Session 27: the Gluon forward's PV_OVERLAP (kernels/fwd_gluon.py _consume_tile; prepare(...,
 pv_overlap=True)), off against on. Not routed: the library's kernels are PV_OVERLAP=False.
 
 The claim checked (offline, sm_90a SASS, Triton 3.6.0, bench/gluon_fwd_compile.py): "ptxas

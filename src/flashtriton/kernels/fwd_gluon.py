@@ -203,39 +203,6 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   equals the measured one of each form (unmasked: call 4's; CAUSAL / WINDOW: call 1's;
   whole kernels, addresses stripped), and the spill figures "before" above hold for the
   masked variants.
-  Session 27 (2026-12-01, offline only: NOT yet measured on a GPU): CAUSAL_DROPOUT_KEEP
-  (module constant, "float" the default = everything above; "lean" = the integer test in
-  CAUSAL one block a CTA without PINGPONG: the peel, the unmasked and the diagonal loop)
-  with the consumer worker's setmaxnreg at CAUSAL_LEAN_CONSUMER_REGS = 232, which makes
-  Triton give the default partition (consumer 0) 248: 248 / 232 / 24 (504 <= 512 a
-  thread-slot, as 240 / 240 / 24). Why: at 240 / 240 the integer test ran one register
-  short in consumer 0's diagonal loop only (one STL / LDL pair a tile; consumer 1's loops
-  and the unmasked loops did not spill), so 8 more registers there and 8 fewer in
-  consumer 1, whose loops have the room. SASS instructions of one consumer's loop body
-  (consumer 0 / consumer 1; bench/gluon_fwd_compile.py + cuobjdump, the loop split at its
-  back edge), float -> lean:
-      D = 128 bf16 (fp16, NEG_SCALE the same): unmasked 800 / 795 -> 755 / 741, diagonal
-        1110 / 1108 -> 1006 / 936 (no dropout: 490 / 489, 713 / 713), so the dropout's
-        extra issue a tile 310 / 306 -> 265 / 252 unmasked, 397 / 395 -> 293 / 223 diagonal;
-        spills 8 -> 8 bytes (one STL / LDL pair outside every tile loop, as the float form;
-        0 in the loops); the whole kernel 8200 -> 7520 instructions;
-      D = 64 bf16 / fp16: unmasked 760 / 754 -> 694 / 687, diagonal 1015 / 1010 -> 888 /
-        881; spills 8 -> 8 (outside the loops);
-      BLOCK_N 64 (in-group keys hashed per tile): 643 / 608 -> 626 / 576, 733 / 716 from
-        781 / 782; 0 -> 0 bytes.
-  Left on the float form: PINGPONG (lean: one STL / LDL pair a tile in BOTH unmasked
-  loops, 24 bytes), PERSISTENT / SCHEDULED causal (not routed; lean: 160 bytes, a pair a
-  unmasked tile, session 26), WINDOW. The unmasked loops keep 19 / 14 IMAD.MOV (the P
-  operand copied into the P V wgmma's A registers at the loop top; float: 2), which lean
-  had at 240 / 240 too. Tried and dropped (all D = 128 bf16 at 240 / 240): the float form
-  in the diagonal loop with the integer one in the unmasked loop (the diagonal loop carried
-  fp32 P again, 64 PRMT: 128 bytes of spill, 6-8 spill instructions a diagonal tile), the
-  xor and multiply inside the select's inline PTX (the same allocation: 24 bytes), and
-  re-hashing the in-group keys in the diagonal loop (LLVM merged it with the block's hash:
-  the same SASS). Unchanged (addresses stripped, all 60 variants of bench/gluon_fwd_compile
-  .py's table plus causal dropout D = 64 fp16 / NEG_SCALE / PINGPONG / BLOCK_N 64): every
-  variant with "float", and with "lean" every one but the causal one-block dropout ones.
-  A/B: bench/gpu/s26_gluon_dropout_fwd_ab.py ab-causal (prediction there).
 
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
@@ -313,13 +280,6 @@ ONE: gl.constexpr = gl.constexpr(1)    # n_left (the peeled tile only) of a kern
 DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3)}
 CONSUMER_REGS: gl.constexpr = gl.constexpr(240)  # consumer worker's setmaxnreg (the default partition gets 240 too)
 LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
-# DROPOUT with CAUSAL, one block a CTA without PINGPONG: the keep test (_fwd_consume's
-# LEAN_KEEP). "float": dropout_tile_scale (measured on the H200; the default); "lean": the
-# unmasked variants' integer test with the consumer worker at CAUSAL_LEAN_CONSUMER_REGS
-# (the default partition then gets 248): offline only, NOT yet measured on a GPU (the
-# DROPOUT docstring's "Session 27"; bench/gpu/s26_gluon_dropout_fwd_ab.py ab-causal).
-CAUSAL_DROPOUT_KEEP: gl.constexpr = gl.constexpr("float")
-CAUSAL_LEAN_CONSUMER_REGS: gl.constexpr = gl.constexpr(232)
 LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 
 
@@ -722,23 +682,16 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
-                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
-                  PV_OVERLAP: gl.constexpr = False):
+                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
     (_dropout_tile) after l took its undropped sum; key0_g + j * BLOCK_N is the tile's
     first key index.
-    PV_OVERLAP: a never-taken branch (qk_scale is NaN) between the softmax and the full
-    wgmma wait, so that the wait starts a basic block of its own. Without it ptxas (sm_90a,
-    Triton 3.6.0) schedules the wait (WARPGROUP.DEPBAR.LE gsb0, 0x0) into the softmax's first
-    latency gap, right after the row max's first SHFL, and every MUFU.EX2 of the tile runs
-    after the P V wgmma has finished, in every tile loop of every variant; a wait has no
-    register operands, so nothing else keeps it below the exponentials. The branch body
-    (arrive on this warpgroup's turn barrier: never waited for without PINGPONG, hence
-    harmless were it taken) keeps ptxas from if-converting it (a predicated BAR.SYNC body
-    was, and the wait moved up again). The same arithmetic in the same order: bitwise the
-    same results."""
+    Session 27, H200: a never-taken branch before the full wgmma wait (so that ptxas keeps
+    the wait below the softmax's exponentials, under this consumer's P V) measured 1-3.4%
+    slower (bench/NOTES.md, "Session 27", call 1: the other consumer already fills those
+    cycles); removed."""
     dtype: gl.constexpr = q.dtype
     stage = j % NUM_STAGES
     prev = (j - 1) % NUM_STAGES
@@ -758,9 +711,6 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     if DROPOUT:
         p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE,
                           LEAN_KEEP)
-    if PV_OVERLAP:
-        if qk_scale != qk_scale:                                             # never (a finite scale): a block boundary
-            mbarrier.arrive(turn.index(WG))
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
@@ -774,8 +724,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  RNG, dropout_p, rng_rows, rng_stride, key0,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
-                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 PV_OVERLAP: gl.constexpr = False):
+                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -826,22 +775,16 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # 26: CAUSAL 8 -> 280 bytes, WINDOW 1564 -> 1940; the hash is loop-invariant there)
     CB_ONCE: gl.constexpr = BLOCK_N == DROPOUT_GROUP
     # The keep test: the integer compare + select (4 instructions an element) in the unmasked
-    # variants, the float form (5) in the masked ones (CAUSAL one block: CAUSAL_DROPOUT_KEEP,
-    # below). H200, session 26 (bench/gpu/s26_gluon_dropout_fwd_ab.py ab, s26/call1 against
-    # s26/call4, time against the Gluon forward without dropout, D = 128, p = 0.1): plain 4k
-    # 1.19-1.22x -> 1.16-1.17x, 16k persistent 1.18-1.22x -> 1.16-1.20x; CAUSAL 4k
-    # 1.21-1.23x -> 1.24-1.26x, 16k 1.17-1.19x -> 1.29-1.32x (its one-block variant spills 24
-    # bytes with the integer form, one STL / LDL pair in a diagonal loop, against 8 outside
-    # the loops). WINDOW (not routed with dropout) keeps the float form with CAUSAL, as
-    # measured last.
-    # CAUSAL_DROPOUT_KEEP == "lean" (module constant; one block a CTA without PINGPONG only:
-    # PERSISTENT causal and PINGPONG keep the float form, PINGPONG spilled one register a tile
-    # in both unmasked loops with it): the integer test in CAUSAL too, the peel, the unmasked
-    # and the diagonal loop alike, with the consumer registers split 248 / 232
-    # (attn_fwd_gluon_kernel, LEAN_CAUSAL)
-    LEAN_KEEP: gl.constexpr = ((not CAUSAL) and (not WINDOW)) or (CAUSAL and (not WINDOW) and (not PERSISTENT)
-                                                                 and (not PINGPONG)
-                                                                 and (CAUSAL_DROPOUT_KEEP == "lean"))
+    # variants, the float form (5) in the masked ones. H200, session 26 (bench/gpu/
+    # s26_gluon_dropout_fwd_ab.py ab, s26/call1 against s26/call4, time against the Gluon
+    # forward without dropout, D = 128, p = 0.1): plain 4k 1.19-1.22x -> 1.16-1.17x, 16k
+    # persistent 1.18-1.22x -> 1.16-1.20x; CAUSAL 4k 1.21-1.23x -> 1.24-1.26x, 16k
+    # 1.17-1.19x -> 1.29-1.32x (its one-block variant spills 24 bytes with the integer form,
+    # one STL / LDL pair in a diagonal loop, against 8 outside the loops). WINDOW (not
+    # routed with dropout) keeps the float form with CAUSAL, as measured last. Session 27,
+    # H200: the integer test in CAUSAL one-block tiles too, at setmaxnreg 248 / 232 / 24 (no
+    # spill in the tile loops), measured 5-12% slower than the float test; removed.
+    LEAN_KEEP: gl.constexpr = (not CAUSAL) and (not WINDOW)
     if DROPOUT:
         rk, cb, cs_group, cs_mult, keep_min = _dropout_setup(RNG, dropout_p, rng_rows, rng_stride, q_row, q_col,
                                                              WG, HALF_M, BLOCK_N, HEAD_DIM, s_layout, CB_ONCE,
@@ -879,14 +822,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -894,7 +837,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -903,7 +846,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, PV_OVERLAP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -946,8 +889,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
-                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                            PV_OVERLAP: gl.constexpr = False):
+                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader."""
     HALF_M: gl.constexpr = BLOCK_M // 2
@@ -968,8 +910,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
         _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                      RNG, dropout_p, rng_rows, rng_stride, key0,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
-                     PV_OVERLAP)
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
         t0 += n_load
         it += 1
 
@@ -995,13 +936,11 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False,
-    PV_OVERLAP: gl.constexpr = False,  # _consume_tile's PV_OVERLAP (not with PINGPONG); bitwise the same
 ):
     HALF_M: gl.constexpr = BLOCK_M // 2
     dtype: gl.constexpr = q_desc.dtype
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
-    gl.static_assert(not (PV_OVERLAP and PINGPONG), "PV_OVERLAP arrives on the turn barriers: not with PINGPONG")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1074,41 +1013,33 @@ def attn_fwd_gluon_kernel(
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                        SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                        WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, PV_OVERLAP)),
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
             (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                        o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                        SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                        WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, PV_OVERLAP)),
+                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
             (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                     kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
                                     wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED, WINDOW)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     else:
-        # CAUSAL_DROPOUT_KEEP == "lean": the consumer worker at CAUSAL_LEAN_CONSUMER_REGS (232), which
-        # gives the default partition 248 (setmaxnreg 248 / 232 / 24, 504 <= 512 a thread-slot as
-        # 240 / 240 / 24). At 240 / 240 the integer test spilled one register a tile in the default
-        # partition's diagonal loop (sm_90a, Triton 3.6.0, offline); at 248 / 232 neither
-        # consumer's loops spill (DROPOUT docstring, session 27). Everything else: CONSUMER_REGS.
-        LEAN_CAUSAL: gl.constexpr = (DROPOUT and CAUSAL and (not WINDOW) and (not PINGPONG)
-                                     and (CAUSAL_DROPOUT_KEEP == "lean"))
-        WORKER_REGS: gl.constexpr = CAUSAL_LEAN_CONSUMER_REGS if LEAN_CAUSAL else CONSUMER_REGS
         # ZERO (module constexpr): t0 and q_phase of the one block
         gl.warp_specialize([
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, PV_OVERLAP)),
+                            DROPOUT)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, PV_OVERLAP)),
+                            DROPOUT)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
-        ], [4, LOADER_WARPS], [WORKER_REGS, LOADER_REGS])
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(q_bar)
     mbarrier.invalidate(turn.index(0))

@@ -176,7 +176,7 @@ def window_args(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[boo
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None, pv_overlap: bool = False):
+                 rng=None):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -187,8 +187,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     (left, right), through window_args (which may turn it into the plain or the CAUSAL
     kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
-    (rng_rows = B * Nq, rng_stride = Nk). pv_overlap: the kernel's PV_OVERLAP (not with
-    pingpong; prepare checks)."""
+    (rng_rows = B * Nq, rng_stride = Nk)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -225,7 +224,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                 win_right, rng_arg, float(dropout_p), b * nq, nk, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
                 NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal),
                 PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled), WINDOW=windowed, DROPOUT=dropout,
-                PV_OVERLAP=bool(pv_overlap), num_warps=4)
+                num_warps=4)
         return o, lse
     return launch
 
@@ -277,7 +276,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
-            dropout_p: float = 0.0, rng=None, pv_overlap: bool = False):
+            dropout_p: float = 0.0, rng=None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -290,9 +289,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     sliding window (window_args; ValueError before any launch when malformed). dropout_p,
     rng: dropout with the library's mask (check_dropout: p in [0, 1), rng the int64 (seed,
     offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
-    tests/helpers.dropout_rng). pv_overlap: the kernel's PV_OVERLAP (kernels/fwd_gluon.py
-    _consume_tile: the softmax under the same consumer's P V wgmma; bitwise the same
-    results; not with pingpong; an A/B knob, not routed)."""
+    tests/helpers.dropout_rng)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
     block_n = block_n or bn
@@ -302,10 +299,6 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     dropout_p = check_dropout(dropout_p, rng, q.device)
     if persistent and pingpong:
         raise ValueError("persistent=True does not support pingpong=True")
-    if not isinstance(pv_overlap, bool):
-        raise ValueError(f"pv_overlap: expected a bool, got {pv_overlap!r}")
-    if pv_overlap and pingpong:
-        raise ValueError("pv_overlap=True does not support pingpong=True")
     if num_programs is not None and (isinstance(num_programs, bool) or not isinstance(num_programs, int)
                                      or num_programs < 1):
         raise ValueError(f"num_programs: expected a positive int or None, got {num_programs!r}")
@@ -329,13 +322,13 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled, window, dropout_p, rng, pv_overlap)
+                        persistent, num_programs, band, scheduled, window, dropout_p, rng)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
-                        window=None, dropout_p: float = 0.0, rng=None, pv_overlap: bool = False):
+                        window=None, dropout_p: float = 0.0, rng=None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -343,9 +336,8 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
-    (prepare); dropout_p / rng: dropout with the library's mask (prepare); pv_overlap: the
-    kernel's PV_OVERLAP (prepare). Needs a Hopper
+    (prepare); dropout_p / rng: dropout with the library's mask (prepare). Needs a Hopper
     GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
-                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, pv_overlap=pv_overlap)()
+                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng)()
