@@ -706,6 +706,118 @@ def test_plan_per_signature_token(monkeypatch):
         assert torch.equal(out, want[0]) and torch.equal(lse, want[1])
 
 
+def _kvcache_step_memo_case(monkeypatch, kernel_rows):
+    """A contiguous decode step replayed through kvcache's step memo (plans on), value checks on."""
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.setattr(kvcache, "_KERNEL_VALUE_ROWS", kernel_rows)
+    inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 32, [10, 20])
+    return inp.pop("q"), inp
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the step memo keeps the triton backend's plans")
+@pytest.mark.parametrize("kernel_rows", [False, True])
+def test_step_memo_replays_and_revalidates(monkeypatch, kernel_rows):
+    """kvcache's step memo (_Step: a call of a signature and options seen before replays its
+    plans without the long way's checks): the replay runs no structure check, replays the
+    value checks' plan (kernel rows) and the decode's, and equals the launchers bitwise;
+    yet every bad call still raises as before - a cache swapped for one with other strides
+    or another dtype (a new signature: checked again), out-of-range values under the
+    remembered signature (the value checks run on every replay), an option of the wrong
+    type beside a remembered equal value (causal=1, num_splits=True, a float window bound),
+    a bad environment - and plans.clear() makes the next call record again."""
+    q, inp = _kvcache_step_memo_case(monkeypatch, kernel_rows)
+    checks = []
+    real = kvcache._check_structure
+    monkeypatch.setattr(kvcache, "_check_structure", lambda *a: checks.append(1) or real(*a))
+    monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+
+    def call(**kw):
+        return flash_attn_with_kvcache(q, **dict(inp, **kw), causal=True, return_softmax_lse=True)
+
+    with flashtriton.use_backend("triton"):
+        call()                                                  # the long way: records the plans
+        before = dict(launcher_plans.stats)
+        got = call()
+        assert len(checks) == 1, "the replayed step ran the structure checks"
+        assert launcher_plans.stats["recorded"] == before["recorded"]
+        assert launcher_plans.stats["replayed"] == before["replayed"] + (2 if kernel_rows else 1)
+        (structure,) = kvcache._STRUCTURES.values()
+        assert len(structure.steps) == 1
+        for _ in range(2):                                      # remembered? never for a failing call
+            with pytest.raises(ValueError, match="the last \\(headdim\\) dimension must have stride 1"):
+                call(k_cache=inp["k_cache"].transpose(1, 3).contiguous().transpose(1, 3))
+            with pytest.raises(TypeError, match="k_cache: dtype torch.float32 differs"):
+                call(k_cache=inp["k_cache"].float())
+            with pytest.raises(ValueError, match="cache_seqlens: entry 1 is 40 > the cache capacity 32"):
+                call(cache_seqlens=torch.tensor([10, 40], dtype=torch.int32, device=DEVICE))
+            with pytest.raises(ValueError, match="cache_seqlens: entry 0 is -1; must be >= 0"):
+                call(cache_seqlens=torch.tensor([-1, 4], dtype=torch.int32, device=DEVICE))
+            with pytest.raises(TypeError, match="causal: must be a bool, got int"):
+                flash_attn_with_kvcache(q, **inp, causal=1, return_softmax_lse=True)
+            with pytest.raises(ValueError, match="num_splits: must be an int"):
+                flash_attn_with_kvcache(q, **inp, causal=True, return_softmax_lse=True, num_splits=True)
+            with pytest.raises(ValueError, match="window_size: must be a pair"):
+                flash_attn_with_kvcache(q, **inp, window_size=(1.0, -1), return_softmax_lse=True)
+        monkeypatch.setenv("FLASHTRITON_DECODE_COMBINE", "bogus")
+        with pytest.raises(ValueError, match="decode option combine"):
+            call()
+        monkeypatch.delenv("FLASHTRITON_DECODE_COMBINE")
+        launcher_plans.clear()
+        before = dict(launcher_plans.stats)
+        again = call()
+        assert launcher_plans.stats["recorded"] == before["recorded"] + (2 if kernel_rows else 1)
+        monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+        want = call()
+    for a, b in zip(got + again, want + want):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the step memo keeps the triton backend's plans")
+def test_step_memo_keys(monkeypatch):
+    """kvcache._step_key: None (no step kept) for options of another type than the API's
+    defaults take (so that no equal value of a failing type finds a step), ALiBi slopes
+    that are no plain tensor, and inside a decode options() block; otherwise a key that
+    changes with the value checks' switch, the environment the launchers read and the
+    options."""
+    q, _ = _kvcache_step_memo_case(monkeypatch, False)
+    base = dict(softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, rotary_interleaved=True,
+                alibi_slopes=None, num_splits=0, return_softmax_lse=False)
+
+    def key(**kw):
+        return kvcache._step_key(q, **dict(base, **kw))
+
+    assert key() is not None and key() == key()
+    for kw in (dict(causal=1), dict(rotary_interleaved=0), dict(return_softmax_lse=None), dict(num_splits=True),
+               dict(num_splits=1.0), dict(softcap=0), dict(softmax_scale=1), dict(window_size=[-1, -1]),
+               dict(window_size=(-1.0, -1)), dict(window_size=(-1, -1, 0)), dict(alibi_slopes=[0.5])):
+        assert key(**kw) is None, kw
+    with decode_launcher.options(combine="fused"):
+        assert key() is None
+    plain = key()
+    assert key(causal=True) != plain and key(softmax_scale=0.5) != plain and key(num_splits=2) != plain
+    with kvcache.value_checks(False):
+        assert key() != plain
+    monkeypatch.setenv("FLASHTRITON_DECODE_TILE", "32,4,2")
+    assert key() != plain
+    monkeypatch.delenv("FLASHTRITON_DECODE_TILE")
+    assert key() == plain
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the step memo keeps the triton backend's plans")
+def test_step_memo_skips_copied_index_tensors(monkeypatch):
+    """A call whose index tensors the long way copies (strided views) keeps no step (its
+    plan's inputs are the copies), and its results stay right on every call."""
+    q, inp = _kvcache_step_memo_case(monkeypatch, False)
+    monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+    lens = torch.tensor([10, 0, 20, 0], dtype=torch.int32, device=DEVICE)[::2]
+    with flashtriton.use_backend("triton"):
+        got = [flash_attn_with_kvcache(q, **dict(inp, cache_seqlens=lens)) for _ in range(3)]
+        assert kvcache._STRUCTURES and all(not s.steps for s in kvcache._STRUCTURES.values())
+        want = flash_attn_with_kvcache(q, **inp)
+    for out in got:
+        assert torch.equal(out, want)
+
+
 def test_decode_options_checked(monkeypatch):
     """launchers.decode.current_options: a bad FLASHTRITON_DECODE_* value raises on every
     call (nothing bad is remembered), through flash_attn_with_kvcache too; an options()

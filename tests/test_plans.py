@@ -161,12 +161,16 @@ def test_decode_replay_equals_launchers(monkeypatch, case):
     """flash_attn_with_kvcache twice with one signature (other values, other cache
     lengths): the second replays, and its output, lse and caches equal the launchers'.
     A step runs two plans: the cache value checks (kernels/kvcache_checks.py) and the
-    decode itself; both must replay."""
+    decode itself; both must replay. (The checks' kernel path is forced: on CPU tensors
+    the values come from torch ops, no plan, and the count of 2 failed there; found by
+    a helper, 2026-12-01.)"""
+    from flashtriton import kvcache
     from test_kvcache import make_inputs
     case = dict(case)
     num_splits = case.pop("num_splits", 1)
     sq = case.pop("seqlen_q", 1)
     monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    monkeypatch.setattr(kvcache, "_KERNEL_VALUE_ROWS", True)
 
     def step(inp):
         call = {k: (v.clone() if k in ("k_cache", "v_cache") else v) for k, v in inp.items() if k != "q"}
@@ -194,16 +198,29 @@ def test_envvars_track_the_environment(monkeypatch):
     from flashtriton.launchers import decode
     names = ("FLASHTRITON_DECODE_TILE", "FLASHTRITON_BACKEND")
     read = envvars.reader(names)
+    raw = envvars.raw_reader(names)
     for value in ("64,4,3", None, "32,4,2"):
         if value is None:
             monkeypatch.delenv(names[0], raising=False)
         else:
             monkeypatch.setenv(names[0], value)
         assert read() == tuple(os.environ.get(n) for n in names)
+        assert raw() == tuple(None if v is None else os.fsencode(v) for v in read()) or raw() == read()
         assert envvars.value(names[0], "unset") == os.environ.get(names[0], "unset")
         want = (64, 4, 3) if value == "64,4,3" else (32, 4, 2) if value else (0, 0, 0)
         opts = decode._env_options()
         assert (opts.block_n, opts.num_warps, opts.num_stages) == want
+
+
+def test_maker_shapes():
+    """plans._maker (a replay's allocation, the shape passed as separate ints): the shape,
+    dtype and device memory.empty gives, a 0-dim shape included (torch.empty() needs a
+    size there)."""
+    for shape in ((), (0,), (3,), (2, 0, 4), torch.Size([1, 1, 4, 8])):
+        t = plans._maker("empty", (shape, torch.float16, torch.device(DEVICE)))()
+        assert t.shape == tuple(shape) and t.dtype == torch.float16 and t.is_contiguous()
+    t = plans._maker("arange", (5, torch.device(DEVICE)))()
+    assert t.dtype == torch.int32 and t.tolist() == list(range(5))
 
 
 @pytest.mark.parametrize("plans_on", ["0", "1"])

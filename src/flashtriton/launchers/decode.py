@@ -389,19 +389,27 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     the returned lse is a workspace that the next call on the stream overwrites. signed: a
     hashable that stands for plans.sign of the inputs but alibi_slopes, equal for two calls
     exactly when those signatures are (flash_attn_with_kvcache passes its structure memo's
-    token for the signature, kvcache._SignatureToken)."""
+    entry for the signature, a kvcache._Structure)."""
     inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
               cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
-    if signed is not None:
-        signed = (signed, None if alibi_slopes is None else plans.sign((alibi_slopes,)))
-    # (the stream: the fused combine's counters and the workspaces are per stream; no
-    # gpu_shared flag: the decode launchers do not consult the warp-specialization policy)
-    key = plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
-                                            plans.stream_id(q.device), need_lse), signed, policy=False)
+    key = plan_key(inputs, params, rotary_interleaved, num_splits, opts, need_lse, signed)
     return plans.run(key, inputs, lambda: _kvcache_fwd(
         q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
         block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse))
+
+
+def plan_key(inputs, params, rotary_interleaved, num_splits, opts, need_lse, signed):
+    """kvcache_fwd's launch plan key (plans.plan_key) for inputs, its 12 tensor arguments,
+    under options opts (current_options()); signed as kvcache_fwd's. (flashtriton.kvcache
+    keeps the plan of a step seen before, found under this key.)"""
+    if signed is not None:
+        alibi_slopes = inputs[-1]
+        signed = (signed, None if alibi_slopes is None else plans.sign((alibi_slopes,)))
+    # (the stream: the fused combine's counters and the workspaces are per stream; no
+    # gpu_shared flag: the decode launchers do not consult the warp-specialization policy)
+    return plans.plan_key("decode", inputs, (params, bool(rotary_interleaved), num_splits, opts,
+                                             plans.stream_id(inputs[0].device), need_lse), signed, policy=False)
 
 
 def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,

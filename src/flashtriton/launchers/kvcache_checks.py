@@ -41,15 +41,24 @@ def value_rows(cache_seqlens: torch.Tensor, cache_leftpad, cache_batch_idx, bloc
     cache_seqlens (B,) int32; the others (B,) int32, (B, max_blocks) int32 or None.
     num_blocks: k_cache.shape[0] (of a paged cache; unused without block_table);
     page_size: > 0 with block_table. signed: a stand-in for plans.sign of the four
-    tensors that is equal exactly when those signatures are (kvcache's structure token,
-    which signs every argument of the call); None: signed here. block_c: the columns a
+    tensors that is equal exactly when those signatures are (kvcache's structure memo
+    entry, whose signature covers every argument of the call); None: signed here. block_c: the columns a
     loop step scans (0: block_c_for; tests pass small ones to cross many steps)."""
     inputs = (cache_seqlens, cache_leftpad, cache_batch_idx, block_table)
     max_blocks = block_table.shape[1] if block_table is not None else 0
     block_c = block_c or block_c_for(max_blocks)
-    key = plans.plan_key("kvcache_checks", inputs, (num_blocks, page_size, snew, block_c), signed, policy=False)
+    key = plan_key(inputs, num_blocks, page_size, snew, signed, block_c)
     return plans.run(key, inputs, lambda: (_value_rows(cache_seqlens, cache_leftpad, cache_batch_idx, block_table,
                                                        num_blocks, page_size, snew, block_c),))[0]
+
+
+def plan_key(inputs, num_blocks: int, page_size: int, snew: int, signed=None, block_c: int = 0):
+    """value_rows' launch plan key for inputs = (cache_seqlens, cache_leftpad,
+    cache_batch_idx, block_table) (flashtriton.kvcache keeps the plan of a step seen
+    before, found under this key)."""
+    if not block_c:
+        block_c = block_c_for(inputs[3].shape[1] if inputs[3] is not None else 0)
+    return plans.plan_key("kvcache_checks", inputs, (num_blocks, page_size, snew, block_c), signed, policy=False)
 
 
 def _value_rows(cache_seqlens, cache_leftpad, cache_batch_idx, block_table, num_blocks, page_size, snew, block_c):

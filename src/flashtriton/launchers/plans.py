@@ -60,11 +60,16 @@ _env_values = envvars.reader(_ENV)
 
 stats = {"recorded": 0, "replayed": 0, "unreplayable": 0}
 MAX_PLANS = 4096        # a plan holds the compiled kernels' handles and, at most, a cache's tensor
+# Bumped whenever the plans are forgotten: a caller that keeps a plan of its own (kvcache's
+# step memo) replays it only while the generation it took it in is current.
+generation = 0
 
 
 def clear():
     """Forget every plan (after changing anything the launchers read besides the key)."""
+    global generation
     _PLANS.clear()
+    generation += 1
 
 
 class _Recorder:
@@ -107,6 +112,14 @@ def stream_id(device: torch.device):
     return torch._C._cuda_getCurrentRawStream(index if index is not None else torch.cuda.current_device())
 
 
+def tensor_stream_id(t: torch.Tensor):
+    """stream_id(t.device), from the tensor (is_cuda and get_device(): device.type builds
+    a str each call, ~0.15 us on the CI CPU; a CUDA tensor's device has its index)."""
+    if not t.is_cuda:
+        return None
+    return torch._C._cuda_getCurrentRawStream(t.get_device())
+
+
 def note_alloc(t: torch.Tensor, kind: str, spec):
     """flashtriton.memory reports each allocation here (kind "empty" or "arange")."""
     rec = recording()
@@ -129,10 +142,10 @@ def launch(kernel, grid, *args, **kwargs):
 def sign(tensors) -> tuple:
     """The tensors' part of a plan's key: (shape, strides, dtype, device, 16-byte aligned)
     each, None for None. (One expression, no helper call per tensor: a decode step signs
-    12 tensors, and per-tensor calls were ~1/6 of its host Python on the CI CPU.) flash_attn_with_kvcache signs its tensors once with it, for its
-    structure memo and for plan_key (signed=), instead of twice (2.4-4 us of a replayed
-    decode step's ~15-19 on the CI CPU, 2026-11-30); its plan key holds the memo entry's
-    token for the signature (kvcache._SignatureToken), not the signature itself."""
+    12 tensors, and per-tensor calls were ~1/6 of its host Python on the CI CPU.)
+    flash_attn_with_kvcache signs its tensors once (kvcache._signature: the same fields,
+    one flat tuple), for its structure memo and for plan_key (signed=); its plan keys hold
+    the memo entry for the signature (a kvcache._Structure), not the signature itself."""
     return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0)
                  for t in tensors)
 
@@ -182,7 +195,7 @@ def run(key, inputs, body):
     else:
         stats["recorded"] += 1
         if len(_PLANS) >= MAX_PLANS:
-            _PLANS.clear()      # many signatures (e.g. every sequence length of a server): start over
+            clear()             # many signatures (e.g. every sequence length of a server): start over
         _PLANS[key] = plan
     return result
 
@@ -264,24 +277,41 @@ class _Plan:
             if makers is None:
                 makers = self.makers = [_maker(kind, spec) for kind, spec in self.allocs]
             allocs = [m() for m in makers]
-        stream = None
         if self.compiled:
             # once a call, not once a launch (bench/gpu/s13_host.py: a forward's host time
             # on the H200 machine ~140 us, the plan's replay ~45 of it)
             _ensure_allocator()
             active = driver.active
             stream = active.get_current_stream(active.get_current_device())
-        for ln in self.launches:
-            ln.fire(inputs, allocs, stream)
-        return tuple([_resolve(o, inputs, allocs) for o in self.outs])
+            if _no_launch_hooks():
+                for ln in self.launches:
+                    direct = ln.direct
+                    if direct is not None:
+                        direct.fire(ln.compiled, ln.grid3, inputs, allocs, stream)
+                    else:
+                        ln.fire(inputs, allocs, stream)
+            else:
+                for ln in self.launches:
+                    ln.fire(inputs, allocs, stream)
+        else:
+            for ln in self.launches:
+                ln.fire(inputs, allocs, None)
+        # (an allocation or a constant, such as decode's lse workspace, without a call)
+        return tuple([allocs[o[1]] if o[0] == "alloc" else o[1] if o[0] == "const" else _resolve(o, inputs, allocs)
+                      for o in self.outs])
 
 
 def _maker(kind: str, spec):
     """memory.make(kind, spec) unpoisoned and unhooked, as a call of no arguments:
-    memory._empty's torch.empty or memory.arange_i32's torch.arange."""
+    memory._empty's torch.empty or memory.arange_i32's torch.arange. The shape goes in
+    as separate ints: torch.empty(1, 1, 32, 128, ...) parses in ~0.8 us, against ~1.5 us
+    for the same shape as a torch.Size (~1.1 as a tuple; CI CPU, torch 2.13, 2026-12-01);
+    a 0-dim shape has to stay a tuple."""
     if kind == "empty":
         shape, dtype, device = spec
-        return functools.partial(torch.empty, shape, dtype=dtype, device=device)
+        if len(shape) == 0:
+            return functools.partial(torch.empty, (), dtype=dtype, device=device)
+        return functools.partial(torch.empty, *shape, dtype=dtype, device=device)
     n, device = spec
     return functools.partial(torch.arange, n, dtype=torch.int32, device=device)
 
@@ -381,10 +411,9 @@ def _no_launch_hooks() -> bool:
     is idle. (Until 2026-11-30 this test read `hook is None`, always False under Triton 3.6,
     so no replay ever took the direct launch; test_direct_launch_needs_no_hooks.)"""
     rt = triton.knobs.runtime
-    for hook in (rt.launch_enter_hook, rt.launch_exit_hook):
-        if hook is not None and getattr(hook, "calls", True):
-            return False
-    return True
+    enter, leave = rt.launch_enter_hook, rt.launch_exit_hook
+    return ((enter is None or not getattr(enter, "calls", True))
+            and (leave is None or not getattr(leave, "calls", True)))
 
 
 class _DirectLaunch:
@@ -482,30 +511,75 @@ class _DirectLaunch:
         # descriptors live in, allocated per launch through triton's allocator as
         # CudaLauncher does (the flashtriton allocator: launchers.common._ensure_allocator)
         self.scratch = scratch
+        self._launch = self._generate()
 
     def fire(self, compiled, g, inputs, allocs, stream):
-        args = self.template.copy()
-        ptrs = [inputs[i].data_ptr() for i in self.in_idx]
-        for pos, k in self.in_pos:
-            args[pos] = ptrs[k]
-        for pos, j in self.alloc_pos:
-            args[pos] = allocs[j].data_ptr()
-        for pos, _, c, meta, maps in self.descs:
-            base = _resolve(c[1], inputs, allocs)
-            key = base.data_ptr()
-            expanded = maps.get(key)
-            if expanded is None:
-                from triton.backends.nvidia.driver import make_tensordesc_arg
-                from triton.tools.tensor_descriptor import TensorDescriptor
-                expanded = make_tensordesc_arg(TensorDescriptor(base, c[2], c[3], c[4]), meta)
-                if len(maps) >= self.MAX_MAPS:
-                    maps.clear()
-                maps[key] = expanded
-            args[pos:pos + len(expanded)] = expanded
         scratch = None
         if self.scratch is not None:
             from triton.runtime import _allocation
             size, align = self.scratch
             scratch = _allocation._allocator.get()(g[0] * g[1] * g[2] * size, align, stream)
-        self.raw(g[0], g[1], g[2], stream, compiled.function, self.cooperative, self.pdl, scratch, None,
-                 compiled.packed_metadata, None, None, None, *args)
+        self._launch(compiled, g, inputs, allocs, stream, scratch)
+
+    def _expand(self, n: int, base: torch.Tensor) -> list:
+        """The n-th descriptor argument over base, expanded as the C launcher takes it
+        ([CUtensorMap, *shape, *strides]), cached per base address."""
+        from triton.backends.nvidia.driver import make_tensordesc_arg
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        pos, _, c, meta, maps = self.descs[n]
+        expanded = make_tensordesc_arg(TensorDescriptor(base, c[2], c[3], c[4]), meta)
+        if len(expanded) != 1 + 2 * len(c[2]):
+            raise RuntimeError(f"plans: a descriptor expanded to {len(expanded)} launch arguments, "
+                               f"expected {1 + 2 * len(c[2])} (Triton's launcher changed?)")
+        if len(maps) >= self.MAX_MAPS:
+            maps.clear()
+        maps[base.data_ptr()] = expanded
+        return expanded
+
+    def _generate(self):
+        """The launch as one generated function (the template written out as a call):
+        fire(compiled, g, inputs, allocs, stream, scratch) reads each distinct input's and
+        allocation's address once, looks each descriptor's expansion up by its base
+        address, and calls the C launcher with every argument in place. Why generated:
+        filling a copy of the ~90-long template position by position (a decode step has
+        ~13 pointer positions, most of them cache_seqlens standing in for absent
+        pointers) cost ~1.3 us of Python a launch beyond the C call, the call written
+        out ~0.5 (CI CPU, bench/decode_host_sim.py, 2026-12-01). The constants are the
+        generated function's globals; test_direct_launch_arguments checks the arguments.
+        (The C launcher is read as self.raw at each launch: a probe may swap it, as
+        bench/gpu/s27_decode_host_ab.py does to capture the argument list.)"""
+        ns = {"launch": self, "expand": self._expand, "cooperative": self.cooperative, "pdl": self.pdl}
+        body = [f"    i{k} = inputs[{i}].data_ptr()" for k, i in enumerate(self.in_idx)]
+        body += [f"    a{j} = allocs[{j}].data_ptr()" for j in sorted({j for _, j in self.alloc_pos})]
+        exprs = {pos: f"i{k}" for pos, k in self.in_pos}
+        exprs.update({pos: f"a{j}" for pos, j in self.alloc_pos})
+        spans = {}
+        for n, (pos, _, c, _, maps) in enumerate(self.descs):
+            tag, where = c[1][0], c[1][1]
+            if tag == "const":
+                ns[f"base{n}"] = where
+                base = f"base{n}"
+            else:
+                base = f"inputs[{where}]" if tag == "in" else f"allocs[{where}]"
+            ns[f"maps{n}"] = maps
+            body += [f"    t = {base}", f"    d{n} = maps{n}.get(t.data_ptr())",
+                     f"    if d{n} is None:", f"        d{n} = expand({n}, t)"]
+            spans[pos] = (1 + 2 * len(c[2]), f"*d{n}")
+        args = []
+        pos = 0
+        while pos < len(self.template):
+            if pos in spans:
+                width, expr = spans[pos]
+                args.append(expr)
+                pos += width
+                continue
+            if pos not in exprs:
+                ns[f"c{pos}"] = self.template[pos]
+            args.append(exprs.get(pos, f"c{pos}"))
+            pos += 1
+        head = ("g[0], g[1], g[2], stream, compiled.function, cooperative, pdl, scratch, None, "
+                "compiled.packed_metadata, None, None, None")
+        src = ("def fire(compiled, g, inputs, allocs, stream, scratch):\n" + "\n".join(body + [""])
+               + f"    launch.raw({head}, {', '.join(args)})\n")
+        exec(compile(src, "<plans._DirectLaunch>", "exec"), ns)
+        return ns["fire"]
