@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Session 27, call 4 (<= ~9.5 min): the whole GPU suite on this session's code (the Gluon
-# forward without its two removed options, SASS checked identical offline; the decode
-# host path's cuts), the decode host A/B as in call 1 (same script: before = call 1), the
-# decode table's B = 1 rows, then a first try of Nsight Compute on the rows that trail
-# cuDNN (D = 64 forward / backward, D = 128 causal forward at 2k).
+# Session 27, call 4 (the last ~230 s of device time: a helper's GPU runs took ~20 min of
+# the session's 30): the GPU tests of what changed since call 2's suite (plans.py's launch
+# and allocation, the kvcache step memo; the Gluon forward's causal dropout variant after
+# the removals), the decode host A/B as in call 1 (same script and arguments: before =
+# call 1), the helper's host A/B script on this tree.
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 R=$OUT/s27; mkdir -p $R
 L=$R/call4.log
 step() { echo "== $1 $(date -u +%H:%M:%S)" >> $L; shift; "$@" 2>&1 | grep -v Warn >> $L; }
-OUT=$R step "tests" timeout 380 bash bench/gpu/tests.sh
-step "decode host ab" timeout 80 python bench/gpu/s27_decode_host_ab.py 7 200
-[ -f bench/gpu/s27_decode_host_fast_ab.py ] && step "decode host fast ab" timeout 90 python bench/gpu/s27_decode_host_fast_ab.py
-step "ncu" timeout 100 ncu --clock-control none --profile-from-start off --section SpeedOfLight \
-  --section WarpStateStats --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis \
-  python bench/gpu/s27_ncu_probe.py 64:4096:0 128:2048:1
+step "tests: plans, kvcache" timeout 75 python -m pytest tests/test_plans.py tests/test_kvcache.py \
+  tests/test_kvcache_checks.py -o addopts="" -q -rf -p no:warnings -n 10 -k "not cpu" -m "not gpu_alone"
+step "tests: gluon forward dropout" timeout 55 python -m pytest tests/test_fwd_gluon.py -o addopts="" -q -rf \
+  -p no:warnings -n 10 -k "not cpu and dropout" -m "not gpu_alone"
+step "decode host ab" timeout 40 python bench/gpu/s27_decode_host_ab.py 7 200
+step "decode host fast ab" timeout 40 python bench/gpu/s27_decode_host_fast_ab.py
 echo "== end $(date -u +%H:%M:%S)" >> $L
-tail -c 10000 $L
+tail -c 9000 $L
 cd $OUT && tar czf s27-call4.tgz s27
