@@ -818,6 +818,43 @@ def test_step_memo_skips_copied_index_tensors(monkeypatch):
         assert torch.equal(out, want)
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the step memo keeps the triton backend's plans")
+def test_regression_step_memo_taken_and_keyed(monkeypatch):
+    """Regression (review of session 27): the step memo's tests passed with its replay
+    switched off (the long way replays the same plans, with the same counts) and with
+    ALiBi's signature left out of _step_key. Here a call seen before must go through
+    _replay_step, and steps that differ only in ALiBi (none, (H,), (B, H)) or in
+    return_softmax_lse must each replay their own plan: every result equals the
+    launchers' (plans off), new ALiBi values included (they are read at replay)."""
+    q, inp = _kvcache_step_memo_case(monkeypatch, False)
+    monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+    replays = []
+    real = kvcache._replay_step
+    monkeypatch.setattr(kvcache, "_replay_step", lambda *a: replays.append(1) or real(*a))
+    batch, nheads = q.shape[0], q.shape[2]
+    alibis = [None, torch.rand(nheads, device=DEVICE), torch.rand(batch, nheads, device=DEVICE)]
+
+    def call(alibi, lse):
+        got = flash_attn_with_kvcache(q, **inp, causal=True, alibi_slopes=alibi, return_softmax_lse=lse)
+        return got if lse else (got,)
+
+    with flashtriton.use_backend("triton"):
+        results = []
+        for lse in (False, True):
+            for alibi in alibis:
+                for rep in range(2):
+                    n = len(replays)
+                    results.append((alibi, lse, call(alibi, lse)))
+                    assert len(replays) == n + rep, f"alibi {alibi is not None}, lse {lse}, call {rep + 1}"
+        results.append((alibis[1] * 3, True, call(alibis[1] * 3, True)))      # new values, same signature
+        assert len(replays) == 7
+        monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+        for alibi, lse, got in results:
+            want = call(alibi, lse)
+            for a, b in zip(got, want):
+                assert torch.equal(a, b), (alibi, lse)
+
+
 def test_decode_options_checked(monkeypatch):
     """launchers.decode.current_options: a bad FLASHTRITON_DECODE_* value raises on every
     call (nothing bad is remembered), through flash_attn_with_kvcache too; an options()
