@@ -855,6 +855,31 @@ def test_regression_step_memo_taken_and_keyed(monkeypatch):
                 assert torch.equal(a, b), (alibi, lse)
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the step memo keeps the triton backend's plans")
+def test_regression_step_memo_forgets_cleared_plans(monkeypatch):
+    """Regression (review of session 27): plans.clear() forgot the plans, but the step memo
+    kept each step's plan (never replayed again: its generation is past) alive, with its
+    compiled kernels and persistent workspaces, until a call of the same step key came
+    again. clear() now drops the steps too; the next call records and keeps a new one."""
+    import gc
+    import weakref
+    q, inp = _kvcache_step_memo_case(monkeypatch, False)
+    monkeypatch.setattr(kvcache, "_STRUCTURES", {})
+    with flashtriton.use_backend("triton"):
+        want = flash_attn_with_kvcache(q, **inp)
+        (structure,) = kvcache._STRUCTURES.values()
+        (step,) = structure.steps.values()
+        plan = weakref.ref(step.plan)
+        del step
+        launcher_plans.clear()
+        gc.collect()
+        assert plan() is None, "a step kept a cleared plan alive"
+        assert not structure.steps
+        got = flash_attn_with_kvcache(q, **inp)
+        assert len(structure.steps) == 1
+    assert torch.equal(got, want)
+
+
 def test_decode_options_checked(monkeypatch):
     """launchers.decode.current_options: a bad FLASHTRITON_DECODE_* value raises on every
     call (nothing bad is remembered), through flash_attn_with_kvcache too; an options()

@@ -520,6 +520,16 @@ class _StepChecks:
         self.rows_args = rows_args
 
 
+def _forget_steps():
+    """plans.clear()'s hook: every step dropped with the plans (a step whose generation is
+    past would never replay, but its plan, with the plan's workspaces, would stay alive)."""
+    for structure in _STRUCTURES.values():
+        structure.steps.clear()
+
+
+plans.on_clear.append(_forget_steps)
+
+
 def _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
               return_softmax_lse):
     """What a step's replay depends on besides its tensors' signature (see _Step), or None

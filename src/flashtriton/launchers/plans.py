@@ -63,6 +63,9 @@ MAX_PLANS = 4096        # a plan holds the compiled kernels' handles and, at mos
 # Bumped whenever the plans are forgotten: a caller that keeps a plan of its own (kvcache's
 # step memo) replays it only while the generation it took it in is current.
 generation = 0
+# Called by clear(): a caller that keeps plans of its own drops them there (kvcache's step
+# memo), so that no forgotten plan (its compiled kernels, workspaces and counters) stays alive.
+on_clear: list = []
 
 
 def clear():
@@ -70,6 +73,8 @@ def clear():
     global generation
     _PLANS.clear()
     generation += 1
+    for forget in on_clear:
+        forget()
 
 
 class _Recorder:
