@@ -288,15 +288,11 @@ class _Plan:
             _ensure_allocator()
             active = driver.active
             stream = active.get_current_stream(active.get_current_device())
-            if _no_launch_hooks():
-                for ln in self.launches:
-                    direct = ln.direct
-                    if direct is not None:
-                        direct.fire(ln.compiled, ln.grid3, inputs, allocs, stream)
-                    else:
-                        ln.fire(inputs, allocs, stream)
-            else:
-                for ln in self.launches:
+            idle = _no_launch_hooks()      # once a replay, not once a launch
+            for ln in self.launches:
+                if idle and ln.direct is not None:
+                    ln.direct.fire(ln.compiled, ln.grid3, inputs, allocs, stream)
+                else:
                     ln.fire(inputs, allocs, stream)
         else:
             for ln in self.launches:
