@@ -12,6 +12,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused [--jit] [--dropout on|off|both] [--dump OUT]
                                                                     # the fused kernel (kernels/bwd_gluon_fused.py),
                                                                     # its DROPOUT variants too (session 26)
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
+                                                                    # only its WINDOW variants (session 28), with
+                                                                    # per-loop instruction counts of the consumers
 
 --jit: the launcher's own arguments (launchers.backward_gluon._launch_args on CPU tensors)
 bound by Triton's JIT path with a stub driver (target sm_90a, no GPU) and compiled by
@@ -76,11 +79,13 @@ def fp32_desc_type(rows: int, cols: int) -> str:
     return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
 
 
-def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False):
+def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False, window=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
-    without dropout is that of the kernel before DROPOUT existed)."""
+    without dropout is that of the kernel before DROPOUT existed). window: WINDOW with
+    win_left / win_right (i32, unspecialised as the kernel's do_not_specialize); without it
+    both are None constexprs, as the launcher passes them."""
     bm, bn, st = FUSED_CONFIG[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -93,12 +98,15 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
                softmax_scale="fp32", qk_scale="fp32",
                KEYS="*i32" if dropout else "constexpr", rng_rows="i32" if dropout else "constexpr",
                dropout_p="fp32" if dropout else "constexpr",
+               win_left="i32" if window else "constexpr", win_right="i32" if window else "constexpr",
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
-               CAUSAL="constexpr", ROTATE="constexpr", DROPOUT="constexpr")
+               CAUSAL="constexpr", ROTATE="constexpr", DROPOUT="constexpr", WINDOW="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate,
-                 DROPOUT=dropout)
+                 DROPOUT=dropout, WINDOW=window)
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
+    if not window:
+        const.update(win_left=None, win_right=None)
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
@@ -150,6 +158,68 @@ def fused_table(dump=None, quick=False, dropout=None):
             os.makedirs(dump, exist_ok=True)
             name = (f"fused_d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'' if rot else '_norot'}{'_causal' if causal else ''}"
                     f"{'_dropout' if drop else ''}")
+            for ext in ("ttgir", "ptx"):
+                with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
+                    f.write(c.asm[ext])
+            with open(os.path.join(dump, f"{name}.sass"), "w") as f:
+                f.write(text)
+
+
+def tile_loops(text: str) -> list:
+    """The consumers' tile loops in the SASS text (session 28): the backward branches whose
+    body holds HGMMAs and the TMA reduce (UTMAREDG), in address order, each as a dict: n
+    (instructions in the body, branch included), ldl / stl (local-memory accesses in it:
+    spills inside the loop), hgmma, and masked (instructions of the body's masked region:
+    the forward-branched block holding the '-INF' selects, the part a tile crossing no
+    mask edge skips; 0 where there is none). n - masked: a fully visible tile's path."""
+    ins = []
+    for ln in text.splitlines():
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", ln)
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2)))
+    out = []
+    for a, t in ins:
+        m = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", t)
+        if not m or int(m.group(1), 16) >= a or not t.startswith("@P"):
+            continue                  # (a tile loop's back edge is its predicated exit test)
+        lo = int(m.group(1), 16)
+        body = [(b, x) for b, x in ins if lo <= b <= a]
+        if not any("UTMAREDG" in x for _, x in body) or not any("HGMMA" in x for _, x in body):
+            continue
+        masked = 0
+        for b, x in body:
+            f = re.search(r"\bBRA\b.*?(0x[0-9a-f]+)", x)
+            if f and b < int(f.group(1), 16) <= a:
+                region = [y for c, y in body if b < c < int(f.group(1), 16)]
+                if sum("-INF" in y for y in region) >= 16:
+                    masked = max(masked, len(region))
+        out.append(dict(start=lo, end=a, n=len(body), ldl=sum("LDL" in x for _, x in body),
+                        stl=sum("STL" in x for _, x in body), hgmma=sum("HGMMA" in x for _, x in body), masked=masked))
+    # innermost ones only (a range holding another's: the partitions' outer dispatch loop)
+    return [o for o in out
+            if not any(p is not o and o["start"] <= p["start"] and p["end"] <= o["end"] for p in out)]
+
+
+def window_table(dump=None):
+    """--fused --window (session 28): the WINDOW variants (plain order, no dropout): the
+    figures of fused_table plus, per consumer tile loop, its instructions (all; the masked
+    region, which only tiles crossing a band edge run; a fully visible tile's path) and the
+    local-memory accesses inside it."""
+    print("| D | dtype | stages | regs (kernel) | setmaxnreg | spill B | smem KB | HGMMA | UTMAREDG | tile loops: "
+          "instr (masked region / visible path), LDL + STL |")
+    print("|" + "---|" * 10)
+    for d, dt in ((128, "bf16"), (128, "fp16"), (64, "bf16"), (64, "fp16")):
+        st = FUSED_CONFIG[d][2]
+        c = compile_fused(d, dt, st, False, False, False, window=True)
+        r, text = report(c)
+        loops = "; ".join(f"{lp['n']} ({lp['masked']} / {lp['n'] - lp['masked']}), {lp['ldl'] + lp['stl']}"
+                          for lp in tile_loops(text))
+        regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+        print(f"| {d} | {dt} | {st} | {r['regs']} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
+              f"{r['hgmma']} | {text.count('UTMAREDG')} | {loops} |", flush=True)
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            name = f"fused_d{d}_{dt}_window"
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])
@@ -250,31 +320,41 @@ def jit_report_fused():
         (128, torch.float16, 2, 1024, 1024, 8, 2, True, True, True), (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True,
                                                                       False, True),
         (64, torch.bfloat16, 2, 1024, 1024, 8, 2, True, True, True),
+        # WINDOW (session 28): (left, right) as the 10th entry (flash-attn's, -1 unbounded)
+        (128, torch.bfloat16, 1, 16384, 16384, 16, 16, False, False, False, (1024, 0)),
+        (128, torch.bfloat16, 4, 4096, 4096, 16, 16, False, False, False, (1024, 0)),
+        (128, torch.float16, 2, 2048, 1024, 8, 2, False, False, False, (128, 128)),
+        (64, torch.bfloat16, 2, 1024, 2048, 8, 2, False, False, False, (0, 256)),
+        (64, torch.bfloat16, 1, 16384, 16384, 16, 16, False, False, False, (-1, 128)),
     ]
-    print("| D | dtype | B, Nq, Nk, H, Hk | rotate | causal | dropout | constexpr ints | regs | spill B | smem KB | HGMMA | "
-          "dq box |")
-    print("|" + "---|" * 12)
+    print("| D | dtype | B, Nq, Nk, H, Hk | rotate | causal | dropout | window | constexpr ints | regs | spill B | smem KB | "
+          "HGMMA | dq box |")
+    print("|" + "---|" * 13)
     for d, dt, b, nq, nk, h, hk, *rest in cases:
         rot = rest[0] if rest else True
         causal = bool(len(rest) > 1 and rest[1])
         drop = bool(len(rest) > 2 and rest[2])
+        window = rest[3] if len(rest) > 3 else None
         q = torch.randn(b, nq, h, d, dtype=dt)
         k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
         dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
         bm, bn, st = FUSED_CONFIG[d]
         try:
             keys = torch.zeros(backward_gluon.keys_numel(b, nq, nk, h), dtype=torch.int32) if drop else None
+            win = None
+            if window is not None:
+                causal, win = backward_gluon._fused_window(window, causal, nq, nk)
             *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn,
                                                                         st, rot, causal, dropout_p=0.1 if drop else 0.0,
-                                                                        keys=keys)
+                                                                        keys=keys, win=win)
             c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
             r = resources(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {d} | {dt} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | {type(exc).__name__}: "
+            print(f"| {d} | {dt} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | {window} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else ''} |", flush=True)
             continue
         ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
-        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | "
+        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {causal} | {drop} | {window} | "
               f"{', '.join(ints) or '-'} | "
               f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | "
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
@@ -288,7 +368,11 @@ def main(argv=None):
     ap.add_argument("--fused", action="store_true", help="the fused kernel (kernels/bwd_gluon_fused.py)")
     ap.add_argument("--dropout", choices=("both", "on", "off"), default="both",
                     help="--fused: the variants with DROPOUT, without, or both (default)")
+    ap.add_argument("--window", action="store_true", help="--fused: only the WINDOW variants, with tile-loop counts")
     args = ap.parse_args(argv)
+    if args.fused and args.window and not args.jit:
+        window_table(args.dump)
+        return
     if args.fused and args.jit:
         jit_report(fused=True)
         return

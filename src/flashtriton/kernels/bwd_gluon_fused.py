@@ -170,6 +170,51 @@ DROPOUT (session 26, 2026-12-01; host prepare_fused(..., dropout_p=, keys=); rou
   mask tensor (dropout_keep_scale) 268 / 440 bytes, the sign trick with where(pz > 0, dP^T,
   0) 120 / 144 and 774 instructions.
 
+WINDOW (session 28, 2026-12-01; host prepare_fused(..., window=(left, right)) and
+  fused_into(..., window=); routed by policy.GLUON_BWD_FUSED_MIN_N["window"], EMPTY until a
+  GPU A/B (bench/gpu/s28_gluon_bwd_window_ab.py) fills it; written and compiled offline,
+  never run yet). flash-attn's sliding window: query i sees key c iff i + Nk - Nq -
+  win_left <= c <= i + Nk - Nq + win_right; runtime win_left / win_right >= 0 (Nq + Nk for
+  an unbounded side: forward_gluon.window_args' reduction, so (-1, -1) stays the plain and
+  (-1, 0) the CAUSAL kernel), not specialised (one compiled kernel for every window).
+  A separate constexpr, CAUSAL's loop generalised: the CTA of key block n0 visits, for each
+  head of its group, the query tiles [j0, j0 + n_m) of the band's rows (fused_window_tiles:
+  rows n0 - (Nk - Nq) - win_right .. n0 + BLOCK_N - 1 - (Nk - Nq) + win_left), the loader
+  and both consumers alike (no ROTATE: the blocks start at different rows anyway); the
+  cost is N x (window + BLOCK_N + BLOCK_M) a head, not N^2. The tile body is CAUSAL's one
+  body (MASKED) with rel now the band's upper edge (rel0 includes + win_right) and the
+  lower one rel - wspan (wspan = win_left + win_right): fused_window_edge selects only on
+  a (WG half, tile) crossing either edge (the -inf select by fused_window_keep, one
+  unsigned compare an element), so at (1024, 0) and Nq = Nk 3 of a WG's 18 tiles are
+  masked (WG 0: its diagonal tile and 2 at the left edge; WG 1: 2 at the diagonal, the
+  first hidden from all its keys, computed with P^T = 0 as CAUSAL's, and 1 at the left
+  edge). Both WGs still visit every ring tile: the barrier protocol is CAUSAL's, unchanged.
+  A key block no row sees (Nk > Nq + win_left, or Nq > Nk + win_right at the other end)
+  visits one tile, masked whole: dK = dV = 0, dq_accum += 0 (T >= 1 for the epilogue's
+  ds_free wait). Rows that see no key: lse = +inf and every tile holding them is masked
+  there: P = 0, dS = 0, their dq stays dq_accum's zeros or adds zeros (no NaN: the select
+  replaces x before exp2). Not with DROPOUT (static_assert; the launcher and the policy
+  refuse it): not compiled or measured. Kernels without WINDOW get win_left / win_right as
+  None from the launcher (constexprs) and ZERO inside: their SASS is byte-identical to
+  before (all 20 variants of bench/gluon_bwd_compile.py --fused; the PTX differs only in
+  debug line info), and the --fused --jit rows unchanged.
+  The index arithmetic is @triton.jit (fused_window_tiles, fused_window_edge,
+  fused_window_keep): tests/test_bwd_gluon_window.py runs them under TRITON_INTERPRET=1 in
+  a mirror of the loops and checks the schedule against the dense band (every band pair
+  visited once and kept, no tile without band pairs visited but a no-row block's lone
+  masked one, unmasked tiles wholly inside, masked ones crossing an edge) and a float64
+  emulation of the tile math through it against reference.attention_grad.
+  Offline (--fused --window; 12 warps, setmaxnreg 240 / 240 / 24):
+  | D | dtype | stages | spill B | smem KB | HGMMA | tile loops (instr, masked region, LDL+STL in loop) |
+  | 128 | bf16 / fp16 | 2 | 20 | 193 | 64 | 580 (106) / 575 (107), 0 / 0 |
+  | 64 | bf16 / fp16 | 4 | 0 | 145 | 48 | 543 (106) / 528 (106), 0 / 0 |
+  (causal, same count: D = 128 556 (74) / 549 (74), D = 64 520 (74) / 515 (74); plain
+  D = 128 483 / 491.) The 20 bytes at D = 128: 5 local accesses a thread, once a CTA,
+  outside the loops. First form: two signed compares a mask element, 156 bytes (5 local
+  accesses a tile in the loops): the unsigned range compare removed them. --fused --jit
+  (the launcher's arguments): (1024, 0) at 16k / 4k D = 128 8 bytes, (128, 128) fp16 GQA
+  20, D = 64 0.
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -318,6 +363,50 @@ def fused_signed_p(p, rk, ck, mk, threshold):
     return tl.where(fused_keep_t(rk, ck, mk, threshold), p, -p)
 
 
+# WINDOW (session 28): the band's index arithmetic, as @triton.jit functions the Gluon kernel
+# calls (as the dropout helpers above), so that tests/test_bwd_gluon_window.py runs these very
+# functions under TRITON_INTERPRET=1 in a mirror of the kernel's tile schedule and checks the
+# visited tiles and their masks against the dense band (reference.visible_mask).
+@triton.jit
+def fused_window_tiles(n0, seqlen_q, seqlen_k, win_left, win_right, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """(j0, n_m): the query tiles [j0, j0 + n_m) of the key block [n0, n0 + BLOCK_N) under the
+    window (win_left, win_right >= 0; Nq + Nk for an unbounded side). Query row i sees key c
+    iff i + Nk - Nq - win_left <= c <= i + Nk - Nq + win_right, so key c is seen by the rows
+    [c - (Nk - Nq) - win_right, c - (Nk - Nq) + win_left] and the block by [lo, hi]:
+    lo = n0 - (Nk - Nq) - win_right, hi = n0 + BLOCK_N - 1 - (Nk - Nq) + win_left; its tiles
+    [lo // BLOCK_M, cdiv(hi + 1, BLOCK_M)) clamped to the Nq / BLOCK_M. n_m >= 1: a block no
+    row sees (hi < 0: tile 0; lo >= Nq: the last tile) still visits one tile, masked whole.
+    (The divisions see non-negative operands only: int32 truncation is floor there.)"""
+    n_q_tiles = seqlen_q // BLOCK_M
+    off = seqlen_k - seqlen_q
+    lo = n0 - off - win_right
+    hi = n0 + (BLOCK_N - 1) - off + win_left
+    j0 = tl.minimum(tl.maximum(lo, 0) // BLOCK_M, n_q_tiles - 1)
+    j1 = tl.minimum(tl.cdiv(tl.maximum(hi + 1, 0), BLOCK_M), n_q_tiles)
+    return j0, tl.maximum(j1 - j0, 1)
+
+
+@triton.jit
+def fused_window_edge(rel, wspan, HALF_N: tl.constexpr, BLOCK_M: tl.constexpr):
+    """Whether a (WG half, query tile) crosses an edge of the band, so that _fused_tile
+    selects: rel = (tile's first row) + Nk - Nq + win_right - (half's first key), wspan =
+    win_left + win_right; key c, row r (both local) kept iff rel - wspan <= c - r <= rel,
+    and c - r spans [1 - BLOCK_M, HALF_N - 1] in the tile: all kept iff HALF_N - 1 <= rel
+    and rel - wspan <= 1 - BLOCK_M. A tile outside the band crosses an edge too."""
+    return (rel < HALF_N - 1) | (rel - wspan > 1 - BLOCK_M)
+
+
+@triton.jit
+def fused_window_keep(offs_c, offs_r, rel, wspan):
+    """keep^T (keys x queries) of a tile crossing an edge: offs_c (HALF_N,) the half's local
+    keys on the row axis, offs_r (BLOCK_M,) the tile's local rows on the column axis; kept
+    iff 0 <= r - c + rel <= wspan, one unsigned compare an element (a negative difference
+    wraps above wspan < 2^31). Offline, D = 128: two signed compares spilled 156 bytes
+    (5 local accesses a tile in the loops), this one 20 (none in the loops)."""
+    t = tl.expand_dims(offs_r, 0) - tl.expand_dims(offs_c - rel, 1)
+    return t.to(tl.uint32, bitcast=True) <= wspan.to(tl.uint32, bitcast=True)
+
+
 @gluon.jit
 def _tile_row(g, n_m, rot):
     """(head in the group, query tile in the head) of ring tile g: head g // n_m, tile
@@ -336,17 +425,45 @@ def _rotation(n_m, ROTATE: gl.constexpr, CAUSAL: gl.constexpr):
     return rot
 
 
+ZERO: gl.constexpr = gl.constexpr(0)   # the window arguments of a kernel without WINDOW (never read)
+
+
+@gluon.jit
+def _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right, BLOCK_M: gl.constexpr,
+                  BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, WINDOW: gl.constexpr):
+    """(b, hk, n0, j0, n_m) of one CTA (bwd_gluon._block_coords' tuple: batch, KV head, first
+    key, the first query tile it visits per head and how many), for every variant; without
+    WINDOW _block_coords itself (the same IR as before WINDOW existed).
+    WINDOW: query row i sees key c iff diag_i - win_left <= c <= diag_i + win_right,
+    diag_i = i + Nk - Nq (fwd_gluon.py's WINDOW; win_left / win_right >= 0, Nq + Nk for an
+    unbounded side: forward_gluon.window_args); the band's query tiles of the block
+    (fused_window_tiles). n_m >= 1: a block no row sees visits one tile that the consumers
+    mask whole (P^T = 0, so dK = dV = 0 and dq_accum += 0), as fwd_gluon.py's WINDOW loads
+    tile 0 for a block that sees no key: the barrier protocol needs T >= 1 ring tiles (the
+    epilogue's ds_free wait)."""
+    if WINDOW:
+        b = pid_bh // nheads_k
+        hk = pid_bh % nheads_k
+        n0 = pid_n * BLOCK_N
+        j0, n_m = fused_window_tiles(n0, seqlen_q, seqlen_k, win_left, win_right, BLOCK_M, BLOCK_N)
+        return b, hk, n0, j0, n_m
+    else:
+        return _block_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, BLOCK_M, BLOCK_N, CAUSAL)
+
+
 @gluon.jit
 def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, seqlen_q,
-                seqlen_k, nheads_k, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+                seqlen_k, nheads_k, group, win_left, win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr,
+                WINDOW: gl.constexpr):
     """bwd_gluon._dkdv_load's VEC_PTR path (K / V once, Q / dO a ring tile: CAUSAL from the
-    first tile j0 that sees the block's first key) with ROTATE's tile order; the same
-    barrier protocol."""
+    first tile j0 that sees the block's first key; WINDOW the band's tiles [j0, j0 + n_m),
+    _fused_coords) with ROTATE's tile order; the same barrier protocol."""
     HALF_N: gl.constexpr = BLOCK_N // 2
-    b, hk, n0, j0, n_m = _block_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
-                                       BLOCK_M, BLOCK_N, CAUSAL)
-    rot = _rotation(n_m, ROTATE, CAUSAL)
+    BANDED: gl.constexpr = CAUSAL or WINDOW
+    b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k, win_left,
+                                       win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    rot = _rotation(n_m, ROTATE, BANDED)
     kv_row = b * seqlen_k + n0
     kv_col = hk * HEAD_DIM
     # K and V, both halves, once: one arrival (the expect) plus the four copies' bytes
@@ -375,13 +492,18 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, rel, LSE, DELTA, vec, dq_row, dq_col,
                 WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
-                DROPOUT: gl.constexpr = False):
+                DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
     index of the tile's first row (lse / delta by pointer loads, bwd_gluon's VEC_PTR).
     MASKED (CAUSAL's diagonal tile): key c of the half and query r of the tile kept iff
     c <= r + rel (bwd_gluon._dkdv_tile's mask: P^T = 0, hence dS^T = 0, elsewhere).
+    WINDOW (with MASKED): also c >= r + rel - wspan (wspan = win_left + win_right: rel is
+    the band's upper edge, rel - wspan its lower one, the window's left edge), kept iff
+    0 <= r - c + rel <= wspan (fused_window_keep); the select only on a tile crossing an edge
+    (c - r spans [1 - BLOCK_M, HALF_N - 1] in a tile: rel < HALF_N - 1, the upper edge, or
+    rel - wspan > 1 - BLOCK_M, the lower one; a tile outside the band crosses one of them).
     DROPOUT: rk_at the table index of the tile's first row key (fused_rk_at), ck the WG's 64
     column keys (SliceLayout(1, s_layout)), mk the block's multiplier (fused_group_mult),
     dropout_p the kernel's parameter (threshold and 1 - p made from it here, a few scalar
@@ -423,10 +545,17 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         # select and its 16 indices stay out of the fully visible tiles (offline: 40 ->
         # 16 spill bytes at D = 128 against an unconditional mask)
         HALF_N: gl.constexpr = s.shape[0]
-        if rel < HALF_N - 1:
-            offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
-            offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
-            x = gl.where(gl.expand_dims(offs_c - rel, 1) <= gl.expand_dims(offs_r, 0), x, float("-inf"))
+        if WINDOW:
+            # kept iff rel - wspan <= c - r <= rel; the select only on a tile crossing an edge
+            if fused_window_edge(rel, wspan, HALF_N, BLOCK_M):
+                offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
+                offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
+                x = gl.where(fused_window_keep(offs_c, offs_r, rel, wspan), x, float("-inf"))   # (HALF_N, BLOCK_M)
+        else:
+            if rel < HALF_N - 1:
+                offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
+                offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
+                x = gl.where(gl.expand_dims(offs_c - rel, 1) <= gl.expand_dims(offs_r, 0), x, float("-inf"))
     p = gl.exp2(x)                                                           # (HALF_N, BLOCK_M)
     if DROPOUT:
         rk = gl.convert_layout(rk_c, col)                                    # (BLOCK_M,)
@@ -486,9 +615,9 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
 @gluon.jit
 def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty, ds_ready,
                    ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
-                   softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG: gl.constexpr, HEAD_DIM: gl.constexpr,
-                   BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-                   ROTATE: gl.constexpr, DROPOUT: gl.constexpr):
+                   softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
+                   HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
+                   CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr):
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     dtype: gl.constexpr = k_smem.dtype
@@ -501,8 +630,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, DQ_N, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    b, hk, n0, j0, n_m = _block_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
-                                       BLOCK_M, BLOCK_N, CAUSAL)
+    b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k, win_left,
+                                       win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
@@ -518,7 +647,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         ck = ck.to(gl.uint32, bitcast=True)
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
-    if CAUSAL:
+    if CAUSAL or WINDOW:
         # One tile body for every ring tile, the mask applied where the tile's rel (the
         # first row of the tile + Nk - Nq - the WG's first key) says some key of the half
         # is hidden from some row of the tile (rel < HALF_N - 1: the diagonal tile, and a
@@ -533,8 +662,17 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         # (the loader's order: j0, j0 + 1, ... per head, as here).
         # Nk - Nq through an opaque move, so that rel0's partition-invariant part is not
         # computed before the partitions' entry and carried across it (16 spill bytes)
-        off = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [seqlen_k - seqlen_q], dtype=gl.int32,
-                                        is_pure=False, pack=1)
+        # WINDOW (session 28): the same loop over the band's tiles [j0, j0 + n_m)
+        # (_fused_coords), rel the band's upper edge (+ win_right) and the lower one rel -
+        # wspan (_fused_tile's WINDOW mask, on the tiles crossing either edge only)
+        if WINDOW:
+            off = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [seqlen_k - seqlen_q + win_right],
+                                            dtype=gl.int32, is_pure=False, pack=1)
+            wspan = win_left + win_right
+        else:
+            off = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [seqlen_k - seqlen_q], dtype=gl.int32,
+                                            is_pure=False, pack=1)
+            wspan = ZERO
         rel0 = j0 * BLOCK_M + off - (n0 + WG * HALF_N)
         for g in range(n_tiles):
             hh = g // n_m
@@ -547,7 +685,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES,
-                                 True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT)
+                                 True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -582,7 +720,9 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
 
 
-@gluon.jit
+# win_left / win_right not specialised (as fwd_gluon.py's): every window shares one compiled
+# kernel a variant; without WINDOW the launcher passes them as None (constexprs: no parameters)
+@gluon.jit(do_not_specialize=["win_left", "win_right"])
 def attn_bwd_fused_gluon_kernel(
     q_desc, do_desc,           # host TensorDescriptors over (B * Nq, H * D) views, box (BLOCK_M, D)
     k_desc, v_desc,            # over (B * Nk, Hk * D), box (BLOCK_N / 2, D)
@@ -591,14 +731,26 @@ def attn_bwd_fused_gluon_kernel(
     LSE, DELTA,                # lse / delta (B, H, Nq) fp32 contiguous
     seqlen_q, seqlen_k, nheads, nheads_k, group, softmax_scale, qk_scale,
     KEYS, rng_rows, dropout_p,  # DROPOUT: the key table (int32), B * Nq, p (float); else None (constexprs)
+    win_left, win_right,        # WINDOW: the window's sides, >= 0 (Nq + Nk: unbounded); else None (constexprs)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
+    WINDOW: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
+    gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
+    gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (the launcher refuses it)")
     dtype: gl.constexpr = q_desc.dtype
+    if WINDOW:
+        wl = win_left
+        wr = win_right
+    else:
+        # constexprs, so that no partition captures (and the SASS does not change by) the
+        # two unused parameters (fwd_gluon.py's WINDOW does the same)
+        wl = ZERO
+        wr = ZERO
     ds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([HALF_N, BLOCK_M], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)    # (S, BLOCK_M, D)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)  # (S, BLOCK_M, D)
@@ -610,7 +762,7 @@ def attn_bwd_fused_gluon_kernel(
     # CAUSAL: the column indices 0 .. BLOCK_M - 1 of a masked tile, written once here (the
     # region's entry barrier orders the store before the partitions' reads; bwd_gluon.py)
     cols_smem = gl.allocate_shared_memory(gl.int32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))   # (BLOCK_M,)
-    if CAUSAL:
+    if CAUSAL or WINDOW:
         cols_smem.store(gl.arange(0, BLOCK_M, layout=gl.BlockedLayout([1], [32], [4], [0])))
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -631,14 +783,15 @@ def attn_bwd_fused_gluon_kernel(
     gl.warp_specialize([
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG0, HEAD_DIM, BLOCK_M,
-                          BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT)),
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, WG1, HEAD_DIM, BLOCK_M,
-                          BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT)),
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
-                       seqlen_q, seqlen_k, nheads_k, group, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+                       seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                       ROTATE, WINDOW)),
     ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(kv_bar)

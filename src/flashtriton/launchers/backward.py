@@ -89,9 +89,13 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         preprocess()
         # (with dropout only for policy.GLUON_BWD_FUSED_DROPOUT's head dims: the key table rng_arg, whose
         # rng_rows = total_q = B * Nq and rng_stride = Nk are the dense layout the kernel reads)
+        # (a window other than the canonical causal one: the kernel's WINDOW variant, routed by
+        # policy.GLUON_BWD_FUSED_MIN_N["window"])
+        windowed = params.window_left >= 0 or params.window_right > 0
         backward_gluon.fused_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
                                   dq, dk, dv, dropout_p=params.dropout_p,
-                                  keys=rng_arg if params.dropout_p > 0 else None)
+                                  keys=rng_arg if params.dropout_p > 0 else None,
+                                  window=(params.window_left, params.window_right) if windowed else None)
         return dq, dk, dv
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0

@@ -11,7 +11,7 @@ bench/gpu/s24_gluon_bwd_ab.py).
         kernel's variants for the A/B (kernels/bwd_gluon.py: NUM_STAGES, VEC_PTR, OVERLAP)
     dkdv_gluon(...)          prepare_dkdv(...)()
     prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, num_stages=None,
-                  rotate=True, dropout_p=0.0, keys=None)
+                  rotate=True, dropout_p=0.0, keys=None, window=None)
         the FUSED backward (kernels/bwd_gluon_fused.py, session 25): dK / dV and dQ in one
         kernel, dQ reduce-added in fp32 by TMA. NON-DETERMINISTIC dq (the order in which
         key blocks add their partial tiles varies run to run); dk / dv deterministic.
@@ -20,6 +20,8 @@ bench/gpu/s24_gluon_bwd_ab.py).
         dk, dv): zeroes the fp32 accumulator, runs the kernel, casts. dropout_p > 0 (session
         26): the backward of the dropout forward whose key table is keys
         (launchers.common._dropout_keys(rng, H, B * Nq, Nk)); check_dropout validates them.
+        window=(left, right) (session 28): flash-attn's sliding window (-1 unbounded), the
+        kernel's WINDOW variant (not with dropout); forward_gluon.window_args reduces it.
     fused_gluon(...)         prepare_fused(...)()
     delta_of(out, dout)      delta = rowsum(dO * O) (B, H, Nq) fp32 by the library's own
                              preprocess kernel (kernels/bwd.py's bwd_preprocess_kernel, as
@@ -276,7 +278,7 @@ def fused_smem_bytes(d: int, num_stages: int, block_m: int = 64, block_n: int = 
 
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                  rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None):
+                  rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -306,12 +308,23 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     the one the library's backward builds from the forward's rng state), delta = rowsum(dO
     * O) of the dropped output O. The kernel regenerates the library's mask from the table
     (kernels.common.dropout_keep_keys) and applies bwd_ws.py's dropout backward. Validated
-    by check_dropout (ValueError before any launch)."""
+    by check_dropout (ValueError before any launch).
+
+    window: None or (left, right), flash-attn's sliding window (query i sees key j iff
+    i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 unbounded; with causal=True the
+    right edge is 0), reduced by forward_gluon.window_args ((-1, -1): the plain kernel,
+    (-1, 0): CAUSAL, else WINDOW: only the band's query tiles are visited). WINDOW does
+    not take dropout (ValueError) and ignores rotate. Rows that see no key get dq = 0."""
     d, block_m, block_n, num_stages = _tile_args(q, FUSED_CONFIG, causal, num_stages)
     if not isinstance(rotate, bool):
         raise ValueError(f"rotate: expected a bool, got {rotate!r}")
     check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
     check_dropout(q, k, dropout_p, keys)
+    causal, win = _fused_window(window, causal, q.shape[1], k.shape[1])
+    if win is not None:
+        rotate = False                                   # (the kernel ignores it under WINDOW)
+        if dropout_p > 0:
+            raise ValueError("window: the fused kernel's WINDOW variant takes no dropout (not compiled or measured)")
     need = fused_smem_bytes(d, num_stages, block_m, block_n)
     if need > 227 * 1024:
         raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
@@ -331,7 +344,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     _check_device(q, "fused_gluon")
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
-                                                                  dropout_p=float(dropout_p), keys=keys)
+                                                                  dropout_p=float(dropout_p), keys=keys, win=win)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -361,8 +374,19 @@ def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = Fals
         plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
 
 
+def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
+    """(causal, win) of a fused launch from the caller's causal and window (None or (left,
+    right)): win = (win_left, win_right) for the WINDOW variant (an unbounded side as
+    Nq + Nk), else None with causal telling the plain kernel from CAUSAL
+    (forward_gluon.window_args' reduction; ValueError naming `window`)."""
+    from .forward_gluon import window_args
+
+    causal, windowed, wl, wr = window_args(window, causal, seqlen_q, seqlen_k)
+    return causal, ((wl, wr) if windowed else None)
+
+
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
-                       rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None):
+                       rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -370,7 +394,9 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     boxes (BLOCK_M, D / 2)). outs: (dq, dk, dv) to write into (contiguous, shaped like q,
     k, v), else allocated here. dropout_p > 0: DROPOUT with keys (the table),
     rng_rows = B * Nq and dropout_p as the kernel's arguments; else the three are None (Triton
-    binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT)."""
+    binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT). win:
+    (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
+    the kernel of before WINDOW)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -401,9 +427,12 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     drop = dropout_p > 0
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
             nq, nk, h, hk, h // hk, scale, scale * LOG2E,
-            keys if drop else None, b * nq if drop else None, float(dropout_p) if drop else None)
+            keys if drop else None, b * nq if drop else None, float(dropout_p) if drop else None,
+            *(win if win is not None else (None, None)))
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, ROTATE=rotate,
                   DROPOUT=drop, num_warps=4)
+    if win is not None:
+        kwargs["WINDOW"] = True          # (absent otherwise: the binder's key of before WINDOW)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -418,27 +447,32 @@ FUSED_REPLAYABLE = True
 
 
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
-               keys=None) -> None:
+               keys=None, window=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
     library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE. dropout_p > 0:
     keys the call's table (launchers.backward's rng_arg); routed only where
-    policy.GLUON_BWD_FUSED_DROPOUT allows it."""
+    policy.GLUON_BWD_FUSED_DROPOUT allows it. window: (left, right) of a windowed call
+    (policy.gluon_kind "window", routed by GLUON_BWD_FUSED_MIN_N["window"]): the WINDOW
+    variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before."""
     if not FUSED_REPLAYABLE:
         plans.unreplayable()
     block_m, block_n, stages = FUSED_CONFIG[q.shape[-1]]
+    win = None
+    if window is not None:
+        causal, win = _fused_window(window, causal, q.shape[1], k.shape[1])
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
-        q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal, causal,
-        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None)
+        q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
+        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None):
+                rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
-                         dropout_p=dropout_p, keys=keys)()
+                         dropout_p=dropout_p, keys=keys, window=window)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

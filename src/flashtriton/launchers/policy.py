@@ -132,7 +132,12 @@ GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {"plain": {128: 4096}, "cau
 # Session 26 (same method, s26/call4): causal 512 (B = 32), D = 128 0.41 / 0.41 ms against
 # the library's 0.56 / 0.56 (1.39x; cuDNN 0.40 / 0.41), D = 64 (H = 32) 0.52 / 0.52 against
 # 0.68 / 0.68 (1.32x; cuDNN 0.51): causal from 512. Shorter lengths not measured.
-GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512}}
+# "window" (session 28, 2026-12-01): the kernel's WINDOW variant (any other window: only the
+# band's query tiles a key block, edge tiles masked), written and compiled offline (0 spills
+# in the tile loops, D = 128 / 64), its tile schedule checked on CPU (tests/
+# test_bwd_gluon_window.py); not yet run on a GPU: empty, not routed. To route it, fill it
+# after bench/gpu/s28_gluon_bwd_window_ab.py (and the gpu tests of that file) on the H200.
+GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512}, "window": {}}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
@@ -428,8 +433,8 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
                     seqlen_k: int) -> bool:
     """Whether the backward takes the fused Gluon kernel (launchers.backward_gluon.
     fused_into): deterministic=False only (its dq is summed in whatever order the key
-    blocks reach L2), no window but the canonical causal one, table GLUON_BWD_FUSED_MIN_N
-    ("plain" / "causal"), the Gluon kernels' contract (_gluon_common, dout too), lse
+    blocks reach L2), table GLUON_BWD_FUSED_MIN_N by gluon_kind ("plain" / "causal" /
+    "window": the WINDOW variant, no dropout there), the Gluon kernels' contract (_gluon_common, dout too), lse
     (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
     index arithmetic; then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not
     shared). Dropout only for head dims in GLUON_BWD_FUSED_DROPOUT, with the key
@@ -440,16 +445,17 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     # tests/test_dropout.py::test_regression_varlen_dropout_backward_fused_rule)
     if is_varlen or q.dim() != 4 or params.deterministic or q.shape[-1] not in FUSED_CONFIG:
         return False
-    if params.dropout_p > 0:
+    dropout = params.dropout_p > 0
+    if dropout:
         b, _, h, _ = q.shape
         if q.shape[-1] not in GLUON_BWD_FUSED_DROPOUT or seqlen_k + h * b * seqlen_q + 1 > 2 ** 31:
             return False
         params = dataclasses.replace(params, dropout_p=0.0)          # the rest as without dropout
     kind = gluon_kind(params)
-    if kind == "window":
-        return False
+    if kind == "window" and dropout:
+        return False                     # (the WINDOW variant takes no dropout: launchers.backward_gluon)
     block_m, block_n, _ = FUSED_CONFIG[q.shape[-1]]
-    table = GLUON_BWD_FUSED_MIN_N[kind]
+    table = GLUON_BWD_FUSED_MIN_N.get(kind, {})
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
         return False
     b, _, h, _ = q.shape
