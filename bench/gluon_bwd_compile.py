@@ -79,7 +79,8 @@ def fp32_desc_type(rows: int, cols: int) -> str:
     return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
 
 
-def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False, window=False):
+def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
+                  window=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -194,7 +195,8 @@ def tile_loops(text: str) -> list:
                 if sum("-INF" in y for y in region) >= 16:
                     masked = max(masked, len(region))
         out.append(dict(start=lo, end=a, n=len(body), ldl=sum("LDL" in x for _, x in body),
-                        stl=sum("STL" in x for _, x in body), hgmma=sum("HGMMA" in x for _, x in body), masked=masked))
+                        stl=sum("STL" in x for _, x in body), hgmma=sum("HGMMA" in x for _, x in body),
+                        masked=masked))
     # innermost ones only (a range holding another's: the partitions' outer dispatch loop)
     return [o for o in out
             if not any(p is not o and o["start"] <= p["start"] and p["end"] <= o["end"] for p in out)]

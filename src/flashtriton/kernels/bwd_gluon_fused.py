@@ -189,7 +189,8 @@ WINDOW (session 28, 2026-12-01; host prepare_fused(..., window=(left, right)) an
   masked (WG 0: its diagonal tile and 2 at the left edge; WG 1: 2 at the diagonal, the
   first hidden from all its keys, computed with P^T = 0 as CAUSAL's, and 1 at the left
   edge). Both WGs still visit every ring tile: the barrier protocol is CAUSAL's, unchanged.
-  A key block no row sees (Nk > Nq + win_left, or Nq > Nk + win_right at the other end)
+  A key block no row sees (its last key below Nk - Nq - win_left: only where Nk > Nq +
+  win_left; the band never leaves a block unseen at the other end, lo < Nq always)
   visits one tile, masked whole: dK = dV = 0, dq_accum += 0 (T >= 1 for the epilogue's
   ds_free wait). Rows that see no key: lse = +inf and every tile holding them is masked
   there: P = 0, dS = 0, their dq stays dq_accum's zeros or adds zeros (no NaN: the select
@@ -375,7 +376,8 @@ def fused_window_tiles(n0, seqlen_q, seqlen_k, win_left, win_right, BLOCK_M: tl.
     [c - (Nk - Nq) - win_right, c - (Nk - Nq) + win_left] and the block by [lo, hi]:
     lo = n0 - (Nk - Nq) - win_right, hi = n0 + BLOCK_N - 1 - (Nk - Nq) + win_left; its tiles
     [lo // BLOCK_M, cdiv(hi + 1, BLOCK_M)) clamped to the Nq / BLOCK_M. n_m >= 1: a block no
-    row sees (hi < 0: tile 0; lo >= Nq: the last tile) still visits one tile, masked whole.
+    row sees (hi < 0: tile 0) still visits one tile, masked whole (lo <= n0 - Nk + Nq < Nq
+    always; the clamp of j0 never binds, as _block_coords' causal one).
     (The divisions see non-negative operands only: int32 truncation is floor there.)"""
     n_q_tiles = seqlen_q // BLOCK_M
     off = seqlen_k - seqlen_q
@@ -741,7 +743,7 @@ def attn_bwd_fused_gluon_kernel(
     DQ_N: gl.constexpr = HEAD_DIM // 2
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
-    gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (the launcher refuses it)")
+    gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
     dtype: gl.constexpr = q_desc.dtype
     if WINDOW:
         wl = win_left

@@ -297,7 +297,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     query rows that see no key get dq = 0 (their tiles are never loaded, or add P = 0).
     num_stages: the Q / dO ring depth (FUSED_CONFIG's by default: 2 at D = 128, 4 at
     D = 64); ValueError where fused_smem_bytes exceeds 227 KB (D = 128: 4 stages; 3 fit,
-    225 KB, but ptxas spills 40 bytes there, 392 causal: tests / A/B only). rotate: the
+    225 KB, but ptxas spills 40 bytes there; causal 392 and window 428: refused). rotate: the
     kernel's ROTATE (each key block starts its walk over the query tiles at a different
     tile, so the resident CTAs reduce into different rows of dq_accum; rotate=False for
     the A/B; no effect with causal=True). dq_accum is allocated here once and zeroed by
@@ -333,6 +333,10 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         # (review, session 24) it fits (225 KB) but ptxas spills 392 bytes a thread there:
         # an A/B would time a spilling kernel
         raise ValueError(f"num_stages: {num_stages} stages with causal=True at D = 128 spill registers "
+                         "(offline compile, 2026-12-01); use 2")
+    if win is not None and d == 128 and num_stages >= 3:
+        # (session 28) WINDOW likewise: 428 spill bytes, 41 local accesses a tile in the loops
+        raise ValueError(f"num_stages: {num_stages} stages with a window at D = 128 spill registers "
                          "(offline compile, 2026-12-01); use 2")
     if rotate and not causal:
         # (review, session 24) ROTATE's start tile (program_id(0) * n_m) // num_programs(0)

@@ -434,8 +434,8 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     """Whether the backward takes the fused Gluon kernel (launchers.backward_gluon.
     fused_into): deterministic=False only (its dq is summed in whatever order the key
     blocks reach L2), table GLUON_BWD_FUSED_MIN_N by gluon_kind ("plain" / "causal" /
-    "window": the WINDOW variant, no dropout there), the Gluon kernels' contract (_gluon_common, dout too), lse
-    (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
+    "window": the WINDOW variant, no dropout there), the Gluon kernels' contract
+    (_gluon_common, dout too), lse (B, H, Nq) packed fp32, dout of q's dtype, the grid's B * Hk <= 65535 and its int32
     index arithmetic; then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not
     shared). Dropout only for head dims in GLUON_BWD_FUSED_DROPOUT, with the key
     table's int32 indices (Nk + H * B * Nq + 1 entries) below 2^31; otherwise by the same
