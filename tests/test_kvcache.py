@@ -392,6 +392,50 @@ def test_garbage_beyond_sequences(kv_load, layout, d):
         run_case("triton", inp, num_splits=2)
 
 
+@pytest.mark.parametrize("offsets", ["int32", "int64"])
+@pytest.mark.parametrize("layout,d", [("paged1", 32), ("paged4", 32), ("paged8", 40)])
+def test_page_gather(monkeypatch, offsets, layout, d):
+    """gather="pages" (small pages located page by page, not row by row): NaN beyond the
+    sequences, left padding, appended tokens and a causal mask, each offset width."""
+    if offsets == "int64":
+        monkeypatch.setattr(decode_launcher, "GATHER_INT32_LIMIT", 0)
+    page = int(layout[len("paged"):])
+    inp = make_inputs(3, 2, 4, 2, d, torch.float16, 64, [9, 60, 33], snew=2, page_size=page, leftpad=[3, 0, 1])
+    written = torch.zeros(inp["k_cache"].shape[:2], dtype=torch.bool, device=DEVICE)
+    for b, (lo, hi) in enumerate(zip(inp["cache_leftpad"].tolist(), inp["cache_seqlens"].tolist())):
+        pos = torch.arange(lo, hi + 2, device=DEVICE)
+        written[reference_decode.cache_index(b, pos, None, inp.get("block_table"), page)] = True
+    for name in ("k_cache", "v_cache"):
+        inp[name][~written] = float("nan")
+    with decode_launcher.options(gather="pages"):
+        run_case("triton", inp, causal=True, num_splits=2)
+
+
+def test_page_gather_rule():
+    """Which kernel variant gather="pages" picks: only for pages smaller than the tile and
+    without TMA, with row strides that keep its alignment hint true; int32 offsets while
+    both caches span < 2**31 elements."""
+    pages = decode_launcher.DecodeOptions(gather="pages")
+    rows = decode_launcher.DecodeOptions()
+    kc = torch.zeros(8, 16, 2, 32)
+    pick = decode_launcher.page_gather
+    assert pick(pages, 16, 64, False, kc, kc) == 2
+    assert pick(rows, 16, 64, False, kc, kc) == 0
+    assert pick(pages, 64, 64, False, kc, kc) == 0 and pick(pages, 16, 64, True, kc, kc) == 0
+    assert pick(pages, 0, 64, False, kc, kc) == 0
+    odd = torch.zeros(8, 16, 2, 36)[..., :30]                        # row stride 72, D stride 1
+    assert pick(pages, 16, 64, False, odd, odd) == 2
+    odd = torch.zeros(8, 16, 1, 30)                                  # row stride 30: not a multiple of 8
+    assert pick(pages, 16, 64, False, odd, odd) == 0
+
+    class Wide:  # a pool of 2**20 pages of 16 x 1 x 128: 2**31 elements (only shape and strides are read)
+        shape = (1 << 20, 16, 1, 128)
+
+        def stride(self, i=None):
+            return (2048, 128, 128, 1) if i is None else (2048, 128, 128, 1)[i]
+    assert pick(pages, 16, 64, False, Wide(), kc) == 1 and pick(pages, 16, 64, False, kc, Wide()) == 1
+
+
 def test_fused_combine_leaves_counters_zero():
     """The fused combine's ticket counters reset themselves: no memset per step."""
     inp = make_inputs(2, 1, 4, 2, 32, torch.float16, 64, [64, 30])
@@ -906,6 +950,12 @@ def test_decode_options_checked(monkeypatch):
         with decode_launcher.options(append="nope"):
             pass
     assert not decode_launcher._override
+    with pytest.raises(ValueError, match="decode option gather"):
+        with decode_launcher.options(gather="page"):
+            pass
+    monkeypatch.setenv("FLASHTRITON_DECODE_GATHER", "pages")
+    assert decode_launcher.current_options().gather == "pages"
+    monkeypatch.delenv("FLASHTRITON_DECODE_GATHER")
     monkeypatch.delenv("FLASHTRITON_DECODE_COMBINE")
     assert decode_launcher.current_options() == decode_launcher.DecodeOptions()
 
@@ -920,6 +970,20 @@ def test_large_gpu(layout, lens):
     page = {"contiguous": 0, "paged16": 16, "paged256": 256}[layout]
     inp = make_inputs(4, 1, 32, 8, 128, torch.bfloat16, 16640, lens, snew=1, page_size=page, rotary_dim=128)
     run_case("triton", inp)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("offsets", ["int32", "int64"])
+def test_page_gather_gpu(monkeypatch, offsets):
+    """gather="pages" on the GPU (sm_90a: cp.async through the alignment hint), split and
+    batch regimes, ragged lengths, left padding, an appended token."""
+    if offsets == "int64":
+        monkeypatch.setattr(decode_launcher, "GATHER_INT32_LIMIT", 0)
+    for batch, lens in ((1, [8191]), (4, [1, 4097, 16384, 777])):
+        inp = make_inputs(batch, 1, 32, 8, 128, torch.bfloat16, 16640, lens, snew=1, page_size=16, rotary_dim=128,
+                          leftpad=[min(5, n - 1) if n > 1 else 0 for n in lens])
+        with decode_launcher.options(gather="pages"):
+            run_case("triton", inp)
 
 
 @pytest.mark.gpu

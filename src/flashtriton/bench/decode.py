@@ -512,6 +512,8 @@ COMPILE_CASES = [
     ("contiguous, block_m=64", dict(BLOCK_M=64)),
     ("paged 256, TMA", dict(PAGE_SIZE=256)),
     ("paged 16, row gather", dict(PAGE_SIZE=16, KV_TMA=False)),
+    ("paged 16, page gather (gather=pages)", dict(PAGE_SIZE=16, KV_TMA=False, PAGE_GATHER=1)),
+    ("paged 16, page gather, int32 offsets", dict(PAGE_SIZE=16, KV_TMA=False, PAGE_GATHER=2)),
     ("paged 16, tile 16, TMA", dict(PAGE_SIZE=16, BLOCK_N=16)),
     ("append + rotary, causal", dict(HAS_NEW=True, HAS_ROTARY=True, ROTARY_PER_ROW=True, HAS_RIGHT=True)),
     ("one split (direct store)", dict(SPLIT=False, FUSED_COMBINE=False)),
@@ -535,7 +537,7 @@ def compile_split_kernel(head_dim=128, dtype="bf16", num_warps=None, num_stages=
                  HAS_LEFTPAD=False, HAS_NEW=False, BLOCK_NEW=16, HAS_ROTARY=False, ROTARY_INTERLEAVED=True,
                  ROTARY_PER_ROW=False,
                  HAS_LEFT=False, HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, SPLIT=True,
-                 FUSED_COMBINE=True, KV_TMA=True, DOT_PRECISION="tf32")
+                 FUSED_COMBINE=True, KV_TMA=True, DOT_PRECISION="tf32", PAGE_GATHER=0)
     const.update(flags)
     sig, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):

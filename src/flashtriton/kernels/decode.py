@@ -20,6 +20,8 @@ Cache layouts (PAGE_SIZE constexpr):
   0            contiguous (B_cache, S_cache, Hk, D), row BATCH_IDX[b] (or b)
   >= BLOCK_N   paged, every tile inside one page: one block-table lookup per tile
   <  BLOCK_N   paged, small pages: a tile gathers its rows through per-row page indices
+               (PAGE_GATHER 0), or page by page, BLOCK_N / PAGE_SIZE table entries a tile
+               (PAGE_GATHER 1: int64 offsets, 2: int32; see launchers/decode.py, page_gather)
 Tiles are aligned to absolute multiples of BLOCK_N, so with PAGE_SIZE >= BLOCK_N (both
 powers of two) a tile never straddles two pages. K and V tiles come either through
 TMA (KV_TMA: host-made descriptors of the cache viewed as (dim0 * dim1, Hk * D), for
@@ -119,6 +121,34 @@ def _locate(bt_row, start_n, offs_n, pos_ok, cache_b, PAGE_SIZE: tl.constexpr, B
 
 
 @triton.jit
+def _page_gather_ptrs(K_CACHE, V_CACHE, bt_row, start_n, k_head, v_head, stride_kb, stride_kn, stride_vb, stride_vn,
+                      lp, end, offs_d, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                      MASKED: tl.constexpr, PAGE_GATHER: tl.constexpr):
+    """K and V row pointers (BLOCK_N, BLOCK_D) of the tile at start_n (a multiple of BLOCK_N)
+    for pages smaller than the tile, built page by page: BLOCK_N / PAGE_SIZE table entries a
+    tile (not one per row), and the in-page part (slot * stride) a loop invariant, so a row
+    costs one add. PAGE_GATHER 2: offsets in int32 (the launcher's promise: every element of
+    both caches lies below 2**31). Pages outside [lp, end) of a masked tile look up nothing."""
+    P: tl.constexpr = BLOCK_N // PAGE_SIZE
+    pg = start_n // PAGE_SIZE + tl.arange(0, P)                      # table column of each page
+    if MASKED:
+        page_ok = (pg * PAGE_SIZE + PAGE_SIZE > lp) & (pg * PAGE_SIZE < end)
+        blk = tl.load(bt_row + pg, mask=page_ok, other=0)
+    else:
+        blk = tl.load(bt_row + pg)
+    slot = tl.arange(0, PAGE_SIZE)
+    if PAGE_GATHER != 2:
+        blk = blk.to(tl.int64)
+    k_off = (blk * stride_kb)[:, None, None] + (slot * stride_kn)[None, :, None] + offs_d[None, None, :]
+    v_off = (blk * stride_vb)[:, None, None] + (slot * stride_vn)[None, :, None] + offs_d[None, None, :]
+    # (the reshape hides the rows' alignment from the compiler: without the hints the loads
+    # would not vectorize, nor go through cp.async; the launcher checks them)
+    k_off = tl.max_contiguous(tl.multiple_of(tl.reshape(k_off, (BLOCK_N, BLOCK_D)), [1, 8]), [1, BLOCK_D])
+    v_off = tl.max_contiguous(tl.multiple_of(tl.reshape(v_off, (BLOCK_N, BLOCK_D)), [1, 8]), [1, BLOCK_D])
+    return (K_CACHE + k_head) + k_off, (V_CACHE + v_head) + v_off
+
+
+@triton.jit
 def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale, softcap_scale, softcap_out,
             window_left, window_right, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
             HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, DOT_PRECISION: tl.constexpr):
@@ -163,7 +193,7 @@ def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                        HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                       KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr):
+                       KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr):
     """One tile of BLOCK_N cached keys at absolute positions [start_n, start_n + BLOCK_N).
     MASKED tiles may stick out of [lp, end) (those keys read as 0 and are masked) and
     apply the window."""
@@ -173,7 +203,10 @@ def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
         in_cache = (offs_n >= lp) & (offs_n < end)
     else:
         in_cache = offs_n >= 0
-    blk, slot = _locate(bt_row, start_n, offs_n, in_cache, cache_b, PAGE_SIZE, BLOCK_N)
+    if PAGE_GATHER > 0 and 0 < PAGE_SIZE and PAGE_SIZE < BLOCK_N and not KV_TMA:
+        blk, slot = 0, 0  # (the page gather locates its rows itself)
+    else:
+        blk, slot = _locate(bt_row, start_n, offs_n, in_cache, cache_b, PAGE_SIZE, BLOCK_N)
     if KV_TMA:
         # TMA: the cache viewed as (blocks * rows_per_block, Hk * D); the tile is the box
         # at row blk * rows_per_block + first slot, column hk * D. (With D < BLOCK_D the
@@ -190,8 +223,13 @@ def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
         if MASKED:
             v = tl.where(in_cache[:, None], v, 0.0)
     else:
-        k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
-        v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
+        if PAGE_GATHER > 0 and 0 < PAGE_SIZE and PAGE_SIZE < BLOCK_N:
+            k_ptrs, v_ptrs = _page_gather_ptrs(K_CACHE, V_CACHE, bt_row, start_n, k_head, v_head,
+                                               stride_kb, stride_kn, stride_vb, stride_vn, lp, end, offs_d,
+                                               PAGE_SIZE, BLOCK_N, BLOCK_D, MASKED, PAGE_GATHER)
+        else:
+            k_ptrs = K_CACHE + k_head + (blk * stride_kb + slot * stride_kn)[:, None] + offs_d[None, :]
+            v_ptrs = V_CACHE + v_head + (blk * stride_vb + slot * stride_vn)[:, None] + offs_d[None, :]
         if MASKED:
             kv_mask = in_cache[:, None] & d_ok[None, :]
             k = tl.load(k_ptrs, mask=kv_mask, other=0.0)            # (BLOCK_N, BLOCK_D)
@@ -331,7 +369,7 @@ def decode_split_kernel(
     HAS_NEW: tl.constexpr, BLOCK_NEW: tl.constexpr, HAS_ROTARY: tl.constexpr, ROTARY_INTERLEAVED: tl.constexpr,
     ROTARY_PER_ROW: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
-    KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr = 0,
 ):
     pid_bh = tl.program_id(0)                       # b * Hk + hk
     split = tl.program_id(1)
@@ -447,7 +485,7 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
     # Fully visible tiles: no mask, pipelined num_stages deep - the bulk of a decode step.
     for start_n in range(a, c, BLOCK_N):
         acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
@@ -456,7 +494,7 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
     # The ragged end of the cache and the diagonal / right window edge: masked.
     for start_n in tl.range(c, s1, BLOCK_N, num_stages=1):
         acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
@@ -465,7 +503,7 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
     if HAS_NEW:
         # The new tokens, in the last split: appended (m-block 0) and attended.
         new_lo = tl.maximum(lp + lo, end)

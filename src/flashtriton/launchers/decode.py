@@ -14,6 +14,9 @@ each other on the GPU in one run:
   FLASHTRITON_DECODE_APPEND  = fused | separate    append inside the split kernel, or kernels of its own
   FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
                                                    by pointer loads (cp.async); small pages always gather
+  FLASHTRITON_DECODE_GATHER  = rows | pages        small pages (page < BLOCK_N): the row pointers built row by
+                                                   row from one table entry a row, or page by page (opt-in,
+                                                   see page_gather)
   FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: default_tile, by regime)
   FLASHTRITON_DECODE_BLOCK_M = 16..128             query rows per program (default G * Sq padded to >= 16)
   FLASHTRITON_DECODE_MIN_SPLIT_KEYS = 256          the split heuristic's smallest chunk
@@ -45,6 +48,7 @@ class DecodeOptions:
     combine: str = "auto"       # "kernel" in the split regime under CUDA-graph capture, else "fused"
     append: str = "fused"
     kv_load: str = "tma"        # "tma" where the layout allows it, else pointer loads; or "pointer"
+    gather: str = "rows"        # pages < BLOCK_N: "rows" (one table entry a row) or "pages" (see page_gather)
     block_n: int = 0            # 0: the default table
     block_m: int = 0            # query rows per program; 0: G * Sq padded to >= 16 (64 allows wgmma)
     num_warps: int = 0
@@ -63,7 +67,7 @@ def _pow2(n: int) -> int:
 
 
 _ENV_KEYS = ("FLASHTRITON_DECODE_COMBINE", "FLASHTRITON_DECODE_APPEND", "FLASHTRITON_DECODE_KV_LOAD",
-             "FLASHTRITON_DECODE_TILE", "FLASHTRITON_DECODE_BLOCK_M",
+             "FLASHTRITON_DECODE_GATHER", "FLASHTRITON_DECODE_TILE", "FLASHTRITON_DECODE_BLOCK_M",
              "FLASHTRITON_DECODE_MIN_SPLIT_KEYS")
 _env_cache: dict = {}
 _env_values = envvars.reader(_ENV_KEYS)
@@ -85,6 +89,8 @@ def _parse_env_options() -> DecodeOptions:
         kw["append"] = os.environ["FLASHTRITON_DECODE_APPEND"]
     if "FLASHTRITON_DECODE_KV_LOAD" in os.environ:
         kw["kv_load"] = os.environ["FLASHTRITON_DECODE_KV_LOAD"]
+    if "FLASHTRITON_DECODE_GATHER" in os.environ:
+        kw["gather"] = os.environ["FLASHTRITON_DECODE_GATHER"]
     if os.environ.get("FLASHTRITON_DECODE_TILE"):
         parts = os.environ["FLASHTRITON_DECODE_TILE"].split(",")
         if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
@@ -126,6 +132,8 @@ def _checked_options(opts: DecodeOptions) -> DecodeOptions:
         raise ValueError(f"decode option append: must be 'fused' or 'separate', got {opts.append!r}")
     if opts.kv_load not in ("tma", "pointer"):
         raise ValueError(f"decode option kv_load: must be 'tma' or 'pointer', got {opts.kv_load!r}")
+    if opts.gather not in ("rows", "pages"):
+        raise ValueError(f"decode option gather: must be 'rows' or 'pages', got {opts.gather!r}")
     if opts.block_n and (opts.block_n < 16 or opts.block_n & (opts.block_n - 1)):
         raise ValueError(f"decode option block_n: must be a power of two >= 16, got {opts.block_n}")
     if opts.block_m and (opts.block_m < 16 or opts.block_m > 128 or opts.block_m & (opts.block_m - 1)):
@@ -370,6 +378,36 @@ def _tma_ready(t: torch.Tensor) -> bool:
     return t.is_contiguous() and t.data_ptr() % 16 == 0
 
 
+# Pages smaller than BLOCK_N (session 28, offline; bench/NOTES.md "Page 16 at B = 1, 8k: the
+# gather's instructions"). The row gather ("rows") loads one table entry per row (64 per
+# 64-key tile, 8 cp.async of 4 bytes a thread) and builds every row pointer with 64-bit
+# signed division, modulo and multiply: the pipelined loop of the sm_90a SASS holds 613
+# instructions a tile against 342 for the contiguous cache's pointer loads, ~235 integer
+# ones in one block between the softmax and the P @ V mma, on the path from a tile's
+# arrival to the next copy's issue (one warp per scheduler: nothing hides them). "pages"
+# loads BLOCK_N / page_size entries a tile and builds the pointers page by page (the
+# in-page part is loop-invariant): 332 instructions (int64 offsets) or 299 (int32 offsets,
+# PAGE_GATHER 2, when both caches span < 2**31 elements), same shared memory and stages.
+# Its offsets carry an alignment hint (multiple of 8 elements), hence the stride check.
+GATHER_INT32_LIMIT = 1 << 31
+
+
+def _span(t: torch.Tensor) -> int:
+    """1 + the largest element offset of t from its first element."""
+    return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
+
+
+def page_gather(opts: DecodeOptions, page_size: int, block_n: int, use_tma: bool, k_cache, v_cache) -> int:
+    """The kernel's PAGE_GATHER: 0 the row gather (and every layout that does not gather),
+    1 the page gather with int64 offsets, 2 with int32 offsets."""
+    if opts.gather != "pages" or use_tma or not 0 < page_size < block_n:
+        return 0
+    for t in (k_cache, v_cache):
+        if t.stride(0) % 8 or t.stride(1) % 8 or t.stride(3) != 1:
+            return 0
+    return 2 if max(_span(k_cache), _span(v_cache)) < GATHER_INT32_LIMIT else 1
+
+
 def _kv_descriptor(t: torch.Tensor, block_n: int, bd: int):
     from triton.tools.tensor_descriptor import TensorDescriptor
     d0, d1, hk, d = t.shape
@@ -507,6 +545,7 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
         HAS_ALIBI=alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split, FUSED_COMBINE=fused,
         KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype),
+        PAGE_GATHER=page_gather(opts, page_size, block_n, use_tma, k_cache, v_cache),
         num_warps=num_warps, num_stages=num_stages,
     )
     if split and not fused:
