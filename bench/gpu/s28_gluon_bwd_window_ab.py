@@ -73,9 +73,11 @@ from flashtriton.launchers import backward_gluon, policy  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
 from flashtriton.launchers.common import AttnParams  # noqa: E402
 
-D, H, DTYPE = 128, 16, torch.bfloat16
+# (call 3: S28_D=64 S28_SHAPES=2048:8,1024:16 etc.; H keeps the hidden size 2048)
+D = int(os.environ.get("S28_D", "128"))
+H, DTYPE = 2048 // D, torch.bfloat16
 WINDOW = (1024, 0)
-SHAPES = [(16384, 1), (4096, 4)]          # (N, B)
+SHAPES = [tuple(int(x) for x in s.split(":")) for s in os.environ.get("S28_SHAPES", "16384:1,4096:4").split(",")]
 
 
 def short(exc) -> str:
@@ -94,7 +96,7 @@ class Route:
         return AttnParams(D ** -0.5, window_left=self.window[0], window_right=self.window[1], deterministic=False)
 
     def set_table(self):
-        table = {128: 0} if self.fused_window else {}
+        table = {D: 0} if self.fused_window else {}
         policy.GLUON_BWD_FUSED_MIN_N["window"].clear()
         policy.GLUON_BWD_FUSED_MIN_N["window"].update(table)
 
