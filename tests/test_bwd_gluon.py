@@ -642,7 +642,7 @@ def test_fused_route_rule(monkeypatch):
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
     assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512},
-                                            "window": {}}          # (window: session 28, not yet measured)
+                                            "window": {128: 2048, 64: 2048}}      # (window: session 28)
     fast = common.AttnParams(0.1, deterministic=False)
 
     def rule(q, k, v, params=fast, bd=128, alibi=None, varlen=False, lse=None, dout=None):

@@ -12,7 +12,7 @@ pair of the band (but the one tile of a block no row sees, masked whole); then a
 emulation of the kernel's tile math through that schedule (P from the forward's lse, +inf for
 rows that see no key; dS = P (dP - delta); dQ, dK, dV summed over the visited tiles only)
 against reference.attention_grad in float64. Plus the host side: the launcher's window
-reduction and arguments, and the route (policy.GLUON_BWD_FUSED_MIN_N["window"], empty: off).
+reduction and arguments, and the route (policy.GLUON_BWD_FUSED_MIN_N["window"]: from 2k).
 
 GPU (marked gpu; Hopper): gradients through the kernel against float64 with the project's
 criterion (error <= 3x PyTorch's same-dtype error, outputs poisoned), through the launcher
@@ -281,14 +281,15 @@ def test_window_validation():
 
 
 def test_window_route_rule(monkeypatch):
-    """policy.gluon_bwd_fused for windowed calls: off while GLUON_BWD_FUSED_MIN_N["window"] is
-    empty (the default until a GPU A/B fills it); with the table filled, windows other than
-    the canonical causal one take the fused kernel by the same rules, never with dropout."""
+    """policy.gluon_bwd_fused for windowed calls: windows other than the canonical causal
+    one take the fused kernel from GLUON_BWD_FUSED_MIN_N["window"]'s lengths (2k at D = 128
+    and 64, measured in session 28) by the same rules, never with dropout or
+    deterministic=True; off with the table emptied."""
     from flashtriton.launchers import common, policy
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
-    assert policy.GLUON_BWD_FUSED_MIN_N["window"] == {}
+    assert policy.GLUON_BWD_FUSED_MIN_N["window"] == {128: 2048, 64: 2048}
 
     def rule(q, k, v, params):
         b, nq, h, _ = q.shape
@@ -298,10 +299,14 @@ def test_window_route_rule(monkeypatch):
     q, k, v = rand_qkv(1, 4096, 4096, 4, 2, 128, torch.bfloat16, "cpu")
     win = common.AttnParams(0.1, window_left=1024, window_right=0, deterministic=False)
     sym = common.AttnParams(0.1, window_left=128, window_right=128, deterministic=False)
-    assert not rule(q, k, v, win) and not rule(q, k, v, sym)
-    assert rule(q, k, v, common.AttnParams(0.1, window_right=0, deterministic=False))   # causal: its own entry
-    monkeypatch.setitem(policy.GLUON_BWD_FUSED_MIN_N, "window", {128: 4096, 64: 4096})
     assert rule(q, k, v, win) and rule(q, k, v, sym)
+    for d in (128, 64):
+        assert rule(*rand_qkv(1, 2048, 2048, 4, 2, d, torch.bfloat16, "cpu"), win)
+        assert not rule(*rand_qkv(1, 1024, 1024, 4, 2, d, torch.bfloat16, "cpu"), win)       # too short
+    assert rule(q, k, v, common.AttnParams(0.1, window_right=0, deterministic=False))   # causal: its own entry
+    monkeypatch.setitem(policy.GLUON_BWD_FUSED_MIN_N, "window", {})
+    assert not rule(q, k, v, win) and not rule(q, k, v, sym)
+    monkeypatch.setitem(policy.GLUON_BWD_FUSED_MIN_N, "window", {128: 4096, 64: 4096})
     assert rule(q, k, v, common.AttnParams(0.1, window_left=-1, window_right=64, deterministic=False))
     assert not rule(q, k, v, common.AttnParams(0.1, window_left=1024, window_right=0))           # deterministic
     assert not rule(q, k, v, common.AttnParams(0.1, window_left=1024, window_right=0, dropout_p=0.1,

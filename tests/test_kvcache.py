@@ -392,11 +392,12 @@ def test_garbage_beyond_sequences(kv_load, layout, d):
         run_case("triton", inp, num_splits=2)
 
 
-@pytest.mark.parametrize("offsets", ["int32", "int64"])
+@pytest.mark.parametrize("gather,offsets", [("pages", "int32"), ("pages", "int64"), ("rows", "int64")])
 @pytest.mark.parametrize("layout,d", [("paged1", 32), ("paged4", 32), ("paged8", 40)])
-def test_page_gather(monkeypatch, offsets, layout, d):
-    """gather="pages" (small pages located page by page, not row by row): NaN beyond the
-    sequences, left padding, appended tokens and a causal mask, each offset width."""
+def test_page_gather(monkeypatch, gather, offsets, layout, d):
+    """Both gathers of small pages, gather="pages" (page by page, the default) at each
+    offset width and "rows" (row by row): NaN beyond the sequences, left padding, appended
+    tokens and a causal mask."""
     if offsets == "int64":
         monkeypatch.setattr(decode_launcher, "GATHER_INT32_LIMIT", 0)
     page = int(layout[len("paged"):])
@@ -407,7 +408,7 @@ def test_page_gather(monkeypatch, offsets, layout, d):
         written[reference_decode.cache_index(b, pos, None, inp.get("block_table"), page)] = True
     for name in ("k_cache", "v_cache"):
         inp[name][~written] = float("nan")
-    with decode_launcher.options(gather="pages"):
+    with decode_launcher.options(gather=gather):
         run_case("triton", inp, causal=True, num_splits=2)
 
 
@@ -415,8 +416,9 @@ def test_page_gather_rule():
     """Which kernel variant gather="pages" picks: only for pages smaller than the tile and
     without TMA, with row strides that keep its alignment hint true; int32 offsets while
     both caches span < 2**31 elements."""
-    pages = decode_launcher.DecodeOptions(gather="pages")
-    rows = decode_launcher.DecodeOptions()
+    pages = decode_launcher.DecodeOptions()
+    assert pages.gather == "pages"                                   # the default since session 28
+    rows = decode_launcher.DecodeOptions(gather="rows")
     kc = torch.zeros(8, 16, 2, 32)
     pick = decode_launcher.page_gather
     assert pick(pages, 16, 64, False, kc, kc) == 2
@@ -973,16 +975,16 @@ def test_large_gpu(layout, lens):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("offsets", ["int32", "int64"])
-def test_page_gather_gpu(monkeypatch, offsets):
-    """gather="pages" on the GPU (sm_90a: cp.async through the alignment hint), split and
-    batch regimes, ragged lengths, left padding, an appended token."""
+@pytest.mark.parametrize("gather,offsets", [("pages", "int32"), ("pages", "int64"), ("rows", "int64")])
+def test_page_gather_gpu(monkeypatch, gather, offsets):
+    """Both gathers on the GPU (sm_90a: "pages" issues cp.async through the alignment
+    hint), split and batch regimes, ragged lengths, left padding, an appended token."""
     if offsets == "int64":
         monkeypatch.setattr(decode_launcher, "GATHER_INT32_LIMIT", 0)
     for batch, lens in ((1, [8191]), (4, [1, 4097, 16384, 777])):
         inp = make_inputs(batch, 1, 32, 8, 128, torch.bfloat16, 16640, lens, snew=1, page_size=16, rotary_dim=128,
                           leftpad=[min(5, n - 1) if n > 1 else 0 for n in lens])
-        with decode_launcher.options(gather="pages"):
+        with decode_launcher.options(gather=gather):
             run_case("triton", inp)
 
 

@@ -14,9 +14,10 @@ each other on the GPU in one run:
   FLASHTRITON_DECODE_APPEND  = fused | separate    append inside the split kernel, or kernels of its own
   FLASHTRITON_DECODE_KV_LOAD = tma | pointer       K/V tiles by TMA (contiguous cache, pages >= BLOCK_N), or
                                                    by pointer loads (cp.async); small pages always gather
-  FLASHTRITON_DECODE_GATHER  = rows | pages        small pages (page < BLOCK_N): the row pointers built row by
-                                                   row from one table entry a row, or page by page (opt-in,
-                                                   see page_gather)
+  FLASHTRITON_DECODE_GATHER  = pages | rows        small pages (page < BLOCK_N): the row pointers built page by
+                                                   page from BLOCK_N / page entries a tile (the default since
+                                                   session 28), or row by row from one entry a row (see
+                                                   page_gather)
   FLASHTRITON_DECODE_TILE    = BLOCK_N,num_warps,num_stages    (default: default_tile, by regime)
   FLASHTRITON_DECODE_BLOCK_M = 16..128             query rows per program (default G * Sq padded to >= 16)
   FLASHTRITON_DECODE_MIN_SPLIT_KEYS = 256          the split heuristic's smallest chunk
@@ -48,7 +49,7 @@ class DecodeOptions:
     combine: str = "auto"       # "kernel" in the split regime under CUDA-graph capture, else "fused"
     append: str = "fused"
     kv_load: str = "tma"        # "tma" where the layout allows it, else pointer loads; or "pointer"
-    gather: str = "rows"        # pages < BLOCK_N: "rows" (one table entry a row) or "pages" (see page_gather)
+    gather: str = "pages"       # pages < BLOCK_N: "pages" (a tile's entries, page by page) or "rows" (see page_gather)
     block_n: int = 0            # 0: the default table
     block_m: int = 0            # query rows per program; 0: G * Sq padded to >= 16 (64 allows wgmma)
     num_warps: int = 0
@@ -389,6 +390,12 @@ def _tma_ready(t: torch.Tensor) -> bool:
 # in-page part is loop-invariant): 332 instructions (int64 offsets) or 299 (int32 offsets,
 # PAGE_GATHER 2, when both caches span < 2**31 elements), same shared memory and stages.
 # Its offsets carry an alignment hint (multiple of 8 elements), hence the stride check.
+# Measured (session 28, H200, bf16, Hq 32, Hk 8, D 128, page 16, shuffled pool, CUDA graphs,
+# read-only L2 flush, median of 3 interleaved rounds, bench/gpu/s28_decode_paged16_ab.py,
+# s28/call3; outputs bitwise the row gather's): B = 1 8k 19.65 us against rows' 21.12 and
+# the contiguous cache's 18.94 (1.037x contiguous, rows 1.115x; predicted 1.05-1.09x), int64
+# offsets 19.92; B = 1 128k 133.5 against 134.9 (contiguous 129.3); B = 32 32k 981.8 against
+# 987.1 (953.7). "pages" is the default since.
 GATHER_INT32_LIMIT = 1 << 31
 
 

@@ -135,9 +135,16 @@ GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {"plain": {128: 4096}, "cau
 # "window" (session 28, 2026-12-01): the kernel's WINDOW variant (any other window: only the
 # band's query tiles a key block, edge tiles masked), written and compiled offline (0 spills
 # in the tile loops, D = 128 / 64), its tile schedule checked on CPU (tests/
-# test_bwd_gluon_window.py); not yet run on a GPU: empty, not routed. To route it, fill it
-# after bench/gpu/s28_gluon_bwd_window_ab.py (and the gpu tests of that file) on the H200.
-GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512}, "window": {}}
+# test_bwd_gluon_window.py). First GPU runs (H200, bf16, window (1024, 0), 16k tokens, H =
+# 2048 / D, whole backward incl. the delta preprocess against today's route (bwd.py's dK/dV
+# + dQ kernels), CUDA-graph replays, two rounds; bench/gpu/s28_gluon_bwd_window_ab.py,
+# s28/call2 + call3; 90 GPU tests passed): D = 128 16k 0.895 / 0.899 ms against 1.177 /
+# 1.179 (1.31x; 0.73x the fused causal's band TFLOP/s, predicted 0.79x), 4k 1.42x (0.82x),
+# 2k 1.50x (0.92x), 1k 0.99x (the band is nearly the whole causal triangle there); D = 64
+# 16k 1.27x (0.74x), 4k 1.31x (0.83x), 2k 1.38x (0.93x). Gradients within the f64 criterion,
+# 1e-3 of window-current's. Routed from 2k.
+GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512},
+                         "window": {128: 2048, 64: 2048}}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
