@@ -161,6 +161,7 @@ def attn_bwd_dkdv_kernel(
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
     KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -175,7 +176,11 @@ def attn_bwd_dkdv_kernel(
     of its block, so they are fully visible to this program's keys too, which may also
     have fully visible tiles before them: this program does those as well. ONE_LOOP (with
     RESUME): those tiles in one loop, the mask applied to every one, instead of up to four
-    loops of one or two iterations each (which the pipeliner cannot overlap)."""
+    loops of one or two iterations each (which the pipeliner cannot overlap).
+    ROWS_FIRST (dense only): a 1-D grid of B * Hk * key blocks whose consecutive programs
+    are the key blocks of one (batch, kv head), so the programs in flight share a few
+    heads' Q and dO in L2 (launchers/backward.BWD_ROWS_FIRST); each program computes what
+    it would on the 2-D grid."""
     if IS_VARLEN:
         hk = tl.program_id(0)
         pid = tl.program_id(1)
@@ -188,14 +193,20 @@ def attn_bwd_dkdv_kernel(
         seqlen_k = tl.load(CU_K + b + 1) - k_start
         start_n = (pid - tl.load(CU_BLOCKS + b)) * BLOCK_N
     else:
-        pid_bh = tl.program_id(0)
+        if ROWS_FIRST:
+            n_kblocks = tl.cdiv(seqlen_k, BLOCK_N)
+            pid_bh = tl.program_id(0) // n_kblocks
+            kblock = tl.program_id(0) % n_kblocks
+        else:
+            pid_bh = tl.program_id(0)
+            kblock = tl.program_id(1)
         b = pid_bh // nheads_k
         hk = pid_bh % nheads_k
         q_start = 0
         k_start = 0
         # Causal: key block 0 is seen by every query block, so it has the most work and
-        # goes first, which the natural order already does.
-        start_n = tl.program_id(1) * BLOCK_N
+        # goes first, which the natural order already does (ROWS_FIRST: first of its head).
+        start_n = kblock * BLOCK_N
     diag = seqlen_k - seqlen_q
     offs_n = start_n + tl.arange(0, BLOCK_N)
 
@@ -374,6 +385,7 @@ def attn_bwd_dq_kernel(
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
     BULK_M: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False, FUSED_DELTA: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its dQ in DQ (without
@@ -385,7 +397,9 @@ def attn_bwd_dq_kernel(
     tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's). FUSED_DELTA: delta =
     rowsum(dO * O) of this program's rows computed here (O read with dO's strides) and
     written to DELTA for the dK/dV kernel, launched after this one, instead of by
-    bwd_preprocess_kernel before both."""
+    bwd_preprocess_kernel before both. ROWS_FIRST (dense only): a 1-D grid of B * H * query
+    blocks, a head's blocks consecutive (K and V shared in L2 by the programs in flight), as
+    attn_bwd_dkdv_kernel's."""
     if IS_VARLEN:
         h = tl.program_id(0)
         pid = tl.program_id(1)
@@ -399,13 +413,18 @@ def attn_bwd_dq_kernel(
         block = pid - tl.load(CU_BLOCKS + b)
         n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
     else:
-        pid_bh = tl.program_id(0)
+        if ROWS_FIRST:
+            n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
+            pid_bh = tl.program_id(0) // n_blocks
+            block = tl.program_id(0) % n_blocks
+        else:
+            pid_bh = tl.program_id(0)
+            block = tl.program_id(1)
+            n_blocks = tl.num_programs(1)
         b = pid_bh // nheads
         h = pid_bh % nheads
         q_start = 0
         k_start = 0
-        block = tl.program_id(1)
-        n_blocks = tl.num_programs(1)
     if HAS_RIGHT:
         block = n_blocks - 1 - block  # heaviest query blocks first, as in the forward pass
     start_m = block * BLOCK_M

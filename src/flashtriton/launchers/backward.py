@@ -105,17 +105,22 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         _bwd_warp_spec_varlen(q, k, v, dout, lse, delta, dq, dk, dv, params, varlen, bd)
         return dq, dk, dv
 
-    def program_map(cu, total, block, heads, seqlen):
+    def program_map(cu, total, block, heads, seqlen, rows_first=False):
         """(cu_blocks, grid) of a kernel whose programs each own `block` rows of one head:
-        dense calls a (B * heads, blocks) grid; varlen calls (heads, blocks of all sequences
-        + B), programs mapped to (sequence, block) through cu_blocks (no padding programs)."""
+        dense calls a (B * heads, blocks) grid, or with rows_first (the kernels' ROWS_FIRST)
+        one of B * heads * blocks, a head's blocks consecutive; varlen calls (heads, blocks
+        of all sequences + B), programs mapped to (sequence, block) through cu_blocks (no
+        padding programs)."""
         if not is_varlen:
+            if rows_first:
+                return dummy, (batch * heads * triton.cdiv(seqlen, block),)
             return dummy, (batch * heads, triton.cdiv(seqlen, block))
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
     def launch_dkdv(tile: configs.Tile, resume: bool = False, bulk_n: int = 0):
-        cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k)
+        rows_first = bwd_rows_first(bd, is_varlen, resume, seqlen_q, seqlen_k)
+        cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k, rows_first)
         descs = (dummy,) * 6
         use_host_desc = dense_desc and host_descriptors("dkdv", bd, params.window_right == 0, n)
         if use_host_desc:
@@ -132,10 +137,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
-            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}))
+            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
+            **(dict(ROWS_FIRST=True) if rows_first else {}))
 
     def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0, fused: bool = False):
-        cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q)
+        rows_first = bwd_rows_first(bd, is_varlen, resume, seqlen_q, seqlen_k)
+        cu_blocks, grid = program_map(cu_q, total_q, tile.block_m, nheads, seqlen_q, rows_first)
         descs = (dummy,) * 5
         use_host_desc = dense_desc and host_descriptors("dq", bd, params.window_right == 0, n)
         if use_host_desc:
@@ -152,7 +159,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
             **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
-            **(dict(FUSED_DELTA=True) if fused else {}))
+            **(dict(FUSED_DELTA=True) if fused else {}),
+            **(dict(ROWS_FIRST=True) if rows_first else {}))
 
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
@@ -199,6 +207,37 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
 # 5-25 us a backward, less than the preprocess's 35 us (predicted 25-35).
 # (The autotuner's cache does not tell the fused dQ kernel from the other: one tile.)
 BWD_FUSED_DELTA: set = {64, 128, 256}
+
+
+# bwd.py's dense dK/dV and dQ grids, rows first (the kernels' ROWS_FIRST): BLOCK_D -> the
+# longest max(Nq, Nk) at which both launch as one 1-D grid whose consecutive programs are
+# the blocks of one (batch, head), instead of (B * H, blocks), whose consecutive programs
+# are the same block of different heads. The forward's FWD_ROWS_FIRST, never applied to the
+# backward until session 28. Why (offline, 2026-12-01): at D = 256, N = 512, 16k tokens,
+# H = 8 (B * H = 256 heads), the dK/dV kernel's short tile (64, 32, 4, 2) gives 4096
+# programs, two an SM (103 KB of shared memory, 255 registers, 128 threads: sm_90a,
+# bench/d256_bwd_compile.py), so the 264 in flight are ~1 a head, and each reads its
+# head's whole Q and dO (512 x 256 x 2 x 2 B = 512 KB); the next program of that head comes
+# 256 programs later, after ~134 MB of other heads' Q / dO went through the 50 MB L2: every
+# read misses. 4096 x 512 KB = 2.1 GB of DRAM reads in the 738 us the kernel took (s23
+# profile): ~2.9 TB/s, plus K, V, dK, dV ~0.4 GB: ~3.3 TB/s, 0.77x the card's copy rate.
+# Rows first, the 16 programs of a head run side by side and read its Q / dO once (~134
+# MB). Likewise dQ (128, 32, 8, 3): 1024 programs, K / V 512 KB each, 289 us: ~2.6 TB/s.
+# At 1k (B = 16): dK/dV 4096 programs x 1 MB, ~2 of a head in flight: ~1.8 TB/s; at 2k the
+# (128, 64, 8, 1) tile's 2048 programs ~1.1 TB/s (not memory-bound there).
+# Not measured yet: bench/gpu/s28_d256_bwd_ab.py times it (prediction in its docstring);
+# set to {} there if it loses. Each program computes exactly what it did on the 2-D grid
+# (gradients bitwise equal: tests/test_bwd_rows_first.py). Dense calls only (varlen grids
+# map sequences through cu_blocks), never the split path's resumed launches.
+BWD_ROWS_FIRST: dict = {256: 4096}
+
+
+def bwd_rows_first(bd: int, is_varlen: bool, resume: bool, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether bwd.py's dK/dV and dQ launches of this call take the rows-first grid
+    (BWD_ROWS_FIRST): dense, not resumed, both lengths positive and max(Nq, Nk) within the
+    BLOCK_D's entry."""
+    return (not is_varlen and not resume and min(seqlen_q, seqlen_k) > 0
+            and max(seqlen_q, seqlen_k) <= BWD_ROWS_FIRST.get(bd, 0))
 
 
 # The split path's resumed tiles (bwd.py, RESUME). A resumed dK/dV tile keeps the bulk's

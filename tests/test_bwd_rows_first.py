@@ -1,0 +1,199 @@
+"""bwd.py's rows-first backward grids (kernels/bwd.py ROWS_FIRST, launchers/backward.py
+BWD_ROWS_FIRST / bwd_rows_first): a dense call's dK/dV and dQ launches as one 1-D grid whose
+consecutive programs are one head's blocks. Each program computes what it computed on the
+(B * H, blocks) grid, so the gradients are bitwise equal; the rule is host-side only.
+CPU: the rule, and the interpreted kernels against the 2-D grid and the float64 reference.
+GPU (marked): D = 256 at the grid's shapes, bitwise against the 2-D grid and the reference."""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import flash_attn_func
+
+from conftest import DEVICE, kernel_backends
+from helpers import check_attention, rand_qkv
+
+
+def _launches(monkeypatch):
+    """(kernel name, grid, ROWS_FIRST) of every bwd.py dK/dV and dQ launch."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import plans
+    names = {bwd_kernels.attn_bwd_dkdv_kernel: "dkdv", bwd_kernels.attn_bwd_dq_kernel: "dq"}
+    launched = []
+    real = plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kernel in names:
+            launched.append((names[kernel], tuple(grid), bool(kwargs.get("ROWS_FIRST"))))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", record)
+    return launched
+
+
+def _grads(q, k, v, dout, **kw):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    torch.manual_seed(7)                              # (dropout: the same mask both times)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, **kw)
+    return torch.autograd.grad(out, (q, k, v), dout)
+
+
+# --- the rule (host side only) ---------------------------------------------------------
+
+def test_rows_first_rule(monkeypatch):
+    """bwd_rows_first: dense, not resumed, both lengths positive, max(Nq, Nk) within the
+    BLOCK_D's BWD_ROWS_FIRST entry; absent BLOCK_Ds never."""
+    from flashtriton.launchers import backward
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 4096})
+    rule = backward.bwd_rows_first
+    assert rule(256, False, False, 512, 512)
+    assert rule(256, False, False, 4096, 4096)
+    assert rule(256, False, False, 100, 4096)
+    assert not rule(256, False, False, 4097, 512)          # longer than the entry
+    assert not rule(256, False, False, 512, 8192)
+    assert not rule(256, True, False, 512, 512)            # varlen: its grid maps sequences
+    assert not rule(256, False, True, 512, 512)            # the split path's resumed launches
+    assert not rule(256, False, False, 0, 512)             # an empty side: the 2-D grid, as before
+    assert not rule(128, False, False, 512, 512)           # no entry for BLOCK_D 128
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
+    assert not rule(256, False, False, 512, 512)           # the table's off switch
+
+
+def test_rows_first_default_table():
+    """The shipped default: D = 256 (head dims 129..256) up to 4k, nothing else (D = 64 /
+    128 backwards mostly run the Gluon / warp-specialized kernels; not measured there)."""
+    from flashtriton.launchers import backward
+    assert backward.BWD_ROWS_FIRST == {256: 4096}
+
+
+# --- the kernels, interpreted (or on the GPU: same tests) --------------------------------
+
+CASES = [
+    (2, 77, 77, (4, 4), 256, dict()),                          # ragged last blocks
+    (2, 77, 77, (4, 4), 256, dict(causal=True)),
+    (1, 40, 100, (4, 2), 192, dict(causal=True)),              # GQA, Nq < Nk
+    (1, 100, 40, (2, 1), 160, dict(window_size=(20, 5))),      # MQA, Nq > Nk, window
+    (1, 64, 64, (2, 2), 256, dict(softcap=5.0)),
+    (1, 64, 48, (2, 1), 192, dict(dropout_p=0.2)),
+]
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("b,nq,nk,heads,d,kw", CASES)
+def test_rows_first_bitwise_equal(monkeypatch, b, nq, nk, heads, d, kw):
+    """dq, dk, dv with the rows-first grids equal the (B * H, blocks) grids' bitwise, and
+    both launches took it (a 1-D grid of B * heads * blocks, ROWS_FIRST=True)."""
+    from flashtriton.launchers import backward, common, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")           # bwd.py takes every call
+    bd = common.block_d(d)
+    h, hk = heads
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
+    dout = torch.randn(b, nq, h, d, dtype=torch.bfloat16, device=DEVICE)
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
+    plans.clear()
+    want = _grads(q, k, v, dout, **kw)
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {bd: 1 << 20})
+    plans.clear()
+    launched = _launches(monkeypatch)
+    got = _grads(q, k, v, dout, **kw)
+    assert sorted(x[0] for x in launched) == ["dkdv", "dq"], launched
+    for name, grid, rows_first in launched:
+        assert rows_first and len(grid) == 1, launched
+    for name, x, y in zip(("dq", "dk", "dv"), got, want):
+        assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_rows_first_grid_sizes(monkeypatch):
+    """The 1-D grids hold as many programs as the 2-D ones: B * Hk * key blocks (dK/dV) and
+    B * H * query blocks (dQ), at the launch's own tile (the interpreter's 32 x 32)."""
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    b, nq, nk, h, hk, d = 2, 70, 100, 4, 2, 256
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
+    dout = torch.randn(b, nq, h, d, dtype=torch.bfloat16, device=DEVICE)
+    grids = {}
+    for table in ({}, {256: 1 << 20}):
+        monkeypatch.setattr(backward, "BWD_ROWS_FIRST", table)
+        plans.clear()
+        launched = _launches(monkeypatch)
+        _grads(q, k, v, dout)
+        grids[bool(table)] = {name: grid for name, grid, _ in launched}
+    if DEVICE == "cpu":
+        t = configs.INTERPRETER_TILE
+        assert grids[False] == {"dkdv": (b * hk, -(-nk // t.block_n)), "dq": (b * h, -(-nq // t.block_m))}
+    for name in ("dkdv", "dq"):
+        two = grids[False][name]
+        assert grids[True][name] == (two[0] * two[1],), grids
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_rows_first_reference(monkeypatch):
+    """The rows-first backward (the default table at D = 256) passes the float64 reference
+    check, causal with GQA."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 4096})
+    plans.clear()
+    launched = _launches(monkeypatch)
+    q, k, v = rand_qkv(1, 90, 90, 4, 2, 256, torch.bfloat16, DEVICE)
+    check_attention("triton", q, k, v, causal=True, check_probs=False)
+    assert launched and all(rf for _, _, rf in launched), launched
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+def test_rows_first_not_for_varlen(monkeypatch):
+    """Varlen calls keep their (heads, block slots) grid (cu_blocks maps the slots)."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "0")
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 1 << 20})
+    plans.clear()
+    launched = _launches(monkeypatch)
+    seqlens = [30, 70]
+    cu = torch.tensor([0, 30, 100], dtype=torch.int32, device=DEVICE)
+    q, k, v = (torch.randn(100, 2, 256, dtype=torch.bfloat16, device=DEVICE) for _ in range(3))
+    check_attention("triton", q, k, v, varlen=(cu, cu, max(seqlens), max(seqlens)), causal=True, check_probs=False)
+    assert launched and all(not rf and len(grid) == 2 for _, grid, rf in launched), launched
+
+
+# --- GPU: the shapes the change is for -----------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n", [512, 1024, 2048, 700])
+@pytest.mark.parametrize("causal", [False, True])
+def test_rows_first_d256_gpu(monkeypatch, n, causal):
+    """D = 256, H = 8, the grid's tiles ((64, 32, 4, 2) up to 1k, (128, 64, 8, 1) beyond;
+    dQ (128, 32, 8, 3)): rows first bitwise equal to the 2-D grid, and the reference check
+    (batch 2 of the grid's 16k-token batches; 700: ragged last blocks)."""
+    from flashtriton.launchers import backward, plans
+    b, h, d = 2, 8, 256
+    q, k, v = rand_qkv(b, n, n, h, h, d, torch.bfloat16, DEVICE)
+    dout = torch.randn(b, n, h, d, dtype=torch.bfloat16, device=DEVICE)
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
+    plans.clear()
+    want = _grads(q, k, v, dout, causal=causal)
+    monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 4096})
+    plans.clear()
+    launched = _launches(monkeypatch)
+    got = _grads(q, k, v, dout, causal=causal)
+    assert sorted(x[0] for x in launched) == ["dkdv", "dq"] and all(rf for _, _, rf in launched), launched
+    for name, x, y in zip(("dq", "dk", "dv"), got, want):
+        assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
+    check_attention("triton", q[:1], k[:1], v[:1], causal=causal, check_probs=False)
+
+
+@pytest.mark.gpu
+def test_rows_first_d256_gqa_dropout_gpu(monkeypatch):
+    """GQA with dropout at D = 256 (the dK/dV kernel's column keys by its own key block):
+    bitwise the 2-D grid."""
+    from flashtriton.launchers import backward, plans
+    q, k, v = rand_qkv(2, 1024, 1024, 8, 2, 256, torch.bfloat16, DEVICE)
+    dout = torch.randn(2, 1024, 8, 256, dtype=torch.bfloat16, device=DEVICE)
+    res = []
+    for table in ({}, {256: 4096}):
+        monkeypatch.setattr(backward, "BWD_ROWS_FIRST", table)
+        plans.clear()
+        res.append(_grads(q, k, v, dout, causal=True, dropout_p=0.1))
+    for name, x, y in zip(("dq", "dk", "dv"), *res):
+        assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
