@@ -40,8 +40,8 @@ waves -> 2.08 GB at every N of the grid, dQ 0.54 GB (512), 1.04 GB (1k-4k). Agai
 s23 profile's kernel times: dK/dV 2.08 GB (+0.27 GB K, V, dK, dV) in 738 / 1210 / 2020 us
 at 512 / 1k / 2k = 3.2 / 1.9 / 1.2 TB/s (the card copies at 4.27): the 512 dK/dV is
 DRAM-bound, 1k half-way, 2k not; dQ 0.8 GB in 289 us at 512 (2.8 TB/s), 1.3 GB in 447 us
-at 1k (2.9 TB/s), 752 us at 2k (1.7 TB/s). FA2's kernel (one program a 128-key block ...
-its dq by atomics) costs what our dK/dV alone costs (732 vs 738 us at 512): the gap is our
+at 1k (2.9 TB/s), 752 us at 2k (1.7 TB/s). FA2's main kernel (its dq by
+atomics) costs what our dK/dV alone costs (732 vs 738 us at 512): the gap is our
 dQ kernel's recomputation on top of a DRAM-starved dK/dV. Rows first, a head's blocks run
 side by side: its operand is read once (~0.13 GB a kernel), the rest hits L2.
 
