@@ -19,7 +19,7 @@ launchers/backward.py (DKDV_QUERY_ROWS) picks.
 import triton
 import triton.language as tl
 
-from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
+from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, find_sequence,
                      kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
@@ -193,13 +193,7 @@ def attn_bwd_dkdv_kernel(
         seqlen_k = tl.load(CU_K + b + 1) - k_start
         start_n = (pid - tl.load(CU_BLOCKS + b)) * BLOCK_N
     else:
-        if ROWS_FIRST:
-            n_kblocks = tl.cdiv(seqlen_k, BLOCK_N)
-            pid_bh = tl.program_id(0) // n_kblocks
-            kblock = tl.program_id(0) % n_kblocks
-        else:
-            pid_bh = tl.program_id(0)
-            kblock = tl.program_id(1)
+        pid_bh, kblock, _ = dense_program(seqlen_k, BLOCK_N, ROWS_FIRST)
         b = pid_bh // nheads_k
         hk = pid_bh % nheads_k
         q_start = 0
@@ -413,14 +407,7 @@ def attn_bwd_dq_kernel(
         block = pid - tl.load(CU_BLOCKS + b)
         n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
     else:
-        if ROWS_FIRST:
-            n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
-            pid_bh = tl.program_id(0) // n_blocks
-            block = tl.program_id(0) % n_blocks
-        else:
-            pid_bh = tl.program_id(0)
-            block = tl.program_id(1)
-            n_blocks = tl.num_programs(1)
+        pid_bh, block, n_blocks = dense_program(seqlen_q, BLOCK_M, ROWS_FIRST)
         b = pid_bh // nheads
         h = pid_bh % nheads
         q_start = 0

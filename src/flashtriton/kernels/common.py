@@ -187,6 +187,26 @@ def find_sequence(CU_BLOCKS, pid, batch):
 
 
 @triton.jit
+def dense_program(seqlen, BLOCK: tl.constexpr, ROWS_FIRST: tl.constexpr):
+    """(batch x head index, block, blocks a head) of a dense (not varlen) program.
+
+    ROWS_FIRST: one linear grid with the blocks of a (batch, head) consecutive, so the
+    programs in flight share a few heads' other-side operand in L2 instead of touching
+    one per program (launchers/forward.FWD_ROWS_FIRST, launchers/backward.BWD_ROWS_FIRST);
+    else a (B * H, blocks) grid.
+    """
+    if ROWS_FIRST:
+        n_blocks = tl.cdiv(seqlen, BLOCK)
+        pid_bh = tl.program_id(0) // n_blocks
+        block = tl.program_id(0) % n_blocks
+    else:
+        pid_bh = tl.program_id(0)
+        block = tl.program_id(1)
+        n_blocks = tl.num_programs(1)
+    return pid_bh, block, n_blocks
+
+
+@triton.jit
 def bulk_key_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr):
     """[n_lo, n_hi): the key tiles of the warp-specialized dQ bulk (bwd_ws.py, PARTIAL)

@@ -18,7 +18,7 @@ the default), or, with HOST_DESC, the launcher passes descriptors of the whole
 import triton
 import triton.language as tl
 
-from .common import (LN2, LOG2E, NO_SPECIALIZE, dropout_col_seeds, dropout_row_key, dropout_threshold,
+from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
                      dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
                      tile_store)
 
@@ -117,17 +117,7 @@ def attn_fwd_kernel(
         block = pid - tl.load(CU_BLOCKS + b)
         n_blocks = tl.load(CU_BLOCKS + b + 1) - tl.load(CU_BLOCKS + b)
     else:
-        if ROWS_FIRST:
-            # one linear grid, the query blocks of a (batch, head) consecutive: the
-            # programs in flight share a few heads' K and V in L2 instead of touching
-            # one K / V per program (see launchers/forward.FWD_ROWS_FIRST)
-            n_blocks = tl.cdiv(seqlen_q, BLOCK_M)
-            pid_bh = tl.program_id(0) // n_blocks
-            block = tl.program_id(0) % n_blocks
-        else:
-            pid_bh = tl.program_id(0)
-            block = tl.program_id(1)
-            n_blocks = tl.num_programs(1)
+        pid_bh, block, n_blocks = dense_program(seqlen_q, BLOCK_M, ROWS_FIRST)
         b = pid_bh // nheads
         h = pid_bh % nheads
         q_start = 0
