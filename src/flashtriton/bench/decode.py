@@ -2,7 +2,7 @@
 
 Shapes (issue 5): bf16, H = 32 query heads, Hk = 8 KV heads, D = 128, Sq = 1,
 B in {1, 8, 32, 128} x L in {1k, 8k, 32k, 128k} (shapes whose cache exceeds
-MAX_CACHE_GB are skipped). Providers, on the same inputs: flashtriton's
+MAX_CACHE_GB, or 55% of the GPU's memory, are skipped). Providers, on the same inputs: flashtriton's
 flash_attn_with_kvcache (default split heuristic, contiguous cache, value checks
 off as in a serving loop), SDPA FLASH_ATTENTION (FA2 CUDA) and SDPA CUDNN_ATTENTION,
 both with enable_gqa=True on (B, Hk, L, D) views of the same cache.
@@ -239,19 +239,25 @@ def bench_paged(batch, seqlen, device, graphs):
         inp = make_inputs(batch, seqlen, device, page_size=page)
         fn = lambda inp=inp: ours(inp)  # noqa: E731
         try:
-            cases.append((page, fn, _checked(fn, reference_out(inp), f"paged {page}"), []))
+            cases.append(dict(page=page, fn=fn, err=_checked(fn, reference_out(inp), f"paged {page}"), times=[]))
         except Exception as exc:
             rows.append(_error_row("paged", "flashtriton", batch, seqlen, exc, page_size=page))
     for _ in range(PAGED_ROUNDS if device == "cuda" else 1):
-        for page, fn, err, times in cases:
+        for c in cases:
+            if "exc" in c:
+                continue                 # (failed in an earlier round: one error row, not timed again)
             try:
-                times.append(_time(fn, device, graphs))
+                c["times"].append(_time(c["fn"], device, graphs))
             except Exception as exc:
-                rows.append(_error_row("paged", "flashtriton", batch, seqlen, exc, page_size=page))
-    for page, fn, err, times in cases:
-        if times:
-            best = [min((t[i] for t in times if t[i] is not None), default=None) for i in range(3)]
-            rows.append(_row("paged", "flashtriton", batch, seqlen, *best, err, page_size=page))
+                c["exc"] = exc
+    for c in cases:
+        # one row a layout: its best times, or the error (a layout that failed any round has no
+        # trustworthy best: an error row only, never both)
+        if "exc" in c:
+            rows.append(_error_row("paged", "flashtriton", batch, seqlen, c["exc"], page_size=c["page"]))
+        else:
+            best = [min((t[i] for t in c["times"] if t[i] is not None), default=None) for i in range(3)]
+            rows.append(_row("paged", "flashtriton", batch, seqlen, *best, c["err"], page_size=c["page"]))
     return rows
 
 
@@ -355,7 +361,7 @@ def _graph_ratios(r, c):
 def markdown(rows, env) -> str:
     lines = [f"GPU: {env['device']} ({env.get('sms')} SMs), torch {env['torch']}, triton {env['triton']}, "
              f"{env['date']}. bf16, H={NHEADS}, Hk={NHEADS_K}, D={HEAD_DIM}, one query per sequence. "
-             "µs per step eager (CUDA-graph replay in parentheses), TB/s of K and V read "
+             "µs per step eager (the better of two medians; CUDA-graph replay in parentheses), TB/s of K and V read "
              "(2·B·Hk·L·D·2 bytes / eager time), each call after a read-only 256 MB L2 flush (cold, "
              "clean L2; the zeroing flush of triton's do_bench is compared below). "
              "`x`: error or unsupported (listed below).", ""]
@@ -427,9 +433,18 @@ def markdown(rows, env) -> str:
     errs = [r for r in rows if "error" in r]
     if errs:
         lines.append("Not timed: " + "; ".join(f"{r['provider']} B={r['batch']} L={r['seqlen']}"
-                                               f"{' ' + str(r.get('variant', r.get('page_size', '')))}: {r['error']}"
-                                               for r in errs))
+                                               f"{' ' + _error_label(r)}: {r['error']}" for r in errs))
     return "\n".join(lines)
+
+
+def _error_label(r) -> str:
+    """What an error row was: its variant, its page size, or the paged section's contiguous
+    reference (page_size 0)."""
+    if "variant" in r:
+        return str(r["variant"])
+    if r.get("kind") == "paged":
+        return "contiguous (paged section's reference)" if r.get("page_size") == 0 else f"page {r.get('page_size')}"
+    return ""
 
 
 def plot(rows, path):
