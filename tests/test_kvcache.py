@@ -106,10 +106,18 @@ def written_mask(inp):
     return mask
 
 
+def _clone_strided(t):
+    """A copy of t with t's strides (clone() makes a non-dense view, e.g. every other row or
+    one half of a combined K/V pool, contiguous: the kernels would never see its strides)."""
+    if any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        return t.clone()                     # (overlapping: no strided copy can hold it)
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+
+
 def _clone_caches(inp):
     out = dict(inp)
-    out["k_cache"] = inp["k_cache"].clone()
-    out["v_cache"] = inp["v_cache"].clone()
+    out["k_cache"] = _clone_strided(inp["k_cache"])
+    out["v_cache"] = _clone_strided(inp["v_cache"])
     return out
 
 
@@ -408,8 +416,57 @@ def test_page_gather(monkeypatch, gather, offsets, layout, d):
         written[reference_decode.cache_index(b, pos, None, inp.get("block_table"), page)] = True
     for name in ("k_cache", "v_cache"):
         inp[name][~written] = float("nan")
+    launched = _page_gather_launches(monkeypatch)
     with decode_launcher.options(gather=gather):
         run_case("triton", inp, causal=True, num_splits=2)
+    want = 0 if gather == "rows" else 2 if offsets == "int32" else 1
+    assert launched and set(launched) == {want}, launched              # the variant under test ran
+
+
+def _page_gather_launches(monkeypatch):
+    """The PAGE_GATHER of every decode_split_kernel launch from now on (a list)."""
+    from flashtriton.kernels.decode import decode_split_kernel
+    seen, real = [], launcher_plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kernel is decode_split_kernel:
+            seen.append(kwargs.get("PAGE_GATHER"))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(launcher_plans, "launch", record)
+    return seen
+
+
+@pytest.mark.parametrize("view,want", [("kv_pool", 2), ("padded_rows", 0), ("wide_pages", 2)])
+def test_page_gather_cache_views(monkeypatch, view, want):
+    """(review, session 28) The page gather (the default) on caches that are views: K and V
+    halves of one pool (k_cache.stride() != v_cache.stride() pattern of a contiguous cache,
+    and different bases), rows padded to a stride the alignment hint cannot promise (34
+    elements a head: the row gather instead), and pages spaced wider than their rows. The
+    kernel reads them with their own strides (run_case keeps them) and the launch took the
+    expected variant."""
+    page, d, hk = 4, 32, 2
+    inp = make_inputs(3, 1, 4, hk, d, torch.float16, 64, [9, 60, 33], snew=1, page_size=page, leftpad=[3, 0, 1])
+    nb = inp["k_cache"].shape[0]
+    if view == "kv_pool":                    # (blocks, page, 2, Hk, D): k = [:, :, 0], v = [:, :, 1]
+        pool = torch.stack((inp["k_cache"], inp["v_cache"]), dim=2)
+        inp["k_cache"], inp["v_cache"] = pool[:, :, 0], pool[:, :, 1]
+    elif view == "padded_rows":              # a head's row padded to 34 elements: row stride 68
+        for name in ("k_cache", "v_cache"):
+            big = torch.full((nb, page, hk, d + 2), float("nan"), dtype=torch.float16, device=DEVICE)
+            big[..., :d] = inp[name]
+            inp[name] = big[..., :d]
+    else:                                    # every other page of a pool twice as long
+        for name in ("k_cache", "v_cache"):
+            big = torch.full((2 * nb, page, hk, d), float("nan"), dtype=torch.float16, device=DEVICE)
+            big[::2] = inp[name]
+            inp[name] = big[::2]
+    assert not inp["k_cache"].is_contiguous()
+    assert decode_launcher.page_gather(decode_launcher.DecodeOptions(), page, 16, False, inp["k_cache"],
+                                       inp["v_cache"]) == want
+    launched = _page_gather_launches(monkeypatch)
+    _, _, k_out, _ = run_case("triton", inp, causal=True, num_splits=2)
+    assert k_out.stride() == inp["k_cache"].stride()                   # the kernel saw the view
+    assert launched and set(launched) == {want}, launched
 
 
 def test_page_gather_rule():
@@ -1100,6 +1157,59 @@ def test_decode_bench_smoke(tmp_path):
     assert (sub / "decode-smoke.png").stat().st_size > 0
     kinds = {r["kind"] for r in rows}
     assert kinds == {"grid", "paged", "append", "variant"}
+
+
+def test_decode_bench_paged_rows(monkeypatch):
+    """(review, session 28) bench_paged's interleaved rounds: one row a layout (the best of
+    its rounds, eager and graph separately), a layout that fails a round an error row only
+    (not an error row plus a timed one), and markdown's paged table compares each page with
+    the contiguous reference timed beside it (not the grid section's row), labelling a
+    failed reference as such. Providers stubbed: no kernel runs."""
+    from flashtriton.bench import decode as bench
+
+    monkeypatch.setattr(bench, "make_inputs", lambda b, n, device, page_size=0: dict(page=page_size))
+    monkeypatch.setattr(bench, "ours", lambda inp: inp["page"])
+    monkeypatch.setattr(bench, "reference_out", lambda inp: None)
+    monkeypatch.setattr(bench, "_checked", lambda fn, ref, name: 1e-3)
+    # (eager ms, graph ms, zeroing-flush graph ms) a round, by page; "boom" raises in that round
+    plan = {0: [(0.020, 0.019, 0.021), (0.021, 0.018, 0.022)],
+            16: [(0.025, 0.020, None), (0.022, 0.021, None)],
+            256: [(0.030, 0.025, 0.026), "boom"]}
+    calls = {p: 0 for p in plan}
+
+    def fake_time(fn, device, graphs):
+        page = fn()
+        t = plan[page][calls[page]]
+        calls[page] += 1
+        if t == "boom":
+            raise RuntimeError("CUDA error: boom")
+        return t
+    monkeypatch.setattr(bench, "_time", fake_time)
+    monkeypatch.setattr(bench, "PAGED_ROUNDS", 2)
+    rows = bench.bench_paged(1, 8192, "cuda", True)
+    by_page = {}
+    for r in rows:
+        by_page.setdefault(r["page_size"], []).append(r)
+    assert sorted(by_page) == [0, 16, 256] and all(len(v) == 1 for v in by_page.values()), rows
+    (c,), (p16,), (p256,) = by_page[0], by_page[16], by_page[256]
+    assert c["us"] == pytest.approx(20.0) and c["graph_us"] == pytest.approx(18.0)
+    assert c["graph_zero_flush_us"] == pytest.approx(21.0)
+    assert p16["us"] == pytest.approx(22.0) and p16["graph_us"] == pytest.approx(20.0)
+    assert "graph_zero_flush_us" not in p16
+    assert "error" in p256 and "us" not in p256 and "boom" in p256["error"]
+
+    grid = dict(kind="grid", provider="flashtriton", batch=1, seqlen=8192, us=40.0, gbs=1.0, rel_err=1e-3)
+    env = dict(device="test", sms=1, torch="x", triton="y", date="today")
+    md = bench.markdown([grid] + rows, env)
+    table = md.split("### Paged cache")[1].split("###")[0]
+    lines = [ln for ln in table.splitlines() if ln.startswith("| 1 |")]
+    assert len(lines) == 2, table                                     # page 16 and 256; the reference not a row
+    assert "| 16 |" in lines[0] and "| 1.100 (1.111) |" in lines[0], lines[0]   # 22 / 20, graph 20 / 18
+    assert "page 256: RuntimeError: CUDA error: boom" in md
+    failed_ref = [bench._error_row("paged", "flashtriton", 1, 8192, RuntimeError("oom"), page_size=0)]
+    md = bench.markdown([grid] + failed_ref + [p16], env)
+    assert "contiguous (paged section's reference): RuntimeError: oom" in md
+    assert "| 0.550" in md                                            # the grid row then: 22 / 40
 
 
 @pytest.mark.gpu
