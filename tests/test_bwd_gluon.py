@@ -634,9 +634,10 @@ def test_fused_config_fits_shared_memory():
 
 def test_fused_route_rule(monkeypatch):
     """Which backwards take the fused Gluon kernel (policy.gluon_bwd_fused): deterministic=False
-    only, plain or canonical causal, at GLUON_BWD_FUSED_MIN_N's lengths (measured in session
-    25), the Gluon kernels' contract (dense, no ALiBi / softcap / dropout, bf16 / fp16, tile
-    multiples, packed rows, dout too), lse (B, H, Nq); rule only (CPU tensors, switch patched)."""
+    only, plain, canonical causal or (from session 28) any other window, at
+    GLUON_BWD_FUSED_MIN_N's lengths (measured in sessions 25-28), the Gluon kernels'
+    contract (dense, no ALiBi / softcap / dropout, bf16 / fp16, tile multiples, packed
+    rows, dout too), lse (B, H, Nq); rule only (CPU tensors, switch patched)."""
     from flashtriton.launchers import common, policy
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
@@ -660,6 +661,11 @@ def test_fused_route_rule(monkeypatch):
               common.AttnParams(0.1, window_right=64, deterministic=False),
               common.AttnParams(0.1, softcap=3.0, deterministic=False)):
         assert not rule(q, k, v, p)                          # (dropout: test_fused_dropout_route_rule)
+    # (the two windows above: too short at 1k, window from 2k, test_bwd_gluon_window.py; softcap never)
+    q2, k2, v2 = rand_qkv(1, 2048, 2048, 4, 2, 128, torch.bfloat16, "cpu")
+    assert rule(q2, k2, v2, common.AttnParams(0.1, window_left=64, deterministic=False))
+    assert not rule(q2, k2, v2, common.AttnParams(0.1, window_left=64, softcap=3.0, deterministic=False))
+    assert not rule(q2, k2, v2, common.AttnParams(0.1, window_left=64, deterministic=False), alibi=torch.ones(4))
     assert not rule(q, k, v, alibi=torch.ones(4)) and not rule(q, k, v, varlen=True)
     assert not rule(*rand_qkv(1, 512, 512, 4, 2, 128, torch.bfloat16, "cpu"))              # too short
     causal = common.AttnParams(0.1, window_right=0, deterministic=False)

@@ -317,14 +317,18 @@ def test_window_route_rule(monkeypatch):
 
 @pytest.mark.parametrize("window, nq, nk, want", [
     ((1024, 0), 2048, 2048, (1024, 0)), ((128, 128), 1024, 2048, (128, 128)), ((-1, 64), 1024, 1024, (2048, 64)),
-    ((0, 5000), 1024, 1024, (0, 2048)), ((-1, 0), 1024, 1024, None), ((-1, -1), 1024, 1024, None),
+    ((0, 5000), 1024, 1024, (0, 2048)), ((-1, 0), 1024, 1024, "causal"), ((-1, -1), 1024, 1024, "plain"),
+    # (review, session 28) sides past every sequence reduce before the route: (left >= Nk - 1, 0)
+    # is the CAUSAL kernel, both sides past it the plain one, never WINDOW
+    ((1023, 0), 1024, 1024, "causal"), ((5000, 0), 512, 1024, "causal"), ((5000, 1023), 1024, 1024, "plain"),
+    ((1022, 0), 1024, 1024, (1022, 0)),
 ])
 def test_window_library_backward_launch(monkeypatch, window, nq, nk, want):
     """The library's backward (launchers.backward.bwd, deterministic=False) with the route
     forced (table filled, switch on) launches the fused kernel with WINDOW and the reduced
     window for windowed calls, and the kernel of before (no WINDOW, None window arguments;
-    CAUSAL for (-1, 0)) otherwise; with the default (empty) table a windowed call keeps the
-    Triton kernels. CPU tensors, the Gluon kernel replaced by a recorder; the preprocess,
+    CAUSAL for the windows that reduce to causal) otherwise; with the table emptied a
+    windowed call keeps the Triton kernels. CPU tensors, the Gluon kernel replaced by a recorder; the preprocess,
     zero and cast run under the interpreter."""
     if not INTERPRETING:
         pytest.skip("the CPU form of this test (the Gluon kernel stubbed)")
@@ -347,12 +351,12 @@ def test_window_library_backward_launch(monkeypatch, window, nq, nk, want):
     backward.bwd(dout, q, k, v, out, lse, params)
     assert len(seen) == 1, "the fused route was not taken"
     a, kw = seen[0]
-    if want is None:
+    if isinstance(want, str):
         assert "WINDOW" not in kw and a[-2:] == (None, None)
-        assert kw["CAUSAL"] is (window == (-1, 0))
+        assert kw["CAUSAL"] is (want == "causal")
     else:
         assert kw["WINDOW"] is True and kw["CAUSAL"] is False and kw["ROTATE"] is False and a[-2:] == want
-    if want is not None:
+    if not isinstance(want, str):
         seen.clear()
         monkeypatch.setitem(policy.GLUON_BWD_FUSED_MIN_N, "window", {})
         backward.bwd(dout, q, k, v, out, lse, params)
