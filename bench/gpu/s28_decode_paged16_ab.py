@@ -17,7 +17,7 @@ batch regime's 32-key gather tile: 370 -> 212.
 Cases, CUDA graphs of one step, read-only L2 flush (the decode bench's method), value
 checks off, Hq 32, Hk 8, D 128, bf16, one query, every case interleaved round by round:
   contig   contiguous cache (TMA), the ratio's denominator
-  rows     page 16, shuffled pool, gather="rows" (the default)
+  rows     page 16, shuffled pool, gather="rows" (the default before this A/B; "pages" since)
   pages    page 16, the same pool, gather="pages" (int32 offsets)
   pages64  the same with int64 offsets (GATHER_INT32_LIMIT = 0), B = 1 8k only
 Outputs are checked first: each against the fp32 reference (batch element 0), and pages /

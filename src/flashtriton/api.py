@@ -88,9 +88,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     S_dmask (B, H, Nq, Nk)), where S_dmask holds the softmax probabilities, negated where
     dropout dropped them (it materialises Nq x Nk: for testing only, as in flash-attn).
     deterministic=True makes the backward bitwise reproducible. With False (the default,
-    as in flash-attn) a Hopper GPU's dense bf16 / fp16 calls at D = 64 / 128 from 1k-8k
-    tokens (policy.GLUON_BWD_FUSED_MIN_N) take the fused Gluon backward, whose dq is reduce-added in fp32 in whatever
-    order its key blocks run (its last bits may vary run to run; dk and dv do not);
+    as in flash-attn) a Hopper GPU's dense bf16 / fp16 calls at D = 64 / 128 from 512-8k
+    tokens (causal from 512, sliding windows from 2k; policy.GLUON_BWD_FUSED_MIN_N) take
+    the fused Gluon backward, whose dq is reduce-added in fp32 in whatever order its key
+    blocks run (its last bits may vary run to run; dk and dv do not);
     every other call is bitwise reproducible either way.
     """
     return _attention(q, k, v, None, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,

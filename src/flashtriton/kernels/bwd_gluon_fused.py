@@ -171,9 +171,10 @@ DROPOUT (session 26, 2026-12-01; host prepare_fused(..., dropout_p=, keys=); rou
   0) 120 / 144 and 774 instructions.
 
 WINDOW (session 28, 2026-12-01; host prepare_fused(..., window=(left, right)) and
-  fused_into(..., window=); routed by policy.GLUON_BWD_FUSED_MIN_N["window"], EMPTY until a
-  GPU A/B (bench/gpu/s28_gluon_bwd_window_ab.py) fills it; written and compiled offline,
-  never run yet). flash-attn's sliding window: query i sees key c iff i + Nk - Nq -
+  fused_into(..., window=); written and compiled offline, then run and timed on the H200
+  in session 28 (bench/gpu/s28_gluon_bwd_window_ab.py: 1.27-1.50x the Triton kernels from
+  2k) and routed by policy.GLUON_BWD_FUSED_MIN_N["window"] from 2k at D = 128 / 64).
+  flash-attn's sliding window: query i sees key c iff i + Nk - Nq -
   win_left <= c <= i + Nk - Nq + win_right; runtime win_left / win_right >= 0 (Nq + Nk for
   an unbounded side: forward_gluon.window_args' reduction, so (-1, -1) stays the plain and
   (-1, 0) the CAUSAL kernel), not specialised (one compiled kernel for every window).

@@ -225,10 +225,13 @@ BWD_FUSED_DELTA: set = {64, 128, 256}
 # MB). Likewise dQ (128, 32, 8, 3): 1024 programs, K / V 512 KB each, 289 us: ~2.6 TB/s.
 # At 1k (B = 16): dK/dV 4096 programs x 1 MB, ~2 of a head in flight: ~1.8 TB/s; at 2k the
 # (128, 64, 8, 1) tile's 2048 programs ~1.1 TB/s (not memory-bound there).
-# Not measured yet: bench/gpu/s28_d256_bwd_ab.py times it (prediction in its docstring);
-# set to {} there if it loses. Each program computes exactly what it did on the 2-D grid
-# (gradients bitwise equal: tests/test_bwd_rows_first.py). Dense calls only (varlen grids
-# map sequences through cu_blocks), never the split path's resumed launches.
+# Measured (session 28, H200, bf16, kernel-only graphs, two rounds, bench/gpu/
+# s28_d256_bwd_ab.py, s28/call5; bench/NOTES.md): backward TFLOP/s plain 2-D -> rows
+# first 166 -> 202 at 512, 200 -> 249 at 1k, 231 -> 264 at 2k, 271 -> 281 at 4k; causal
+# 107 -> 123, 152 -> 169, 212 -> 223, 261 -> 268. Each program computes exactly what it
+# did on the 2-D grid (gradients bitwise equal: tests/test_bwd_rows_first.py). Dense calls
+# only (varlen grids map sequences through cu_blocks), never the split path's resumed
+# launches.
 BWD_ROWS_FIRST: dict = {256: 4096}
 
 
