@@ -78,7 +78,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 import torch  # noqa: E402
 
 from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms  # noqa: E402
+from flashtriton.bench.common import attention_flops, graph_time_ms, kernel_times_us  # noqa: E402
 from flashtriton.kernels import configs  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
@@ -231,23 +231,13 @@ def ab():
 
 def profile():
     """GPU us per kernel of one backward, 2d against rows, at 512 and 1k non-causal."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof
-
     for n in (512, 1024):
         inp = make_inputs(n, False)
         for name in ("2d", "rows"):
             try:
                 set_variant(name, n)
-                fn = call(name, inp)
-                fn()
-                torch.cuda.synchronize()
-                with prof(activities=[ProfilerActivity.CUDA]) as p:
-                    fn()
-                    torch.cuda.synchronize()
-                ev = [(e.key, e.device_time_total) for e in p.key_averages() if e.device_time_total > 0]
-                ev.sort(key=lambda x: -x[1])
-                print(f"profile N={n} {name}: " + "; ".join(f"{k[:40]} {t:.0f} us" for k, t in ev[:4]), flush=True)
+                ev = kernel_times_us(call(name, inp), top=4)
+                print(f"profile N={n} {name}: " + "; ".join(f"{k[:40]} {t:.0f} us" for k, t in ev), flush=True)
             except Exception as exc:  # noqa: BLE001
                 print(f"profile N={n} {name}: ERROR {short(exc)}", flush=True)
         del inp

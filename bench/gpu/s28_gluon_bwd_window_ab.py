@@ -66,7 +66,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 import torch  # noqa: E402
 
 from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import graph_time_ms, kernel_times_us, time_ms  # noqa: E402
 from flashtriton.bench.features import _flops_band  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import backward_gluon, policy  # noqa: E402
@@ -231,23 +231,13 @@ def ab():
 
 def profile():
     """GPU time of each kernel of one 16k call of the two window routes."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof
-
     n, b = SHAPES[0]
     for route in ROUTES[:2]:
         try:
             route.set_table()
             inp = make_inputs(n, b, route.window)
-            fn = call(route, inp)
-            fn()
-            torch.cuda.synchronize()
-            with prof(activities=[ProfilerActivity.CUDA]) as p:
-                fn()
-                torch.cuda.synchronize()
-            ev = [(e.key, e.device_time_total) for e in p.key_averages() if e.device_time_total > 0]
-            ev.sort(key=lambda x: -x[1])
-            print(f"profile N={n} {route.name}: " + "; ".join(f"{k[:60]} {t:.0f} us" for k, t in ev[:6]), flush=True)
+            ev = kernel_times_us(call(route, inp), top=6)
+            print(f"profile N={n} {route.name}: " + "; ".join(f"{k[:60]} {t:.0f} us" for k, t in ev), flush=True)
         except Exception as exc:  # noqa: BLE001
             print(f"profile {route.name}: ERROR {short(exc)}", flush=True)
 

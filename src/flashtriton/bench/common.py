@@ -143,6 +143,20 @@ def graph_backward_ms(call, inputs, dout) -> float:
             - do_bench(g_fwd.replay, warmup=30, rep=200, return_mode="median"))
 
 
+def kernel_times_us(fn, top: int = 6) -> list:
+    """[(kernel name, GPU us)] of one call of fn under torch's profiler, longest first (the
+    per-kernel breakdown the A/B scripts print; fn is run once before, outside the profile)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        fn()
+        torch.cuda.synchronize()
+    ev = [(e.key, e.device_time_total) for e in p.key_averages() if e.device_time_total > 0]
+    return sorted(ev, key=lambda x: -x[1])[:top]
+
+
 def device_slug(device: str) -> str:
     if device == "cuda":
         name = torch.cuda.get_device_name()
