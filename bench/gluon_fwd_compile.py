@@ -39,6 +39,16 @@ Session 27: two options compiled here offline, then measured slower on the H200 
 one-block dropout (setmaxnreg 248 / 232 / 24; 5-12% slower) and PV_OVERLAP (a never-taken
 branch before the full wgmma wait; 1-3.4% slower). Removing them left the SASS of every variant
 below unchanged.
+
+NUM_CONSUMERS = 3 (session 29, offline): the last 5 rows (plain PERSISTENT, D = 64, BLOCK_M 192):
+16 warps, .maxnreg 128, setmaxnreg 168 (default partition = consumer 0) / 160 / 160 / 24
+inside the partitions (256 / 80 outside), 0 spills, 120 KB shared memory (3 stages; 4: 152,
+6: 216), 72 HGMMA, 7 UTMALDG, 3 UTMASTG; tile loops 411 instructions a warp each (3 consumers)
+against the 2-consumer kernel's 409 / 411. compile_fwd(num_consumers=3); the kernel flags
+after CAUSAL are all in the signature once the kernel has NUM_CONSUMERS (the offline compile
+does not apply parameter defaults). The 56 earlier variants: SASS byte-identical to before
+(addresses stripped). New column "tile loops": SASS instructions of each consumer tile loop
+(a backward branch's body with one S and one P V wgmma issue; tile_loops()).
 """
 from __future__ import annotations
 
@@ -55,7 +65,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from triton.experimental.gluon.language import NVMMASharedLayout
 
 from flashtriton.bench.compile_report import _NVBIN, resources
-from flashtriton.kernels.fwd_gluon import DEFAULT_CONFIG, attn_fwd_gluon_kernel
+from flashtriton.kernels.fwd_gluon import CONSUMERS3_CONFIG, DEFAULT_CONFIG, attn_fwd_gluon_kernel
 
 _DT = {"bf16": tl.bfloat16, "fp16": tl.float16}
 
@@ -69,12 +79,13 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
-                window_params=True, dropout=False, dropout_params=True):
-    bm, bn, st = DEFAULT_CONFIG[head_dim]
+                window_params=True, dropout=False, dropout_params=True, num_consumers=2):
+    bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
-    sig = dict(q_desc=desc_type(dtype, bm // 2, head_dim), k_desc=desc_type(dtype, bn, head_dim),
-               v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, bm // 2, head_dim),
+    wg_m = bm // num_consumers
+    sig = dict(q_desc=desc_type(dtype, wg_m, head_dim), k_desc=desc_type(dtype, bn, head_dim),
+               v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, wg_m, head_dim),
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
                **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else "*fp32"} if batch_param else {}),
                **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
@@ -84,18 +95,25 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
                  CAUSAL=causal)
-    if persistent or scheduled or window or dropout:
+    # the flags after CAUSAL join the signature when set (so that compile_fwd also compiles the
+    # older sources, without them), and all of them once the kernel has NUM_CONSUMERS: the
+    # offline compile does not apply a parameter's default, and NUM_CONSUMERS must be a number
+    has_nc = "NUM_CONSUMERS" in fn.arg_names
+    if persistent or scheduled or window or dropout or has_nc:
         sig["PERSISTENT"] = "constexpr"
         const["PERSISTENT"] = bool(persistent)
-    if scheduled or window or dropout:
+    if scheduled or window or dropout or has_nc:
         sig["SCHEDULED"] = "constexpr"
         const["SCHEDULED"] = bool(scheduled)
-    if window or dropout:
+    if window or dropout or has_nc:
         sig["WINDOW"] = "constexpr"
         const["WINDOW"] = bool(window)
-    if dropout:
+    if dropout or has_nc:
         sig["DROPOUT"] = "constexpr"
-        const["DROPOUT"] = True
+        const["DROPOUT"] = bool(dropout)
+    if has_nc:
+        sig["NUM_CONSUMERS"] = "constexpr"
+        const["NUM_CONSUMERS"] = num_consumers
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
@@ -107,6 +125,21 @@ def sass(compiled) -> str:
             f.write(compiled.asm["cubin"])
         return subprocess.run([os.path.join(_NVBIN, "cuobjdump"), "--dump-sass", path],
                               capture_output=True, text=True).stdout
+
+
+def tile_loops(text: str) -> list:
+    """SASS instructions of each consumer tile loop (a backward branch's body holding one S and
+    one P V wgmma issue: 2 WARPGROUP.ARRIVE, HGMMA), in code order: one tile of one warp."""
+    ins = [(int(a, 16), t.strip()) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
+    at = {a: i for i, (a, _) in enumerate(ins)}
+    sizes = []
+    for i, (a, t) in enumerate(ins):
+        m = re.search(r"BRA\s+0x([0-9a-f]+)", t)
+        if m and int(m.group(1), 16) <= a and int(m.group(1), 16) in at:
+            body = [x for _, x in ins[at[int(m.group(1), 16)]:i + 1]]
+            if sum("WARPGROUP.ARRIVE" in x for x in body) == 2 and any("HGMMA" in x for x in body):
+                sizes.append(len(body))
+    return sizes
 
 
 def report(compiled) -> dict:
@@ -124,6 +157,7 @@ def report(compiled) -> dict:
         warps=compiled.metadata.num_warps,
         utmastg=text.count("UTMASTG"),
         depbar1=len(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, 0x1", text)),
+        tile_loops=tile_loops(text),
     )
     return r
 
@@ -132,8 +166,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
-    # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT]]]]);
-    # None: DEFAULT_CONFIG's
+    # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
+    # [, NUM_CONSUMERS]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -185,37 +219,45 @@ def main(argv=None):
         (64, "fp16", None, None, False, False, False, True, False, False, True),
         (64, "bf16", None, None, False, False, True, False, False, False, True),
         (64, "bf16", None, None, False, False, False, False, False, True, True),
+        # NUM_CONSUMERS = 3 (session 29): plain PERSISTENT, 192 query rows a CTA, D = 64
+        (64, "bf16", None, None, False, False, False, True, False, False, False, 3),
+        (64, "fp16", None, None, False, False, False, True, False, False, False, 3),
+        (64, "bf16", None, None, False, True, False, True, False, False, False, 3),
+        (64, "bf16", None, 4, False, False, False, True, False, False, False, 3),
+        (64, "bf16", None, 6, False, False, False, True, False, False, False, 3),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
-          "spill B | smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG |")
-    print("|" + "---|" * 20)
+          "spill B | smem KB | wgmma PTX | mma.sync | HGMMA | DEPBAR.LE 1 | UTMALDG | UTMASTG | tile loops |")
+    print("|" + "---|" * 21)
     for d, dt, bn, st, pp, neg, causal, *rest in variants:
         pers = bool(rest and rest[0])
         sched = bool(len(rest) > 1 and rest[1])
         win = bool(len(rest) > 2 and rest[2])
         drop = bool(len(rest) > 3 and rest[3])
-        bm, bn0, st0 = DEFAULT_CONFIG[d]
+        nc = rest[4] if len(rest) > 4 else 2
+        bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win, dropout=drop)
+                            window=win, dropout=drop, num_consumers=nc)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers}{' sched' if sched else ''} | {win} | {drop} | "
+        kind = f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}"
+        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | {r['depbar1']} | "
-              f"{r['utmaldg']} | {r['utmastg']} |", flush=True)
+              f"{r['utmaldg']} | {r['utmastg']} | {', '.join(map(str, r['tile_loops']))} |", flush=True)
         if args.dump:
             os.makedirs(args.dump, exist_ok=True)
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
-                    f"{'_window' if win else ''}{'_dropout' if drop else ''}")
+                    f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -204,6 +204,38 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   whole kernels, addresses stripped), and the spill figures "before" above hold for the
   masked variants.
 
+NUM_CONSUMERS = 3 (session 29, 2026-12-01, offline only; not routed: launchers.policy.
+  GLUON_FWD_CONSUMERS = {64: 2}; bench/gpu/s29_gluon_fwd_3wg_ab.py): the plain PERSISTENT
+  kernel with three consumer warpgroups of HALF_M = BLOCK_M / 3 = 64 query rows each (BLOCK_M
+  192 at D = 64, CONSUMERS3_CONFIG) instead of two of BLOCK_M / 2. Why (issue 4, D = 64 at
+  0.93-0.99x cuDNN): at D = 64 a 64 x 128 tile's softmax (66 MUFU.EX2 a warp) costs what it
+  costs at D = 128 while its two wgmmas halve (512 tensor cycles), so the three resources of
+  a consumer's step (tensor 512, MUFU 528, issue ~411 cycles an SM sub-partition) are about
+  equal and a consumer's step is a chain through them; session 28's profile (D = 64, N = 4k)
+  read the tensor pipe 45.8% busy with the two consumers. A third chain in flight is what
+  FlashAttention-3 does at head dim 64 (three consumer warpgroups, 192-row blocks).
+  Scheduling: the three consumers run free on the same ring, as the 2-consumer PERSISTENT
+  kernel's two do (PINGPONG, the turn-ordered issue, exists for one block a CTA only; the
+  session 28 profile's barrier stalls are the warpgroup BAR.SYNC that Triton puts before
+  each mbarrier wait / arrive, not a turn order). kv_empty and q_free count NUM_CONSUMERS
+  arrivals; q_bar expects NUM_CONSUMERS Q slices; nothing else in the barrier protocol
+  changes. Registers: 4 warpgroups (512 threads, .maxnreg 128): setmaxnreg 160 for the two
+  consumer workers, 24 for the loader, and Triton's allocation gives the default partition
+  (consumer 0) 168 (168 + 160 + 160 + 24 = 512 a thread-slot; outside the partitions 256 and
+  80 for the parked workers); 0 spills (a D = 64 consumer holds S 64 + O 32 + P 32 registers).
+  Shared memory: Q 24 KB + 3 stages x 32 KB = 120 KB.
+  Query blocks: n_m = cdiv(Nq, 192) and the launcher only asks Nq % 64 == 0, so the last block
+  of a sequence may end inside the block: a consumer whose 64 rows start at or past Nq runs
+  _fwd_drain (the waits and arrivals of _fwd_consume, q_bar, k_ready / v_ready / kv_empty a
+  tile, q_free, so that every barrier stays within one phase of every consumer; no wgmma, no
+  O / lse store: its Q slice, the next sequence's rows or TMA's zero fill past the tensor,
+  is never read). Each live consumer's code is _fwd_consume unchanged (the tile loop is the
+  same 411 SASS instructions a tile as in the 2-consumer kernel), so a row's output is
+  bitwise what the 2-consumer kernel gives it. Plain only (static_assert: no CAUSAL, WINDOW,
+  DROPOUT, SCHEDULED, PINGPONG; PERSISTENT). NUM_CONSUMERS = 2 (the default; the launcher
+  does not pass it): SASS byte-identical to before (all 56 variants of
+  bench/gluon_fwd_compile.py's table, addresses stripped).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -247,6 +279,13 @@ Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_comp
     dropout hashes, tl.* elementwise ops, x[:, None] on slice-layout tensors). Index
     tensors are made by the Gluon caller (gl.arange with the S tile's slice layouts) and
     passed in: Gluon's arange needs a layout, tl.arange has none.
+  - (session 29) An argument tuple bound to a name first and passed to warp_specialize
+    (cons0 = (...); gl.warp_specialize([(f, cons0), ...])) loses its constexprs' constness:
+    `if SCHEDULED:` in the partition became a runtime branch ("Mismatched type for hi
+    between then block (fp32) and else block (int32)"). The tuples are spelled out inline.
+    Four partitions (3 consumers + the loader, worker_num_warps [4, 4, 1], worker_num_regs
+    [160, 160, 24]) compile: 16 warps, .reqntid 512, setmaxnreg 168 for the default
+    partition inside, 256 / 80 outside.
   - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
     GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
     drivers ([]). There should only be one.").
@@ -280,6 +319,14 @@ ONE: gl.constexpr = gl.constexpr(1)    # n_left (the peeled tile only) of a kern
 DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3)}
 CONSUMER_REGS: gl.constexpr = gl.constexpr(240)  # consumer worker's setmaxnreg (the default partition gets 240 too)
 LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
+# NUM_CONSUMERS = 3 (session 29, offline): 4 warpgroups (512 threads, 65536 / 512 = 128
+# registers a thread on average); the two consumer workers at 160, the loader at 24; the
+# default partition (consumer 0) gets what Triton's allocation leaves it: 168 (168 + 2 x 160
+# + 24 = 512; the compile report's setmaxnreg column). 0 spills at D = 64.
+CONSUMER_REGS_3: gl.constexpr = gl.constexpr(160)
+# (BLOCK_M, BLOCK_N, NUM_STAGES) of the NUM_CONSUMERS = 3 variant: 64 query rows a consumer,
+# 192 a CTA; shared memory Q 24 KB + 3 stages x 32 KB = 120 KB at D = 64.
+CONSUMERS3_CONFIG = {64: (192, 128, 3)}
 LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 
 
@@ -448,11 +495,13 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
                          seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, win_left,
                          win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr,
-                         WINDOW: gl.constexpr):
+                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
-    q_free's phases)."""
-    HALF_M: gl.constexpr = BLOCK_M // 2
+    q_free's phases). NUM_CONSUMERS = 3: three Q slices of BLOCK_M / 3 rows (a slice past
+    the sequence's end reads the next sequence's rows, or zeros past the tensor: its
+    consumer only drains the ring, _fwd_drain)."""
+    HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS              # rows a consumer (a half with 2)
     t0 = 0
     it = 0
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
@@ -471,9 +520,11 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
         mbarrier.wait(q_free, (it & 1) ^ 1)
-        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+        mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
         tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+        if NUM_CONSUMERS == 3:
+            tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
         for j in range(n_pre, n_load):
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
@@ -884,15 +935,44 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
 
 
 @gluon.jit
+def _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_tiles, q_phase, NUM_STAGES: gl.constexpr):
+    """NUM_CONSUMERS = 3: a consumer whose query rows lie past the sequence's end (the last
+    block of a sequence whose Nq is not a multiple of BLOCK_M) on one block: no wgmma, no
+    store, but exactly the waits and arrivals of _fwd_consume: q_bar at q_phase, then for
+    each of the block's ring tiles g = t0 .. t0 + n_tiles - 1 k_ready and v_ready at parity
+    (g // NUM_STAGES) & 1 and one arrival on kv_empty, then one on q_free.
+    Why every wait, though nothing is read: (1) an arrival on kv_empty[s] before tile g
+    landed would count toward the stage's previous phase (tile g - NUM_STAGES, perhaps still
+    read by the others) and let the loader overwrite it; (2) a parity wait is right only
+    when the barrier is at most one phase off: a consumer that skipped observing a phase
+    (say K of tile g - NUM_STAGES, or this block's Q, still in flight when it moves on: TMA
+    completions are unordered) could later pass its wait on tile g (or the next block's Q)
+    one phase early, on the stale parity. Waiting for every phase in order, as the live
+    consumers do, keeps each barrier within one phase of this consumer (the loader cannot
+    run further ahead: it needs this consumer's kv_empty / q_free arrivals first)."""
+    mbarrier.wait(q_bar, q_phase)
+    for g in range(t0, t0 + n_tiles):
+        mbarrier.wait(k_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
+        mbarrier.wait(v_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
+        mbarrier.arrive(kv_empty.index(g % NUM_STAGES))
+    mbarrier.arrive(q_free)
+
+
+@gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
                             win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
-                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
+                            SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
+                            NUM_CONSUMERS: gl.constexpr):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
-    order), t0 the running K / V tile count and it the block count, as in the loader."""
-    HALF_M: gl.constexpr = BLOCK_M // 2
+    order), t0 the running K / V tile count and it the block count, as in the loader.
+    NUM_CONSUMERS = 3 (plain only): the last query block of a sequence may end inside the
+    block (Nq a multiple of BLOCK_M / 3, not of BLOCK_M); a consumer whose rows lie past
+    the sequence's end computes nothing and stores nothing, it only drains the block's
+    tiles (_fwd_drain: the same waits and arrivals, so the phases are unchanged)."""
+    HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS              # rows a consumer (a half with 2)
     t0 = 0
     it = 0
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
@@ -907,10 +987,20 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
         else:
             n_left = n_left1
             n_full = n_full1
-        _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                     q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
-                     RNG, dropout_p, rng_rows, rng_stride, key0,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
+        if NUM_CONSUMERS == 3:
+            if pid_m * BLOCK_M + WG * HALF_M < seqlen_q:
+                _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                             q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
+                             RNG, dropout_p, rng_rows, rng_stride, key0,
+                             WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW,
+                             DROPOUT)
+            else:
+                _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_load, it & 1, NUM_STAGES)
+        else:
+            _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                         q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
+                         RNG, dropout_p, rng_rows, rng_stride, key0,
+                         WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
         t0 += n_load
         it += 1
 
@@ -935,10 +1025,15 @@ def attn_fwd_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
-    DROPOUT: gl.constexpr = False,
+    DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2,
 ):
-    HALF_M: gl.constexpr = BLOCK_M // 2
+    HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
+    gl.static_assert((NUM_CONSUMERS == 2) or (NUM_CONSUMERS == 3), "NUM_CONSUMERS: 2 or 3")
+    gl.static_assert(HALF_M * NUM_CONSUMERS == BLOCK_M, "BLOCK_M: a multiple of NUM_CONSUMERS")
+    if NUM_CONSUMERS == 3:
+        gl.static_assert(PERSISTENT and not (CAUSAL or WINDOW or DROPOUT or SCHEDULED or PINGPONG),
+                         "NUM_CONSUMERS = 3: the plain PERSISTENT forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
     if WINDOW:
@@ -973,7 +1068,7 @@ def attn_fwd_gluon_kernel(
         pid_bh = gl.program_id(1)                # batch * nheads + head
         q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
-    q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
+    q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, HALF_M, HEAD_DIM], q_desc.layout)  # (C, HALF_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)   # (S, BLOCK_N, D)
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
@@ -987,12 +1082,12 @@ def attn_fwd_gluon_kernel(
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
-        mbarrier.init(kv_empty.index(i), count=2)    # one arrival per consumer warpgroup
+        mbarrier.init(kv_empty.index(i), count=NUM_CONSUMERS)    # one arrival per consumer warpgroup
     if PERSISTENT:
         # O of a block leaves through Q's buffer: the next block's Q load waits until both
         # consumers' TMA stores are done (one arrival each, after tma.store_wait)
         q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(q_free, count=2)
+        mbarrier.init(q_free, count=NUM_CONSUMERS)
     else:
         q_free = q_bar                               # never touched (PERSISTENT only)
     fence_async_shared()
@@ -1004,25 +1099,57 @@ def attn_fwd_gluon_kernel(
         # (B * H) blocks (_tile_of's order); every partition walks the same list itself.
         # PINGPONG's turn parities count issues per block and do not continue across blocks.
         gl.static_assert(not PINGPONG, "PERSISTENT does not support PINGPONG")
-        n_m = seqlen_q // BLOCK_M
+        if NUM_CONSUMERS == 3:
+            n_m = gl.cdiv(seqlen_q, BLOCK_M)     # the last block of a sequence may end inside it
+        else:
+            n_m = seqlen_q // BLOCK_M
         n_bh = batch * nheads
         pid = gl.program_id(0)
         n_prog = gl.num_programs(0)
-        gl.warp_specialize([
-            (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                       o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
-                                       WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
-            (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                       o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
-                                       SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
-                                       WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                       NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT)),
-            (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
-                                    kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED,
-                                    wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED, WINDOW)),
-        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+        if NUM_CONSUMERS == 3:
+            # three consumer warpgroups free-running on the same K / V ring (no turn order, as
+            # the 2-consumer PERSISTENT kernel), the loader's warp padded to a fourth: 512
+            # threads, setmaxnreg CONSUMER_REGS_3 for the workers. (The argument tuples are
+            # spelled out: a tuple bound to a name first loses its constexprs' constness.)
+            WG2: gl.constexpr = 2
+            gl.warp_specialize([
+                (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                           o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                           SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                           WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                           o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                           SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                           WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                           o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                           SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                           WG2, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
+                                        kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                        SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
+                                        WINDOW, NUM_CONSUMERS)),
+            ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
+        else:
+            gl.warp_specialize([
+                (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                           o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                           SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                           WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
+                                           o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                           SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
+                                           WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
+                                        kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
+                                        SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
+                                        WINDOW, NUM_CONSUMERS)),
+            ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     else:
         # ZERO (module constexpr): t0 and q_phase of the one block

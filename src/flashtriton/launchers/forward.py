@@ -18,8 +18,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_dropout, gluon_fwd_persistent, gluon_fwd_window,
-                     gluon_kind, warp_spec_mode, warp_spec_varlen)
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
+                     gluon_fwd_window, gluon_kind, warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
@@ -102,8 +102,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal,
-                               persistent=gluon_fwd_persistent(causal))
+        persistent = gluon_fwd_persistent(causal)
+        forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
+                               num_consumers=gluon_fwd_consumers(bd, causal, persistent))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         kind = gluon_kind(params)                      # the key of policy.gluon_fwd_dropout's table

@@ -33,6 +33,13 @@ with the library's dropout mask bitwise (kernels/common.py dropout_keep; rng the
 return_attn_probs' S_dmask (launchers.forward.dropout_mask) regenerate the same mask.
 check_dropout validates them (ValueError naming the argument, before any launch).
 
+num_consumers=3 (prepare / attention_fwd_gluon / fwd_into; session 29, offline, not routed:
+policy.GLUON_FWD_CONSUMERS): the kernel's NUM_CONSUMERS = 3 variant, plain PERSISTENT only, at
+a head dim of CONSUMERS3_CONFIG (D = 64: 192 query rows a CTA, 64 a consumer warpgroup). Nq
+must be a multiple of 64 (BLOCK_M / 3), not of 192: the last query block of a sequence may
+end inside the block (launch_geometry: n_m = cdiv(Nq, 192); the kernel's consumers past the
+end store nothing).
+
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -44,7 +51,7 @@ import torch
 from triton.experimental.gluon import language as gl
 
 from .. import memory
-from ..kernels.fwd_gluon import DEFAULT_CONFIG, attn_fwd_gluon_kernel
+from ..kernels.fwd_gluon import CONSUMERS3_CONFIG, DEFAULT_CONFIG, attn_fwd_gluon_kernel
 from . import plans, schedule
 from .common import LOG2E
 
@@ -173,10 +180,25 @@ def window_args(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple[boo
     return False, True, left if left >= 0 else unbounded, right if right >= 0 else unbounded
 
 
+def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num_programs: int | None,
+                    num_consumers: int = 2) -> tuple[int, tuple]:
+    """(rows a consumer warpgroup = the Q / O descriptors' box rows, grid) of a launch.
+    Query blocks a sequence: Nq / BLOCK_M with 2 consumers (the contract: Nq a multiple of
+    BLOCK_M), cdiv(Nq, BLOCK_M) with 3 (Nq a multiple of BLOCK_M / 3: the last block may
+    end inside). persistent: (min(num_programs, blocks),) CTAs, num_programs given (the
+    caller resolves the SM count); else (blocks a sequence, B * H). Needs no GPU."""
+    n_m = -(-nq // block_m) if num_consumers == 3 else nq // block_m
+    if persistent:
+        grid = (max(1, min(int(num_programs), n_m * b * h)),)
+    else:
+        grid = (n_m, b * h)
+    return block_m // num_consumers, grid
+
+
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None):
+                 rng=None, num_consumers: int = 2):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -187,22 +209,19 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     (left, right), through window_args (which may turn it into the plain or the CAUSAL
     kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
-    (rng_rows = B * Nq, rng_stride = Nk)."""
+    (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
+    persistent only, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
-    q, q_desc = _desc(q, block_m // 2)
+    if persistent and num_programs is None:
+        num_programs = torch.cuda.get_device_properties(o.device).multi_processor_count
+    wg_rows, grid = launch_geometry(b, nq, h, block_m, persistent, num_programs, num_consumers)
+    q, q_desc = _desc(q, wg_rows)
     k, k_desc = _desc(k, block_n)
     v, v_desc = _desc(v, block_n)
-    o_view, o_desc = _desc(o, block_m // 2)
+    o_view, o_desc = _desc(o, wg_rows)
     assert o_view is o, "o must be a (B, N, H, D) contiguous buffer"
-    if persistent:
-        tiles = (nq // block_m) * b * h
-        if num_programs is None:
-            num_programs = torch.cuda.get_device_properties(o.device).multi_processor_count
-        grid = (max(1, min(int(num_programs), tiles)),)
-    else:
-        grid = (nq // block_m, b * h)
     if band is None:
         band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h) if persistent and causal else 1
     # (review, session 24) a band wider than B * H deals the same order; capped, n_m * band
@@ -216,6 +235,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
     rng_arg = rng if dropout else lse
+    # NUM_CONSUMERS only when 3: the 2-consumer launches stay as they were (the default)
+    extra = dict(NUM_CONSUMERS=3) if num_consumers == 3 else {}
 
     def launch():
         with torch.cuda.device(o.device):
@@ -224,7 +245,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                 win_right, rng_arg, float(dropout_p), b * nq, nk, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
                 NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal),
                 PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled), WINDOW=windowed, DROPOUT=dropout,
-                num_warps=4)
+                num_warps=4, **extra)
         return o, lse
     return launch
 
@@ -255,7 +276,8 @@ def _l2_bytes(device) -> int:
 
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
-             scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None) -> None:
+             scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
+             num_consumers: int = 2) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -266,17 +288,41 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     persistent: the PERSISTENT kernel on the SM count's CTAs
     (policy.GLUON_FWD_PERSISTENT says when). window: (left, right) for policy.gluon_fwd_window's
     sliding-window calls (the WINDOW kernel), else None. dropout_p, rng: the DROPOUT
-    variant (policy.gluon_fwd_dropout's calls; rng the call's (seed, offset))."""
-    block_m, block_n, stages = DEFAULT_CONFIG[q.shape[-1]]
+    variant (policy.gluon_fwd_dropout's calls; rng the call's (seed, offset)). num_consumers:
+    3 takes the NUM_CONSUMERS = 3 kernel at CONSUMERS3_CONFIG's tile where it applies (plain,
+    persistent, no dropout, the head dim in the table; policy.gluon_fwd_consumers decides),
+    anything else the 2-consumer kernel."""
+    d = q.shape[-1]
+    if (num_consumers == 3 and persistent and not causal and window is None and dropout_p == 0
+            and d in CONSUMERS3_CONFIG):
+        block_m, block_n, stages = CONSUMERS3_CONFIG[d]
+    else:
+        num_consumers = 2
+        block_m, block_n, stages = DEFAULT_CONFIG[d]
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None, window=window,
-                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None)()
+                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers)()
+
+
+def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
+    """num_consumers: 2, or 3 for the plain PERSISTENT forward (no causal / window / dropout /
+    scheduled / pingpong) at a head dim of CONSUMERS3_CONFIG; ValueError naming it
+    otherwise. Needs no GPU."""
+    if type(num_consumers) is not int or num_consumers not in (2, 3):
+        raise ValueError(f"num_consumers: expected 2 or 3, got {num_consumers!r}")
+    if num_consumers == 2:
+        return
+    if not persistent or causal or window is not None or dropout_p != 0 or scheduled or pingpong:
+        raise ValueError("num_consumers=3: the plain persistent forward only (persistent=True; no causal, window, "
+                         "dropout, scheduled or pingpong)")
+    if d not in CONSUMERS3_CONFIG:
+        raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
 
 
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
-            dropout_p: float = 0.0, rng=None):
+            dropout_p: float = 0.0, rng=None, num_consumers: int = 2):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -289,12 +335,17 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     sliding window (window_args; ValueError before any launch when malformed). dropout_p,
     rng: dropout with the library's mask (check_dropout: p in [0, 1), rng the int64 (seed,
     offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
-    tests/helpers.dropout_rng)."""
+    tests/helpers.dropout_rng). num_consumers: 2 (default) or 3, the NUM_CONSUMERS = 3 kernel
+    (check_consumers: plain persistent only, a head dim of CONSUMERS3_CONFIG, Nq a multiple
+    of 64)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
-    block_m, bn, stages = DEFAULT_CONFIG.get(d, (128, 128, 2))
+    check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
+    table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
+    block_m, bn, stages = table.get(d, (128, 128, 2))
     block_n = block_n or bn
     num_stages = num_stages or stages
-    check_inputs(q, k, v, softmax_scale, block_m, block_n)
+    # 3 consumers: Nq a multiple of the 64 rows of one consumer (launch_geometry)
+    check_inputs(q, k, v, softmax_scale, block_m // 3 if num_consumers == 3 else block_m, block_n)
     w_causal, w_window, _, _ = window_args(window, causal, q.shape[1], k.shape[1])   # ValueError when malformed
     dropout_p = check_dropout(dropout_p, rng, q.device)
     if persistent and pingpong:
@@ -322,13 +373,13 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled, window, dropout_p, rng)
+                        persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
-                        window=None, dropout_p: float = 0.0, rng=None):
+                        window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -336,8 +387,9 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
-    (prepare); dropout_p / rng: dropout with the library's mask (prepare). Needs a Hopper
+    (prepare); dropout_p / rng: dropout with the library's mask (prepare); num_consumers=3 the
+    three-consumer kernel (plain persistent, D = 64, Nq % 64 == 0; prepare). Needs a Hopper
     GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
-                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng)()
+                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers)()

@@ -11,6 +11,7 @@ import os
 import torch
 
 from ..kernels import configs
+from ..kernels.fwd_gluon import CONSUMERS3_CONFIG as GLUON_CONSUMERS3_TILES
 from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
@@ -96,6 +97,16 @@ GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 16384}
 # 432 / 407: the static deal evens the SMs' loads worse than the hardware's block
 # scheduler does one block a CTA. Causal stays one block a CTA.
 GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
+# Consumer warpgroups of the plain PERSISTENT Gluon forward per BLOCK_D (kernels/fwd_gluon.py
+# NUM_CONSUMERS): 2 (the kernel measured so far: one loader warp, two 64-row consumers, 128
+# query rows a CTA) or 3 (session 29, offline: three 64-row consumers, 192 rows a CTA, at a
+# head dim of fwd_gluon.CONSUMERS3_CONFIG, D = 64 only). Why 3 at D = 64: the softmax of a
+# 64 x 128 tile is the same work at D = 64 as at 128 while its two matmuls halve, and the
+# session 28 profile (D = 64, N = 4k) read the tensor pipe 45.8% busy with 3 warps a
+# scheduler; FlashAttention-3 runs head dim 64 with 3 consumer warpgroups. Not measured yet:
+# 2 everywhere (bench/gpu/s29_gluon_fwd_3wg_ab.py flips it). Launch plans key on the call,
+# not on this table: plans.clear() after changing it.
+GLUON_FWD_CONSUMERS: dict[int, int] = {64: 2}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -346,6 +357,17 @@ def gluon_fwd_persistent(causal: bool) -> bool:
     """Whether a forward that gluon_fwd routes runs the PERSISTENT kernel
     (GLUON_FWD_PERSISTENT)."""
     return GLUON_FWD_PERSISTENT["causal" if causal else "plain"]
+
+
+def gluon_fwd_consumers(bd: int, causal: bool, persistent: bool) -> int:
+    """The NUM_CONSUMERS for a forward that gluon_fwd routes: GLUON_FWD_CONSUMERS[bd] (2 when
+    absent) for plain persistent calls at a head dim the 3-consumer kernel has
+    (fwd_gluon.CONSUMERS3_CONFIG), else 2. (gluon_fwd's tile rule, Nq a multiple of 128,
+    is stricter than the 3-consumer kernel's, Nq a multiple of 64.)"""
+    n = GLUON_FWD_CONSUMERS.get(bd, 2)
+    if n != 3 or causal or not persistent or bd not in GLUON_CONSUMERS3_TILES:
+        return 2
+    return 3
 
 
 def gluon_kind(params: AttnParams) -> str:
