@@ -1041,3 +1041,227 @@ def test_flash_attn_func_takes_fused_dropout_gpu(monkeypatch, causal):
     check_attention("triton", *rand_qkv(2, 1024, 1024, 4, 2, 128, torch.bfloat16, "cuda"), causal=causal,
                     dropout_p=0.1, seed=11)
     assert called == [0.1], called
+
+
+# ---------------------------------------------------------------------------------------
+# Session 29: the launches around the fused kernel (backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS:
+# the delta preprocess zeroes dq_accum, no zero_f32_kernel; FUSED_DQ_CAST_REVERSE: the cast's
+# REVERSE). Both off by default until the GPU A/B (bench/gpu/s29_fused_dq_accum_ab.py).
+# ---------------------------------------------------------------------------------------
+def test_fused_dq_flags_default_off_and_env_parse():
+    """The switches default to the old path; FLASHTRITON_FUSED_DQ's values parse, others raise."""
+    assert backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS is False or os.environ.get("FLASHTRITON_FUSED_DQ")
+    assert backward_gluon.FUSED_DQ_CAST_REVERSE is False or os.environ.get("FLASHTRITON_FUSED_DQ")
+    parse = backward_gluon._fused_dq_flags
+    assert parse(None) == parse("") == parse("0") == (False, False)
+    assert parse("pre") == (True, False) and parse("rev") == (False, True)
+    assert parse("pre,rev") == parse(" rev , pre ") == (True, True)
+    for bad in ("1", "pre,zero", "PRE"):
+        with pytest.raises(ValueError, match="FLASHTRITON_FUSED_DQ"):
+            parse(bad)
+
+
+@pytest.mark.parametrize("b, nq, h, d", [(2, 128, 3, 64), (1, 200, 2, 128), (2, 64, 1, 128)])
+def test_preprocess_zeroes_dq_accum(b, nq, h, d):
+    """bwd_preprocess_kernel with DQ_ACCUM (launched as launchers/backward.py's preprocess):
+    delta bitwise the launch without it (and rowsum(dO * O) as torch within fp32 rounding),
+    every element of a NaN-poisoned (B, Nq, H, D) fp32 accumulator zeroed (Nq not a multiple
+    of the 64-row block included), nothing written past it. Interpreter (or GPU)."""
+    import triton
+    from flashtriton.kernels.bwd import bwd_preprocess_kernel
+
+    out = torch.randn(b, nq, h, d, device=DEVICE).to(torch.bfloat16)
+    dout = torch.randn(b, nq, h, d, device=DEVICE).to(torch.bfloat16)
+    n_acc = b * nq * h * d
+    store = torch.full((n_acc + 1024,), float("nan"), device=DEVICE)
+    acc = store[:n_acc].view(b, nq, h, d)
+
+    def launch(dq_accum):
+        delta = torch.full((b, h, nq), float("nan"), device=DEVICE)
+        bwd_preprocess_kernel[(b * h, triton.cdiv(nq, 64))](
+            out, dout, delta, delta, out.stride(0), out.stride(1), out.stride(2),
+            dout.stride(0), dout.stride(1), dout.stride(2), delta.stride(0), delta.stride(1), h, nq,
+            HEAD_DIM=d, BLOCK_D=d, BLOCK_M=64, IS_VARLEN=False,
+            **(dict(DQ_ACCUM=dq_accum) if dq_accum is not None else {}))
+        return delta
+    old = launch(None)
+    assert torch.isnan(store).all(), "the launch without DQ_ACCUM wrote the accumulator"
+    new = launch(acc)
+    assert torch.equal(new, old)
+    want = (out.float() * dout.float()).sum(-1).transpose(1, 2)
+    torch.testing.assert_close(new, want, rtol=1e-5, atol=1e-4)
+    assert torch.equal(acc, torch.zeros_like(acc)), "dq_accum not zeroed everywhere"
+    assert torch.isnan(store[n_acc:]).all(), "written past dq_accum"
+
+
+@pytest.mark.parametrize("n", [1, 4096 * 3 + 17])
+def test_cast_reverse_is_the_same_cast(n):
+    """cast_kernel's REVERSE writes the same values as the forward order (every element)."""
+    import triton
+    from flashtriton.kernels.dq_accum import BLOCK, cast_kernel
+
+    src = torch.randn(n, device=DEVICE) * 3
+    fwd = torch.full((n,), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    rev = fwd.clone()
+    cast_kernel[(triton.cdiv(n, BLOCK),)](src, fwd, n, BLOCK=BLOCK)
+    cast_kernel[(triton.cdiv(n, BLOCK),)](src, rev, n, BLOCK=BLOCK, REVERSE=True)
+    assert torch.equal(fwd, rev) and not torch.isnan(rev.float()).any()
+
+
+@pytest.mark.parametrize("zero_pre, rev", [(False, False), (True, False), (True, True), (False, True)])
+def test_fused_route_launches_with_switches(monkeypatch, zero_pre, rev):
+    """The library's fused route (launchers.backward._bwd -> backward_gluon.fused_into), the
+    Gluon kernel stubbed, CPU tensors under the interpreter: the launches in order and their
+    arguments under each setting of the switches, the same launches recorded into a launch
+    plan and replayed over a second call (dq = 0 from the NaN-poisoned accumulator through
+    the stub: zeroed by whichever launch the switch says; delta = rowsum(dO * O))."""
+    from flashtriton.kernels.bwd import bwd_preprocess_kernel
+    from flashtriton.kernels.dq_accum import cast_kernel, zero_f32_kernel
+    from flashtriton.launchers import backward, common, plans
+
+    if not INTERPRETING:
+        pytest.skip("the CPU form of this test (the Gluon kernel stubbed)")
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    seen = []
+
+    class Stub:
+        """Stands for attn_bwd_fused_gluon_kernel: records its args, adds nothing to dq_accum."""
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append(a)
+    monkeypatch.setattr(backward_gluon, "attn_bwd_fused_gluon_kernel", Stub())
+    monkeypatch.setattr(backward_gluon, "FUSED_REPLAYABLE", True)
+    monkeypatch.setattr(backward_gluon, "FUSED_DQ_ZERO_IN_PREPROCESS", zero_pre)
+    monkeypatch.setattr(backward_gluon, "FUSED_DQ_CAST_REVERSE", rev)
+    monkeypatch.setattr(backward, "gluon_bwd_fused", lambda *a, **kw: True)
+    launched = []
+    real_launch = plans.launch
+
+    def launch(kernel, grid, *args, **kwargs):
+        launched.append((kernel, args, kwargs))
+        return real_launch(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", launch)
+    params = common.AttnParams(0.1, deterministic=False)
+
+    def fresh():
+        q, k, v = rand_qkv(1, 128, 256, 4, 2, 128, torch.bfloat16, "cpu")
+        out, dout = torch.randn_like(q), torch.randn_like(q)
+        return dout, q, k, v, out, torch.randn(1, 4, 128)
+
+    first = fresh()
+    dq, dk, dv = backward.bwd(*first, params)
+    kinds = [k for k, _, _ in launched]
+    if zero_pre:
+        assert kinds == [bwd_preprocess_kernel, backward_gluon.attn_bwd_fused_gluon_kernel, cast_kernel], kinds
+        acc = launched[0][2]["DQ_ACCUM"]
+    else:
+        assert kinds == [bwd_preprocess_kernel, zero_f32_kernel, backward_gluon.attn_bwd_fused_gluon_kernel,
+                         cast_kernel], kinds
+        assert "DQ_ACCUM" not in launched[0][2]
+        acc = launched[1][1][0]
+    assert acc.dtype == torch.float32 and acc.shape == first[1].shape and acc.is_contiguous()
+    assert seen[-1][6].base is acc                         # the kernel reduce-adds into what was zeroed
+    assert launched[-1][1][0] is acc and launched[-1][1][1] is dq
+    assert launched[-1][2].get("REVERSE", False) is rev
+    assert torch.equal(dq, torch.zeros_like(dq))
+    assert len(plans._PLANS) == 1, "the fused route's launches did not make a plan"
+    n_launches = len(launched)
+    second = fresh()
+    dq2, _, _ = backward.bwd(*second, params)
+    assert len(launched) == n_launches, "the second call ran the launchers instead of the plan"
+    assert seen[-1][6].base is not acc
+    assert torch.equal(dq2, torch.zeros_like(dq2))
+    dout, out = second[0], second[4]
+    delta = seen[-1][8]
+    torch.testing.assert_close(delta, (out.float() * dout.float()).sum(-1).transpose(1, 2), rtol=1e-5, atol=1e-4)
+
+
+def test_fused_into_preprocess_needs_contiguous_delta():
+    """fused_into(preprocess=...) writes delta after the kernel's arguments are made: a
+    non-contiguous delta (copied there) is refused before any launch."""
+    q, k, v = rand_qkv(1, 128, 256, 4, 2, 128, torch.bfloat16, "cpu")
+    delta = torch.zeros(1, 128, 4).transpose(1, 2)
+    dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+    with pytest.raises(ValueError, match="delta"):
+        backward_gluon.fused_into(q, k, v, q, torch.zeros(1, 4, 128), delta, 0.1, False, dq, dk, dv,
+                                  preprocess=lambda acc: pytest.fail("launched"))
+
+
+# (b, nq, nk, h, hk, d, causal, window, dropout_p): every routed kind (policy.gluon_bwd_fused)
+FUSED_DQ_GPU_CASES = [
+    (2, 1024, 1024, 4, 4, 128, False, (-1, -1), 0.0),
+    (2, 1024, 1024, 8, 2, 128, True, (-1, -1), 0.0),          # GQA, causal
+    (1, 1024, 2048, 4, 2, 128, False, (-1, -1), 0.0),         # Nq != Nk
+    (1, 2048, 1024, 4, 2, 128, True, (-1, -1), 0.0),          # Nq > Nk causal (rows without keys)
+    (1, 2048, 2048, 4, 2, 128, False, (256, 0), 0.0),         # window
+    (2, 1024, 1024, 4, 2, 128, False, (-1, -1), 0.1),         # dropout
+    (2, 1024, 1024, 4, 2, 128, True, (-1, -1), 0.1),          # dropout, causal
+    (1, 8192, 8192, 2, 1, 64, False, (-1, -1), 0.0),          # D = 64 plain (routed from 8k)
+    (2, 1024, 512, 8, 2, 64, True, (-1, -1), 0.0),            # D = 64 causal, GQA, Nq != Nk
+    (1, 2048, 2048, 4, 4, 64, False, (512, 0), 0.0),          # D = 64 window
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("case", FUSED_DQ_GPU_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_fused_dq_switches_match_old_path_gpu(monkeypatch, case):
+    """flash_attn_func's backward (deterministic=False: the fused route) with both session-29
+    switches on against both off, same inputs and dropout seed: the new path ran (no
+    zero_f32_kernel, the preprocess given DQ_ACCUM, the cast REVERSE), dk / dv bitwise, dq
+    within the fused kernel's summation order of the old path's and (without dropout) within
+    the float64 criterion; a second call (replayed from its plan) again."""
+    from flashtriton import flash_attn_func
+    from flashtriton.kernels.bwd import bwd_preprocess_kernel
+    from flashtriton.kernels.dq_accum import cast_kernel, zero_f32_kernel
+    from flashtriton.launchers import plans
+
+    b, nq, nk, h, hk, d, causal, window, p = case
+    dtype = torch.bfloat16
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    q0, k0, v0 = rand_qkv(b, nq, nk, h, hk, d, dtype, "cuda")
+    dout = torch.randn_like(q0)
+    launched = []
+    real_launch = plans.launch
+
+    def launch(kernel, grid, *args, **kwargs):
+        launched.append((kernel, kwargs))
+        return real_launch(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", launch)
+
+    def grads(on: bool):
+        monkeypatch.setattr(backward_gluon, "FUSED_DQ_ZERO_IN_PREPROCESS", on)
+        monkeypatch.setattr(backward_gluon, "FUSED_DQ_CAST_REVERSE", on)
+        plans.clear()
+        res = []
+        for _ in range(2):                                  # recorded, then replayed
+            launched.clear()
+            q, k, v = (t.clone().requires_grad_(True) for t in (q0, k0, v0))
+            torch.manual_seed(1234)
+            out = flash_attn_func(q, k, v, dropout_p=p, causal=causal, window_size=window, deterministic=False)
+            out.backward(dout)
+            res.append((q.grad, k.grad, v.grad))
+            if len(res) == 1:
+                kinds = [kk for kk, _ in launched]
+                assert backward_gluon.attn_bwd_fused_gluon_kernel in kinds, "the fused route did not run"
+                assert (zero_f32_kernel in kinds) is not on
+                pre = [kw for kk, kw in launched if kk is bwd_preprocess_kernel]
+                assert len(pre) == 1 and ("DQ_ACCUM" in pre[0]) is on
+                cast = [kw for kk, kw in launched if kk is cast_kernel]
+                assert len(cast) == 1 and cast[0].get("REVERSE", False) is on
+        return res
+
+    old = grads(False)
+    new = grads(True)
+    scale = d ** -0.5
+    kw = dict(softmax_scale=scale, window_left=window[0], window_right=0 if causal else window[1])
+    truth = lowp = None
+    if p == 0:
+        truth = reference.attention_grad(dout.double(), q0.double(), k0.double(), v0.double(), **kw)
+        lowp = reference.attention_grad(dout, q0, k0, v0, **kw)
+    for dq, dk, dv in new:
+        assert torch.equal(dk, old[0][1]) and torch.equal(dv, old[0][2])
+        diff = (dq.float() - old[0][0].float()).abs().max().item()
+        assert diff <= 2e-2 * old[0][0].float().abs().max().item(), diff
+        assert torch.isfinite(dq).all()
+        if truth is not None:
+            assert_close("dq", dq, truth[0], lowp[0], 3, dtype)

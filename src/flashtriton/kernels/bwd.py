@@ -30,8 +30,13 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
                           stride_ob, stride_on, stride_oh, stride_dob, stride_don, stride_doh,
                           stride_db, stride_dh, nheads, seqlen_q,
                           HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                          IS_VARLEN: tl.constexpr):
-    """delta = rowsum(dO * O), fp32, laid out like the lse. Grid: (B * H, cdiv(max Nq, BLOCK_M))."""
+                          IS_VARLEN: tl.constexpr, DQ_ACCUM=None):
+    """delta = rowsum(dO * O), fp32, laid out like the lse. Grid: (B * H, cdiv(max Nq, BLOCK_M)).
+    DQ_ACCUM (dense calls only; session 29, launchers/backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS):
+    the fused Gluon backward's fp32 accumulator (B, Nq, H, D) contiguous, whose rows
+    [this block] x head h x D this program also zeroes (the grid covers all of it), so
+    that kernels/dq_accum.zero_f32_kernel's launch goes. None (every other launch, bound as a
+    constexpr): no parameter, the kernel of before."""
     pid_bh = tl.program_id(0)
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -42,6 +47,12 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
     offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
     mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
+    if DQ_ACCUM is not None:
+        # (the stores depend on nothing: issued before the loads)
+        tl.static_assert(not IS_VARLEN, "DQ_ACCUM: dense calls only")
+        acc_rows = (b * seqlen_q + offs_m).to(tl.int64)[:, None] * nheads + h
+        tl.store(DQ_ACCUM + acc_rows * HEAD_DIM + offs_d[None, :], tl.zeros([BLOCK_M, BLOCK_D], tl.float32),
+                 mask=mask)
     rows = (q_start + offs_m)[:, None]
     o = tl.load(O + b * stride_ob + h * stride_oh + rows * stride_on + offs_d[None, :], mask=mask, other=0.0)
     do = tl.load(DO + b * stride_dob + h * stride_doh + rows * stride_don + offs_d[None, :], mask=mask, other=0.0)

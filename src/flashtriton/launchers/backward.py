@@ -75,7 +75,9 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
                   HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
                   DOT_PRECISION=_dot_precision(q.dtype), **scalars)
 
-    def preprocess():
+    def preprocess(dq_accum=None):
+        """delta; dq_accum (the fused route's fp32 accumulator, dense calls): zeroed by the
+        same launch (bwd_preprocess_kernel's DQ_ACCUM, backward_gluon._run_fused)."""
         pre_block = 64
         # delta is one value per query row: a varlen batch is one packed run of total_q rows
         # here, so no program is spent on padding up to max_seqlen_q.
@@ -83,10 +85,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
             out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
             stride_lb, stride_lh, nheads, pre_rows,
-            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False)
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False,
+            **(dict(DQ_ACCUM=dq_accum) if dq_accum is not None else {}))
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        preprocess()
+        # (the preprocess runs inside fused_into, first: with
+        # backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS it zeroes the dq accumulator as well)
         # (with dropout only for policy.GLUON_BWD_FUSED_DROPOUT's head dims: the key table rng_arg, whose
         # rng_rows = total_q = B * Nq and rng_stride = Nk are the dense layout the kernel reads)
         # (a window other than the canonical causal one: the kernel's WINDOW variant, routed by
@@ -95,7 +99,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         backward_gluon.fused_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
                                   dq, dk, dv, dropout_p=params.dropout_p,
                                   keys=rng_arg if params.dropout_p > 0 else None,
-                                  window=(params.window_left, params.window_right) if windowed else None)
+                                  window=(params.window_left, params.window_right) if windowed else None,
+                                  preprocess=preprocess)
         return dq, dk, dv
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0

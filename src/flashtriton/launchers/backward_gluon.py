@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 
 import torch
 import triton
@@ -356,26 +357,41 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     return launch
 
 
-def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = False) -> None:
+def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = False, preprocess=None) -> None:
     """One fused backward: zero dq_accum, the kernel (dk, dv; dq_accum += scale * dS K),
     dq = dq_accum cast to q's dtype (the scale is applied in the kernel). replayable: the
     zero and the cast are Triton launches through plans.launch (kernels/dq_accum.py), so a
     launch plan can record and replay all three (the library's route since session 26,
     FUSED_REPLAYABLE: replays checked on the H200); else torch's zero_ / copy_ (session
-    25's form)."""
+    25's form).
+    preprocess (session 29): None, or the call's delta preprocess as a function of one
+    argument (launchers/backward.py's closure: preprocess(dq_accum) launches
+    bwd_preprocess_kernel, with DQ_ACCUM=dq_accum when that is not None), run first. With
+    replayable and FUSED_DQ_ZERO_IN_PREPROCESS it zeroes dq_accum too (3 launches: the
+    preprocess, the kernel, the cast); otherwise preprocess(None), then as before (4: the
+    preprocess, the zero, the kernel, the cast: the launches of before session 29, in their
+    order). FUSED_DQ_CAST_REVERSE: the cast's REVERSE (replayable only)."""
     # (CPU tensors: the interpreted zero and cast of tests/test_bwd_gluon.py, the Gluon
     # kernel stubbed there)
     with torch.cuda.device(dk.device) if dk.is_cuda else contextlib.nullcontext():
         if not replayable:
+            if preprocess is not None:
+                preprocess(None)
             dq_accum.zero_()
             plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
             dq.copy_(dq_accum)
             return
         n = dq_accum.numel()
         small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
-        plans.launch(zero_f32_kernel, small, dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
+        if preprocess is not None and FUSED_DQ_ZERO_IN_PREPROCESS:
+            preprocess(dq_accum)
+        else:
+            if preprocess is not None:
+                preprocess(None)
+            plans.launch(zero_f32_kernel, small, dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
         plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
-        plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
+        plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4,
+                     **(dict(REVERSE=True) if FUSED_DQ_CAST_REVERSE else {}))
 
 
 def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
@@ -450,8 +466,33 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
 FUSED_REPLAYABLE = True
 
 
+def _fused_dq_flags(raw) -> tuple:
+    """(zero in the preprocess, reverse cast) from FLASHTRITON_FUSED_DQ's value: None / "" /
+    "0" neither; a comma-separated list of "pre" and "rev" (ValueError naming the variable
+    otherwise)."""
+    words = set() if raw in (None, "", "0") else {w.strip() for w in raw.split(",")}
+    bad = words - {"pre", "rev"}
+    if bad:
+        raise ValueError(f"FLASHTRITON_FUSED_DQ: {raw!r}; expected a comma-separated list of 'pre' (zero dq_accum "
+                         "in the delta preprocess) and 'rev' (the cast in reverse block order), or 0")
+    return "pre" in words, "rev" in words
+
+
+# Session 29 (offline, not yet run on a GPU; bench/gpu/s29_fused_dq_accum_ab.py is the A/B):
+# the launches around the fused kernel (the H200 profile of session 28 at 16k tokens, H = 16,
+# D = 128: cast 52, preprocess 38, zero 30 us: 10-14% of the backward at N = 1k).
+#   FUSED_DQ_ZERO_IN_PREPROCESS: the delta preprocess zeroes dq_accum (bwd_preprocess_kernel's
+#     DQ_ACCUM) and zero_f32_kernel's launch goes: one pass over memory ordered with the reads
+#     of O / dO instead of a launch of its own (its launch gap and tail).
+#   FUSED_DQ_CAST_REVERSE: cast_kernel's REVERSE (the L2-resident end of dq_accum first).
+# Both exact (delta, dq, dk, dv the same values; dq up to the kernel's own summation order).
+# Off by default until the A/B; FLASHTRITON_FUSED_DQ=pre,rev sets both at import. Plans key
+# on the call, not on these: after changing them, plans.clear() (the A/B does).
+FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.get("FLASHTRITON_FUSED_DQ"))
+
+
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
-               keys=None, window=None) -> None:
+               keys=None, window=None, preprocess=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
@@ -459,7 +500,14 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     keys the call's table (launchers.backward's rng_arg); routed only where
     policy.GLUON_BWD_FUSED_DROPOUT allows it. window: (left, right) of a windowed call
     (policy.gluon_kind "window", routed by GLUON_BWD_FUSED_MIN_N["window"]): the WINDOW
-    variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before."""
+    variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before.
+    preprocess: None (delta written by the caller before), or the caller's delta preprocess
+    as _run_fused takes it (launchers/backward.py's fused route, session 29: run here,
+    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS)."""
+    if preprocess is not None and not delta.is_contiguous():
+        # (the kernel's arguments hold delta.contiguous(), made before the preprocess runs)
+        raise ValueError(f"delta: strides {delta.stride()}, not contiguous (preprocess= writes it after the "
+                         "launch arguments are made)")
     if not FUSED_REPLAYABLE:
         plans.unreplayable()
     block_m, block_n, stages = FUSED_CONFIG[q.shape[-1]]
@@ -469,7 +517,7 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win)
-    _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE)
+    _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
