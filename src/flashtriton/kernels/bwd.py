@@ -187,7 +187,10 @@ def attn_bwd_dkdv_kernel(
     of its block, so they are fully visible to this program's keys too, which may also
     have fully visible tiles before them: this program does those as well. ONE_LOOP (with
     RESUME): those tiles in one loop, the mask applied to every one, instead of up to four
-    loops of one or two iterations each (which the pipeliner cannot overlap).
+    loops of one or two iterations each (which the pipeliner cannot overlap). ONE_LOOP
+    without RESUME: every query tile [lo, hi) in one loop, masked throughout, instead of the
+    masked / fully visible / masked loops (a mask on a fully visible tile changes nothing;
+    launchers/backward.BWD_MASKED_ONE_LOOP says where).
     ROWS_FIRST (dense only): a 1-D grid of B * Hk * key blocks whose consecutive programs
     are the key blocks of one (batch, kv head), so the programs in flight share a few
     heads' Q and dO in L2 (launchers/backward.BWD_ROWS_FIRST); each program computes what
@@ -275,7 +278,14 @@ def attn_bwd_dkdv_kernel(
         if HAS_ALIBI:
             slope_log2 = tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
         rk_ptr = KEYS + rng_stride + h.to(tl.int64) * rng_rows + row_base  # row keys of head h
-        if RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
+        if ONE_LOOP and not RESUME:     # (constexpr) every query tile that sees a key, masked
+            for start_m in range(lo, hi, BLOCK_M):
+                dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
+                                    seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
+                                    window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
+                                    BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+        elif RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
             # The tiles of the four loops below, in their order, as two runs: [lo, skip_lo)
             # (masked, then fully visible before the bulk's) and [b_lo, hi) (fully visible
             # after the bulk's, then masked; hi may end inside a tile). A mask on a fully
@@ -399,7 +409,9 @@ def attn_bwd_dq_kernel(
     BLOCK_M): the bulk ran query blocks of BULK_M, a multiple of BLOCK_M, and did the key
     tiles bulk_key_tiles gives for its block; this program's rows may see more keys fully
     than the whole block did, and it does those tiles too. ONE_LOOP (with RESUME): those
-    tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's). FUSED_DELTA: delta =
+    tiles in one loop, masked throughout (as attn_bwd_dkdv_kernel's); without RESUME, every
+    key tile [lo, hi) in one loop, masked throughout (launchers/backward.BWD_MASKED_ONE_LOOP).
+    FUSED_DELTA: delta =
     rowsum(dO * O) of this program's rows computed here (O read with dO's strides) and
     written to DELTA for the dK/dV kernel, launched after this one, instead of by
     bwd_preprocess_kernel before both. ROWS_FIRST (dense only): a 1-D grid of B * H * query
@@ -479,7 +491,14 @@ def attn_bwd_dq_kernel(
 
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    if RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
+    if ONE_LOOP and not RESUME:     # (constexpr) every key tile the rows see, masked
+        for start_n in range(lo, hi, BLOCK_N):
+            dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
+                          qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
+                          rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
+                          BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
+                          BLOCK_D, HOST_DESC)
+    elif RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
         un_hi, skip_hi = _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
                                        BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, RESUME, BULK_M)
         # The tiles of the loops below, in their order, as two runs: [lo, un_hi) (masked,

@@ -142,7 +142,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
-            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
+            **(dict(ONE_LOOP=True) if bwd_one_loop("dkdv", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))
 
     def launch_dq(tile: configs.Tile, resume: bool = False, bulk_m: int = 0, fused: bool = False):
@@ -163,10 +163,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
-            **(dict(ONE_LOOP=True) if resume and bd in RESUME_ONE_LOOP else {}),
+            **(dict(ONE_LOOP=True) if bwd_one_loop("dq", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(FUSED_DELTA=True) if fused else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))
 
+    # (a window edge of either side, causal included: bwd.py's masked loops run; BWD_MASKED_ONE_LOOP)
+    masked = params.window_left >= 0 or params.window_right >= 0
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)
@@ -286,6 +288,36 @@ RESUME_HALVED: set = {64, 128}
 # instruction choices around the mask differ from the unmasked loops'), but within the
 # reference check; bitwise under the interpreter.
 RESUME_ONE_LOOP: set = {64, 128}
+
+
+# bwd.py's own dK/dV and dQ launches (not the split path's resumed ones) of masked calls
+# (causal or any window edge): (kernel "dkdv" or "dq", BLOCK_D) -> the longest max(Nq, Nk)
+# at which each program runs its tiles in one loop, the mask applied to every tile (the
+# kernels' ONE_LOOP without RESUME), instead of a masked loop, a fully visible loop and a
+# masked loop. Why (offline, session 29, sm_90a, bench/d256_causal_bwd_compile.py): at
+# D = 256, N = 512 / 1k, 16k tokens, H = 8, a causal dK/dV program on the short tile (64,
+# 32, 4, 2) does 1 masked tile, then 0-15 fully visible ones (4.5 on average at 512: 72
+# tiles a head against 128 non-causal), so its masked tile is a loop of one iteration whose
+# Q / dO loads nothing overlaps, and the next loop's pipeline starts cold; a dQ program
+# ((128, 32, 8, 3), one an SM) does 4i fully visible key tiles then 4 masked ones: two
+# pipeline fills a program. One loop: one fill, and one compiled loop body instead of three
+# (dK/dV SASS 7943 -> 4375 instructions, spill 1596 -> 832 bytes a thread; dQ 11191 -> 10007,
+# no spill). The price: the mask on every tile, dK/dV's loop body 620 -> 687 instructions
+# (+11%), dQ's 255 -> 337 (+32%; its fully visible tiles may lose more than the fill saves
+# from 1k, hence a key per kernel). Bitwise the three loops' under the interpreter; on sm_90
+# the compiled body differs (as RESUME_ONE_LOOP's did: within the reference check). Not
+# measured yet: bench/gpu/s29_d256_causal_bwd_ab.py times each kernel's entry (prediction in
+# its docstring); {} until it wins.
+BWD_MASKED_ONE_LOOP: dict = {}
+
+
+def bwd_one_loop(kernel: str, bd: int, masked: bool, resume: bool, seqlen_q: int, seqlen_k: int) -> bool:
+    """ONE_LOOP of a bwd.py launch of `kernel` ("dkdv" or "dq"): resumed launches (the split
+    path) as RESUME_ONE_LOOP rules; bwd.py's own launches of masked calls (causal or a window
+    edge) where max(Nq, Nk) is within the (kernel, BLOCK_D) entry of BWD_MASKED_ONE_LOOP."""
+    if resume:
+        return bd in RESUME_ONE_LOOP
+    return masked and max(seqlen_q, seqlen_k) <= BWD_MASKED_ONE_LOOP.get((kernel, bd), 0)
 
 
 def _resume_tiles(bd: int):
