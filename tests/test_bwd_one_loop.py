@@ -65,9 +65,14 @@ def test_one_loop_rule(monkeypatch):
 
 
 def test_one_loop_default_table():
-    """Shipped off until the H200 A/B (bench/gpu/s29_d256_causal_bwd_ab.py) says otherwise."""
+    """As measured on the H200 (bench/gpu/s29_d256_causal_bwd_ab.py, session 29): D = 256,
+    both kernels, to 1k (at 2k the three loops are faster); no other head dim."""
     from flashtriton.launchers import backward
-    assert backward.BWD_MASKED_ONE_LOOP == {}
+    assert backward.BWD_MASKED_ONE_LOOP == {("dkdv", 256): 1024, ("dq", 256): 1024}
+    assert backward.bwd_one_loop("dkdv", 256, True, False, 1024, 1024)
+    assert not backward.bwd_one_loop("dkdv", 256, True, False, 2048, 2048)
+    assert not backward.bwd_one_loop("dq", 256, False, False, 512, 512)      # unmasked: never
+    assert not backward.bwd_one_loop("dkdv", 128, True, False, 512, 512)
 
 
 # --- the kernels, interpreted (or on the GPU: same tests) --------------------------------

@@ -1,7 +1,7 @@
 """kernels/fwd_gluon.py NUM_CONSUMERS = 3 (session 29, written offline): the plain PERSISTENT
 Gluon forward with three 64-row consumer warpgroups (192 query rows a CTA) at D = 64, host side
 launchers/forward_gluon.py (num_consumers=3, launch_geometry, check_consumers), switch
-launchers.policy.GLUON_FWD_CONSUMERS (2 everywhere: not routed until measured).
+launchers.policy.GLUON_FWD_CONSUMERS (D = 64: 3 since session 29's H200 A/B).
 
 CPU: the launch geometry (grid, descriptor boxes, cdiv query blocks), the validation, the
 kernel arguments of a launch (plans.launch replaced by a recorder), fwd_into's tile choice
@@ -158,9 +158,11 @@ def test_fwd_into_tile(monkeypatch, kw, expect):
 
 
 def test_gluon_fwd_consumers_switch(monkeypatch):
-    """policy.gluon_fwd_consumers: 2 by default everywhere; with the table at 3 for D = 64,
-    3 for plain persistent D = 64 calls only (causal, one block a CTA, other head dims: 2)."""
-    assert policy.GLUON_FWD_CONSUMERS == {64: 2}
+    """policy.gluon_fwd_consumers: the table at 3 for D = 64 (session 29's H200 A/B) gives 3
+    for plain persistent D = 64 calls only (causal, one block a CTA, other head dims: 2);
+    off (2), 2 everywhere."""
+    assert policy.GLUON_FWD_CONSUMERS == {64: 3}
+    monkeypatch.setitem(policy.GLUON_FWD_CONSUMERS, 64, 2)
     for bd in (64, 128):
         for causal in (False, True):
             for persistent in (False, True):

@@ -305,10 +305,14 @@ RESUME_ONE_LOOP: set = {64, 128}
 # no spill). The price: the mask on every tile, dK/dV's loop body 620 -> 687 instructions
 # (+11%), dQ's 255 -> 337 (+32%; its fully visible tiles may lose more than the fill saves
 # from 1k, hence a key per kernel). Bitwise the three loops' under the interpreter; on sm_90
-# the compiled body differs (as RESUME_ONE_LOOP's did: within the reference check). Not
-# measured yet: bench/gpu/s29_d256_causal_bwd_ab.py times each kernel's entry (prediction in
-# its docstring); {} until it wins.
-BWD_MASKED_ONE_LOOP: dict = {}
+# the compiled body differs (as RESUME_ONE_LOOP's did: within the reference check).
+# Measured (H200, 2026-12-01, bf16, causal, 16k tokens, H = 8, kernel-only graph replays,
+# two rounds; bench/gpu/s29_d256_causal_bwd_ab.py, s29/call2), backward us three loops ->
+# dK/dV one loop / dQ one loop / both (FA2 in the same run): 512 698 / 699 -> 650 / 689 /
+# 639 (607), 1k 1006 / 1007 -> 954 / 1002 / 949 (952), 2k (both) 1553 / 1563 -> 1618 / 1614
+# (1637). Profile at 512: dK/dV 469 -> 422 us, dQ 236 -> 229. Predicted -10 to -25 us at
+# 512: -59 us. Taken to 1k for both kernels.
+BWD_MASKED_ONE_LOOP: dict = {("dkdv", 256): 1024, ("dq", 256): 1024}
 
 
 def bwd_one_loop(kernel: str, bd: int, masked: bool, resume: bool, seqlen_q: int, seqlen_k: int) -> bool:

@@ -33,7 +33,7 @@ with the library's dropout mask bitwise (kernels/common.py dropout_keep; rng the
 return_attn_probs' S_dmask (launchers.forward.dropout_mask) regenerate the same mask.
 check_dropout validates them (ValueError naming the argument, before any launch).
 
-num_consumers=3 (prepare / attention_fwd_gluon / fwd_into; session 29, offline, not routed:
+num_consumers=3 (prepare / attention_fwd_gluon / fwd_into; session 29, routed at D = 64 by
 policy.GLUON_FWD_CONSUMERS): the kernel's NUM_CONSUMERS = 3 variant, plain PERSISTENT only, at
 a head dim of CONSUMERS3_CONFIG (D = 64: 192 query rows a CTA, 64 a consumer warpgroup). Nq
 must be a multiple of 64 (BLOCK_M / 3), not of 192: the last query block of a sequence may

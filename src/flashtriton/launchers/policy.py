@@ -70,7 +70,10 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # 459 / 454 (and eager, its host path not replayable, 165 / 363 against 457 / 452): from
 # 1k. D = 64: 4k 430 / 426 against 411 / 409, 16k 449 / 445 against 427 / 422; 2k 410 /
 # 387 against 413 / 409, 1k 375 / 377 against 391 / 385: from 4k.
-GLUON_FWD_MIN_N = {128: 1024, 64: 4096}
+# Session 29 (three consumers at D = 64, GLUON_FWD_CONSUMERS; graph replays, two rounds,
+# bench/gpu/s29_gluon_fwd_3wg_ab.py, s29/call1-2): 2k 456 / 458 (fwd_ws.py 413 / 409 above),
+# 1k 380 / 391 (fwd_ws.py 391 / 385: level, not taken): D = 64 from 2k.
+GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
 # CAUSAL variant (fully visible key tiles unmasked, the diagonal ones masked, heaviest
@@ -103,10 +106,15 @@ GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 # head dim of fwd_gluon.CONSUMERS3_CONFIG, D = 64 only). Why 3 at D = 64: the softmax of a
 # 64 x 128 tile is the same work at D = 64 as at 128 while its two matmuls halve, and the
 # session 28 profile (D = 64, N = 4k) read the tensor pipe 45.8% busy with 3 warps a
-# scheduler; FlashAttention-3 runs head dim 64 with 3 consumer warpgroups. Not measured yet:
-# 2 everywhere (bench/gpu/s29_gluon_fwd_3wg_ab.py flips it). Launch plans key on the call,
-# not on this table: plans.clear() after changing it.
-GLUON_FWD_CONSUMERS: dict[int, int] = {64: 2}
+# scheduler; FlashAttention-3 runs head dim 64 with 3 consumer warpgroups. Measured (H200,
+# 2026-12-01, bf16, H = 32, 16k tokens, kernel-only graph replays, two rounds, outputs
+# bitwise the 2-consumer kernel's; bench/gpu/s29_gluon_fwd_3wg_ab.py, s29/call1-2), TFLOP/s
+# 2 -> 3 consumers (cuDNN in the same run): 512 302 / 302 -> 327 / 327 (377), 1k 375 / 376
+# -> 380 / 391 (422), 2k 421 / 413 -> 456 / 458 (453), 4k 437 / 430 -> 451 / 482 (451),
+# 16k 449 / 449 -> 516 / 516 (459); 4 stages level with 3. Predicted +8-20% at 4k / 16k:
+# +10% / +15%. Launch plans key on the call, not on this table: plans.clear() after
+# changing it.
+GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
