@@ -1228,3 +1228,56 @@ def test_dkdv_vec_ptr_launch_flat_argument(monkeypatch, vec_ptr):
         torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
     assert ("dq", True) in asked, asked                         # the shapes are flat
     assert ("dkdv", not vec_ptr) in asked and ("dkdv", vec_ptr) not in asked, asked
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("persistent", [False, True])
+def test_one_tile_dkdv_d64_pointer_loads(monkeypatch, persistent):
+    """Regression (session 29): a one-tile-a-program dK/dV launch at D = 64 reads its loop's
+    lse / delta by pointers (launchers.backward.WS_DKDV_ONE_TILE_VEC_PTR), since with
+    descriptors it gave NaN dk / dv in ~10% of large calls on the H200; the persistent launch
+    keeps its descriptors (clean). Gradients within the reference check either way."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    if persistent:
+        monkeypatch.setattr(backward, "WS_PERSISTENT_PROGRAMS", 2)      # 4 key blocks > 2 programs
+    else:
+        monkeypatch.setattr(backward, "WS_PERSISTENT", set())
+    plans.clear()
+    seen = []
+    real = plans.launch
+    monkeypatch.setattr(plans, "launch", lambda kernel, grid, *a, **kw: (
+        seen.append((kw.get("PERSISTENT"), kw.get("VEC_PTR"))) if kernel is backward.attn_bwd_dkdv_ws_kernel else None)
+        or real(kernel, grid, *a, **kw))
+    q, k, v = rand_qkv(2, 128, 128, 2, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, deterministic=True)
+        dout = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    assert seen == [(persistent, 0 if persistent else 2)], seen
+    ref64, ref_lowp = reference_pair(q, k, v, dout, softmax_scale=64 ** -0.5)
+    for name, got in zip(("dq", "dk", "dv"), grads):
+        assert_close(name, got, ref64[name], ref_lowp[name], 3, q.dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.gpu_alone
+def test_one_tile_dkdv_d64_repeatable_gpu(monkeypatch):
+    """Regression (session 29, H200): 40 one-tile-a-program backwards at D = 64, N = 1k,
+    16k tokens, H = 32 (forced warp specialization, persistence off: ~4000 programs) are
+    all finite and bitwise the persistent launch's. With descriptor loads ~7.5% of such
+    calls had NaN dk / dv (bench/gpu/s29_bwd_ws_onetile_probe.py), so 40 calls would pass
+    the old code with probability ~4%."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    q, k, v = rand_qkv(16, 1024, 1024, 32, 32, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    out = flash_attn_func(q, k, v, deterministic=True)
+    dout = torch.randn_like(out)
+    plans.clear()
+    want = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+    assert all(torch.isfinite(w).all() for w in want)
+    monkeypatch.setattr(backward, "WS_PERSISTENT", set())
+    plans.clear()
+    for i in range(40):
+        got = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        assert all(torch.equal(x, y) for x, y in zip(got, want)), f"call {i}"

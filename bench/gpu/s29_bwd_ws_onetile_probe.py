@@ -12,6 +12,8 @@ and then the default route (no flag) at small-batch shapes whose bwd_ws.py launc
 no more tiles than SMs (so one tile a program): the shapes a user hits.
 
     PYTHONPATH=src python bench/gpu/s29_bwd_ws_onetile_probe.py [REPEATS]
+    (S29_NS=1024,2048: the lengths; S29_DEFAULT=0: no default-route part. After the fix,
+    launchers/backward.WS_DKDV_ONE_TILE_VEC_PTR, "desc" takes pointer loads too.)
 """
 import os
 import sys
@@ -47,7 +49,7 @@ def count(out, inputs, dout, want, repeats):
 
 def forced(repeats):
     os.environ["FLASHTRITON_WARP_SPEC"] = "1"
-    for n in (1024, 2048, 3072, 4096, 8192):
+    for n in [int(x) for x in os.environ.get("S29_NS", "1024,2048,3072,4096,8192").split(",")]:
         b, h = max(1, 16384 // n), 32
         torch.manual_seed(n)
         q, k, v = (torch.randn(b, n, h, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
@@ -94,4 +96,5 @@ if __name__ == "__main__":
     r = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
     forced(r)
-    default_route(r)
+    if os.environ.get("S29_DEFAULT", "1") == "1":
+        default_route(r)

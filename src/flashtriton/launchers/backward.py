@@ -440,6 +440,19 @@ WS_PERSISTENT_TILE_STAGES = 2
 # (~20000 calls), and D = 64 persistent to 16k (2383). Pointer loads cost ~8% (16k: 429
 # against 460 TFLOP/s); the 8k / 16k backward ran on bwd.py before (policy's old cap).
 WS_DKDV_DESC_MAX_ROWS = {128: 4096}
+# BLOCK_D at which every ONE-TILE-A-PROGRAM dK/dV launch (not persistent) reads its loop's
+# 1-D vectors by pointers, whatever the loop's length. Bug fix (H200, triton 3.6.0,
+# 2026-12-01, bench/gpu/s29_bwd_ws_onetile_probe.py, s29/call3): at D = 64 with
+# descriptors, forced one tile a program (16k tokens, H = 32, deterministic), dk / dv had
+# NaN in 15 / 22 / 19 / 24 / 19 of 200 calls at N = 1k / 2k / 3k / 4k / 8k; with pointer
+# loads 0 of 200 each, and bitwise the persistent launch's (which was clean: 0 of 66 each;
+# 3.71 against 3.99 ms a call at 2k, no slower elsewhere). The default route reaches this
+# launch where the persistent one does not apply: no more tiles than SMs (clean in the
+# probe: 0 of 200 at five such shapes), or tensors the persistent kernels cannot read as
+# flat rows (Nq / Nk not tile multiples, strided views) at any size. Session 29's call 1
+# failure of test_persistent_backward_repeatable_gpu[64-2048-False] (its one-tile
+# reference) was this; regression test test_one_tile_dkdv_d64_pointer_loads(_gpu).
+WS_DKDV_ONE_TILE_VEC_PTR: set = {64}
 # None: as WS_DKDV_DESC_MAX_ROWS rules; True / False forces (bench/gpu/s18_long_stress.py)
 WS_DKDV_VEC_PTR = None
 # A dK/dV launch with pointer loads is one tile a program (the form the H200 ran); True
@@ -580,6 +593,8 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     vec_ptr = _dkdv_vec_ptr(bd, nheads // nheads_k, seqlen_q)
     programs, persistent = _ws_programs(q.device, "dkdv", batch * nheads_k * n_kblocks, bd, partial,
                                         keys is not None, _dkdv_flat(flat, vec_ptr), max(seqlen_q, seqlen_k))
+    if not persistent and bd in WS_DKDV_ONE_TILE_VEC_PTR and WS_DKDV_VEC_PTR is None:
+        vec_ptr = True                       # (the one-tile D = 64 launch's NaN: see the table)
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
