@@ -226,3 +226,31 @@ def spy(monkeypatch, module, name, record=lambda *a, **k: True):
         return real(*args, **kwargs)
     monkeypatch.setattr(module, name, wrapper)
     return calls
+
+
+def bwd_py_launches(monkeypatch, fields):
+    """(kernel name "dkdv" / "dq", *fields(grid, kwargs)) of every kernels/bwd.py dK/dV and
+    dQ launch made after the call (launchers go through plans.launch), in order."""
+    from flashtriton.kernels import bwd as bwd_kernels
+    from flashtriton.launchers import plans
+    names = {bwd_kernels.attn_bwd_dkdv_kernel: "dkdv", bwd_kernels.attn_bwd_dq_kernel: "dq"}
+    launched = []
+    real = plans.launch
+
+    def record(kernel, grid, *args, **kwargs):
+        if kernel in names:
+            launched.append((names[kernel], *fields(grid, kwargs)))
+        return real(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", record)
+    return launched
+
+
+def triton_grads(q, k, v, dout, **kw):
+    """dq, dk, dv of flash_attn_func(q, k, v, **kw) on the Triton backend, on fresh leaves
+    (torch seed 7 first: with dropout the same mask every call)."""
+    import flashtriton
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    torch.manual_seed(7)
+    with flashtriton.use_backend("triton"):
+        out = flashtriton.flash_attn_func(q, k, v, **kw)
+    return torch.autograd.grad(out, (q, k, v), dout)

@@ -9,35 +9,13 @@ causal dK/dV tiles bench/gpu/s29_d256_causal_bwd_ab.py times."""
 import pytest
 import torch
 
-import flashtriton
-from flashtriton import flash_attn_func
-
 from conftest import DEVICE, kernel_backends
-from helpers import check_attention, rand_qkv
+from helpers import bwd_py_launches, check_attention, rand_qkv, triton_grads
 
 
 def _launches(monkeypatch):
     """(kernel name, ONE_LOOP, RESUME) of every bwd.py dK/dV and dQ launch."""
-    from flashtriton.kernels import bwd as bwd_kernels
-    from flashtriton.launchers import plans
-    names = {bwd_kernels.attn_bwd_dkdv_kernel: "dkdv", bwd_kernels.attn_bwd_dq_kernel: "dq"}
-    launched = []
-    real = plans.launch
-
-    def record(kernel, grid, *args, **kwargs):
-        if kernel in names:
-            launched.append((names[kernel], bool(kwargs.get("ONE_LOOP")), bool(kwargs.get("RESUME"))))
-        return real(kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(plans, "launch", record)
-    return launched
-
-
-def _grads(q, k, v, dout, **kw):
-    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-    torch.manual_seed(7)                              # (dropout: the same mask both times)
-    with flashtriton.use_backend("triton"):
-        out = flash_attn_func(q, k, v, **kw)
-    return torch.autograd.grad(out, (q, k, v), dout)
+    return bwd_py_launches(monkeypatch, lambda grid, kw: (bool(kw.get("ONE_LOOP")), bool(kw.get("RESUME"))))
 
 
 # --- the rule (host side only) ---------------------------------------------------------
@@ -100,11 +78,11 @@ def test_one_loop_equals_loops(monkeypatch, b, nq, nk, heads, d, kw):
     dout = torch.randn(b, nq, h, d, dtype=torch.bfloat16, device=DEVICE)
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {})
     plans.clear()
-    want = _grads(q, k, v, dout, **kw)
+    want = triton_grads(q, k, v, dout, **kw)
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {("dkdv", bd): 1 << 20, ("dq", bd): 1 << 20})
     plans.clear()
     launched = _launches(monkeypatch)
-    got = _grads(q, k, v, dout, **kw)
+    got = triton_grads(q, k, v, dout, **kw)
     assert sorted(x[0] for x in launched) == ["dkdv", "dq"], launched
     assert all(one and not resume for _, one, resume in launched), launched
     for name, x, y in zip(("dq", "dk", "dv"), got, want):
@@ -123,7 +101,7 @@ def test_one_loop_not_for_unmasked(monkeypatch):
     plans.clear()
     launched = _launches(monkeypatch)
     q, k, v = rand_qkv(1, 50, 50, 2, 2, 256, torch.bfloat16, DEVICE)
-    _grads(q, k, v, torch.randn_like(q))
+    triton_grads(q, k, v, torch.randn_like(q))
     assert launched and not any(one for _, one, _ in launched), launched
 
 
@@ -181,11 +159,11 @@ def test_one_loop_d256_gpu(monkeypatch, nq, nk, tile):
     dout = torch.randn(b, nq, h, d, dtype=torch.bfloat16, device=DEVICE)
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {})
     plans.clear()
-    want = _grads(q, k, v, dout, causal=True)
+    want = triton_grads(q, k, v, dout, causal=True)
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {("dkdv", 256): 4096, ("dq", 256): 4096})
     plans.clear()
     launched = _launches(monkeypatch)
-    got = _grads(q, k, v, dout, causal=True)
+    got = triton_grads(q, k, v, dout, causal=True)
     assert sorted(x[0] for x in launched) == ["dkdv", "dq"] and all(one for _, one, _ in launched), launched
     for name, x, y in zip(("dq", "dk", "dv"), got, want):
         assert torch.isfinite(x).all(), name

@@ -7,35 +7,13 @@ GPU (marked): D = 256 at the grid's shapes, bitwise against the 2-D grid and the
 import pytest
 import torch
 
-import flashtriton
-from flashtriton import flash_attn_func
-
 from conftest import DEVICE, kernel_backends
-from helpers import check_attention, rand_qkv
+from helpers import bwd_py_launches, check_attention, rand_qkv, triton_grads
 
 
 def _launches(monkeypatch):
     """(kernel name, grid, ROWS_FIRST) of every bwd.py dK/dV and dQ launch."""
-    from flashtriton.kernels import bwd as bwd_kernels
-    from flashtriton.launchers import plans
-    names = {bwd_kernels.attn_bwd_dkdv_kernel: "dkdv", bwd_kernels.attn_bwd_dq_kernel: "dq"}
-    launched = []
-    real = plans.launch
-
-    def record(kernel, grid, *args, **kwargs):
-        if kernel in names:
-            launched.append((names[kernel], tuple(grid), bool(kwargs.get("ROWS_FIRST"))))
-        return real(kernel, grid, *args, **kwargs)
-    monkeypatch.setattr(plans, "launch", record)
-    return launched
-
-
-def _grads(q, k, v, dout, **kw):
-    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
-    torch.manual_seed(7)                              # (dropout: the same mask both times)
-    with flashtriton.use_backend("triton"):
-        out = flash_attn_func(q, k, v, **kw)
-    return torch.autograd.grad(out, (q, k, v), dout)
+    return bwd_py_launches(monkeypatch, lambda grid, kw: (tuple(grid), bool(kw.get("ROWS_FIRST"))))
 
 
 # --- the rule (host side only) ---------------------------------------------------------
@@ -91,11 +69,11 @@ def test_rows_first_bitwise_equal(monkeypatch, b, nq, nk, heads, d, kw):
     dout = torch.randn(b, nq, h, d, dtype=torch.bfloat16, device=DEVICE)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
     plans.clear()
-    want = _grads(q, k, v, dout, **kw)
+    want = triton_grads(q, k, v, dout, **kw)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {bd: 1 << 20})
     plans.clear()
     launched = _launches(monkeypatch)
-    got = _grads(q, k, v, dout, **kw)
+    got = triton_grads(q, k, v, dout, **kw)
     assert sorted(x[0] for x in launched) == ["dkdv", "dq"], launched
     for name, grid, rows_first in launched:
         assert rows_first and len(grid) == 1, launched
@@ -118,7 +96,7 @@ def test_rows_first_grid_sizes(monkeypatch):
         monkeypatch.setattr(backward, "BWD_ROWS_FIRST", table)
         plans.clear()
         launched = _launches(monkeypatch)
-        _grads(q, k, v, dout)
+        triton_grads(q, k, v, dout)
         grids[bool(table)] = {name: grid for name, grid, _ in launched}
     if DEVICE == "cpu":
         t = configs.INTERPRETER_TILE
@@ -172,11 +150,11 @@ def test_rows_first_d256_gpu(monkeypatch, n, causal):
     dout = torch.randn(b, n, h, d, dtype=torch.bfloat16, device=DEVICE)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
     plans.clear()
-    want = _grads(q, k, v, dout, causal=causal)
+    want = triton_grads(q, k, v, dout, causal=causal)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 4096})
     plans.clear()
     launched = _launches(monkeypatch)
-    got = _grads(q, k, v, dout, causal=causal)
+    got = triton_grads(q, k, v, dout, causal=causal)
     assert sorted(x[0] for x in launched) == ["dkdv", "dq"] and all(rf for _, _, rf in launched), launched
     for name, x, y in zip(("dq", "dk", "dv"), got, want):
         assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
@@ -194,6 +172,6 @@ def test_rows_first_d256_gqa_dropout_gpu(monkeypatch):
     for table in ({}, {256: 4096}):
         monkeypatch.setattr(backward, "BWD_ROWS_FIRST", table)
         plans.clear()
-        res.append(_grads(q, k, v, dout, causal=True, dropout_p=0.1))
+        res.append(triton_grads(q, k, v, dout, causal=True, dropout_p=0.1))
     for name, x, y in zip(("dq", "dk", "dv"), *res):
         assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
