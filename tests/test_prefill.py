@@ -1126,19 +1126,21 @@ def test_warp_specialized_heavy_first_is_a_permutation(monkeypatch, kw):
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("kind", [1, 2])
-@pytest.mark.parametrize("causal, dropout_p, nq, nk", [(False, 0.0, 128, 128), (True, 0.0, 128, 128),
-                                                      (False, 0.2, 128, 128), (True, 0.0, 113, 161)])
-def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, kind):
+@pytest.mark.parametrize("causal, dropout_p, nq, nk, d", [(False, 0.0, 128, 128, 128), (True, 0.0, 128, 128, 128),
+                                                         (False, 0.2, 128, 128, 128), (True, 0.0, 113, 161, 128),
+                                                         (False, 0.2, 128, 128, 64), (True, 0.0, 113, 161, 64)])
+def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, d, kind):
     """bwd_ws.py's dK/dV with its loop's 1-D vectors (lse, delta, dropout's row keys) by
     pointer loads (VEC_PTR, launchers.backward.WS_DKDV_VEC_PTR) gives bitwise the
     gradients of the descriptor loads (the same values reach the same arithmetic), whole
     call and split path, GQA, ragged counts (padded lse rows). Regression: session 18's
     NaN dk / dv of the descriptor loads at D = 128, 8k / 16k (a GPU fault; this pins the
-    pointer path's indexing)."""
+    pointer path's indexing), and D = 64, where every one-tile launch takes them since
+    session 29 (WS_DKDV_ONE_TILE_VEC_PTR; dropout backwards there are always one tile)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", kind)     # 2: one iteration ahead
-    q, k, v = rand_qkv(2, nq, nk, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)   # 113: lse padded
+    q, k, v = rand_qkv(2, nq, nk, 4, 2, d, torch.bfloat16, DEVICE, requires_grad=True)   # 113: lse padded
     runs = []
     for flag in (False, True):
         monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR", flag)
