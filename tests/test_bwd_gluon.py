@@ -1046,7 +1046,7 @@ def test_flash_attn_func_takes_fused_dropout_gpu(monkeypatch, causal):
 # ---------------------------------------------------------------------------------------
 # Session 29: the launches around the fused kernel (backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS:
 # the delta preprocess zeroes dq_accum, no zero_f32_kernel; FUSED_DQ_CAST_REVERSE: the cast's
-# REVERSE). Both off by default until the GPU A/B (bench/gpu/s29_fused_dq_accum_ab.py).
+# REVERSE). Both off by default: level in the GPU A/B (bench/gpu/s29_fused_dq_accum_ab.py).
 # ---------------------------------------------------------------------------------------
 def test_fused_dq_flags_default_off_and_env_parse():
     """The switches default to the old path; FLASHTRITON_FUSED_DQ's values parse, others raise."""

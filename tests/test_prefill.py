@@ -585,8 +585,14 @@ def test_warp_spec_mode_rule(monkeypatch):
     drop = common.AttnParams(0.1, dropout_p=0.1)
     top = policy.BWD_WS_DROPOUT_MAX_N[128]
     assert mode(drop, top, top, "bwd") == "whole" and mode(drop, 2 * top, 2 * top, "bwd") is None
+    # D = 64 dropout backwards never (session 29: always one tile a program there, whose
+    # descriptor loads gave NaN in the dK/dV loop; the dQ loop's key loads not yet probed)
+    n64w = policy.BWD_WHOLE_MIN_N[64]
+    assert mode(plain, n64w, n64w, "bwd", qq=q64, dout=q64, bd=64) == "whole"
+    assert mode(drop, n64w, n64w, "bwd", qq=q64, dout=q64, bd=64) is None
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     assert mode(drop, 2 * top, 2 * top, "bwd") == "whole"                           # forced: the tests reach it
+    assert mode(drop, n64w, n64w, "bwd", qq=q64, dout=q64, bd=64) == "whole"
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "auto")
     q256 = torch.empty(1, 256, 2, 256, dtype=torch.bfloat16)
     assert mode(plain, 256, 256, "fwd", qq=q256, bd=256) == "whole"
@@ -1135,8 +1141,8 @@ def test_dkdv_ws_vector_pointer_loads(monkeypatch, causal, dropout_p, nq, nk, d,
     gradients of the descriptor loads (the same values reach the same arithmetic), whole
     call and split path, GQA, ragged counts (padded lse rows). Regression: session 18's
     NaN dk / dv of the descriptor loads at D = 128, 8k / 16k (a GPU fault; this pins the
-    pointer path's indexing), and D = 64, where every one-tile launch takes them since
-    session 29 (WS_DKDV_ONE_TILE_VEC_PTR; dropout backwards there are always one tile)."""
+    pointer path's indexing), also at D = 64 (the pointer path's indexing there; that every
+    one-tile D = 64 launch takes it by default is test_one_tile_dkdv_d64_pointer_loads's)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", kind)     # 2: one iteration ahead
@@ -1233,12 +1239,19 @@ def test_dkdv_vec_ptr_launch_flat_argument(monkeypatch, vec_ptr):
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
-@pytest.mark.parametrize("persistent", [False, True])
-def test_one_tile_dkdv_d64_pointer_loads(monkeypatch, persistent):
+@pytest.mark.parametrize("persistent, causal, dropout_p, nq, nk, expect", [
+    (False, False, 0.0, 128, 128, (False, 2)),      # one tile, unmasked: loads one iteration ahead
+    (True, False, 0.0, 128, 128, (True, 0)),        # persistent: descriptors (clean)
+    (False, False, 0.2, 128, 128, (False, 2)),      # dropout: always one tile at D = 64
+    (False, True, 0.0, 113, 161, (False, 1)),       # ragged causal: the split's PARTIAL launch, one tile
+])
+def test_one_tile_dkdv_d64_pointer_loads(monkeypatch, persistent, causal, dropout_p, nq, nk, expect):
     """Regression (session 29): a one-tile-a-program dK/dV launch at D = 64 reads its loop's
-    lse / delta by pointers (launchers.backward.WS_DKDV_ONE_TILE_VEC_PTR), since with
-    descriptors it gave NaN dk / dv in ~10% of large calls on the H200; the persistent launch
-    keeps its descriptors (clean). Gradients within the reference check either way."""
+    lse / delta (and dropout's row keys) by pointers (launchers.backward.
+    WS_DKDV_ONE_TILE_VEC_PTR; VEC_PTR 2 unmasked, 1 under a mask), since with descriptors it
+    gave NaN dk / dv in ~10% of large calls on the H200; the persistent launch keeps its
+    descriptors (clean). The default rule, not a forced WS_DKDV_VEC_PTR. Gradients within
+    the float64 criterion (without dropout)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     if persistent:
@@ -1248,16 +1261,18 @@ def test_one_tile_dkdv_d64_pointer_loads(monkeypatch, persistent):
     plans.clear()
     calls = spy(monkeypatch, plans, "launch", lambda kernel, grid, *a, **kw: (
         (kw.get("PERSISTENT"), kw.get("VEC_PTR")) if kernel is backward.attn_bwd_dkdv_ws_kernel else None))
-    q, k, v = rand_qkv(2, 128, 128, 2, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    q, k, v = rand_qkv(2, nq, nk, 2, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
     with flashtriton.use_backend("triton"):
-        out = flash_attn_func(q, k, v, deterministic=True)
+        out = flash_attn_func(q, k, v, causal=causal, dropout_p=dropout_p, deterministic=True)
         dout = torch.randn_like(out)
         grads = torch.autograd.grad(out, (q, k, v), dout)
     seen = [c for c in calls if c is not None]
-    assert seen == [(persistent, 0 if persistent else 2)], seen
-    ref64, ref_lowp = reference_pair(q, k, v, dout, softmax_scale=64 ** -0.5)
-    for name, got in zip(("dq", "dk", "dv"), grads):
-        assert_close(name, got, ref64[name], ref_lowp[name], 3, q.dtype)
+    assert seen == [expect], seen
+    assert all(torch.isfinite(g).all() for g in grads)
+    if dropout_p == 0:
+        ref64, ref_lowp = reference_pair(q, k, v, dout, softmax_scale=64 ** -0.5, window_right=0 if causal else -1)
+        for name, got in zip(("dq", "dk", "dv"), grads):
+            assert_close(name, got, ref64[name], ref_lowp[name], 3, q.dtype)
 
 
 @pytest.mark.gpu

@@ -12,7 +12,9 @@ and then the default route (no flag) at small-batch shapes whose bwd_ws.py launc
 no more tiles than SMs (so one tile a program): the shapes a user hits.
 
     PYTHONPATH=src python bench/gpu/s29_bwd_ws_onetile_probe.py [REPEATS]
-    (S29_NS=1024,2048: the lengths; S29_DEFAULT=0: no default-route part. After the fix,
+    (S29_NS=1024,2048: the lengths; S29_DEFAULT=0: no default-route part; S29_DROPOUT=0.1:
+    the dropout backward instead (its dQ loop's key descriptors; policy.BWD_WS_DROPOUT_MAX_N).
+    After the fix,
     launchers/backward.WS_DKDV_ONE_TILE_VEC_PTR, "desc" takes pointer loads too.)
 """
 import os
@@ -45,6 +47,43 @@ def count(out, inputs, dout, want, repeats):
                                    for x, y in zip(got, want)))
     torch.cuda.synchronize()
     return f"non-finite {nonfinite}, differ {differ} (max abs {worst:.2e}) of {repeats} ({(time.time() - t0) / repeats * 1e3:.2f} ms a call)"
+
+
+DROPOUT = float(os.environ.get("S29_DROPOUT", "0"))
+
+
+def forced_dropout(repeats):
+    """S29_DROPOUT=p: the dropout backward at D = 64 (always one tile a program there: no
+    persistent dropout kind), whose dQ loop reads dropout's column keys through a 1-D
+    descriptor each iteration. Reference: bwd.py (FLASHTRITON_WARP_SPEC=0) on the same
+    forward (the same rng state, so the same mask); its arithmetic differs, so the count
+    that matters is the non-finite one, and the max abs difference should stay at bf16
+    rounding (~1e-2 of max |grad|)."""
+    for n in [int(x) for x in os.environ.get("S29_NS", "1024,2048,4096,8192").split(",")]:
+        b, h = max(1, 16384 // n), 32
+        torch.manual_seed(n)
+        q, k, v = (torch.randn(b, n, h, D, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+        out = flashtriton.flash_attn_func(q, k, v, dropout_p=DROPOUT, deterministic=True)
+        dout = torch.randn_like(out)
+        os.environ["FLASHTRITON_WARP_SPEC"] = "0"
+        plans.clear()
+        ref = [g.clone() for g in torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)]
+        os.environ["FLASHTRITON_WARP_SPEC"] = "1"
+        plans.clear()
+        nonfinite, worst = 0, 0.0
+        t0 = time.time()
+        for _ in range(repeats):
+            got = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+            if not all(bool(torch.isfinite(g).all()) for g in got):
+                nonfinite += 1
+            worst = max(worst, max(((x.float() - y.float()).abs().nan_to_num(float("inf")).max()
+                                    / y.float().abs().max()).item() for x, y in zip(got, ref)))
+        torch.cuda.synchronize()
+        print(f"N={n} B={b} dropout {DROPOUT} one-tile bwd_ws.py: non-finite {nonfinite} of {repeats}, "
+              f"max |diff| / max |bwd.py| {worst:.1e} ({(time.time() - t0) / repeats * 1e3:.2f} ms a call)", flush=True)
+        os.environ.pop("FLASHTRITON_WARP_SPEC")
+        del q, k, v, out, dout, ref
+        torch.cuda.empty_cache()
 
 
 def forced(repeats):
@@ -95,6 +134,9 @@ def default_route(repeats):
 if __name__ == "__main__":
     r = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}", flush=True)
+    if DROPOUT > 0:
+        forced_dropout(r)
+        sys.exit(0)
     forced(r)
     if os.environ.get("S29_DEFAULT", "1") == "1":
         default_route(r)

@@ -9,7 +9,7 @@ tokens, H = 16, D = 128 the zero writes 134 MB and the cast reads 134 and writes
 ~30 + ~45 us at the H200's ~4.5 TB/s, as torch's own kernels for the same work.
 Session 28's H200 profile at that size: zero 30 us, cast 52 us (and the delta preprocess 38).
 
-Session 29 (offline; launchers/backward_gluon.py's switches, both off until a GPU A/B,
+Session 29 (launchers/backward_gluon.py's switches, both off: measured level on the H200,
 bench/gpu/s29_fused_dq_accum_ab.py): FUSED_DQ_ZERO_IN_PREPROCESS zeroes dq_accum inside
 the delta preprocess (kernels/bwd.py's bwd_preprocess_kernel, DQ_ACCUM) instead of by
 zero_f32_kernel, one launch less; FUSED_DQ_CAST_REVERSE launches cast_kernel with REVERSE."""

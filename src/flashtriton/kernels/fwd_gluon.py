@@ -6,8 +6,9 @@ s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over 
 N >= 4k). CAUSAL added the same day (bench/gpu/s23_gluon_causal_ab.py: right at 9 causal
 shapes, +7-23% over fwd_ws.py at 8k / 16k). The library routes here (launchers.policy.
 gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 forwards from
-N = 1k and D = 64 from 4k as PERSISTENT, causal D = 128 from 4k and D = 64 from 16k one
-block a CTA (GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT; session 24).
+N = 1k and D = 64 from 2k as PERSISTENT (D = 64 with three consumers since session 29),
+causal D = 128 from 4k and D = 64 from 16k one block a CTA (GLUON_FWD_MIN_N,
+GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT, GLUON_FWD_CONSUMERS; session 24).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
 (`tl.range(..., warp_specialize=True)`) and reaches ~545-560 TFLOP/s at D = 128
@@ -204,8 +205,9 @@ DROPOUT (session 26, 2026-12-01; routed by launchers.policy.gluon_fwd_dropout's
   whole kernels, addresses stripped), and the spill figures "before" above hold for the
   masked variants.
 
-NUM_CONSUMERS = 3 (session 29, 2026-12-01, offline only; not routed: launchers.policy.
-  GLUON_FWD_CONSUMERS = {64: 2}; bench/gpu/s29_gluon_fwd_3wg_ab.py): the plain PERSISTENT
+NUM_CONSUMERS = 3 (session 29, 2026-12-01; routed at D = 64 from 2k: launchers.policy.
+  GLUON_FWD_CONSUMERS = {64: 3}; 1.09-1.15x the 2-consumer kernel at 2k-16k on the H200,
+  bench/gpu/s29_gluon_fwd_3wg_ab.py): the plain PERSISTENT
   kernel with three consumer warpgroups of HALF_M = BLOCK_M / 3 = 64 query rows each (BLOCK_M
   192 at D = 64, CONSUMERS3_CONFIG) instead of two of BLOCK_M / 2. Why (issue 4, D = 64 at
   0.93-0.99x cuDNN): at D = 64 a 64 x 128 tile's softmax (66 MUFU.EX2 a warp) costs what it

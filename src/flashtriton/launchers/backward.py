@@ -123,6 +123,9 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         cu_blocks = _cached_map(cu, ("blocks", block), lambda: _cu_blocks(cu, block))
         return cu_blocks, (heads, triton.cdiv(total, block) + batch)
 
+    # (a window edge of either side, causal included: bwd.py's masked loops run; BWD_MASKED_ONE_LOOP)
+    masked = params.window_left >= 0 or params.window_right >= 0
+
     def launch_dkdv(tile: configs.Tile, resume: bool = False, bulk_n: int = 0):
         rows_first = bwd_rows_first(bd, is_varlen, resume, seqlen_q, seqlen_k)
         cu_blocks, grid = program_map(cu_k, total_k, tile.block_n, nheads_k, seqlen_k, rows_first)
@@ -167,8 +170,6 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             **(dict(FUSED_DELTA=True) if fused else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))
 
-    # (a window edge of either side, causal included: bwd.py's masked loops run; BWD_MASKED_ONE_LOOP)
-    masked = params.window_left >= 0 or params.window_right >= 0
     # (descriptor shapes must be positive: empty sequences keep the in-kernel path)
     dense_desc = not is_varlen and min(seqlen_q, seqlen_k) > 0
     n = max(seqlen_q, seqlen_k)

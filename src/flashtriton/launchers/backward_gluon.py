@@ -478,7 +478,7 @@ def _fused_dq_flags(raw) -> tuple:
     return "pre" in words, "rev" in words
 
 
-# Session 29 (offline, not yet run on a GPU; bench/gpu/s29_fused_dq_accum_ab.py is the A/B):
+# Session 29 (written offline, measured on the H200 the same day: bench/gpu/s29_fused_dq_accum_ab.py):
 # the launches around the fused kernel (the H200 profile of session 28 at 16k tokens, H = 16,
 # D = 128: cast 52, preprocess 38, zero 30 us: 10-14% of the backward at N = 1k).
 #   FUSED_DQ_ZERO_IN_PREPROCESS: the delta preprocess zeroes dq_accum (bwd_preprocess_kernel's
@@ -486,7 +486,9 @@ def _fused_dq_flags(raw) -> tuple:
 #     of O / dO instead of a launch of its own (its launch gap and tail).
 #   FUSED_DQ_CAST_REVERSE: cast_kernel's REVERSE (the L2-resident end of dq_accum first).
 # Both exact (delta, dq, dk, dv the same values; dq up to the kernel's own summation order).
-# Off by default until the A/B; FLASHTRITON_FUSED_DQ=pre,rev sets both at import. Plans key
+# Measured level (H200, 2026-12-01, s29/call2: 16 shapes, two rounds, within +-3% either
+# way; the preprocess grew 38 -> 70 us for the 31 us zero launch removed): off, kept as
+# tested options; FLASHTRITON_FUSED_DQ=pre,rev sets both at import. Plans key
 # on the call, not on these: after changing them, plans.clear() (the A/B does).
 FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.get("FLASHTRITON_FUSED_DQ"))
 

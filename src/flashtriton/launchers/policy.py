@@ -72,7 +72,9 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # 387 against 413 / 409, 1k 375 / 377 against 391 / 385: from 4k.
 # Session 29 (three consumers at D = 64, GLUON_FWD_CONSUMERS; graph replays, two rounds,
 # bench/gpu/s29_gluon_fwd_3wg_ab.py, s29/call1-2): 2k 456 / 458 (fwd_ws.py 413 / 409 above),
-# 1k 380 / 391 (fwd_ws.py 391 / 385: level, not taken): D = 64 from 2k.
+# 1k 380 / 391 (fwd_ws.py 391 / 385: level, not taken): D = 64 from 2k. That 2k holds for
+# the three-consumer kernel only (the two-consumer one measured level with fwd_ws.py there):
+# with GLUON_FWD_CONSUMERS[64] back at 2 or GLUON_FWD_PERSISTENT["plain"] off, set 4096 again.
 GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
@@ -249,8 +251,13 @@ FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 # bwd.py). Its dQ loop still reads dropout's column keys through a 1-D descriptor each
 # iteration, the pattern that gave the dK/dV kernel NaN in long loops (launchers.backward.
 # WS_DKDV_DESC_MAX_ROWS); stressed clean at 8k (0 of 1941 calls, H200, 2026-11-30,
-# session 18), not beyond.
-BWD_WS_DROPOUT_MAX_N = {128: 8192}
+# session 18), not beyond. D = 64: 0 (never by default) since session 29: a D = 64 dropout
+# backward is always one tile a program (launchers.backward.WS_PERSISTENT has no D = 64
+# dropout kind), and one-tile D = 64 launches with many programs gave NaN through the
+# dK/dV loop's 1-D descriptors at every length from 1k (bench/gpu/s29_bwd_ws_onetile_probe.py,
+# no dropout: the dQ loop's key loads were not probed). Until a dropout probe
+# (S29_DROPOUT=0.1 in that script) clears the dQ loop, bwd.py takes them.
+BWD_WS_DROPOUT_MAX_N = {128: 8192, 64: 0}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
