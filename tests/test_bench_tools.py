@@ -90,3 +90,24 @@ def test_regression_tune_candidates_not_replayed(monkeypatch):
         tune._run_once("dkdv", 128, True, tile, 1024, timed=False)
     assert seen == [(0, configs.Tile(16, 64, 4, 2)), (0, configs.Tile(32, 64, 4, 2))]
     assert configs.default_tile("dkdv", 128, 1024, masked=True) == before and not plans._PLANS
+
+
+def test_head0_grad_check():
+    """bench.common.head0_grad_check (the A/B scripts' gate before timing): the reference's
+    own bf16-rounded float64 gradients pass; one element off by 1.0 in batch 0 / head 0, or
+    a NaN anywhere in the tensor, fails."""
+    from flashtriton import reference
+    from flashtriton.bench.common import head0_grad_check, head0_grad_refs
+    torch.manual_seed(0)
+    q, k, v, do = (torch.randn(2, 64, 3, 32, dtype=torch.bfloat16) for _ in range(4))
+    kw = dict(softmax_scale=32 ** -0.5, window_right=0)
+    refs = head0_grad_refs(q, k, v, do, **kw)
+    good = [g.to(torch.bfloat16) for g in reference.attention_grad(*(t.double() for t in (do, q, k, v)), **kw)]
+    assert head0_grad_check(good, refs)[0]
+    off = [g.clone() for g in good]
+    off[1][0, 5, 0, 3] += 1.0
+    ok, text = head0_grad_check(off, refs)
+    assert not ok and "dk" in text and "WRONG" in text
+    nan = [g.clone() for g in good]
+    nan[2][1, 0, 2, 0] = float("nan")                 # outside batch 0 / head 0: still caught
+    assert not head0_grad_check(nan, refs)[0]

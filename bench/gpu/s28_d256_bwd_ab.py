@@ -77,8 +77,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms, kernel_times_us  # noqa: E402
+from flashtriton.bench.common import (attention_flops, graph_time_ms, head0_grad_check,  # noqa: E402
+                                      head0_grad_refs, kernel_times_us, short_error)
 from flashtriton.kernels import configs  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
@@ -90,11 +90,6 @@ SEQLENS = [512, 1024, 2048, 4096]
 LONG_TILE = configs.Tile(128, 64, 8, 1)
 SHORT_TILE = configs.DEFAULTS["dkdv_short"][256]
 VARIANTS = ["2d", "rows", "rows-long", "FA2"]
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 def set_variant(name: str, n: int) -> bool:
@@ -142,25 +137,8 @@ def call(name, inp):
 
 def references(inp) -> tuple:
     """(float64, bf16) gradients of batch 0, head 0 by the reference (PyTorch autograd)."""
-    args = [inp[x][:1, :, :1] for x in ("q", "k", "v")]
     kw = dict(softmax_scale=SCALE, window_left=-1, window_right=0 if inp["causal"] else -1)
-    dout = inp["dout"][:1, :, :1]
-    return (reference.attention_grad(dout.double(), *(t.double() for t in args), **kw),
-            reference.attention_grad(dout, *args, **kw))
-
-
-def check_one_head(refs, grads) -> tuple:
-    """(ok, text): batch 0, head 0 against float64 (error <= 3x PyTorch's bf16 error)."""
-    truth, lowp = refs
-    ok, res = True, []
-    for i, name in enumerate(("dq", "dk", "dv")):
-        o = grads[i][:1, :, :1].double()
-        err = (o - truth[i]).abs().max().item()
-        base = (lowp[i].double() - truth[i]).abs().max().item()
-        good = err <= 3 * base + 1e-4 and bool(torch.isfinite(grads[i]).all().item())
-        ok = ok and good
-        res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
-    return ok, "f64 err " + ", ".join(res)
+    return head0_grad_refs(*(inp[x] for x in ("q", "k", "v", "dout")), **kw)
 
 
 def checks():
@@ -169,7 +147,7 @@ def checks():
             try:
                 inp = make_inputs(n, causal)
             except Exception as exc:  # noqa: BLE001
-                print(f"check N={n} causal={causal}: inputs ERROR {short(exc)}", flush=True)
+                print(f"check N={n} causal={causal}: inputs ERROR {short_error(exc)}", flush=True)
                 continue
             grads, refs = {}, references(inp)
             for name in VARIANTS:
@@ -179,11 +157,11 @@ def checks():
                         continue
                     g = call(name, inp)()
                     torch.cuda.synchronize()
-                    ok, text = check_one_head(refs, g)
+                    ok, text = head0_grad_check(g, refs)
                     grads[name] = g
                     print(f"{tag}: {'ok' if ok else 'FAILED'}; {text}", flush=True)
                 except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-                    print(f"{tag}: ERROR {short(exc)}", flush=True)
+                    print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                     traceback.print_exc(limit=3)
             if "2d" in grads and "rows" in grads:
                 same = [torch.equal(a, c) for a, c in zip(grads["rows"], grads["2d"])]
@@ -210,7 +188,7 @@ def ab():
                         rows.setdefault((n, causal, name), []).append(ms)
                         print(f"{tag}: {ms * 1000:.0f} us {flops / ms / 1e9:.0f} TFLOP/s", flush=True)
                     except Exception as exc:  # noqa: BLE001
-                        print(f"{tag}: ERROR {short(exc)}", flush=True)
+                        print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                 del inp
                 torch.cuda.empty_cache()
     print("\n| N | causal | variant | us (r1 / r2) | TFLOP/s (best) | vs 2d | vs FA2 |")
@@ -239,7 +217,7 @@ def profile():
                 ev = kernel_times_us(call(name, inp), top=4)
                 print(f"profile N={n} {name}: " + "; ".join(f"{k[:40]} {t:.0f} us" for k, t in ev), flush=True)
             except Exception as exc:  # noqa: BLE001
-                print(f"profile N={n} {name}: ERROR {short(exc)}", flush=True)
+                print(f"profile N={n} {name}: ERROR {short_error(exc)}", flush=True)
         del inp
         torch.cuda.empty_cache()
 

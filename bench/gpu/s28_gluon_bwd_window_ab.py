@@ -65,8 +65,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import graph_time_ms, kernel_times_us, time_ms  # noqa: E402
+from flashtriton.bench.common import (graph_time_ms, head0_grad_check, head0_grad_refs,  # noqa: E402
+                                      kernel_times_us, time_ms, short_error)
 from flashtriton.bench.features import _flops_band  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import backward_gluon, policy  # noqa: E402
@@ -78,11 +78,6 @@ D = int(os.environ.get("S28_D", "128"))
 H, DTYPE = 2048 // D, torch.bfloat16
 WINDOW = (1024, 0)
 SHAPES = [tuple(int(x) for x in s.split(":")) for s in os.environ.get("S28_SHAPES", "16384:1,4096:4").split(",")]
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 class Route:
@@ -132,21 +127,10 @@ def call(route, inp):
 def check_one_head(route, inp, grads) -> tuple:
     """(ok, text): batch 0, head 0 against float64 (error <= 3x PyTorch's bf16 error)."""
     q, k, v, dout, _, _ = inp
-    args = [t[:1, :, :1] for t in (q, k, v)]
-    kw = dict(softmax_scale=D ** -0.5, window_left=route.window[0], window_right=route.window[1])
-    truth = reference.attention_grad(dout[:1, :, :1].double(), *(t.double() for t in args), **kw)
-    lowp = reference.attention_grad(dout[:1, :, :1], *args, **kw)
-    ok, res = True, []
-    for i, name in enumerate(("dq", "dk", "dv")):
-        o = grads[i][:1, :, :1].double()
-        err = (o - truth[i]).abs().max().item()
-        base = (lowp[i].double() - truth[i]).abs().max().item()
-        good = err <= 3 * base + 1e-4 and torch.isfinite(grads[i]).all().item()
-        ok = ok and good
-        res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
-    del truth, lowp
+    result = head0_grad_check(grads, head0_grad_refs(q, k, v, dout, softmax_scale=D ** -0.5,
+                                                     window_left=route.window[0], window_right=route.window[1]))
     torch.cuda.empty_cache()
-    return ok, "f64 err " + ", ".join(res)
+    return result
 
 
 def rel_diff(a, b) -> float:
@@ -177,7 +161,7 @@ def checks():
                 grads[route.name] = g
                 print(f"{tag}: {'ok' if ok else 'FAILED'} {routed}; {text}", flush=True)
             except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-                print(f"{tag}: ERROR {short(exc)}", flush=True)
+                print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                 traceback.print_exc(limit=3)
         if "window-current" in grads and "window-fused" in grads:
             d = [rel_diff(a, c) for a, c in zip(grads["window-fused"], grads["window-current"])]
@@ -192,7 +176,7 @@ def timed(fn) -> tuple:
     try:
         return graph_time_ms(fn), ""
     except Exception as exc:  # noqa: BLE001  (reported in the mark, then eager)
-        print(f"  (graph capture failed: {short(exc)}; eager)", flush=True)
+        print(f"  (graph capture failed: {short_error(exc)}; eager)", flush=True)
         torch.cuda.synchronize()
         return time_ms(fn, "cuda"), "*"
 
@@ -212,7 +196,7 @@ def ab():
                     rows.setdefault((n, route.name), []).append((ms, tf))
                     print(f"{tag}: {ms:.3f}{mark} ms {tf:.0f} TFLOP/s (band)", flush=True)
                 except Exception as exc:  # noqa: BLE001
-                    print(f"{tag}: ERROR {short(exc)}", flush=True)
+                    print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                 del inp
                 torch.cuda.empty_cache()
     print("\n| N | B | route | ms (r1 / r2) | band TFLOP/s (r1 / r2) | vs causal-fused | vs window-current |")
@@ -239,7 +223,7 @@ def profile():
             ev = kernel_times_us(call(route, inp), top=6)
             print(f"profile N={n} {route.name}: " + "; ".join(f"{k[:60]} {t:.0f} us" for k, t in ev), flush=True)
         except Exception as exc:  # noqa: BLE001
-            print(f"profile {route.name}: ERROR {short(exc)}", flush=True)
+            print(f"profile {route.name}: ERROR {short_error(exc)}", flush=True)
 
 
 def main(argv):

@@ -83,8 +83,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms  # noqa: E402
+from flashtriton.bench.common import (attention_flops, graph_time_ms, head0_grad_check,  # noqa: E402
+                                      head0_grad_refs, kernel_times_us, short_error)
 from flashtriton.kernels import configs  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
@@ -108,11 +108,6 @@ LONG_VARIANTS = ("rows", "1loop", "FA2")            # at N > configs.SHORT_SEQLE
 
 def names_for(n: int):
     return [x for x in VARIANTS if n <= configs.SHORT_SEQLEN or x in LONG_VARIANTS]
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 def set_variant(name: str):
@@ -160,25 +155,8 @@ def call(name, inp):
 
 def references(inp) -> tuple:
     """(float64, bf16) gradients of batch 0, head 0 by the reference (PyTorch autograd)."""
-    args = [inp[x][:1, :, :1] for x in ("q", "k", "v")]
     kw = dict(softmax_scale=SCALE, window_left=-1, window_right=0)
-    dout = inp["dout"][:1, :, :1]
-    return (reference.attention_grad(dout.double(), *(t.double() for t in args), **kw),
-            reference.attention_grad(dout, *args, **kw))
-
-
-def check_one_head(refs, grads) -> tuple:
-    """(ok, text): batch 0, head 0 against float64 (error <= 3x PyTorch's bf16 error)."""
-    truth, lowp = refs
-    ok, res = True, []
-    for i, name in enumerate(("dq", "dk", "dv")):
-        o = grads[i][:1, :, :1].double()
-        err = (o - truth[i]).abs().max().item()
-        base = (lowp[i].double() - truth[i]).abs().max().item()
-        good = err <= 3 * base + 1e-4 and bool(torch.isfinite(grads[i]).all().item())
-        ok = ok and good
-        res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
-    return ok, "f64 err " + ", ".join(res)
+    return head0_grad_refs(*(inp[x] for x in ("q", "k", "v", "dout")), **kw)
 
 
 def rel_diff(a, b) -> float:
@@ -190,7 +168,7 @@ def checks():
         try:
             inp = make_inputs(n)
         except Exception as exc:  # noqa: BLE001
-            print(f"check N={n}: inputs ERROR {short(exc)}", flush=True)
+            print(f"check N={n}: inputs ERROR {short_error(exc)}", flush=True)
             continue
         grads, refs = {}, references(inp)
         for name in names_for(n):
@@ -198,14 +176,14 @@ def checks():
             try:
                 g = call(name, inp)()
                 torch.cuda.synchronize()
-                ok, text = check_one_head(refs, g)
+                ok, text = head0_grad_check(g, refs)
                 grads[name] = g
                 vs = ""
                 if name != "rows" and "rows" in grads:
                     vs = "; vs rows max rel " + " / ".join(f"{rel_diff(a, c):.1e}" for a, c in zip(g, grads["rows"]))
                 print(f"{tag}: {'ok' if ok else 'FAILED'}; {text}{vs}", flush=True)
             except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-                print(f"{tag}: ERROR {short(exc)}", flush=True)
+                print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                 traceback.print_exc(limit=3)
         del grads, refs, inp
         torch.cuda.empty_cache()
@@ -225,7 +203,7 @@ def ab():
                     rows.setdefault((n, name), []).append(ms)
                     print(f"{tag}: {ms * 1000:.0f} us {flops / ms / 1e9:.0f} TFLOP/s", flush=True)
                 except Exception as exc:  # noqa: BLE001
-                    print(f"{tag}: ERROR {short(exc)}", flush=True)
+                    print(f"{tag}: ERROR {short_error(exc)}", flush=True)
             del inp
             torch.cuda.empty_cache()
     print("\n| N | variant | us (r1 / r2) | TFLOP/s (best) | vs rows | vs FA2 |")
@@ -245,25 +223,15 @@ def ab():
 
 def profile():
     """GPU us per kernel of one causal backward, rows against 1loop, at 512 and 1k."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof
-
     for n in (512, 1024):
         inp = make_inputs(n)
         for name in ("rows", "1loop"):
             try:
-                fn = call(name, inp)
-                fn()
-                torch.cuda.synchronize()
-                with prof(activities=[ProfilerActivity.CUDA]) as p:
-                    fn()
-                    torch.cuda.synchronize()
-                ev = [(e.key, e.device_time_total) for e in p.key_averages() if e.device_time_total > 0]
-                ev.sort(key=lambda x: -x[1])
-                print(f"profile N={n} causal {name}: " + "; ".join(f"{k[:40]} {t:.0f} us" for k, t in ev[:4]),
+                ev = kernel_times_us(call(name, inp), top=4)
+                print(f"profile N={n} causal {name}: " + "; ".join(f"{k[:40]} {t:.0f} us" for k, t in ev),
                       flush=True)
             except Exception as exc:  # noqa: BLE001
-                print(f"profile N={n} {name}: ERROR {short(exc)}", flush=True)
+                print(f"profile N={n} {name}: ERROR {short_error(exc)}", flush=True)
         del inp
         torch.cuda.empty_cache()
 

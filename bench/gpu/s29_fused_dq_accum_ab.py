@@ -59,8 +59,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: no 
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import (graph_time_ms, head0_grad_check, head0_grad_refs,  # noqa: E402
+                                      kernel_times_us, time_ms, short_error)
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import backward_gluon, plans, policy  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
@@ -83,11 +83,6 @@ def _spy(*a, **kw):
 
 
 backward_gluon.fused_into = _spy
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 def setting(name: str) -> None:
@@ -120,19 +115,8 @@ def call(d, causal, inp):
 
 def check_one_head(d, causal, inp, grads) -> tuple:
     q, k, v, dout, _, _ = inp
-    args = [t[:1, :, :1] for t in (q, k, v)]
-    kw = dict(softmax_scale=d ** -0.5, window_right=0 if causal else -1)
-    truth = reference.attention_grad(dout[:1, :, :1].double(), *(t.double() for t in args), **kw)
-    lowp = reference.attention_grad(dout[:1, :, :1], *args, **kw)
-    ok, res = True, []
-    for i, name in enumerate(("dq", "dk", "dv")):
-        o = grads[i][:1, :, :1].double()
-        err = (o - truth[i]).abs().max().item()
-        base = (lowp[i].double() - truth[i]).abs().max().item()
-        good = err <= 3 * base + 1e-4 and torch.isfinite(grads[i]).all().item()
-        ok = ok and good
-        res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
-    return ok, "f64 err " + ", ".join(res)
+    return head0_grad_check(grads, head0_grad_refs(q, k, v, dout, softmax_scale=d ** -0.5,
+                                                   window_right=0 if causal else -1))
 
 
 def checks():
@@ -155,7 +139,7 @@ def checks():
                 grads[name] = g
                 print(f"{tag}: {'ok' if ok else 'FAILED'} {routed}; {text}", flush=True)
             except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-                print(f"{tag}: ERROR {short(exc)}", flush=True)
+                print(f"{tag}: ERROR {short_error(exc)}", flush=True)
                 traceback.print_exc(limit=3)
         for name in ("pre", "pre+rev"):
             if name in grads and "old" in grads:
@@ -173,7 +157,7 @@ def timed(fn) -> tuple:
     try:
         return graph_time_ms(fn), ""
     except Exception as exc:  # noqa: BLE001
-        print(f"  (graph capture failed: {short(exc)}; eager)", flush=True)
+        print(f"  (graph capture failed: {short_error(exc)}; eager)", flush=True)
         torch.cuda.synchronize()
         return time_ms(fn, "cuda"), "*"
 
@@ -194,7 +178,7 @@ def ab():
                     print(f"ab round {rnd + 1} D={d} N={n} causal={causal} {name}: {ms * 1e3:.1f}{mark} us",
                           flush=True)
                 except Exception as exc:  # noqa: BLE001
-                    print(f"ab round {rnd + 1} D={d} N={n} causal={causal} {name}: ERROR {short(exc)}", flush=True)
+                    print(f"ab round {rnd + 1} D={d} N={n} causal={causal} {name}: ERROR {short_error(exc)}", flush=True)
             del inp
             torch.cuda.empty_cache()
     setting("old")
@@ -212,26 +196,16 @@ def ab():
 
 
 def profile():
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as prof
-
     d, n, causal = 128, 1024, False
     force_route(d, causal)
     inp = make_inputs(d, n, causal)
     for name in ("old", "pre+rev"):
         try:
             setting(name)
-            fn = call(d, causal, inp)
-            fn()
-            torch.cuda.synchronize()
-            with prof(activities=[ProfilerActivity.CUDA]) as p:
-                fn()
-                torch.cuda.synchronize()
-            ev = [(e.key, e.device_time_total) for e in p.key_averages() if e.device_time_total > 0]
-            ev.sort(key=lambda x: -x[1])
-            print(f"profile D={d} N={n} {name}: " + "; ".join(f"{k[:50]} {t:.0f} us" for k, t in ev[:6]), flush=True)
+            ev = kernel_times_us(call(d, causal, inp), top=6)
+            print(f"profile D={d} N={n} {name}: " + "; ".join(f"{k[:50]} {t:.0f} us" for k, t in ev), flush=True)
         except Exception as exc:  # noqa: BLE001
-            print(f"profile {name}: ERROR {short(exc)}", flush=True)
+            print(f"profile {name}: ERROR {short_error(exc)}", flush=True)
     setting("old")
 
 

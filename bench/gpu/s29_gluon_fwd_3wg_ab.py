@@ -63,18 +63,13 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: pre
 import torch  # noqa: E402
 
 from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms, short_error  # noqa: E402
 from flashtriton.bench.providers import gpu_providers  # noqa: E402
 from flashtriton.launchers import forward_gluon  # noqa: E402
 
 TOKENS, H, D, DTYPE = 16384, 32, 64, torch.bfloat16
 NS = [int(x) for x in os.environ.get("S29_N", "2048,4096,16384").split(",")]
 VARIANTS = {"2wg": dict(num_consumers=2), "3wg": dict(num_consumers=3), "3wg-s4": dict(num_consumers=3, num_stages=4)}
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 def inputs(n, seed=0):
@@ -113,7 +108,7 @@ def timed(fn):
     try:
         return graph_time_ms(fn), ""
     except Exception as exc:  # noqa: BLE001  (capture failed: eager instead)
-        print(f"  (graph capture failed: {short(exc)}; eager)", flush=True)
+        print(f"  (graph capture failed: {short_error(exc)}; eager)", flush=True)
         torch.cuda.synchronize()
         return time_ms(fn, "cuda"), "*"
 
@@ -131,7 +126,7 @@ def case(n):
             outs[name] = tuple(t.clone() for t in calls[name]())
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001  (reported; the others run)
-            print(f"N={n} {name}: {short(exc)}", flush=True)
+            print(f"N={n} {name}: {short_error(exc)}", flush=True)
             traceback.print_exc()
             calls.pop(name, None)
             outs.pop(name, None)
@@ -152,7 +147,7 @@ def case(n):
             try:
                 ms, star = timed(calls[name])
             except Exception as exc:  # noqa: BLE001
-                print(f"N={n} round {rnd + 1} {name}: {short(exc)}", flush=True)
+                print(f"N={n} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
                 continue
             times[name].append(ms)
             print(f"N={n} round {rnd + 1} {name}: {ms:.3f} ms{star} {flops / ms / 1e9:.0f} TFLOP/s", flush=True)
@@ -171,7 +166,7 @@ def main():
         try:
             case(n)
         except Exception as exc:  # noqa: BLE001  (reported, the next N runs)
-            print(f"N={n}: {short(exc)}", flush=True)
+            print(f"N={n}: {short_error(exc)}", flush=True)
             traceback.print_exc()
         torch.cuda.empty_cache()
     print("table rows above: | N | B | 2wg TFLOP/s (2 rounds) | 3wg | 3wg-s4 | cuDNN | 3wg / 2wg (best) | "

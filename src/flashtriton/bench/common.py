@@ -157,6 +157,38 @@ def kernel_times_us(fn, top: int = 6) -> list:
     return sorted(ev, key=lambda x: -x[1])[:top]
 
 
+def short_error(exc) -> str:
+    """One line for an A/B script's log: the exception's type and its message's last line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
+
+
+def head0_grad_refs(q, k, v, dout, **kw) -> tuple:
+    """(float64, same-dtype) reference gradients (dq, dk, dv) of batch 0, head 0 of these
+    (B, N, H, D) tensors (kw: the reference's softmax_scale / window_left / window_right):
+    what the A/B scripts check each variant against before timing it."""
+    from flashtriton import reference
+    args = [t[:1, :, :1] for t in (q, k, v)]
+    d0 = dout[:1, :, :1]
+    return (reference.attention_grad(d0.double(), *(t.double() for t in args), **kw),
+            reference.attention_grad(d0, *args, **kw))
+
+
+def head0_grad_check(grads, refs, factor: float = 3.0) -> tuple:
+    """(ok, text): batch 0, head 0 of grads (dq, dk, dv) against head0_grad_refs' float64
+    gradients, each within factor x the same-dtype reference's error (+1e-4), and every
+    element of grads finite."""
+    truth, lowp = refs
+    ok, res = True, []
+    for i, name in enumerate(("dq", "dk", "dv")):
+        err = (grads[i][:1, :, :1].double() - truth[i]).abs().max().item()
+        base = (lowp[i].double() - truth[i]).abs().max().item()
+        good = err <= factor * base + 1e-4 and bool(torch.isfinite(grads[i]).all().item())
+        ok = ok and good
+        res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
+    return ok, "f64 err " + ", ".join(res)
+
+
 def device_slug(device: str) -> str:
     if device == "cuda":
         name = torch.cuda.get_device_name()
