@@ -49,6 +49,13 @@ after CAUSAL are all in the signature once the kernel has NUM_CONSUMERS (the off
 does not apply parameter defaults). The 56 earlier variants: SASS byte-identical to before
 (addresses stripped). New column "tile loops": SASS instructions of each consumer tile loop
 (a backward branch's body with one S and one P V wgmma issue; tile_loops()).
+
+NUM_CONSUMERS = 3 with CAUSAL, one block a CTA (session 29, a helper, offline): the last 4 rows
+(D = 64, BLOCK_M 192): 16 warps, .maxnreg 128, setmaxnreg 168 / 160 / 160 / 24, 120 KB shared
+memory (4 stages 152), 108 HGMMA, 5 UTMALDG, 3 UTMASTG, 6 DEPBAR.LE 1; SPILLS 160 bytes (4
+stages 248): 0 in the unmasked tile loops (451 / 451 / 447 instructions), 6 STL + 6 LDL in two
+consumers' masked loop (717; one tile a block) and 2 + 2 in the third's (728), the rest once a
+block. The 61 earlier variants: SASS byte-identical to before (addresses stripped).
 """
 from __future__ import annotations
 
@@ -225,6 +232,11 @@ def main(argv=None):
         (64, "bf16", None, None, False, True, False, True, False, False, False, 3),
         (64, "bf16", None, 4, False, False, False, True, False, False, False, 3),
         (64, "bf16", None, 6, False, False, False, True, False, False, False, 3),
+        # NUM_CONSUMERS = 3, CAUSAL one block a CTA (session 29, a helper, offline): 192-row blocks
+        (64, "bf16", None, None, False, False, True, False, False, False, False, 3),
+        (64, "fp16", None, None, False, False, True, False, False, False, False, 3),
+        (64, "bf16", None, None, False, True, True, False, False, False, False, 3),
+        (64, "bf16", None, 4, False, False, True, False, False, False, False, 3),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "

@@ -237,6 +237,48 @@ NUM_CONSUMERS = 3 (session 29, 2026-12-01; routed at D = 64 from 2k: launchers.p
   DROPOUT, SCHEDULED, PINGPONG; PERSISTENT). NUM_CONSUMERS = 2 (the default; the launcher
   does not pass it): SASS byte-identical to before (all 56 variants of
   bench/gluon_fwd_compile.py's table, addresses stripped).
+  Routed since session 29's H200 A/B (GLUON_FWD_CONSUMERS = {64: 3}: 1.09-1.15x at 2k-16k).
+
+NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper, offline only; not routed: launchers.policy.
+  GLUON_FWD_CAUSAL_CONSUMERS = {64: 2}; bench/gpu/s30_gluon_causal_3wg_ab.py): the CAUSAL
+  forward one block a CTA (persistent causal lost in session 24) with three 64-row consumers,
+  192-row blocks, D = 64 (CONSUMERS3_CONFIG). Same reason as above: a 64 x 128 tile's softmax
+  costs what it costs at D = 128 while its matmuls halve. Grid (cdiv(Nq, 192), B * H), blocks
+  heaviest first as the 2-consumer CAUSAL kernel (pid_m reversed; with a partial last block,
+  Nq % 192 != 0, that block has fewer live consumers and runs first though its neighbour may
+  take longer: accepted, one block in n_m).
+  The tile split (_fwd_consume_causal3): with 192-row blocks and 128-key tiles the three
+  consumers of a block do not need the same tiles (Nq = Nk: block 2q needs 3q + 1, 3q + 1,
+  3q + 2, block 2q + 1 3q + 2, 3q + 3, 3q + 3). The loader still loads the union, n_load
+  (_tile_coords, the block's last row; unchanged), but each consumer computes only its own
+  n_own tiles (cdiv of its last row's reach, >= 1) with _fwd_consume unchanged (peel masked,
+  [1, n_full) unmasked, [n_full, n_own) masked: at most one masked tile besides the peel when
+  Nk - Nq is a multiple of 64, which the launcher's contract makes it) and then drains the
+  others (_fwd_skip_tiles: k_ready / v_ready waits and the kv_empty arrival a tile, no
+  wgmma). Masking them to p = 0 as the 2-consumer kernel does would compute 3 wasted tiles
+  every 2 blocks (6% of the work at N = 2k). Barrier protocol: every loaded ring tile still
+  gets NUM_CONSUMERS = 3 kv_empty arrivals, each consumer's arrivals in ring order, each
+  after the tile's k_ready wait (so never counted toward the stage's previous phase;
+  _fwd_skip_tiles' doc), so the loader and the phases are those of the 2-consumer kernel.
+  Consumers past the sequence's end (1 / 2 of a sequence's last block when Nq % 192 != 0)
+  drain all n_load tiles and store nothing. Rows that see no key (Nq > Nk) behave as in the
+  2-consumer kernel (n_own = 1: the peeled tile fully masked, O = 0, lse = +inf). For a
+  64-row group the (tiles, unmasked tiles) are those it gets in the 2-consumer kernel when
+  Nq is a multiple of 128 (tests/test_fwd_gluon_causal_3wg.py checks the kernel's own lines),
+  so the outputs should be bitwise equal.
+  Offline (bench/gluon_fwd_compile.py, sm_90a): 16 warps, .maxnreg 128, setmaxnreg 168 /
+  160 / 160 / 24 (as the plain 3-consumer kernel), 120 KB shared memory (3 stages; 4: 152),
+  108 HGMMA, 5 UTMALDG, 3 UTMASTG. SPILLS: 160 bytes (4 stages: 248), none in the unmasked
+  tile loops (451 / 451 / 447 instructions a tile against the 2-consumer causal kernel's
+  449 / 448), 6 STL + 6 LDL in consumers 0 / 1's masked loop (717 instructions against 672;
+  one tile a block) and 2 + 2 in consumer 2's (728), 12 more once a block (the peel,
+  epilogue). At 160 registers the masked step is a few registers short (the unmasked one
+  fits, as in the plain kernel). Tried offline, no better: setmaxnreg 152 for the workers
+  (default 184): 240 bytes; 168 (default 152): 128 bytes but no DEPBAR.LE 1 left (ptxas
+  serialised the wgmmas); waiting for the P V wgmma before the masked softmax (frees P's
+  32 registers there): 192 bytes. NUM_CONSUMERS = 2 and the plain 3-consumer kernel: SASS
+  byte-identical to before (all 61 variants of the table, addresses stripped; _fwd_load's
+  new NUM_CONSUMERS parameter folds to the same expect count).
 
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
@@ -326,8 +368,9 @@ LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
 # default partition (consumer 0) gets what Triton's allocation leaves it: 168 (168 + 2 x 160
 # + 24 = 512; the compile report's setmaxnreg column). 0 spills at D = 64.
 CONSUMER_REGS_3: gl.constexpr = gl.constexpr(160)
-# (BLOCK_M, BLOCK_N, NUM_STAGES) of the NUM_CONSUMERS = 3 variant: 64 query rows a consumer,
-# 192 a CTA; shared memory Q 24 KB + 3 stages x 32 KB = 120 KB at D = 64.
+# (BLOCK_M, BLOCK_N, NUM_STAGES) of the NUM_CONSUMERS = 3 variants (plain PERSISTENT and CAUSAL
+# one block a CTA): 64 query rows a consumer, 192 a CTA; shared memory Q 24 KB + 3 stages x
+# 32 KB = 120 KB at D = 64.
 CONSUMERS3_CONFIG = {64: (192, 128, 3)}
 LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 
@@ -338,11 +381,15 @@ LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 @gluon.jit
 def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
               q_row, q_col, kv_row, kv_col, n_tiles,
-              HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr):
-    # Q: the two consumers' halves, one barrier for both
-    mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+              HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+    # Q: the consumers' slices (two halves; NUM_CONSUMERS = 3, CAUSAL: three 64-row thirds, a
+    # third past the sequence's end reading the next sequence's rows or TMA's zero fill, never
+    # read: its consumer only drains), one barrier for all
+    mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
     tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+    if NUM_CONSUMERS == 3:
+        tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
     for j in range(n_tiles):
         stage = j % NUM_STAGES
         phase = (j // NUM_STAGES) & 1
@@ -961,6 +1008,73 @@ def _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_tiles, q_phase, 
 
 
 @gluon.jit
+def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.constexpr):
+    """NUM_CONSUMERS = 3, CAUSAL (one block a CTA): release the ring tiles g_lo .. g_hi - 1
+    that this consumer does not compute (wholly above its rows, or all of the block's for a
+    consumer past the sequence's end): for each, k_ready and v_ready at parity
+    (g // NUM_STAGES) & 1, then one arrival on kv_empty, as _fwd_drain's loop. The waits
+    order the arrival after the stage's previous phase (tile g - NUM_STAGES) completed:
+    this consumer released g - NUM_STAGES before, and an early arrival for g would count
+    toward that phase while another consumer may still read it (the loader loads tile g only
+    once that phase is complete, so k_ready(g) passing proves it). Every tile the block
+    loads is waited for by its last live consumer too (it computes all n_load), so no TMA
+    load is left in flight when the CTA ends."""
+    for g in range(g_lo, g_hi):
+        mbarrier.wait(k_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
+        mbarrier.wait(v_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
+        mbarrier.arrive(kv_empty.index(g % NUM_STAGES))
+
+
+@gluon.jit
+def _fwd_consume_causal3(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                         q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
+                         WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                         NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
+    """NUM_CONSUMERS = 3, CAUSAL, one block a CTA: consumer WG of the 192-row block pid_m
+    (rows pid_m * BLOCK_M + WG * HALF_M .. + HALF_M - 1 of the sequence). diag: the last key
+    visible to the block's first row (pid_m * BLOCK_M + Nk - Nq), n_load: the tiles the
+    block's last row reaches (_tile_coords, clamped to [1, Nk / BLOCK_N]): what the loader
+    loads, into ring tiles 0 .. n_load - 1.
+    Per consumer, with d0 = diag + WG * HALF_M (its first row's last visible key):
+      n_own  = clamp(cdiv(d0 + HALF_M, BLOCK_N), 1, n_load): the tiles its last row reaches
+               (at least 1: tile 0 is peeled; a consumer none of whose rows sees a key,
+               Nq > Nk, masks it all: O = 0, lse = +inf);
+      n_full = clamp((d0 + 1) // BLOCK_N, 1, n_own): the tiles fully visible to its first row.
+    It computes tiles [0, n_own) with _fwd_consume exactly as a 2-consumer half does ([1,
+    n_full) unmasked, the peel and [n_full, n_own) masked) and only drains [n_own, n_load)
+    (_fwd_skip_tiles, after its epilogue: the tile(s) wholly above its rows, which the lower
+    consumers need). Why not mask them to p = 0 as the 2-consumer kernel does: with 192-row
+    blocks and 128-key tiles the consumers' needs differ by a tile in every block (Nq = Nk:
+    block p = 2q needs 3q + 1, 3q + 1, 3q + 2 tiles for consumers 0, 1, 2, block 2q + 1
+    3q + 2, 3q + 3, 3q + 3), so masking would compute 3 wasted tiles every 2 blocks (6% of
+    the work at N = 2k, 3% at 4k). With d0 a multiple of 64 (Nq, Nk multiples of 64 and
+    128) the two counts give each consumer at most one masked tile besides the peel, and
+    n_load - n_own <= 1 (its last row is within 128 keys of the block's last); a row's tiles,
+    their order, masks and arithmetic are those of the 2-consumer causal kernel's row (both
+    split rows into the same 64-row groups with the same per-group n_tiles, n_full when
+    Nk - Nq is a multiple of 128), so the outputs should match it bitwise.
+    Past the sequence's end (only consumers 1 / 2 of a sequence's last block when Nq is not
+    a multiple of 192; consumer 0 is always live, n_m = cdiv(Nq, BLOCK_M)): no wgmma, no
+    store, all n_load tiles drained. It does not wait for q_bar: nothing here reuses Q's
+    buffer, and consumer 0 waits q_bar, whose transaction count covers all three slices, so
+    no Q load is in flight when the CTA ends. Every stage still gets its 3 kv_empty
+    arrivals per tile, so the loader (which loads n_load tiles for all) needs no change."""
+    HALF_M: gl.constexpr = BLOCK_M // 3
+    row0 = pid_m * BLOCK_M + WG * HALF_M                 # this consumer's first query row (sequence index)
+    if row0 < seqlen_q:
+        d0 = diag + WG * HALF_M
+        n_own = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(d0 + HALF_M, 0), BLOCK_N), 1), n_load)
+        n_full = gl.minimum(gl.maximum(gl.maximum(d0 + 1, 0) // BLOCK_N, 1), n_own)
+        _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                     q_row, q_col, lse_off, n_own, ONE, n_full, diag, ZERO, qk_scale, ZERO, ZERO,
+                     ZERO, ZERO, ZERO, ZERO, ZERO,
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
+        _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
+    else:
+        _fwd_skip_tiles(k_ready, v_ready, kv_empty, 0, n_load, NUM_STAGES)
+
+
+@gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
                             win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
@@ -1034,8 +1148,10 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((NUM_CONSUMERS == 2) or (NUM_CONSUMERS == 3), "NUM_CONSUMERS: 2 or 3")
     gl.static_assert(HALF_M * NUM_CONSUMERS == BLOCK_M, "BLOCK_M: a multiple of NUM_CONSUMERS")
     if NUM_CONSUMERS == 3:
-        gl.static_assert(PERSISTENT and not (CAUSAL or WINDOW or DROPOUT or SCHEDULED or PINGPONG),
-                         "NUM_CONSUMERS = 3: the plain PERSISTENT forward only")
+        # the plain PERSISTENT forward, or (session 29, offline) the CAUSAL one block a CTA
+        gl.static_assert(((PERSISTENT and not CAUSAL) or (CAUSAL and not PERSISTENT))
+                         and not (WINDOW or DROPOUT or SCHEDULED or PINGPONG),
+                         "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
     if WINDOW:
@@ -1153,6 +1269,26 @@ def attn_fwd_gluon_kernel(
                                         WINDOW, NUM_CONSUMERS)),
             ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
+    elif NUM_CONSUMERS == 3:
+        # CAUSAL, one block a CTA, three 64-row consumers (_fwd_consume_causal3: each its own
+        # tile count within the block's n_load, the rest drained; a consumer past the sequence's
+        # end drains all n_load). Spelled out as the PERSISTENT one (constexpr constness).
+        # Of _tile_coords' results this reads the block's q_row, lse_off, diag and n_load (the
+        # union of the consumers' tiles); its n_full0 / n_full1 (96-row halves) go unused.
+        WG2b: gl.constexpr = 2
+        gl.warp_specialize([
+            (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
+                                    LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
+                                    WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
+            (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
+                                    LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
+                                    WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
+            (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
+                                    LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
+                                    WG2b, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
+            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
+        ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
     else:
         # ZERO (module constexpr): t0 and q_phase of the one block
         gl.warp_specialize([
@@ -1167,7 +1303,7 @@ def attn_fwd_gluon_kernel(
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                             DROPOUT)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES)),
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(q_bar)

@@ -38,7 +38,9 @@ policy.GLUON_FWD_CONSUMERS): the kernel's NUM_CONSUMERS = 3 variant, plain PERSI
 a head dim of CONSUMERS3_CONFIG (D = 64: 192 query rows a CTA, 64 a consumer warpgroup). Nq
 must be a multiple of 64 (BLOCK_M / 3), not of 192: the last query block of a sequence may
 end inside the block (launch_geometry: n_m = cdiv(Nq, 192); the kernel's consumers past the
-end store nothing).
+end store nothing). Also (session 29, a helper, offline; not routed: policy.
+GLUON_FWD_CAUSAL_CONSUMERS = {64: 2}) the CAUSAL forward one block a CTA (persistent=False,
+causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
@@ -289,11 +291,11 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     (policy.GLUON_FWD_PERSISTENT says when). window: (left, right) for policy.gluon_fwd_window's
     sliding-window calls (the WINDOW kernel), else None. dropout_p, rng: the DROPOUT
     variant (policy.gluon_fwd_dropout's calls; rng the call's (seed, offset)). num_consumers:
-    3 takes the NUM_CONSUMERS = 3 kernel at CONSUMERS3_CONFIG's tile where it applies (plain,
-    persistent, no dropout, the head dim in the table; policy.gluon_fwd_consumers decides),
-    anything else the 2-consumer kernel."""
+    3 takes the NUM_CONSUMERS = 3 kernel at CONSUMERS3_CONFIG's tile where it applies (plain
+    persistent, or causal one block a CTA; no window, no dropout, the head dim in the table;
+    policy.gluon_fwd_consumers decides), anything else the 2-consumer kernel."""
     d = q.shape[-1]
-    if (num_consumers == 3 and persistent and not causal and window is None and dropout_p == 0
+    if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
         block_m, block_n, stages = CONSUMERS3_CONFIG[d]
     else:
@@ -305,16 +307,19 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
-    """num_consumers: 2, or 3 for the plain PERSISTENT forward (no causal / window / dropout /
-    scheduled / pingpong) at a head dim of CONSUMERS3_CONFIG; ValueError naming it
-    otherwise. Needs no GPU."""
+    """num_consumers: 2, or 3 for the plain PERSISTENT forward or the CAUSAL forward one block a
+    CTA (persistent=False), without window / dropout / scheduled / pingpong, at a head dim of
+    CONSUMERS3_CONFIG; ValueError naming it otherwise. Needs no GPU."""
     if type(num_consumers) is not int or num_consumers not in (2, 3):
         raise ValueError(f"num_consumers: expected 2 or 3, got {num_consumers!r}")
     if num_consumers == 2:
         return
-    if not persistent or causal or window is not None or dropout_p != 0 or scheduled or pingpong:
-        raise ValueError("num_consumers=3: the plain persistent forward only (persistent=True; no causal, window, "
-                         "dropout, scheduled or pingpong)")
+    # (the 3-consumer kernel has no persistent causal and no one-block plain variant: persistent
+    # causal lost to one block a CTA in session 24, and the plain forward is routed persistent)
+    if bool(persistent) == bool(causal) or window is not None or dropout_p != 0 or scheduled or pingpong:
+        raise ValueError("num_consumers=3: the plain persistent forward or the causal one-block forward only "
+                         "(persistent=True without causal, or causal=True without persistent; no window, dropout, "
+                         "scheduled or pingpong)")
     if d not in CONSUMERS3_CONFIG:
         raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
 
@@ -336,8 +341,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     rng: dropout with the library's mask (check_dropout: p in [0, 1), rng the int64 (seed,
     offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
     tests/helpers.dropout_rng). num_consumers: 2 (default) or 3, the NUM_CONSUMERS = 3 kernel
-    (check_consumers: plain persistent only, a head dim of CONSUMERS3_CONFIG, Nq a multiple
-    of 64)."""
+    (check_consumers: plain persistent or causal one block a CTA, a head dim of
+    CONSUMERS3_CONFIG, Nq a multiple of 64)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
@@ -388,7 +393,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
     (prepare); dropout_p / rng: dropout with the library's mask (prepare); num_consumers=3 the
-    three-consumer kernel (plain persistent, D = 64, Nq % 64 == 0; prepare). Needs a Hopper
+    three-consumer kernel (plain persistent or causal one-block, D = 64, Nq % 64 == 0; prepare). Needs a Hopper
     GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,

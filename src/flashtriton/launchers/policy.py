@@ -117,6 +117,15 @@ GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 # +10% / +15%. Launch plans key on the call, not on this table: plans.clear() after
 # changing it.
 GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
+# The same for the causal Gluon forward (one block a CTA, GLUON_FWD_PERSISTENT["causal"] False):
+# 3 takes kernels/fwd_gluon.py's NUM_CONSUMERS = 3 CAUSAL variant (192-row blocks, each 64-row
+# consumer computing only the key tiles its rows reach; session 29, a helper, written and
+# compiled offline, never run). Off (2) until bench/gpu/s30_gluon_causal_3wg_ab.py has measured
+# it; its prediction: +6-15% over the 2-consumer causal kernel at 4k-16k. Flipping it only
+# matters where GLUON_FWD_CAUSAL_MIN_N[64] routes causal D = 64 to Gluon (16k today); lower
+# that too if the A/B shows 3 consumers ahead of fwd_ws.py from shorter N. Launch plans key on
+# the call: plans.clear() after changing it.
+GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 2}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -375,14 +384,16 @@ def gluon_fwd_persistent(causal: bool) -> bool:
 
 
 def gluon_fwd_consumers(bd: int, causal: bool, persistent: bool) -> int:
-    """The NUM_CONSUMERS for a forward that gluon_fwd routes: GLUON_FWD_CONSUMERS[bd] (2 when
-    absent) for plain persistent calls at a head dim the 3-consumer kernel has
-    (fwd_gluon.CONSUMERS3_CONFIG), else 2. (gluon_fwd's tile rule, Nq a multiple of 128,
-    is stricter than the 3-consumer kernel's, Nq a multiple of 64.)"""
-    n = GLUON_FWD_CONSUMERS.get(bd, 2)
-    if n != 3 or causal or not persistent or bd not in GLUON_CONSUMERS3_TILES:
+    """The NUM_CONSUMERS for a forward that gluon_fwd routes, at a head dim the 3-consumer
+    kernel has (fwd_gluon.CONSUMERS3_CONFIG): plain persistent calls GLUON_FWD_CONSUMERS[bd],
+    causal one-block-a-CTA calls GLUON_FWD_CAUSAL_CONSUMERS[bd] (2 when absent); 2 for
+    everything else (the kernel has no persistent causal and no one-block plain 3-consumer
+    variant). (gluon_fwd's tile rule, Nq a multiple of 128, is stricter than the 3-consumer
+    kernel's, Nq a multiple of 64.)"""
+    if bd not in GLUON_CONSUMERS3_TILES or bool(causal) == bool(persistent):
         return 2
-    return 3
+    n = (GLUON_FWD_CAUSAL_CONSUMERS if causal else GLUON_FWD_CONSUMERS).get(bd, 2)
+    return 3 if n == 3 else 2
 
 
 def gluon_kind(params: AttnParams) -> str:
