@@ -12,6 +12,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused [--jit] [--dropout on|off|both] [--dump OUT]
                                                                     # the fused kernel (kernels/bwd_gluon_fused.py),
                                                                     # its DROPOUT variants too (session 26)
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --wide [--dump OUT]
+                                                                    # the WIDE tile (BLOCK_M = 128 at D = 64,
+                                                                    # session 30) against today's D = 64 tile
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -42,7 +45,8 @@ from gluon_fwd_compile import report as fwd_report  # noqa: E402
 
 from flashtriton.bench.compile_report import ptxas_log, resources  # noqa: E402
 from flashtriton.kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel  # noqa: E402
-from flashtriton.kernels.bwd_gluon_fused import FUSED_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout, k_layout  # noqa: E402
+from flashtriton.kernels.bwd_gluon_fused import (FUSED_CONFIG, FUSED_WIDE_CONFIG, attn_bwd_fused_gluon_kernel,  # noqa: E402
+                                                 dq_stage_layout, k_layout)
 
 
 def vec_desc_type(rows: int) -> str:
@@ -74,20 +78,22 @@ def compile_dkdv(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_sta
 
 def fp32_desc_type(rows: int, cols: int) -> str:
     """The kernel type string of the fused kernel's dq_accum descriptor (fp32, (rows, cols)
-    box, the launcher's layout: kernels/bwd_gluon_fused.dq_stage_layout, 64-byte swizzle)."""
-    layout = dq_stage_layout()
+    box, the launcher's layout: kernels/bwd_gluon_fused.dq_stage_layout, 64-byte swizzle; 128-byte
+    for the WIDE tile's 128 rows)."""
+    layout = dq_stage_layout(rows)
     return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False):
+                  window=False, wide=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
     without dropout is that of the kernel before DROPOUT existed). window: WINDOW with
     win_left / win_right (i32, unspecialised as the kernel's do_not_specialize); without it
-    both are None constexprs, as the launcher passes them."""
-    bm, bn, st = FUSED_CONFIG[head_dim]
+    both are None constexprs, as the launcher passes them. wide: FUSED_WIDE_CONFIG's tile
+    (session 30: BLOCK_M = 128 at D = 64)."""
+    bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
     half = bn // 2
@@ -225,6 +231,39 @@ def window_table(dump=None):
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])
+            with open(os.path.join(dump, f"{name}.sass"), "w") as f:
+                f.write(text)
+
+
+def wide_table(dump=None):
+    """--fused --wide (session 30): the WIDE tile (FUSED_WIDE_CONFIG, BLOCK_M = 128 at D = 64)
+    against today's D = 64 tile, plain and causal: the figures of fused_table plus, per
+    consumer tile loop, its instructions, MUFU.EX2, HGMMA and local accesses, and the
+    instructions a 64 x 128 (query x key) tile's worth of work (the loop's count / (BLOCK_M /
+    64)), the issue-side figure the wide tile is meant to lower."""
+    print("| D | dtype | tile | causal | stages | setmaxnreg | spill B | smem KB | HGMMA | UTMAREDG | tile loops: instr "
+          "(masked), EX2, HGMMA, LDL + STL | instr a 64-row tile |")
+    print("|" + "---|" * 12)
+    for d, dt, causal, wide in ((64, "bf16", False, False), (64, "bf16", False, True), (64, "fp16", False, True),
+                                (64, "bf16", True, False), (64, "bf16", True, True), (64, "fp16", True, True)):
+        bm, _, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[d]
+        c = compile_fused(d, dt, st, True, causal, False, wide=wide)
+        r, text = report(c)
+        lps = tile_loops(text)
+        ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
+        parts = []
+        for lp in lps:
+            body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
+            parts.append(f"{lp['n']} ({lp['masked']}), {sum('MUFU.EX2' in t for t in body)}, {lp['hgmma']}, "
+                         f"{lp['ldl'] + lp['stl']}")
+        per64 = " / ".join(f"{lp['n'] * 64 / bm:.0f}" for lp in lps)
+        regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+        print(f"| {d} | {dt} | {'wide ' if wide else ''}{bm}x128 | {causal} | {st} | {regs} | {r['spill_bytes']} | "
+              f"{r['smem'] / 1024:.0f} | {r['hgmma']} | {text.count('UTMAREDG')} | {'; '.join(parts)} | {per64} |",
+              flush=True)
+        if dump:
+            os.makedirs(dump, exist_ok=True)
+            name = f"fused_d{d}_{dt}_{bm}x128x{st}{'_causal' if causal else ''}{'_wide' if wide else ''}"
             with open(os.path.join(dump, f"{name}.sass"), "w") as f:
                 f.write(text)
 
@@ -371,7 +410,12 @@ def main(argv=None):
     ap.add_argument("--dropout", choices=("both", "on", "off"), default="both",
                     help="--fused: the variants with DROPOUT, without, or both (default)")
     ap.add_argument("--window", action="store_true", help="--fused: only the WINDOW variants, with tile-loop counts")
+    ap.add_argument("--wide", action="store_true",
+                    help="--fused: only the WIDE tile (BLOCK_M = 128 at D = 64, session 30) against today's D = 64")
     args = ap.parse_args(argv)
+    if args.fused and args.wide:
+        wide_table(args.dump)
+        return
     if args.fused and args.window and not args.jit:
         window_table(args.dump)
         return

@@ -217,6 +217,21 @@ WINDOW (session 28, 2026-12-01; host prepare_fused(..., window=(left, right)) an
   (the launcher's arguments): (1024, 0) at 16k / 4k D = 128 8 bytes, (128, 128) fp16 GQA
   20, D = 64 0.
 
+WIDE (session 30, offline, a helper; host prepare_fused(..., wide=True), route
+  policy.GLUON_BWD_FUSED_WIDE, empty = off): FUSED_WIDE_CONFIG = {64: (128, 128, 2)}, BLOCK_M =
+  128 query rows a ring tile at D = 64. The kernel is the same code: BLOCK_M is a constexpr
+  throughout (S^T / dP^T (64 keys, 128 queries) per WG, 64 fp32 registers each; dV / dK
+  wgmmas with K = 128; dQ (128 queries, D / 2) = two m64 repetitions, 32 registers), plus the
+  epilogue's opaque n0 under BLOCK_M > 64. Why: at D = 64 the tile's fixed chain (barriers,
+  fences, waits, the reduce, loop bookkeeping: ~190 of the 450 instructions a warp a tile) is
+  paid once per 128 rows, and S^T / dP^T wgmmas run at N = 128 (bench/NOTES.md, "Offline (a
+  helper, session 29): the fused backward at D = 64"). Offline (bench/gluon_bwd_compile.py
+  --fused --wide): spill 24 bytes plain / 48 causal, all in the prologue / epilogue (no
+  LDL / STL inside the tile loops), 193 KB, tile loops 709 / 701 instructions (354 / 350 a
+  64-row tile's work, against 450 / 446), causal 857 / 843 (147 masked). dK / dV are expected
+  bitwise the 64-row kernel's (rotate=False / causal): the same k16 wgmma steps in the same
+  order. The 24 existing variants' SASS unchanged (instructions hashed, addresses stripped).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -291,17 +306,32 @@ from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
 # in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
 FUSED_CONFIG = {64: (64, 128, 4), 128: (64, 128, 2)}
+# WIDE (session 30, offline; not routed: policy.GLUON_BWD_FUSED_WIDE is empty): BLOCK_M = 128
+# query rows a ring tile at D = 64, the same kernel (BLOCK_M is a constexpr; the kernel's
+# only BLOCK_M > 64 code is the epilogue's opaque n0), with the dq staging / dq_accum
+# descriptor at a 128-byte swizzle (DQ_SWIZZLE_WIDE). Why and the offline figures: the
+# module doc's "WIDE" and bench/NOTES.md, "Offline (a helper, session 29): the fused
+# backward at D = 64". Shared memory 2 stages: K, V 32 + ring 2 x 32 + dS^T 4 x 16 + dq
+# staging 2 x 16 = 192 KB (3 stages, 224 KB, fit but spill 260 bytes: not offered).
+FUSED_WIDE_CONFIG = {64: (128, 128, 2)}
 # The dq staging buffer's (and the dq_accum descriptor's) shared layout: fp32 with a 64-byte
 # swizzle, so TMA boxes of (BLOCK_M, 16) (the launcher's descriptor; D / 32 messages a
 # reduce). Offline: with the default 128-byte swizzle (boxes of 32 columns) the staging
 # store's per-thread addresses (4 registers, hoisted out of the tile loop) tipped D = 128
 # into 8 spill bytes (after the other fixes), 32-byte 28, unswizzled 64; 64-byte 0.
 DQ_SWIZZLE = 64
+# The WIDE tile's (BLOCK_M = 128 at D = 64): 128 bytes = the whole D / 2 = 32 fp32 columns, one
+# TMA box (128, 32) a reduce. Offline at BLOCK_M = 128: swizzle 64 spilled 288 bytes (9-10
+# local loads a tile inside the loops), 32 308, 128 40 (none in the loops; 24 with the
+# epilogue's opaque n0).
+DQ_SWIZZLE_WIDE = 128
 
 
-def dq_stage_layout():
-    """The NVMMASharedLayout of the fp32 dq staging tile (and of the host dq_accum descriptor)."""
-    return gl.NVMMASharedLayout(swizzle_byte_width=DQ_SWIZZLE, element_bitwidth=32, rank=2)
+def dq_stage_layout(block_m: int = 64):
+    """The NVMMASharedLayout of the fp32 dq staging tile (and of the host dq_accum descriptor):
+    DQ_SWIZZLE, or DQ_SWIZZLE_WIDE for the WIDE tile (block_m > 64)."""
+    swizzle = DQ_SWIZZLE_WIDE if block_m > 64 else DQ_SWIZZLE
+    return gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=32, rank=2)
 
 
 def k_layout(head_dim: int):
@@ -708,6 +738,12 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     # complete, i.e. both WGs' last dQ reads done. This WG arrived on it already.
     last = n_tiles - 1
     mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    if BLOCK_M > 64:
+        # (the WIDE tile, session 30) n0 again through an opaque move: else the value made
+        # before the tile loop is kept across it in local memory (offline: 40 -> 24 spill
+        # bytes, all outside the loops); BLOCK_M = 64 kernels compile as before
+        n0 = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [gl.program_id(0) * BLOCK_N], dtype=gl.int32,
+                                       is_pure=False, pack=1)
     row = b * seqlen_k + n0 + WG * HALF_N
     k_half = k_smem.index(WG)
     v_half = v_smem.index(WG)

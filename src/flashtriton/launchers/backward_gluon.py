@@ -53,17 +53,18 @@ import triton
 from triton.experimental.gluon import language as gl
 
 from .. import memory
-from . import plans
+from . import plans, policy
 from ..kernels.bwd import bwd_preprocess_kernel
 from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
-from ..kernels.bwd_gluon_fused import FUSED_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout, k_layout
+from ..kernels.bwd_gluon_fused import (FUSED_CONFIG, FUSED_WIDE_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout,
+                                       k_layout)
 from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
 from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
 from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
 __all__ = ["check_inputs", "check_dropout", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon",
-           "fused_smem_bytes", "delta_of", "rows_view_ok"]
+           "fused_smem_bytes", "fused_block_m", "delta_of", "rows_view_ok"]
 
 
 def _vec_desc(x: torch.Tensor, rows: int):
@@ -278,8 +279,21 @@ def fused_smem_bytes(d: int, num_stages: int, block_m: int = 64, block_n: int = 
             + 2 * block_m * (d // 2) * 4 + 1024)
 
 
+def fused_block_m(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q: int) -> bool:
+    """Whether the library's fused route (fused_into) takes the WIDE tile (BLOCK_M = 128,
+    kernels/bwd_gluon_fused.FUSED_WIDE_CONFIG): the head dim listed in
+    policy.GLUON_BWD_FUSED_WIDE under the call's kind ("causal" / "plain"; never a window or
+    dropout: not compiled or measured), and Nq a multiple of 128 (else the 64-row tile,
+    which needs only 64). Empty table (the default): never."""
+    if windowed or dropout or d not in FUSED_WIDE_CONFIG:
+        return False
+    heads = policy.GLUON_BWD_FUSED_WIDE.get("causal" if causal else "plain", frozenset())
+    return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
+
+
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                  rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None):
+                  rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
+                  wide: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -315,13 +329,28 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     i + Nk - Nq - left <= j <= i + Nk - Nq + right, -1 unbounded; with causal=True the
     right edge is 0), reduced by forward_gluon.window_args ((-1, -1): the plain kernel,
     (-1, 0): CAUSAL, else WINDOW: only the band's query tiles are visited). WINDOW does
-    not take dropout (ValueError) and ignores rotate. Rows that see no key get dq = 0."""
-    d, block_m, block_n, num_stages = _tile_args(q, FUSED_CONFIG, causal, num_stages)
+    not take dropout (ValueError) and ignores rotate. Rows that see no key get dq = 0.
+
+    wide=True (session 30, offline; for the A/B bench/gpu/s30_fused_bwd_d64_ab.py): the WIDE
+    tile, FUSED_WIDE_CONFIG's (D = 64 only: BLOCK_M = 128 query rows a ring tile, 2 stages,
+    the dq_accum descriptor at a 128-byte swizzle); Nq a multiple of 128; no dropout, no
+    window (ValueError: not compiled or measured)."""
+    if not isinstance(wide, bool):
+        raise ValueError(f"wide: expected a bool, got {wide!r}")
+    if wide:
+        if q.dim() != 4 or q.shape[-1] not in FUSED_WIDE_CONFIG:
+            raise ValueError(f"wide: the WIDE tile is compiled for head dims {sorted(FUSED_WIDE_CONFIG)} only, "
+                             f"got q of shape {tuple(q.shape)}")
+        if dropout_p > 0:
+            raise ValueError("wide: the WIDE tile takes no dropout (not compiled or measured)")
+    d, block_m, block_n, num_stages = _tile_args(q, FUSED_WIDE_CONFIG if wide else FUSED_CONFIG, causal, num_stages)
     if not isinstance(rotate, bool):
         raise ValueError(f"rotate: expected a bool, got {rotate!r}")
     check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n)
     check_dropout(q, k, dropout_p, keys)
     causal, win = _fused_window(window, causal, q.shape[1], k.shape[1])
+    if wide and win is not None:
+        raise ValueError("wide: the WIDE tile takes no sliding window (not compiled or measured)")
     if win is not None:
         rotate = False                                   # (the kernel ignores it under WINDOW)
         if dropout_p > 0:
@@ -330,6 +359,9 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     if need > 227 * 1024:
         raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
                          "above the 227 KB of a block")
+    if wide and num_stages >= 3:
+        # (session 30, offline) 3 stages fit (225 KB) but spill 260 bytes, inside the tile loops
+        raise ValueError(f"num_stages: {num_stages} stages with wide=True spill registers (offline compile); use 2")
     if causal and d == 128 and num_stages >= 3:
         # (review, session 24) it fits (225 KB) but ptxas spills 392 bytes a thread there:
         # an A/B would time a spilling kernel
@@ -410,8 +442,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
-    of K; dK leaves through K's buffer), dq_accum dq_stage_layout (fp32, 64-byte swizzle,
-    boxes (BLOCK_M, D / 2)). outs: (dq, dk, dv) to write into (contiguous, shaped like q,
+    of K; dK leaves through K's buffer), dq_accum dq_stage_layout(BLOCK_M) (fp32, 64-byte
+    swizzle; 128-byte for the WIDE tile, BLOCK_M = 128; boxes (BLOCK_M, D / 2)). outs: (dq, dk, dv) to write into (contiguous, shaped like q,
     k, v), else allocated here. dropout_p > 0: DROPOUT with keys (the table),
     rng_rows = B * Nq and dropout_p as the kernel's arguments; else the three are None (Triton
     binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT). win:
@@ -440,7 +472,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
 
     # over dq_accum itself (a descriptor reads only its base's address), not a view of it:
     # a plan rebinds descriptors whose base is an input or an allocation of the call
-    dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout())
+    dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
     lse = lse.contiguous()
     delta = delta.contiguous()
     grid = (nk // block_n, b * hk)
@@ -496,7 +528,8 @@ FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
                keys=None, window=None, preprocess=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
-    call: deterministic=False): the fused backward at FUSED_CONFIG's tile, ROTATE on (off
+    call: deterministic=False): the fused backward at FUSED_CONFIG's tile (FUSED_WIDE_CONFIG's
+    where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, empty by default), ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
     library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE. dropout_p > 0:
     keys the call's table (launchers.backward's rng_arg); routed only where
@@ -512,10 +545,12 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
                          "launch arguments are made)")
     if not FUSED_REPLAYABLE:
         plans.unreplayable()
-    block_m, block_n, stages = FUSED_CONFIG[q.shape[-1]]
     win = None
     if window is not None:
         causal, win = _fused_window(window, causal, q.shape[1], k.shape[1])
+    # the WIDE tile where policy.GLUON_BWD_FUSED_WIDE lists the call (empty: never)
+    wide = fused_block_m(q.shape[-1], causal, win is not None, dropout_p > 0, q.shape[1])
+    block_m, block_n, stages = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[q.shape[-1]]
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win)
@@ -523,10 +558,11 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
-                rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None):
+                rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
+                wide: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
-                         dropout_p=dropout_p, keys=keys, window=window)()
+                         dropout_p=dropout_p, keys=keys, window=window, wide=wide)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -176,6 +176,16 @@ GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {"plain": {128: 4096}, "cau
 GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512},
                          "window": {128: 2048, 64: 2048}}
 
+# The fused backward's WIDE tile (kernels/bwd_gluon_fused.FUSED_WIDE_CONFIG: BLOCK_M = 128
+# query rows a ring tile instead of 64), by gluon_kind ("plain" / "causal"; not "window",
+# not with dropout) -> the head dims that take it, for calls whose Nq is a multiple of 128
+# (others keep the 64-row tile; launchers.backward_gluon.fused_block_m). Session 30
+# (offline, a helper): written and compiled for D = 64, not yet run on a GPU; EMPTY = off
+# until bench/gpu/s30_fused_bwd_d64_ab.py has measured it (bench/NOTES.md, "Offline (a
+# helper, session 29): the fused backward at D = 64"). The route's lengths stay
+# GLUON_BWD_FUSED_MIN_N's.
+GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
+
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
