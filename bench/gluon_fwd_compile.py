@@ -86,7 +86,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
-                window_params=True, dropout=False, dropout_params=True, num_consumers=2):
+                window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -98,6 +98,8 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
                **({"RNG": "*i64", "dropout_p": "fp32", "rng_rows": "i32", "rng_stride": "i32"}
                   if dropout_params else {}),
+               # EARLY_Q's output pointer and row stride (session 29 helper), when the kernel has them
+               **({"O": "*" + dtype} if "EARLY_Q" in fn.arg_names else {}),
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
                NEG_SCALE="constexpr", PINGPONG="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, NEG_SCALE=neg_scale, PINGPONG=pingpong,
@@ -121,7 +123,14 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if has_nc:
         sig["NUM_CONSUMERS"] = "constexpr"
         const["NUM_CONSUMERS"] = num_consumers
-    src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    if "EARLY_Q" in fn.arg_names:
+        sig["EARLY_Q"] = "constexpr"
+        const["EARLY_Q"] = bool(early_q)
+    # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
+    # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
+    attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
+    src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
+                         attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
@@ -237,6 +246,14 @@ def main(argv=None):
         (64, "fp16", None, None, False, False, True, False, False, False, False, 3),
         (64, "bf16", None, None, False, True, True, False, False, False, False, 3),
         (64, "bf16", None, 4, False, False, True, False, False, False, False, 3),
+        # EARLY_Q (session 29 helper, offline): PERSISTENT, 2 consumers, the next block's Q under
+        # this block's last tile, O by global stores; WINDOW (the target) and plain / CAUSAL
+        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True),
+        (128, "fp16", None, None, False, False, False, True, False, True, False, 2, True),
+        (128, "bf16", None, None, False, True, False, True, False, True, False, 2, True),
+        (64, "bf16", None, None, False, False, False, True, False, True, False, 2, True),
+        (128, "bf16", None, None, False, False, False, True, False, False, False, 2, True),
+        (128, "bf16", None, None, False, False, True, True, False, False, False, 2, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -248,11 +265,12 @@ def main(argv=None):
         win = bool(len(rest) > 2 and rest[2])
         drop = bool(len(rest) > 3 and rest[3])
         nc = rest[4] if len(rest) > 4 else 2
+        eq = bool(len(rest) > 5 and rest[5])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win, dropout=drop, num_consumers=nc)
+                            window=win, dropout=drop, num_consumers=nc, early_q=eq)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "

@@ -544,7 +544,7 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
                          seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, win_left,
                          win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr,
-                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr = False):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
     q_free's phases). NUM_CONSUMERS = 3: three Q slices of BLOCK_M / 3 rows (a slice past
@@ -564,7 +564,14 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
         # previous block's last tiles and epilogue. Q waits until both consumers stored that
         # block's O, which leaves through Q's buffer (q_free completes its phase it - 1 then; a
         # fresh barrier passes parity 1): one Q load latency a block the consumers wait for.
-        n_pre = gl.minimum(n_load, NUM_STAGES)
+        if EARLY_Q:
+            # q_free completes when both consumers' S of the previous block's last tile did
+            # (_fwd_consume), before they release that block's last two stages: so only the
+            # first tile goes ahead of Q (its stage frees first), the next ones would hold the
+            # Q load back behind the previous block's last P V wgmma
+            n_pre = gl.minimum(n_load, 1)
+        else:
+            n_pre = gl.minimum(n_load, NUM_STAGES)
         for j in range(0, n_pre):
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
@@ -782,7 +789,8 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
-                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr):
+                  DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
+                  q_free=0, q_last=0, EARLY_Q: gl.constexpr = False):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -804,6 +812,11 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     _turn_pass(turn, WG, PINGPONG)                                           # PINGPONG: the other's turn
     # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
     s = warpgroup_mma_wait(1, deps=[s_tok])
+    if EARLY_Q:
+        # EARLY_Q: S of the block's last ring tile (q_last) was this warpgroup's last read of
+        # its Q slice: free it for the next block's Q now, under this tile's softmax, its P V
+        # and the epilogue (which no longer stages O in Q's buffer)
+        mbarrier.arrive(q_free, pred=j == q_last)
     if MASKED:
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout, WINDOW)
     else:
@@ -824,7 +837,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  RNG, dropout_p, rng_rows, rng_stride, key0,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
-                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr):
+                 PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -848,7 +862,16 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     DROPOUT: every tile's P is dropped with the library's mask before its P V wgmma
     (_dropout_tile; key0: the block's first loaded key, t_lo * BLOCK_N under WINDOW), l
     sums the undropped P, the epilogue divides by l * (1 - p); lse is the undropped one.
-    Without DROPOUT the dropout arguments are the constexpr 0 (nothing captured)."""
+    Without DROPOUT the dropout arguments are the constexpr 0 (nothing captured).
+    EARLY_Q (PERSISTENT, session 29 helper, offline): q_free is arrived on as soon as the
+    S wgmma of the block's last ring tile t0 + n_tiles - 1 completed (the peel when n_tiles
+    is 1, else inside _consume_tile of whichever loop holds that tile: exactly one arrival a
+    block), and O leaves by plain global stores from the accumulator's registers into O (the
+    output's (B * Nq, H * D) rows, o_stride = H * D elements apart) instead of through Q's buffer,
+    so that the loader can land the next block's Q while this block's last softmax, P V and
+    epilogue run (the session-25 PERSISTENT kernel waited for the O store first: the Q
+    load's whole latency, and the store's, sat between every two blocks). The arithmetic of
+    every row is unchanged (O is the same bf16 / fp16 values, stored another way)."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -905,6 +928,12 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
+    if EARLY_Q:
+        q_last = t0 + n_tiles - 1                                            # the block's last ring tile
+        # a one-tile block: the peel's S was the last read of Q (_consume_tile's doc)
+        mbarrier.arrive(q_free, pred=n_tiles == 1)
+    else:
+        q_last = ZERO
     if CAUSAL or WINDOW:
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     else:
@@ -922,14 +951,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -937,7 +966,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -946,7 +975,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -974,13 +1003,22 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
     # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
     gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
-    q.store(acc.to(dtype))
-    fence_async_shared()
-    tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
-    tma.store_wait(0)
-    if PERSISTENT:
-        # this half of Q's buffer is free for the next block's Q (the loader waits for both)
-        mbarrier.arrive(q_free)
+    if EARLY_Q:
+        # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
+        # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
+        # bytes (4-byte stores, 32 a thread at D = 128, once a block). Row offsets in int64:
+        # (B * Nq) * H * D may pass 2^31 elements
+        rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)).to(gl.int64) * o_stride   # (HALF_M,)
+        cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
+        gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
+    else:
+        q.store(acc.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
+        tma.store_wait(0)
+        if PERSISTENT:
+            # this half of Q's buffer is free for the next block's Q (the loader waits for both)
+            mbarrier.arrive(q_free)
 
 
 @gluon.jit
@@ -1081,9 +1119,10 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                            NUM_CONSUMERS: gl.constexpr):
+                            NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
+    EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
     NUM_CONSUMERS = 3 (plain only): the last query block of a sequence may end inside the
     block (Nq a multiple of BLOCK_M / 3, not of BLOCK_M); a consumer whose rows lie past
     the sequence's end computes nothing and stores nothing, it only drains the block's
@@ -1116,7 +1155,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
             _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                          q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                          RNG, dropout_p, rng_rows, rng_stride, key0,
-                         WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT)
+                         WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
+                         O, o_stride, EARLY_Q)
         t0 += n_load
         it += 1
 
@@ -1138,10 +1178,12 @@ def attn_fwd_gluon_kernel(
     win_left, win_right,             # WINDOW only: the window's sides, >= 0 (Nq + Nk: unbounded)
     RNG,                             # DROPOUT only: int64 (seed, offset) of the call (the library's rng state)
     dropout_p, rng_rows, rng_stride,  # DROPOUT only: p (fp32, 0 < p < 1), B * Nq, Nk (the counter layout)
+    O,                               # EARLY_Q only: o's data, B * Nq rows of H * D elements (rows packed:
+                                     # the launcher checks), stored from registers
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
-    DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2,
+    DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1164,6 +1206,21 @@ def attn_fwd_gluon_kernel(
         wl = ZERO
         wr = ZERO
         wspan = ZERO
+    # EARLY_Q (a session-29 helper, offline; launchers.policy.GLUON_FWD_WINDOW_EARLY_Q): the
+    # PERSISTENT 2-consumer kernel with the next block's Q loaded under this block's last tile
+    # (_fwd_consume's doc). Without it O / o_rs are bound to the constexpr 0 below (not
+    # captured: the other variants' SASS is unchanged)
+    gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
+                     "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
+    if EARLY_Q:
+        o_ptr = O
+        # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
+        # here so that the compiler knows it a multiple of HEAD_DIM and packs each thread's
+        # column pairs into 4-byte stores (a runtime stride argument gave 2-byte ones)
+        o_rs = nheads * HEAD_DIM
+    else:
+        o_ptr = ZERO
+        o_rs = ZERO
     if DROPOUT:
         rng_ptr = RNG
         drop_p = dropout_p
@@ -1257,16 +1314,18 @@ def attn_fwd_gluon_kernel(
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
+                                           EARLY_Q)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
+                                           EARLY_Q)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
-                                        WINDOW, NUM_CONSUMERS)),
+                                        WINDOW, NUM_CONSUMERS, EARLY_Q)),
             ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     elif NUM_CONSUMERS == 3:

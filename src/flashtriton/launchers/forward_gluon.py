@@ -200,7 +200,7 @@ def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None, num_consumers: int = 2):
+                 rng=None, num_consumers: int = 2, early_q: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -212,7 +212,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
     (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
-    persistent only, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry)."""
+    persistent only, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
+    early_q: the kernel's EARLY_Q (persistent, 2 consumers, no dropout: check_early_q; o must
+    have packed rows, stride(1) == H * D, which the kernel's O stores assume)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -239,12 +241,16 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     rng_arg = rng if dropout else lse
     # NUM_CONSUMERS only when 3: the 2-consumer launches stay as they were (the default)
     extra = dict(NUM_CONSUMERS=3) if num_consumers == 3 else {}
+    if early_q:
+        # the kernel stores O at row stride H * D (fwd_gluon: o_rs = nheads * HEAD_DIM)
+        assert o.stride(1) == h * d and o.stride(3) == 1, "early_q: o needs packed (B * N, H * D) rows"
+        extra["EARLY_Q"] = True
 
     def launch():
         with torch.cuda.device(o.device):
             plans.launch(attn_fwd_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched, win_left,
-                win_right, rng_arg, float(dropout_p), b * nq, nk, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
+                win_right, rng_arg, float(dropout_p), b * nq, nk, o, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
                 NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal),
                 PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled), WINDOW=windowed, DROPOUT=dropout,
                 num_warps=4, **extra)
@@ -279,7 +285,7 @@ def _l2_bytes(device) -> int:
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
-             num_consumers: int = 2) -> None:
+             num_consumers: int = 2, early_q: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -293,7 +299,9 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     variant (policy.gluon_fwd_dropout's calls; rng the call's (seed, offset)). num_consumers:
     3 takes the NUM_CONSUMERS = 3 kernel at CONSUMERS3_CONFIG's tile where it applies (plain
     persistent, or causal one block a CTA; no window, no dropout, the head dim in the table;
-    policy.gluon_fwd_consumers decides), anything else the 2-consumer kernel."""
+    policy.gluon_fwd_consumers decides), anything else the 2-consumer kernel. early_q: the
+    PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
+    where check_early_q allows it and out has packed rows, else the call runs as without)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -301,9 +309,12 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     else:
         num_consumers = 2
         block_m, block_n, stages = DEFAULT_CONFIG[d]
+    early_q = bool(early_q) and persistent and num_consumers == 2 and dropout_p == 0 \
+        and out.stride(1) == out.shape[2] * d and out.stride(3) == 1
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None, window=window,
-                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers)()
+                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
+                 **(dict(early_q=True) if early_q else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -324,10 +335,20 @@ def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, sch
         raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
 
 
+def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> None:
+    """early_q (the kernel's EARLY_Q, session 29 helper): a bool, True only with persistent=True,
+    2 consumers, no dropout and no pingpong; ValueError naming it otherwise. Needs no GPU."""
+    if not isinstance(early_q, bool):
+        raise ValueError(f"early_q: expected a bool, got {early_q!r}")
+    if early_q and not (persistent and num_consumers == 2 and dropout_p == 0 and not pingpong):
+        raise ValueError("early_q=True: the persistent 2-consumer forward only (persistent=True; no dropout, "
+                         "num_consumers=3 or pingpong)")
+
+
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
-            dropout_p: float = 0.0, rng=None, num_consumers: int = 2):
+            dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -342,8 +363,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
     tests/helpers.dropout_rng). num_consumers: 2 (default) or 3, the NUM_CONSUMERS = 3 kernel
     (check_consumers: plain persistent or causal one block a CTA, a head dim of
-    CONSUMERS3_CONFIG, Nq a multiple of 64)."""
+    CONSUMERS3_CONFIG, Nq a multiple of 64). early_q: the PERSISTENT kernel's EARLY_Q variant
+    (check_early_q; the next block's Q loads under this block's last tile, O leaves by global
+    stores: bitwise the same outputs)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
     block_m, bn, stages = table.get(d, (128, 128, 2))
@@ -378,13 +402,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers)
+                        persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
-                        window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2):
+                        window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
+                        early_q: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -397,4 +422,5 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
-                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers)()
+                   scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
+                   early_q=early_q)()

@@ -137,6 +137,12 @@ GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 2}
 # fwd_ws.py's 353 once launch plans replay the Gluon launch (call 6, unreplayable: 595 us,
 # 494 us of host time a call). D = 64 and shorter N not measured: not taken.
 GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
+# Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
+# fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
+# a session-29 helper, offline, never run): BLOCK_D -> the shortest min(Nq, Nk) from which.
+# Empty = off (the one-block WINDOW kernel, as before) until bench/gpu/s30_gluon_window_ab.py
+# has measured it. Launch plans key on the call: plans.clear() after changing it.
+GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
 # apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
@@ -481,6 +487,13 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
                          block_m, block_n):
         return False
     return _warp_spec_switch(q)
+
+
+def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs its
+    PERSISTENT EARLY_Q variant (table GLUON_FWD_WINDOW_EARLY_Q, by BLOCK_D and min(Nq, Nk))."""
+    n = GLUON_FWD_WINDOW_EARLY_Q.get(bd)
+    return n is not None and min(seqlen_q, seqlen_k) >= n
 
 
 # The head dims whose backwards WITH dropout take the fused Gluon kernel's DROPOUT variant
