@@ -15,6 +15,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --wide [--dump OUT]
                                                                     # the WIDE tile (BLOCK_M = 128 at D = 64,
                                                                     # session 30) against today's D = 64 tile
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --defer [--dump OUT]
+                                                                    # DEFER_DQ (session 31, plain kernel: a tile's
+                                                                    # dQ one ring tile later) against today's
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -85,14 +88,15 @@ def fp32_desc_type(rows: int, cols: int) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False):
+                  window=False, wide=False, defer=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
     without dropout is that of the kernel before DROPOUT existed). window: WINDOW with
     win_left / win_right (i32, unspecialised as the kernel's do_not_specialize); without it
     both are None constexprs, as the launcher passes them. wide: FUSED_WIDE_CONFIG's tile
-    (session 30: BLOCK_M = 128 at D = 64)."""
+    (session 30: BLOCK_M = 128 at D = 64). defer: DEFER_DQ (session 31: a tile's dQ one ring
+    tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -110,6 +114,9 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
                CAUSAL="constexpr", ROTATE="constexpr", DROPOUT="constexpr", WINDOW="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate,
                  DROPOUT=dropout, WINDOW=window)
+    if defer:
+        sig["DEFER_DQ"] = "constexpr"
+        const["DEFER_DQ"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -268,6 +275,64 @@ def wide_table(dump=None):
                 f.write(text)
 
 
+def defer_table(dump=None):
+    """--fused --defer (session 31): DEFER_DQ (a tile's dQ one ring tile later; plain kernel
+    only) against today's kernel, offline: spills, shared memory, per consumer tile loop its
+    instructions, MUFU.EX2, HGMMA, BAR.SYNC and local accesses; then the launcher's own
+    arguments (_fused_launch_args(defer=True)) through Triton's JIT binder (stub driver)."""
+    import torch
+
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon
+
+    print("| D | dtype | rotate | DEFER_DQ | setmaxnreg | spill B | smem KB | HGMMA | UTMAREDG | tile loops: instr, "
+          "EX2, HGMMA, BAR, LDL + STL |")
+    print("|" + "---|" * 10)
+    for d, dt, rot in ((128, "bf16", True), (128, "fp16", True), (128, "bf16", False), (64, "bf16", True),
+                       (64, "fp16", True)):
+        for defer in (False, True):
+            c = compile_fused(d, dt, None, rot, False, False, defer=defer)
+            r, text = report(c)
+            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
+            parts = []
+            for lp in tile_loops(text):
+                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
+                parts.append(f"{lp['n']}, {sum('MUFU.EX2' in t for t in body)}, {lp['hgmma']}, "
+                             f"{sum('BAR.SYNC' in t for t in body)}, {lp['ldl'] + lp['stl']}")
+            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+            print(f"| {d} | {dt} | {rot} | {defer} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
+                  f"{r['hgmma']} | {text.count('UTMAREDG')} | {'; '.join(parts)} |", flush=True)
+            if dump:
+                os.makedirs(dump, exist_ok=True)
+                with open(os.path.join(dump, f"fused_d{d}_{dt}{'' if rot else '_norot'}"
+                                             f"{'_defer' if defer else ''}.sass"), "w") as f:
+                    f.write(text)
+    driver.set_active(_StubDriver())
+    print()
+    print("| --jit: D | dtype | B, Nq, Nk, H, Hk | rotate | constexpr ints | regs | spill B | smem KB | HGMMA | "
+          "tile loops: instr, LDL + STL |")
+    print("|" + "---|" * 10)
+    for d, dt, b, nq, nk, h, hk, rot in ((128, torch.bfloat16, 1, 16384, 16384, 16, 16, True),
+                                         (128, torch.bfloat16, 8, 2048, 2048, 16, 16, True),
+                                         (128, torch.float16, 2, 1024, 1024, 8, 2, True),
+                                         (128, torch.bfloat16, 2, 256, 1024, 8, 1, True),
+                                         (128, torch.bfloat16, 1, 16384, 16384, 16, 16, False),
+                                         (64, torch.bfloat16, 16, 1024, 1024, 32, 32, True)):
+        q = torch.randn(b, nq, h, d, dtype=dt)
+        k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
+        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
+        bm, bn, st = FUSED_CONFIG[d]
+        *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn, st,
+                                                                    rot, False, defer=True)
+        c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
+        r = resources(c)
+        ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
+        loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
+        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {', '.join(ints) or '-'} | "
+              f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {loops} |", flush=True)
+
+
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -412,7 +477,13 @@ def main(argv=None):
     ap.add_argument("--window", action="store_true", help="--fused: only the WINDOW variants, with tile-loop counts")
     ap.add_argument("--wide", action="store_true",
                     help="--fused: only the WIDE tile (BLOCK_M = 128 at D = 64, session 30) against today's D = 64")
+    ap.add_argument("--defer", action="store_true",
+                    help="--fused: DEFER_DQ (session 31: a tile's dQ one ring tile later) against today's, and "
+                         "through the JIT binder with the launcher's arguments")
     args = ap.parse_args(argv)
+    if args.fused and args.defer:
+        defer_table(args.dump)
+        return
     if args.fused and args.wide:
         wide_table(args.dump)
         return

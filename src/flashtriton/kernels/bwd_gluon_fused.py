@@ -232,6 +232,44 @@ WIDE (session 30, offline, a helper; host prepare_fused(..., wide=True), route
   bitwise the 64-row kernel's (rotate=False / causal): the same k16 wgmma steps in the same
   order. The 24 existing variants' SASS unchanged (instructions hashed, addresses stripped).
 
+DEFER_DQ (session 31, offline, a helper; host prepare_fused(..., defer_dq=True), route
+  policy.GLUON_BWD_FUSED_DEFER, empty = off; analysis bench/wip/fused-bwd-d128.md, A/B
+  bench/gpu/s31_fused_bwd_d128_ab.py). The plain kernel only (static_assert; CAUSAL spilled).
+  Without it the two WGs run in lockstep: tile g's dQ waits for the other WG's dS^T half of
+  tile g (ds_ready), so both do their softmax and their staging / fence / reduce tail at the
+  same time and the tensor pipe idles meanwhile. With it, the dQ wgmmas and the reduce in
+  tile g's slot (after dK's issue, the same registers live as before) are tile g - 1's: a WG
+  needs the other's dS^T of the PREVIOUS tile only, and the WGs may drift apart, one's
+  softmax under the other's wgmmas. Per ring tile g of WG w:
+      ... dS^T(g) -> buffer g % 2 (after ds_free's phase of tile g - 2), arrive ds_ready,
+      dK += dS^T Q; wait dV; wait ds_ready phase of tile g - 1 (both halves of g - 1);
+      dQ(g - 1) from buffer (g - 1) % 2 = (g % 2) ^ 1; wait dK, arrive empty; wait dQ,
+      arrive ds_free[(g - 1) % 2]; staging; reduce at tile g - 1's (row, col) (carried)
+  tile 0 peeled (no dQ: dK waited, empty arrived, a WG barrier so the lse / delta layout
+  conversion's scratch needs no barrier at the loop head), the last tile's dQ after the loop
+  (_fused_dq_drain: ds_ready wait, dQ, ds_free arrival, staging, reduce); the epilogue's
+  ds_free wait on the last tile's phase is then the drain's, as before. Barriers: the same
+  families and counts (every WG arrives once a tile on ds_ready, ds_free, empty; ds_free of
+  tile g now in tile g + 1). No phase completes twice unseen: ds_ready[i]'s next completion
+  after tile g's (tile g + 2's) needs both WGs' dS^T stores of g + 2, each after that WG's
+  ds_free wait for tile g, i.e. after both WGs' dQ(g), each after that WG's ds_ready wait of
+  g; ds_free[i]'s after tile g's (dQ(g + 2), in tile g + 3) needs ds_ready of g + 2, i.e.
+  both stores of g + 2, each after its WG's ds_free wait on tile g's phase. No cycle: in
+  tile g a WG waits for ready (the loader: both empties of g - 2), ds_free (both WGs' dQ of
+  g - 2, made in their tile g - 1) and ds_ready of g - 1 (both stores in tile g - 1): all
+  arrivals of earlier tiles. Slack: WG A stores dS^T(g) only after B's dQ(g - 2) (late in
+  B's tile g - 1), and B's dQ(g - 1) waits A's dS^T(g - 1): either WG may lead by about half
+  a tile (DEFER_DS = 2; a third buffer would allow ~1.5 tiles but spilled). dK / dV: the
+  same wgmmas on the same operands in the same order: bitwise as without DEFER_DQ.
+  Offline (--fused --defer, sm_90a): setmaxnreg 240 / 240 / 24; D = 128 spill 8 bytes (none
+  in the tile loops; also through the JIT binder at 2k / 16k, GQA, fp16), 193 KB, tile loops
+  529 / 502 instructions a warp (483 / 491 without), 9 BAR.SYNC (9), 32 EX2; D = 64 0 bytes,
+  459 / 450 (450 / 446). Tried: 3 dS^T buffers 52 bytes (1 LDL a tile in WG 0's loop), the
+  previous coordinates recomputed from g - 1 at the reduce 20 (1 a tile), one body for every
+  tile (tile 0's reduce outside dq_accum, its ds_free arrival predicated off) 272-312 (10-11
+  a tile), CAUSAL peeled 148 (8 + 4 a tile), recomputed 248. The 28 earlier variants' SASS
+  byte-identical (bench/gluon_bwd_fused_sass_hash.py).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -325,6 +363,13 @@ DQ_SWIZZLE = 64
 # local loads a tile inside the loops), 32 308, 128 40 (none in the loops; 24 with the
 # epilogue's opaque n0).
 DQ_SWIZZLE_WIDE = 128
+# DEFER_DQ (session 31, offline; host prepare_fused(..., defer_dq=True), route
+# policy.GLUON_BWD_FUSED_DEFER, empty = off): a tile's dQ wgmmas run one ring tile later (the
+# module doc's "DEFER_DQ"). DEFER_DS dS^T buffers: 2, as without it. A third (48 KB, 209 KB in
+# all at D = 128) lets the WGs drift up to ~1.5 tiles apart instead of ~0.5, but spilled 52
+# bytes (one local load a tile in WG 0's loop) against 8 (none in the loops) offline; half a
+# tile is the offset that puts one WG's softmax under the other's wgmmas.
+DEFER_DS: gl.constexpr = gl.constexpr(2)
 
 
 def dq_stage_layout(block_m: int = 64):
@@ -525,7 +570,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, rel, LSE, DELTA, vec, dq_row, dq_col,
                 WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
-                DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False):
+                DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
+                DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -544,13 +590,21 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     (fused_keep_t, folded into P^T's sign: fused_signed_p), bwd_ws.py's math with 1 / (1 - p)
     left to the epilogue (dK, dV) and the dQ scale: dV += (P^T Z) dO, dS^T = (P^T Z) dP^T -
     P^T (1 - p) delta (bwd_ws.py's dK/dV form; its dQ form P (Z dP - (1 - p) delta) is the
-    same sum up to rounding)."""
+    same sum up to rounding).
+    DEFER (DEFER_DQ, session 31): dS^T of tile g goes to buffer g % NUM_DS, and the dQ
+    wgmmas at the usual place compute tile g - 1's dQ (DQ_PREV; tile 0 has none), whose
+    halves both WGs stored one tile earlier, reduce-added at dq_accum[cargs] (tile g - 1's
+    (row, col)); the caller drains the last tile's dQ (_fused_dq_drain). Without DQ_PREV
+    (tile 0): dK retired, the stage released, a WG barrier (below)."""
     dtype: gl.constexpr = k_smem.dtype
     col: gl.constexpr = gl.SliceLayout(0, s_layout)
     BLOCK_M: gl.constexpr = s_zero.shape[1]
     DQ_N: gl.constexpr = dq_zero.shape[1]
     stage = g % NUM_STAGES
-    buf = g % 2
+    if DEFER:
+        buf = g % NUM_DS
+    else:
+        buf = g % 2
     k_half = k_smem.index(WG)                                                # (HALF_N, D) smem
     v_half = v_smem.index(WG)                                                # (HALF_N, D) smem
     # lse / delta: one value a thread, issued before the stage's wait (bwd_gluon._dkdv_tile)
@@ -609,7 +663,12 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     dv_tok = warpgroup_mma(p16, do, dv, is_async=True)                       # dV += P^T dO
     # buffer `buf` free: both WGs' dQ wgmmas of tile g - 2 done (phase g // 2 - 1; a fresh
     # barrier passes parity 1 for g < 2)
-    mbarrier.wait(ds_free.index(buf), ((g // 2) & 1) ^ 1)
+    if DEFER:
+        # buffer `buf` free: both WGs' dQ wgmmas of tile g - NUM_DS done (in their tile
+        # g - NUM_DS + 1; phase g // NUM_DS - 1; a fresh barrier passes parity 1 for g < NUM_DS)
+        mbarrier.wait(ds_free.index(buf), ((g // NUM_DS) & 1) ^ 1)
+    else:
+        mbarrier.wait(ds_free.index(buf), ((g // 2) & 1) ^ 1)
     my_ds = ds_smem.index(2 * buf + WG)                                      # (HALF_N, BLOCK_M) smem
     my_ds.store(ds)
     fence_async_shared()                                                     # generic writes -> wgmma reads
@@ -617,32 +676,111 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     dk_tok = warpgroup_mma(my_ds, q, dk, is_async=True)                      # dK += dS^T Q (A in smem)
     # dV done (issued before dS^T's math): P^T's registers free before the dQ wgmmas
     dv, p16 = warpgroup_mma_wait(1, deps=[dv_tok, p16])
-    # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
-    mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
-    # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
+    if DEFER:
+        if DQ_PREV:
+            # tile g - 1's dQ, its halves stored by both WGs in their tile g - 1: this WG waits
+            # here only if the other is more than ~half a tile behind (mid tile g - 1, its dS^T
+            # store; with 2 buffers ds_free bounds the lead to about that too): the slack that
+            # lets the WGs drift apart, one's softmax under the other's wgmmas, where today's
+            # ds_ready wait of tile g itself keeps them in step
+            pg = g - 1
+            if NUM_DS == 2:
+                pbuf = buf ^ 1                                               # (g - 1) % 2 for g >= 1
+            else:
+                pbuf = pg % NUM_DS
+            mbarrier.wait(ds_ready.index(pbuf), (pg // NUM_DS) & 1)
+            dq_tok = _fused_dq_issue(ds_smem, k_smem, pbuf, dq_zero, WG)
+            dk = warpgroup_mma_wait(2, deps=[dk_tok])                        # in flight: dK, dQ_0, dQ_1
+            mbarrier.arrive(empty.index(stage))
+            dq = warpgroup_mma_wait(0, deps=[dq_tok])                        # (BLOCK_M, DQ_N) fp32
+            mbarrier.arrive(ds_free.index(pbuf))
+            prev_row, prev_col = cargs
+            _fused_dq_reduce(dq, dq_stage, dq_desc, prev_row, prev_col, softmax_scale, WG)
+        else:
+            dk = warpgroup_mma_wait(0, deps=[dk_tok])
+            mbarrier.arrive(empty.index(stage))
+            # the WG past this tile's reads of the layout-conversion scratch (lse / delta)
+            # before the loop's first tile writes it: else the compiler's barrier for that
+            # goes to the loop head, into every tile (offline: one BAR.SYNC a tile)
+            gl.thread_barrier()
+    else:
+        # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
+        mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
+        # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
+        dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)),
+                               k_smem.index(0).slice(WG * DQ_N, DQ_N, dim=1), dq_zero, use_acc=False, is_async=True)
+        dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
+                               k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
+        # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
+        dk = warpgroup_mma_wait(2, deps=[dk_tok])
+        # Q and dO of this stage no longer read by this WG (one of empty's 2 arrivals)
+        mbarrier.arrive(empty.index(stage))
+        dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
+        # this WG's reads of both dS^T halves of buffer `buf` done (one of ds_free's 2 arrivals)
+        mbarrier.arrive(ds_free.index(buf))
+        # the previous tile's reduce has finished reading dq_stage[WG] (bulk group wait of the
+        # issuing thread), then the whole WG past that point before anyone overwrites it
+        tma.store_wait(0)
+        gl.thread_barrier()
+        stg = dq_stage.index(WG)                                                 # (BLOCK_M, DQ_N) fp32 smem
+        if DROPOUT:
+            stg.store(dq * (softmax_scale / keep_frac))                          # bwd_ws.py: dq / (1 - p) * scale
+        else:
+            stg.store(dq * softmax_scale)
+        fence_async_shared()
+        async_reduce_add(dq_desc, [dq_row, dq_col], stg)
+    return dk, dv
+
+
+@gluon.jit
+def _fused_dq_issue(ds_smem, k_smem, buf, dq_zero, WG: gl.constexpr):
+    """DEFER_DQ: the two async dQ wgmmas of the tile whose dS^T sits in buffer buf,
+    dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
+    ((BLOCK_M, DQ_N) fp32; A: the permuted dS^T halves, B: K halves' column slice)."""
+    DQ_N: gl.constexpr = dq_zero.shape[1]
     dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)), k_smem.index(0).slice(WG * DQ_N, DQ_N, dim=1),
                            dq_zero, use_acc=False, is_async=True)
     dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
                            k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
-    # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
-    dk = warpgroup_mma_wait(2, deps=[dk_tok])
-    # Q and dO of this stage no longer read by this WG (one of empty's 2 arrivals)
-    mbarrier.arrive(empty.index(stage))
-    dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
-    # this WG's reads of both dS^T halves of buffer `buf` done (one of ds_free's 2 arrivals)
-    mbarrier.arrive(ds_free.index(buf))
-    # the previous tile's reduce has finished reading dq_stage[WG] (bulk group wait of the
-    # issuing thread), then the whole WG past that point before anyone overwrites it
+    return dq_tok
+
+
+@gluon.jit
+def _fused_dq_reduce(dq, dq_stage, dq_desc, dq_row, dq_col, softmax_scale, WG: gl.constexpr):
+    """DEFER_DQ: dq (BLOCK_M, DQ_N) fp32 scaled into dq_stage[WG] and reduce-added at
+    dq_accum[dq_row.., dq_col..] (the non-deferred tile's staging, without DROPOUT): the
+    previous reduce's read of the staging waited (issuing thread) and the WG past it first."""
     tma.store_wait(0)
     gl.thread_barrier()
     stg = dq_stage.index(WG)                                                 # (BLOCK_M, DQ_N) fp32 smem
-    if DROPOUT:
-        stg.store(dq * (softmax_scale / keep_frac))                          # bwd_ws.py: dq / (1 - p) * scale
-    else:
-        stg.store(dq * softmax_scale)
+    stg.store(dq * softmax_scale)
     fence_async_shared()
     async_reduce_add(dq_desc, [dq_row, dq_col], stg)
-    return dk, dv
+
+
+@gluon.jit
+def _fused_dq_drain(last, ds_smem, k_smem, dq_stage, ds_ready, ds_free, dq_desc, dq_zero, dq_row, dq_col,
+                    softmax_scale, WG: gl.constexpr, NUM_DS: gl.constexpr):
+    """DEFER_DQ, after the tile loop: the dQ of the last ring tile `last` (no later tile to
+    carry it): wait both halves (ds_ready phase last // NUM_DS), the wgmmas, ds_free's arrival
+    (the epilogue waits that phase before K is overwritten), the staging and reduce."""
+    buf = last % NUM_DS
+    mbarrier.wait(ds_ready.index(buf), (last // NUM_DS) & 1)
+    dq_tok = _fused_dq_issue(ds_smem, k_smem, buf, dq_zero, WG)
+    dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
+    mbarrier.arrive(ds_free.index(buf))
+    _fused_dq_reduce(dq, dq_stage, dq_desc, dq_row, dq_col, softmax_scale, WG)
+
+
+@gluon.jit
+def _fused_defer_coords(g, n_m, rot, b, hk, group, seqlen_q, vec_base, BLOCK_M: gl.constexpr, HEAD_DIM: gl.constexpr,
+                        WG: gl.constexpr):
+    """DEFER_DQ: (dq_row, dq_col, vec) of ring tile g in ROTATE's order (_tile_row), as the
+    plain loop of _fused_consume makes them: dq_row / dq_col the tile's (B * Nq, H * D)
+    coordinates of this WG's D-half, vec the flat (B, H, Nq) index of its first row."""
+    hh, j = _tile_row(g, n_m, rot)
+    h = hk * group + hh
+    return b * seqlen_q + j * BLOCK_M, h * HEAD_DIM + WG * (HEAD_DIM // 2), vec_base + hh * seqlen_q + j * BLOCK_M
 
 
 @gluon.jit
@@ -650,7 +788,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
                    softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                   CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr):
+                   CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
+                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2):
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     dtype: gl.constexpr = k_smem.dtype
@@ -680,7 +819,33 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         ck = ck.to(gl.uint32, bitcast=True)
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
-    if CAUSAL or WINDOW:
+    if DEFER_DQ:
+        # DEFER_DQ (session 31; plain order only): tile g's dQ computed in tile g + 1 (the
+        # last one's after the loop, _fused_dq_drain); tile 0 peeled (no previous tile's dQ),
+        # then tiles 1 .. T - 1 with the previous tile's dq_accum coordinates carried (2
+        # registers). Offline (sm_90a, D = 128): peeled 8 spill bytes, none in the loops; one
+        # body for every tile (tile 0's dQ wgmmas on an unwritten buffer, its reduce outside
+        # dq_accum, its ds_free arrival predicated off) 272 with 10 local accesses a tile in
+        # WG 1's loop; the previous coordinates recomputed from g - 1 at the reduce instead of
+        # carried 20 (1 a tile). CAUSAL spilled 148 (12 a tile) in the peeled form: refused.
+        gl.static_assert(not CAUSAL and not DROPOUT and not WINDOW,
+                         "DEFER_DQ: the plain kernel only (causal spills offline; dropout / window not compiled)")
+        rot = _rotation(n_m, ROTATE, CAUSAL)
+        row, col, vec = _fused_defer_coords(0, n_m, rot, b, hk, group, seqlen_q, vec_base, BLOCK_M, HEAD_DIM, WG)
+        dk, dv = _fused_tile(0, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty, ds_ready,
+                             ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE, DELTA, vec,
+                             row, col, WG, NUM_STAGES, False, s_layout, a_layout, DEFER=True, DQ_PREV=False,
+                             NUM_DS=NUM_DS)
+        for g in range(1, n_tiles):
+            cargs = (row, col)          # tile g - 1's dq_accum coordinates
+            row, col, vec = _fused_defer_coords(g, n_m, rot, b, hk, group, seqlen_q, vec_base, BLOCK_M, HEAD_DIM, WG)
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0,
+                                 LSE, DELTA, vec, row, col, WG, NUM_STAGES, False, s_layout, a_layout, DEFER=True,
+                                 DQ_PREV=True, NUM_DS=NUM_DS, cargs=cargs)
+        _fused_dq_drain(n_tiles - 1, ds_smem, k_smem, dq_stage, ds_ready, ds_free, dq_desc, dq_zero, row, col,
+                        softmax_scale, WG, NUM_DS)
+    elif CAUSAL or WINDOW:
         # One tile body for every ring tile, the mask applied where the tile's rel (the
         # first row of the tile + Nk - Nq - the WG's first key) says some key of the half
         # is hidden from some row of the tile (rel < HALF_N - 1: the diagonal tile, and a
@@ -737,7 +902,11 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
     # complete, i.e. both WGs' last dQ reads done. This WG arrived on it already.
     last = n_tiles - 1
-    mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    if DEFER_DQ:
+        # (the drain's arrival is the last on that phase: both WGs' dQ reads of K done)
+        mbarrier.wait(ds_free.index(last % NUM_DS), (last // NUM_DS) & 1)
+    else:
+        mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
     if BLOCK_M > 64:
         # (the WIDE tile, session 30) n0 again through an opaque move: else the value made
         # before the tile loop is kept across it in local memory (offline: 40 -> 24 spill
@@ -773,7 +942,7 @@ def attn_bwd_fused_gluon_kernel(
     win_left, win_right,        # WINDOW: the window's sides, >= 0 (Nq + Nk: unbounded); else None (constexprs)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
-    WINDOW: gl.constexpr = False,
+    WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -782,6 +951,8 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
     dtype: gl.constexpr = q_desc.dtype
+    # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
+    NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -795,8 +966,8 @@ def attn_bwd_fused_gluon_kernel(
     do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)  # (S, BLOCK_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], k_desc.layout)             # (2, HALF_N, D)
     v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)             # (2, HALF_N, D)
-    # dS^T: buffer i = g % 2, half w at index 2 i + w
-    ds_smem = gl.allocate_shared_memory(dtype, [4, HALF_N, BLOCK_M], ds_layout)                 # (4, HALF_N, BLOCK_M)
+    # dS^T: buffer i = g % NUM_DS, half w at index 2 i + w
+    ds_smem = gl.allocate_shared_memory(dtype, [2 * NUM_DS, HALF_N, BLOCK_M], ds_layout)   # (2 NUM_DS, HALF_N, BLOCK_M)
     dq_stage = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_N], dq_desc.layout)        # (2, BLOCK_M, D/2)
     # CAUSAL: the column indices 0 .. BLOCK_M - 1 of a masked tile, written once here (the
     # region's entry barrier orders the store before the partitions' reads; bwd_gluon.py)
@@ -806,13 +977,13 @@ def attn_bwd_fused_gluon_kernel(
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    ds_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-    ds_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    ds_ready = gl.allocate_shared_memory(gl.int64, [NUM_DS, 1], mbarrier.MBarrierLayout())
+    ds_free = gl.allocate_shared_memory(gl.int64, [NUM_DS, 1], mbarrier.MBarrierLayout())
     mbarrier.init(kv_bar, count=1)
     for i in gl.static_range(NUM_STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(empty.index(i), count=2)      # one arrival per consumer WG
-    for i in gl.static_range(2):
+    for i in gl.static_range(NUM_DS):
         mbarrier.init(ds_ready.index(i), count=2)   # one arrival per consumer WG
         mbarrier.init(ds_free.index(i), count=2)    # one arrival per consumer WG
     fence_async_shared()
@@ -823,11 +994,11 @@ def attn_bwd_fused_gluon_kernel(
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW)),
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW)),
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW)),
@@ -837,6 +1008,6 @@ def attn_bwd_fused_gluon_kernel(
     for i in gl.static_range(NUM_STAGES):
         mbarrier.invalidate(ready.index(i))
         mbarrier.invalidate(empty.index(i))
-    for i in gl.static_range(2):
+    for i in gl.static_range(NUM_DS):
         mbarrier.invalidate(ds_ready.index(i))
         mbarrier.invalidate(ds_free.index(i))

@@ -291,9 +291,20 @@ def fused_block_m(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q:
     return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
 
 
+def fused_defer(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool) -> bool:
+    """Whether the library's fused route (fused_into) runs the kernel's DEFER_DQ (session 31:
+    a tile's dQ one ring tile later, kernels/bwd_gluon_fused.py): the head dim listed in
+    policy.GLUON_BWD_FUSED_DEFER["plain"], a non-causal call without window, dropout or the
+    WIDE tile (the kernel compiles DEFER_DQ for the plain 64-row tile only). Empty table (the
+    default): never."""
+    if causal or windowed or dropout or wide:
+        return False
+    return d in policy.GLUON_BWD_FUSED_DEFER.get("plain", frozenset())
+
+
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False):
+                  wide: bool = False, defer_dq: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -334,7 +345,24 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     wide=True (session 30, offline; for the A/B bench/gpu/s30_fused_bwd_d64_ab.py): the WIDE
     tile, FUSED_WIDE_CONFIG's (D = 64 only: BLOCK_M = 128 query rows a ring tile, 2 stages,
     the dq_accum descriptor at a 128-byte swizzle); Nq a multiple of 128; no dropout, no
-    window (ValueError: not compiled or measured)."""
+    window (ValueError: not compiled or measured).
+
+    defer_dq=True (session 31, offline; for the A/B bench/gpu/s31_fused_bwd_d128_ab.py): the
+    kernel's DEFER_DQ, each tile's dQ wgmmas and reduce one ring tile later (the two WGs no
+    longer wait for each other's dS^T of the same tile, so they can run up to half a tile
+    apart); the same values (dk / dv bitwise, dq up to fp32 summation order). Non-causal,
+    no window, no dropout, not wide, FUSED_CONFIG's stage count (ValueError: causal spills
+    registers offline, the others are not compiled)."""
+    if not isinstance(defer_dq, bool):
+        raise ValueError(f"defer_dq: expected a bool, got {defer_dq!r}")
+    if defer_dq:
+        if causal or window is not None:
+            raise ValueError("defer_dq: the plain kernel only (causal / window: DEFER_DQ spills registers there "
+                             "offline or is not compiled)")
+        if dropout_p > 0:
+            raise ValueError("defer_dq: takes no dropout (not compiled or measured)")
+        if wide:
+            raise ValueError("defer_dq: not with the WIDE tile (not compiled or measured)")
     if not isinstance(wide, bool):
         raise ValueError(f"wide: expected a bool, got {wide!r}")
     if wide:
@@ -371,6 +399,9 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         # (session 28) WINDOW likewise: 428 spill bytes, 41 local accesses a tile in the loops
         raise ValueError(f"num_stages: {num_stages} stages with a window at D = 128 spill registers "
                          "(offline compile, 2026-12-01); use 2")
+    if defer_dq and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
+        raise ValueError(f"num_stages: defer_dq=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
+                         f"D = {d} only, got {num_stages}")
     if rotate and not causal:
         # (review, session 24) ROTATE's start tile (program_id(0) * n_m) // num_programs(0)
         # is int32 in the kernel: refuse the sizes where it would wrap
@@ -381,7 +412,8 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     _check_device(q, "fused_gluon")
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
-                                                                  dropout_p=float(dropout_p), keys=keys, win=win)
+                                                                  dropout_p=float(dropout_p), keys=keys, win=win,
+                                                                  defer=defer_dq)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -438,7 +470,8 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
-                       rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None):
+                       rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
+                       defer: bool = False):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -448,7 +481,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     rng_rows = B * Nq and dropout_p as the kernel's arguments; else the three are None (Triton
     binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT). win:
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
-    the kernel of before WINDOW)."""
+    the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
+    binder's key and the kernel of before)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -485,6 +519,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
                   DROPOUT=drop, num_warps=4)
     if win is not None:
         kwargs["WINDOW"] = True          # (absent otherwise: the binder's key of before WINDOW)
+    if defer:
+        kwargs["DEFER_DQ"] = True        # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -551,18 +587,20 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     # the WIDE tile where policy.GLUON_BWD_FUSED_WIDE lists the call (empty: never)
     wide = fused_block_m(q.shape[-1], causal, win is not None, dropout_p > 0, q.shape[1])
     block_m, block_n, stages = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[q.shape[-1]]
+    # DEFER_DQ where policy.GLUON_BWD_FUSED_DEFER lists the call (empty: never)
+    defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
-        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win)
+        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False):
+                wide: bool = False, defer_dq: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
-                         dropout_p=dropout_p, keys=keys, window=window, wide=wide)()
+                         dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -192,6 +192,14 @@ GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64
 # GLUON_BWD_FUSED_MIN_N's.
 GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
 
+# The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
+# ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
+# tile), by gluon_kind -> the head dims that take it; "plain" only (the kernel compiles it for
+# the non-causal 64-row tile: causal spilled offline). Session 31 (offline, a helper): written
+# and compiled for D = 128 / 64, not yet run on a GPU; EMPTY = off until
+# bench/gpu/s31_fused_bwd_d128_ab.py has measured it (bench/wip/fused-bwd-d128.md).
+GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
+
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
