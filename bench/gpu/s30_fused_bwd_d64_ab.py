@@ -58,7 +58,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")
 import torch  # noqa: E402
 
 from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import attention_flops, graph_backward_ms, graph_time_ms, time_ms  # noqa: E402
 from flashtriton.launchers import backward as lib_backward  # noqa: E402
 from flashtriton.launchers import backward_gluon, plans, policy  # noqa: E402
 from flashtriton.launchers import forward as lib_forward  # noqa: E402
@@ -113,18 +113,21 @@ def call(causal, inp):
     return lambda: lib_backward.bwd(dout, q, k, v, out, lse, params(causal))
 
 
-def cudnn_call(causal, inp):
-    """SDPA CUDNN_ATTENTION forward once (outside the timing), then its backward by autograd
-    (aten's cudnn attention backward), retain_graph so that it replays."""
+def cudnn_ms(causal, inp) -> float:
+    """SDPA CUDNN_ATTENTION's backward (aten's cudnn attention backward) as the grid times it:
+    forward+backward captured together minus the forward alone (bench.common.graph_backward_ms;
+    a backward captured without its forward fails: autograd runs it on the forward's stream,
+    and the failed capture left the CUDA generator unusable, session 30 call A)."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q, k, v, dout, _, _ = inp
     qt, kt, vt = (t.transpose(1, 2).detach().requires_grad_() for t in (q, k, v))
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        o = torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=D ** -0.5)
-    do = dout.transpose(1, 2)
-    return lambda: torch.autograd.grad(o, (qt, kt, vt), do, retain_graph=True)
 
+    def fwd():
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, scale=D ** -0.5)
+
+    return graph_backward_ms(fwd, (qt, kt, vt), dout.transpose(1, 2))
 
 def check_one_head(causal, inp, grads) -> tuple:
     q, k, v, dout, _, _ = inp
@@ -202,11 +205,10 @@ def ab():
                     continue
                 try:
                     if name == "cudnn":
-                        fn = cudnn_call(causal, inp)
+                        ms, mark = cudnn_ms(causal, inp), ""
                     else:
                         setting(name, causal)
-                        fn = call(causal, inp)
-                    ms, mark = timed(fn)
+                        ms, mark = timed(call(causal, inp))
                     rows.setdefault((n, causal, name), []).append(ms)
                     tf = attention_flops(TOKENS // n, H, n, n, D, causal, "bwd") / ms / 1e9
                     print(f"ab round {rnd + 1} N={n} causal={causal} {name}: {ms * 1e3:.1f}{mark} us "
