@@ -642,7 +642,7 @@ def test_fused_route_rule(monkeypatch):
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
-    assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512},
+    assert policy.GLUON_BWD_FUSED_MIN_N == {"plain": {128: 1024, 64: 2048}, "causal": {128: 512, 64: 512},
                                             "window": {128: 2048, 64: 2048}}      # (window: session 28)
     fast = common.AttnParams(0.1, deterministic=False)
 
@@ -672,8 +672,9 @@ def test_fused_route_rule(monkeypatch):
     for d in (128, 64):                                                     # causal from 512 (session 26)
         assert rule(*rand_qkv(1, 512, 512, 4, 2, d, torch.bfloat16, "cpu"), causal, bd=d)
         assert not rule(*rand_qkv(1, 384, 384, 4, 2, d, torch.bfloat16, "cpu"), causal, bd=d)
-    q64, k64, v64 = rand_qkv(1, 4096, 4096, 2, 1, 64, torch.bfloat16, "cpu")
-    assert not rule(q64, k64, v64, bd=64)                                                  # D = 64 plain: 8k
+    q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
+    assert not rule(q64, k64, v64, bd=64)                                                  # D = 64 plain: 2k
+    assert rule(*rand_qkv(1, 2048, 2048, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)          # (session 30)
     assert rule(q64, k64, v64, common.AttnParams(0.1, window_right=0, deterministic=False), bd=64)
     assert rule(*rand_qkv(1, 1024 + 64, 1024, 4, 2, 128, torch.bfloat16, "cpu"))          # Nq: BLOCK_M = 64
     assert not rule(*rand_qkv(1, 1024 + 32, 1024, 4, 2, 128, torch.bfloat16, "cpu"))      # Nq not a tile multiple

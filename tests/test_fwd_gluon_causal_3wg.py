@@ -243,10 +243,11 @@ def test_fwd_into_tile_causal(monkeypatch, kw, expect):
 
 
 def test_gluon_fwd_causal_consumers_switch(monkeypatch):
-    """Off by default (GLUON_FWD_CAUSAL_CONSUMERS = {64: 2}: the next session flips it after its
-    A/B); on, 3 only for causal one-block D = 64; the plain table does not reach causal calls,
+    """On since session 30's A/B (GLUON_FWD_CAUSAL_CONSUMERS = {64: 3}); off (2), no call takes
+    3; on, 3 only for causal one-block D = 64; the plain table does not reach causal calls,
     nor the causal table plain ones."""
-    assert policy.GLUON_FWD_CAUSAL_CONSUMERS == {64: 2}
+    assert policy.GLUON_FWD_CAUSAL_CONSUMERS == {64: 3}
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_CONSUMERS, 64, 2)
     for bd in (64, 128):
         for persistent in (False, True):
             assert policy.gluon_fwd_consumers(bd, True, persistent) == 2

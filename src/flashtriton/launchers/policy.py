@@ -89,7 +89,7 @@ GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # fwd_ws.py's 475 / 473 (2k level: 449 / 447 against 446 / 436; 512 / 1k behind: 230 /
 # 351 against 288 / 380): from 4k. D = 64 16k 432 / 407 against 413 / 395 (4k 363 against
 # 386, behind): from 16k.
-GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 16384}
+GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 4096}
 # Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
 # each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
 # 2026-12-01, bf16, 16k tokens, H = 16, D = 128, kernel-only, two rounds, outputs
@@ -119,13 +119,15 @@ GLUON_FWD_PERSISTENT = {"plain": True, "causal": False}
 GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # The same for the causal Gluon forward (one block a CTA, GLUON_FWD_PERSISTENT["causal"] False):
 # 3 takes kernels/fwd_gluon.py's NUM_CONSUMERS = 3 CAUSAL variant (192-row blocks, each 64-row
-# consumer computing only the key tiles its rows reach; session 29, a helper, written and
-# compiled offline, never run). Off (2) until bench/gpu/s30_gluon_causal_3wg_ab.py has measured
-# it; its prediction: +6-15% over the 2-consumer causal kernel at 4k-16k. Flipping it only
-# matters where GLUON_FWD_CAUSAL_MIN_N[64] routes causal D = 64 to Gluon (16k today); lower
-# that too if the A/B shows 3 consumers ahead of fwd_ws.py from shorter N. Launch plans key on
-# the call: plans.clear() after changing it.
-GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 2}
+# consumer computing only the key tiles its rows reach, the block's other tiles drained; a
+# session-29 helper, offline). Measured (H200, 2026-12-01, bf16, H = 32, 16k tokens, kernel-
+# only graph replays, two rounds, outputs bitwise the 2-consumer kernel's; bench/gpu/
+# s30_gluon_causal_3wg_ab.py, s30/callB), TFLOP/s 2 -> 3 consumers (the route before: fwd_ws.py
+# below 16k; cuDNN): 2k 314 / 313 -> 309 / 306 (fwd_ws 353; 390), 4k 369 / 375 -> 393 / 393
+# (386 / 383; 419), 16k 432 / 408 -> 470 / 471 (430; 446). Predicted 1.08-1.18x at 4k-16k:
+# 1.05x / 1.09x. Routed with GLUON_FWD_CAUSAL_MIN_N[64] 16k -> 4k (2k stays on fwd_ws.py).
+# Launch plans key on the call: plans.clear() after changing it.
+GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -179,25 +181,35 @@ GLUON_FWD_DROPOUT_MIN_N: dict[str, dict[int, int]] = {"plain": {128: 4096}, "cau
 # 2k 1.50x (0.92x), 1k 0.99x (the band is nearly the whole causal triangle there); D = 64
 # 16k 1.27x (0.74x), 4k 1.31x (0.83x), 2k 1.38x (0.93x). Gradients within the f64 criterion,
 # 1e-3 of window-current's. Routed from 2k.
-GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 8192}, "causal": {128: 512, 64: 512},
+# Session 30 (s30/callA2, the WIDE tile below): D = 64 plain from 2k (8k before): the wide
+# fused backward 382 / 379 TFLOP/s at 2k, 403 / 394 at 4k, against bwd_ws.py's 367 / 377
+# (session 29's grid) and the 64-row fused kernel's 358 / 379.
+GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 2048}, "causal": {128: 512, 64: 512},
                          "window": {128: 2048, 64: 2048}}
 
 # The fused backward's WIDE tile (kernels/bwd_gluon_fused.FUSED_WIDE_CONFIG: BLOCK_M = 128
 # query rows a ring tile instead of 64), by gluon_kind ("plain" / "causal"; not "window",
 # not with dropout) -> the head dims that take it, for calls whose Nq is a multiple of 128
-# (others keep the 64-row tile; launchers.backward_gluon.fused_block_m). Session 30
-# (offline, a helper): written and compiled for D = 64, not yet run on a GPU; EMPTY = off
-# until bench/gpu/s30_fused_bwd_d64_ab.py has measured it (bench/NOTES.md, "Offline (a
-# helper, session 29): the fused backward at D = 64"). The route's lengths stay
-# GLUON_BWD_FUSED_MIN_N's.
-GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
+# (others keep the 64-row tile; launchers.backward_gluon.fused_block_m). Written and compiled
+# offline by a session-29 helper. Measured (H200, 2026-12-01, bf16, H = 32, 16k tokens, the
+# library's whole backward with the fused route forced, CUDA-graph replays, two rounds; dk /
+# dv bitwise the 64-row kernel's, dq within fp32 order; bench/gpu/s30_fused_bwd_d64_ab.py,
+# s30/callA2), TFLOP/s 64-row -> wide (cuDNN): non-causal 2k 358 / 356 -> 382 / 379 (397 /
+# 384), 4k 379 / 370 -> 403 / 394 (421 / 410), 8k 392 / 393 -> 411 / 408 (439 / 437), 16k 402
+# / 400 -> 423 / 426 (444 / 450); causal 2k 303 / 304 -> 333 / 331 (321 / 317), 4k 350 / 346
+# -> 386 / 378 (367 / 365), 8k 383 / 383 -> 422 / 413 (404 / 406), 16k 405 / 402 -> 445 / 442
+# (433 / 433). Predicted +6-15% non-causal at 8k / 16k, +3-10% causal: +5-6% / +10%. Routed
+# for both at D = 64; the route's lengths stay GLUON_BWD_FUSED_MIN_N's.
+GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset({64}), "causal": frozenset({64})}
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
 # tile), by gluon_kind -> the head dims that take it; "plain" only (the kernel compiles it for
-# the non-causal 64-row tile: causal spilled offline). Session 31 (offline, a helper): written
-# and compiled for D = 128 / 64, not yet run on a GPU; EMPTY = off until
-# bench/gpu/s31_fused_bwd_d128_ab.py has measured it (bench/wip/fused-bwd-d128.md).
+# the non-causal 64-row tile: causal spilled offline). Written and compiled offline by a helper
+# (bench/wip/fused-bwd-d128.md). Measured level (H200, 2026-12-01, bf16, D = 128, H = 16, 16k
+# tokens, non-causal, whole backward, graph replays, two rounds; bench/gpu/
+# s31_fused_bwd_d128_ab.py, s30/callB): 2k 460 / 440 -> 459 / 443 TFLOP/s, 4k 490 / 488 -> 490 /
+# 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
 GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 
 
