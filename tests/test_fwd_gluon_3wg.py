@@ -162,10 +162,11 @@ def test_fwd_into_tile(monkeypatch, kw, expect):
 
 def test_gluon_fwd_consumers_switch(monkeypatch):
     """policy.gluon_fwd_consumers: the table at 3 for D = 64 (session 29's H200 A/B) gives 3
-    for plain persistent D = 64 calls only (causal, one block a CTA, other head dims: 2);
-    off (2), 2 everywhere."""
+    for plain persistent D = 64 calls only (causal, one block a CTA, other head dims: 2;
+    the causal table's own switch is test_fwd_gluon_causal_3wg's); off (2), 2 everywhere."""
     assert policy.GLUON_FWD_CONSUMERS == {64: 3}
     monkeypatch.setitem(policy.GLUON_FWD_CONSUMERS, 64, 2)
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_CONSUMERS, 64, 2)
     for bd in (64, 128):
         for causal in (False, True):
             for persistent in (False, True):
@@ -202,7 +203,8 @@ def test_route_passes_num_consumers(monkeypatch, table, expect):
         flash_attn_func(q, k, v, causal=True)
     plans.clear()
     assert got == [(False, policy.GLUON_FWD_PERSISTENT["plain"], expect if policy.GLUON_FWD_PERSISTENT["plain"]
-                    else 2), (True, policy.GLUON_FWD_PERSISTENT["causal"], 2)], got
+                    else 2), (True, policy.GLUON_FWD_PERSISTENT["causal"],
+                              policy.gluon_fwd_consumers(64, True, policy.GLUON_FWD_PERSISTENT["causal"]))], got
 
 
 # ---------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
+from . import policy
 from .policy import _bwd_ws_tiles, _warp_spec_forced, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -470,12 +471,23 @@ WS_VEC_PTR_PERSISTENT = False
 WS_DKDV_VEC_PTR_KIND = None
 
 
-def _dkdv_vec_ptr_kind(params: AttnParams) -> int:
+# Head dims at which the dK/dV kernel does not compile with VEC_PTR = 1, so masked loops take 2
+# (slower under a mask at D = 128, bitwise the same). Compiler workaround (Triton 3.6.0, sm_90a,
+# 2026-12-01): at D = 64 one tile a program, VEC_PTR = 1 fails in the NVGPUWarpSpecialization pass
+# ("PassManager::run failed") with or without a mask, partial, dropout; VEC_PTR = 2 compiles except
+# with dropout (policy.BWD_WS_NO_DROPOUT keeps D = 64 dropout off bwd_ws.py). Found by session 30's
+# GPU suite: session 29's one-tile pointer loads (WS_DKDV_ONE_TILE_VEC_PTR) had made every ragged
+# or masked one-tile D = 64 launch VEC_PTR = 1; offline reproduction bench/bwd_ws_compile.py.
+# Regression test: test_one_tile_dkdv_d64_masked_compiles.
+WS_DKDV_VEC_PTR1_FAILS: set = {64}
+
+
+def _dkdv_vec_ptr_kind(params: AttnParams, bd: int) -> int:
     """The kernel's VEC_PTR value for a dK/dV launch with pointer loads (see above)."""
     if WS_DKDV_VEC_PTR_KIND is not None:
         return WS_DKDV_VEC_PTR_KIND
     masked = params.window_left >= 0 or params.window_right >= 0
-    return 1 if masked else 2
+    return 1 if masked and bd not in WS_DKDV_VEC_PTR1_FAILS else 2
 
 
 def _dkdv_vec_ptr(bd: int, group: int, seqlen_q: int) -> bool:
@@ -596,6 +608,12 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
                                         keys is not None, _dkdv_flat(flat, vec_ptr), max(seqlen_q, seqlen_k))
     if not persistent and bd in WS_DKDV_ONE_TILE_VEC_PTR and WS_DKDV_VEC_PTR is None:
         vec_ptr = True                       # (the one-tile D = 64 launch's NaN: see the table)
+    vec_kind = _dkdv_vec_ptr_kind(params, bd) if vec_ptr else 0
+    if vec_kind and bd in policy.BWD_WS_NO_DROPOUT and keys is not None:
+        raise NotImplementedError(f"bwd_ws.py's dK/dV with dropout at BLOCK_D {bd} (pointer loads with "
+                                  "dropout do not compile in Triton 3.6; policy.BWD_WS_NO_DROPOUT routes it to bwd.py)")
+    if vec_kind == 1 and bd in WS_DKDV_VEC_PTR1_FAILS:
+        raise NotImplementedError(f"bwd_ws.py's dK/dV with VEC_PTR = 1 at BLOCK_D {bd} (does not compile in Triton 3.6)")
     plans.launch(attn_bwd_dkdv_ws_kernel, (programs,),
         q, k, v, dout, lse, delta, dk, dv, keys_arg,
         *_dims4(q, False), *_dims4(k, False), *_dims4(v, False), *_dims4(dout, False),
@@ -607,7 +625,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
         PARTIAL=partial, HAS_RIGHT=params.window_right >= 0, HAS_LEFT=params.window_left >= 0,
         PERSISTENT=persistent, BLOCK_MAJOR=persistent and _deal_block_major("dkdv", params, n_kblocks),
         TILE_STAGES=_tile_stages(bd, keys is not None) if persistent else 2,
-        VEC_PTR=_dkdv_vec_ptr_kind(params) if vec_ptr else 0,
+        VEC_PTR=vec_kind,
         num_warps=tile.num_warps, num_stages=tile.num_stages,
     )
     tile = dq_tile

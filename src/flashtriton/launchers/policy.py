@@ -242,8 +242,8 @@ def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqle
     if kernel == "bwd" and not (q.shape[-1] == bd and q.stride(-2) == bd and dout.stride(-2) == bd):
         return None
     forced = _warp_spec_forced()
-    if (kernel == "bwd" and not forced and params.dropout_p > 0
-            and max(seqlen_q, seqlen_k) > BWD_WS_DROPOUT_MAX_N.get(bd, float("inf"))):
+    if (kernel == "bwd" and params.dropout_p > 0 and (bd in BWD_WS_NO_DROPOUT or (
+            not forced and max(seqlen_q, seqlen_k) > BWD_WS_DROPOUT_MAX_N.get(bd, float("inf"))))):
         return None
     short_kind, short_upto = FWD_SHORT_ON_FWD_PY.get(bd, (None, 0))
     short_kind = short_kind if not forced and max(seqlen_q, seqlen_k) <= short_upto else None
@@ -303,6 +303,12 @@ FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 # no dropout: the dQ loop's key loads were not probed). Until a dropout probe
 # (S29_DROPOUT=0.1 in that script) clears the dQ loop, bwd.py takes them.
 BWD_WS_DROPOUT_MAX_N = {128: 8192, 64: 0}
+# Head dims whose dropout backwards never take bwd_ws.py, forced (FLASHTRITON_WARP_SPEC=1) or
+# not: at D = 64 the launch is one tile a program (no D = 64 dropout kind in
+# launchers.backward.WS_PERSISTENT), which must read by pointers (the descriptors' NaN, session
+# 29), and the dK/dV kernel with dropout and pointer loads does not compile (Triton 3.6.0,
+# NVGPUWarpSpecialization, session 30's GPU suite; launchers.backward.WS_DKDV_VEC_PTR1_FAILS).
+BWD_WS_NO_DROPOUT = {64}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
 # warp_spec_mode). D = 64 (H200, 2026-11-29, prefill-d64.md, 16k tokens): causal
