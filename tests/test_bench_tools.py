@@ -111,3 +111,29 @@ def test_head0_grad_check():
     nan = [g.clone() for g in good]
     nan[2][1, 0, 2, 0] = float("nan")                 # outside batch 0 / head 0: still caught
     assert not head0_grad_check(nan, refs)[0]
+
+
+def test_head0_fwd_check_and_same_outputs():
+    """bench.common.head0_fwd_check (the forward A/B scripts' gate before timing): the
+    reference's own bf16-rounded float64 output and lse pass; one element of o off by 1.0 in
+    batch 0 / head 0, an lse off by 1.0, or a NaN anywhere fails; lse None checks o alone.
+    same_outputs: "bitwise" for equal pairs, the differences otherwise."""
+    from flashtriton import reference
+    from flashtriton.bench.common import head0_fwd_check, same_outputs
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 64, 3, 32, dtype=torch.bfloat16) for _ in range(3))
+    kw = dict(softmax_scale=32 ** -0.5, window_left=16, window_right=0)
+    o64, lse64 = reference.attention(*(t.double() for t in (q, k, v)), **kw)
+    o, lse = o64.to(torch.bfloat16), lse64.float()
+    assert head0_fwd_check(q, k, v, o, lse, **kw)[0] and head0_fwd_check(q, k, v, o, None, **kw)[0]
+    bad_o = o.clone()
+    bad_o[0, 7, 0, 1] += 1.0
+    assert not head0_fwd_check(q, k, v, bad_o, lse, **kw)[0]
+    bad_lse = lse.clone()
+    bad_lse[0, 0, 9] += 1.0
+    assert not head0_fwd_check(q, k, v, o, bad_lse, **kw)[0] and head0_fwd_check(q, k, v, o, None, **kw)[0]
+    nan = o.clone()
+    nan[1, 0, 2, 0] = float("nan")                   # outside batch 0 / head 0: still caught
+    assert not head0_fwd_check(q, k, v, nan, lse, **kw)[0]
+    assert same_outputs((o, lse), (o.clone(), lse.clone())) == "bitwise"
+    assert same_outputs((o, lse), (bad_o, lse)).startswith("DIFFER")

@@ -26,7 +26,7 @@ from flashtriton.launchers.backward_gluon import fused_defer, fused_gluon
 
 from conftest import HAS_CUDA
 from helpers import assert_close, rand_qkv
-from test_bwd_gluon import args, call_fused, inputs
+from test_bwd_gluon import args, call_fused, check_fused, inputs
 
 IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
 INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -149,15 +149,8 @@ def test_defer_compiles_without_local_memory_in_the_loops(d):
 # GPU (Hopper): numerics
 # ---------------------------------------------------------------------------------------
 def check_defer(b, nq, nk, h, hk, d, dtype, **kw):
-    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(b, nq, nk, h, hk, d, dtype, False)
-    dq, dk, dv = fused_gluon(q, k, v, dout, lse, delta, scale, False, defer_dq=True, **kw)
-    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
-    for name, t in (("dq", dq), ("dk", dk), ("dv", dv)):
-        assert torch.isfinite(t).all(), f"{name}: unwritten (NaN-poisoned) or non-finite output"
-    assert_close("dq", dq, truth[0], lowp[0], 3, dtype)
-    assert_close("dk", dk, truth[1], lowp[1], 3, dtype)
-    assert_close("dv", dv, truth[2], lowp[2], 3, dtype)
-    return (q, k, v, dout, lse, delta, scale), (dq, dk, dv)
+    """test_bwd_gluon.check_fused (poisoned outputs, float64 criterion) with DEFER_DQ."""
+    return check_fused(b, nq, nk, h, hk, d, dtype, False, defer_dq=True, **kw)
 
 
 @pytest.mark.gpu

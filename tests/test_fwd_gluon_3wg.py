@@ -148,6 +148,12 @@ def test_launch_arguments_two_consumers_unchanged(monkeypatch):
 def test_fwd_into_tile(monkeypatch, kw, expect):
     """fwd_into takes CONSUMERS3_CONFIG's tile only for plain persistent calls; else the
     2-consumer kernel at DEFAULT_CONFIG's, whatever num_consumers says."""
+    assert fwd_into_tiles(monkeypatch, kw) == [expect]
+
+
+def fwd_into_tiles(monkeypatch, kw) -> list:
+    """[(num_consumers, BLOCK_M)] that forward_gluon.fwd_into(**kw) launched on a (1, 384, 4, 64)
+    call, its kernel launch replaced by a recorder (also test_fwd_gluon_causal_3wg's)."""
     got = []
 
     def fake(q, k, v, o, lse, scale, block_m, block_n, stages, pingpong, causal=False, persistent=False,
@@ -157,7 +163,7 @@ def test_fwd_into_tile(monkeypatch, kw, expect):
     monkeypatch.setattr(forward_gluon, "_launch_into", fake)
     q, k, v = qkv(nq=384)
     forward_gluon.fwd_into(q, k, v, torch.empty_like(q), None, 0.125, **kw)
-    assert got == [expect]
+    return got
 
 
 def test_gluon_fwd_consumers_switch(monkeypatch):

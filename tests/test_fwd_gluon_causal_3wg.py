@@ -29,6 +29,7 @@ from flashtriton.launchers.forward_gluon import attention_fwd_gluon, launch_geom
 from conftest import DEVICE
 from helpers import check_attention, rand_qkv, spy
 from test_fwd_gluon import IS_HOPPER, check, hopper
+from test_fwd_gluon_3wg import fwd_into_tiles
 
 BM3, BN, _ = fwd_gluon.CONSUMERS3_CONFIG[64]      # (192, 128, 3)
 BM2 = fwd_gluon.DEFAULT_CONFIG[64][0]              # 128
@@ -230,16 +231,7 @@ def test_launch_arguments_causal_two_consumers_unchanged(monkeypatch):
     (dict(causal=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64), num_consumers=3), (2, 128)),
 ])
 def test_fwd_into_tile_causal(monkeypatch, kw, expect):
-    got = []
-
-    def fake(q, k, v, o, lse, scale, block_m, block_n, stages, pingpong, causal=False, persistent=False,
-             num_programs=None, band=None, scheduled=False, window=None, dropout_p=0.0, rng=None, num_consumers=2):
-        got.append((num_consumers, block_m))
-        return lambda: None
-    monkeypatch.setattr(forward_gluon, "_launch_into", fake)
-    q, k, v = qkv(nq=384)
-    forward_gluon.fwd_into(q, k, v, torch.empty_like(q), None, 0.125, **kw)
-    assert got == [expect]
+    assert fwd_into_tiles(monkeypatch, kw) == [expect]
 
 
 def test_gluon_fwd_causal_consumers_switch(monkeypatch):

@@ -62,8 +62,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: pre
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms, short_error  # noqa: E402
+from flashtriton.bench.common import (attention_flops, graph_or_eager_ms, head0_fwd_check,  # noqa: E402
+                                      same_outputs, short_error)
 from flashtriton.bench.providers import gpu_providers  # noqa: E402
 from flashtriton.launchers import forward_gluon  # noqa: E402
 
@@ -76,41 +76,6 @@ def inputs(n, seed=0):
     torch.manual_seed(seed)
     b = max(1, TOKENS // n)
     return tuple(torch.randn(b, n, H, D, device="cuda", dtype=DTYPE) for _ in range(3))
-
-
-def check_one_head(q, k, v, o, lse, scale) -> tuple[bool, str]:
-    """Batch 0, head 0 against float64: error <= 2x the same-dtype torch error, lse too."""
-    args = [t[:1, :, :1] for t in (q, k, v)]
-    kw = dict(softmax_scale=scale, window_left=-1, window_right=-1)
-    out64, lse64 = reference.attention(*(t.double() for t in args), **kw)
-    out16, lse16 = reference.attention(*args, **kw)
-    o1, lse1 = o[:1, :, :1].double(), lse[:1, :1].double()
-    err = (o1 - out64).abs().max().item()
-    base = (out16.double() - out64).abs().max().item()
-    err_lse = (lse1 - lse64).abs().max().item()
-    base_lse = (lse16.double() - lse64).abs().max().item()
-    ok = (err <= 2 * base + 1e-4 and err_lse <= 2 * base_lse + 1e-4 and torch.isfinite(o).all().item()
-          and torch.isfinite(lse).all().item())
-    del out64, lse64, out16, lse16
-    torch.cuda.empty_cache()
-    return ok, f"f64 err {err:.1e} (torch {base:.1e}), lse {err_lse:.1e} ({base_lse:.1e})"
-
-
-def same(a, b) -> str:
-    (o1, l1), (o2, l2) = a, b
-    if torch.equal(o1, o2) and torch.equal(l1, l2):
-        return "bitwise"
-    return (f"DIFFER: out max {(o1.float() - o2.float()).abs().max().item():.1e}, "
-            f"lse max {(l1 - l2).abs().max().item():.1e}")
-
-
-def timed(fn):
-    try:
-        return graph_time_ms(fn), ""
-    except Exception as exc:  # noqa: BLE001  (capture failed: eager instead)
-        print(f"  (graph capture failed: {short_error(exc)}; eager)", flush=True)
-        torch.cuda.synchronize()
-        return time_ms(fn, "cuda"), "*"
 
 
 def case(n):
@@ -131,10 +96,10 @@ def case(n):
             calls.pop(name, None)
             outs.pop(name, None)
     for name in list(calls):
-        ok, text = check_one_head(q, k, v, *outs[name], scale)
+        ok, text = head0_fwd_check(q, k, v, *outs[name], softmax_scale=scale)
         print(f"N={n} {name}: {'ok' if ok else 'FAIL'} {text}", flush=True)
         if name != "2wg" and "2wg" in outs:
-            print(f"N={n} {name} vs 2wg: {same(outs['2wg'], outs[name])}", flush=True)
+            print(f"N={n} {name} vs 2wg: {same_outputs(outs['2wg'], outs[name])}", flush=True)
         if not ok:
             calls.pop(name)                                  # wrong: not timed
     del outs
@@ -145,7 +110,7 @@ def case(n):
     for rnd, order in enumerate((names, names[::-1])):
         for name in order:
             try:
-                ms, star = timed(calls[name])
+                ms, star = graph_or_eager_ms(calls[name])
             except Exception as exc:  # noqa: BLE001
                 print(f"N={n} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
                 continue

@@ -73,8 +73,8 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (before flashtriton: the
 import torch  # noqa: E402
 
 import flashtriton  # noqa: E402
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import (attention_flops, graph_or_eager_ms, head0_fwd_check,  # noqa: E402
+                                      same_outputs, short_error)
 from flashtriton.bench.providers import gpu_providers  # noqa: E402
 from flashtriton.launchers import forward_gluon, plans, policy  # noqa: E402
 
@@ -84,54 +84,10 @@ VARIANTS = {"2wg": dict(), "3wg": dict(num_consumers=3), "3wg-s4": dict(num_cons
 COLUMNS = ["2wg", "3wg", "3wg-s4", "lib", "cudnn"]
 
 
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
-
-
 def inputs(n, seed=0):
     torch.manual_seed(seed)
     b = max(1, TOKENS // n)
     return tuple(torch.randn(b, n, H, D, device="cuda", dtype=DTYPE) for _ in range(3))
-
-
-def check_one_head(q, k, v, o, lse, scale) -> tuple[bool, str]:
-    """Batch 0, head 0 against float64 (bottom-right causal; Nq = Nk here): error <= 2x the
-    same-dtype torch error, lse too (lse None: out only, for lib)."""
-    args = [t[:1, :, :1] for t in (q, k, v)]
-    kw = dict(softmax_scale=scale, window_left=-1, window_right=0)
-    out64, lse64 = reference.attention(*(t.double() for t in args), **kw)
-    out16, lse16 = reference.attention(*args, **kw)
-    o1 = o[:1, :, :1].double()
-    err = (o1 - out64).abs().max().item()
-    base = (out16.double() - out64).abs().max().item()
-    ok = err <= 2 * base + 1e-4 and torch.isfinite(o).all().item()
-    text = f"f64 err {err:.1e} (torch {base:.1e})"
-    if lse is not None:
-        err_lse = (lse[:1, :1].double() - lse64).abs().max().item()
-        base_lse = (lse16.double() - lse64).abs().max().item()
-        ok = ok and err_lse <= 2 * base_lse + 1e-4 and torch.isfinite(lse).all().item()
-        text += f", lse {err_lse:.1e} ({base_lse:.1e})"
-    del out64, lse64, out16, lse16
-    torch.cuda.empty_cache()
-    return ok, text
-
-
-def same(a, b) -> str:
-    (o1, l1), (o2, l2) = a, b
-    if torch.equal(o1, o2) and torch.equal(l1, l2):
-        return "bitwise"
-    return (f"DIFFER: out max {(o1.float() - o2.float()).abs().max().item():.1e}, "
-            f"lse max {(l1 - l2).abs().max().item():.1e}")
-
-
-def timed(fn):
-    try:
-        return graph_time_ms(fn), ""
-    except Exception as exc:  # noqa: BLE001  (capture failed: eager instead)
-        print(f"  (graph capture failed: {short(exc)}; eager)", flush=True)
-        torch.cuda.synchronize()
-        return time_ms(fn, "cuda"), "*"
 
 
 def lib_route(q, k, v) -> str:
@@ -167,22 +123,22 @@ def case(n):
             outs[name] = tuple(t.clone() for t in calls[name]())
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001  (reported; the others run)
-            print(f"N={n} {name}: {short(exc)}", flush=True)
+            print(f"N={n} {name}: {short_error(exc)}", flush=True)
             traceback.print_exc()
             calls.pop(name, None)
             outs.pop(name, None)
     for name in list(calls):
-        ok, text = check_one_head(q, k, v, *outs[name], scale)
+        ok, text = head0_fwd_check(q, k, v, *outs[name], softmax_scale=scale, window_right=0)
         print(f"N={n} {name}: {'ok' if ok else 'FAIL'} {text}", flush=True)
         if name != "2wg" and "2wg" in outs:
-            print(f"N={n} {name} vs 2wg: {same(outs['2wg'], outs[name])}", flush=True)
+            print(f"N={n} {name} vs 2wg: {same_outputs(outs['2wg'], outs[name])}", flush=True)
         if not ok:
             calls.pop(name)                                  # wrong: not timed
     print(f"N={n} lib routes to: {lib_route(q, k, v)} (GLUON_FWD_CAUSAL_MIN_N {policy.GLUON_FWD_CAUSAL_MIN_N}, "
           f"GLUON_FWD_CAUSAL_CONSUMERS {policy.GLUON_FWD_CAUSAL_CONSUMERS})", flush=True)
     with torch.no_grad():
         o_lib = flashtriton.flash_attn_func(q, k, v, causal=True, softmax_scale=scale)
-    ok, text = check_one_head(q, k, v, o_lib, None, scale)
+    ok, text = head0_fwd_check(q, k, v, o_lib, None, softmax_scale=scale, window_right=0)
     print(f"N={n} lib: {'ok' if ok else 'FAIL'} {text}", flush=True)
     if "2wg" in outs:
         print(f"N={n} lib vs 2wg out max {(o_lib.float() - outs['2wg'][0].float()).abs().max().item():.1e}", flush=True)
@@ -199,9 +155,9 @@ def case(n):
     for rnd, order in enumerate((names, names[::-1])):
         for name in order:
             try:
-                ms, star = timed(calls[name])
+                ms, star = graph_or_eager_ms(calls[name])
             except Exception as exc:  # noqa: BLE001
-                print(f"N={n} round {rnd + 1} {name}: {short(exc)}", flush=True)
+                print(f"N={n} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
                 continue
             times[name].append(ms)
             print(f"N={n} round {rnd + 1} {name}: {ms:.3f} ms{star} {flops / ms / 1e9:.0f} TFLOP/s", flush=True)
@@ -220,7 +176,7 @@ def main():
         try:
             case(n)
         except Exception as exc:  # noqa: BLE001  (reported, the next N runs)
-            print(f"N={n}: {short(exc)}", flush=True)
+            print(f"N={n}: {short_error(exc)}", flush=True)
             traceback.print_exc()
         torch.cuda.empty_cache()
     print("table rows above: | N | B | 2wg TFLOP/s (2 rounds) | 3wg | 3wg-s4 | lib | cuDNN | 3wg / 2wg (best) | "

@@ -55,8 +55,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")
 
 import torch  # noqa: E402
 
-from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import graph_time_ms, time_ms  # noqa: E402
+from flashtriton.bench.common import graph_or_eager_ms, head0_fwd_check, same_outputs, short_error  # noqa: E402
 from flashtriton.launchers import forward_gluon  # noqa: E402
 
 TOKENS, H, D, DTYPE = 16384, 16, 128, torch.bfloat16
@@ -64,11 +63,6 @@ WINDOW = (1024, 0)
 NS = [int(x) for x in os.environ.get("S30_N", "4096,16384").split(",")]
 VARIANTS = {"one-block": dict(window=WINDOW), "persistent": dict(window=WINDOW, persistent=True),
             "early-q": dict(window=WINDOW, persistent=True, early_q=True)}
-
-
-def short(exc) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 def band_flops(b, n, left, right):
@@ -82,40 +76,6 @@ def inputs(n, seed=0):
     torch.manual_seed(seed)
     b = max(1, TOKENS // n)
     return tuple(torch.randn(b, n, H, D, device="cuda", dtype=DTYPE) for _ in range(3))
-
-
-def check_one_head(q, k, v, o, lse, scale, left, right) -> tuple[bool, str]:
-    args = [t[:1, :, :1] for t in (q, k, v)]
-    kw = dict(softmax_scale=scale, window_left=left, window_right=right)
-    out64, lse64 = reference.attention(*(t.double() for t in args), **kw)
-    out16, lse16 = reference.attention(*args, **kw)
-    o1, lse1 = o[:1, :, :1].double(), lse[:1, :1].double()
-    err = (o1 - out64).abs().max().item()
-    base = (out16.double() - out64).abs().max().item()
-    err_lse = (lse1 - lse64).abs().max().item()
-    base_lse = (lse16.double() - lse64).abs().max().item()
-    ok = (err <= 2 * base + 1e-4 and err_lse <= 2 * base_lse + 1e-4 and torch.isfinite(o).all().item()
-          and torch.isfinite(lse).all().item())
-    del out64, lse64, out16, lse16
-    torch.cuda.empty_cache()
-    return ok, f"f64 err {err:.1e} (torch {base:.1e}), lse {err_lse:.1e} ({base_lse:.1e})"
-
-
-def same(a, b) -> str:
-    (o1, l1), (o2, l2) = a, b
-    if torch.equal(o1, o2) and torch.equal(l1, l2):
-        return "bitwise"
-    return (f"DIFFER: out max {(o1.float() - o2.float()).abs().max().item():.1e}, "
-            f"lse max {(l1 - l2).abs().max().item():.1e}")
-
-
-def timed(fn):
-    try:
-        return graph_time_ms(fn), ""
-    except Exception as exc:  # noqa: BLE001
-        print(f"  (graph capture failed: {short(exc)}; eager)", flush=True)
-        torch.cuda.synchronize()
-        return time_ms(fn, "cuda"), "*"
 
 
 def case(n):
@@ -132,16 +92,16 @@ def case(n):
             outs[name] = tuple(t.clone() for t in calls[name]())
             torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001
-            print(f"N={n} {name}: {short(exc)}", flush=True)
+            print(f"N={n} {name}: {short_error(exc)}", flush=True)
             traceback.print_exc()
             calls.pop(name, None)
             outs.pop(name, None)
     for name in list(calls):
         left, right = WINDOW if name != "causal" else (-1, 0)
-        ok, text = check_one_head(q, k, v, *outs[name], scale, left, right)
+        ok, text = head0_fwd_check(q, k, v, *outs[name], softmax_scale=scale, window_left=left, window_right=right)
         print(f"N={n} {name}: {'ok' if ok else 'FAIL'} {text}", flush=True)
         if name in ("persistent", "early-q") and "one-block" in outs:
-            print(f"N={n} {name} vs one-block: {same(outs['one-block'], outs[name])}", flush=True)
+            print(f"N={n} {name} vs one-block: {same_outputs(outs['one-block'], outs[name])}", flush=True)
         if not ok:
             calls.pop(name)
     del outs
@@ -150,9 +110,9 @@ def case(n):
     for rnd, order in enumerate((names, names[::-1])):
         for name in order:
             try:
-                ms, star = timed(calls[name])
+                ms, star = graph_or_eager_ms(calls[name])
             except Exception as exc:  # noqa: BLE001
-                print(f"N={n} round {rnd + 1} {name}: {short(exc)}", flush=True)
+                print(f"N={n} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
                 continue
             times[name].append(ms)
             print(f"N={n} round {rnd + 1} {name}: {ms:.3f} ms{star} {flops[name] / ms / 1e9:.0f} TFLOP/s", flush=True)
@@ -172,7 +132,7 @@ def main():
         try:
             case(n)
         except Exception as exc:  # noqa: BLE001
-            print(f"N={n}: {short(exc)}", flush=True)
+            print(f"N={n}: {short_error(exc)}", flush=True)
             traceback.print_exc()
         torch.cuda.empty_cache()
     print("table rows above: | N | B | one-block band TFLOP/s (2 rounds) | persistent | early-q | causal | "

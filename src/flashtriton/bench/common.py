@@ -188,6 +188,46 @@ def head0_grad_check(grads, refs, factor: float = 3.0) -> tuple:
         res.append(f"{name} {err:.1e} (torch {base:.1e}){'' if good else ' WRONG'}")
     return ok, "f64 err " + ", ".join(res)
 
+def graph_or_eager_ms(fn) -> tuple:
+    """(ms, mark): graph_time_ms(fn), or where the capture fails time_ms(fn) eagerly with
+    mark "*" (the A/B scripts' timing; the failure printed)."""
+    try:
+        return graph_time_ms(fn), ""
+    except Exception as exc:  # noqa: BLE001  (reported, then timed eagerly)
+        print(f"  (graph capture failed: {short_error(exc)}; eager)", flush=True)
+        torch.cuda.synchronize()
+        return time_ms(fn, "cuda"), "*"
+
+
+def head0_fwd_check(q, k, v, o, lse, factor: float = 2.0, **kw) -> tuple:
+    """(ok, text): batch 0, head 0 of a forward's o (B, N, H, D) and lse (B, H, N) against the
+    float64 reference (kw: softmax_scale / window_left / window_right), each within factor x
+    the same-dtype reference's error (+1e-4), every element finite; lse None: o only."""
+    from flashtriton import reference
+    args = [t[:1, :, :1] for t in (q, k, v)]
+    out64, lse64 = reference.attention(*(t.double() for t in args), **kw)
+    outlp, lselp = reference.attention(*args, **kw)
+    err = (o[:1, :, :1].double() - out64).abs().max().item()
+    base = (outlp.double() - out64).abs().max().item()
+    ok = err <= factor * base + 1e-4 and bool(torch.isfinite(o).all().item())
+    text = f"f64 err {err:.1e} (torch {base:.1e})"
+    if lse is not None:
+        err_lse = (lse[:1, :1].double() - lse64).abs().max().item()
+        base_lse = (lselp.double() - lse64).abs().max().item()
+        ok = ok and err_lse <= factor * base_lse + 1e-4 and bool(torch.isfinite(lse).all().item())
+        text += f", lse {err_lse:.1e} ({base_lse:.1e})"
+    return ok, text
+
+
+
+def same_outputs(a, b) -> str:
+    """"bitwise" if two (out, lse) pairs are equal, else their largest differences."""
+    (o1, l1), (o2, l2) = a, b
+    if torch.equal(o1, o2) and torch.equal(l1, l2):
+        return "bitwise"
+    return (f"DIFFER: out max {(o1.float() - o2.float()).abs().max().item():.1e}, "
+            f"lse max {(l1 - l2).abs().max().item():.1e}")
+
 
 def device_slug(device: str) -> str:
     if device == "cuda":
