@@ -675,6 +675,17 @@ def test_fused_route_rule(monkeypatch):
     q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
     assert not rule(q64, k64, v64, bd=64)                                                  # D = 64 plain: 2k
     assert rule(*rand_qkv(1, 2048, 2048, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)          # (session 30)
+    # ... with the WIDE tile only: Nq not a multiple of 128, the 64-row tile from 8k
+    assert policy.GLUON_BWD_FUSED_NARROW_MIN_N == {"plain": {64: 8192}}
+    assert not rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)
+    assert rule(*rand_qkv(1, 8192 + 64, 8192, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)
+    assert rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, 64, torch.bfloat16, "cpu"),
+                common.AttnParams(0.1, window_right=0, deterministic=False), bd=64)     # causal: no such rule
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_WIDE", {"plain": frozenset(), "causal": frozenset()})
+    assert not rule(*rand_qkv(1, 2048, 2048, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)      # no WIDE: 8k
+    monkeypatch.undo()
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
     assert rule(q64, k64, v64, common.AttnParams(0.1, window_right=0, deterministic=False), bd=64)
     assert rule(*rand_qkv(1, 1024 + 64, 1024, 4, 2, 128, torch.bfloat16, "cpu"))          # Nq: BLOCK_M = 64
     assert not rule(*rand_qkv(1, 1024 + 32, 1024, 4, 2, 128, torch.bfloat16, "cpu"))      # Nq not a tile multiple

@@ -1,4 +1,4 @@
-"""The fused Gluon backward's DEFER_DQ (session 31, offline; kernels/bwd_gluon_fused.py: each
+"""The fused Gluon backward's DEFER_DQ (a helper's; measured level in session 30, not routed; kernels/bwd_gluon_fused.py: each
 ring tile's dQ wgmmas and reduce-add run one tile later, in the next tile's slot, the last
 tile's after the loop; the two consumer warpgroups then wait for each other's dS^T of the
 PREVIOUS tile only, so they may run about half a tile apart). Host side

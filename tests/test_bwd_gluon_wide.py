@@ -1,7 +1,7 @@
-"""The fused Gluon backward's WIDE tile (session 30, offline; kernels/bwd_gluon_fused.py
+"""The fused Gluon backward's WIDE tile (a session-29 helper; routed at D = 64 since session 30; kernels/bwd_gluon_fused.py
 FUSED_WIDE_CONFIG: BLOCK_M = 128 query rows a ring tile at D = 64 instead of 64, dq_accum's
 descriptor at a 128-byte swizzle). Host side launchers/backward_gluon.py (prepare_fused(...,
-wide=True), fused_block_m), switch policy.GLUON_BWD_FUSED_WIDE (empty = off).
+wide=True), fused_block_m), switch policy.GLUON_BWD_FUSED_WIDE (D = 64, plain and causal).
 
 CPU: the switch's default, the rule, the validation, the launch arguments. GPU (Hopper,
 @pytest.mark.gpu): gradients against float64 by the repo criterion (tests/helpers.py: at
@@ -35,7 +35,7 @@ hopper = pytest.mark.skipif(not IS_HOPPER or INTERPRETING,
 # ---------------------------------------------------------------------------------------
 # CPU: switch, rule, validation, launch arguments
 # ---------------------------------------------------------------------------------------
-def test_wide_switch_off_by_default(monkeypatch):
+def test_wide_switch_table(monkeypatch):
     """Routed for D = 64 plain and causal after the GPU A/B (bench/gpu/s30_fused_bwd_d64_ab.py,
     session 30: +5-6% non-causal, +10% causal); with the table empty, no call takes it."""
     assert policy.GLUON_BWD_FUSED_WIDE == {"plain": frozenset({64}), "causal": frozenset({64})}

@@ -1,6 +1,6 @@
 """kernels/fwd_gluon.py: the hand-scheduled Gluon forward (host side launchers/
 forward_gluon.py; the library routes unmasked dense D = 128 forwards from N = 1k and
-D = 64 from 2k there (persistent), and causal D = 128 from 4k and D = 64 from 16k:
+D = 64 from 2k there (persistent), and causal D = 128 and D = 64 from 4k:
 launchers.policy.gluon_fwd, GLUON_FWD_MIN_N, GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT). Its kernel needs a Hopper GPU: Gluon kernels do not run
 under the Triton interpreter (gluon.jit makes no interpreted function; a launch looks
 for a GPU driver), so the numeric tests are GPU-only (sm_90). The launcher's validation

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from flashtriton.kernels import fwd_gluon
-from flashtriton.launchers import forward_gluon, plans, policy
+from flashtriton.launchers import common, forward_gluon, plans, policy
 from flashtriton.launchers.forward_gluon import attention_fwd_gluon, launch_geometry
 
 from conftest import DEVICE
@@ -210,7 +210,7 @@ def test_route_passes_num_consumers(monkeypatch, table, expect):
     plans.clear()
     assert got == [(False, policy.GLUON_FWD_PERSISTENT["plain"], expect if policy.GLUON_FWD_PERSISTENT["plain"]
                     else 2), (True, policy.GLUON_FWD_PERSISTENT["causal"],
-                              policy.gluon_fwd_consumers(64, True, policy.GLUON_FWD_PERSISTENT["causal"]))], got
+                              2 if policy.GLUON_FWD_PERSISTENT["causal"] else 3)], got    # (causal table: 3)
 
 
 # ---------------------------------------------------------------------------------------
@@ -290,3 +290,23 @@ def test_flash_attn_func_takes_three_consumers_gpu(monkeypatch):
     check_attention("triton", *rand_qkv(1, n, n, 4, 2, 64, torch.bfloat16, "cuda"), check_probs=False)
     plans.clear()
     assert called == [3], called
+
+
+def test_one_block_grid_limit(monkeypatch):
+    """Review, session 30: a one-block-a-CTA Gluon launch's grid is (blocks, B * H), whose
+    second dimension stops at 65535; with causal D = 64 routed from 4k, B * H = 65600 fits in
+    memory. The rule refuses such calls (they keep the Triton kernels' 1-D grids) and
+    launch_geometry raises before any launch; persistent launches have no such limit."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    causal = common.AttnParams(0.125, window_right=0)
+
+    def rule(b, h):                                  # meta tensors: shapes and strides only
+        q, k, v = (torch.empty(b, 4096, h, 64, dtype=torch.bfloat16, device="meta") for _ in range(3))
+        return policy.gluon_fwd(q, k, v, causal, None, False, 64, 4096, 4096)
+    assert rule(65535, 1) and rule(8191, 8)
+    assert not rule(65536, 1) and not rule(8200, 8)
+    with pytest.raises(ValueError, match=r"^q: B \* H = 65600 above 65535"):
+        launch_geometry(8200, 4096, 8, 192, False, None, 3)
+    assert launch_geometry(8200, 4096, 8, 192, True, 132, 3)[1] == (132,)
+    assert launch_geometry(65535, 4096, 1, 128, False, None)[1] == (32, 65535)

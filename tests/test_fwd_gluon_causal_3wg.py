@@ -1,9 +1,9 @@
-"""kernels/fwd_gluon.py NUM_CONSUMERS = 3 with CAUSAL, one block a CTA (a session-29 helper,
-written offline, not yet run on a GPU): 192-row query blocks, three 64-row consumer warpgroups
+"""kernels/fwd_gluon.py NUM_CONSUMERS = 3 with CAUSAL, one block a CTA (a session-29 helper;
+routed at D = 64 from 4k since session 30's H200 A/B): 192-row query blocks, three 64-row consumer warpgroups
 each computing only the key tiles its own rows reach (_fwd_consume_causal3), the rest of the
 block's tiles drained (_fwd_skip_tiles). Host side launchers/forward_gluon.py (causal=True,
-persistent=False, num_consumers=3), switch launchers.policy.GLUON_FWD_CAUSAL_CONSUMERS (off:
-{64: 2}, until bench/gpu/s30_gluon_causal_3wg_ab.py has measured it).
+persistent=False, num_consumers=3), switch launchers.policy.GLUON_FWD_CAUSAL_CONSUMERS ({64: 3}
+since bench/gpu/s30_gluon_causal_3wg_ab.py measured it).
 
 CPU: the per-consumer tile split evaluated from the kernel's own source lines against a
 brute-force visibility model (bottom-right causal, query i sees key j iff j <= i + Nk - Nq) over

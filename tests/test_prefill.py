@@ -892,6 +892,8 @@ def test_warp_specialized_dropout(monkeypatch, b, nq, nk, heads, d, p):
     (1, 260, 230, (2, 1), 128, dict(window_size=(70, 0))),        # sliding window: both edges masked
     (1, 200, 200, (2, 2), 128, dict(window_size=(40, 25))),
     (1, 200, 230, (2, 1), 64, dict(causal=True)),                 # D = 64
+    (1, 150, 150, (2, 2), 64, dict(window_size=(-1, 5))),         # D = 64 windows: VEC_PTR 2 under
+    (1, 260, 230, (2, 1), 64, dict(window_size=(70, 0))),         # both edges (review, session 30)
 ])
 def test_warp_specialized_split_backward(monkeypatch, b, nq, nk, heads, d, kw):
     """The split backward: the warp-specialized kernels (bwd_ws.py, PARTIAL) do the fully
@@ -1190,6 +1192,31 @@ def test_dkdv_vec_ptr_kind_rule(monkeypatch):
     assert backward._dkdv_vec_ptr_kind(base, 128) == 1
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
+@pytest.mark.parametrize("case", ["vec_ptr1", "dropout"])
+def test_ws_dkdv_compile_guards(monkeypatch, case):
+    """Regression (session 30): the D = 64 dK/dV kernel compiles neither VEC_PTR 1 nor dropout
+    with pointer loads (Triton 3.6). Should a table change send such a launch anyway (the
+    kind forced to 1; policy.BWD_WS_NO_DROPOUT emptied), the launcher raises a
+    NotImplementedError naming it before the launch instead of Triton's compile failure."""
+    from flashtriton.launchers import backward, plans, policy
+    monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
+    monkeypatch.setattr(backward, "WS_PERSISTENT", set())
+    plans.clear()
+    if case == "vec_ptr1":
+        monkeypatch.setattr(backward, "WS_DKDV_VEC_PTR_KIND", 1)
+        kw, nq, nk, match = dict(causal=True), 113, 161, r"VEC_PTR = 1 at BLOCK_D 64"
+    else:
+        monkeypatch.setattr(policy, "BWD_WS_NO_DROPOUT", set())
+        kw, nq, nk, match = dict(dropout_p=0.2), 128, 128, r"with dropout at BLOCK_D 64"
+    q, k, v = rand_qkv(1, nq, nk, 2, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, deterministic=True, **kw)
+        with pytest.raises(NotImplementedError, match=match):
+            torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    plans.clear()
+
+
 def test_varlen_ws_backward_loop_rule(monkeypatch):
     """bwd_ws_varlen.py (1-D lse / delta descriptor loads in its dK/dV loop, no VEC_PTR)
     takes varlen backwards only while group x max_seqlen_q is within
@@ -1253,11 +1280,11 @@ def test_dkdv_vec_ptr_launch_flat_argument(monkeypatch, vec_ptr):
 ])
 def test_one_tile_dkdv_d64_pointer_loads(monkeypatch, persistent, causal, dropout_p, nq, nk, expect):
     """Regression (session 29): a one-tile-a-program dK/dV launch at D = 64 reads its loop's
-    lse / delta (and dropout's row keys) by pointers (launchers.backward.
-    WS_DKDV_ONE_TILE_VEC_PTR; VEC_PTR 2 unmasked, 1 under a mask), since with descriptors it
-    gave NaN dk / dv in ~10% of large calls on the H200; the persistent launch keeps its
-    descriptors (clean). The default rule, not a forced WS_DKDV_VEC_PTR. Gradients within
-    the float64 criterion (without dropout)."""
+    lse / delta by pointers (launchers.backward.WS_DKDV_ONE_TILE_VEC_PTR; VEC_PTR 2, under a
+    mask too since session 30: 1 does not compile there), since with descriptors it gave NaN
+    dk / dv in ~10% of large calls on the H200; the persistent launch keeps its descriptors
+    (clean); dropout takes bwd.py (policy.BWD_WS_NO_DROPOUT). The default rule, not a forced
+    WS_DKDV_VEC_PTR. Gradients within the float64 criterion (without dropout)."""
     from flashtriton.launchers import backward, plans
     monkeypatch.setenv("FLASHTRITON_WARP_SPEC", "1")
     if persistent:

@@ -25,7 +25,7 @@ dK / dV wgmmas on the same operands in the same order, ROTATE on in both; dq dif
 summation order only). A variant that fails its check is not timed. TFLOP/s by
 attention_flops(..., backward) (2.5x forward).
 
-PREDICTION (written before any run; bench/wip/fused-bwd-d128.md). Per 64 x 128 (query x key)
+PREDICTION (written before any run; bench/NOTES.md "Offline (a helper, session 31): the fused backward at D = 128"). Per 64 x 128 (query x key)
 CTA tile today (offline SASS, sm_90a): tensor 5 matmuls x 2 WGs x 2 x 64 x 64 x 128 = 10.5
 MFLOP / 4096 = 2560 cycles; MUFU 2 warps x 33 x 8 = 528 cycles an SMSP; issue 483 + 491 = 974
 an SMSP; wgmma shared-memory operand bytes 272 KB + TMA / dS^T / staging / reduce 112 KB = 384

@@ -232,9 +232,9 @@ WIDE (session 30, offline, a helper; host prepare_fused(..., wide=True), route
   bitwise the 64-row kernel's (rotate=False / causal): the same k16 wgmma steps in the same
   order. The 24 existing variants' SASS unchanged (instructions hashed, addresses stripped).
 
-DEFER_DQ (session 31, offline, a helper; host prepare_fused(..., defer_dq=True), route
-  policy.GLUON_BWD_FUSED_DEFER, empty = off; analysis bench/wip/fused-bwd-d128.md, A/B
-  bench/gpu/s31_fused_bwd_d128_ab.py). The plain kernel only (static_assert; CAUSAL spilled).
+DEFER_DQ (a helper, offline; host prepare_fused(..., defer_dq=True), route
+  policy.GLUON_BWD_FUSED_DEFER, empty = off: measured level on the H200 in session 30;
+  analysis bench/NOTES.md "Offline (a helper, session 31): the fused backward at D = 128", A/B bench/gpu/s31_fused_bwd_d128_ab.py). The plain kernel only (static_assert; CAUSAL spilled).
   Without it the two WGs run in lockstep: tile g's dQ waits for the other WG's dS^T half of
   tile g (ds_ready), so both do their softmax and their staging / fence / reduce tail at the
   same time and the tensor pipe idles meanwhile. With it, the dQ wgmmas and the reduce in
@@ -344,7 +344,8 @@ from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
 # in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
 FUSED_CONFIG = {64: (64, 128, 4), 128: (64, 128, 2)}
-# WIDE (session 30, offline; not routed: policy.GLUON_BWD_FUSED_WIDE is empty): BLOCK_M = 128
+# WIDE (a session-29 helper; routed at D = 64 plain and causal since session 30's H200 A/B,
+# policy.GLUON_BWD_FUSED_WIDE: +5-7% non-causal, +10% causal): BLOCK_M = 128
 # query rows a ring tile at D = 64, the same kernel (BLOCK_M is a constexpr; the kernel's
 # only BLOCK_M > 64 code is the epilogue's opaque n0), with the dq staging / dq_accum
 # descriptor at a 128-byte swizzle (DQ_SWIZZLE_WIDE). Why and the offline figures: the

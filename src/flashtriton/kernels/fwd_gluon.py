@@ -7,7 +7,8 @@ N >= 4k). CAUSAL added the same day (bench/gpu/s23_gluon_causal_ab.py: right at 
 shapes, +7-23% over fwd_ws.py at 8k / 16k). The library routes here (launchers.policy.
 gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 forwards from
 N = 1k and D = 64 from 2k as PERSISTENT (D = 64 with three consumers since session 29),
-causal D = 128 from 4k and D = 64 from 16k one block a CTA (GLUON_FWD_MIN_N,
+causal D = 128 and D = 64 from 4k one block a CTA (D = 64 with three consumers since
+session 30; GLUON_FWD_MIN_N,
 GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT, GLUON_FWD_CONSUMERS; session 24).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
@@ -239,8 +240,9 @@ NUM_CONSUMERS = 3 (session 29, 2026-12-01; routed at D = 64 from 2k: launchers.p
   bench/gluon_fwd_compile.py's table, addresses stripped).
   Routed since session 29's H200 A/B (GLUON_FWD_CONSUMERS = {64: 3}: 1.09-1.15x at 2k-16k).
 
-NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper, offline only; not routed: launchers.policy.
-  GLUON_FWD_CAUSAL_CONSUMERS = {64: 2}; bench/gpu/s30_gluon_causal_3wg_ab.py): the CAUSAL
+NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper; routed since session 30's H200 A/B,
+  launchers.policy.GLUON_FWD_CAUSAL_CONSUMERS = {64: 3}, from 4k: 1.05 / 1.09x the 2-consumer
+  kernel at 4k / 16k, bench/gpu/s30_gluon_causal_3wg_ab.py): the CAUSAL
   forward one block a CTA (persistent causal lost in session 24) with three 64-row consumers,
   192-row blocks, D = 64 (CONSUMERS3_CONFIG). Same reason as above: a 64 x 128 tile's softmax
   costs what it costs at D = 128 while its matmuls halve. Grid (cdiv(Nq, 192), B * H), blocks

@@ -23,7 +23,6 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
-from . import policy
 from .policy import _bwd_ws_tiles, _warp_spec_forced, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -478,8 +477,14 @@ WS_DKDV_VEC_PTR_KIND = None
 # with dropout (policy.BWD_WS_NO_DROPOUT keeps D = 64 dropout off bwd_ws.py). Found by session 30's
 # GPU suite: session 29's one-tile pointer loads (WS_DKDV_ONE_TILE_VEC_PTR) had made every ragged
 # or masked one-tile D = 64 launch VEC_PTR = 1; offline reproduction bench/bwd_ws_compile.py.
-# Regression test: test_one_tile_dkdv_d64_masked_compiles.
+# Regression tests: test_one_tile_dkdv_d64_pointer_loads (masked case), test_dkdv_ws_vector_pointer_loads
+# (D = 64 cases), test_dkdv_vec_ptr_kind_rule, test_ws_dkdv_compile_guards.
 WS_DKDV_VEC_PTR1_FAILS: set = {64}
+# Head dims at which the dK/dV kernel with dropout and pointer loads (any VEC_PTR) does not compile
+# (the same failure, 2026-12-01): a compiler fact, kept apart from the routing table that keeps
+# such calls off bwd_ws.py (policy.BWD_WS_NO_DROPOUT) so that the guard in _bwd_warp_spec still
+# raises if that table changes.
+WS_DKDV_PTR_DROPOUT_FAILS: set = {64}
 
 
 def _dkdv_vec_ptr_kind(params: AttnParams, bd: int) -> int:
@@ -609,7 +614,7 @@ def _bwd_warp_spec(q, k, v, dout, lse, delta, dq, dk, dv, params: AttnParams, bd
     if not persistent and bd in WS_DKDV_ONE_TILE_VEC_PTR and WS_DKDV_VEC_PTR is None:
         vec_ptr = True                       # (the one-tile D = 64 launch's NaN: see the table)
     vec_kind = _dkdv_vec_ptr_kind(params, bd) if vec_ptr else 0
-    if vec_kind and bd in policy.BWD_WS_NO_DROPOUT and keys is not None:
+    if vec_kind and bd in WS_DKDV_PTR_DROPOUT_FAILS and keys is not None:
         raise NotImplementedError(f"bwd_ws.py's dK/dV with dropout at BLOCK_D {bd} (pointer loads with "
                                   "dropout do not compile in Triton 3.6; policy.BWD_WS_NO_DROPOUT routes it to bwd.py)")
     if vec_kind == 1 and bd in WS_DKDV_VEC_PTR1_FAILS:

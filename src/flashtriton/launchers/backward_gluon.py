@@ -284,7 +284,7 @@ def fused_block_m(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q:
     kernels/bwd_gluon_fused.FUSED_WIDE_CONFIG): the head dim listed in
     policy.GLUON_BWD_FUSED_WIDE under the call's kind ("causal" / "plain"; never a window or
     dropout: not compiled or measured), and Nq a multiple of 128 (else the 64-row tile,
-    which needs only 64). Empty table (the default): never."""
+    which needs only 64). Since session 30 the table lists D = 64 for both kinds."""
     if windowed or dropout or d not in FUSED_WIDE_CONFIG:
         return False
     heads = policy.GLUON_BWD_FUSED_WIDE.get("causal" if causal else "plain", frozenset())
@@ -342,12 +342,12 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     (-1, 0): CAUSAL, else WINDOW: only the band's query tiles are visited). WINDOW does
     not take dropout (ValueError) and ignores rotate. Rows that see no key get dq = 0.
 
-    wide=True (session 30, offline; for the A/B bench/gpu/s30_fused_bwd_d64_ab.py): the WIDE
+    wide=True (the library's route at D = 64 since session 30; bench/gpu/s30_fused_bwd_d64_ab.py): the WIDE
     tile, FUSED_WIDE_CONFIG's (D = 64 only: BLOCK_M = 128 query rows a ring tile, 2 stages,
     the dq_accum descriptor at a 128-byte swizzle); Nq a multiple of 128; no dropout, no
     window (ValueError: not compiled or measured).
 
-    defer_dq=True (session 31, offline; for the A/B bench/gpu/s31_fused_bwd_d128_ab.py): the
+    defer_dq=True (a helper's, measured level in session 30, not routed; bench/gpu/s31_fused_bwd_d128_ab.py): the
     kernel's DEFER_DQ, each tile's dQ wgmmas and reduce one ring tile later (the two WGs no
     longer wait for each other's dS^T of the same tile, so they can run up to half a tile
     apart); the same values (dk / dv bitwise, dq up to fp32 summation order). Non-causal,
@@ -565,7 +565,7 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
                keys=None, window=None, preprocess=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile (FUSED_WIDE_CONFIG's
-    where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, empty by default), ROTATE on (off
+    where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, D = 64 since session 30), ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). delta from the
     library's preprocess. Replayable by a launch plan only when FUSED_REPLAYABLE. dropout_p > 0:
     keys the call's table (launchers.backward's rng_arg); routed only where

@@ -38,8 +38,8 @@ policy.GLUON_FWD_CONSUMERS): the kernel's NUM_CONSUMERS = 3 variant, plain PERSI
 a head dim of CONSUMERS3_CONFIG (D = 64: 192 query rows a CTA, 64 a consumer warpgroup). Nq
 must be a multiple of 64 (BLOCK_M / 3), not of 192: the last query block of a sequence may
 end inside the block (launch_geometry: n_m = cdiv(Nq, 192); the kernel's consumers past the
-end store nothing). Also (session 29, a helper, offline; not routed: policy.
-GLUON_FWD_CAUSAL_CONSUMERS = {64: 2}) the CAUSAL forward one block a CTA (persistent=False,
+end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since session 30 by
+policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
 causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
@@ -193,6 +193,9 @@ def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num
     if persistent:
         grid = (max(1, min(int(num_programs), n_m * b * h)),)
     else:
+        if b * h > 65535:
+            raise ValueError(f"q: B * H = {b * h} above 65535, the grid's second dimension (one block a CTA; "
+                             "persistent launches have no such limit)")
         grid = (n_m, b * h)
     return block_m // num_consumers, grid
 
@@ -212,7 +215,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
     (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
-    persistent only, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
+    persistent or causal one block a CTA, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
     early_q: the kernel's EARLY_Q (persistent, 2 consumers, no dropout: check_early_q; o must
     have packed rows, stride(1) == H * D, which the kernel's O stores assume)."""
     b, nq, h, d = q.shape

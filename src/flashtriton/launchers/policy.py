@@ -15,7 +15,7 @@ from ..kernels.fwd_gluon import CONSUMERS3_CONFIG as GLUON_CONSUMERS3_TILES
 from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
-from ..kernels.bwd_gluon_fused import FUSED_CONFIG
+from ..kernels.bwd_gluon_fused import FUSED_CONFIG, FUSED_WIDE_CONFIG
 from .forward_gluon import rows_view_ok
 from .sharing import gpu_shared
 
@@ -88,7 +88,10 @@ GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # Session 24 (s24/call3, graph replays, one CTA a block): D = 128 4k 481 / 507 against
 # fwd_ws.py's 475 / 473 (2k level: 449 / 447 against 446 / 436; 512 / 1k behind: 230 /
 # 351 against 288 / 380): from 4k. D = 64 16k 432 / 407 against 413 / 395 (4k 363 against
-# 386, behind): from 16k.
+# 386, behind): from 16k. Session 30: D = 64 from 4k with THREE consumers (GLUON_FWD_CAUSAL_
+# CONSUMERS: 393 / 393 against fwd_ws.py's 386 / 383 at 4k; 2k behind). That length holds only
+# for the 3-consumer one-block kernel: should CAUSAL_CONSUMERS[64] go back to 2 (or causal
+# become persistent), set D = 64 back to 16384.
 GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 4096}
 # Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
 # each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
@@ -141,9 +144,11 @@ GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
 GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
 # fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
-# a session-29 helper, offline, never run): BLOCK_D -> the shortest min(Nq, Nk) from which.
-# Empty = off (the one-block WINDOW kernel, as before) until bench/gpu/s30_gluon_window_ab.py
-# has measured it. Launch plans key on the call: plans.clear() after changing it.
+# a session-29 helper): BLOCK_D -> the shortest min(Nq, Nk) from which. Measured level (H200,
+# 2026-12-01, window (1024, 0), D = 128, H = 16, 16k, kernel-only graph replays, outputs bitwise;
+# bench/gpu/s30_gluon_window_ab.py, s30/callB): 425 / 424 band TFLOP/s against the one-block
+# kernel's 422 / 400 and the persistent one's 422 / 359; predicted +8-14%. Empty = off (the
+# one-block WINDOW kernel). Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
@@ -201,12 +206,18 @@ GLUON_BWD_FUSED_MIN_N = {"plain": {128: 1024, 64: 2048}, "causal": {128: 512, 64
 # (433 / 433). Predicted +6-15% non-causal at 8k / 16k, +3-10% causal: +5-6% / +10%. Routed
 # for both at D = 64; the route's lengths stay GLUON_BWD_FUSED_MIN_N's.
 GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset({64}), "causal": frozenset({64})}
+# The 64-row fused tile's own shortest min(Nq, Nk), by gluon_kind and head dim, where it is
+# longer than GLUON_BWD_FUSED_MIN_N's (which are then the WIDE tile's): calls the WIDE tile
+# cannot take (Nq not a multiple of 128, or the table above emptied) need this length.
+# Session 30 (s30/callA2): plain D = 64 at 2k, the 64-row kernel 358 / 356 TFLOP/s against
+# bwd_ws.py's 367 / 377 (wide 382 / 379), so it keeps session 25's 8k (review, session 30).
+GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
 # tile), by gluon_kind -> the head dims that take it; "plain" only (the kernel compiles it for
 # the non-causal 64-row tile: causal spilled offline). Written and compiled offline by a helper
-# (bench/wip/fused-bwd-d128.md). Measured level (H200, 2026-12-01, bf16, D = 128, H = 16, 16k
+# (bench/NOTES.md "Offline (a helper, session 31): the fused backward at D = 128"). Measured level (H200, 2026-12-01, bf16, D = 128, H = 16, 16k
 # tokens, non-causal, whole backward, graph replays, two rounds; bench/gpu/
 # s31_fused_bwd_d128_ab.py, s30/callB): 2k 460 / 440 -> 459 / 443 TFLOP/s, 4k 490 / 488 -> 490 /
 # 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
@@ -300,14 +311,15 @@ FWD_SHORT_ON_FWD_PY = {256: ("masked", 512)}
 # backward is always one tile a program (launchers.backward.WS_PERSISTENT has no D = 64
 # dropout kind), and one-tile D = 64 launches with many programs gave NaN through the
 # dK/dV loop's 1-D descriptors at every length from 1k (bench/gpu/s29_bwd_ws_onetile_probe.py,
-# no dropout: the dQ loop's key loads were not probed). Until a dropout probe
-# (S29_DROPOUT=0.1 in that script) clears the dQ loop, bwd.py takes them.
+# no dropout: the dQ loop's key loads were not probed); since session 30 never at all at
+# D = 64 (BWD_WS_NO_DROPOUT below).
 BWD_WS_DROPOUT_MAX_N = {128: 8192, 64: 0}
 # Head dims whose dropout backwards never take bwd_ws.py, forced (FLASHTRITON_WARP_SPEC=1) or
 # not: at D = 64 the launch is one tile a program (no D = 64 dropout kind in
 # launchers.backward.WS_PERSISTENT), which must read by pointers (the descriptors' NaN, session
 # 29), and the dK/dV kernel with dropout and pointer loads does not compile (Triton 3.6.0,
-# NVGPUWarpSpecialization, session 30's GPU suite; launchers.backward.WS_DKDV_VEC_PTR1_FAILS).
+# NVGPUWarpSpecialization, session 30's GPU suite; launchers.backward.WS_DKDV_PTR_DROPOUT_FAILS,
+# whose guard raises should this table lose 64).
 BWD_WS_NO_DROPOUT = {64}
 
 # The shortest sequences at which the backward's split path pays, per BLOCK_D (see
@@ -336,7 +348,8 @@ def warp_spec_split(dtype, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                     kernel: str = "fwd") -> bool:
     """The calls the backward's split path computes: warp_spec_plain's, but causal,
     windows and any Nq / Nk allowed (the masked tiles run in bwd.py); dropout up to
-    BWD_SPLIT_DROPOUT_MAX_N (any length with FLASHTRITON_WARP_SPEC=1, for the tests)
+    BWD_SPLIT_DROPOUT_MAX_N (any length with FLASHTRITON_WARP_SPEC=1, for the tests; never
+    at a head dim of BWD_WS_NO_DROPOUT, warp_spec_mode's rule)
     where Nq, Nk are multiples of 4: bwd_ws.py reads the key table's row keys at
     Nk + h * B * Nq + b * Nq + (a tile's first row) through a 1-D descriptor, whose box
     must start on 16 bytes (the interpreter's assertion, Nk = 203)."""
@@ -472,10 +485,12 @@ def _gluon_common(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, 
                   table: dict, block_m: int, block_n: int) -> bool:
     """The Gluon kernels' shared contract: dense, no ALiBi, softcap or dropout, bf16 /
     fp16, head_dim == BLOCK_D with an entry in table, min(Nq, Nk) >= the entry, Nq and Nk
-    multiples of the tile, q, k, v readable as (B * N, heads * D) rows without a copy;
-    never under the interpreter (Gluon has no interpreted form)."""
+    multiples of the tile, q, k, v readable as (B * N, heads * D) rows without a copy,
+    B * H <= 65535 (one-block launches' grid (blocks, B * H); applied to persistent ones too,
+    for one rule: review, session 30, when causal D = 64 came down to 4k, where B * H = 65600
+    fits in memory); never under the interpreter (Gluon has no interpreted form)."""
     if (bd not in table or q.shape[-1] != bd or is_varlen or interpreting()
-            or min(seqlen_q, seqlen_k) < table[bd]):
+            or min(seqlen_q, seqlen_k) < table[bd] or q.shape[0] * q.shape[2] > 65535):
         return False
     return (alibi is None and params.softcap == 0 and params.dropout_p == 0
             and q.dtype in (torch.bfloat16, torch.float16)
@@ -561,6 +576,10 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     block_m, block_n, _ = FUSED_CONFIG[q.shape[-1]]
     table = GLUON_BWD_FUSED_MIN_N.get(kind, {})
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
+        return False
+    wide = (not dropout and bd in GLUON_BWD_FUSED_WIDE.get(kind, ()) and bd in FUSED_WIDE_CONFIG
+            and seqlen_q % FUSED_WIDE_CONFIG[bd][0] == 0)          # (backward_gluon.fused_block_m's rule)
+    if not wide and min(seqlen_q, seqlen_k) < GLUON_BWD_FUSED_NARROW_MIN_N.get(kind, {}).get(bd, 0):
         return False
     b, _, h, _ = q.shape
     hk = k.shape[2]
