@@ -285,10 +285,7 @@ def fused_block_m(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q:
     policy.GLUON_BWD_FUSED_WIDE under the call's kind ("causal" / "plain"; never a window or
     dropout: not compiled or measured), and Nq a multiple of 128 (else the 64-row tile,
     which needs only 64). Since session 30 the table lists D = 64 for both kinds."""
-    if windowed or dropout or d not in FUSED_WIDE_CONFIG:
-        return False
-    heads = policy.GLUON_BWD_FUSED_WIDE.get("causal" if causal else "plain", frozenset())
-    return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
+    return policy.gluon_bwd_wide(d, causal, windowed, dropout, seqlen_q)
 
 
 def fused_defer(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool) -> bool:

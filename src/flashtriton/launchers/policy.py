@@ -548,6 +548,16 @@ def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
 GLUON_BWD_FUSED_DROPOUT: frozenset[int] = frozenset({128})
 
 
+def gluon_bwd_wide(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q: int) -> bool:
+    """Whether a fused backward runs the WIDE tile (launchers.backward_gluon.fused_block_m):
+    the head dim listed in GLUON_BWD_FUSED_WIDE under the call's kind, no window or dropout
+    (not compiled or measured), Nq a multiple of its BLOCK_M."""
+    if windowed or dropout or d not in FUSED_WIDE_CONFIG:
+        return False
+    heads = GLUON_BWD_FUSED_WIDE.get("causal" if causal else "plain", frozenset())
+    return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
+
+
 def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
                     seqlen_k: int) -> bool:
     """Whether the backward takes the fused Gluon kernel (launchers.backward_gluon.
@@ -577,8 +587,7 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     table = GLUON_BWD_FUSED_MIN_N.get(kind, {})
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
         return False
-    wide = (not dropout and bd in GLUON_BWD_FUSED_WIDE.get(kind, ()) and bd in FUSED_WIDE_CONFIG
-            and seqlen_q % FUSED_WIDE_CONFIG[bd][0] == 0)          # (backward_gluon.fused_block_m's rule)
+    wide = gluon_bwd_wide(bd, kind == "causal", kind == "window", dropout, seqlen_q)
     if not wide and min(seqlen_q, seqlen_k) < GLUON_BWD_FUSED_NARROW_MIN_N.get(kind, {}).get(bd, 0):
         return False
     b, _, h, _ = q.shape
