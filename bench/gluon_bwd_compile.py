@@ -18,6 +18,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --defer [--dump OUT]
                                                                     # DEFER_DQ (session 31, plain kernel: a tile's
                                                                     # dQ one ring tile later) against today's
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
+                                                                    # DQ_SPLIT_M (session 31, the WIDE tile: dQ
+                                                                    # split by query rows) against the WIDE tile
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -79,16 +82,16 @@ def compile_dkdv(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_sta
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
-def fp32_desc_type(rows: int, cols: int) -> str:
+def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
     """The kernel type string of the fused kernel's dq_accum descriptor (fp32, (rows, cols)
     box, the launcher's layout: kernels/bwd_gluon_fused.dq_stage_layout, 64-byte swizzle; 128-byte
-    for the WIDE tile's 128 rows)."""
-    layout = dq_stage_layout(rows)
+    for the WIDE tile's 128 rows and for DQ_SPLIT_M's (64, D) box)."""
+    layout = dq_stage_layout(rows, split_m)
     return f"tensordesc<fp32[{rows}, {cols}],{layout!r}>"
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False):
+                  window=False, wide=False, defer=False, splitm=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -96,7 +99,9 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     win_left / win_right (i32, unspecialised as the kernel's do_not_specialize); without it
     both are None constexprs, as the launcher passes them. wide: FUSED_WIDE_CONFIG's tile
     (session 30: BLOCK_M = 128 at D = 64). defer: DEFER_DQ (session 31: a tile's dQ one ring
-    tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does."""
+    tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
+    splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
+    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -104,7 +109,8 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     kt = f"tensordesc<{dtype}[{half}, {head_dim}],{k_layout(head_dim)!r}>"     # K / dK: launcher's layout
     sig = dict(q_desc=desc_type(dtype, bm, head_dim), do_desc=desc_type(dtype, bm, head_dim),
                k_desc=kt, v_desc=desc_type(dtype, half, head_dim), dk_desc=kt, dv_desc=desc_type(dtype, half, head_dim),
-               dq_desc=fp32_desc_type(bm, head_dim // 2), LSE="*fp32", DELTA="*fp32",
+               dq_desc=fp32_desc_type(bm // 2, head_dim, True) if splitm else fp32_desc_type(bm, head_dim // 2),
+               LSE="*fp32", DELTA="*fp32",
                seqlen_q="i32", seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32",
                softmax_scale="fp32", qk_scale="fp32",
                KEYS="*i32" if dropout else "constexpr", rng_rows="i32" if dropout else "constexpr",
@@ -117,6 +123,9 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if defer:
         sig["DEFER_DQ"] = "constexpr"
         const["DEFER_DQ"] = True
+    if splitm:
+        sig["DQ_SPLIT_M"] = "constexpr"
+        const["DQ_SPLIT_M"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -333,6 +342,71 @@ def defer_table(dump=None):
               f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {loops} |", flush=True)
 
 
+def splitm_table(dump=None):
+    """--fused --splitm (session 31): DQ_SPLIT_M on the WIDE tile (each WG's dQ a 64-row half over
+    the whole D: m64n64k16 steps) against the WIDE tile of today (a D-half over all 128 rows:
+    m64n32k16), plain and causal, offline: spills, shared memory, HGMMA, UTMAREDG, per consumer
+    tile loop its instructions, MUFU.EX2, HGMMA (by shape), BAR.SYNC and local accesses; then the
+    launcher's own arguments (_fused_launch_args(split_m=True)) through Triton's JIT binder (stub
+    driver), with the dq_accum box the compiled kernel asks of the launch."""
+    import collections
+
+    import torch
+
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon
+
+    print("| D | dtype | causal | DQ_SPLIT_M | setmaxnreg | spill B | smem KB | HGMMA | UTMAREDG | tile loops: instr "
+          "(masked), EX2, HGMMA, BAR, LDL + STL | loop HGMMA shapes |")
+    print("|" + "---|" * 11)
+    for dt, causal in (("bf16", False), ("fp16", False), ("bf16", True), ("fp16", True)):
+        for splitm in (False, True):
+            c = compile_fused(64, dt, None, True, causal, False, wide=True, splitm=splitm)
+            r, text = report(c)
+            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
+            parts, shapes = [], collections.Counter()
+            for lp in tile_loops(text):
+                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
+                parts.append(f"{lp['n']} ({lp['masked']}), {sum('MUFU.EX2' in t for t in body)}, {lp['hgmma']}, "
+                             f"{sum('BAR.SYNC' in t for t in body)}, {lp['ldl'] + lp['stl']}")
+                shapes.update(re.search(r"HGMMA\.(\w+)", t).group(1) for t in body if "HGMMA" in t)
+            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+            print(f"| 64 | {dt} | {causal} | {splitm} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
+                  f"{r['hgmma']} | {text.count('UTMAREDG')} | {'; '.join(parts)} | "
+                  f"{', '.join(f'{k} {v}' for k, v in sorted(shapes.items()))} |", flush=True)
+            if dump:
+                os.makedirs(dump, exist_ok=True)
+                with open(os.path.join(dump, f"fused_d64_{dt}_wide{'_causal' if causal else ''}"
+                                             f"{'_splitm' if splitm else ''}.sass"), "w") as f:
+                    f.write(text)
+    driver.set_active(_StubDriver())
+    print()
+    print("| --jit: dtype | B, Nq, Nk, H, Hk | causal | rotate | constexpr ints | spill B | smem KB | HGMMA | "
+          "tile loops: instr, LDL + STL | dq_accum box |")
+    print("|" + "---|" * 10)
+    for dt, b, nq, nk, h, hk, causal, rot in ((torch.bfloat16, 1, 16384, 16384, 32, 32, False, True),
+                                              (torch.bfloat16, 8, 2048, 2048, 32, 32, False, True),
+                                              (torch.float16, 2, 1024, 1024, 8, 2, False, True),
+                                              (torch.bfloat16, 2, 256, 1024, 6, 1, False, True),
+                                              (torch.bfloat16, 1, 16384, 16384, 32, 32, False, False),
+                                              (torch.bfloat16, 1, 16384, 16384, 32, 32, True, False),
+                                              (torch.bfloat16, 2, 384, 1024, 8, 2, True, False)):
+        q = torch.randn(b, nq, h, 64, dtype=dt)
+        k, v = torch.randn(b, nk, hk, 64, dtype=dt), torch.randn(b, nk, hk, 64, dtype=dt)
+        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
+        bm, bn, st = FUSED_WIDE_CONFIG[64]
+        *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, 0.125, bm, bn, st,
+                                                                    rot, causal, split_m=True)
+        c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
+        r = resources(c)
+        ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
+        loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
+        print(f"| {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {causal} | {rot} | {', '.join(ints) or '-'} | "
+              f"{r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {loops} | "
+              f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
+
+
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -480,7 +554,13 @@ def main(argv=None):
     ap.add_argument("--defer", action="store_true",
                     help="--fused: DEFER_DQ (session 31: a tile's dQ one ring tile later) against today's, and "
                          "through the JIT binder with the launcher's arguments")
+    ap.add_argument("--splitm", action="store_true",
+                    help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
+                         "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
     args = ap.parse_args(argv)
+    if args.fused and args.splitm:
+        splitm_table(args.dump)
+        return
     if args.fused and args.defer:
         defer_table(args.dump)
         return

@@ -2,7 +2,8 @@
 (bench/gluon_bwd_compile.py's --fused table with and without DROPOUT, the --window and --wide
 variants) offline for sm_90a and writes {variant: sha1 of its SASS with the /*address*/ prefixes
 and the header before "Function :" stripped} to a JSON file. Run it before and after a kernel
-change and compare the two files (session 31's DEFER_DQ helper: the 28 earlier variants).
+change and compare the two files (session 31's DEFER_DQ helper: the 28 earlier variants; the
+DQ_SPLIT_M helper: those plus DEFER_DQ's 4, then its own 4, new).
 
     PYTHONPATH=src python bench/gluon_bwd_fused_sass_hash.py before.json    # ~1 min without Triton's cache
     PYTHONPATH=src python bench/gluon_bwd_fused_sass_hash.py after.json --compare before.json
@@ -37,6 +38,18 @@ VARIANTS = [
     (64, "bf16", None, True, False, False, False, True), (64, "fp16", None, True, False, False, False, True),
     (64, "bf16", None, True, True, False, False, True), (64, "fp16", None, True, True, False, False, True),
 ]
+# (session 31, the D = 64 DQ_SPLIT_M helper) with a ninth field, the extra keywords of compile_fused:
+# DEFER_DQ's variants (--fused --defer), then DQ_SPLIT_M's (--fused --splitm); the 28 keys above unchanged
+VARIANTS += [
+    (128, "bf16", None, True, False, False, False, False, dict(defer=True)),
+    (128, "fp16", None, True, False, False, False, False, dict(defer=True)),
+    (128, "bf16", None, False, False, False, False, False, dict(defer=True)),
+    (64, "bf16", None, True, False, False, False, False, dict(defer=True)),
+    (64, "bf16", None, True, False, False, False, True, dict(splitm=True)),
+    (64, "fp16", None, True, False, False, False, True, dict(splitm=True)),
+    (64, "bf16", None, True, True, False, False, True, dict(splitm=True)),
+    (64, "fp16", None, True, True, False, False, True, dict(splitm=True)),
+]
 
 
 def strip(text):
@@ -50,9 +63,10 @@ def main(argv):
         sys.exit(__doc__)
     res = {}
     t = time.time()
-    for d, dt, st, rot, causal, drop, win, wide in VARIANTS:
-        c = g.compile_fused(d, dt, st, rot, causal, drop, window=win, wide=wide)
-        k = repr((d, dt, st, rot, causal, drop, win, wide))
+    for d, dt, st, rot, causal, drop, win, wide, *extra in VARIANTS:
+        kw = extra[0] if extra else {}
+        c = g.compile_fused(d, dt, st, rot, causal, drop, window=win, wide=wide, **kw)
+        k = repr((d, dt, st, rot, causal, drop, win, wide, *extra))
         res[k] = hashlib.sha1(strip(sass(c)).encode()).hexdigest()[:16]
         print(len(res), k, res[k], f"{time.time() - t:.0f}s", flush=True)
     with open(argv[0], "w") as f:
@@ -61,6 +75,9 @@ def main(argv):
         with open(argv[2]) as f:
             old = json.load(f)
         diff = [k for k in old if old[k] != res.get(k)]
+        new = [k for k in res if k not in old]
+        if new:
+            print(f"new variants (not compared): {new}")
         print(f"{len(old) - len(diff)} of {len(old)} variants identical; differ: {diff}")
         return 1 if diff else 0
     return 0

@@ -270,6 +270,32 @@ DEFER_DQ (a helper, offline; host prepare_fused(..., defer_dq=True), route
   a tile), CAUSAL peeled 148 (8 + 4 a tile), recomputed 248. The 28 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
+DQ_SPLIT_M (session 31, offline, a helper; host prepare_fused(..., wide=True, dq_split_m=True),
+  route policy.GLUON_BWD_FUSED_DQ_SPLIT_M, empty = off; analysis bench/wip/fused-bwd-d64-dqm.md,
+  A/B bench/gpu/s31_fused_bwd_dqm_ab.py). The WIDE tile only (BLOCK_M = 2 x 64; static_assert),
+  plain and CAUSAL, not with DEFER_DQ / DROPOUT / WINDOW. Without it WG w's dQ is the tile's 128
+  rows x its D-half (32 columns at D = 64): 16 wgmma steps m64n32k16 (two m64 repetitions x 8
+  k16), each reading A (dS, 2 KB) + B (the K column slice, 1 KB) = 3 KB for 16 cycles of math:
+  the one shared-memory-bound step of the tile (24 cycles of bytes at 128 B a clock). With it
+  WG w's dQ is the tile's query rows 64 w .. 64 w + 63 x the whole D:
+      dQ[rows w] = dS[rows w, keys 0..63] K_0 + dS[rows w, keys 64..127] K_1
+  8 steps m64n64k16 (A: the query columns 64 w .. of each dS^T half, permuted: whole 128-byte
+  swizzle blocks, a subslice at 8 KB; B: the whole K halves, no column slice), 4 KB for 32 cycles
+  (balanced): the pair's dQ 768 -> 512 tensor-pipe cycles a tile, 32 KB of shared-memory reads
+  less. The accumulator is (64, D) = 32 registers (the same as (128, D / 2)), the staging
+  dq_stage[w] (64, D) fp32 = 16 KB (the same), at DQ_SWIZZLE (64 B: D = 128's (64, 64) staging
+  shape; the host's dq_accum box (64, D), the compiled kernel's TMA box (64, 16), four messages
+  a reduce, one a warp) reduce-added at dq_accum[first row + 64 w, h * D]. The barrier protocol
+  is unchanged (both dS^T halves of the tile are read by both WGs' dQ, as before). The K halves'
+  index goes through an opaque `min(g, 0)` (0 at run time): with k_smem.index(0 / 1) constant,
+  ptxas hoisted the dQ B descriptors out of the tile loop and spilled them (252 bytes, 9-10
+  local loads a tile); with it they are made in the loop (a few uniform ops) and nothing spills.
+  Offline (--fused --splitm): spill 0 (WIDE today 24; causal 0, today 48), 193 KB, tile loops
+  676 / 668 instructions a warp (709 / 701), causal 816 / 810 (857 / 843), 9 BAR.SYNC, 64 EX2;
+  128-byte staging spilled 144, the 128-byte K layout 124. dK / dV: the same wgmmas on the same
+  operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
+  byte-identical (bench/gluon_bwd_fused_sass_hash.py).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -373,10 +399,12 @@ DQ_SWIZZLE_WIDE = 128
 DEFER_DS: gl.constexpr = gl.constexpr(2)
 
 
-def dq_stage_layout(block_m: int = 64):
+def dq_stage_layout(block_m: int = 64, split_m: bool = False):
     """The NVMMASharedLayout of the fp32 dq staging tile (and of the host dq_accum descriptor):
-    DQ_SWIZZLE, or DQ_SWIZZLE_WIDE for the WIDE tile (block_m > 64)."""
-    swizzle = DQ_SWIZZLE_WIDE if block_m > 64 else DQ_SWIZZLE
+    DQ_SWIZZLE, or DQ_SWIZZLE_WIDE for the WIDE tile (block_m > 64); DQ_SPLIT_M (split_m: a WG's
+    (BLOCK_M / 2, D) = (64, 64) tile, D = 128's staging shape) DQ_SWIZZLE, boxes (64, 16), four
+    messages a reduce (offline: 128-byte there spilled 144 bytes, 64-byte 0)."""
+    swizzle = DQ_SWIZZLE if split_m else (DQ_SWIZZLE_WIDE if block_m > 64 else DQ_SWIZZLE)
     return gl.NVMMASharedLayout(swizzle_byte_width=swizzle, element_bitwidth=32, rank=2)
 
 
@@ -385,7 +413,8 @@ def k_layout(head_dim: int):
     buffer) for 16-bit K: a swizzle as wide as half a row (D / 2 x 2 bytes, at most 128), so
     that the column slice D-half w the dQ wgmma reads as its B operand is whole swizzle
     blocks (D = 128: the default 128 B; D = 64: 64 B instead of the default 128 B, under
-    which the slice would start 64 bytes into every swizzled 128-byte row)."""
+    which the slice would start 64 bytes into every swizzled 128-byte row). DQ_SPLIT_M reads
+    whole K halves but keeps this layout (offline: the 128-byte one spilled 124 bytes, this 0)."""
     return gl.NVMMASharedLayout(swizzle_byte_width=min(128, head_dim), element_bitwidth=16, rank=2)
 
 
@@ -572,7 +601,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
-                DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None):
+                DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
+                DQ_SPLIT_M: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -707,11 +737,28 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     else:
         # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
         mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
-        # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
-        dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)),
-                               k_smem.index(0).slice(WG * DQ_N, DQ_N, dim=1), dq_zero, use_acc=False, is_async=True)
-        dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
-                               k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
+        if DQ_SPLIT_M:
+            # DQ_SPLIT_M: dQ[rows of WG, :] = dS[rows of WG, keys 0..63] K_0 + dS[rows of WG, keys
+            # 64..127] K_1: A the WG's 64-query column block of each dS^T half (whole 128-byte
+            # swizzle blocks), B the whole K halves; m64n64k16 steps (A + B 4 KB a 32-cycle step)
+            # instead of m64n32k16 (3 KB a 16-cycle step: shared-memory bound)
+            DQ_M: gl.constexpr = dq_zero.shape[0]
+            # K half 0 / 1 by an index ptxas cannot see is constant (min(g, 0) = 0, g >= 0): with
+            # constant indices it hoisted the 16 B descriptors out of the loop and spilled them
+            # (offline: 252 bytes, 9-10 local loads a tile); so they are made here, a tile
+            kz = gl.inline_asm_elementwise("min.s32 $0, $1, 0;", "=r,r", [g], dtype=gl.int32, is_pure=True, pack=1)
+            dq_tok = warpgroup_mma(ds_smem.index(2 * buf).slice(WG * DQ_M, DQ_M, dim=1).permute((1, 0)),
+                                   k_smem.index(kz), dq_zero, use_acc=False, is_async=True)
+            dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).slice(WG * DQ_M, DQ_M, dim=1).permute((1, 0)),
+                                   k_smem.index(kz + 1), dq_tok, is_async=True)
+            dq_row = dq_row + WG * DQ_M
+        else:
+            # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
+            dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)),
+                                   k_smem.index(0).slice(WG * DQ_N, DQ_N, dim=1), dq_zero, use_acc=False,
+                                   is_async=True)
+            dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
+                                   k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
         # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
         dk = warpgroup_mma_wait(2, deps=[dk_tok])
         # Q and dO of this stage no longer read by this WG (one of empty's 2 arrivals)
@@ -790,9 +837,12 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
-                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2):
+                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False):
     HALF_N: gl.constexpr = BLOCK_N // 2
-    DQ_N: gl.constexpr = HEAD_DIM // 2
+    # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
+    DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
+    DQ_M: gl.constexpr = BLOCK_M // 2 if DQ_SPLIT_M else BLOCK_M
+    DQ_COL: gl.constexpr = 0 if DQ_SPLIT_M else HEAD_DIM // 2     # the WG's first dq_accum column in the head
     dtype: gl.constexpr = k_smem.dtype
     # wgmma accumulators of one WG: S^T / dP^T (HALF_N, BLOCK_M), dK / dV (HALF_N, D),
     # dQ (BLOCK_M, D / 2)
@@ -808,7 +858,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
-    dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
+    dq_zero = gl.zeros([DQ_M, DQ_N], gl.float32, q_layout)                   # never read (use_acc=False)
     vec_base = (b * nheads + hk * group) * seqlen_q
     ck = 0
     mk = 0
@@ -883,8 +933,9 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
-                                 b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES,
-                                 True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW)
+                                 b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES,
+                                 True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW,
+                                 DQ_SPLIT_M=DQ_SPLIT_M)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -896,8 +947,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
-                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
-                                 rk_at, ck, mk, dropout_p, DROPOUT)
+                                 h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
+                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
@@ -943,7 +994,7 @@ def attn_bwd_fused_gluon_kernel(
     win_left, win_right,        # WINDOW: the window's sides, >= 0 (Nq + Nk: unbounded); else None (constexprs)
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
-    WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False,
+    WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -969,7 +1020,15 @@ def attn_bwd_fused_gluon_kernel(
     v_smem = gl.allocate_shared_memory(dtype, [2, HALF_N, HEAD_DIM], v_desc.layout)             # (2, HALF_N, D)
     # dS^T: buffer i = g % NUM_DS, half w at index 2 i + w
     ds_smem = gl.allocate_shared_memory(dtype, [2 * NUM_DS, HALF_N, BLOCK_M], ds_layout)   # (2 NUM_DS, HALF_N, BLOCK_M)
-    dq_stage = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_N], dq_desc.layout)        # (2, BLOCK_M, D/2)
+    if DQ_SPLIT_M:
+        # DQ_SPLIT_M (session 31, D = 64 WIDE): WG w's dQ is the query rows 64 w .. 64 w + 63 over
+        # the whole D, (BLOCK_M / 2, D) fp32: the same 16 KB a WG as (BLOCK_M, D / 2)
+        gl.static_assert(BLOCK_M == 2 * HALF_N, "DQ_SPLIT_M: the WIDE tile (BLOCK_M = 128) only")
+        gl.static_assert(not DEFER_DQ and not DROPOUT and not WINDOW,
+                         "DQ_SPLIT_M: not with DEFER_DQ, DROPOUT or WINDOW (not compiled or measured)")
+        dq_stage = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M // 2, HEAD_DIM], dq_desc.layout)  # (2, BM/2, D)
+    else:
+        dq_stage = gl.allocate_shared_memory(gl.float32, [2, BLOCK_M, DQ_N], dq_desc.layout)    # (2, BLOCK_M, D/2)
     # CAUSAL: the column indices 0 .. BLOCK_M - 1 of a masked tile, written once here (the
     # region's entry barrier orders the store before the partitions' reads; bwd_gluon.py)
     cols_smem = gl.allocate_shared_memory(gl.int32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))   # (BLOCK_M,)
@@ -995,11 +1054,13 @@ def attn_bwd_fused_gluon_kernel(
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS)),
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                          DQ_SPLIT_M)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS)),
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                          DQ_SPLIT_M)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW)),

@@ -299,9 +299,20 @@ def fused_defer(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool)
     return d in policy.GLUON_BWD_FUSED_DEFER.get("plain", frozenset())
 
 
+def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
+    """Whether the library's fused route (fused_into) runs the kernel's DQ_SPLIT_M (session 31:
+    each WG's dQ a 64-row half of the WIDE tile over the whole D, kernels/bwd_gluon_fused.py):
+    the WIDE tile (fused_block_m: no window, no dropout) and the head dim listed in
+    policy.GLUON_BWD_FUSED_DQ_SPLIT_M under the call's kind ("causal" / "plain"). Empty table
+    (the default): never."""
+    if not wide:
+        return False
+    return d in policy.GLUON_BWD_FUSED_DQ_SPLIT_M.get("causal" if causal else "plain", frozenset())
+
+
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -349,7 +360,18 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     longer wait for each other's dS^T of the same tile, so they can run up to half a tile
     apart); the same values (dk / dv bitwise, dq up to fp32 summation order). Non-causal,
     no window, no dropout, not wide, FUSED_CONFIG's stage count (ValueError: causal spills
-    registers offline, the others are not compiled)."""
+    registers offline, the others are not compiled).
+
+    dq_split_m=True (session 31, offline; for the A/B bench/gpu/s31_fused_bwd_dqm_ab.py): the
+    kernel's DQ_SPLIT_M, with wide=True only (ValueError otherwise): each consumer WG computes
+    and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
+    wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's
+    box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
+    order), causal or not."""
+    if not isinstance(dq_split_m, bool):
+        raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
+    if dq_split_m and wide is not True:
+        raise ValueError("dq_split_m: the WIDE tile only (wide=True; the 64-row tile has no 64-row halves to split)")
     if not isinstance(defer_dq, bool):
         raise ValueError(f"defer_dq: expected a bool, got {defer_dq!r}")
     if defer_dq:
@@ -410,7 +432,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq)
+                                                                  defer=defer_dq, split_m=dq_split_m)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -468,7 +490,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False):
+                       defer: bool = False, split_m: bool = False):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -479,7 +501,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     binds None as a constexpr: no kernel parameters, the kernel of before DROPOUT). win:
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
-    binder's key and the kernel of before)."""
+    binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
+    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -503,7 +526,11 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
 
     # over dq_accum itself (a descriptor reads only its base's address), not a view of it:
     # a plan rebinds descriptors whose base is an input or an allocation of the call
-    dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
+    if split_m:
+        dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m // 2, d],
+                                   dq_stage_layout(block_m, True))
+    else:
+        dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
     lse = lse.contiguous()
     delta = delta.contiguous()
     grid = (nk // block_n, b * hk)
@@ -518,6 +545,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["WINDOW"] = True          # (absent otherwise: the binder's key of before WINDOW)
     if defer:
         kwargs["DEFER_DQ"] = True        # (likewise)
+    if split_m:
+        kwargs["DQ_SPLIT_M"] = True      # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -586,18 +615,22 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     block_m, block_n, stages = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[q.shape[-1]]
     # DEFER_DQ where policy.GLUON_BWD_FUSED_DEFER lists the call (empty: never)
     defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
+    # DQ_SPLIT_M where policy.GLUON_BWD_FUSED_DQ_SPLIT_M lists the call (empty: never)
+    split_m = fused_split_m(q.shape[-1], causal, wide)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
-        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer)
+        outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
+        split_m=split_m)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
-                         dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq)()
+                         dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
+                         dq_split_m=dq_split_m)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -223,6 +223,15 @@ GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
 # 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
 GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 
+# The fused backward's DQ_SPLIT_M (kernels/bwd_gluon_fused.py, the WIDE tile only: each consumer
+# warpgroup computes dQ for its 64 of the tile's 128 query rows over the whole D = 64, m64n64k16
+# wgmma steps, instead of all 128 rows for its D-half, m64n32k16 steps whose shared-memory operand
+# bytes (3 KB a 16-cycle step) outrun the math), by gluon_kind ("plain" / "causal") -> the head
+# dims that take it, where the WIDE tile runs (launchers.backward_gluon.fused_split_m). Written and
+# compiled offline by a session-31 helper (bench/wip/fused-bwd-d64-dqm.md; A/B bench/gpu/
+# s31_fused_bwd_dqm_ab.py). Not measured yet: EMPTY = off.
+GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
+
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
