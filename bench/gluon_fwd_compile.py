@@ -56,6 +56,18 @@ memory (4 stages 152), 108 HGMMA, 5 UTMALDG, 3 UTMASTG, 6 DEPBAR.LE 1; SPILLS 16
 stages 248): 0 in the unmasked tile loops (451 / 451 / 447 instructions), 6 STL + 6 LDL in two
 consumers' masked loop (717; one tile a block) and 2 + 2 in the third's (728), the rest once a
 block. The 61 earlier variants: SASS byte-identical to before (addresses stripped).
+
+LEAN_MASK (session 30, a helper, offline; kernels/fwd_gluon.py _softmax_step_lean): the last 6 rows
+(WINDOW D = 128 one block a CTA bf16 / fp16 / negative scale / PINGPONG, PERSISTENT, PERSISTENT
+EARLY_Q): 0 spills, the same setmaxnreg split and shared memory; WINDOW D = 128 one block tile
+loops (left-masked / unmasked / diagonal) 756 / 522 / 718 and 755 / 521 / 715 against 820 / 522
+/ 852 and 819 / 519 / 849 without it; the peel -62 a warp (both edges) or -126 (the left edge
+alone, its runtime branch, one block a CTA only: PERSISTENT spilled 88-92 bytes with it; whole
+kernel 7,968 SASS instructions against 7,592: the peel's softmax is there twice, one path
+runs). D = 64 (not allowed: static_assert) spilled 8 bytes, one register once a block.
+PERSISTENT loops 750 / 517 / 713, EARLY_Q 755 / 526 / 722 (against 815 / 517 / 847 and 817 /
+526 / 856). compile_fwd(lean_mask=True); the 71 earlier variants:
+SASS byte-identical to before (bench/gluon_fwd_sass_hash.py, addresses stripped).
 """
 from __future__ import annotations
 
@@ -86,7 +98,8 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
-                window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False):
+                window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
+                lean_mask=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -126,6 +139,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "EARLY_Q" in fn.arg_names:
         sig["EARLY_Q"] = "constexpr"
         const["EARLY_Q"] = bool(early_q)
+    if "LEAN_MASK" in fn.arg_names:
+        sig["LEAN_MASK"] = "constexpr"
+        const["LEAN_MASK"] = bool(lean_mask)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -183,7 +199,7 @@ def main(argv=None):
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
-    # [, NUM_CONSUMERS]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
+    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -254,6 +270,15 @@ def main(argv=None):
         (64, "bf16", None, None, False, False, False, True, False, True, False, 2, True),
         (128, "bf16", None, None, False, False, False, True, False, False, False, 2, True),
         (128, "bf16", None, None, False, False, True, True, False, False, False, 2, True),
+        # LEAN_MASK (session 30 helper, offline): WINDOW's masked tiles with one compare a score (one
+        # predicate and one select, the right-edge loop one-sided); one block a CTA (the route),
+        # PERSISTENT, EARLY_Q, PINGPONG; D = 128 only (static_assert: D = 64 spilled 8 bytes)
+        (128, "bf16", None, None, False, False, False, False, False, True, False, 2, False, True),
+        (128, "fp16", None, None, False, False, False, False, False, True, False, 2, False, True),
+        (128, "bf16", None, None, False, True, False, False, False, True, False, 2, False, True),
+        (128, "bf16", None, None, True, False, False, False, False, True, False, 2, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -266,19 +291,20 @@ def main(argv=None):
         drop = bool(len(rest) > 3 and rest[3])
         nc = rest[4] if len(rest) > 4 else 2
         eq = bool(len(rest) > 5 and rest[5])
+        lean = bool(len(rest) > 6 and rest[6])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win, dropout=drop, num_consumers=nc, early_q=eq)
+                            window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        kind = f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}"
-        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win} | {drop} | "
+        kind = f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
+        print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
               f"{r['smem'] / 1024:.0f} | {r['wgmma_ptx']} | {r['mma_sync_ptx']} | {r['hgmma']} | {r['depbar1']} | "
@@ -287,7 +313,8 @@ def main(argv=None):
             os.makedirs(args.dump, exist_ok=True)
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
-                    f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}")
+                    f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
+                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -282,6 +282,28 @@ NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper; routed since session 30's H
   byte-identical to before (all 61 variants of the table, addresses stripped; _fwd_load's
   new NUM_CONSUMERS parameter folds to the same expect count).
 
+LEAN_MASK (session 30, a helper, offline only; not routed: launchers.policy.
+  GLUON_FWD_WINDOW_LEAN_MASK = {}; bench/gpu/s31_window_lean_mask_ab.py; bench/wip/
+  gluon-window-lean-mask.md): the WINDOW consumers' masked steps with a cheaper mask
+  (_softmax_step_lean), issue 3. Why: a window block at (1024, 0) runs 2 masked steps of 9
+  (the peel, which is the left edge there, and the diagonal tile) against CAUSAL's 2 of ~64,
+  and a masked step cost ~330 SASS instructions a warp more than an unmasked one (820 / 852
+  against 522): per score an FMUL (the scale before the mask; kept, it is what makes the
+  masked tiles' rounding), 2 ISETP and 2 FSEL, as LLVM turned where(a & b, x, -inf) into two
+  nested selects. Now: both edges as one predicate and one select (_window_select's inline
+  PTX: setp, setp.and, selp; the left-edge loop, and the peel in general), the right edge
+  alone in the right-edge loop (its tiles lie at or past n_left, so no row's left bound cuts
+  them), the left edge alone in the peel when every row of the half sees the tile's last key
+  (diag >= BLOCK_N - 1, a warp-uniform runtime branch: every block but each sequence's first
+  at (1024, 0); one block a CTA only, the PERSISTENT kernels spilled 88-92 bytes with it).
+  The kept scores, the max, m_use and the exponent arithmetic are _softmax_step_masked's, so
+  the outputs are bitwise the kernel's without it (tests/test_fwd_gluon_window_lean_mask.py).
+  Offline (D = 128 bf16, one block a CTA): tile loops 756 / 522 / 718 against 820 / 522 /
+  852, the peel -62 / -126 a warp, 0 spills; 2-consumer WINDOW at D = 128 only (static_assert:
+  no DROPOUT, not 3 consumers; D = 64 spilled 8 bytes, one register once a block, and D = 64
+  windows are not routed here), one block, PERSISTENT, EARLY_Q, PINGPONG. Without it every
+  variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -332,6 +354,12 @@ Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_comp
     Four partitions (3 consumers + the loader, worker_num_warps [4, 4, 1], worker_num_regs
     [160, 160, 24]) compile: 16 warps, .reqntid 512, setmaxnreg 168 for the default
     partition inside, 256 / 80 outside.
+  - (session 30) tl.where((c <= hi) & (c >= lo), x, -inf) on a wgmma accumulator compiles to
+    2 ISETP + 2 FSEL a score (LLVM's select(and) becomes nested selects; ptxas does not
+    merge them); the same predicate in inline PTX (setp, setp.and, selp) gives 2 ISETP (the
+    second with the first's predicate ANDed in) + 1 FSEL. A form through a per-score index
+    difference, (r - c).to(uint32) <= span, was worse (950 instructions against 820: the
+    2-D int tensor came out as IMAD / LOP3 / SEL / SHF sequences).
   - Gluon kernels do not run under TRITON_INTERPRET: gluon.jit always makes a
     GluonJITFunction, and a launch looks for a GPU driver ("RuntimeError: 0 active
     drivers ([]). There should only be one.").
@@ -352,6 +380,11 @@ from .common import (DROPOUT_GROUP, dropout_col_seeds, dropout_group_key, dropou
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
 ZERO: gl.constexpr = gl.constexpr(0)   # the window arguments of a kernel without WINDOW (never read)
 ONE: gl.constexpr = gl.constexpr(1)    # n_left (the peeled tile only) of a kernel without WINDOW
+NO: gl.constexpr = gl.constexpr(False)  # a False flag in a warp_specialize argument tuple (EARLY_Q off)
+# LEAN_MASK's mask forms (_softmax_step_lean's SIDES): both window edges, the right / left one alone
+BOTH: gl.constexpr = gl.constexpr(0)
+RIGHT: gl.constexpr = gl.constexpr(1)
+LEFT: gl.constexpr = gl.constexpr(2)
 
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: K and V stages of BLOCK_N x D each plus
 # the 128 x D Q tile must fit in 227 KB of shared memory. D = 128: 3 stages (224 KB),
@@ -646,6 +679,55 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     return p, m_new, l_i, alpha
 
 
+
+@triton.jit
+def _window_select(x, c, lo, hi):
+    """x where lo <= c <= hi else -inf (fp32 x, int32 c / lo / hi, broadcast): one inline-PTX
+    statement an element, two compares into ONE predicate (setp, then setp with .and) and one
+    selp. Written out because tl.where(a & b, x, -inf) became two nested selects (LLVM's form
+    of select(and)): 2 ISETP + 2 FSEL an element in the WINDOW masked loops (sm_90a)."""
+    return tl.inline_asm_elementwise(
+        "{ .reg .pred k; setp.ge.s32 k, $2, $3; setp.le.and.s32 k, $2, $4, k; selp.f32 $0, $1, 0fFF800000, k; }",
+        "=f,f,r,r,r", [x, c, lo, hi], dtype=tl.float32, is_pure=True, pack=1)
+@gluon.jit
+def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, SIDES: gl.constexpr):
+    """LEAN_MASK (WINDOW only; a session-30 helper, offline): _softmax_step_masked(...,
+    WINDOW=True) with a cheaper mask and otherwise its arithmetic op for op (the kept scores
+    fl(s * qk_scale), the max, m_use, the exponents, l: bitwise the same p, m, l, alpha).
+    Score (r, c) is kept iff lim0 + r - wspan <= c <= lim0 + r (row r's first and last
+    visible key, relative to the tile's first), as there; SIDES says which compares run:
+    BOTH (the left-edge loop; the peel unless LEFT applies): the two, into ONE predicate and
+    one select an element (_window_select: setp, setp.and, selp). The two-compare
+    tl.where(a & b, x, -inf) of _softmax_step_masked became nested selects (2 ISETP + 2 FSEL
+    an element, sm_90a): -64 SASS instructions a warp a tile.
+    RIGHT (the right-edge / diagonal loop, tiles j >= n_full >= n_left): c <= lim0 + r
+    alone (CAUSAL's mask), -134 a tile. Why the left compare is always true there:
+    _tile_coords makes n_left_w = clamp(cdiv(max(L_w, 0), BLOCK_N) - t_lo, 1, n_load) with
+    L_w the lower bound of warpgroup w's last row (the largest of its rows'); a block tile
+    j >= n_left_w (when n_left_w < n_load, j >= the unclamped value) starts at key
+    (t_lo + j) * BLOCK_N >= L_w >= every row's lower bound, so every column c >= 0 of the
+    tile passes c >= lim0 + r - wspan. (n_left_w = n_load leaves the loop empty.)
+    LEFT (the one-block peel when lim0 >= BLOCK_N - 1, a runtime branch in _fwd_consume): c >= lim0 +
+    r - wspan alone; every row's last visible key lim0 + r >= BLOCK_N - 1 >= c there, so the
+    right compare is always true. -64 more on the peel (the window's left edge at (1024, 0))."""
+    HALF_M: gl.constexpr = s.shape[0]
+    BLOCK_N: gl.constexpr = s.shape[1]
+    rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
+    cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
+    if SIDES == BOTH:
+        s = _window_select(s * qk_scale, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1),
+                           gl.expand_dims(rows, 1))
+    elif SIDES == RIGHT:
+        s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s * qk_scale, float("-inf"))
+    else:
+        s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s * qk_scale, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - gl.expand_dims(m_use, 1))                                 # (HALF_M, BLOCK_N), 0 where hidden
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
 # ---------------------------------------------------------------------------------------
 # Dropout (DROPOUT): the library's mask, bitwise (kernels/common.py dropout_keep)
 # ---------------------------------------------------------------------------------------
@@ -792,7 +874,8 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, MASKED: gl.constexpr,
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
-                  q_free=0, q_last=0, EARLY_Q: gl.constexpr = False):
+                  q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
+                  SIDES: gl.constexpr = 0):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -820,7 +903,13 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
         # and the epilogue (which no longer stages O in Q's buffer)
         mbarrier.arrive(q_free, pred=j == q_last)
     if MASKED:
-        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout, WINDOW)
+        if LEAN_MASK:
+            # WINDOW's cheaper mask (_softmax_step_lean): one compare a score, one-sided past n_left
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
+                                                    SIDES)
+        else:
+            p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
+                                                      WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
@@ -840,7 +929,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -873,7 +962,11 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     so that the loader can land the next block's Q while this block's last softmax, P V and
     epilogue run (the session-25 PERSISTENT kernel waited for the O store first: the Q
     load's whole latency, and the store's, sat between every two blocks). The arithmetic of
-    every row is unchanged (O is the same bf16 / fp16 values, stored another way)."""
+    every row is unchanged (O is the same bf16 / fp16 values, stored another way).
+    LEAN_MASK (WINDOW, session-30 helper, offline): the peel and the masked loops take
+    _softmax_step_lean (both edges in one predicate; the right edge alone in the right-edge
+    loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
+    arithmetic, fewer instructions."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -936,7 +1029,20 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         mbarrier.arrive(q_free, pred=n_tiles == 1)
     else:
         q_last = ZERO
-    if CAUSAL or WINDOW:
+    if LEAN_MASK:
+        # WINDOW, LEAN_MASK: the peeled tile (_softmax_step_lean). diag is this warpgroup's first
+        # row's last visible key from the tile's first: at >= BLOCK_N - 1 every row sees the
+        # tile's last key, so only the left edge cuts it (the common case; at (1024, 0) every
+        # block but a sequence's first, the window's left edge being the peel there); else both.
+        # One block a CTA only: the second copy of the peel's softmax spilled 88-92 bytes in the
+        # PERSISTENT kernels (sm_90a, offline), which take both edges always
+        if PERSISTENT:
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
+        elif diag >= BLOCK_N - 1:
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT)
+        else:
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
+    elif CAUSAL or WINDOW:
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
@@ -953,7 +1059,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, BOTH)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
@@ -972,12 +1078,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
+        # (LEAN_MASK: these tiles lie at or past n_left, so every row's left bound is at or before
+        # their first key: the right compare alone, SIDES = RIGHT)
         for j in range(t0 + n_full, t0 + n_tiles):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT)
 
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
@@ -1121,7 +1229,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                            NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False):
+                            NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False,
+                            LEAN_MASK: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
     EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
@@ -1158,7 +1267,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                          q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                          RNG, dropout_p, rng_rows, rng_stride, key0,
                          WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
-                         O, o_stride, EARLY_Q)
+                         O, o_stride, EARLY_Q, LEAN_MASK)
         t0 += n_load
         it += 1
 
@@ -1186,6 +1295,7 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
+    LEAN_MASK: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1214,6 +1324,12 @@ def attn_fwd_gluon_kernel(
     # captured: the other variants' SASS is unchanged)
     gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
                      "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
+    # LEAN_MASK (a session-30 helper, offline; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
+    # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
+    # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),
+    # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
+    gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
+                     "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
     if EARLY_Q:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1317,13 +1433,13 @@ def attn_fwd_gluon_kernel(
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
@@ -1357,12 +1473,12 @@ def attn_fwd_gluon_kernel(
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

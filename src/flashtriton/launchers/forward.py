@@ -19,7 +19,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
-                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_kind, warp_spec_mode, warp_spec_varlen)
+                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
+                     warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
@@ -117,8 +118,10 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         # policy.GLUON_FWD_WINDOW_EARLY_Q (off by default): the PERSISTENT EARLY_Q variant
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
+        # policy.GLUON_FWD_WINDOW_LEAN_MASK (off by default): the masked tiles' cheaper mask
+        lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
-                               window=(params.window_left, params.window_right), **early)
+                               window=(params.window_left, params.window_right), **early, **lean)
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)

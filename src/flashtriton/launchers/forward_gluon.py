@@ -203,7 +203,7 @@ def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None, num_consumers: int = 2, early_q: bool = False):
+                 rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -217,7 +217,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
     persistent or causal one block a CTA, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
     early_q: the kernel's EARLY_Q (persistent, 2 consumers, no dropout: check_early_q; o must
-    have packed rows, stride(1) == H * D, which the kernel's O stores assume)."""
+    have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
+    kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
+    only where window_args leaves the WINDOW kernel (a window that is plain or causal has none)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -248,6 +250,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         # the kernel stores O at row stride H * D (fwd_gluon: o_rs = nheads * HEAD_DIM)
         assert o.stride(1) == h * d and o.stride(3) == 1, "early_q: o needs packed (B * N, H * D) rows"
         extra["EARLY_Q"] = True
+    if lean_mask and windowed:
+        extra["LEAN_MASK"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -288,7 +292,7 @@ def _l2_bytes(device) -> int:
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
-             num_consumers: int = 2, early_q: bool = False) -> None:
+             num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -304,7 +308,9 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     persistent, or causal one block a CTA; no window, no dropout, the head dim in the table;
     policy.gluon_fwd_consumers decides), anything else the 2-consumer kernel. early_q: the
     PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
-    where check_early_q allows it and out has packed rows, else the call runs as without)."""
+    where check_early_q allows it and out has packed rows, else the call runs as without).
+    lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when; taken
+    only with a window, no dropout, 2 consumers and D = 128, else the call runs as without)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -314,10 +320,11 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
         block_m, block_n, stages = DEFAULT_CONFIG[d]
     early_q = bool(early_q) and persistent and num_consumers == 2 and dropout_p == 0 \
         and out.stride(1) == out.shape[2] * d and out.stride(3) == 1
+    lean_mask = bool(lean_mask) and window is not None and dropout_p == 0 and num_consumers == 2 and d == 128
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None, window=window,
                  dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
-                 **(dict(early_q=True) if early_q else {}))()
+                 **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -348,10 +355,23 @@ def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> No
                          "num_consumers=3 or pingpong)")
 
 
+def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
+    """lean_mask (the kernel's LEAN_MASK, a session-30 helper): a bool, True only with a window
+    (window=(left, right)), no dropout, 2 consumers and head dim 128; ValueError naming it
+    otherwise. (A window that window_args turns into the plain or the causal kernel runs
+    without it: those have no WINDOW mask.) Needs no GPU."""
+    if not isinstance(lean_mask, bool):
+        raise ValueError(f"lean_mask: expected a bool, got {lean_mask!r}")
+    if lean_mask and not (window is not None and dropout_p == 0 and num_consumers == 2 and d == 128):
+        raise ValueError("lean_mask=True: the 2-consumer sliding-window forward at head dim 128 only "
+                         "(window=(left, right); no dropout, num_consumers=3 or another head dim)")
+
+
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
-            dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False):
+            dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
+            lean_mask: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -368,9 +388,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     (check_consumers: plain persistent or causal one block a CTA, a head dim of
     CONSUMERS3_CONFIG, Nq a multiple of 64). early_q: the PERSISTENT kernel's EARLY_Q variant
     (check_early_q; the next block's Q loads under this block's last tile, O leaves by global
-    stores: bitwise the same outputs)."""
+    stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
+    the masked tiles with one compare a score: bitwise the same outputs)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
+    check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
     block_m, bn, stages = table.get(d, (128, 128, 2))
@@ -405,14 +427,15 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
-                        persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q)
+                        persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
+                        lean_mask)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False):
+                        early_q: bool = False, lean_mask: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -426,4 +449,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q)()
+                   early_q=early_q, lean_mask=lean_mask)()

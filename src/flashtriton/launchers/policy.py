@@ -150,6 +150,13 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # kernel's 422 / 400 and the persistent one's 422 / 359; predicted +8-14%. Empty = off (the
 # one-block WINDOW kernel). Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {}
+# Sliding-window forwards whose WINDOW kernel runs with LEAN_MASK (kernels/fwd_gluon.py
+# _softmax_step_lean: the masked tiles with one compare and one select a score, the right-edge
+# loop one-sided; a session-30 helper, offline, never run; bitwise the same outputs):
+# BLOCK_D -> the shortest min(Nq, Nk) from which. Empty = off until bench/gpu/
+# s31_window_lean_mask_ab.py has measured it. Launch plans key on the call: plans.clear() after
+# changing it.
+GLUON_FWD_WINDOW_LEAN_MASK: dict[int, int] = {}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
 # apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
@@ -543,6 +550,13 @@ def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs its
     PERSISTENT EARLY_Q variant (table GLUON_FWD_WINDOW_EARLY_Q, by BLOCK_D and min(Nq, Nk))."""
     n = GLUON_FWD_WINDOW_EARLY_Q.get(bd)
+    return n is not None and min(seqlen_q, seqlen_k) >= n
+
+
+def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs with
+    LEAN_MASK (table GLUON_FWD_WINDOW_LEAN_MASK, by BLOCK_D and min(Nq, Nk))."""
+    n = GLUON_FWD_WINDOW_LEAN_MASK.get(bd)
     return n is not None and min(seqlen_q, seqlen_k) >= n
 
 
