@@ -148,15 +148,21 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # 2026-12-01, window (1024, 0), D = 128, H = 16, 16k, kernel-only graph replays, outputs bitwise;
 # bench/gpu/s30_gluon_window_ab.py, s30/callB): 425 / 424 band TFLOP/s against the one-block
 # kernel's 422 / 400 and the persistent one's 422 / 359; predicted +8-14%. Empty = off (the
-# one-block WINDOW kernel). Launch plans key on the call: plans.clear() after changing it.
-GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {}
+# one-block WINDOW kernel). Session 31 (same setup, bench/gpu/s31_window_lean_mask_ab.py, s31/
+# callA) measured it together with LEAN_MASK: 447 / 433 band TFLOP/s at 16k against the
+# one-block kernel's 424 / 401 (+5.4%, best of two rounds; 0.724x causal), 426 / 421 against
+# 419 / 386 at 4k (+1.7%), outputs bitwise: routed from 4k, always with LEAN_MASK (below).
+# Launch plans key on the call: plans.clear() after changing it.
+GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {128: 4096}
 # Sliding-window forwards whose WINDOW kernel runs with LEAN_MASK (kernels/fwd_gluon.py
 # _softmax_step_lean: the masked tiles with one compare and one select a score, the right-edge
 # loop one-sided; a session-30 helper, offline, never run; bitwise the same outputs):
-# BLOCK_D -> the shortest min(Nq, Nk) from which. Empty = off until bench/gpu/
-# s31_window_lean_mask_ab.py has measured it. Launch plans key on the call: plans.clear() after
-# changing it.
-GLUON_FWD_WINDOW_LEAN_MASK: dict[int, int] = {}
+# BLOCK_D -> the shortest min(Nq, Nk) from which. Session 31 (bench/gpu/s31_window_lean_mask_ab.py,
+# s31/callA; D = 128, window (1024, 0), kernel-only graph replays, two rounds): alone 430 / 393
+# band TFLOP/s at 16k against 424 / 401 (+1.4% best), 419 / 411 against 419 / 386 at 4k; with
+# EARLY_Q +5.4% / +1.7% (above), outputs bitwise: routed with EARLY_Q from 4k. Launch plans key
+# on the call: plans.clear() after changing it.
+GLUON_FWD_WINDOW_LEAN_MASK: dict[int, int] = {128: 4096}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
 # apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
@@ -235,9 +241,13 @@ GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 # wgmma steps, instead of all 128 rows for its D-half, m64n32k16 steps whose shared-memory operand
 # bytes (3 KB a 16-cycle step) outrun the math), by gluon_kind ("plain" / "causal") -> the head
 # dims that take it, where the WIDE tile runs (launchers.backward_gluon.fused_split_m). Written and
-# compiled offline by a session-31 helper (bench/wip/fused-bwd-d64-dqm.md; A/B bench/gpu/
-# s31_fused_bwd_dqm_ab.py). Not measured yet: EMPTY = off.
-GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
+# compiled offline by a session-30 helper (bench/wip/fused-bwd-d64-dqm.md). Session 31 (H200,
+# 2026-12-02, bf16, H = 32, 16k tokens, whole backward, CUDA graphs, two rounds; bench/gpu/
+# s31_fused_bwd_dqm_ab.py, s31/callA), TFLOP/s best of two, against the WIDE tile without it:
+# plain 2k 413 / 379 (+9.0%), 4k 447 / 407 (+9.9%), 8k 458 / 422 (+8.6%), 16k 460 / 424 (+8.5%),
+# now 1.02-1.04x cuDNN (0.94-0.95x before); causal 4k +0.3%, 16k +2.3%. dk / dv bitwise, dq
+# within the summation order (predicted +1.5-5%): routed for D = 64, both kinds.
+GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset({64}), "causal": frozenset({64})}
 
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
