@@ -41,15 +41,17 @@ hopper = pytest.mark.skipif(not IS_HOPPER or INTERPRETING,
 # ---------------------------------------------------------------------------------------
 # CPU: switch, rule, validation, launch arguments, route, offline compile
 # ---------------------------------------------------------------------------------------
-def test_dqm_switch_off_by_default():
-    """Not routed until the GPU A/B (bench/gpu/s31_fused_bwd_dqm_ab.py) has measured it."""
-    assert policy.GLUON_BWD_FUSED_DQ_SPLIT_M == {"plain": frozenset(), "causal": frozenset()}
+def test_dqm_routed_for_d64_wide():
+    """Routed in session 31 (bench/gpu/s31_fused_bwd_dqm_ab.py: +8.5-9.9% non-causal): D = 64,
+    plain and causal, the WIDE tile only; never the 64-row tile or D = 128."""
+    assert policy.GLUON_BWD_FUSED_DQ_SPLIT_M == {"plain": frozenset({64}), "causal": frozenset({64})}
     assert bwd_gluon_fused.FUSED_WIDE_CONFIG == {64: (128, 128, 2)}                  # unchanged
     assert bwd_gluon_fused.FUSED_CONFIG == {64: (64, 128, 4), 128: (64, 128, 2)}     # unchanged
     for causal in (False, True):
+        assert fused_split_m(64, causal, True)
+        assert not fused_split_m(64, causal, False)
         for wide in (False, True):
-            for d in (64, 128):
-                assert not fused_split_m(d, causal, wide)
+            assert not fused_split_m(128, causal, wide)
 
 
 def test_dqm_rule(monkeypatch):
@@ -115,6 +117,8 @@ def test_dqm_route_launch(monkeypatch):
         backward_gluon.fused_into(q, k, v, dout, lse, delta, 0.125, causal, dq, dk, dv)
         a, kw = seen[-1]
         return kw.get("DQ_SPLIT_M", False), kw["BLOCK_M"], list(a[6].block_shape)
+    assert route(False) == (True, 128, [64, 64]) and route(True) == (True, 128, [64, 64])   # as routed
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DQ_SPLIT_M", {"plain": frozenset(), "causal": frozenset()})
     assert route(False) == (False, 128, [128, 32]) and route(True) == (False, 128, [128, 32])   # table empty
     monkeypatch.setattr(policy, "GLUON_BWD_FUSED_DQ_SPLIT_M", {"plain": frozenset({64}), "causal": frozenset()})
     assert route(False) == (True, 128, [64, 64])

@@ -233,9 +233,11 @@ def test_fwd_into_early_q_guard(monkeypatch, kw, expect):
 
 
 def test_window_early_q_switch(monkeypatch):
-    """Off by default; on from the table's min(Nq, Nk) for its head dims only."""
-    assert policy.GLUON_FWD_WINDOW_EARLY_Q == {}
-    assert not policy.gluon_fwd_window_early_q(128, 16384, 16384)
+    """Routed in session 31 (bench/gpu/s31_window_lean_mask_ab.py, EARLY_Q with LEAN_MASK +5.4%
+    at 16k): D = 128 from min(Nq, Nk) = 4096; the table's min(Nq, Nk) and head dims only."""
+    assert policy.GLUON_FWD_WINDOW_EARLY_Q == {128: 4096}
+    monkeypatch.setitem(policy.GLUON_FWD_WINDOW_EARLY_Q, 128, 8192)
+    assert not policy.gluon_fwd_window_early_q(128, 4096, 8192)
     monkeypatch.setitem(policy.GLUON_FWD_WINDOW_EARLY_Q, 128, 4096)
     assert policy.gluon_fwd_window_early_q(128, 4096, 8192)
     assert not policy.gluon_fwd_window_early_q(128, 2048, 8192)
