@@ -21,9 +21,6 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
                                                                     # DQ_SPLIT_M (session 31, the WIDE tile: dQ
                                                                     # split by query rows) against the WIDE tile
-    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --dkrs [--dump OUT]
-                                                                    # DK_RS (a helper, offline: dK's A operand,
-                                                                    # dS^T, from registers) against today's
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -94,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, dk_rs=False):
+                  window=False, wide=False, defer=False, splitm=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -104,8 +101,7 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     (session 30: BLOCK_M = 128 at D = 64). defer: DEFER_DQ (session 31: a tile's dQ one ring
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
-    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise.
-    dk_rs: DK_RS (dK's A operand, dS^T, from registers); likewise left out without it."""
+    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -130,9 +126,6 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if splitm:
         sig["DQ_SPLIT_M"] = "constexpr"
         const["DQ_SPLIT_M"] = True
-    if dk_rs:
-        sig["DK_RS"] = "constexpr"
-        const["DK_RS"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -414,71 +407,6 @@ def splitm_table(dump=None):
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
 
-def dkrs_table(dump=None):
-    """--fused --dkrs: DK_RS (dK += dS^T Q with dS^T from registers) against today's kernel,
-    offline: spills, shared memory, ptxas wgmma advisories, per consumer tile loop its
-    instructions, HGMMA, BAR.SYNC, local accesses and the HGMMA shapes; then the launcher's own
-    arguments (_fused_launch_args(dk_rs=True)) through Triton's JIT binder (stub driver)."""
-    import torch
-
-    from triton.runtime import driver
-
-    from flashtriton.launchers import backward_gluon
-
-    print("| D | dtype | rotate | causal | DK_RS | spill B | smem KB | HGMMA | advisories | tile loops: instr, EX2, "
-          "HGMMA, BAR, LDL + STL | loop HGMMA shapes |")
-    print("|" + "---|" * 11)
-    for d, dt, rot, causal in ((128, "bf16", True, False), (128, "fp16", True, False), (128, "bf16", False, False),
-                               (128, "bf16", True, True), (128, "fp16", True, True), (64, "bf16", True, False),
-                               (64, "bf16", True, True)):
-        for rs in (False, True):
-            c = compile_fused(d, dt, None, rot, causal, False, dk_rs=rs)
-            r, text = report(c)
-            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
-            parts, shapes = [], {}
-            for lp in tile_loops(text):
-                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
-                parts.append(f"{lp['n']}, {sum('MUFU.EX2' in t for t in body)}, {lp['hgmma']}, "
-                             f"{sum('BAR.SYNC' in t for t in body)}, {lp['ldl'] + lp['stl']}")
-                for t in body:
-                    m = re.search(r"HGMMA\.(\d+x\d+x\d+)\S*", t)
-                    if m:
-                        key = m.group(1) + (" rs" if re.search(r"HGMMA\S*\s+\S+,\s*R", t) else "")
-                        shapes[key] = shapes.get(key, 0) + 1
-            adv = len(ptxas_advisories(c))
-            print(f"| {d} | {dt} | {rot} | {causal} | {rs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
-                  f"{r['hgmma']} | {adv} | {'; '.join(parts)} | "
-                  f"{', '.join(f'{k} {v}' for k, v in sorted(shapes.items()))} |", flush=True)
-            if dump:
-                os.makedirs(dump, exist_ok=True)
-                with open(os.path.join(dump, f"fused_d{d}_{dt}{'' if rot else '_norot'}{'_causal' if causal else ''}"
-                                             f"{'_dkrs' if rs else ''}.sass"), "w") as f:
-                    f.write(text)
-    driver.set_active(_StubDriver())
-    print()
-    print("| --jit: D | dtype | B, Nq, Nk, H, Hk | causal | constexpr ints | regs | spill B | smem KB | HGMMA | "
-          "tile loops: instr, LDL + STL |")
-    print("|" + "---|" * 10)
-    for d, dt, b, nq, nk, h, hk, causal in ((128, torch.bfloat16, 1, 16384, 16384, 16, 16, False),
-                                            (128, torch.bfloat16, 8, 2048, 2048, 16, 16, False),
-                                            (128, torch.float16, 2, 1024, 1024, 8, 2, False),
-                                            (128, torch.bfloat16, 2, 256, 1024, 8, 1, False),
-                                            (128, torch.bfloat16, 1, 16384, 16384, 16, 16, True),
-                                            (128, torch.bfloat16, 2, 384, 1024, 8, 2, True)):
-        q = torch.randn(b, nq, h, d, dtype=dt)
-        k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
-        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
-        bm, bn, st = FUSED_CONFIG[d]
-        *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn, st,
-                                                                    not causal, causal, dk_rs=True)
-        c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
-        r = resources(c)
-        ints = [k for k, v in c.src.signature.items() if v == "constexpr" and k.islower()]
-        loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
-        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {causal} | {', '.join(ints) or '-'} | "
-              f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {loops} |", flush=True)
-
-
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -623,9 +551,6 @@ def main(argv=None):
     ap.add_argument("--window", action="store_true", help="--fused: only the WINDOW variants, with tile-loop counts")
     ap.add_argument("--wide", action="store_true",
                     help="--fused: only the WIDE tile (BLOCK_M = 128 at D = 64, session 30) against today's D = 64")
-    ap.add_argument("--dkrs", action="store_true",
-                    help="--fused: DK_RS (dK's A operand, dS^T, from registers) against today's, and through the "
-                         "JIT binder with the launcher's arguments")
     ap.add_argument("--defer", action="store_true",
                     help="--fused: DEFER_DQ (session 31: a tile's dQ one ring tile later) against today's, and "
                          "through the JIT binder with the launcher's arguments")
@@ -635,9 +560,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.fused and args.splitm:
         splitm_table(args.dump)
-        return
-    if args.fused and args.dkrs:
-        dkrs_table(args.dump)
         return
     if args.fused and args.defer:
         defer_table(args.dump)

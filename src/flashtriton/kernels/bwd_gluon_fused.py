@@ -296,31 +296,6 @@ DQ_SPLIT_M (session 31, offline, a helper; host prepare_fused(..., wide=True, dq
   operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
-DK_RS (a helper, offline, not measured; host prepare_fused(..., dk_rs=True), route
-  policy.GLUON_BWD_FUSED_DK_RS, empty = off; analysis bench/wip/fused-bwd-d128-dkrs.md, A/B
-  bench/gpu/s32_fused_bwd_dkrs_ab.py). The 64-row plain / causal kernels (static_assert: not
-  with DEFER_DQ, DROPOUT, WINDOW or the WIDE tile). dK += dS^T Q takes dS^T's A operand from
-  registers (the 16-bit dS^T in the accumulator layout, as P^T for dV: convert_layout to the
-  dot-operand layout is register-free), issued right after dV's wgmma instead of after the
-  ds_free wait, the dS^T store, the fence and the ds_ready arrival; the dS^T buffer is still
-  written (both WGs' dQ read it). The waits as without it: dV retired before the dQ
-  issue, dK (and dS^T's registers) after it, so the tensor queue holds dK then dQ. Why:
-  per consumer WG a tile the wgmma operand reads are S^T / dP^T / dQ m64n64k16 ss
-  (4 KB for 32 tensor cycles: at the 128 B / clock edge), dK m64n128k16 ss (6 KB for 64), dV
-  rs (4 KB for 64); dK rs reads 4 KB for 64: -8 KB a WG a tile (-16 KB of the CTA tile's ~384
-  KB), and dK's tensor work no longer waits behind the dS^T store chain. dK / dV: the same k16
-  steps on the same values in the same order (bitwise expected). Offline (--fused --dkrs):
-  D = 128 plain spill 60 bytes (none in the tile loops), tile loops 503 / 503 instructions
-  (483 / 491 without), causal 8 bytes (8), 558 / 559 (556 / 549). First form: 64 bytes with
-  one local load a tile in WG 1's plain loop (the dQ B descriptors, hoisted out of the loop
-  into vector registers); K's half index through an opaque min(g, 0) there (plain only:
-  causal then spilled 68 bytes, its loops already clean) makes them a tile. dV and dK
-  retired together before the ds_ready wait: the same spills (68 with the opaque index),
-  and a bubble in the WG's tensor queue between dK and dQ; dK issued after the ds_free wait
-  instead of right after dV: 24 bytes, 6 local accesses a tile. The 28 earlier variants'
-  SASS byte-identical; rebased after DQ_SPLIT_M: all 36 (its 4 and DEFER_DQ's 4 too)
-  byte-identical (bench/gluon_bwd_fused_sass_hash.py), the DK_RS figures unchanged.
-
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -627,7 +602,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
-                DQ_SPLIT_M: gl.constexpr = False, DK_RS: gl.constexpr = False):
+                DQ_SPLIT_M: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -717,12 +692,6 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         ds = (p * (dp - gl.expand_dims(delta, 0))).to(dtype)                 # (HALF_N, BLOCK_M) dS^T
         p16 = gl.convert_layout(p.to(dtype), a_layout)                       # (HALF_N, BLOCK_M) A operand
     dv_tok = warpgroup_mma(p16, do, dv, is_async=True)                       # dV += P^T dO
-    if DK_RS:
-        # DK_RS: dK += dS^T Q with dS^T's A operand from registers (the 16-bit dS^T already
-        # in the accumulator layout, as P^T for dV): issued here, before the ds_free wait and
-        # the dS^T store / fence / arrival, and 8 KB a WG a tile less shared-memory read
-        ds16 = gl.convert_layout(ds, a_layout)                               # (HALF_N, BLOCK_M) A operand
-        dk_tok = warpgroup_mma(ds16, q, dk, is_async=True)                   # dK += dS^T Q (A in registers)
     # buffer `buf` free: both WGs' dQ wgmmas of tile g - 2 done (phase g // 2 - 1; a fresh
     # barrier passes parity 1 for g < 2)
     if DEFER:
@@ -735,8 +704,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     my_ds.store(ds)
     fence_async_shared()                                                     # generic writes -> wgmma reads
     mbarrier.arrive(ds_ready.index(buf))                                     # bar.sync of the WG, one arrival
-    if not DK_RS:
-        dk_tok = warpgroup_mma(my_ds, q, dk, is_async=True)                  # dK += dS^T Q (A in smem)
+    dk_tok = warpgroup_mma(my_ds, q, dk, is_async=True)                      # dK += dS^T Q (A in smem)
     # dV done (issued before dS^T's math): P^T's registers free before the dQ wgmmas
     dv, p16 = warpgroup_mma_wait(1, deps=[dv_tok, p16])
     if DEFER:
@@ -784,17 +752,6 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
             dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).slice(WG * DQ_M, DQ_M, dim=1).permute((1, 0)),
                                    k_smem.index(kz + 1), dq_tok, is_async=True)
             dq_row = dq_row + WG * DQ_M
-        elif DK_RS and not MASKED:
-            # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
-            # DK_RS: K's half index through an opaque min(g, 0) (= 0 at run time): the B
-            # descriptors made a tile, not hoisted out of the loop into vector registers
-            # (offline: the hoisted form spilled, one local load a tile in WG 1's loop)
-            k0 = gl.inline_asm_elementwise("min.s32 $0, $1, 0;", "=r,r", [g], dtype=gl.int32, is_pure=True, pack=1)
-            dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)),
-                                   k_smem.index(k0).slice(WG * DQ_N, DQ_N, dim=1), dq_zero, use_acc=False,
-                                   is_async=True)
-            dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
-                                   k_smem.index(k0 + 1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
         else:
             # dQ[:, D-half WG] = dS[:, keys 0..63] K_0[:, Dw] + dS[:, keys 64..127] K_1[:, Dw]
             dq_tok = warpgroup_mma(ds_smem.index(2 * buf).permute((1, 0)),
@@ -802,12 +759,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                                    is_async=True)
             dq_tok = warpgroup_mma(ds_smem.index(2 * buf + 1).permute((1, 0)),
                                    k_smem.index(1).slice(WG * DQ_N, DQ_N, dim=1), dq_tok, is_async=True)
-        if DK_RS:
-            # in flight, in issue order: dK, dQ_0, dQ_1; retire the first (and dS^T's registers)
-            dk, ds16 = warpgroup_mma_wait(2, deps=[dk_tok, ds16])
-        else:
-            # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
-            dk = warpgroup_mma_wait(2, deps=[dk_tok])
+        # in flight, in issue order: dK, dQ_0, dQ_1; retire the first
+        dk = warpgroup_mma_wait(2, deps=[dk_tok])
         # Q and dO of this stage no longer read by this WG (one of empty's 2 arrivals)
         mbarrier.arrive(empty.index(stage))
         dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
@@ -884,8 +837,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
-                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
-                   DK_RS: gl.constexpr = False):
+                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False):
     HALF_N: gl.constexpr = BLOCK_N // 2
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
@@ -983,7 +935,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES,
                                  True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW,
-                                 DQ_SPLIT_M=DQ_SPLIT_M, DK_RS=DK_RS)
+                                 DQ_SPLIT_M=DQ_SPLIT_M)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -996,7 +948,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
                                  h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
-                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M, DK_RS=DK_RS)
+                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
@@ -1043,7 +995,6 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    DK_RS: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -1051,9 +1002,6 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
-    gl.static_assert(not DK_RS or not (DEFER_DQ or DROPOUT or WINDOW or BLOCK_M > 64),
-                     "DK_RS: the 64-row plain / causal kernel only (defer, dropout, window, WIDE / DQ_SPLIT_M: not "
-                     "compiled)")
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1107,12 +1055,12 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, DK_RS)),
+                          DQ_SPLIT_M)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, DK_RS)),
+                          DQ_SPLIT_M)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW)),

@@ -310,20 +310,9 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
     return d in policy.GLUON_BWD_FUSED_DQ_SPLIT_M.get("causal" if causal else "plain", frozenset())
 
 
-def fused_dk_rs(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool, defer: bool) -> bool:
-    """Whether the library's fused route (fused_into) runs the kernel's DK_RS (dK's A operand,
-    dS^T, from registers; kernels/bwd_gluon_fused.py): the head dim listed in
-    policy.GLUON_BWD_FUSED_DK_RS under the call's kind ("causal" / "plain"), never with a
-    window, dropout, the WIDE tile (so never with DQ_SPLIT_M) or DEFER_DQ (not compiled).
-    Empty table (the default): never."""
-    if windowed or dropout or wide or defer:
-        return False
-    return d in policy.GLUON_BWD_FUSED_DK_RS.get("causal" if causal else "plain", frozenset())
-
-
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, dk_rs: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -378,31 +367,11 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
     wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's
     box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
-    order), causal or not.
-
-    dk_rs=True (a helper's, offline, not routed; bench/wip/fused-bwd-d128-dkrs.md,
-    bench/gpu/s32_fused_bwd_dkrs_ab.py): the kernel's DK_RS, dK += dS^T Q with dS^T from
-    registers (issued right after dV's wgmma); the same values (dk / dv bitwise expected, dq
-    up to fp32 summation order). Plain or causal, no window, no dropout, not wide, not with
-    defer_dq or dq_split_m, FUSED_CONFIG's stage count (ValueError: the others are not
-    compiled)."""
+    order), causal or not."""
     if not isinstance(dq_split_m, bool):
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
         raise ValueError("dq_split_m: the WIDE tile only (wide=True; the 64-row tile has no 64-row halves to split)")
-    if not isinstance(dk_rs, bool):
-        raise ValueError(f"dk_rs: expected a bool, got {dk_rs!r}")
-    if dk_rs:
-        if window is not None:
-            raise ValueError("dk_rs: takes no window (not compiled or measured)")
-        if dropout_p > 0:
-            raise ValueError("dk_rs: takes no dropout (not compiled or measured)")
-        if dq_split_m:
-            raise ValueError("dk_rs: not with dq_split_m (not compiled or measured)")
-        if wide:
-            raise ValueError("dk_rs: not with the WIDE tile (not compiled or measured)")
-        if defer_dq:
-            raise ValueError("dk_rs: not with defer_dq (not compiled or measured)")
     if not isinstance(defer_dq, bool):
         raise ValueError(f"defer_dq: expected a bool, got {defer_dq!r}")
     if defer_dq:
@@ -452,9 +421,6 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     if defer_dq and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
         raise ValueError(f"num_stages: defer_dq=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
                          f"D = {d} only, got {num_stages}")
-    if dk_rs and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
-        raise ValueError(f"num_stages: dk_rs=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
-                         f"D = {d} only, got {num_stages}")
     if rotate and not causal:
         # (review, session 24) ROTATE's start tile (program_id(0) * n_m) // num_programs(0)
         # is int32 in the kernel: refuse the sizes where it would wrap
@@ -466,7 +432,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m, dk_rs=dk_rs)
+                                                                  defer=defer_dq, split_m=dq_split_m)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -524,7 +490,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, dk_rs: bool = False):
+                       defer: bool = False, split_m: bool = False):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -536,8 +502,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
-    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). dk_rs:
-    DK_RS=True (likewise absent otherwise)."""
+    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -582,8 +547,6 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DEFER_DQ"] = True        # (likewise)
     if split_m:
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
-    if dk_rs:
-        kwargs["DK_RS"] = True           # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -654,22 +617,20 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
     # DQ_SPLIT_M where policy.GLUON_BWD_FUSED_DQ_SPLIT_M lists the call (empty: never)
     split_m = fused_split_m(q.shape[-1], causal, wide)
-    # DK_RS where policy.GLUON_BWD_FUSED_DK_RS lists the call (empty: never; never with the WIDE tile)
-    dk_rs = fused_dk_rs(q.shape[-1], causal, win is not None, dropout_p > 0, wide, defer)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
-        split_m=split_m, dk_rs=dk_rs)
+        split_m=split_m)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, dk_rs: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m, dk_rs=dk_rs)()
+                         dq_split_m=dq_split_m)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -249,13 +249,6 @@ GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 # within the summation order (predicted +1.5-5%): routed for D = 64, both kinds.
 GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset({64}), "causal": frozenset({64})}
 
-# The fused backward's DK_RS (kernels/bwd_gluon_fused.py: dK += dS^T Q with dS^T's A operand
-# from registers, issued right after dV's, instead of from the dS^T buffer after its store /
-# fence / arrival), by gluon_kind ("plain", "causal") -> the head dims that take it. Written and
-# compiled offline by a helper (bench/wip/fused-bwd-d128-dkrs.md: 16 KB a CTA tile less
-# shared-memory read, dK off the dS^T store's chain); not measured. EMPTY = off.
-GLUON_BWD_FUSED_DK_RS: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
-
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
