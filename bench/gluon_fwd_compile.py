@@ -68,15 +68,6 @@ runs). D = 64 (not allowed: static_assert) spilled 8 bytes, one register once a 
 PERSISTENT loops 750 / 517 / 713, EARLY_Q 755 / 526 / 722 (against 815 / 517 / 847 and 817 /
 526 / 856). compile_fwd(lean_mask=True); the 71 earlier variants:
 SASS byte-identical to before (bench/gluon_fwd_sass_hash.py, addresses stripped).
-
-DYNAMIC (session 32, a helper, offline; kernels/fwd_gluon.py _fwd_load_dynamic / _fwd_consume_dynamic): the
-last 9 rows (CAUSAL PERSISTENT with a ticket-counter deal; compile_fwd(dynamic=True), SCHED *i32 the
-counter). D = 128 2 consumers EARLY_Q: 12 warps, setmaxnreg 240 / 240 / 24, 0 spills, 224.4 KB, 96 HGMMA,
-12 UTMALDG, 0 UTMASTG, tile loops 487 / 717 / 489 / 717; without EARLY_Q 484 / 713 / 483 / 713, 2 UTMASTG.
-D = 64 3 consumers EARLY_Q: 16 warps, 168 / 160 / 160 / 24, 216 spill bytes, 120.4 KB, 108 HGMMA, loops
-448 / 727 / 447 / 727 / 448 / 727 (local accesses only in the masked loops: 7 + 7, 7 + 7, 1 + 1); without
-EARLY_Q 344 bytes (6 + 6, 6 + 6, 2 + 2). D = 64 2 consumers EARLY_Q: 0 spills, 447 / 677. The 77 earlier
-variants: SASS byte-identical (bench/gluon_fwd_sass_hash.py).
 """
 from __future__ import annotations
 
@@ -108,7 +99,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, dynamic=False):
+                lean_mask=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -116,8 +107,7 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     sig = dict(q_desc=desc_type(dtype, wg_m, head_dim), k_desc=desc_type(dtype, bn, head_dim),
                v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, wg_m, head_dim),
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
-               **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled or dynamic else "*fp32"}
-                  if batch_param else {}),
+               **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else "*fp32"} if batch_param else {}),
                **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
                **({"RNG": "*i64", "dropout_p": "fp32", "rng_rows": "i32", "rng_stride": "i32"}
                   if dropout_params else {}),
@@ -152,9 +142,6 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "LEAN_MASK" in fn.arg_names:
         sig["LEAN_MASK"] = "constexpr"
         const["LEAN_MASK"] = bool(lean_mask)
-    if "DYNAMIC" in fn.arg_names:
-        sig["DYNAMIC"] = "constexpr"
-        const["DYNAMIC"] = bool(dynamic)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -212,7 +199,7 @@ def main(argv=None):
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
-    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, DYNAMIC]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
+    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -292,17 +279,6 @@ def main(argv=None):
         (128, "bf16", None, None, True, False, False, False, False, True, False, 2, False, True),
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, False, True),
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True),
-        # DYNAMIC (session 32 helper, offline): CAUSAL PERSISTENT with the blocks taken from a ticket
-        # counter (heaviest first, banded), with and without EARLY_Q; D = 128 2 consumers, D = 64 3
-        (128, "bf16", None, None, False, False, True, True, False, False, False, 2, True, False, True),
-        (128, "fp16", None, None, False, False, True, True, False, False, False, 2, True, False, True),
-        (128, "bf16", None, None, False, True, True, True, False, False, False, 2, True, False, True),
-        (128, "bf16", None, None, False, False, True, True, False, False, False, 2, False, False, True),
-        (64, "bf16", None, None, False, False, True, True, False, False, False, 3, True, False, True),
-        (64, "fp16", None, None, False, False, True, True, False, False, False, 3, True, False, True),
-        (64, "bf16", None, None, False, True, True, True, False, False, False, 3, True, False, True),
-        (64, "bf16", None, None, False, False, True, True, False, False, False, 3, False, False, True),
-        (64, "bf16", None, None, False, False, True, True, False, False, False, 2, True, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -316,21 +292,18 @@ def main(argv=None):
         nc = rest[4] if len(rest) > 4 else 2
         eq = bool(len(rest) > 5 and rest[5])
         lean = bool(len(rest) > 6 and rest[6])
-        dyn = bool(len(rest) > 7 and rest[7])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            **(dict(dynamic=True) if dyn else {}))
+                            window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        kind = (f"{pers}{' sched' if sched else ''}{' dynamic' if dyn else ''}{' 3wg' if nc == 3 else ''}"
-                f"{' early-q' if eq else ''}")
+        kind = f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
@@ -341,7 +314,7 @@ def main(argv=None):
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
                     f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
-                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_dynamic' if dyn else ''}")
+                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -50,8 +50,6 @@ for v in vs:
     kw = dict(early_q=eq) if eq else {}
     if lean:
         kw["lean_mask"] = True
-    if len(rest) > 7 and rest[7]:
-        kw["dynamic"] = True
     c = g.compile_fwd(d, dt, bm, bn or bn0, st or st0, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers,
                       scheduled=sched, window=win, dropout=drop, num_consumers=nc, **kw)
     s = strip(g.sass(c))

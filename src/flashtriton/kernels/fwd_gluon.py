@@ -304,38 +304,6 @@ LEAN_MASK (session 30, a helper, offline only; not routed: launchers.policy.
   windows are not routed here), one block, PERSISTENT, EARLY_Q, PINGPONG. Without it every
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
-DYNAMIC (session 32, a helper, offline only; not routed: launchers.policy.GLUON_FWD_CAUSAL_DYNAMIC =
-  {}; bench/gpu/s32_gluon_causal_dynamic_ab.py; bench/wip/gluon-causal-dynamic.md): the CAUSAL
-  PERSISTENT forward with a dynamic deal. Why: one block a CTA pays each block's fixed cost (Q load,
-  pipeline fill, epilogue; ~2-3 us, ~1.5 tiles) unhidden, most at 1k-4k; session 24's persistent
-  causal kernels hid it but lost 7-16% to their static deals (round robin, banded, SCHEDULED), which
-  balance the SMs worse than the hardware's rule (the next block to the first free SM). Here the
-  loader (_fwd_load_dynamic) takes tickets from a launch-wide int32 counter (SCHED[0], atomic add,
-  one thread) and ticket i is block _tile_of(i) (the banded heaviest-first order; band = B * H is
-  plain LPT across heads): the next ticket is taken right after the current block's Q issue, so the
-  next block's first K / V tile (and, after q_free, its Q) load under this block's last tiles, and a
-  CTA takes a new block exactly when its loader gets there, as the hardware would hand it one.
-  Handoff: the loader writes the ticket into idx_smem (one int32) after the q_free wait and before
-  the q_bar expect; the consumers (_fwd_consume_dynamic) wait q_bar at the block's parity and read
-  it (the arrive / wait pair orders the store and the load; the slot is rewritten only after every
-  consumer's q_free arrival, which follows its read). The stop ticket (n_m * B * H) is published by a
-  plain q_bar arrival, without bytes, after the last block's q_free. Reset: each CTA after its final
-  ticket adds 1 to SCHED[1] (acq_rel); the CTA that reads n_prog - 1 is the last to touch SCHED[0]
-  this launch and puts both words back to 0 (atomic exchanges), so the launcher zeroes the counter
-  once at allocation (launchers/forward_gluon.dynamic_counter: per device and stream, one more per
-  device for CUDA graphs; decode's ticket-counter convention) and no memset runs a call. Per block
-  the consumers run the one-block CAUSAL code on ring tiles t0 .. t0 + n_load - 1 (2 consumers:
-  _fwd_consume over n_load; 3 consumers: _fwd_consume_causal3's split, own tiles computed, the rest
-  drained, a consumer past Nq drains all and arrives on q_free): bitwise the one-block outputs. With
-  EARLY_Q (allowed with 3 consumers under DYNAMIC) q_free is arrived after each consumer's last S
-  and O leaves by global stores. Barriers: nothing new besides the ticket slot; q_bar gets one more
-  phase a CTA (the stop), each consumer waits it twice a block at the same parity (the loop top and
-  _fwd_consume's peel: the second passes at once). Offline (bench/gluon_fwd_compile.py, sm_90a):
-  D = 128 2 consumers EARLY_Q 0 spills, 224.4 KB shared, tile loops 487 / 717 (one block: 490 /
-  713); D = 64 3 consumers EARLY_Q 216 spill bytes (one block 160), unmasked loops 0 local accesses,
-  masked loops 7 + 7 / 7 + 7 / 1 + 1 STL + LDL (one block 6 + 6 / 6 + 6 / 2 + 2). DYNAMIC=False:
-  the 77 earlier variants' SASS byte-identical (bench/gluon_fwd_sass_hash.py).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -1304,138 +1272,6 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
         it += 1
 
 
-# DYNAMIC (a session-32 helper, offline): the causal PERSISTENT forward with the blocks taken from
-# a launch-wide ticket counter in global memory (CNT, int32 (2,): [0] the next ticket, [1] the CTAs
-# past their last ticket), so that the next block goes to the first free CTA, as the hardware
-# deals one block a CTA, while the next block's Q and first K / V tile load under this block's
-# last tiles. The loader takes the tickets and publishes each block's to the consumers through
-# idx_smem, ordered by q_bar (the kernel docstring, DYNAMIC).
-@gluon.jit
-def _publish_block(idx_smem, i, NUM_WARPS: gl.constexpr):
-    """DYNAMIC: the block's ticket i (a scalar) into idx_smem (one int32), every lane of the
-    loader's warp(s) writing the same value; the q_bar arrival that follows releases it."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [NUM_WARPS], [0])
-    idx_smem.store(gl.full([1], 0, gl.int32, layout) + i)
-
-
-@gluon.jit
-def _read_block(idx_smem, NUM_WARPS: gl.constexpr):
-    """DYNAMIC: the ticket _publish_block wrote, as a scalar (after the q_bar wait that orders it)."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [NUM_WARPS], [0])
-    return gl.max(idx_smem.load(layout), axis=0)
-
-
-@gluon.jit
-def _fwd_load_dynamic(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready, kv_empty,
-                      idx_smem, CNT, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, n_prog,
-                      HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                      NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr):
-    """DYNAMIC loader: tickets i = atomic_add(CNT[0], 1) until one reaches n_m * n_bh; ticket i
-    is block _tile_of(i) (the banded heaviest-first order: band = n_bh is the plain LPT order,
-    longest causal rows first across all heads). Per block, as _fwd_load_persistent: the first
-    n_pre K / V tiles (they need only the ring), the q_free wait (the consumers are done with the
-    previous block's Q), the ticket into idx_smem, Q under q_bar (whose arrival publishes the
-    ticket), then the rest. The next ticket is taken right after the Q issue, so the atomic's
-    round trip overlaps the stage waits of this block's remaining tiles (or, for a short block,
-    the next block's first waits). Past the last ticket: after the last block's q_free, the stop
-    ticket n_m * n_bh is published by a plain q_bar arrival (no bytes), then the CTA counts
-    itself out on CNT[1]; the last CTA out (every CTA's final ticket taken: no more adds on
-    CNT[0] this launch) puts both words back to 0 for the next launch (no memset a call)."""
-    HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS
-    total = n_m * n_bh
-    t0 = 0
-    it = 0
-    i = gl.atomic_add(CNT, 1)
-    while i < total:
-        pid_m, pid_bh = _tile_of(i, n_m, n_bh, band, True)
-        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
-            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, ZERO, ZERO, HEAD_DIM, BLOCK_M, BLOCK_N, True, False)
-        if EARLY_Q:
-            n_pre = gl.minimum(n_load, 1)          # _fwd_load_persistent's reason
-        else:
-            n_pre = gl.minimum(n_load, NUM_STAGES)
-        for j in range(0, n_pre):
-            _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
-                     kv_col, NUM_STAGES)
-        mbarrier.wait(q_free, (it & 1) ^ 1)
-        _publish_block(idx_smem, i, LOADER_WARPS)
-        mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
-        tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
-        if NUM_CONSUMERS == 3:
-            tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
-        nxt = gl.atomic_add(CNT, 1)
-        for j in range(n_pre, n_load):
-            _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
-                     kv_col, NUM_STAGES)
-        t0 += n_load
-        it += 1
-        i = nxt
-    # the stop ticket, once every consumer read the last one (q_free of the last block)
-    mbarrier.wait(q_free, (it & 1) ^ 1)
-    _publish_block(idx_smem, total, LOADER_WARPS)
-    mbarrier.arrive(q_bar)
-    # self-reset: the adds on CNT[1] are acq_rel, so the last one sees every CTA's final CNT[0] add
-    out = gl.atomic_add(CNT + 1, 1)
-    if out == n_prog - 1:
-        gl.atomic_xchg(CNT, 0)
-        gl.atomic_xchg(CNT + 1, 0)
-
-
-@gluon.jit
-def _fwd_consume_dynamic(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                         idx_smem, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, qk_scale,
-                         WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                         NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-                         O, o_stride, EARLY_Q: gl.constexpr):
-    """DYNAMIC consumer: per block, q_bar (parity it & 1) then the ticket from idx_smem (the stop
-    ticket n_m * n_bh ends the loop), the block's coordinates as the loader computed them, and the
-    block's work exactly as the one-block CAUSAL kernel does it on ring tiles t0 .. t0 + n_load - 1:
-    2 consumers, _fwd_consume on all n_load tiles; 3 consumers, _fwd_consume_causal3's split (its
-    own n_own tiles computed, the rest drained; a consumer past the sequence's end drains all and
-    arrives on q_free). _fwd_consume waits q_bar again at the same parity (passes at once: the
-    next phase needs this consumer's q_free arrival first). EARLY_Q: q_free after the block's last
-    S, O by global stores (the row arithmetic unchanged)."""
-    HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS
-    total = n_m * n_bh
-    t0 = 0
-    it = 0
-    mbarrier.wait(q_bar, 0)
-    i = _read_block(idx_smem, 4)
-    while i < total:
-        pid_m, pid_bh = _tile_of(i, n_m, n_bh, band, True)
-        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
-            pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, ZERO, ZERO, HEAD_DIM, BLOCK_M, BLOCK_N, True, False)
-        if NUM_CONSUMERS == 3:
-            if pid_m * BLOCK_M + WG * HALF_M < seqlen_q:
-                d0 = diag + WG * HALF_M
-                n_own = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(d0 + HALF_M, 0), BLOCK_N), 1), n_load)
-                n_full = gl.minimum(gl.maximum(gl.maximum(d0 + 1, 0) // BLOCK_N, 1), n_own)
-                _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                             q_row, q_col, lse_off, n_own, ONE, n_full, diag, ZERO, qk_scale, t0, it & 1,
-                             ZERO, ZERO, ZERO, ZERO, ZERO,
-                             WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, True, False, False,
-                             O, o_stride, EARLY_Q)
-                _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0 + n_own, t0 + n_load, NUM_STAGES)
-            else:
-                _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0, t0 + n_load, NUM_STAGES)
-                mbarrier.arrive(q_free)
-        else:
-            if WG == 0:
-                n_full = n_full0
-            else:
-                n_full = n_full1
-            _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                         q_row, q_col, lse_off, n_load, ONE, n_full, diag, ZERO, qk_scale, t0, it & 1,
-                         ZERO, ZERO, ZERO, ZERO, ZERO,
-                         WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, True, False, False,
-                         O, o_stride, EARLY_Q)
-        t0 += n_load
-        it += 1
-        mbarrier.wait(q_bar, it & 1)
-        i = _read_block(idx_smem, 4)
-
-
 # win_left / win_right not specialised (a 1 would become a constexpr, multiples of 16 get
 # their own compile): every window shares one compiled kernel a variant, the one the
 # offline report (bench/gluon_fwd_compile.py, plain i32) compiles
@@ -1459,7 +1295,7 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
-    LEAN_MASK: gl.constexpr = False, DYNAMIC: gl.constexpr = False,
+    LEAN_MASK: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1467,7 +1303,7 @@ def attn_fwd_gluon_kernel(
     gl.static_assert(HALF_M * NUM_CONSUMERS == BLOCK_M, "BLOCK_M: a multiple of NUM_CONSUMERS")
     if NUM_CONSUMERS == 3:
         # the plain PERSISTENT forward, or (session 29, offline) the CAUSAL one block a CTA
-        gl.static_assert(((PERSISTENT and not CAUSAL) or (CAUSAL and not PERSISTENT) or DYNAMIC)
+        gl.static_assert(((PERSISTENT and not CAUSAL) or (CAUSAL and not PERSISTENT))
                          and not (WINDOW or DROPOUT or SCHEDULED or PINGPONG),
                          "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
@@ -1486,12 +1322,8 @@ def attn_fwd_gluon_kernel(
     # PERSISTENT 2-consumer kernel with the next block's Q loaded under this block's last tile
     # (_fwd_consume's doc). Without it O / o_rs are bound to the constexpr 0 below (not
     # captured: the other variants' SASS is unchanged)
-    gl.static_assert((not EARLY_Q) or (PERSISTENT and (NUM_CONSUMERS == 2 or DYNAMIC) and not DROPOUT),
-                     "EARLY_Q: the PERSISTENT 2-consumer (or DYNAMIC) forward without dropout")
-    # DYNAMIC (a session-32 helper, offline; launchers.policy.GLUON_FWD_CAUSAL_DYNAMIC): the CAUSAL
-    # PERSISTENT forward with a dynamic deal of its blocks (_fwd_load_dynamic; SCHED is its counter)
-    gl.static_assert((not DYNAMIC) or (CAUSAL and PERSISTENT and not (SCHEDULED or WINDOW or DROPOUT or PINGPONG)),
-                     "DYNAMIC: the CAUSAL PERSISTENT forward without SCHEDULED, WINDOW, DROPOUT or PINGPONG")
+    gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
+                     "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
     # LEAN_MASK (a session-30 helper, offline; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
     # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
     # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),
@@ -1555,52 +1387,7 @@ def attn_fwd_gluon_kernel(
 
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    if DYNAMIC:
-        # grid (num_programs,): every CTA takes its blocks from the ticket counter SCHED (int32 (2,),
-        # zero at launch and left zero: _fwd_load_dynamic); the loader publishes each block's ticket
-        # to the consumers in idx_smem, under q_bar
-        if NUM_CONSUMERS == 3:
-            n_md = gl.cdiv(seqlen_q, BLOCK_M)    # the last block of a sequence may end inside it
-        else:
-            n_md = seqlen_q // BLOCK_M
-        n_bhd = batch * nheads
-        n_progd = gl.num_programs(0)
-        idx_smem = gl.allocate_shared_memory(gl.int32, [1], gl.SwizzledSharedLayout(1, 1, 1, [0]))
-        if NUM_CONSUMERS == 3:
-            WG2d: gl.constexpr = 2
-            gl.warp_specialize([
-                (_fwd_consume_dynamic, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                        o_desc, LSE, idx_smem, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                        qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                                        NUM_CONSUMERS, o_ptr, o_rs, EARLY_Q)),
-                (_fwd_consume_dynamic, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                        o_desc, LSE, idx_smem, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                        qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                                        NUM_CONSUMERS, o_ptr, o_rs, EARLY_Q)),
-                (_fwd_consume_dynamic, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                        o_desc, LSE, idx_smem, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                        qk_scale, WG2d, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                                        NUM_CONSUMERS, o_ptr, o_rs, EARLY_Q)),
-                (_fwd_load_dynamic, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
-                                     kv_empty, idx_smem, SCHED, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                     n_progd, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS, EARLY_Q)),
-            ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
-        else:
-            gl.warp_specialize([
-                (_fwd_consume_dynamic, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                        o_desc, LSE, idx_smem, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                        qk_scale, WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                                        NUM_CONSUMERS, o_ptr, o_rs, EARLY_Q)),
-                (_fwd_consume_dynamic, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                        o_desc, LSE, idx_smem, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                        qk_scale, WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE,
-                                        NUM_CONSUMERS, o_ptr, o_rs, EARLY_Q)),
-                (_fwd_load_dynamic, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
-                                     kv_empty, idx_smem, SCHED, seqlen_q, seqlen_k, nheads, group, n_md, n_bhd, band,
-                                     n_progd, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS, EARLY_Q)),
-            ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-        mbarrier.invalidate(q_free)
-    elif PERSISTENT:
+    if PERSISTENT:
         # grid (num_programs,): CTA pid takes tiles pid, pid + num_programs, ... of the n_m x
         # (B * H) blocks (_tile_of's order); every partition walks the same list itself.
         # PINGPONG's turn parities count issues per block and do not continue across blocks.

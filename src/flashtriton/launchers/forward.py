@@ -18,19 +18,15 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from . import policy
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_causal_dynamic, gluon_fwd_consumers, gluon_fwd_dropout,
-                     gluon_fwd_persistent, gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask,
-                     gluon_kind, warp_spec_mode, warp_spec_varlen)
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
+                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
+                     warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
     (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
     inputs = (q, k, v, alibi, rng)
-    # (with policy.GLUON_FWD_CAUSAL_DYNAMIC set, the stream joins the key: the DYNAMIC kernel's ticket
-    # counter is kept per stream, forward_gluon.dynamic_counter, and a plan replays the one it recorded)
-    key = (plans.plan_key("fwd", inputs, (params, plans.tensor_stream_id(q)) if policy.GLUON_FWD_CAUSAL_DYNAMIC
-                          else params) if varlen is None else None)
+    key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
 
 
@@ -108,12 +104,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         persistent = gluon_fwd_persistent(causal)
-        # policy.GLUON_FWD_CAUSAL_DYNAMIC (off by default): the DYNAMIC persistent causal kernel, with the
-        # causal consumer count (gluon_fwd_consumers' one-block rule) and EARLY_Q
-        if causal and gluon_fwd_causal_dynamic(bd, seqlen_q, seqlen_k):
-            forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=True, persistent=True,
-                                   num_consumers=gluon_fwd_consumers(bd, True, False), dynamic=True, early_q=True)
-            return out, lse
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
                                num_consumers=gluon_fwd_consumers(bd, causal, persistent))
         return out, lse

@@ -42,16 +42,6 @@ end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since s
 policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
 causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
-dynamic=True (prepare / attention_fwd_gluon / fwd_into; a session-32 helper, offline, routed where
-policy.GLUON_FWD_CAUSAL_DYNAMIC lists the head dim, empty = off): the kernel's DYNAMIC variant, the
-causal forward PERSISTENT (persistent=True, causal=True; 2 consumers, or 3 at D = 64) with its blocks
-taken from a ticket counter: each CTA's loader takes the next ticket of the banded heaviest-first
-order (band: as the persistent causal kernel's; band = B * H is the plain LPT order across all
-heads) when it starts a block's Q, so a block goes to the first free CTA. early_q=True with it: the
-next block's Q under this block's last tile. The counter (dynamic_counter: int32 (2,), per device
-and stream, zeroed once at allocation) is left at zero by each launch (its last CTA resets it): no
-memset a call; CUDA graphs get one more counter per device (dynamic_counter's doc).
-
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -213,8 +203,7 @@ def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 dynamic: bool = False):
+                 rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -230,9 +219,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     early_q: the kernel's EARLY_Q (persistent, 2 consumers, no dropout: check_early_q; o must
     have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
-    only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
-    dynamic: the kernel's DYNAMIC (persistent causal, check_dynamic): SCHED is the ticket counter
-    (dynamic_counter of o's device and the current stream)."""
+    only where window_args leaves the WINDOW kernel (a window that is plain or causal has none)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -251,18 +238,14 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # negative pid_bh and an lse store before the buffer)
     band = min(band, b * h)
     qk_scale = float(softmax_scale) * LOG2E
-    # NUM_CONSUMERS only when 3: the 2-consumer launches stay as they were (the default)
-    extra = dict(NUM_CONSUMERS=3) if num_consumers == 3 else {}
     # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
     sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
              if scheduled else lse)
-    if dynamic:
-        # DYNAMIC: the ticket counter instead (zero now, left zero by the launch)
-        sched = dynamic_counter(o.device)
-        extra["DYNAMIC"] = True
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
     rng_arg = rng if dropout else lse
+    # NUM_CONSUMERS only when 3: the 2-consumer launches stay as they were (the default)
+    extra = dict(NUM_CONSUMERS=3) if num_consumers == 3 else {}
     if early_q:
         # the kernel stores O at row stride H * D (fwd_gluon: o_rs = nheads * HEAD_DIM)
         assert o.stride(1) == h * d and o.stride(3) == 1, "early_q: o needs packed (B * N, H * D) rows"
@@ -280,46 +263,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                 num_warps=4, **extra)
         return o, lse
     return launch
-
-
-# DYNAMIC's ticket counters, int32 (2,) each: [0] the next ticket, [1] the CTAs done taking tickets. The
-# kernel leaves them at zero (the last CTA out resets both), so they are zeroed once, at allocation, and
-# never again: no memset launch a call. Launches that may run concurrently must not share one, hence one
-# per (device, stream) for eager calls (and the forward's launch plans key on the stream while
-# policy.GLUON_FWD_CAUSAL_DYNAMIC is set: launchers/forward.py). CUDA graphs use one more per device,
-# made (zeroed) by the eager call that precedes a capture in practice, so that the graph holds no
-# memset node; such graphs must then not replay concurrently on different streams. Capturing without
-# an eager call first still works: the graph then zeroes a counter of its own on every replay. (The
-# convention of launchers/decode.py's ticket counters.) A launch that dies mid-way leaves its counter
-# dirty: dynamic_reset() zeroes them all.
-_dyn_counters: dict = {}
-
-
-def dynamic_counter(device) -> torch.Tensor:
-    """The DYNAMIC kernel's ticket counter for `device` and the current stream (see above); marked
-    persistent for launch plans (a replay passes this very tensor)."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        key = (device.type, None)
-    else:
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        graph_key = (index, "graphs")
-        if torch.cuda.is_current_stream_capturing():
-            buf = _dyn_counters.get(graph_key)
-            return buf if buf is not None else torch.zeros(2, dtype=torch.int32, device=device)
-        if graph_key not in _dyn_counters:
-            _dyn_counters[graph_key] = torch.zeros(2, dtype=torch.int32, device=device)
-        key = (index, torch.cuda.current_stream(device).cuda_stream)
-    buf = _dyn_counters.get(key)
-    if buf is None:
-        buf = _dyn_counters[key] = torch.zeros(2, dtype=torch.int32, device=device)
-    return plans.persistent(buf)
-
-
-def dynamic_reset() -> None:
-    """Zero every DYNAMIC ticket counter (after a launch that did not finish)."""
-    for buf in _dyn_counters.values():
-        buf.zero_()
 
 
 # PERSISTENT CAUSAL: the share of the L2 one band of batch x heads' K / V may fill (the rest
@@ -349,8 +292,7 @@ def _l2_bytes(device) -> int:
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
-             num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             dynamic: bool = False) -> None:
+             num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -368,32 +310,24 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
     where check_early_q allows it and out has packed rows, else the call runs as without).
     lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when; taken
-    only with a window, no dropout, 2 consumers and D = 128, else the call runs as without).
-    dynamic: the DYNAMIC persistent causal kernel (policy.gluon_fwd_causal_dynamic says when; taken
-    only with causal=True, no window, no dropout, else the call runs as without; persistent implied;
-    num_consumers 3 where CONSUMERS3_CONFIG has the head dim; early_q as for the persistent kernel)."""
+    only with a window, no dropout, 2 consumers and D = 128, else the call runs as without)."""
     d = q.shape[-1]
-    dynamic = bool(dynamic) and bool(causal) and window is None and dropout_p == 0
-    if dynamic:
-        persistent = True
-    if (num_consumers == 3 and (bool(persistent) != bool(causal) or dynamic) and window is None and dropout_p == 0
+    if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
         block_m, block_n, stages = CONSUMERS3_CONFIG[d]
     else:
         num_consumers = 2
         block_m, block_n, stages = DEFAULT_CONFIG[d]
-    early_q = bool(early_q) and persistent and (num_consumers == 2 or dynamic) and dropout_p == 0 \
+    early_q = bool(early_q) and persistent and num_consumers == 2 and dropout_p == 0 \
         and out.stride(1) == out.shape[2] * d and out.stride(3) == 1
     lean_mask = bool(lean_mask) and window is not None and dropout_p == 0 and num_consumers == 2 and d == 128
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None, window=window,
                  dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
-                 **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
-                 **(dict(dynamic=True) if dynamic else {}))()
+                 **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}))()
 
 
-def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong,
-                    dynamic=False) -> None:
+def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
     """num_consumers: 2, or 3 for the plain PERSISTENT forward or the CAUSAL forward one block a
     CTA (persistent=False), without window / dropout / scheduled / pingpong, at a head dim of
     CONSUMERS3_CONFIG; ValueError naming it otherwise. Needs no GPU."""
@@ -403,9 +337,7 @@ def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, sch
         return
     # (the 3-consumer kernel has no persistent causal and no one-block plain variant: persistent
     # causal lost to one block a CTA in session 24, and the plain forward is routed persistent)
-    # (dynamic: the DYNAMIC persistent causal kernel, check_dynamic, has a 3-consumer form)
-    if ((bool(persistent) == bool(causal) and not dynamic) or window is not None or dropout_p != 0 or scheduled
-            or pingpong):
+    if bool(persistent) == bool(causal) or window is not None or dropout_p != 0 or scheduled or pingpong:
         raise ValueError("num_consumers=3: the plain persistent forward or the causal one-block forward only "
                          "(persistent=True without causal, or causal=True without persistent; no window, dropout, "
                          "scheduled or pingpong)")
@@ -413,26 +345,14 @@ def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, sch
         raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
 
 
-def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong, dynamic=False) -> None:
+def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> None:
     """early_q (the kernel's EARLY_Q, session 29 helper): a bool, True only with persistent=True,
     2 consumers, no dropout and no pingpong; ValueError naming it otherwise. Needs no GPU."""
     if not isinstance(early_q, bool):
         raise ValueError(f"early_q: expected a bool, got {early_q!r}")
-    if early_q and not (persistent and (num_consumers == 2 or dynamic) and dropout_p == 0 and not pingpong):
+    if early_q and not (persistent and num_consumers == 2 and dropout_p == 0 and not pingpong):
         raise ValueError("early_q=True: the persistent 2-consumer forward only (persistent=True; no dropout, "
-                         "num_consumers=3 or pingpong; 3 consumers with dynamic=True)")
-
-
-def check_dynamic(dynamic, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
-    """dynamic (the kernel's DYNAMIC, a session-32 helper): a bool, True only with persistent=True and
-    causal=True, without window, dropout, scheduled or pingpong; ValueError naming it otherwise. Needs
-    no GPU."""
-    if not isinstance(dynamic, bool):
-        raise ValueError(f"dynamic: expected a bool, got {dynamic!r}")
-    if dynamic and not (persistent and causal and window is None and dropout_p == 0 and not scheduled
-                        and not pingpong):
-        raise ValueError("dynamic=True: the persistent causal forward only (persistent=True, causal=True; no "
-                         "window, dropout, scheduled or pingpong)")
+                         "num_consumers=3 or pingpong)")
 
 
 def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
@@ -451,7 +371,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, dynamic: bool = False):
+            lean_mask: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -469,14 +389,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     CONSUMERS3_CONFIG, Nq a multiple of 64). early_q: the PERSISTENT kernel's EARLY_Q variant
     (check_early_q; the next block's Q loads under this block's last tile, O leaves by global
     stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
-    the masked tiles with one compare a score: bitwise the same outputs). dynamic: the DYNAMIC
-    persistent causal kernel (check_dynamic; num_consumers 2, or 3 at D = 64; early_q allowed; the
-    blocks dealt by a ticket counter: bitwise the one-block causal kernel's outputs)."""
+    the masked tiles with one compare a score: bitwise the same outputs)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
-    check_dynamic(dynamic, persistent, causal, window, dropout_p, scheduled, pingpong)
-    check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong, dynamic)
+    check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
-    check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong, dynamic)
+    check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
     block_m, bn, stages = table.get(d, (128, 128, 2))
     block_n = block_n or bn
@@ -511,14 +428,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     lse = memory.empty((b, h, nq), torch.float32, q.device)
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, dynamic)
+                        lean_mask)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False, lean_mask: bool = False, dynamic: bool = False):
+                        early_q: bool = False, lean_mask: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -532,4 +449,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, dynamic=dynamic)()
+                   early_q=early_q, lean_mask=lean_mask)()

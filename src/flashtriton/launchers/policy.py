@@ -131,18 +131,6 @@ GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # 1.05x / 1.09x. Routed with GLUON_FWD_CAUSAL_MIN_N[64] 16k -> 4k (2k stays on fwd_ws.py).
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
-# Causal Gluon forwards that run the DYNAMIC persistent kernel (kernels/fwd_gluon.py DYNAMIC: grid = the
-# SM count, each CTA taking its next block from a launch-wide ticket counter over the heaviest-first
-# banded order, the next block's Q and first K / V tile loaded under this block's last tiles, O by
-# global stores (EARLY_Q); a session-32 helper, offline, never run): BLOCK_D -> the shortest
-# min(Nq, Nk) from which. With GLUON_FWD_CAUSAL_CONSUMERS' consumer count for the head dim (D = 64:
-# three). Why: one block a CTA pays each block's fixed cost (Q load, pipeline fill, peel, epilogue
-# store; ~2-3 us, bench/NOTES.md session 29) unhidden, which weighs most at 2k-4k (8-16 key tiles a
-# block on average); session 24's persistent causal kernels lost 7-16% to a STATIC deal, which this
-# one replaces by the hardware's rule (the next block to the first free CTA). Prediction and A/B:
-# bench/gpu/s32_gluon_causal_dynamic_ab.py. Empty = off. (min N below GLUON_FWD_CAUSAL_MIN_N does
-# nothing: gluon_fwd decides first.) Launch plans key on the call: plans.clear() after changing it.
-GLUON_FWD_CAUSAL_DYNAMIC: dict[int, int] = {}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -487,13 +475,6 @@ def gluon_fwd_consumers(bd: int, causal: bool, persistent: bool) -> int:
         return 2
     n = (GLUON_FWD_CAUSAL_CONSUMERS if causal else GLUON_FWD_CONSUMERS).get(bd, 2)
     return 3 if n == 3 else 2
-
-
-def gluon_fwd_causal_dynamic(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a causal forward that gluon_fwd sent to the Gluon kernel runs its DYNAMIC persistent
-    variant (table GLUON_FWD_CAUSAL_DYNAMIC, by BLOCK_D and min(Nq, Nk))."""
-    n = GLUON_FWD_CAUSAL_DYNAMIC.get(bd)
-    return n is not None and min(seqlen_q, seqlen_k) >= n
 
 
 def gluon_kind(params: AttnParams) -> str:
