@@ -316,7 +316,7 @@ def test_window_route_rule(monkeypatch):
 
 
 @pytest.mark.parametrize("window, nq, nk, want", [
-    ((1024, 0), 2048, 2048, (1024, 0)), ((128, 128), 1024, 2048, (128, 128)), ((-1, 64), 1024, 1024, (2048, 64)),
+    ((512, 0), 1024, 1024, (512, 0)), ((128, 128), 1024, 2048, (128, 128)), ((-1, 64), 1024, 1024, (2048, 64)),
     ((0, 5000), 1024, 1024, (0, 2048)), ((-1, 0), 1024, 1024, "causal"), ((-1, -1), 1024, 1024, "plain"),
     # (review, session 28) sides past every sequence reduce before the route: (left >= Nk - 1, 0)
     # is the CAUSAL kernel, both sides past it the plain one, never WINDOW

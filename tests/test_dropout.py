@@ -309,7 +309,7 @@ def test_dropout_key_tile_paths(monkeypatch, block_n, nk, causal, warp_spec):
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="a Triton launch variant")
 @pytest.mark.parametrize("b,nq,nk,heads,d,opts,variant", [
-    (2, 200, 200, (4, 4), 128, dict(causal=True), None),               # ragged, causal
+    (2, 200, 200, (2, 2), 128, dict(causal=True), None),               # ragged, causal (2 heads: CI time)
     (1, 116, 204, (4, 2), 128, dict(causal=True), None),               # Nq < Nk, GQA
     (1, 116, 204, (4, 2), 128, dict(causal=True), "vec_ptr"),          # the bulk's pointer loads (GQA x Nq > 4096)
     (1, 116, 204, (4, 2), 128, dict(causal=True), "halved"),           # the GPU's halved resumed tiles
