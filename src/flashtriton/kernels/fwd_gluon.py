@@ -655,6 +655,20 @@ def _turn_pass(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _masked_softmax_tail(s, m_i, l_i):
+    """The online-softmax update of a masked tile (s: (HALF_M, BLOCK_N) scores in log2 units,
+    -inf where hidden), shared by _softmax_step_masked and _softmax_step_lean. A row with no
+    visible key so far keeps m = -inf; its exponents use 0 instead (p = 0, alpha = 0, l stays 0),
+    not exp2(-inf - -inf) = NaN."""
+    m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s - gl.expand_dims(m_use, 1))                                 # (HALF_M, BLOCK_N), 0 where hidden
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
 def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, WINDOW: gl.constexpr):
     """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
     c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
@@ -671,12 +685,7 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     if WINDOW:
         visible = visible & (gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1))
     s = gl.where(visible, s * qk_scale, float("-inf"))                        # log2 units
-    m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
-    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = gl.exp2(m_i - m_use)
-    p = gl.exp2(s - gl.expand_dims(m_use, 1))                                 # (HALF_M, BLOCK_N), 0 where hidden
-    l_i = l_i * alpha + gl.sum(p, axis=1)
-    return p, m_new, l_i, alpha
+    return _masked_softmax_tail(s, m_i, l_i)
 
 
 
@@ -721,12 +730,7 @@ def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexp
         s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s * qk_scale, float("-inf"))
     else:
         s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s * qk_scale, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, axis=1))                                # (HALF_M,)
-    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
-    alpha = gl.exp2(m_i - m_use)
-    p = gl.exp2(s - gl.expand_dims(m_use, 1))                                 # (HALF_M, BLOCK_N), 0 where hidden
-    l_i = l_i * alpha + gl.sum(p, axis=1)
-    return p, m_new, l_i, alpha
+    return _masked_softmax_tail(s, m_i, l_i)
 
 # ---------------------------------------------------------------------------------------
 # Dropout (DROPOUT): the library's mask, bitwise (kernels/common.py dropout_keep)
