@@ -107,13 +107,15 @@ def test_peel_left_form_needs_no_right_compare(nq, nk, left, right):
 
 
 def test_lean_step_keeps_the_masked_arithmetic():
-    """_softmax_step_lean's lines after the mask are _softmax_step_masked's, character for
-    character (bitwise the same p, m, l, alpha), and the two-sided select keeps lo <= c <= hi with
-    lo = the row's last key - wspan, hi = its last key: the old mask's two compares."""
+    """_softmax_step_lean's update after the mask is _softmax_step_masked's: both end in the one
+    _masked_softmax_tail (bitwise the same p, m, l, alpha), and the two-sided select keeps
+    lo <= c <= hi with lo = the row's last key - wspan, hi = its last key: the old mask's two
+    compares."""
     lean = _code(fwd_gluon._softmax_step_lean)
     old = _code(fwd_gluon._softmax_step_masked)
-    tail = lambda src: [ln.split("#")[0].strip() for ln in src[src.index("    m_new ="):].splitlines() if ln.strip()]
-    assert tail(lean) == tail(old)
+    last = lambda src: [ln.strip() for ln in src.splitlines() if ln.strip()][-1]
+    assert last(lean) == last(old) == "return _masked_softmax_tail(s, m_i, l_i)"
+    assert "m_new" in _code(fwd_gluon._masked_softmax_tail)
     assert re.search(r"_window_select\(s \* qk_scale, gl\.expand_dims\(cols, 0\), gl\.expand_dims\(rows - wspan, 1\),"
                      r"\s+gl\.expand_dims\(rows, 1\)\)", lean)
     assert re.search(r"gl\.where\(gl\.expand_dims\(cols, 0\) <= gl\.expand_dims\(rows, 1\), s \* qk_scale, "
