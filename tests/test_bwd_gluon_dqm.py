@@ -1,10 +1,10 @@
-"""The fused Gluon backward's DQ_SPLIT_M (session 31, offline; kernels/bwd_gluon_fused.py, the
+"""The fused Gluon backward's DQ_SPLIT_M (a session-30 helper, routed for D = 64 in session 31; kernels/bwd_gluon_fused.py, the
 WIDE tile at D = 64 only: each consumer warpgroup computes and reduce-adds dQ for its 64 of the
 ring tile's 128 query rows over the whole D, m64n64k16 wgmma steps whose A (the dS^T halves' 64
 query columns) and B (the whole K halves) come to 4 KB a 32-cycle step, instead of all 128 rows
 for its D-half, m64n32k16 steps at 3 KB a 16-cycle step, i.e. shared-memory bound). Host side
 launchers/backward_gluon.py (prepare_fused(..., wide=True, dq_split_m=True), fused_split_m),
-switch policy.GLUON_BWD_FUSED_DQ_SPLIT_M (empty = off). Analysis bench/wip/fused-bwd-d64-dqm.md,
+switch policy.GLUON_BWD_FUSED_DQ_SPLIT_M ({plain: {64}, causal: {64}}). Analysis bench/wip/fused-bwd-d64-dqm.md,
 A/B bench/gpu/s31_fused_bwd_dqm_ab.py.
 
 CPU: the switch's default, the rule, the validation, the launch arguments (the dq_accum box
@@ -261,8 +261,10 @@ def test_dqm_repeatable_gpu(causal):
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
 def test_dqm_library_route_gpu(monkeypatch, causal):
-    """flash_attn_func's backward (deterministic=False) through DQ_SPLIT_M with the table set
-    (its launch seen by a spy), gradients by the repo criterion against float64."""
+    """flash_attn_func's backward (deterministic=False) through DQ_SPLIT_M as routed (the table's
+    default since session 31, set here explicitly so that the test keeps checking the DQ_SPLIT_M
+    path if the default changes; its launch seen by a spy), gradients by the repo criterion
+    against float64."""
     import flashtriton
     from flashtriton import reference
 

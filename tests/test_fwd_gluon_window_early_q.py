@@ -1,9 +1,9 @@
-"""kernels/fwd_gluon.py EARLY_Q (a session-29 helper; measured level on the H200 in session 30, not routed): the
+"""kernels/fwd_gluon.py EARLY_Q (a session-29 helper; level alone in session 30, routed with LEAN_MASK in session 31): the
 PERSISTENT 2-consumer forward (the WINDOW variant is the target, issue 3) in which each consumer
 arrives on q_free as soon as the S wgmma of the block's last ring tile completed and O leaves by
 global stores from registers, so that the next block's Q loads under this block's last tile.
 Host side launchers/forward_gluon.py (early_q=True, persistent=True), switch launchers.policy.
-GLUON_FWD_WINDOW_EARLY_Q (off: {}), A/B bench/gpu/s30_gluon_window_ab.py.
+GLUON_FWD_WINDOW_EARLY_Q ({128: 4096}), A/B bench/gpu/s30_gluon_window_ab.py.
 
 CPU: the early arrival, from the kernel's own lines (the peel's predicate, the loops' bounds and
 q_last), fires exactly once a block and on the block's last ring tile, for every window block

@@ -1,11 +1,11 @@
-"""kernels/fwd_gluon.py LEAN_MASK (a session-30 helper, written offline, not yet run on a GPU): the
+"""kernels/fwd_gluon.py LEAN_MASK (a session-30 helper; routed with EARLY_Q in session 31): the
 WINDOW forward's masked tiles with a cheaper mask (_softmax_step_lean): the peel and the left-edge
 loop keep both window edges as ONE predicate and one select a score (_window_select's inline PTX:
 setp, setp.and, selp; tl.where(a & b, ...) became two nested selects, 2 ISETP + 2 FSEL a score),
 the right-edge / diagonal loop drops the left compare (always true past n_left). The kept scores
 and every later operation are _softmax_step_masked's, so the outputs should be bitwise the
 current WINDOW kernel's. Host side launchers/forward_gluon.py (lean_mask=True), switch
-launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK (off: {}), A/B bench/gpu/s31_window_lean_mask_ab.py.
+launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK ({128: 4096}), A/B bench/gpu/s31_window_lean_mask_ab.py.
 
 CPU: the one-sided claim over every block and half of many windows and shapes (the tile split
 from the kernel's own _tile_coords lines: in [n_full, n_load) every row's left bound is at or
@@ -398,6 +398,35 @@ def test_lean_mask_bitwise_current_kernel_gpu(window, b, nq, nk, h, hk):
     o, lse = attention_fwd_gluon(q, k, v, scale, window=window, lean_mask=True, persistent=True, num_programs=7,
                                  early_q=True)
     assert torch.equal(o, ref_o) and torch.equal(lse, ref_lse)
+
+
+@pytest.mark.gpu
+@hopper
+def test_flash_attn_func_takes_routed_window_form_gpu(monkeypatch):
+    """(review, session 31) The form the library routes since session 31, both switches on
+    together (PERSISTENT + EARLY_Q + LEAN_MASK) through flash_attn_func, lengths lowered to reach
+    it at 2k: that launch, bitwise the one-block WINDOW kernel without either."""
+    from flashtriton import flash_attn_func
+
+    for table in (policy.GLUON_FWD_WINDOW_EARLY_Q, policy.GLUON_FWD_WINDOW_LEAN_MASK, policy.GLUON_FWD_WINDOW_MIN_N):
+        monkeypatch.setitem(table, 128, 1024)
+    plans.clear()
+    seen = []
+    real = forward_gluon._launch_into
+    monkeypatch.setattr(forward_gluon, "_launch_into", lambda *a, **kw: seen.append(
+        (a[11], kw.get("early_q", False), kw.get("lean_mask", False))) or real(*a, **kw))
+    q, k, v = rand_qkv(2, 2048, 2048, 4, 2, 128, torch.bfloat16, DEVICE)
+    out = flash_attn_func(q, k, v, window_size=(300, 0))
+    assert seen == [(True, True, True)], seen     # (persistent, early_q, lean_mask); before the reference's launch
+    plans.clear()
+    ref, _ = attention_fwd_gluon(q, k, v, 128 ** -0.5, window=(300, 0))
+    assert torch.equal(out, ref)
+
+
+def test_window_early_q_and_lean_mask_route_together():
+    """(review, session 31) EARLY_Q was measured, and is routed, only together with LEAN_MASK
+    (bench/gpu/s31_window_lean_mask_ab.py): the two tables stay equal."""
+    assert policy.GLUON_FWD_WINDOW_EARLY_Q == policy.GLUON_FWD_WINDOW_LEAN_MASK
 
 
 @pytest.mark.gpu

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# RECORD ONLY (ran in session 31): DK_RS was measured slower and reverted (ac367ba); its tests, A/B
+# script and policy table went with the revert; recover them with `git show 56062e4`.
 # Session 31, call D (~8 min): the rebased DK_RS patch (bench/wip/fused-bwd-d128-dkrs.patch, applied
 # with its switch off): its GPU tests, its A/B (prediction in the script's docstring), then the
 # D = 128 bf16 grid rows (both masks) with DK_RS forced on in-process, kept only if the A/B wins.

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# RECORD ONLY (ran in session 31): DYNAMIC was measured slower and reverted (6aa365d); its tests
+# and A/B script went with the revert; recover them with `git show a2d7550`.
 # Session 31, call E (~5 min, the session's last device minutes): the DYNAMIC causal Gluon forward
 # (bench/wip/gluon-causal-dynamic.patch, applied with its switch off): GPU tests, then its A/B
 # (prediction and routing rule in the script's docstring).

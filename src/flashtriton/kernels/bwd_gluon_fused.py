@@ -270,8 +270,9 @@ DEFER_DQ (a helper, offline; host prepare_fused(..., defer_dq=True), route
   a tile), CAUSAL peeled 148 (8 + 4 a tile), recomputed 248. The 28 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
-DQ_SPLIT_M (session 31, offline, a helper; host prepare_fused(..., wide=True, dq_split_m=True),
-  route policy.GLUON_BWD_FUSED_DQ_SPLIT_M, empty = off; analysis bench/wip/fused-bwd-d64-dqm.md,
+DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in session 31, +8.5-9.9%
+  non-causal; host prepare_fused(..., wide=True, dq_split_m=True), route
+  policy.GLUON_BWD_FUSED_DQ_SPLIT_M; analysis bench/wip/fused-bwd-d64-dqm.md,
   A/B bench/gpu/s31_fused_bwd_dqm_ab.py). The WIDE tile only (BLOCK_M = 2 x 64; static_assert),
   plain and CAUSAL, not with DEFER_DQ / DROPOUT / WINDOW. Without it WG w's dQ is the tile's 128
   rows x its D-half (32 columns at D = 64): 16 wgmma steps m64n32k16 (two m64 repetitions x 8

@@ -282,9 +282,9 @@ NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper; routed since session 30's H
   byte-identical to before (all 61 variants of the table, addresses stripped; _fwd_load's
   new NUM_CONSUMERS parameter folds to the same expect count).
 
-LEAN_MASK (session 30, a helper, offline only; not routed: launchers.policy.
-  GLUON_FWD_WINDOW_LEAN_MASK = {}; bench/gpu/s31_window_lean_mask_ab.py; bench/wip/
-  gluon-window-lean-mask.md): the WINDOW consumers' masked steps with a cheaper mask
+LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k in session 31,
+  +5.4% at 16k: launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK; bench/gpu/s31_window_lean_mask_ab.py;
+  bench/wip/gluon-window-lean-mask.md): the WINDOW consumers' masked steps with a cheaper mask
   (_softmax_step_lean), issue 3. Why: a window block at (1024, 0) runs 2 masked steps of 9
   (the peel, which is the left edge there, and the diagonal tile) against CAUSAL's 2 of ~64,
   and a masked step cost ~330 SASS instructions a warp more than an unmasked one (820 / 852
@@ -688,7 +688,6 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     return _masked_softmax_tail(s, m_i, l_i)
 
 
-
 @triton.jit
 def _window_select(x, c, lo, hi):
     """x where lo <= c <= hi else -inf (fp32 x, int32 c / lo / hi, broadcast): one inline-PTX
@@ -698,6 +697,8 @@ def _window_select(x, c, lo, hi):
     return tl.inline_asm_elementwise(
         "{ .reg .pred k; setp.ge.s32 k, $2, $3; setp.le.and.s32 k, $2, $4, k; selp.f32 $0, $1, 0fFF800000, k; }",
         "=f,f,r,r,r", [x, c, lo, hi], dtype=tl.float32, is_pure=True, pack=1)
+
+
 @gluon.jit
 def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, SIDES: gl.constexpr):
     """LEAN_MASK (WINDOW only; a session-30 helper, offline): _softmax_step_masked(...,
@@ -1328,7 +1329,7 @@ def attn_fwd_gluon_kernel(
     # captured: the other variants' SASS is unchanged)
     gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
                      "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
-    # LEAN_MASK (a session-30 helper, offline; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
+    # LEAN_MASK (a session-30 helper, routed in session 31; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
     # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
     # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)

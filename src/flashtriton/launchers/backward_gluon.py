@@ -303,8 +303,8 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
     """Whether the library's fused route (fused_into) runs the kernel's DQ_SPLIT_M (session 31:
     each WG's dQ a 64-row half of the WIDE tile over the whole D, kernels/bwd_gluon_fused.py):
     the WIDE tile (fused_block_m: no window, no dropout) and the head dim listed in
-    policy.GLUON_BWD_FUSED_DQ_SPLIT_M under the call's kind ("causal" / "plain"). Empty table
-    (the default): never."""
+    policy.GLUON_BWD_FUSED_DQ_SPLIT_M under the call's kind ("causal" / "plain"); since session 31
+    D = 64, both kinds."""
     if not wide:
         return False
     return d in policy.GLUON_BWD_FUSED_DQ_SPLIT_M.get("causal" if causal else "plain", frozenset())
@@ -362,7 +362,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     no window, no dropout, not wide, FUSED_CONFIG's stage count (ValueError: causal spills
     registers offline, the others are not compiled).
 
-    dq_split_m=True (session 31, offline; for the A/B bench/gpu/s31_fused_bwd_dqm_ab.py): the
+    dq_split_m=True (the library's route at D = 64 since session 31, bench/gpu/s31_fused_bwd_dqm_ab.py): the
     kernel's DQ_SPLIT_M, with wide=True only (ValueError otherwise): each consumer WG computes
     and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
     wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's

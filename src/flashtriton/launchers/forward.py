@@ -116,9 +116,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
                                dropout_p=params.dropout_p, rng=rng)
         return out, lse
     if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        # policy.GLUON_FWD_WINDOW_EARLY_Q (off by default): the PERSISTENT EARLY_Q variant
+        # policy.GLUON_FWD_WINDOW_EARLY_Q (D = 128 from 4k since session 31): the PERSISTENT EARLY_Q variant
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
-        # policy.GLUON_FWD_WINDOW_LEAN_MASK (off by default): the masked tiles' cheaper mask
+        # policy.GLUON_FWD_WINDOW_LEAN_MASK (the same, with EARLY_Q): the masked tiles' cheaper mask
         lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
                                window=(params.window_left, params.window_right), **early, **lean)

@@ -156,7 +156,7 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {128: 4096}
 # Sliding-window forwards whose WINDOW kernel runs with LEAN_MASK (kernels/fwd_gluon.py
 # _softmax_step_lean: the masked tiles with one compare and one select a score, the right-edge
-# loop one-sided; a session-30 helper, offline, never run; bitwise the same outputs):
+# loop one-sided; a session-30 helper; bitwise the same outputs):
 # BLOCK_D -> the shortest min(Nq, Nk) from which. Session 31 (bench/gpu/s31_window_lean_mask_ab.py,
 # s31/callA; D = 128, window (1024, 0), kernel-only graph replays, two rounds): alone 430 / 393
 # band TFLOP/s at 16k against 424 / 401 (+1.4% best), 419 / 411 against 419 / 386 at 4k; with
