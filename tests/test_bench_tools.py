@@ -137,3 +137,27 @@ def test_head0_fwd_check_and_same_outputs():
     assert not head0_fwd_check(q, k, v, nan, lse, **kw)[0]
     assert same_outputs((o, lse), (o.clone(), lse.clone())) == "bitwise"
     assert same_outputs((o, lse), (bad_o, lse)).startswith("DIFFER")
+
+
+def test_timing_rounds_order_and_failures(capsys):
+    """bench.common.timing_rounds: round 2 runs the variants in reverse order, TFLOP/s = FLOPs /
+    ms / 1e9, a variant that raises is reported and left out, the others keep both rounds."""
+    order = []
+
+    def timer(fn):
+        order.append(fn.__name__)
+        return fn()
+
+    def a():
+        return 2.0, ""
+
+    def b():
+        return 4.0, "*"
+
+    def bad():
+        raise RuntimeError("capture failed")
+    tf = common.timing_rounds({"a": a, "b": b, "bad": bad}, {"a": 8e12, "b": 8e12, "bad": 1.0}, "N=1", timer)
+    assert order == ["a", "b", "bad", "bad", "b", "a"]
+    assert tf == {"a": [4000.0, 4000.0], "b": [2000.0, 2000.0]}
+    text = capsys.readouterr().out
+    assert "N=1 round 2 b: 4.000 ms* 2000 TFLOP/s" in text and "N=1 round 1 bad: " in text

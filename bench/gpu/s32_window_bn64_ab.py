@@ -39,7 +39,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")
 
 import torch  # noqa: E402
 
-from flashtriton.bench.common import graph_or_eager_ms, head0_fwd_check, short_error  # noqa: E402
+from flashtriton.bench.common import head0_fwd_check, short_error, timing_rounds  # noqa: E402
 from flashtriton.launchers import forward_gluon  # noqa: E402
 from s31_window_lean_mask_ab import D, WINDOW, band_flops, inputs  # noqa: E402
 
@@ -72,18 +72,7 @@ def case(n):
         print(f"N={n} {name}: {'ok' if ok else 'FAIL'} {text}", flush=True)
         if ok:
             calls[name] = call
-    times = {name: [] for name in calls}
-    names = list(calls)
-    for rnd, order in enumerate((names, names[::-1])):
-        for name in order:
-            try:
-                ms, star = graph_or_eager_ms(calls[name])
-            except Exception as exc:  # noqa: BLE001
-                print(f"N={n} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
-                continue
-            times[name].append(ms)
-            print(f"N={n} round {rnd + 1} {name}: {ms:.3f} ms{star} {flops[name] / ms / 1e9:.0f} TFLOP/s", flush=True)
-    tf = {name: [flops[name] / ms / 1e9 for ms in t] for name, t in times.items() if t}
+    tf = timing_rounds(calls, flops, f"N={n}")
     best = {name: max(t) for name, t in tf.items()}
     cells = " | ".join(" / ".join(f"{x:.0f}" for x in tf.get(name, [])) or "-" for name in VARIANTS)
     vs_causal = " / ".join(f"{best[x] / best['causal']:.3f}x" if x in best and "causal" in best else "-"

@@ -199,6 +199,25 @@ def graph_or_eager_ms(fn) -> tuple:
         return time_ms(fn, "cuda"), "*"
 
 
+def timing_rounds(calls: dict, flops: dict, label: str, timer=graph_or_eager_ms) -> dict:
+    """The A/B scripts' two timing rounds, the second in reverse order (drift between variants
+    shows as disagreement between the rounds): calls {name: fn}, flops {name: FLOPs a call};
+    prints "<label> round r <name>: <ms> ms <TFLOP/s>" per timing and returns {name: [TFLOP/s
+    of each round]} (a call that raises is printed and skipped). timer(fn) -> (ms, mark)."""
+    tf = {name: [] for name in calls}
+    names = list(calls)
+    for rnd, order in enumerate((names, names[::-1])):
+        for name in order:
+            try:
+                ms, mark = timer(calls[name])
+            except Exception as exc:  # noqa: BLE001  (reported; the other variants still run)
+                print(f"{label} round {rnd + 1} {name}: {short_error(exc)}", flush=True)
+                continue
+            tf[name].append(flops[name] / ms / 1e9)
+            print(f"{label} round {rnd + 1} {name}: {ms:.3f} ms{mark} {tf[name][-1]:.0f} TFLOP/s", flush=True)
+    return {name: t for name, t in tf.items() if t}
+
+
 def head0_fwd_check(q, k, v, o, lse, factor: float = 2.0, **kw) -> tuple:
     """(ok, text): batch 0, head 0 of a forward's o (B, N, H, D) and lse (B, H, N) against the
     float64 reference (kw: softmax_scale / window_left / window_right), each within factor x
