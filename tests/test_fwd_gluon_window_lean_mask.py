@@ -223,16 +223,24 @@ def test_launch_drops_lean_mask_without_the_window_kernel(monkeypatch, window, c
 @pytest.mark.parametrize("kw, expect", [
     (dict(window=(256, 0), lean_mask=True), True),
     (dict(window=(256, 0)), False),
-    (dict(lean_mask=True), False),                                                   # no window
-    (dict(window=(256, 0), lean_mask=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64)), False),
     (dict(window=(256, 0), lean_mask=True, persistent=True, early_q=True), True),
-    (dict(window=(256, 0), lean_mask=True, d=64), False),                             # D = 128 only
+    (dict(lean_mask=True), "error"),                                                  # no window
+    (dict(window=(256, 0), lean_mask=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64)), "error"),
+    (dict(window=(256, 0), lean_mask=True, d=64), "error"),                           # D = 128 only
 ])
 def test_fwd_into_lean_mask_guard(monkeypatch, kw, expect):
+    """fwd_into passes LEAN_MASK where check_lean_mask allows it; where it does not, the route's
+    request is a ValueError naming lean_mask before any launch (review of session 31: it was
+    dropped silently, a second copy of the rule)."""
     got = []
     monkeypatch.setattr(forward_gluon, "_launch_into",
                         lambda *a, **k2: got.append(k2.get("lean_mask", "absent")) or (lambda: None))
     q, k, v = qkv(d=kw.pop("d", 128))
+    if expect == "error":
+        with pytest.raises(ValueError, match=r"^lean_mask=True: "):
+            forward_gluon.fwd_into(q, k, v, torch.empty_like(q), None, 0.125, **kw)
+        assert got == []
+        return
     forward_gluon.fwd_into(q, k, v, torch.empty_like(q), None, 0.125, **kw)
     assert got == [True if expect else "absent"]
 

@@ -309,8 +309,8 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     policy.gluon_fwd_consumers decides), anything else the 2-consumer kernel. early_q: the
     PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
     where check_early_q allows it and out has packed rows, else the call runs as without).
-    lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when; taken
-    only with a window, no dropout, 2 consumers and D = 128, else the call runs as without)."""
+    lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when;
+    check_lean_mask's rule, a ValueError if the route asks for it elsewhere)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -320,7 +320,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
         block_m, block_n, stages = DEFAULT_CONFIG[d]
     early_q = bool(early_q) and persistent and num_consumers == 2 and dropout_p == 0 \
         and out.stride(1) == out.shape[2] * d and out.stride(3) == 1
-    lean_mask = bool(lean_mask) and window is not None and dropout_p == 0 and num_consumers == 2 and d == 128
+    check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None, window=window,
                  dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
