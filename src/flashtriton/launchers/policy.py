@@ -559,14 +559,18 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
 def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs its
     PERSISTENT EARLY_Q variant (table GLUON_FWD_WINDOW_EARLY_Q, by BLOCK_D and min(Nq, Nk))."""
-    n = GLUON_FWD_WINDOW_EARLY_Q.get(bd)
-    return n is not None and min(seqlen_q, seqlen_k) >= n
+    return _listed_from(GLUON_FWD_WINDOW_EARLY_Q, bd, seqlen_q, seqlen_k)
 
 
 def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs with
     LEAN_MASK (table GLUON_FWD_WINDOW_LEAN_MASK, by BLOCK_D and min(Nq, Nk))."""
-    n = GLUON_FWD_WINDOW_LEAN_MASK.get(bd)
+    return _listed_from(GLUON_FWD_WINDOW_LEAN_MASK, bd, seqlen_q, seqlen_k)
+
+
+def _listed_from(table: dict, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether table (BLOCK_D -> the shortest min(Nq, Nk)) lists bd and the call is that long."""
+    n = table.get(bd)
     return n is not None and min(seqlen_q, seqlen_k) >= n
 
 
