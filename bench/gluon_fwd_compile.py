@@ -68,6 +68,14 @@ runs). D = 64 (not allowed: static_assert) spilled 8 bytes, one register once a 
 PERSISTENT loops 750 / 517 / 713, EARLY_Q 755 / 526 / 722 (against 815 / 517 / 847 and 817 /
 526 / 856). compile_fwd(lean_mask=True); the 71 earlier variants:
 SASS byte-identical to before (bench/gluon_fwd_sass_hash.py, addresses stripped).
+
+D = 256 (a session-31 helper, offline; kernels/fwd_gluon.py D256): the last 16 rows (BLOCK_M 128,
+BLOCK_N 64, 2 stages; the 15th element of a row is SPLIT_EMPTY, compile_fwd(split_empty=True)): 12
+warps, setmaxnreg 240 / 240 / 24, 0 spills everywhere, 192 KB + 288 B shared memory, HGMMA 80
+plain / 120 CAUSAL, 16 UTMALDG (24 PERSISTENT), DEPBAR.LE 1 in every tile loop; tile loops plain
+415 / 413 (406 / 404 without SPLIT_EMPTY), PERSISTENT 412 / 408 without; BLOCK_N 32 x 4 stages 328 /
+323 (half the keys a tile). The last two rows: SPLIT_EMPTY at D = 128 (compiles; not used). The 77
+earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
 """
 from __future__ import annotations
 
@@ -99,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False):
+                lean_mask=False, split_empty=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -142,6 +150,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "LEAN_MASK" in fn.arg_names:
         sig["LEAN_MASK"] = "constexpr"
         const["LEAN_MASK"] = bool(lean_mask)
+    if "SPLIT_EMPTY" in fn.arg_names:
+        sig["SPLIT_EMPTY"] = "constexpr"
+        const["SPLIT_EMPTY"] = bool(split_empty)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -199,7 +210,7 @@ def main(argv=None):
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
-    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
+    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, SPLIT_EMPTY]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -279,6 +290,26 @@ def main(argv=None):
         (128, "bf16", None, None, True, False, False, False, False, True, False, 2, False, True),
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, False, True),
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True),
+        # D = 256 (a session-31 helper, offline; not routed): BLOCK_M 128, BLOCK_N 64, 2 stages (192 KB),
+        # SPLIT_EMPTY (K's and V's stages released apart: the launcher's default at D = 256) and
+        # without it; plain one block / PERSISTENT, CAUSAL one block / PERSISTENT, fp16, negative
+        # scale, PINGPONG, BLOCK_N 32 x 4 stages
+        (256, "bf16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
+        (256, "fp16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, True, False, False, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, True, False, False, False, False, False, False, 2, False, False, True),
+        (256, "bf16", 32, 4, False, False, False, False, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
+        (256, "fp16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, True),
+        (256, "fp16", None, None, False, False, True, False, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, True, True, False, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, False, True, True, False, False, False, 2, False, False, True),
+        (256, "bf16", None, None, False, False, False, False),
+        (256, "bf16", None, None, False, False, False, True),
+        (256, "bf16", None, None, False, False, True),
+        (128, "bf16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -292,18 +323,21 @@ def main(argv=None):
         nc = rest[4] if len(rest) > 4 else 2
         eq = bool(len(rest) > 5 and rest[5])
         lean = bool(len(rest) > 6 and rest[6])
+        split = bool(len(rest) > 7 and rest[7])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
-                            window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean)
+                            window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
+                            split_empty=split)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
                   f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        kind = f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
+        kind = (f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
+                f"{' split' if split else ''}")
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
@@ -314,7 +348,7 @@ def main(argv=None):
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
                     f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
-                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}")
+                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -20,7 +20,7 @@ waits on it, and explicit register layouts.
 
 Scope (the launcher checks it): forward only, no ALiBi / softcap (dropout: DROPOUT below); no mask,
 (CAUSAL) the library's bottom-right causal one or (WINDOW) a sliding window; dense q
-(B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128},
+(B, Nq, H, D), k / v (B, Nk, Hk, D) with H % Hk == 0, bf16 or fp16, D in {64, 128} (256: D256),
 Nq % BLOCK_M == 0 and Nk % BLOCK_N == 0. Output o like q, and lse (B, H, Nq) fp32, the natural-log logsumexp
 of the scaled scores.
 
@@ -304,6 +304,51 @@ LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k 
   windows are not routed here), one block, PERSISTENT, EARLY_Q, PINGPONG. Without it every
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
+D256 (a session-31 helper, 2026-12-02, offline only; not routed: launchers.policy.GLUON_FWD_MIN_N /
+  GLUON_FWD_CAUSAL_MIN_N have no 256 key; A/B bench/gpu/s32_gluon_fwd_d256_ab.py; write-up
+  bench/wip/gluon-fwd-d256.md). Issue 4: the D = 256 forward ran fwd_ws.py / fwd.py at 0.85-0.93x
+  cuDNN. The kernel needed no new code path for it: HEAD_DIM = 256 with DEFAULT_CONFIG[256] =
+  (BLOCK_M 128, BLOCK_N 64, 2 stages) compiles the plain / CAUSAL, one block a CTA / PERSISTENT
+  kernels as they are (2 consumers x 64 rows, loader warp, setmaxnreg 240 / 240 / 24): a
+  consumer holds O 64 x 256 fp32 (128 registers), S 64 x 64 (32), P as the A operand (16); 0
+  spills. Shared memory: Q 128 x 256 (64 KB) + 2 stages x (K + V) 64 x 256 (4 x 32 KB) = 192 KB;
+  O leaves through Q's buffer as at D = 128. The shape is forced: 3 stages need 256 KB, BLOCK_N
+  128 needs 320 KB at 2 stages and S 64 + P 32 + O 128 registers, BLOCK_N 80 / 96 (FA3 uses 80)
+  are not powers of 2 (Gluon tensors must be), BLOCK_N 32 x 4 stages (also 192 KB) compiles
+  (328 / 323 instructions a half-size tile: 1.6x the issue a key) and reads 192 B of shared
+  memory a tensor cycle in S (m64n32k16, both operands in shared memory), above the SM's 128.
+  SPLIT_EMPTY (the one new piece; kernel flag, default False; the launcher passes it at the head
+  dims of SPLIT_EMPTY_DEFAULT = {256}): with 2 stages, releasing K_{j-1} and V_{j-1} together
+  after P V_{j-1} (in tile j's step) means K_{j+1}, loaded into that stage, lands only after the
+  step that needs it has begun: the load is exposed once a tile. With SPLIT_EMPTY kv_empty has
+  2 x NUM_STAGES barriers (the partitions read the split from its shape, so no argument tuple
+  changes): kv_empty[s] K's stage s, arrived on by each consumer as soon as the S wgmma of the
+  tile in it retired (the peel's, or the warpgroup_mma_wait(1) of _consume_tile), and
+  kv_empty[NUM_STAGES + s] V's, arrived on after the tile's P V (as kv_empty[s] before). The
+  loaders wait K's barrier before K's TMA and V's before V's, at the same parities (g //
+  NUM_STAGES) & 1 ^ 1. Every ring tile still gets NUM_CONSUMERS arrivals on each of its two
+  barriers, each after that consumer's k_ready wait for the tile (so never toward the stage's
+  previous phase), in ring order; the phases still follow from the ring index alone.
+  2 consumers only (static_assert: _fwd_drain / _fwd_skip_tiles of the 3-consumer kernels
+  arrive on one barrier a tile). The loader is one thread in ring order (K_g, V_g, K_{g+1}, ...),
+  so a K load may wait behind the previous V's release: still about a tile of slack for each load
+  instead of none. D = 256 restrictions (static_assert, launchers/forward_gluon.py
+  check_head_dim): no WINDOW, DROPOUT, EARLY_Q, LEAN_MASK, 3 consumers (not compiled / the
+  registers: the 128 in-group dropout keys would not fit; SCHEDULED is refused by the launcher).
+  Offline (bench/gluon_fwd_compile.py, the D = 256 rows; sm_90a): 12 warps, setmaxnreg 240 /
+  240 / 24, 0 spills and no local memory in every D = 256 variant (bf16 / fp16, plain / CAUSAL,
+  one block / PERSISTENT, negative scale, PINGPONG, with and without SPLIT_EMPTY), 192 KB + 288 B
+  shared memory, HGMMA 80 (plain: 40 a consumer, the peel's S 16, a tile's S 16 + P V 4, the last
+  P V 4) / 120 (CAUSAL), no HMMA, 16 UTMALDG (4 TMA messages a 64 x 256 box: 128-byte swizzle),
+  DEPBAR.LE 1 in every tile loop; tile loops plain 415 / 413 SASS instructions a warp (406 / 404
+  without SPLIT_EMPTY: the K arrival and its warpgroup barrier), 130 FMUL (the O rescale: 128),
+  34 MUFU. The estimate that makes the A/B's prediction: a CTA tile (128 x 64 keys) is 2048
+  tensor cycles as a D = 128 tile (128 x 128) is, with half the exponentials, but its S wgmma
+  (m64n64k16, both operands in shared memory) reads 4 KB a 32-cycle step, the SM's 128 B / cycle,
+  and the tile's shared-memory traffic is 256 KB against D = 128's 224 KB. The other variants'
+  SASS: byte-identical to before (all 77 of the table before these rows, addresses stripped;
+  bench/gluon_fwd_sass_hash.py).
+
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -395,7 +440,20 @@ LEFT: gl.constexpr = gl.constexpr(2)
 # untimed; 3 stages take 112 KB, 4 144 KB, 6 208 KB (a D = 64 tile is half the compute,
 # so more stages may be needed to hide the loads: bench/gpu/s23_gluon_causal_ab.py times
 # 3 against 4 and 6). The causal variant uses the same table.
-DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3)}
+DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3), 256: (128, 64, 2)}
+# D = 256 (a session-31 helper, offline; not routed): BLOCK_N 64 and 2 stages are what fits: Q
+# 128 x 256 bf16 = 64 KB, a K or V stage 64 x 256 = 32 KB, so 64 + 2 x 2 x 32 = 192 KB (3 stages:
+# 256 KB; BLOCK_N 128 needs 320 KB with 2 stages and ~290 registers a thread; 80 / 96 are not
+# powers of 2, which Gluon's tensors must be). Offline: 0 spills, tile loops 415 / 413 SASS
+# instructions (the D256 section of the docstring).
+# Head dims whose kernel has the plain and CAUSAL forwards only (the static_assert in
+# attn_fwd_gluon_kernel; launchers/forward_gluon.py check_head_dim)
+PLAIN_CAUSAL_ONLY = frozenset({256})
+# Head dims at which the launcher runs SPLIT_EMPTY by default (K's and V's stages released
+# apart: with 2 stages a tile's K stage frees as soon as its S retired, so the next K load has
+# ~a tile of slack instead of none; the D256 section). Offline only: the A/B (bench/gpu/
+# s32_gluon_fwd_d256_ab.py) times D = 256 with and without it
+SPLIT_EMPTY_DEFAULT = frozenset({256})
 CONSUMER_REGS: gl.constexpr = gl.constexpr(240)  # consumer worker's setmaxnreg (the default partition gets 240 too)
 LOADER_REGS: gl.constexpr = gl.constexpr(24)     # setmaxnreg's minimum
 # NUM_CONSUMERS = 3 (session 29, offline): 4 warpgroups (512 threads, 65536 / 512 = 128
@@ -433,6 +491,9 @@ def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_
         offs_n = kv_row + j * BLOCK_N
         mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [offs_n, kv_col], k_ready.index(stage), k_smem.index(stage))
+        if kv_empty.shape[0] == 2 * NUM_STAGES:
+            # SPLIT_EMPTY: kv_empty[stage] was K's alone; V's stage has its own barrier
+            mbarrier.wait(kv_empty.index(NUM_STAGES + stage), phase ^ 1)
         mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(v_desc, [offs_n, kv_col], v_ready.index(stage), v_smem.index(stage))
 
@@ -570,6 +631,8 @@ def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, g, offs
     mbarrier.wait(kv_empty.index(stage), phase ^ 1)
     mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [offs_n, kv_col], k_ready.index(stage), k_smem.index(stage))
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        mbarrier.wait(kv_empty.index(NUM_STAGES + stage), phase ^ 1)         # SPLIT_EMPTY: V's stage
     mbarrier.expect(v_ready.index(stage), v_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(v_desc, [offs_n, kv_col], v_ready.index(stage), v_smem.index(stage))
 
@@ -902,6 +965,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     _turn_pass(turn, WG, PINGPONG)                                           # PINGPONG: the other's turn
     # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
     s = warpgroup_mma_wait(1, deps=[s_tok])
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        # SPLIT_EMPTY: K_j no longer read (its S retired): its stage may take K_{j + NUM_STAGES}
+        # under this tile's softmax and P V
+        mbarrier.arrive(kv_empty.index(stage))
     if EARLY_Q:
         # EARLY_Q: S of the block's last ring tile (q_last) was this warpgroup's last read of
         # its Q slice: free it for the next block's Q now, under this tile's softmax, its P V
@@ -921,7 +988,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
         p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE,
                           LEAN_KEEP)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
-    mbarrier.arrive(kv_empty.index(prev))                                    # K_{j-1}, V_{j-1} no longer read
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        mbarrier.arrive(kv_empty.index(NUM_STAGES + prev))                   # SPLIT_EMPTY: V_{j-1} no longer read
+    else:
+        mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     p16 = gl.convert_layout(p.to(dtype), p_layout)
     return p16, acc, m_i, l_i
@@ -1028,6 +1098,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        mbarrier.arrive(kv_empty.index(t0 % NUM_STAGES))                     # SPLIT_EMPTY: K_0 no longer read
     if EARLY_Q:
         q_last = t0 + n_tiles - 1                                            # the block's last ring tile
         # a one-tile block: the peel's S was the last read of Q (_consume_tile's doc)
@@ -1099,7 +1171,10 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     acc = warpgroup_mma_wait(0, deps=[o_tok])
-    mbarrier.arrive(kv_empty.index(last))
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        mbarrier.arrive(kv_empty.index(NUM_STAGES + last))                   # SPLIT_EMPTY: V's stage
+    else:
+        mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
     if DROPOUT:
@@ -1300,7 +1375,7 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
-    LEAN_MASK: gl.constexpr = False,
+    LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1313,6 +1388,12 @@ def attn_fwd_gluon_kernel(
                          "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
+    # D = 256 (a session-31 helper, offline; not routed): plain / CAUSAL, one block a CTA or
+    # PERSISTENT, 2 consumers, BLOCK_N 64 x 2 stages (D256 in the docstring). SPLIT_EMPTY: K's and
+    # V's stages released apart (2 consumers only: _fwd_drain / _fwd_skip_tiles release both at once)
+    gl.static_assert((HEAD_DIM != 256) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or EARLY_Q or LEAN_MASK)),
+                     "HEAD_DIM = 256: the 2-consumer plain / CAUSAL forward (no window, dropout, EARLY_Q)")
+    gl.static_assert((not SPLIT_EMPTY) or NUM_CONSUMERS == 2, "SPLIT_EMPTY: 2 consumers only")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1372,7 +1453,12 @@ def attn_fwd_gluon_kernel(
     q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
-    kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    # kv_empty[s] (s < NUM_STAGES): stage s free again; SPLIT_EMPTY: kv_empty[s] K's stage s and
+    # kv_empty[NUM_STAGES + s] V's, released apart (the partitions read the split from the shape)
+    if SPLIT_EMPTY:
+        kv_empty = gl.allocate_shared_memory(gl.int64, [2 * NUM_STAGES, 1], mbarrier.MBarrierLayout())
+    else:
+        kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())               # PINGPONG
     mbarrier.init(q_bar, count=1)
     mbarrier.init(turn.index(0), count=1)
@@ -1381,6 +1467,9 @@ def attn_fwd_gluon_kernel(
         mbarrier.init(k_ready.index(i), count=1)
         mbarrier.init(v_ready.index(i), count=1)
         mbarrier.init(kv_empty.index(i), count=NUM_CONSUMERS)    # one arrival per consumer warpgroup
+    if SPLIT_EMPTY:
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.init(kv_empty.index(NUM_STAGES + i), count=NUM_CONSUMERS)   # V's stage i
     if PERSISTENT:
         # O of a block leaves through Q's buffer: the next block's Q load waits until both
         # consumers' TMA stores are done (one arrival each, after tma.store_wait)
@@ -1495,3 +1584,6 @@ def attn_fwd_gluon_kernel(
         mbarrier.invalidate(k_ready.index(i))
         mbarrier.invalidate(v_ready.index(i))
         mbarrier.invalidate(kv_empty.index(i))
+    if SPLIT_EMPTY:
+        for i in gl.static_range(NUM_STAGES):
+            mbarrier.invalidate(kv_empty.index(NUM_STAGES + i))

@@ -42,6 +42,15 @@ end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since s
 policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
 causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
+head dim 256 (a session-31 helper, offline; not routed: policy.GLUON_FWD_MIN_N and
+GLUON_FWD_CAUSAL_MIN_N have no 256 key): the kernel's D = 256 tile, DEFAULT_CONFIG[256] =
+(BLOCK_M 128, BLOCK_N 64, 2 stages: Q 64 KB + 2 x (K + V) 128 KB of shared memory), plain or
+causal, one block a CTA or persistent (pingpong one block a CTA); no window, dropout,
+scheduled, early_q, lean_mask or num_consumers=3 (check_head_dim: ValueError). Nq % 128 == 0,
+Nk % 64 == 0. split_empty (default: on at the head dims of fwd_gluon.SPLIT_EMPTY_DEFAULT, D =
+256): the kernel's SPLIT_EMPTY, K's and V's ring stages released apart (bitwise the same
+outputs; check_split_empty).
+
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -53,7 +62,8 @@ import torch
 from triton.experimental.gluon import language as gl
 
 from .. import memory
-from ..kernels.fwd_gluon import CONSUMERS3_CONFIG, DEFAULT_CONFIG, attn_fwd_gluon_kernel
+from ..kernels.fwd_gluon import (CONSUMERS3_CONFIG, DEFAULT_CONFIG, PLAIN_CAUSAL_ONLY, SPLIT_EMPTY_DEFAULT,
+                                 attn_fwd_gluon_kernel)
 from . import plans, schedule
 from .common import LOG2E
 
@@ -203,7 +213,8 @@ def launch_geometry(b: int, nq: int, h: int, block_m: int, persistent: bool, num
 def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num_stages: int, pingpong: bool,
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
-                 rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False):
+                 rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
+                 split_empty: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -219,7 +230,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     early_q: the kernel's EARLY_Q (persistent, 2 consumers, no dropout: check_early_q; o must
     have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
-    only where window_args leaves the WINDOW kernel (a window that is plain or causal has none)."""
+    only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
+    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -252,6 +264,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         extra["EARLY_Q"] = True
     if lean_mask and windowed:
         extra["LEAN_MASK"] = True
+    if split_empty:
+        assert num_consumers == 2, "split_empty: 2 consumers only"
+        extra["SPLIT_EMPTY"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -292,7 +307,8 @@ def _l2_bytes(device) -> int:
 
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
-             num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False) -> None:
+             num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
+             split_empty: bool | None = None) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -319,12 +335,15 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
         num_consumers = 2
         block_m, block_n, stages = DEFAULT_CONFIG[d]
     early_q = bool(early_q) and persistent and num_consumers == 2 and dropout_p == 0 \
-        and out.stride(1) == out.shape[2] * d and out.stride(3) == 1
+        and out.stride(1) == out.shape[2] * d and out.stride(3) == 1 and d not in PLAIN_CAUSAL_ONLY
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
+    # (D = 256: policy routes plain / causal calls only, PLAIN_CAUSAL_ONLY; split_empty None: SPLIT_EMPTY_DEFAULT)
+    split_empty = (d in SPLIT_EMPTY_DEFAULT if split_empty is None else bool(split_empty)) and num_consumers == 2
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
-                 scheduled=scheduled and persistent and causal and window is None, window=window,
-                 dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
-                 **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}))()
+                 scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
+                 window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
+                 **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
+                 **(dict(split_empty=True) if split_empty else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -343,6 +362,30 @@ def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, sch
                          "scheduled or pingpong)")
     if d not in CONSUMERS3_CONFIG:
         raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
+
+
+def check_head_dim(d, window, dropout_p, scheduled, early_q, lean_mask, num_consumers) -> None:
+    """Head dims of fwd_gluon.PLAIN_CAUSAL_ONLY (D = 256, a session-31 helper): the plain or causal
+    forward only, one block a CTA or persistent, 2 consumers; ValueError naming what the kernel
+    does not have there (its static_assert: no WINDOW, DROPOUT, EARLY_Q, LEAN_MASK, 3 consumers;
+    SCHEDULED not compiled offline). Needs no GPU."""
+    if d not in PLAIN_CAUSAL_ONLY:
+        return
+    for name, bad in (("window", window is not None), ("dropout_p", dropout_p != 0), ("scheduled", bool(scheduled)),
+                      ("early_q", early_q is True), ("lean_mask", lean_mask is True),
+                      ("num_consumers", num_consumers != 2)):
+        if bad:
+            raise ValueError(f"{name}: not supported at head dim {d} (the plain or causal forward, one block a CTA "
+                             "or persistent, 2 consumers)")
+
+
+def check_split_empty(split_empty, num_consumers) -> None:
+    """split_empty (the kernel's SPLIT_EMPTY): None (the default for the head dim, SPLIT_EMPTY_DEFAULT)
+    or a bool, True only with 2 consumers; ValueError naming it otherwise. Needs no GPU."""
+    if split_empty is not None and not isinstance(split_empty, bool):
+        raise ValueError(f"split_empty: expected None or a bool, got {split_empty!r}")
+    if split_empty and num_consumers != 2:
+        raise ValueError("split_empty=True: the 2-consumer kernel only (num_consumers=3 releases K and V together)")
 
 
 def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> None:
@@ -371,7 +414,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -389,8 +432,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     CONSUMERS3_CONFIG, Nq a multiple of 64). early_q: the PERSISTENT kernel's EARLY_Q variant
     (check_early_q; the next block's Q loads under this block's last tile, O leaves by global
     stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
-    the masked tiles with one compare a score: bitwise the same outputs)."""
+    the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
+    kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
+    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    check_split_empty(split_empty, num_consumers)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
@@ -401,6 +447,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     # 3 consumers: Nq a multiple of the 64 rows of one consumer (launch_geometry)
     check_inputs(q, k, v, softmax_scale, block_m // 3 if num_consumers == 3 else block_m, block_n)
     w_causal, w_window, _, _ = window_args(window, causal, q.shape[1], k.shape[1])   # ValueError when malformed
+    # (D = 256: a window is refused unless window_args made it the plain or the causal mask)
+    check_head_dim(d, window if w_window else None, dropout_p, scheduled, early_q, lean_mask, num_consumers)
     dropout_p = check_dropout(dropout_p, rng, q.device)
     if persistent and pingpong:
         raise ValueError("persistent=True does not support pingpong=True")
@@ -426,20 +474,22 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     b, nq, h, d = q.shape
     o = memory.empty((b, nq, h, d), q.dtype, q.device)             # NaN under memory.poison_outputs()
     lse = memory.empty((b, h, nq), torch.float32, q.device)
+    split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask)
+                        lean_mask, split_empty and num_consumers == 2)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False, lean_mask: bool = False):
+                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
-    (B, Nk, Hk, D), fp16 or bf16, D in {64, 128}, Nq % 128 == 0, Nk % block_n == 0
+    (B, Nk, Hk, D), fp16 or bf16, D in {64, 128, 256} (256: plain / causal only), Nq % 128 == 0,
+    Nk % block_n == 0 (64 at D = 256)
     (else ValueError, before any launch). Returns (o (B, Nq, H, D) contiguous, lse
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
@@ -449,4 +499,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty)()

@@ -13,6 +13,7 @@ import torch
 from ..kernels import configs
 from ..kernels.fwd_gluon import CONSUMERS3_CONFIG as GLUON_CONSUMERS3_TILES
 from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
+from ..kernels.fwd_gluon import PLAIN_CAUSAL_ONLY as GLUON_PLAIN_CAUSAL_ONLY
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
 from ..kernels.bwd_gluon_fused import FUSED_CONFIG, FUSED_WIDE_CONFIG
@@ -75,6 +76,11 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # 1k 380 / 391 (fwd_ws.py 391 / 385: level, not taken): D = 64 from 2k. That 2k holds for
 # the three-consumer kernel only (the two-consumer one measured level with fwd_ws.py there):
 # with GLUON_FWD_CONSUMERS[64] back at 2 or GLUON_FWD_PERSISTENT["plain"] off, set 4096 again.
+# D = 256: no key, so not routed (the kernel's D = 256 tile, BLOCK_N 64 x 2 stages with SPLIT_EMPTY,
+# is a session-31 helper's, compiled offline only; its A/B is bench/gpu/s32_gluon_fwd_d256_ab.py).
+# Add 256: N (and to GLUON_FWD_CAUSAL_MIN_N below) to route it, by that script's decision rule;
+# the route then takes GLUON_FWD_PERSISTENT's variant as at the other head dims; plans.clear()
+# after changing it.
 GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
@@ -91,7 +97,8 @@ GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # 386, behind): from 16k. Session 30: D = 64 from 4k with THREE consumers (GLUON_FWD_CAUSAL_
 # CONSUMERS: 393 / 393 against fwd_ws.py's 386 / 383 at 4k; 2k behind). That length holds only
 # for the 3-consumer one-block kernel: should CAUSAL_CONSUMERS[64] go back to 2 (or causal
-# become persistent), set D = 64 back to 16384.
+# become persistent), set D = 64 back to 16384. D = 256: no key, not routed (GLUON_FWD_MIN_N's
+# note; add 256: N to route after bench/gpu/s32_gluon_fwd_d256_ab.py).
 GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 4096}
 # Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
 # each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
@@ -531,7 +538,7 @@ def gluon_fwd_dropout(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: i
     "window") has an entry in GLUON_FWD_DROPOUT_MIN_N for
     head_dim == BLOCK_D and min(Nq, Nk) reaches it; the Gluon kernels' other rules
     (_gluon_common without its dropout_p == 0) and the switch."""
-    if not 0 < params.dropout_p < 1 or bd not in GLUON_TILES:
+    if not 0 < params.dropout_p < 1 or bd not in GLUON_TILES or bd in GLUON_PLAIN_CAUSAL_ONLY:
         return False
     table = GLUON_FWD_DROPOUT_MIN_N.get(gluon_kind(params), {})
     block_m, block_n, _ = GLUON_TILES[bd]
@@ -547,7 +554,7 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
     edge, or a right edge other than the causal 0) takes the Gluon kernel's WINDOW
     variant (table GLUON_FWD_WINDOW_MIN_N; gluon_fwd's other rules)."""
     windowed = params.window_left >= 0 or params.window_right > 0
-    if not windowed or q.shape[-1] not in GLUON_TILES:
+    if not windowed or q.shape[-1] not in GLUON_TILES or q.shape[-1] in GLUON_PLAIN_CAUSAL_ONLY:
         return False
     block_m, block_n, _ = GLUON_TILES[q.shape[-1]]
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, GLUON_FWD_WINDOW_MIN_N,
