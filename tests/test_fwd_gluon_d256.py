@@ -66,14 +66,16 @@ def _rule(monkeypatch):
     return rule
 
 
-def test_d256_not_routed_by_default(monkeypatch):
-    """No 256 key in either table: plain and causal D = 256 forwards keep their route (fwd_ws.py /
-    fwd.py) at every length; the D = 128 rule is unchanged."""
-    assert 256 not in policy.GLUON_FWD_MIN_N and 256 not in policy.GLUON_FWD_CAUSAL_MIN_N
+def test_d256_routed_tables(monkeypatch):
+    """Session 32 routed D = 256 by bench/gpu/s32_gluon_fwd_d256_ab.py's rule: plain from 2k,
+    causal from 4k; shorter calls keep fwd_ws.py / fwd.py."""
+    assert policy.GLUON_FWD_MIN_N[256] == 2048 and policy.GLUON_FWD_CAUSAL_MIN_N[256] == 4096
     rule = _rule(monkeypatch)
-    q, k, v = qkv(nq=16384, nk=16384, h=1, hk=1, device="cpu")
-    for params in (common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)):
-        assert not rule(q, k, v, params)
+    plain, causal = common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)
+    assert rule(*qkv(nq=2048, nk=2048, device="cpu"), plain)
+    assert not rule(*qkv(nq=2048, nk=2048, device="cpu"), causal)
+    assert rule(*qkv(nq=4096, nk=4096, device="cpu"), causal)
+    assert not rule(*qkv(nq=1024, nk=1024, device="cpu"), plain)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -84,6 +86,7 @@ def test_d256_route_switch(monkeypatch, causal):
     params = common.AttnParams(0.1, window_right=0) if causal else common.AttnParams(0.1)
     mine, other = ((policy.GLUON_FWD_CAUSAL_MIN_N, policy.GLUON_FWD_MIN_N) if causal
                    else (policy.GLUON_FWD_MIN_N, policy.GLUON_FWD_CAUSAL_MIN_N))
+    monkeypatch.delitem(mine, 256, raising=False)
     monkeypatch.setitem(other, 256, 1024)
     assert not rule(*qkv(nq=2048, nk=2048, device="cpu"), params)
     monkeypatch.setitem(mine, 256, 2048)

@@ -1,24 +1,21 @@
 #!/usr/bin/env bash
-# Session 32, call B (~4 min; prepared in session 31): Nsight Compute on the D = 128 backward, ours
-# (the fused Gluon kernel) beside cuDNN's, one forward + backward each inside cudaProfilerStart /
-# Stop (bench/gpu/s27_ncu_probe.py and s32_ncu_cudnn.py), bf16, N = 8k, B = 4, H = 16, non-causal.
-# Why: at D = 128 the backward sits at 0.93-0.99x cuDNN and two levers predicted from instruction
-# and shared-memory-byte counts were wrong (DEFER_DQ level, DK_RS -4-5%, bench/NOTES.md session 31).
-# Question (prediction written before the run): our fused kernel's tensor pipe is < 60% busy with
-# the top stall "barrier" or "long scoreboard" (waits between the two consumer warpgroups and the
-# dq reduce), cuDNN's > 65% with fewer stalls at barriers; shared-memory bank conflicts are not
-# the difference (both < 5% of wavefronts). If the top stall is instead "math pipe throttle"
-# (tensor) for both, the gap is instruction count in the loops (ours 483 / 491 a tile).
+# Session 32, call B (~8.5 min): the whole GPU suite with D = 256's forward routed (Gluon, plain from
+# 2k, causal from 4k) and D = 128's causal forward from 2k; it also runs session 31's offline
+# test_flash_attn_func_takes_routed_window_form_gpu for the first time. Then the grid's D = 128
+# causal rows at 1k-4k, bf16 and fp16, to check the 2k route (rule in bench/NOTES.md "Next GPU
+# session (32)", item 4: keep it if ours / cuDNN at 2k gains >= 1% over prefill.md's 0.90 / fp16's).
+# (Session 31's ncu call B moved to s32_callD.sh.)
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 R=$OUT/s32; mkdir -p $R
 L=$R/callB.log
 step() { echo "== $1 $(date -u +%H:%M:%S)" >> $L; shift; "$@" 2>&1 | grep -v Warn >> $L; }
-S="--section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats"
-step "ncu ours D=128 8k" timeout 240 ncu --clock-control none --profile-from-start off $S \
-  python bench/gpu/s27_ncu_probe.py 128:8192:0
-step "ncu cuDNN D=128 8k" timeout 240 ncu --clock-control none --profile-from-start off $S \
-  python bench/gpu/s32_ncu_cudnn.py 128:8192:0
+OUT=$R step "tests" timeout 470 bash bench/gpu/tests.sh
+step "grid D=128 causal 1k-4k bf16" timeout 50 python -m flashtriton bench --suite prefill --out $R/g128c -- \
+  --head-dims 128 --causal yes --seqlens 1024 2048 4096 --tag g128c
+step "grid D=128 causal 1k-4k fp16" timeout 50 python -m flashtriton bench --suite prefill --out $R/g128c16 -- \
+  --head-dims 128 --causal yes --seqlens 1024 2048 4096 --dtypes float16 --tag g128c16
 echo "== end $(date -u +%H:%M:%S)" >> $L
-tail -c 11000 $L
+tail -c 6000 $L
+cat $R/g128c/*.md $R/g128c16/*.md 2>/dev/null | head -60
 cd $OUT && tar czf s32-callB.tgz s32

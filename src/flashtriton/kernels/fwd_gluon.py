@@ -304,8 +304,9 @@ LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k 
   windows are not routed here), one block, PERSISTENT, EARLY_Q, PINGPONG. Without it every
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
-D256 (a session-31 helper, 2026-12-02, offline only; not routed: launchers.policy.GLUON_FWD_MIN_N /
-  GLUON_FWD_CAUSAL_MIN_N have no 256 key; A/B bench/gpu/s32_gluon_fwd_d256_ab.py; write-up
+D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GLUON_FWD_MIN_N[256]
+  2k, GLUON_FWD_CAUSAL_MIN_N[256] 4k, measured 1.06-1.07x cuDNN plain, 1.01-1.11x causal, by
+  bench/gpu/s32_gluon_fwd_d256_ab.py; SPLIT_EMPTY +43-50% over the joint release; write-up
   bench/wip/gluon-fwd-d256.md). Issue 4: the D = 256 forward ran fwd_ws.py / fwd.py at 0.85-0.93x
   cuDNN. The kernel needed no new code path for it: HEAD_DIM = 256 with DEFAULT_CONFIG[256] =
   (BLOCK_M 128, BLOCK_N 64, 2 stages) compiles the plain / CAUSAL, one block a CTA / PERSISTENT
@@ -441,7 +442,7 @@ LEFT: gl.constexpr = gl.constexpr(2)
 # so more stages may be needed to hide the loads: bench/gpu/s23_gluon_causal_ab.py times
 # 3 against 4 and 6). The causal variant uses the same table.
 DEFAULT_CONFIG = {64: (128, 128, 3), 128: (128, 128, 3), 256: (128, 64, 2)}
-# D = 256 (a session-31 helper, offline; not routed): BLOCK_N 64 and 2 stages are what fits: Q
+# D = 256 (a session-31 helper; routed in session 32): BLOCK_N 64 and 2 stages are what fits: Q
 # 128 x 256 bf16 = 64 KB, a K or V stage 64 x 256 = 32 KB, so 64 + 2 x 2 x 32 = 192 KB (3 stages:
 # 256 KB; BLOCK_N 128 needs 320 KB with 2 stages and ~290 registers a thread; 80 / 96 are not
 # powers of 2, which Gluon's tensors must be). Offline: 0 spills, tile loops 415 / 413 SASS
@@ -1388,7 +1389,7 @@ def attn_fwd_gluon_kernel(
                          "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
-    # D = 256 (a session-31 helper, offline; not routed): plain / CAUSAL, one block a CTA or
+    # D = 256 (a session-31 helper; routed in session 32): plain / CAUSAL, one block a CTA or
     # PERSISTENT, 2 consumers, BLOCK_N 64 x 2 stages (D256 in the docstring). SPLIT_EMPTY: K's and
     # V's stages released apart (2 consumers only: _fwd_drain / _fwd_skip_tiles release both at once)
     gl.static_assert((HEAD_DIM != 256) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or EARLY_Q or LEAN_MASK)),

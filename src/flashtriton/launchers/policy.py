@@ -76,12 +76,14 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # 1k 380 / 391 (fwd_ws.py 391 / 385: level, not taken): D = 64 from 2k. That 2k holds for
 # the three-consumer kernel only (the two-consumer one measured level with fwd_ws.py there):
 # with GLUON_FWD_CONSUMERS[64] back at 2 or GLUON_FWD_PERSISTENT["plain"] off, set 4096 again.
-# D = 256: no key, so not routed (the kernel's D = 256 tile, BLOCK_N 64 x 2 stages with SPLIT_EMPTY,
-# is a session-31 helper's, compiled offline only; its A/B is bench/gpu/s32_gluon_fwd_d256_ab.py).
-# Add 256: N (and to GLUON_FWD_CAUSAL_MIN_N below) to route it, by that script's decision rule;
-# the route then takes GLUON_FWD_PERSISTENT's variant as at the other head dims; plans.clear()
-# after changing it.
-GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
+# D = 256 (session 32, the kernel's D = 256 tile: BLOCK_N 64 x 2 stages with SPLIT_EMPTY, a
+# session-31 helper's; H200, 2026-12-02, bf16, H = 8, 16k tokens, graph replays, two rounds,
+# bench/gpu/s32_gluon_fwd_d256_ab.py, s32/callA), PERSISTENT against the route before (fwd_ws.py)
+# and cuDNN: 2k 686 / 673 against 570 / 562 (cuDNN 646 / 644), 4k 708 / 684 against 583 / 589
+# (658 / 664), 16k 729 / 721 against 613 / 611 (674 / 686); outputs bitwise equal to fwd_ws.py's.
+# Predicted 0.88-0.98x cuDNN: 1.06-1.07x. From 2k, the shortest length measured (the script's rule).
+# plans.clear() after changing this table.
+GLUON_FWD_MIN_N = {128: 1024, 64: 2048, 256: 2048}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
 # CAUSAL variant (fully visible key tiles unmasked, the diagonal ones masked, heaviest
@@ -97,9 +99,12 @@ GLUON_FWD_MIN_N = {128: 1024, 64: 2048}
 # 386, behind): from 16k. Session 30: D = 64 from 4k with THREE consumers (GLUON_FWD_CAUSAL_
 # CONSUMERS: 393 / 393 against fwd_ws.py's 386 / 383 at 4k; 2k behind). That length holds only
 # for the 3-consumer one-block kernel: should CAUSAL_CONSUMERS[64] go back to 2 (or causal
-# become persistent), set D = 64 back to 16384. D = 256: no key, not routed (GLUON_FWD_MIN_N's
-# note; add 256: N to route after bench/gpu/s32_gluon_fwd_d256_ab.py).
-GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 4096, 64: 4096}
+# become persistent), set D = 64 back to 16384. D = 256 (session 32, s32/callA, one block a CTA,
+# as GLUON_FWD_MIN_N's note): 4k 587 / 576 against fwd_ws.py's 518 / 520 (cuDNN 582 / 562), 16k
+# 677 / 662 against 579 / 539 (608 / 608): from 4k. D = 128 from 2k (session 32; was 4k): two
+# earlier runs put the one-block kernel ahead of fwd_ws.py at 2k (s24/call3 449 / 447 against
+# 446 / 436, s31/callE 452 / 444 against 440 / 434); the session-32 grid row checks it.
+GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 2048, 64: 4096, 256: 4096}
 # Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
 # each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
 # 2026-12-01, bf16, 16k tokens, H = 16, D = 128, kernel-only, two rounds, outputs
