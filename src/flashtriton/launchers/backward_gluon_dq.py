@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from .. import memory
-from ..kernels.bwd_gluon_dq import attn_bwd_dq_gluon_kernel, default_config
+from ..kernels.bwd_gluon_dq import DEFAULT_CONFIG, attn_bwd_dq_gluon_kernel, default_config
 from . import plans
 from .common import LOG2E
 from .forward_gluon import _desc, check_inputs
@@ -62,6 +62,10 @@ def check_dq_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, block_m: i
     """The narrow contract of attn_bwd_dq_gluon_kernel; ValueError naming the argument and
     the rule. Needs no GPU (shapes, dtypes and devices only)."""
     check_inputs(q, k, v, softmax_scale, block_m, block_n)
+    # (the forward's check_inputs admits the forward's head dims, which gained 256 in session 32;
+    # this kernel has no D = 256 tile: test_rejects_head_dim[256])
+    if q.shape[-1] not in DEFAULT_CONFIG:
+        raise ValueError(f"q: head dim {q.shape[-1]} not supported (one of {sorted(DEFAULT_CONFIG)})")
     if not isinstance(dout, torch.Tensor):
         raise ValueError(f"dout: expected a torch.Tensor, got {type(dout).__name__}")
     if dout.shape != q.shape:
