@@ -1,13 +1,13 @@
 """kernels/bwd_gluon_d256.py: the fused Gluon backward at head dim 256 (a session-32 helper,
 offline; WG_S + two dK / dV warpgroups + a loader, 64 keys a CTA, dQ by TMA reduce-add, its dq
-non-deterministic). Host side launchers/backward_gluon_d256.py (prepare, bwd_into); NOT routed
-(policy's fused tables have no 256: the lead routes after bench/gpu/s32_gluon_bwd_d256_ab.py).
+non-deterministic). Host side launchers/backward_gluon_d256.py (prepare, bwd_into); routed in session 32
+(policy.GLUON_BWD_D256_MIN_N, after bench/gpu/s32_gluon_bwd_d256_ab.py).
 
 CPU: the tile and its shared memory, the launcher's validation (ValueError naming the argument
 and the rule, before any launch: dtypes, shapes, head dim, lengths not multiples of 64 such as
 1023, flags, stages, grid and int32 bounds, the device), the launch arguments on CPU tensors
 (grid, descriptor boxes, constexprs), the launch order (preprocess, zero, kernel, cast) with
-plans.launch replaced by a recorder, the route untouched, and an offline sm_90a compile (in a
+plans.launch replaced by a recorder, the route's rule, and an offline sm_90a compile (in a
 subprocess: 0 spills, no local memory, shared memory under 227 KB, the HGMMA shapes of the
 design) of the plain and causal kernels.
 GPU (Hopper): float64 reference with the library's gradient criterion (error <= 3x PyTorch's
@@ -64,12 +64,49 @@ def test_d256_tile_and_shared_memory():
     assert bwd_gluon_d256.DKDV_REGS == 160
 
 
-def test_d256_not_routed():
-    """The library's fused route does not know D = 256 (the lead routes after the GPU A/B):
-    FUSED_CONFIG and the route's tables have no 256."""
+def test_d256_route_rule(monkeypatch):
+    """Which backwards take the D = 256 kernel (policy.gluon_bwd_d256, routed in session 32 from
+    bench/gpu/s32_gluon_bwd_d256_ab.py): deterministic=False, plain from 2k and canonical causal
+    from 4k, no window / dropout / ALiBi / softcap, Nq and Nk multiples of 64, lse (B, H, Nq)
+    packed fp32, dout of q's dtype; the 64 / 128 fused route's tables know no 256. Rule only
+    (CPU tensors, switch patched)."""
+    from flashtriton.launchers import common
+
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    assert policy.GLUON_BWD_D256_MIN_N == {"plain": 2048, "causal": 4096}
     assert D not in bwd_gluon_fused.FUSED_CONFIG
-    for table in policy.GLUON_BWD_FUSED_MIN_N.values():
-        assert D not in table
+    fast, causal = common.AttnParams(0.1, deterministic=False), common.AttnParams(0.1, window_right=0,
+                                                                                   deterministic=False)
+
+    def rule(q, k, v, params=fast, bd=D, lse=None, dout=None, alibi=None, varlen=False):
+        b, nq, h, _ = q.shape
+        lse = torch.zeros(b, h, nq) if lse is None else lse
+        return policy.gluon_bwd_d256(q, k, v, q if dout is None else dout, lse, params, alibi, varlen, bd, nq,
+                                     k.shape[1])
+
+    q, k, v = rand_qkv(1, 2048, 2048, 2, 1, D, torch.bfloat16, "cpu")
+    assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
+    assert not rule(q, k, v, causal)                                                     # causal: from 4k
+    assert rule(*rand_qkv(1, 4096, 4096, 2, 2, D, torch.bfloat16, "cpu"), causal)
+    assert rule(*rand_qkv(1, 2048, 2048 + 64, 4, 2, D, torch.bfloat16, "cpu"))           # Nk a multiple of 64, GQA
+    assert rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, D, torch.bfloat16, "cpu"))           # Nq too
+    assert not rule(*rand_qkv(1, 2048 + 1, 2048, 2, 1, D, torch.bfloat16, "cpu"))        # not a multiple
+    assert not rule(*rand_qkv(1, 1024, 4096, 2, 1, D, torch.bfloat16, "cpu"))            # min(Nq, Nk) < 2k
+    assert not rule(q, k, v, common.AttnParams(0.1))                                      # deterministic
+    for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
+              common.AttnParams(0.1, window_right=64, deterministic=False),
+              common.AttnParams(0.1, softcap=3.0, deterministic=False),
+              common.AttnParams(0.1, dropout_p=0.1, deterministic=False)):
+        assert not rule(q, k, v, p)
+    assert not rule(q, k, v, alibi=torch.ones(2))
+    assert not rule(q.float(), k.float(), v.float())
+    assert not rule(q, k, v, lse=torch.zeros(1, 2, 2048, dtype=torch.float16))
+    assert not rule(q, k, v, dout=q.half())
+    q128, k128, v128 = rand_qkv(1, 2048, 2048, 2, 1, 128, torch.bfloat16, "cpu")
+    assert not rule(q128, k128, v128, bd=128)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
+    assert not rule(q, k, v)
 
 
 def _schedule(nq, nk, causal, rotate):
@@ -487,3 +524,39 @@ def test_d256_bwd_into_with_preprocess_gpu():
     ref = attention_bwd_d256(q, k, v, dout, lse, delta, scale, False)
     assert torch.equal(dk, ref[1]) and torch.equal(dv, ref[2])
     assert_close("dq", dq, truth[0], lowp[0], 3, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal,packed", [(False, False), (True, False), (False, True)])
+def test_d256_library_route_gpu(monkeypatch, causal, packed):
+    """flash_attn_func's backward (deterministic=False) at D = 256 takes the kernel as routed
+    (bwd_into seen by a spy), gradients by the repo criterion against float64; packed: q, k, v
+    views of one (B, N, 3, H, D) tensor (rows with stride 3 * H * D: the descriptors read them in
+    place) and GQA off."""
+    import flashtriton
+    from flashtriton import reference
+    from flashtriton.launchers import backward
+
+    seen = []
+    run = backward_gluon_d256.bwd_into
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
+    n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
+    if packed:
+        qkv = torch.randn(1, n, 3, 2, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
+        q, k, v = qkv.unbind(2)
+        leaves = (qkv,)
+    else:
+        q, k, v = (t.requires_grad_() for t in rand_qkv(1, n, n, 4, 2, D, torch.bfloat16, "cuda"))
+        leaves = (q, k, v)
+    dout = torch.randn(q.shape, device="cuda", dtype=torch.bfloat16)
+    out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=False)
+    grads = torch.autograd.grad(out, leaves, dout)
+    assert seen == [causal], "the D = 256 Gluon backward did not launch"
+    if packed:
+        grads = grads[0].unbind(2)
+    kw = dict(softmax_scale=D ** -0.5, window_right=0 if causal else -1)
+    truth = reference.attention_grad(dout.double(), *(t.detach().double() for t in (q, k, v)), **kw)
+    lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), **kw)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, grads[i], truth[i], lowp[i], 3, torch.bfloat16)

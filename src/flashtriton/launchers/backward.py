@@ -13,7 +13,7 @@ import torch
 import triton
 
 from .. import memory
-from . import backward_gluon, plans
+from . import backward_gluon, backward_gluon_d256, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -23,7 +23,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
-from .policy import _bwd_ws_tiles, _warp_spec_forced, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen
+from .policy import _bwd_ws_tiles, _warp_spec_forced, gluon_bwd_d256, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
@@ -101,6 +101,13 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
                                   keys=rng_arg if params.dropout_p > 0 else None,
                                   window=(params.window_left, params.window_right) if windowed else None,
                                   preprocess=preprocess)
+        return dq, dk, dv
+
+    if gluon_bwd_d256(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
+        # (D = 256: the fused Gluon kernel of kernels/bwd_gluon_d256.py, plain or canonical causal;
+        # the preprocess writes delta first, inside bwd_into)
+        backward_gluon_d256.bwd_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
+                                     dq, dk, dv, preprocess=preprocess)
         return dq, dk, dv
 
     if (is_varlen and warp_spec_varlen(q, params, alibi, bd, "bwd") and min(total_q, total_k) > 0

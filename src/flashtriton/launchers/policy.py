@@ -16,6 +16,7 @@ from ..kernels.fwd_gluon import DEFAULT_CONFIG as GLUON_TILES
 from ..kernels.fwd_gluon import PLAIN_CAUSAL_ONLY as GLUON_PLAIN_CAUSAL_ONLY
 from . import plans
 from .common import AttnParams, _flat_view, interpreting, sm_count
+from ..kernels.bwd_gluon_d256 import D256_CONFIG as GLUON_BWD_D256_TILE
 from ..kernels.bwd_gluon_fused import FUSED_CONFIG, FUSED_WIDE_CONFIG
 from .forward_gluon import rows_view_ok
 from .sharing import gpu_shared
@@ -237,6 +238,21 @@ GLUON_BWD_FUSED_WIDE: dict[str, frozenset[int]] = {"plain": frozenset({64}), "ca
 # Session 30 (s30/callA2): plain D = 64 at 2k, the 64-row kernel 358 / 356 TFLOP/s against
 # bwd_ws.py's 367 / 377 (wide 382 / 379), so it keeps session 25's 8k (review, session 30).
 GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
+
+# The D = 256 fused Gluon backward (kernels/bwd_gluon_d256.py: a softmax warpgroup computing S^T,
+# dP^T, P^T, dS^T and dQ, two warpgroups each owning dK / dV for one half of the head dim, a
+# loader; 64 keys a CTA, 64-row query tiles, 2 stages; a session-32 helper): gluon_kind ("plain"
+# / "causal"; no window, no dropout) -> the shortest min(Nq, Nk) from which dense D = 256
+# backwards take it (launchers/backward_gluon_d256.bwd_into). Measured (H200, 2026-12-02, bf16,
+# H = 8, 16k tokens, the whole backward incl. the delta preprocess, CUDA-graph replays, two
+# rounds; bench/gpu/s32_gluon_bwd_d256_ab.py, s32/callC; its 50 GPU tests passed), TFLOP/s
+# against the route before (bwd_ws.py / bwd.py) and cuDNN: 2k 306 / 307 against 264 / 264
+# (347 / 340), 4k 319 / 323 against 282 / 280 (372 / 358), 16k 331 / 337 against 296 / 293
+# (359 / 361); causal 4k 293 / 299 against 265 / 263 (345 / 339), 16k 336 / 342 against 314 /
+# 316 (376 / 378). Predicted 340-395 (0.95-1.1x cuDNN): 0.87-0.93x. The V2 variant (dQ by
+# red.global.add from the registers, dq_atomic=True) measured 0.91-0.95x this one: not routed.
+# From the shortest lengths measured (the script's rule: >= 2% over the route in both rounds).
+GLUON_BWD_D256_MIN_N = {"plain": 2048, "causal": 4096}
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
@@ -605,6 +621,33 @@ def gluon_bwd_wide(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q
         return False
     heads = GLUON_BWD_FUSED_WIDE.get("causal" if causal else "plain", frozenset())
     return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
+
+
+def gluon_bwd_d256(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
+                   seqlen_k: int) -> bool:
+    """Whether the backward takes the D = 256 fused Gluon kernel (launchers.backward_gluon_d256.
+    bwd_into): deterministic=False only (dq summed in the order the key blocks reach L2), head
+    dim 256, kind "plain" or "causal" from GLUON_BWD_D256_MIN_N's length, no dropout / window /
+    ALiBi / softcap, Nq and Nk multiples of the 64-row tiles (_gluon_common), lse (B, H, Nq)
+    packed fp32, dout of q's dtype, B * Hk <= 65535 and the int32 bounds the launcher checks;
+    then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
+    if is_varlen or q.dim() != 4 or params.deterministic or q.shape[-1] != 256 or bd != 256:
+        return False
+    kind = gluon_kind(params)
+    if kind not in GLUON_BWD_D256_MIN_N:
+        return False
+    block_m, block_n, _ = GLUON_BWD_D256_TILE
+    if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k,
+                         {256: GLUON_BWD_D256_MIN_N[kind]}, block_m, block_n):
+        return False
+    b, _, h, _ = q.shape
+    hk = k.shape[2]
+    if not (rows_view_ok(dout) and dout.dtype == q.dtype and lse.dtype == torch.float32 and lse.is_contiguous()
+            and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535 and b * h * seqlen_q < 2 ** 31
+            and b * max(seqlen_q, seqlen_k) < 2 ** 31
+            and (seqlen_k // block_n - 1) * (seqlen_q // block_m) < 2 ** 31):
+        return False
+    return _warp_spec_switch(q)
 
 
 def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
