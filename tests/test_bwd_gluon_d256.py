@@ -66,15 +66,15 @@ def test_d256_tile_and_shared_memory():
 
 def test_d256_route_rule(monkeypatch):
     """Which backwards take the D = 256 kernel (policy.gluon_bwd_d256, routed in session 32 from
-    bench/gpu/s32_gluon_bwd_d256_ab.py): deterministic=False, plain from 2k and canonical causal
-    from 4k, no window / dropout / ALiBi / softcap, Nq and Nk multiples of 64, lse (B, H, Nq)
+    bench/gpu/s32_gluon_bwd_d256_ab.py): deterministic=False, plain from 1k and canonical causal
+    from 2k, no window / dropout / ALiBi / softcap, Nq and Nk multiples of 64, lse (B, H, Nq)
     packed fp32, dout of q's dtype; the 64 / 128 fused route's tables know no 256. Rule only
     (CPU tensors, switch patched)."""
     from flashtriton.launchers import common
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
-    assert policy.GLUON_BWD_D256_MIN_N == {"plain": 2048, "causal": 4096}
+    assert policy.GLUON_BWD_D256_MIN_N == {"plain": 1024, "causal": 2048}
     assert D not in bwd_gluon_fused.FUSED_CONFIG
     fast, causal = common.AttnParams(0.1, deterministic=False), common.AttnParams(0.1, window_right=0,
                                                                                    deterministic=False)
@@ -85,14 +85,14 @@ def test_d256_route_rule(monkeypatch):
         return policy.gluon_bwd_d256(q, k, v, q if dout is None else dout, lse, params, alibi, varlen, bd, nq,
                                      k.shape[1])
 
-    q, k, v = rand_qkv(1, 2048, 2048, 2, 1, D, torch.bfloat16, "cpu")
+    q, k, v = rand_qkv(1, 1024, 1024, 2, 1, D, torch.bfloat16, "cpu")
     assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
-    assert not rule(q, k, v, causal)                                                     # causal: from 4k
-    assert rule(*rand_qkv(1, 4096, 4096, 2, 2, D, torch.bfloat16, "cpu"), causal)
+    assert not rule(q, k, v, causal)                                                     # causal: from 2k
+    assert rule(*rand_qkv(1, 2048, 2048, 2, 2, D, torch.bfloat16, "cpu"), causal)
     assert rule(*rand_qkv(1, 2048, 2048 + 64, 4, 2, D, torch.bfloat16, "cpu"))           # Nk a multiple of 64, GQA
     assert rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, D, torch.bfloat16, "cpu"))           # Nq too
     assert not rule(*rand_qkv(1, 2048 + 1, 2048, 2, 1, D, torch.bfloat16, "cpu"))        # not a multiple
-    assert not rule(*rand_qkv(1, 1024, 4096, 2, 1, D, torch.bfloat16, "cpu"))            # min(Nq, Nk) < 2k
+    assert not rule(*rand_qkv(1, 512, 4096, 2, 1, D, torch.bfloat16, "cpu"))             # min(Nq, Nk) < 1k
     assert not rule(q, k, v, common.AttnParams(0.1))                                      # deterministic
     for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
               common.AttnParams(0.1, window_right=64, deterministic=False),
@@ -101,9 +101,9 @@ def test_d256_route_rule(monkeypatch):
         assert not rule(q, k, v, p)
     assert not rule(q, k, v, alibi=torch.ones(2))
     assert not rule(q.float(), k.float(), v.float())
-    assert not rule(q, k, v, lse=torch.zeros(1, 2, 2048, dtype=torch.float16))
+    assert not rule(q, k, v, lse=torch.zeros(1, 2, 1024, dtype=torch.float16))
     assert not rule(q, k, v, dout=q.half())
-    q128, k128, v128 = rand_qkv(1, 2048, 2048, 2, 1, 128, torch.bfloat16, "cpu")
+    q128, k128, v128 = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
     assert not rule(q128, k128, v128, bd=128)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: False)
     assert not rule(q, k, v)

@@ -67,15 +67,15 @@ def _rule(monkeypatch):
 
 
 def test_d256_routed_tables(monkeypatch):
-    """Session 32 routed D = 256 by bench/gpu/s32_gluon_fwd_d256_ab.py's rule: plain from 2k,
-    causal from 4k; shorter calls keep fwd_ws.py / fwd.py."""
-    assert policy.GLUON_FWD_MIN_N[256] == 2048 and policy.GLUON_FWD_CAUSAL_MIN_N[256] == 4096
+    """Session 32 routed D = 256 by bench/gpu/s32_gluon_fwd_d256_ab.py's rule: plain from 1k,
+    causal from 2k; shorter calls keep fwd_ws.py / fwd.py."""
+    assert policy.GLUON_FWD_MIN_N[256] == 1024 and policy.GLUON_FWD_CAUSAL_MIN_N[256] == 2048
     rule = _rule(monkeypatch)
     plain, causal = common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)
-    assert rule(*qkv(nq=2048, nk=2048, device="cpu"), plain)
-    assert not rule(*qkv(nq=2048, nk=2048, device="cpu"), causal)
-    assert rule(*qkv(nq=4096, nk=4096, device="cpu"), causal)
-    assert not rule(*qkv(nq=1024, nk=1024, device="cpu"), plain)
+    assert rule(*qkv(nq=1024, nk=1024, device="cpu"), plain)
+    assert not rule(*qkv(nq=1024, nk=1024, device="cpu"), causal)
+    assert rule(*qkv(nq=2048, nk=2048, device="cpu"), causal)
+    assert not rule(*qkv(nq=512, nk=512, device="cpu"), plain)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -42,7 +42,7 @@ end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since s
 policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
 causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
-head dim 256 (a session-31 helper; routed from 2k plain / 4k causal by policy.GLUON_FWD_MIN_N and
+head dim 256 (a session-31 helper; routed from 1k plain / 2k causal by policy.GLUON_FWD_MIN_N and
 GLUON_FWD_CAUSAL_MIN_N since session 32): the kernel's D = 256 tile, DEFAULT_CONFIG[256] =
 (BLOCK_M 128, BLOCK_N 64, 2 stages: Q 64 KB + 2 x (K + V) 128 KB of shared memory), plain or
 causal, one block a CTA or persistent (pingpong one block a CTA); no window, dropout,

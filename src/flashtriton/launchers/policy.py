@@ -82,9 +82,9 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # bench/gpu/s32_gluon_fwd_d256_ab.py, s32/callA), PERSISTENT against the route before (fwd_ws.py)
 # and cuDNN: 2k 686 / 673 against 570 / 562 (cuDNN 646 / 644), 4k 708 / 684 against 583 / 589
 # (658 / 664), 16k 729 / 721 against 613 / 611 (674 / 686); outputs bitwise equal to fwd_ws.py's.
-# Predicted 0.88-0.98x cuDNN: 1.06-1.07x. From 2k, the shortest length measured (the script's rule).
-# plans.clear() after changing this table.
-GLUON_FWD_MIN_N = {128: 1024, 64: 2048, 256: 2048}
+# Predicted 0.88-0.98x cuDNN: 1.06-1.07x. Then 1k (s32/callF, the same script): 611 / 599 against
+# 517 / 506 (cuDNN 605 / 584): from 1k. plans.clear() after changing this table.
+GLUON_FWD_MIN_N = {128: 1024, 64: 2048, 256: 1024}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
 # CAUSAL variant (fully visible key tiles unmasked, the diagonal ones masked, heaviest
@@ -102,10 +102,11 @@ GLUON_FWD_MIN_N = {128: 1024, 64: 2048, 256: 2048}
 # for the 3-consumer one-block kernel: should CAUSAL_CONSUMERS[64] go back to 2 (or causal
 # become persistent), set D = 64 back to 16384. D = 256 (session 32, s32/callA, one block a CTA,
 # as GLUON_FWD_MIN_N's note): 4k 587 / 576 against fwd_ws.py's 518 / 520 (cuDNN 582 / 562), 16k
-# 677 / 662 against 579 / 539 (608 / 608): from 4k. D = 128 from 2k (session 32; was 4k): two
+# 677 / 662 against 579 / 539 (608 / 608); 2k (s32/callG) 516 / 506 against 465 / 461 (524 / 514):
+# from 2k. D = 128 from 2k (session 32; was 4k): two
 # earlier runs put the one-block kernel ahead of fwd_ws.py at 2k (s24/call3 449 / 447 against
 # 446 / 436, s31/callE 452 / 444 against 440 / 434); the session-32 grid row checks it.
-GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 2048, 64: 4096, 256: 4096}
+GLUON_FWD_CAUSAL_MIN_N: dict[int, int] = {128: 2048, 64: 4096, 256: 2048}
 # Whether those Gluon forwards run PERSISTENT (kernels/fwd_gluon.py: grid = the SM count,
 # each CTA looping over its blocks), key "plain" / "causal". Session 24 (H200,
 # 2026-12-01, bf16, 16k tokens, H = 16, D = 128, kernel-only, two rounds, outputs
@@ -251,8 +252,10 @@ GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
 # (359 / 361); causal 4k 293 / 299 against 265 / 263 (345 / 339), 16k 336 / 342 against 314 /
 # 316 (376 / 378). Predicted 340-395 (0.95-1.1x cuDNN): 0.87-0.93x. The V2 variant (dQ by
 # red.global.add from the registers, dq_atomic=True) measured 0.91-0.95x this one: not routed.
-# From the shortest lengths measured (the script's rule: >= 2% over the route in both rounds).
-GLUON_BWD_D256_MIN_N = {"plain": 2048, "causal": 4096}
+# Then (s32/callF) 1k 277 / 277 against 249 / 240 (cuDNN 301 / 300), causal 2k 267 / 267 against
+# 222 / 221 (301 / 302). From the shortest lengths measured (the script's rule: >= 2% over the
+# route in both rounds): plain 1k, causal 2k.
+GLUON_BWD_D256_MIN_N = {"plain": 1024, "causal": 2048}
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
