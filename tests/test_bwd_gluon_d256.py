@@ -109,6 +109,43 @@ def test_d256_route_rule(monkeypatch):
     assert not rule(q, k, v)
 
 
+def test_regression_d256_route_scale_zero(monkeypatch):
+    """Regression (review, session 32): softmax_scale=0.0 passes the API's checks (a finite float),
+    and policy.gluon_bwd_d256 admitted it, but bwd_into validates as prepare does and its
+    check_inputs refuses a zero scale: a D = 256 backward from 1k with softmax_scale=0 raised
+    ValueError on Hopper instead of running. The rule now keeps such calls on the Triton route."""
+    from flashtriton.launchers import common
+
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    q, k, v = rand_qkv(1, 1024, 1024, 2, 1, D, torch.bfloat16, "cpu")
+    lse = torch.zeros(1, 2, 1024)
+    for scale, routed in ((0.1, True), (-0.1, True), (0.0, False), (-0.0, False)):
+        params = common.AttnParams(scale, deterministic=False)
+        assert policy.gluon_bwd_d256(q, k, v, q, lse, params, None, False, D, 1024, 1024) is routed, scale
+
+
+@pytest.mark.parametrize("nq, nk, h, hk, causal, scale", [
+    (1024, 1024, 2, 1, False, 0.0625), (2048, 2048, 4, 2, True, -0.3), (2048 + 64, 2048, 2, 2, True, 1.0),
+    (1024, 4096, 6, 3, False, 1e-3)])
+def test_regression_d256_route_within_bwd_into_contract(monkeypatch, nq, nk, h, hk, causal, scale):
+    """Every call policy.gluon_bwd_d256 admits passes bwd_into's own validation (check_inputs, the
+    output and delta checks; CPU tensors: all but the device check), so the route never turns a
+    valid call into a ValueError (review, session 32: softmax_scale = 0 did)."""
+    from flashtriton.launchers import common
+
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    q, k, v = rand_qkv(1, nq, nk, h, hk, D, torch.bfloat16, "cpu")
+    dout = torch.randn_like(q)
+    lse = torch.zeros(1, h, nq)
+    params = common.AttnParams(scale, window_right=0 if causal else -1, deterministic=False)
+    assert policy.gluon_bwd_d256(q, k, v, dout, lse, params, None, False, D, nq, nk)
+    delta = torch.empty(lse.shape)
+    backward_gluon_d256.check_inputs(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0, True,
+                                     None)
+
+
 def _schedule(nq, nk, causal, rotate):
     """A Python mirror of the kernel's tile schedule (kernels/bwd_gluon_d256.py: bwd_gluon._block_coords
     with BLOCK_M = BLOCK_N = 64, bwd_gluon_fused._rotation / _tile_row for one head): per key block

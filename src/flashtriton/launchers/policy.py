@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 
 import torch
@@ -632,9 +633,13 @@ def gluon_bwd_d256(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: boo
     bwd_into): deterministic=False only (dq summed in the order the key blocks reach L2), head
     dim 256, kind "plain" or "causal" from GLUON_BWD_D256_MIN_N's length, no dropout / window /
     ALiBi / softcap, Nq and Nk multiples of the 64-row tiles (_gluon_common), lse (B, H, Nq)
-    packed fp32, dout of q's dtype, B * Hk <= 65535 and the int32 bounds the launcher checks;
-    then the switch (Hopper, FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
+    packed fp32, dout of q's dtype, B * Hk <= 65535 and the int32 bounds the launcher checks,
+    a nonzero softmax_scale (bwd_into's check_inputs refuses 0, which the API admits: review,
+    session 32, test_regression_d256_route_scale_zero); then the switch (Hopper,
+    FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
     if is_varlen or q.dim() != 4 or params.deterministic or q.shape[-1] != 256 or bd != 256:
+        return False
+    if not (math.isfinite(params.softmax_scale) and params.softmax_scale != 0):
         return False
     kind = gluon_kind(params)
     if kind not in GLUON_BWD_D256_MIN_N:
