@@ -135,6 +135,28 @@ def test_rows_first_not_for_varlen(monkeypatch):
     assert launched and all(not rf and len(grid) == 2 for _, grid, rf in launched), launched
 
 
+def test_regression_d256_gpu_cases_need_deterministic(monkeypatch):
+    """Regression (review, session 32): test_rows_first_d256_gpu ran flash_attn_func with its
+    default deterministic=False at D = 256, N = 1k / 2k; since session 32 those calls take the
+    fused Gluon D = 256 backward on Hopper (policy.gluon_bwd_d256), so no bwd.py launch was seen
+    and the test would fail on the next GPU run. Its calls now pass deterministic=True, which the
+    rule never routes. CPU: the rule at the GPU test's shapes, the switch patched."""
+    from flashtriton.launchers import common, policy
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    routed = []
+    for n in (512, 1024, 2048, 700):
+        for causal in (False, True):
+            q, k, v = rand_qkv(2, n, n, 8, 8, 256, torch.bfloat16, "cpu")
+            lse = torch.zeros(2, 8, n)
+            for det in (False, True):
+                params = common.AttnParams(256 ** -0.5, window_right=0 if causal else -1, deterministic=det)
+                if policy.gluon_bwd_d256(q, k, v, q, lse, params, None, False, 256, n, n):
+                    assert not det, (n, causal)
+                    routed.append((n, causal))
+    assert (1024, False) in routed and (2048, True) in routed, routed   # why the GPU test needs the flag
+
+
 # --- GPU: the shapes the change is for -----------------------------------------------------
 
 @pytest.mark.gpu
@@ -143,18 +165,21 @@ def test_rows_first_not_for_varlen(monkeypatch):
 def test_rows_first_d256_gpu(monkeypatch, n, causal):
     """D = 256, H = 8, the grid's tiles ((64, 32, 4, 2) up to 1k, (128, 64, 8, 1) beyond;
     dQ (128, 32, 8, 3)): rows first bitwise equal to the 2-D grid, and the reference check
-    (batch 2 of the grid's 16k-token batches; 700: ragged last blocks)."""
+    (batch 2 of the grid's 16k-token batches; 700: ragged last blocks). deterministic=True: since
+    session 32 deterministic=False D = 256 calls from 1k (causal 2k) take the fused Gluon
+    backward (policy.GLUON_BWD_D256_MIN_N), which launches no bwd.py kernel
+    (test_regression_d256_gpu_cases_need_deterministic)."""
     from flashtriton.launchers import backward, plans
     b, h, d = 2, 8, 256
     q, k, v = rand_qkv(b, n, n, h, h, d, torch.bfloat16, DEVICE)
     dout = torch.randn(b, n, h, d, dtype=torch.bfloat16, device=DEVICE)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {})
     plans.clear()
-    want = triton_grads(q, k, v, dout, causal=causal)
+    want = triton_grads(q, k, v, dout, causal=causal, deterministic=True)
     monkeypatch.setattr(backward, "BWD_ROWS_FIRST", {256: 4096})
     plans.clear()
     launched = _launches(monkeypatch)
-    got = triton_grads(q, k, v, dout, causal=causal)
+    got = triton_grads(q, k, v, dout, causal=causal, deterministic=True)
     assert sorted(x[0] for x in launched) == ["dkdv", "dq"] and all(rf for _, _, rf in launched), launched
     for name, x, y in zip(("dq", "dk", "dv"), got, want):
         assert torch.equal(x, y), f"{name} differs from the 2-D grid's"
