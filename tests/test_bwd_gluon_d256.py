@@ -410,6 +410,78 @@ def test_launch_order(monkeypatch):
     assert seen[2][1] == la.grid
 
 
+def test_d256_route_records_and_replays_plan(monkeypatch):
+    """The library's D = 256 route (launchers.backward._bwd -> backward_gluon_d256.bwd_into), the
+    Gluon kernel stubbed, CPU tensors under the interpreter, FLASHTRITON_PLANS=1: the launches in
+    order (delta preprocess, zero, kernel, cast), the kernel's descriptors over the call's own
+    tensors (q / dout / k / v inputs, dk / dv / dq_accum allocations), the launches recorded into a
+    launch plan, and a second call of the same signature replayed from it with every descriptor
+    rebound to the second call's tensors (as backward_gluon.fused_into's route,
+    tests/test_bwd_gluon.py::test_fused_route_launches_with_switches)."""
+    from flashtriton.kernels.bwd import bwd_preprocess_kernel
+    from flashtriton.kernels.dq_accum import cast_kernel, zero_f32_kernel
+    from flashtriton.launchers import backward, common
+
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("the CPU form of this test (the Gluon kernel stubbed)")
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    seen = []
+
+    class Stub:
+        """Stands for attn_bwd_d256_gluon_kernel: records its args, adds nothing to dq_accum."""
+        def __getitem__(self, grid):
+            return lambda *a, **kw: seen.append((grid, a, kw))
+    monkeypatch.setattr(backward_gluon_d256, "attn_bwd_d256_gluon_kernel", Stub())
+    monkeypatch.setattr(backward_gluon_d256, "_check_device", lambda q, what: None)
+    monkeypatch.setattr(backward, "gluon_bwd_d256", lambda *a, **kw: True)
+    launched = []
+    real_launch = plans.launch
+
+    def launch(kernel, grid, *args, **kwargs):
+        launched.append((kernel, args, kwargs))
+        return real_launch(kernel, grid, *args, **kwargs)
+    monkeypatch.setattr(plans, "launch", launch)
+    params = common.AttnParams(0.1, window_right=0, deterministic=False)
+
+    def fresh():
+        q, k, v = rand_qkv(1, 128, 192, 4, 2, D, torch.bfloat16, "cpu")
+        out, dout = torch.randn_like(q), torch.randn_like(q)
+        return dout, q, k, v, out, torch.randn(1, 4, 128)
+
+    plans.clear()
+    try:
+        first = fresh()
+        dq, dk, dv = backward.bwd(*first, params)
+        kinds = [kk for kk, _, _ in launched]
+        assert kinds == [bwd_preprocess_kernel, zero_f32_kernel, backward_gluon_d256.attn_bwd_d256_gluon_kernel,
+                         cast_kernel], kinds
+        acc = launched[1][1][0]
+        assert acc.dtype == torch.float32 and acc.shape == first[1].shape
+        grid, a, kw = seen[-1]
+        assert grid == (192 // 64, 2) and kw["CAUSAL"] is True and kw["ROTATE"] is False
+        dout, q, k, v = first[:4]
+        assert [a[i].base for i in range(4)] == [q, dout, k, v]
+        assert a[4].base is dk and a[5].base is dv and a[6].base is acc and a[7] is acc
+        assert launched[-1][1][0] is acc and launched[-1][1][1] is dq
+        assert torch.equal(dq, torch.zeros_like(dq))
+        assert len(plans._PLANS) == 1, "the D = 256 route's launches did not make a plan"
+        n_launches, n_seen = len(launched), len(seen)
+        second = fresh()
+        dq2, dk2, _ = backward.bwd(*second, params)
+        assert len(launched) == n_launches, "the second call ran the launchers instead of the plan"
+        assert len(seen) == n_seen + 1, "the plan did not replay the kernel"
+        _, a2, _ = seen[-1]
+        dout2, q2, k2, v2, out2 = second[:5]
+        assert [a2[i].base for i in range(4)] == [q2, dout2, k2, v2]
+        assert a2[4].base is dk2 and a2[6].base is not acc and a2[6].base is a2[7]
+        assert list(a2[6].block_shape) == [64, 64] and a2[6].layout == a[6].layout
+        assert torch.equal(dq2, torch.zeros_like(dq2))
+        torch.testing.assert_close(a2[9], (out2.float() * dout2.float()).sum(-1).transpose(1, 2), rtol=1e-5,
+                                   atol=1e-4)                                  # delta of the second call
+    finally:
+        plans.clear()
+
+
 # ---------------------------------------------------------------------------------------
 # CPU: offline sm_90a compile
 # ---------------------------------------------------------------------------------------
@@ -597,3 +669,46 @@ def test_d256_library_route_gpu(monkeypatch, causal, packed):
     lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), **kw)
     for i, name in enumerate(("dq", "dk", "dv")):
         assert_close(name, grads[i], truth[i], lowp[i], 3, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
+    """flash_attn_func at D = 256 with launch plans on (FLASHTRITON_PLANS=1; conftest turns them
+    off elsewhere): deterministic=True never takes the D = 256 Gluon backward; deterministic=False
+    does, once (the launchers), then two more calls of the same signature with new inputs replay
+    the forward's and the backward's plans (bwd_into not called again), every call's gradients
+    within the repo criterion against float64 (a replay binding the first call's tensors would
+    fail here). Review, session 32: the route's plan replay had no GPU test."""
+    import flashtriton
+    from flashtriton.launchers import backward
+    from helpers import reference_pair
+
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    seen = []
+    run = backward_gluon_d256.bwd_into
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
+    n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
+    plans.clear()
+    try:
+        for det, seed in ((True, 0), (False, 1), (False, 2), (False, 3)):
+            torch.manual_seed(seed)
+            q, k, v = (t.requires_grad_() for t in rand_qkv(2, n, n, 4, 2, D, torch.bfloat16, "cuda"))
+            dout = torch.randn_like(q)
+            before = plans.stats["replayed"]
+            out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=det)
+            grads = torch.autograd.grad(out, (q, k, v), dout)
+            if det:
+                assert not seen, "deterministic=True took the D = 256 Gluon backward"
+            elif seed == 1:
+                assert seen == [causal], seen
+            else:
+                assert seen == [causal], "the backward ran its launchers again instead of the plan"
+                assert plans.stats["replayed"] == before + 2, "the forward's and backward's plans did not replay"
+            truth, lowp = reference_pair(q, k, v, dout, softmax_scale=D ** -0.5, window_right=0 if causal else -1)
+            for i, name in enumerate(("dq", "dk", "dv")):
+                assert torch.isfinite(grads[i]).all(), name
+                assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
+    finally:
+        plans.clear()
