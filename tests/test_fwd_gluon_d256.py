@@ -1,11 +1,11 @@
-"""kernels/fwd_gluon.py at head dim 256 (a session-31 helper, offline; not routed): the plain and
+"""kernels/fwd_gluon.py at head dim 256 (a session-31 helper; routed in session 32): the plain and
 CAUSAL forwards, one block a CTA and PERSISTENT, at DEFAULT_CONFIG[256] = (BLOCK_M 128, BLOCK_N 64,
 2 stages) with SPLIT_EMPTY (K's and V's ring stages released apart; the launcher's default at
 D = 256, fwd_gluon.SPLIT_EMPTY_DEFAULT). Host side launchers/forward_gluon.py (check_head_dim,
-check_split_empty); the route stays off: policy.GLUON_FWD_MIN_N / GLUON_FWD_CAUSAL_MIN_N have no
-256 key ("add 256: N to route", after bench/gpu/s32_gluon_fwd_d256_ab.py).
+check_split_empty); routed by policy.GLUON_FWD_MIN_N[256] (plain from 1k) and
+GLUON_FWD_CAUSAL_MIN_N[256] (causal from 2k) after bench/gpu/s32_gluon_fwd_d256_ab.py.
 
-CPU: the route off by default and on once a 256 key is added (plain and causal), never for
+CPU: the routed tables, each table's 256 key routing its own kind only (plain and causal), never
 dropout or windows at D = 256; prepare's validation (what D = 256 cannot take, the 64-key tile
 rule, split_empty's own checks) before any launch; the launch arguments (tile, SPLIT_EMPTY,
 descriptor boxes) of fwd_into / prepare with the kernel launch replaced by a recorder; an

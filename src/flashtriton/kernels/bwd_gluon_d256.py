@@ -2,9 +2,10 @@
 (reduce-added in fp32 by TMA, as kernels/bwd_gluon_fused.py does at D = 64 / 128).
 
 Status (2026-12-02, a session-32 helper): written and compiled offline for sm_90a
-(bench/d256_bwd_gluon_compile.py), non-causal and CAUSAL, bf16 / fp16; NEVER RUN on a GPU yet;
-not routed (policy has no D = 256 fused entry: the lead routes after the GPU A/B,
-bench/gpu/s32_gluon_bwd_d256_ab.py). Host side launchers/backward_gluon_d256.py (prepare,
+(bench/d256_bwd_gluon_compile.py), non-causal and CAUSAL, bf16 / fp16; first run on the H200 in
+session 32 (s32/callC: its GPU tests passed, 1.07-1.20x the Triton route, 0.87-0.93x cuDNN) and
+routed there (policy.gluon_bwd_d256, GLUON_BWD_D256_MIN_N: deterministic=False, plain from 1k,
+causal from 2k). Host side launchers/backward_gluon_d256.py (prepare,
 bwd_into); tests tests/test_bwd_gluon_d256.py. Design and the candidates weighed:
 bench/wip/d256-bwd-gluon.md (candidate (c), V1); the compile probe it grew from:
 bench/wip/d256-bwd-gluon-proto.py. NON-DETERMINISTIC dq (fp32 partial tiles reduce-added in
@@ -113,9 +114,10 @@ binder with the launcher's arguments): 13 warps, setmaxnreg 168 / 160 / 160 / 24
   | V2 causal | 8 (1 STL + 1 LDL a tile in WG_S's loop) | 748 | 83 / 85 |
   | V1, dK / dV WGs at 152 | 2,560 (ptxas serialises the wgmmas) | | |
 
-Never run: the barrier protocol above, the (64, 128) TMA stores of dK / dV from K / V's column
-halves, and the 128-column slices of the 128-byte-swizzled Q / dO tiles as wgmma B operands
-(.tnspB) are compiled only; D = 128's 64-column slices are the nearest verified form.
+Written before any run (the barrier protocol above, the (64, 128) TMA stores of dK / dV from K /
+V's column halves, the 128-column slices of the 128-byte-swizzled Q / dO tiles as wgmma B
+operands, .tnspB); since session 32 all checked on the H200 by tests/test_bwd_gluon_d256.py's GPU
+tests (float64 reference, V1 and DQ_ATOMIC).
 """
 from __future__ import annotations
 

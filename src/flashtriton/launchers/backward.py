@@ -29,8 +29,9 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
     params.deterministic (flash-attn's deterministic=True, or
     torch.use_deterministic_algorithms); without it, calls that policy.gluon_bwd_fused
-    accepts take the fused Gluon kernel, whose dq is reduce-added in fp32 in whatever
-    order the key blocks reach L2 (its last bits vary run to run; dk and dv stay bitwise).
+    (D = 64 / 128) or policy.gluon_bwd_d256 (D = 256) accept take a fused Gluon kernel, whose
+    dq is reduce-added in fp32 in whatever order the key blocks reach L2 (its last bits vary
+    run to run; dk and dv stay bitwise).
     A dense call seen before replays its launch plan (launchers/plans.py)."""
     inputs = (dout, q, k, v, out, lse, alibi, rng)
     key = plans.plan_key("bwd", inputs, params) if varlen is None else None

@@ -1,7 +1,9 @@
 """Host side of kernels/bwd_gluon_d256.py (the fused Gluon backward at head dim 256: dK / dV and
-dQ in one kernel, dQ reduce-added in fp32 by TMA; a session-32 helper, offline): validation of its
-narrow contract, descriptors, grid, launch. NOT ROUTED (policy has no D = 256 entry for it; the
-lead routes after bench/gpu/s32_gluon_bwd_d256_ab.py).
+dQ in one kernel, dQ reduce-added in fp32 by TMA; written by a session-32 helper): validation of its
+narrow contract, descriptors, grid, launch. Routed since session 32 (after bench/gpu/
+s32_gluon_bwd_d256_ab.py, s32/callC / callF): launchers/backward.py calls bwd_into where
+policy.gluon_bwd_d256 accepts the call (deterministic=False, plain from 1k, causal from 2k:
+policy.GLUON_BWD_D256_MIN_N).
 
     prepare(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, rotate=True, num_stages=None,
             dq_atomic=False)

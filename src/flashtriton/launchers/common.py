@@ -24,9 +24,9 @@ LOG2E = 1.4426950408889634
 class AttnParams:
     """Scalar semantics of one attention call (already canonical: causal is right = 0).
     deterministic: the backward must be bitwise reproducible (flash-attn's flag, or
-    torch.use_deterministic_algorithms); False lets policy.gluon_bwd_fused route the
-    call to the fused Gluon backward (Hopper), whose dq is reduce-added in fp32 in
-    whatever order its key blocks run."""
+    torch.use_deterministic_algorithms); False lets policy.gluon_bwd_fused (D = 64 / 128)
+    and policy.gluon_bwd_d256 (D = 256, since session 32) route the call to a fused Gluon
+    backward (Hopper), whose dq is reduce-added in fp32 in whatever order its key blocks run."""
     softmax_scale: float
     window_left: int = -1
     window_right: int = -1
