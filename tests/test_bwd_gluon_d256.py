@@ -712,3 +712,24 @@ def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
                 assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
     finally:
         plans.clear()
+
+
+@pytest.mark.gpu
+@hopper
+def test_regression_d256_scale_zero_library_call_gpu():
+    """Regression (review, session 32; CPU: test_regression_d256_route_scale_zero): flash_attn_func
+    at D = 256 and a routed length with softmax_scale=0.0 (valid: uniform attention, dq = dk = 0)
+    raised ValueError from bwd_into's check; now the Triton route takes it and the gradients pass
+    the reference criterion."""
+    import flashtriton
+    from helpers import reference_pair
+
+    n = policy.GLUON_BWD_D256_MIN_N["plain"]
+    q, k, v = (t.requires_grad_() for t in rand_qkv(1, n, n, 2, 2, D, torch.bfloat16, "cuda"))
+    dout = torch.randn_like(q)
+    out = flashtriton.flash_attn_func(q, k, v, softmax_scale=0.0, deterministic=False)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=0.0)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)     # (the Gluon forward's)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
