@@ -5,10 +5,10 @@ Status (2026-12-01, Triton 3.6.0): written and compiled offline for sm_90a in se
 s23_gluon_fwd_ab.py: outputs bitwise equal to fwd_ws.py's, 3 stages +5-10% over it at
 N >= 4k). CAUSAL added the same day (bench/gpu/s23_gluon_causal_ab.py: right at 9 causal
 shapes, +7-23% over fwd_ws.py at 8k / 16k). The library routes here (launchers.policy.
-gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 forwards from
-N = 1k and D = 64 from 2k as PERSISTENT (D = 64 with three consumers since session 29),
-causal D = 128 and D = 64 from 4k one block a CTA (D = 64 with three consumers since
-session 30; GLUON_FWD_MIN_N,
+gluon_fwd; host side launchers/forward_gluon.py) unmasked dense D = 128 and (session 32)
+D = 256 forwards from N = 1k and D = 64 from 2k as PERSISTENT (D = 64 with three consumers
+since session 29), causal D = 128 and D = 256 from 2k (session 32) and D = 64 from 4k one
+block a CTA (D = 64 with three consumers since session 30; GLUON_FWD_MIN_N,
 GLUON_FWD_CAUSAL_MIN_N, GLUON_FWD_PERSISTENT, GLUON_FWD_CONSUMERS; session 24).
 
 Why: kernels/fwd_ws.py leaves the schedule to Triton's automatic warp specialization
