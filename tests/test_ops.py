@@ -400,13 +400,16 @@ def _capture(fn):
     (1, 4096, (2, 1), 128, False),      # the Gluon forward (launchers/forward_gluon.py, session 23)
     (1, 8192, (2, 1), 128, True),       # its causal variant
     (2, 113, (2, 2), 256, False),
+    (1, 1024, (4, 2), 256, False),      # the D = 256 Gluon forward and fused backward (session 32)
+    (1, 2048, (4, 2), 256, True),       # their causal variants
 ])
 def test_forward_backward_in_cuda_graph_gpu(b, n, heads, d, causal):
     """A training step's attention (forward and backward) captured in one CUDA graph, then
     replayed on new inputs copied into the captured ones, gives bitwise what eager calls
     give: nothing in either pass synchronises with the host or allocates outside the
     capture's pool. With deterministic=False the D = 128 rows from 1k take the fused Gluon
-    backward (session 25), whose dq is summed in any order: dq within that order there
+    backward (session 25), the D = 256 ones its D = 256 form (session 32; added to this test by
+    the session-32 review), whose dq is summed in any order: dq within that order there
     (dk / dv and out bitwise), every gradient bitwise with deterministic=True."""
     q, k, v = rand_qkv(b, n, n, *heads, d, torch.bfloat16, "cuda", requires_grad=True)
     dout = torch.randn_like(q)
