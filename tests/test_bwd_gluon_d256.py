@@ -637,42 +637,6 @@ def test_d256_bwd_into_with_preprocess_gpu():
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("causal,packed", [(False, False), (True, False), (False, True)])
-def test_d256_library_route_gpu(monkeypatch, causal, packed):
-    """flash_attn_func's backward (deterministic=False) at D = 256 takes the kernel as routed
-    (bwd_into seen by a spy), gradients by the repo criterion against float64; packed: q, k, v
-    views of one (B, N, 3, H, D) tensor (rows with stride 3 * H * D: the descriptors read them in
-    place) and GQA off."""
-    import flashtriton
-    from flashtriton import reference
-    from flashtriton.launchers import backward
-
-    seen = []
-    run = backward_gluon_d256.bwd_into
-    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
-    n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
-    if packed:
-        qkv = torch.randn(1, n, 3, 2, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
-        q, k, v = qkv.unbind(2)
-        leaves = (qkv,)
-    else:
-        q, k, v = (t.requires_grad_() for t in rand_qkv(1, n, n, 4, 2, D, torch.bfloat16, "cuda"))
-        leaves = (q, k, v)
-    dout = torch.randn(q.shape, device="cuda", dtype=torch.bfloat16)
-    out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=False)
-    grads = torch.autograd.grad(out, leaves, dout)
-    assert seen == [causal], "the D = 256 Gluon backward did not launch"
-    if packed:
-        grads = grads[0].unbind(2)
-    kw = dict(softmax_scale=D ** -0.5, window_right=0 if causal else -1)
-    truth = reference.attention_grad(dout.double(), *(t.detach().double() for t in (q, k, v)), **kw)
-    lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), **kw)
-    for i, name in enumerate(("dq", "dk", "dv")):
-        assert_close(name, grads[i], truth[i], lowp[i], 3, torch.bfloat16)
-
-
-@pytest.mark.gpu
-@hopper
 @pytest.mark.parametrize("causal", [False, True])
 def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
     """flash_attn_func at D = 256 with launch plans on (FLASHTRITON_PLANS=1; conftest turns them
@@ -733,3 +697,39 @@ def test_regression_d256_scale_zero_library_call_gpu():
     assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)     # (the Gluon forward's)
     for i, name in enumerate(("dq", "dk", "dv")):
         assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal,packed", [(False, False), (True, False), (False, True)])
+def test_d256_library_route_gpu(monkeypatch, causal, packed):
+    """flash_attn_func's backward (deterministic=False) at D = 256 takes the kernel as routed
+    (bwd_into seen by a spy), gradients by the repo criterion against float64; packed: q, k, v
+    views of one (B, N, 3, H, D) tensor (rows with stride 3 * H * D: the descriptors read them in
+    place) and GQA off."""
+    import flashtriton
+    from flashtriton import reference
+    from flashtriton.launchers import backward
+
+    seen = []
+    run = backward_gluon_d256.bwd_into
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
+    n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
+    if packed:
+        qkv = torch.randn(1, n, 3, 2, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
+        q, k, v = qkv.unbind(2)
+        leaves = (qkv,)
+    else:
+        q, k, v = (t.requires_grad_() for t in rand_qkv(1, n, n, 4, 2, D, torch.bfloat16, "cuda"))
+        leaves = (q, k, v)
+    dout = torch.randn(q.shape, device="cuda", dtype=torch.bfloat16)
+    out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=False)
+    grads = torch.autograd.grad(out, leaves, dout)
+    assert seen == [causal], "the D = 256 Gluon backward did not launch"
+    if packed:
+        grads = grads[0].unbind(2)
+    kw = dict(softmax_scale=D ** -0.5, window_right=0 if causal else -1)
+    truth = reference.attention_grad(dout.double(), *(t.detach().double() for t in (q, k, v)), **kw)
+    lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), **kw)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, grads[i], truth[i], lowp[i], 3, torch.bfloat16)
