@@ -224,6 +224,15 @@ def test_rejects_head_dim(d):
         dq_gluon(*dq_args(d=d), 0.1)
 
 
+@pytest.mark.parametrize("d", [32, 256])
+def test_regression_head_dim_message_names_dq_head_dims(d):
+    """Regression (review, session 32): dq_gluon's head-dim error came from the forward's
+    check_inputs, whose table gained 256, so it listed [64, 128, 256] (256 included, which this
+    kernel does not have); it names this kernel's head dims now."""
+    with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported \(one of \[64, 128\]\)"):
+        dq_gluon(*dq_args(d=d), 0.1)
+
+
 def test_rejects_shapes():
     q, k, v, dout, lse, delta = dq_args()
     with pytest.raises(ValueError, match=r"^q: expected 4 dimensions"):

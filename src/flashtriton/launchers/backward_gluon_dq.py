@@ -61,11 +61,12 @@ def check_dq_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, block_m: i
                     k_stages: int, v_stages: int) -> None:
     """The narrow contract of attn_bwd_dq_gluon_kernel; ValueError naming the argument and
     the rule. Needs no GPU (shapes, dtypes and devices only)."""
-    check_inputs(q, k, v, softmax_scale, block_m, block_n)
     # (the forward's check_inputs admits the forward's head dims, which gained 256 in session 32;
-    # this kernel has no D = 256 tile: test_rejects_head_dim[256])
-    if q.shape[-1] not in DEFAULT_CONFIG:
+    # this kernel has no D = 256 tile: test_rejects_head_dim[256]. Checked first, so that the
+    # message names this kernel's head dims, not the forward's: review, session 32)
+    if isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[-1] not in DEFAULT_CONFIG:
         raise ValueError(f"q: head dim {q.shape[-1]} not supported (one of {sorted(DEFAULT_CONFIG)})")
+    check_inputs(q, k, v, softmax_scale, block_m, block_n)
     if not isinstance(dout, torch.Tensor):
         raise ValueError(f"dout: expected a torch.Tensor, got {type(dout).__name__}")
     if dout.shape != q.shape:
