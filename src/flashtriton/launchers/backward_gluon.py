@@ -85,9 +85,11 @@ def _check_tensor(name, t, dim, what):
         raise ValueError(f"{name}: expected {dim} dimensions {what}, got shape {tuple(t.shape)}")
 
 
-def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n: int) -> None:
-    """The narrow contract of attn_bwd_dkdv_gluon_kernel; ValueError naming the argument
-    and the rule. Needs no GPU (shapes, dtypes and devices only)."""
+def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n: int,
+                 head_dims=None) -> tuple:
+    """The narrow contract of attn_bwd_dkdv_gluon_kernel (and, with head_dims=(256,), of the D = 256
+    fused backward: launchers/backward_gluon_d256.py); ValueError naming the argument and the rule.
+    Needs no GPU (shapes, dtypes and devices only). Returns (B, Nq, H, D, Nk, Hk)."""
     for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout)):
         _check_tensor(name, t, 4, "(B, N, heads, D)")
         if t.dtype not in _DTYPES:
@@ -103,7 +105,7 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
                          f"({', '.join(str(t.device) for t in (q, k, v, dout, lse, delta))})")
     if dout.shape != q.shape:
         raise ValueError(f"dout: shape {tuple(dout.shape)} differs from q's {tuple(q.shape)}")
-    b, nq, h, d, nk, hk = check_kv_shapes(q, k, v, DEFAULT_CONFIG)
+    b, nq, h, d, nk, hk = check_kv_shapes(q, k, v, DEFAULT_CONFIG if head_dims is None else head_dims)
     if b == 0:
         raise ValueError("q: batch size 0")
     if nq == 0 or nq % block_m != 0:
@@ -122,6 +124,7 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m: int, block_n
     if not isinstance(softmax_scale, (int, float)) or isinstance(softmax_scale, bool) \
             or not math.isfinite(softmax_scale) or softmax_scale == 0:
         raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
+    return b, nq, h, d, nk, hk
 
 
 def keys_numel(b: int, nq: int, nk: int, h: int) -> int:

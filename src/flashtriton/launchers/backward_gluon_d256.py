@@ -35,7 +35,6 @@ bench/d256_bwd_gluon_compile.py's JIT rows through a stub driver).
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass
 
 import torch
@@ -48,9 +47,10 @@ from ..kernels.bwd_gluon_d256 import D256_CONFIG, attn_bwd_d256_gluon_kernel
 from ..kernels.bwd_gluon_fused import dq_stage_layout
 from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
 from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
-from .backward_gluon import _check_device, _check_tensor
+from .backward_gluon import _check_device
+from .backward_gluon import check_inputs as check_bwd_inputs
 from .common import LOG2E
-from .forward_gluon import _DTYPES, _desc, check_kv_shapes
+from .forward_gluon import _DTYPES, _desc
 
 __all__ = ["check_inputs", "smem_bytes", "prepare", "attention_bwd_d256", "bwd_into", "HEAD_DIM", "SMEM_LIMIT"]
 
@@ -72,41 +72,11 @@ def smem_bytes(num_stages: int, block_m: int = 64, block_n: int = 64, d: int = H
 def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False) -> tuple:
     """The kernel's narrow contract; ValueError naming the argument and the rule. Needs no GPU
     (shapes, dtypes, devices and flags only). Returns (B, Nq, H, Nk, Hk, num_stages)."""
-    for name, t in (("q", q), ("k", k), ("v", v), ("dout", dout)):
-        _check_tensor(name, t, 4, "(B, N, heads, D)")
-        if t.dtype not in _DTYPES:
-            raise ValueError(f"{name}: dtype {t.dtype} not supported (float16 or bfloat16)")
-    for name, t in (("lse", lse), ("delta", delta)):
-        _check_tensor(name, t, 3, "(B, H, Nq)")
-        if t.dtype != torch.float32:
-            raise ValueError(f"{name}: dtype {t.dtype} not supported (float32)")
-    if not (q.dtype == k.dtype == v.dtype == dout.dtype):
-        raise ValueError(f"q, k, v, dout: dtypes differ ({q.dtype}, {k.dtype}, {v.dtype}, {dout.dtype})")
-    if len({t.device for t in (q, k, v, dout, lse, delta)}) != 1:
-        raise ValueError("q, k, v, dout, lse, delta: devices differ "
-                         f"({', '.join(str(t.device) for t in (q, k, v, dout, lse, delta))})")
-    if dout.shape != q.shape:
-        raise ValueError(f"dout: shape {tuple(dout.shape)} differs from q's {tuple(q.shape)}")
-    b, nq, h, d, nk, hk = check_kv_shapes(q, k, v, (HEAD_DIM,))
     block_m, block_n, stages = D256_CONFIG
-    if b == 0:
-        raise ValueError("q: batch size 0")
-    if nq == 0 or nq % block_m != 0:
-        raise ValueError(f"q: sequence length {nq} not a positive multiple of BLOCK_M = {block_m}")
-    if nk == 0 or nk % block_n != 0:
-        raise ValueError(f"k: sequence length {nk} not a positive multiple of BLOCK_N = {block_n}")
-    for name, t in (("lse", lse), ("delta", delta)):
-        if tuple(t.shape) != (b, h, nq):
-            raise ValueError(f"{name}: shape {tuple(t.shape)}, expected (B, H, Nq) = {(b, h, nq)}")
-    if b * hk > 65535:
-        raise ValueError(f"k: B * Hk = {b * hk} above 65535, the grid's second dimension (one CTA column a "
-                         "batch x KV head)")
-    if b * h * nq >= 2 ** 31 or b * max(nq, nk) >= 2 ** 31:
-        raise ValueError(f"q: B * H * Nq = {b * h * nq} rows of lse (or B * N) not below 2^31 (int32 TMA "
-                         "coordinates and offsets)")
-    if not isinstance(softmax_scale, (int, float)) or isinstance(softmax_scale, bool) \
-            or not math.isfinite(softmax_scale) or softmax_scale == 0:
-        raise ValueError(f"softmax_scale: expected a finite nonzero number, got {softmax_scale!r}")
+    # (tensors, dtypes, devices, shapes, the tile multiples, the grid and int32 bounds, the scale:
+    # the D = 64 / 128 Gluon backward's contract, at head dim 256)
+    b, nq, h, d, nk, hk = check_bwd_inputs(q, k, v, dout, lse, delta, softmax_scale, block_m, block_n,
+                                           head_dims=(HEAD_DIM,))
     if not isinstance(causal, bool):
         raise ValueError(f"causal: expected a bool, got {causal!r}")
     if not isinstance(rotate, bool):
