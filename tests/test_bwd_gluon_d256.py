@@ -725,3 +725,156 @@ def test_d256_library_route_gpu(monkeypatch, causal, packed):
     lowp = reference.attention_grad(dout, *(t.detach() for t in (q, k, v)), **kw)
     for i, name in enumerate(("dq", "dk", "dv")):
         assert_close(name, grads[i], truth[i], lowp[i], 3, torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------------------
+# Session 33: WG_S schedule switches (default off; bench/wip/gluon-bwd-d256-opt.md)
+# ---------------------------------------------------------------------------------------
+SCHEDULES = {"pipe": dict(dq_pipe=True, vec_early=True),
+             "pe": dict(dq_pipe=True, vec_early=True, p_early=True),
+             "pers": dict(dq_pipe=True, vec_early=True, p_early=True, dq_rs=True),
+             "rs": dict(dq_rs=True),
+             "defer": dict(dq_defer=True, dq_pipe=True, vec_early=True)}
+
+
+def test_schedule_switches_validated():
+    """Each switch a bool (ValueError naming it), none with dq_atomic (naming the switch), dq_defer
+    not with p_early or dq_rs (naming dq_defer); an unknown keyword is a TypeError; all before any
+    launch."""
+    assert sorted(backward_gluon_d256.SCHEDULE_SWITCHES) == ["dq_defer", "dq_pipe", "dq_rs", "p_early", "vec_early"]
+    for name in ("dq_pipe", "vec_early", "p_early", "dq_rs", "dq_defer"):
+        for bad in (1, None, "yes"):
+            with pytest.raises(ValueError, match=rf"^{name}: expected a bool, got"):
+                call(args(), **{name: bad})
+        with pytest.raises(ValueError, match=rf"^{name}: not with dq_atomic=True"):
+            call(args(), dq_atomic=True, **{name: True})
+    for other in ("p_early", "dq_rs"):
+        with pytest.raises(ValueError, match=r"^dq_defer: not with p_early or dq_rs"):
+            call(args(), dq_defer=True, **{other: True})
+    assert backward_gluon_d256.check_schedule(dq_defer=True, dq_pipe=True, vec_early=True) == dict(
+        DQ_DEFER=True, DQ_PIPE=True, VEC_EARLY=True)
+    with pytest.raises(TypeError):
+        backward_gluon_d256.check_schedule(dq_pipes=True)
+    q, k, v, dout, lse, delta = args()
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    with pytest.raises(ValueError, match=r"^p_early: expected a bool"):
+        bwd_into(q, k, v, dout, lse, delta, 0.1, False, dq, dk, dv, p_early=0)
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_schedule_launch_args(schedule):
+    """The switches that are on become the kernel's constexprs (DQ_PIPE, VEC_EARLY, P_EARLY,
+    DQ_DEFER); off ones are not passed at all, so the default launch's kwargs (and Triton's cache
+    key) stay V1's; the descriptors and grid do not change."""
+    q, k, v, dout, lse, delta = args(2, 192, 320, 6, 2)
+    base = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 0.0625, False, True, 2)
+    la = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 0.0625, False, True, 2, **SCHEDULES[schedule])
+    extra = {backward_gluon_d256.SCHEDULE_SWITCHES[n]: True for n in SCHEDULES[schedule]}
+    assert la.kwargs == dict(base.kwargs, **extra)
+    assert "DQ_PIPE" not in base.kwargs and "P_EARLY" not in base.kwargs
+    off = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 0.0625, False, True, 2, dq_pipe=False,
+                                           vec_early=False, p_early=False, dq_rs=False, dq_defer=False)
+    assert off.kwargs == base.kwargs
+    assert la.grid == base.grid
+    assert [list(d.block_shape) for d in la.args[:7]] == [list(d.block_shape) for d in base.args[:7]]
+
+
+_COMPILE_SCHEDULES = r"""
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import d256_bwd_gluon_compile as g
+out = {}
+pe = dict(dq_pipe=True, vec_early=True, p_early=True)
+for name, kw in (("pipe", dict(dq_pipe=True, vec_early=True)), ("pe", pe), ("pe causal", dict(pe, causal=True)),
+                 ("pers", dict(pe, dq_rs=True)), ("pers causal", dict(pe, dq_rs=True, causal=True)),
+                 ("pers fp16", dict(pe, dq_rs=True, dtype="fp16")), ("rs", dict(dq_rs=True)),
+                 ("defer", dict(dq_defer=True, dq_pipe=True, vec_early=True)),
+                 ("defer causal", dict(dq_defer=True, dq_pipe=True, vec_early=True, causal=True)),
+                 ("defer alone", dict(dq_defer=True))):
+    r = g.row(g.compile_d256(**kw))
+    body = max(g.loops(r.pop("text")), key=len)                  # WG_S's tile loop
+    first_dq = next(i for i, x in enumerate(body) if ".tnspB" in x and "HGMMA.64x64x16" in x)
+    wait0 = [i for i, x in enumerate(body) if "WARPGROUP.DEPBAR.LE gsb0, 0x0" in x]
+    r["ex2_before_dp_wait"] = sum("MUFU.EX2" in x for x in body[:wait0[0]])
+    r["dq_wait1"] = sum("WARPGROUP.DEPBAR.LE gsb0, 0x1" in x for x in body[first_dq:])
+    out[name] = r
+print(json.dumps(out))
+"""
+
+
+def test_d256_schedules_compile_offline():
+    """sm_90a, no GPU, each schedule: 0 spills, no local memory, shared memory V1's (229,752 B),
+    setmaxnreg 168 / 160, V1's HGMMA shapes (dq_rs: dQ's 16 with A from registers, 4 ldmatrix.trans
+    a tile; dq_defer: the last tile's 16 dQ wgmmas again after the loop), 4 TMA reduces, no
+    wgmma-serialisation advisory, tile loops of 8 / 8 / 48 HGMMA; and the schedule is in the SASS:
+    dq_pipe's dQ chunks retire by wait(1) (3 of 4 with the next chunk in flight); p_early's 32
+    MUFU.EX2 all before dP^T's wait (V1: 2 of 32, ptxas sinks the rest below it)."""
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src"))
+    res = subprocess.run([sys.executable, "-c", _COMPILE_SCHEDULES, os.path.join(root, "bench")], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    for name, x in r.items():
+        assert x["spill"] == 0 and x["local"] == 0, (name, x)
+        assert x["fits"] and x["smem"] == 229752, (name, x)
+        assert "dec 168" in x["setmaxnreg"] and "inc 160" in x["setmaxnreg"], (name, x)
+        dq = "64x64x16.tnspB" if name.startswith(("pers", "rs")) else "64x64x16.tnspA.tnspB"
+        assert x["shapes"] == {"64x64x16": 32, dq: 32 if name.startswith("defer") else 16,
+                               "64x128x16.tnspB": 16}, (name, x)
+        assert not x["advisories"], (name, x)
+        assert x["utmaredg"] == (8 if name.startswith("defer") else 4), (name, x)
+        assert sorted(lp["hgmma"] for lp in x["loops"]) == [8, 8, 48], (name, x)
+    for name in ("pipe", "pe", "pe causal", "pers", "pers causal", "pers fp16", "defer", "defer causal"):
+        assert r[name]["dq_wait1"] == 3, (name, r[name])
+    assert r["rs"]["dq_wait1"] == 0 and r["defer alone"]["dq_wait1"] == 0
+    for name in ("pe", "pe causal", "pers", "pers causal", "pers fp16"):
+        assert r[name]["ex2_before_dp_wait"] == 32, (name, r[name])
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("b, nq, nk, h, hk, dtype", [(2, 1024, 1024, 4, 2, torch.bfloat16),
+                                                     (1, 320, 192, 6, 2, torch.float16),
+                                                     (1, 192, 320, 6, 3, torch.bfloat16),
+                                                     (1, 64, 64, 2, 1, torch.bfloat16)])
+def test_d256_schedule_gpu(schedule, causal, b, nq, nk, h, hk, dtype):
+    """Each schedule against float64 (<= 3x PyTorch's same-dtype error, NaN-poisoned outputs all
+    written), and against V1: dk / dv BITWISE (the same dK / dV wgmmas on the same P^T / dS^T in
+    the same order), dq within fp32 summation order (the same fp32 chunks reduce-added in another
+    order). One tile a CTA (64), odd tile counts (GQA 3 x 5, 2 x 3: DQ_DEFER's epilogue dQ and
+    the buffer's parities), Nq != Nk both ways."""
+    (q, k, v, dout, lse, delta, scale), (dq, dk, dv) = check(b, nq, nk, h, hk, dtype, causal, **SCHEDULES[schedule])
+    dq1, dk1, dv1 = attention_bwd_d256(q, k, v, dout, lse, delta, scale, causal)
+    assert torch.equal(dk, dk1) and torch.equal(dv, dv1)
+    assert (dq.float() - dq1.float()).abs().max().item() <= 1e-2 * dq1.float().abs().max().item() + 1e-6
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_d256_schedule_rows_without_keys_gpu(schedule):
+    """Causal Nq > Nk (rows that see no key: dq = 0) and 1 ring stage, under each schedule."""
+    _, (dq, _, _) = check(2, 384, 128, 4, 2, torch.bfloat16, causal=True, **SCHEDULES[schedule])
+    assert not dq[:, :256].any()
+    check(1, 320, 256, 6, 2, torch.bfloat16, num_stages=1, **SCHEDULES[schedule])
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_d256_schedule_bwd_into_repeat_gpu(schedule):
+    """bwd_into (the A/B's form) with the library's preprocess, launched twice into the same
+    buffers: dk / dv bitwise V1's both times, dq against float64."""
+    q, k, v, dout, lse, delta, scale, truth, lowp = inputs(2, 1024, 1024, 4, 2, D, torch.bfloat16, False)
+    ref = attention_bwd_d256(q, k, v, dout, lse, delta, scale, False)
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    for _ in range(2):
+        delta2 = torch.full_like(delta, float("nan"))
+        bwd_into(q, k, v, dout, lse, delta2, scale, False, dq, dk, dv, preprocess=lambda _: delta2.copy_(delta),
+                 **SCHEDULES[schedule])
+        assert torch.equal(dk, ref[1]) and torch.equal(dv, ref[2])
+        assert_close("dq", dq, truth[0], lowp[0], 3, torch.bfloat16)
