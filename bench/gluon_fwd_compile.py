@@ -76,12 +76,6 @@ plain / 120 CAUSAL, 16 UTMALDG (24 PERSISTENT), DEPBAR.LE 1 in every tile loop; 
 415 / 413 (406 / 404 without SPLIT_EMPTY), PERSISTENT 412 / 408 without; BLOCK_N 32 x 4 stages 328 /
 323 (half the keys a tile). The last two rows: SPLIT_EMPTY at D = 128 (compiles; not used). The 77
 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
-
-CAUSAL_BANDS (a session-33 helper, offline; the 16th element of a row, compile_fwd(causal_bands=True)):
-the last 3 rows, the CAUSAL kernel one block a CTA with the CTA ids through _tile_of's banded
-heaviest-first order: D = 128 bf16 / fp16 0 spills, 229,712 B, 96 HGMMA, tile loops 490 / 713 / 489 /
-713 (the CAUSAL kernel's); D = 256 0 spills. (D = 64 with 3 consumers spilled 296 bytes: not allowed.)
-The 93 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
 """
 from __future__ import annotations
 
@@ -113,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, split_q=False, causal_bands=False):
+                lean_mask=False, split_empty=False, split_q=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -162,9 +156,6 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "SPLIT_Q" in fn.arg_names:
         sig["SPLIT_Q"] = "constexpr"
         const["SPLIT_Q"] = bool(split_q)
-    if "CAUSAL_BANDS" in fn.arg_names:
-        sig["CAUSAL_BANDS"] = "constexpr"
-        const["CAUSAL_BANDS"] = bool(causal_bands)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -222,7 +213,7 @@ def main(argv=None):
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
-    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, SPLIT_EMPTY[, SPLIT_Q[, CAUSAL_BANDS]]]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
+    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, SPLIT_EMPTY[, SPLIT_Q]]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -335,10 +326,6 @@ def main(argv=None):
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True),
         (128, "bf16", None, None, False, False, False, True, False, False, False, 2, True, False, False, True),
         (128, "bf16", None, None, False, False, True, True, False, False, False, 2, True, False, False, True),
-        # CAUSAL_BANDS (session 33, a helper): the one-block CAUSAL kernel in the banded heaviest-first order
-        (128, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, False, False, True),
-        (128, "fp16", None, None, False, False, True, False, False, False, False, 2, False, False, False, False, True),
-        (256, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, True, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -354,13 +341,12 @@ def main(argv=None):
         lean = bool(len(rest) > 6 and rest[6])
         split = bool(len(rest) > 7 and rest[7])
         splitq = bool(len(rest) > 8 and rest[8])
-        bands = bool(len(rest) > 9 and rest[9])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
                             window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            split_empty=split, causal_bands=bands, **(dict(split_q=True) if splitq else {}))
+                            split_empty=split, **(dict(split_q=True) if splitq else {}))
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
@@ -368,7 +354,7 @@ def main(argv=None):
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
         kind = (f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
-                f"{' split' if split else ''}{' split-q' if splitq else ''}{' bands' if bands else ''}")
+                f"{' split' if split else ''}{' split-q' if splitq else ''}")
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
@@ -380,7 +366,7 @@ def main(argv=None):
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
                     f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
                     f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}"
-                    f"{'_splitq' if splitq else ''}{'_bands' if bands else ''}")
+                    f"{'_splitq' if splitq else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -240,16 +240,6 @@ NUM_CONSUMERS = 3 (session 29, 2026-12-01; routed at D = 64 from 2k: launchers.p
   bench/gluon_fwd_compile.py's table, addresses stripped).
   Routed since session 29's H200 A/B (GLUON_FWD_CONSUMERS = {64: 3}: 1.09-1.15x at 2k-16k).
 
-CAUSAL_BANDS (session 33, a helper, offline; launchers.policy.GLUON_FWD_CAUSAL_BANDS, empty: not
-  routed): the 2-consumer CAUSAL kernel one block a CTA with the CTA's linear id (program_id(1) *
-  n_m + program_id(0), the order in which the hardware hands CTAs to free SMs) mapped through
-  _tile_of's banded heaviest-first order (band: the launcher's forward_gluon.one_block_band()). The
-  default order runs each head's blocks heaviest first, head after head, so the grid ends with the
-  last head's heavy blocks: a dispatch model (bench/wip/gluon-causal-d128-gap.md) puts that tail at
-  +5.5-6.8% of the makespan at 1k-8k (D = 128, 16k tokens). Same blocks, same code per block:
-  bitwise the same outputs. Offline (sm_90a, Triton 3.6.0): D = 128 bf16 / fp16 0 spills, the
-  tile loops (490 / 713 / 489 / 713) and shared memory of the CAUSAL kernel; D = 256 0 spills; the
-  3-consumer CAUSAL kernel spilled 296 bytes with it (160 without): static_assert, 2 consumers only.
 NUM_CONSUMERS = 3 with CAUSAL (session 29, a helper; routed since session 30's H200 A/B,
   launchers.policy.GLUON_FWD_CAUSAL_CONSUMERS = {64: 3}, from 4k: 1.05 / 1.09x the 2-consumer
   kernel at 4k / 16k, bench/gpu/s30_gluon_causal_3wg_ab.py): the CAUSAL
@@ -1417,7 +1407,7 @@ def attn_fwd_gluon_kernel(
     seqlen_q, seqlen_k, nheads, group, qk_scale,
     batch,                           # B; read by PERSISTENT only (the tile count), last so the
                                      # other parameters keep their offsets
-    band,                            # PERSISTENT CAUSAL / CAUSAL_BANDS only: batch x heads a band (_tile_of), >= 1
+    band,                            # PERSISTENT CAUSAL only: batch x heads a band (_tile_of), >= 1
     SCHED,                           # SCHEDULED only: int32 (num_programs + 1 + n_m * B * H,): each
                                      # CTA's first entry, then the blocks (launchers/schedule.py)
     win_left, win_right,             # WINDOW only: the window's sides, >= 0 (Nq + Nk: unbounded)
@@ -1430,7 +1420,6 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, SPLIT_Q: gl.constexpr = False,
-    CAUSAL_BANDS: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1457,9 +1446,6 @@ def attn_fwd_gluon_kernel(
     # so a Q half is free once its own consumer's last S retired
     gl.static_assert((not SPLIT_Q) or (EARLY_Q and PERSISTENT and NUM_CONSUMERS == 2),
                      "SPLIT_Q: the PERSISTENT EARLY_Q 2-consumer forward only")
-    # CAUSAL_BANDS: 2 consumers only (the 3-consumer CAUSAL kernel spilled 296 bytes with it, 160 without)
-    gl.static_assert((not CAUSAL_BANDS) or (CAUSAL and not PERSISTENT and NUM_CONSUMERS == 2),
-                     "CAUSAL_BANDS: the 2-consumer CAUSAL forward one block a CTA (PERSISTENT CAUSAL is banded)")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1506,21 +1492,11 @@ def attn_fwd_gluon_kernel(
         # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
         # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
         # first, as fwd_ws.py's HEAVY_FIRST). WINDOW: blocks of (nearly) equal cost, in order
-        if CAUSAL_BANDS:
-            # (session 33, a helper, offline; launchers.policy.GLUON_FWD_CAUSAL_BANDS) the CTA's
-            # linear id (the order the hardware hands CTAs to free SMs) through PERSISTENT's
-            # banded heaviest-first order (_tile_of): `band` batch x heads together, their
-            # heaviest query blocks first, so the last CTAs dispatched are the light blocks of
-            # the whole grid, not the heavy blocks of the last head (the one-block order's
-            # dispatch tail, bench/wip/gluon-causal-d128-gap.md). Same blocks, same code per block.
-            pid_m, pid_bh = _tile_of(gl.program_id(1) * gl.num_programs(0) + gl.program_id(0), gl.num_programs(0),
-                                     gl.num_programs(1), band, CAUSAL)
+        if CAUSAL:
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
         else:
-            if CAUSAL:
-                pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
-            else:
-                pid_m = gl.program_id(0)
-            pid_bh = gl.program_id(1)                # batch * nheads + head
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)                # batch * nheads + head
         q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
             pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, HALF_M, HEAD_DIM], q_desc.layout)  # (C, HALF_M, D)

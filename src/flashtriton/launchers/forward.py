@@ -18,8 +18,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_causal_bands, gluon_fwd_consumers, gluon_fwd_dropout,
-                     gluon_fwd_persistent, gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask,
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
+                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask,
                      gluon_fwd_window_scheduled, gluon_fwd_window_split_q, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
@@ -105,12 +105,8 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         persistent = gluon_fwd_persistent(causal)
-        consumers = gluon_fwd_consumers(bd, causal, persistent)
-        # policy.GLUON_FWD_CAUSAL_BANDS (empty: not routed): the one-block causal kernel's banded order
-        bands = (dict(causal_bands=True) if causal and not persistent and consumers == 2
-                 and gluon_fwd_causal_bands(bd, seqlen_q, seqlen_k) else {})
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
-                               num_consumers=consumers, **bands)
+                               num_consumers=gluon_fwd_consumers(bd, causal, persistent))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         kind = gluon_kind(params)                      # the key of policy.gluon_fwd_dropout's table

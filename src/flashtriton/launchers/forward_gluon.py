@@ -219,7 +219,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, split_q: bool = False, causal_bands: bool = False):
+                 split_empty: bool = False, split_q: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -239,9 +239,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    split_q: the kernel's SPLIT_Q (with early_q only: check_split_q).
-    causal_bands: the kernel's CAUSAL_BANDS (one block a CTA, 2 consumers, causal after
-    window_args, no dropout: check_causal_bands), band defaulting to one_block_band()."""
+    split_q: the kernel's SPLIT_Q (with early_q only: check_split_q)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -256,12 +254,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # scheduled: a deal of causal or windowed blocks (a window that window_args made the plain mask
     # has nothing to deal: prepare refuses it, fwd_into's route runs it unscheduled)
     scheduled = bool(scheduled) and bool(persistent) and (causal or windowed)
-    if causal_bands:
-        assert causal and not persistent and num_consumers == 2 and dropout_p == 0, "causal_bands: check_causal_bands"
     if band is None:
-        if causal_bands:
-            band = one_block_band(o.device, nk, d, h // hk, q.element_size(), b * h)
-        elif persistent and causal:
+        if persistent and causal:
             band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h)
         elif scheduled:
             band = schedule.WINDOW_SCHED_BAND          # the window deal's bands (schedule.py)
@@ -299,8 +293,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if split_q:
         assert early_q, "split_q: with early_q only"
         extra["SPLIT_Q"] = True
-    if causal_bands:
-        extra["CAUSAL_BANDS"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -329,17 +321,6 @@ def causal_band(device, seqlen_k: int, head_dim: int, group: int, elt: int, n_bh
     return int(max(1, min(n_bh, (l2 * CAUSAL_BAND_L2_SHARE) // per_head)))
 
 
-def one_block_band(device, seqlen_k: int, head_dim: int, group: int, elt: int, n_bh: int) -> int:
-    """Batch x heads a band of the CAUSAL_BANDS one-block order (session 33, a helper): the
-    largest divisor of n_bh not above causal_band(), so that every band is full. A narrow last
-    band puts its heads' heavy blocks at the end of the dispatch again: the dispatch model of
-    bench/wip/gluon-causal-d128-gap.md (132 SMs, D = 128, 16k tokens, H = 16) gives a makespan
-    tail of +5.6% at 8k with causal_band()'s 5 of 32 heads, +1.0% with 4 (2k: 23 of 128 -> 16,
-    +1.5 / +1.6%; 4k: 11 of 64 -> 8, +1.2 / +1.3%)."""
-    cap = causal_band(device, seqlen_k, head_dim, group, elt, n_bh)
-    return max(x for x in range(1, cap + 1) if n_bh % x == 0)
-
-
 _L2: dict = {}
 
 
@@ -353,7 +334,7 @@ def _l2_bytes(device) -> int:
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
              num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             split_empty: bool | None = None, split_q: bool = False, causal_bands: bool = False) -> None:
+             split_empty: bool | None = None, split_q: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -374,10 +355,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     check_lean_mask's rule, a ValueError if the route asks for it elsewhere). scheduled: the
     host's deal of the blocks, persistent causal calls or (policy.gluon_fwd_window_scheduled
     says when) windows in the routed form (early_q and lean_mask taken); dropped elsewhere. split_q: the EARLY_Q
-    kernel's SPLIT_Q (policy.gluon_fwd_window_split_q says when); only where early_q is taken.
-    causal_bands: the CAUSAL one-block kernel's CAUSAL_BANDS order (policy.gluon_fwd_causal_bands
-    says when; taken only by a causal, non-persistent, 2-consumer call without window or dropout,
-    else ignored)."""
+    kernel's SPLIT_Q (policy.gluon_fwd_window_split_q says when); only where early_q is taken."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -393,16 +371,13 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     # scheduled: the causal deal (no window), or the window deal in the routed window form (a window
     # that window_args keeps, with EARLY_Q and LEAN_MASK: check_scheduled's rule)
     windowed = window is not None and window_args(window, causal, q.shape[1], k.shape[1])[1]
-    causal_bands = (bool(causal_bands) and causal and not persistent and num_consumers == 2 and window is None
-                    and dropout_p == 0)
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=(scheduled and persistent and d not in PLAIN_CAUSAL_ONLY
                             and ((causal and window is None) or (windowed and early_q and lean_mask))),
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
                  **(dict(split_empty=True) if split_empty else {}),
-                 **(dict(split_q=True) if split_q and early_q else {}),
-                 **(dict(causal_bands=True) if causal_bands else {}))()
+                 **(dict(split_q=True) if split_q and early_q else {}))()
 
 
 def check_scheduled(scheduled, persistent, causal, window, w_causal, w_window, dropout_p, early_q=False,
@@ -509,8 +484,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, split_q: bool = False,
-            causal_bands: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None, split_q: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -533,9 +507,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
     bitwise the same outputs). split_q: the EARLY_Q kernel's SPLIT_Q (check_split_q; a Q barrier
-    pair a consumer: bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim).
-    causal_bands: the CAUSAL one-block kernel's CAUSAL_BANDS order (check_causal_bands; band: its
-    batch x heads a band, default one_block_band(); bitwise the same outputs)."""
+    pair a consumer: bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
@@ -559,9 +531,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError(f"num_programs: expected a positive int or None, got {num_programs!r}")
     if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 1):
         raise ValueError(f"band: expected a positive int or None, got {band!r}")
-    check_causal_bands(causal_bands, persistent, w_causal and not w_window, num_consumers, dropout_p, pingpong)
-    if not persistent and (num_programs is not None or (band is not None and not causal_bands)):
-        raise ValueError("num_programs, band: only with persistent=True (band also with causal_bands=True)")
+    if not persistent and (num_programs is not None or band is not None):
+        raise ValueError("num_programs, band: only with persistent=True")
     if band is not None and not (w_causal or (scheduled and w_window)):   # (review, session 24) after window_args
         raise ValueError("band: only with causal=True (the causal tile order) or scheduled=True with a window "
                          "(the window deal's bands)")
@@ -577,19 +548,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, split_q, causal_bands=bool(causal_bands))
-
-
-def check_causal_bands(causal_bands, persistent, causal, num_consumers, dropout_p, pingpong) -> None:
-    """causal_bands (the kernel's CAUSAL_BANDS, session 33 helper): a bool, True only for the
-    causal forward (after window_args) one block a CTA with 2 consumers, no dropout, no pingpong;
-    ValueError otherwise. (PERSISTENT CAUSAL has its banded order already; the 3-consumer causal
-    kernel spilled 296 bytes with it offline, 160 without.)"""
-    if not isinstance(causal_bands, bool):
-        raise ValueError(f"causal_bands: expected a bool, got {causal_bands!r}")
-    if causal_bands and (persistent or not causal or num_consumers != 2 or dropout_p != 0 or pingpong):
-        raise ValueError("causal_bands=True: the causal forward one block a CTA only (causal=True, persistent=False, "
-                         "2 consumers; no window, dropout or pingpong)")
+                        lean_mask, split_empty and num_consumers == 2, split_q)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
@@ -597,7 +556,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
                         early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        split_q: bool = False, causal_bands: bool = False):
+                        split_q: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -612,5 +571,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, split_q=split_q,
-                   causal_bands=causal_bands)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, split_q=split_q)()

@@ -146,15 +146,6 @@ GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # 1.05x / 1.09x. Routed with GLUON_FWD_CAUSAL_MIN_N[64] 16k -> 4k (2k stays on fwd_ws.py).
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
-# The causal Gluon forward one block a CTA (2 consumers) in the CAUSAL_BANDS order (session 33, a
-# helper, offline; kernels/fwd_gluon.py): the CTAs' linear ids through PERSISTENT's banded
-# heaviest-first order, bands of forward_gluon.one_block_band() batch x heads, instead of each
-# head's blocks heaviest first, head after head. A dispatch model (bench/wip/gluon-causal-d128-gap.md)
-# puts today's order's tail at +5.5-6.8% of the makespan at 1k-8k (the last head's heavy blocks
-# start last), ~1% at 16k, the banded order's at ~1-1.6%. Same blocks, same code per block: bitwise
-# the same outputs. {BLOCK_D: min(Nq, Nk) from which it applies}; empty until the A/B
-# (bench/gpu/s33_causal_d128_ab.py, its docstring's rule) has run.
-GLUON_FWD_CAUSAL_BANDS: dict[int, int] = {}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -613,12 +604,6 @@ def gluon_fwd_window(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: in
                          block_m, block_n):
         return False
     return _warp_spec_switch(q)
-
-
-def gluon_fwd_causal_bands(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a causal forward that gluon_fwd sent to the 2-consumer Gluon kernel one block a CTA
-    runs its CAUSAL_BANDS order (table GLUON_FWD_CAUSAL_BANDS, by BLOCK_D and min(Nq, Nk))."""
-    return _listed_from(GLUON_FWD_CAUSAL_BANDS, bd, seqlen_q, seqlen_k)
 
 
 def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
