@@ -533,15 +533,11 @@ def test_window_checked_before_device():
 
 
 
-@pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")
 @pytest.mark.parametrize("window", [(100, 0), (100, -1), (0, 0)])
-def test_scheduled_window_reaches_the_device_check(window):
-    """SCHEDULED dealt causal blocks only until session 33; windows the WINDOW kernel runs are dealt
-    too now, in the routed window form (EARLY_Q, LEAN_MASK; schedule.window_schedule;
-    tests/test_fwd_gluon_window_opt.py has the rest)."""
-    with pytest.raises(ValueError, match=r"needs a CUDA \(Hopper\) device|needs compute capability 9"):
-        attention_fwd_gluon(*qkv(), 0.1, causal=True, persistent=True, scheduled=True, window=window, early_q=True,
-                            lean_mask=True)
+def test_rejects_scheduled_window(window):
+    """SCHEDULED deals causal blocks only: a window other than the causal one is refused."""
+    with pytest.raises(ValueError, match=r"^scheduled=True does not support window="):
+        attention_fwd_gluon(*qkv(), 0.1, causal=True, persistent=True, scheduled=True, window=window)
 
 
 @pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")

@@ -350,36 +350,6 @@ D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GL
   SASS: byte-identical to before (all 77 of the table before these rows, addresses stripped;
   bench/gluon_fwd_sass_hash.py).
 
-WINDOW_DEAL and SPLIT_Q (a session-33 helper, 2026-12-02, offline, not routed: launchers.policy.
-  GLUON_FWD_WINDOW_SCHEDULED / GLUON_FWD_WINDOW_SPLIT_Q empty; A/B bench/gpu/s33_window_opt_ab.py;
-  write-up bench/wip/gluon-window-opt.md). Issue 3: the routed window forward (PERSISTENT EARLY_Q
-  LEAN_MASK) at (1024, 0), 16k, 0.70-0.74x causal. Two levers, both bitwise the same outputs:
-  - SCHEDULED with WINDOW (no new code in the partitions; the static_assert that refused the pair
-    now asks PERSISTENT): the host deals the window's blocks longest first (launchers/schedule.py
-    window_schedule, costs _tile_coords' n_load + BLOCK_OVERHEAD_TILES). The kernel's round robin
-    gives 60 of the 132 CTAs 16 full blocks (144 key tiles) at 16k against a mean of 135.3 tiles /
-    15.5 blocks, since each sequence's first 8 blocks load 1..8 tiles: the makespan is 6.0% (16k) /
-    7.2% (4k) over the mean; the deal's is within 1%. Offline: 0 spills in the routed form (EARLY_Q,
-    LEAN_MASK, D = 128, bf16 / fp16; tile loops those of the round-robin kernel within 1); without
-    EARLY_Q / LEAN_MASK it spilled 64 bytes, at D = 64 with EARLY_Q 8: the launcher (check_scheduled)
-    takes the routed form only.
-  - SPLIT_Q (EARLY_Q only, 2 consumers): q_bar and q_free become a pair of barriers, one a
-    consumer (count 1 each). The loader waits q_free[w] and loads Q half w into q_smem[w] on
-    q_bar[w], w = 0 then 1; consumer w waits q_bar[w] and arrives on q_free[w] after its own last S
-    (EARLY_Q's rule). Before, the next block's Q waited for both consumers' last S and both waited
-    for the whole Q: when that load's latency is exposed the two warpgroups restart each block in
-    the same phase (S_0 together, the peel's softmax together with the tensor pipe idle) instead
-    of the staggered phase their free-running steps settle into. Protocol: each barrier of a pair
-    completes once a block; consumer w's Q half is read only by its own S wgmmas, and EARLY_Q's O
-    leaves by global stores, so half w is free after consumer w's last S; the loader cannot issue
-    half w of block it + 1 before consumer w's arrival of block it, which follows its q_bar[w] wait
-    of block it: every q_bar[w] stays within one phase of consumer w (the parity waits hold), and
-    the loader issues all of block it's K / V tiles before it waits on block it + 1's q_free, so no
-    consumer waits on a tile behind a Q wait of the other (no deadlock). 240 / 240 / 24 registers,
-    0 spills, + 24 B of shared memory (229,768 against 229,744: two more mbarriers, aligned).
-  Without SCHEDULED-with-WINDOW / SPLIT_Q every variant's SASS is byte-identical (all of
-  bench/gluon_fwd_compile.py's table before these rows; bench/gluon_fwd_sass_hash.py).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -704,20 +674,12 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
         for j in range(0, n_pre):
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
-        if q_bar.shape[0] == 2:
-            # SPLIT_Q (EARLY_Q, 2 consumers): each Q half has its own barriers; half w loads as soon as
-            # consumer w's S of the previous block's last tile retired (q_free[w]), not both
-            for w in gl.static_range(2):
-                mbarrier.wait(q_free.index(w), (it & 1) ^ 1)
-                mbarrier.expect(q_bar.index(w), q_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(q_desc, [q_row + w * HALF_M, q_col], q_bar.index(w), q_smem.index(w))
-        else:
-            mbarrier.wait(q_free, (it & 1) ^ 1)
-            mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
-            tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
-            if NUM_CONSUMERS == 3:
-                tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
+        mbarrier.wait(q_free, (it & 1) ^ 1)
+        mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
+        tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+        if NUM_CONSUMERS == 3:
+            tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
         for j in range(n_pre, n_load):
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
@@ -1082,11 +1044,6 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
     arithmetic, fewer instructions."""
     dtype: gl.constexpr = q_smem.dtype
-    if q_bar.shape[0] == 2:
-        # SPLIT_Q (EARLY_Q, 2 consumers; the kernel's doc): this warpgroup's own Q barriers, one
-        # arrival / one Q half each
-        q_bar = q_bar.index(WG)
-        q_free = q_free.index(WG)
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -1419,7 +1376,7 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
-    LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, SPLIT_Q: gl.constexpr = False,
+    LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1431,21 +1388,13 @@ def attn_fwd_gluon_kernel(
                          and not (WINDOW or DROPOUT or SCHEDULED or PINGPONG),
                          "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
-    # SCHEDULED with WINDOW (session 33, a helper, offline; WINDOW_DEAL in the docstring): the host's
-    # longest-first deal of the window's blocks (launchers/schedule.py window_schedule). Nothing in
-    # the partitions changes: _block_of reads the block, _tile_coords its tiles, as for CAUSAL
-    gl.static_assert(not (SCHEDULED and WINDOW) or PERSISTENT, "SCHEDULED: PERSISTENT only")
+    gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
     # D = 256 (a session-31 helper; routed in session 32): plain / CAUSAL, one block a CTA or
     # PERSISTENT, 2 consumers, BLOCK_N 64 x 2 stages (D256 in the docstring). SPLIT_EMPTY: K's and
     # V's stages released apart (2 consumers only: _fwd_drain / _fwd_skip_tiles release both at once)
     gl.static_assert((HEAD_DIM != 256) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or EARLY_Q or LEAN_MASK)),
                      "HEAD_DIM = 256: the 2-consumer plain / CAUSAL forward (no window, dropout, EARLY_Q)")
     gl.static_assert((not SPLIT_EMPTY) or NUM_CONSUMERS == 2, "SPLIT_EMPTY: 2 consumers only")
-    # SPLIT_Q (a session-33 helper, offline; the docstring's SPLIT_Q): the EARLY_Q kernel with a
-    # q_bar / q_free pair a consumer (the Q halves load apart). EARLY_Q's O leaves by global stores,
-    # so a Q half is free once its own consumer's last S retired
-    gl.static_assert((not SPLIT_Q) or (EARLY_Q and PERSISTENT and NUM_CONSUMERS == 2),
-                     "SPLIT_Q: the PERSISTENT EARLY_Q 2-consumer forward only")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1502,10 +1451,7 @@ def attn_fwd_gluon_kernel(
     q_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, HALF_M, HEAD_DIM], q_desc.layout)  # (C, HALF_M, D)
     k_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], k_desc.layout)   # (S, BLOCK_N, D)
     v_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_N, HEAD_DIM], v_desc.layout)   # (S, BLOCK_N, D)
-    if SPLIT_Q:
-        q_bar = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())   # a Q half each
-    else:
-        q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     k_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     v_ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     # kv_empty[s] (s < NUM_STAGES): stage s free again; SPLIT_EMPTY: kv_empty[s] K's stage s and
@@ -1515,11 +1461,7 @@ def attn_fwd_gluon_kernel(
     else:
         kv_empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())               # PINGPONG
-    if SPLIT_Q:
-        mbarrier.init(q_bar.index(0), count=1)
-        mbarrier.init(q_bar.index(1), count=1)
-    else:
-        mbarrier.init(q_bar, count=1)
+    mbarrier.init(q_bar, count=1)
     mbarrier.init(turn.index(0), count=1)
     mbarrier.init(turn.index(1), count=1)
     for i in gl.static_range(NUM_STAGES):
@@ -1532,14 +1474,8 @@ def attn_fwd_gluon_kernel(
     if PERSISTENT:
         # O of a block leaves through Q's buffer: the next block's Q load waits until both
         # consumers' TMA stores are done (one arrival each, after tma.store_wait)
-        if SPLIT_Q:
-            # one barrier a consumer (its own arrival after its last S of the block, EARLY_Q)
-            q_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
-            mbarrier.init(q_free.index(0), count=1)
-            mbarrier.init(q_free.index(1), count=1)
-        else:
-            q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-            mbarrier.init(q_free, count=NUM_CONSUMERS)
+        q_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+        mbarrier.init(q_free, count=NUM_CONSUMERS)
     else:
         q_free = q_bar                               # never touched (PERSISTENT only)
     fence_async_shared()
@@ -1604,11 +1540,7 @@ def attn_fwd_gluon_kernel(
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
                                         WINDOW, NUM_CONSUMERS, EARLY_Q)),
             ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-        if SPLIT_Q:
-            mbarrier.invalidate(q_free.index(0))
-            mbarrier.invalidate(q_free.index(1))
-        else:
-            mbarrier.invalidate(q_free)
+        mbarrier.invalidate(q_free)
     elif NUM_CONSUMERS == 3:
         # CAUSAL, one block a CTA, three 64-row consumers (_fwd_consume_causal3: each its own
         # tile count within the block's n_load, the rest drained; a consumer past the sequence's
@@ -1646,11 +1578,7 @@ def attn_fwd_gluon_kernel(
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
-    if SPLIT_Q:
-        mbarrier.invalidate(q_bar.index(0))
-        mbarrier.invalidate(q_bar.index(1))
-    else:
-        mbarrier.invalidate(q_bar)
+    mbarrier.invalidate(q_bar)
     mbarrier.invalidate(turn.index(0))
     mbarrier.invalidate(turn.index(1))
     for i in gl.static_range(NUM_STAGES):

@@ -19,8 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
-                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask,
-                     gluon_fwd_window_scheduled, gluon_fwd_window_split_q, gluon_kind,
+                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -121,13 +120,8 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
         # policy.GLUON_FWD_WINDOW_LEAN_MASK (the same, with EARLY_Q): the masked tiles' cheaper mask
         lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}
-        # policy.GLUON_FWD_WINDOW_SCHEDULED (empty: off): the persistent kernel's blocks dealt by the host
-        sched = dict(scheduled=True) if early and lean and gluon_fwd_window_scheduled(bd, seqlen_q, seqlen_k) else {}
-        # policy.GLUON_FWD_WINDOW_SPLIT_Q (empty: off): EARLY_Q with a Q barrier pair a consumer
-        if early and gluon_fwd_window_split_q(bd, seqlen_q, seqlen_k):
-            sched["split_q"] = True
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
-                               window=(params.window_left, params.window_right), **early, **lean, **sched)
+                               window=(params.window_left, params.window_right), **early, **lean)
         return out, lse
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)

@@ -11,12 +11,7 @@ persistent=True: the kernel's PERSISTENT variant, grid = num_programs CTAs (defa
 device's SM count), each looping over (query block, batch x head) tiles; the route
 (fwd_into) takes it for non-causal calls (policy.GLUON_FWD_PERSISTENT, session 24).
 scheduled=True (persistent causal; A/B only, not routed): the blocks dealt by the host
-(launchers/schedule.py). With a window (session 33, a helper, offline; switch
-policy.GLUON_FWD_WINDOW_SCHEDULED, empty = off): the WINDOW kernel's blocks dealt longest first
-(schedule.window_schedule; the light first blocks of each sequence last), bitwise the same outputs.
-split_q=True (with early_q; session 33, a helper, offline; switch policy.GLUON_FWD_WINDOW_SPLIT_Q,
-empty = off): the kernel's SPLIT_Q, a Q barrier pair a consumer (the two Q halves load apart, so
-the block boundary no longer lines the two consumers up); bitwise the same outputs.
+(launchers/schedule.py).
 
 causal=True is the library's bottom-right causal mask (query i sees key j iff
 j <= i + Nk - Nq; a row that sees no key, Nq > Nk, gets O = 0 and lse = +inf).
@@ -219,18 +214,16 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, split_q: bool = False):
+                 split_empty: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
     (min(num_programs, tiles),), num_programs defaulting to the device's SM count; band
     (PERSISTENT CAUSAL's tile order, kernels/fwd_gluon.py _tile_of) defaulting to
     causal_band(). scheduled (persistent causal only): the host's longest-first deal
-    (launchers/schedule.py) instead of the kernel's banded round robin; with a window that
-    window_args keeps (the WINDOW kernel) the window deal (schedule.window_schedule, bands of
-    band or WINDOW_SCHED_BAND batch x heads). window: None or
+    (launchers/schedule.py) instead of the kernel's banded round robin. window: None or
     (left, right), through window_args (which may turn it into the plain or the CAUSAL
-    kernel; prepare checks scheduled with it beforehand, check_scheduled). dropout_p > 0: the DROPOUT
+    kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
     (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
     persistent or causal one block a CTA, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
@@ -238,8 +231,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
-    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    split_q: the kernel's SPLIT_Q (with early_q only: check_split_q)."""
+    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -251,31 +243,16 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     v, v_desc = _desc(v, block_n)
     o_view, o_desc = _desc(o, wg_rows)
     assert o_view is o, "o must be a (B, N, H, D) contiguous buffer"
-    # scheduled: a deal of causal or windowed blocks (a window that window_args made the plain mask
-    # has nothing to deal: prepare refuses it, fwd_into's route runs it unscheduled)
-    scheduled = bool(scheduled) and bool(persistent) and (causal or windowed)
     if band is None:
-        if persistent and causal:
-            band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h)
-        elif scheduled:
-            band = schedule.WINDOW_SCHED_BAND          # the window deal's bands (schedule.py)
-        else:
-            band = 1
+        band = causal_band(o.device, nk, d, h // hk, q.element_size(), b * h) if persistent and causal else 1
     # (review, session 24) a band wider than B * H deals the same order; capped, n_m * band
     # stays far below 2^31 in the kernel's int32 arithmetic (band = 2^28 wrapped it: a
     # negative pid_bh and an lse store before the buffer)
     band = min(band, b * h)
     qk_scale = float(softmax_scale) * LOG2E
     # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
-    if scheduled and windowed:
-        # (plans.persistent: the cached schedule is a constant of a launch plan, so a recorded call
-        # replays with it instead of refusing the unplaced tensor)
-        sched = plans.persistent(schedule.window_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n,
-                                                          win_left, win_right))
-    elif scheduled:
-        sched = schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
-    else:
-        sched = lse
+    sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
+             if scheduled else lse)
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
     rng_arg = rng if dropout else lse
@@ -290,9 +267,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if split_empty:
         assert num_consumers == 2, "split_empty: 2 consumers only"
         extra["SPLIT_EMPTY"] = True
-    if split_q:
-        assert early_q, "split_q: with early_q only"
-        extra["SPLIT_Q"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -334,7 +308,7 @@ def _l2_bytes(device) -> int:
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
              num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             split_empty: bool | None = None, split_q: bool = False) -> None:
+             split_empty: bool | None = None) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -352,10 +326,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
     where check_early_q allows it and out has packed rows, else the call runs as without).
     lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when;
-    check_lean_mask's rule, a ValueError if the route asks for it elsewhere). scheduled: the
-    host's deal of the blocks, persistent causal calls or (policy.gluon_fwd_window_scheduled
-    says when) windows in the routed form (early_q and lean_mask taken); dropped elsewhere. split_q: the EARLY_Q
-    kernel's SPLIT_Q (policy.gluon_fwd_window_split_q says when); only where early_q is taken."""
+    check_lean_mask's rule, a ValueError if the route asks for it elsewhere)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -368,42 +339,11 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     # (D = 256: policy routes plain / causal calls only, PLAIN_CAUSAL_ONLY; split_empty None: SPLIT_EMPTY_DEFAULT)
     split_empty = (d in SPLIT_EMPTY_DEFAULT if split_empty is None else bool(split_empty)) and num_consumers == 2
-    # scheduled: the causal deal (no window), or the window deal in the routed window form (a window
-    # that window_args keeps, with EARLY_Q and LEAN_MASK: check_scheduled's rule)
-    windowed = window is not None and window_args(window, causal, q.shape[1], k.shape[1])[1]
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
-                 scheduled=(scheduled and persistent and d not in PLAIN_CAUSAL_ONLY
-                            and ((causal and window is None) or (windowed and early_q and lean_mask))),
+                 scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
-                 **(dict(split_empty=True) if split_empty else {}),
-                 **(dict(split_q=True) if split_q and early_q else {}))()
-
-
-def check_scheduled(scheduled, persistent, causal, window, w_causal, w_window, dropout_p, early_q=False,
-                    lean_mask=False) -> None:
-    """scheduled (the kernel's SCHEDULED: the host's deal of the blocks, launchers/schedule.py): a
-    bool, True only with persistent=True and a causal mask (causal=True, or a window that
-    window_args makes causal) or (session 33) a window that window_args keeps (the WINDOW kernel;
-    w_causal / w_window: window_args' verdict) in the routed form, early_q=True and lean_mask=True
-    (no dropout; the form that compiles without spills: SCHEDULED WINDOW without EARLY_Q / LEAN_MASK
-    spilled 64 bytes, D = 64 with EARLY_Q 8, sm_90a offline); ValueError naming it otherwise.
-    Needs no GPU."""
-    if not isinstance(scheduled, bool):
-        raise ValueError(f"scheduled: expected a bool, got {scheduled!r}")
-    if not scheduled:
-        return
-    if not (persistent and (causal or window is not None)):
-        raise ValueError("scheduled=True needs persistent=True and causal=True or a window (a deal of causal "
-                         "or windowed blocks)")
-    if not (w_causal or w_window):
-        raise ValueError(f"scheduled=True: window={window!r} is the plain mask (no edge within the sequences): "
-                         "no blocks of unequal cost to deal")
-    if w_window and dropout_p != 0:
-        raise ValueError("scheduled=True with a window: no dropout (the window deal is compiled without it)")
-    if w_window and not (early_q is True and lean_mask is True):
-        raise ValueError("scheduled=True with a window: with early_q=True and lean_mask=True only (the routed "
-                         "window form; the others spilled offline)")
+                 **(dict(split_empty=True) if split_empty else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -448,16 +388,6 @@ def check_split_empty(split_empty, num_consumers) -> None:
         raise ValueError("split_empty=True: the 2-consumer kernel only (num_consumers=3 releases K and V together)")
 
 
-def check_split_q(split_q, early_q) -> None:
-    """split_q (the kernel's SPLIT_Q, a session-33 helper): a bool, True only with early_q=True (the
-    EARLY_Q kernel frees a Q half on its own consumer's last S; check_early_q has the rest);
-    ValueError naming it otherwise. Needs no GPU."""
-    if not isinstance(split_q, bool):
-        raise ValueError(f"split_q: expected a bool, got {split_q!r}")
-    if split_q and early_q is not True:
-        raise ValueError("split_q=True: with early_q=True only (the persistent 2-consumer EARLY_Q forward)")
-
-
 def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> None:
     """early_q (the kernel's EARLY_Q, session 29 helper): a bool, True only with persistent=True,
     2 consumers, no dropout and no pingpong; ValueError naming it otherwise. Needs no GPU."""
@@ -484,18 +414,16 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, split_q: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
     persistent: the PERSISTENT kernel on min(num_programs, tiles) CTAs (num_programs:
     default the SM count; a positive int, e.g. small in tests so that every CTA loops);
-    scheduled: (persistent causal, or persistent with a window and no dropout) the host's
-    longest-first deal of the blocks (launchers/schedule.py, check_scheduled; the same result
-    bitwise, another order);
+    scheduled: (persistent causal) the host's longest-first deal of the blocks
+    (launchers/schedule.py; the same result bitwise, another order);
     band: PERSISTENT CAUSAL's batch x heads a band (default causal_band(); any positive
-    int gives the same result, only the order of the blocks changes), or the window deal's
-    (scheduled with a window; default schedule.WINDOW_SCHED_BAND). window: (left, right)
+    int gives the same result, only the order of the blocks changes). window: (left, right)
     sliding window (window_args; ValueError before any launch when malformed). dropout_p,
     rng: dropout with the library's mask (check_dropout: p in [0, 1), rng the int64 (seed,
     offset) tensor on q's device when p > 0; e.g. flashtriton's own rng state, or
@@ -506,12 +434,10 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
-    bitwise the same outputs). split_q: the EARLY_Q kernel's SPLIT_Q (check_split_q; a Q barrier
-    pair a consumer: bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
+    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
-    check_split_q(split_q, early_q)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
@@ -533,10 +459,13 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError(f"band: expected a positive int or None, got {band!r}")
     if not persistent and (num_programs is not None or band is not None):
         raise ValueError("num_programs, band: only with persistent=True")
-    if band is not None and not (w_causal or (scheduled and w_window)):   # (review, session 24) after window_args
-        raise ValueError("band: only with causal=True (the causal tile order) or scheduled=True with a window "
-                         "(the window deal's bands)")
-    check_scheduled(scheduled, persistent, causal, window, w_causal, w_window, dropout_p, early_q, lean_mask)
+    if band is not None and not w_causal:      # (review, session 24) the kernel's causal, after window_args
+        raise ValueError("band: only with causal=True (the causal tile order)")
+    if scheduled and not (persistent and causal):
+        raise ValueError("scheduled=True needs persistent=True and causal=True (a deal of causal blocks)")
+    if scheduled and (w_window or not w_causal):
+        raise ValueError(f"scheduled=True does not support window={window!r} (a deal of causal blocks; "
+                         "the window (-1, 0) is causal)")
     if q.device.type != "cuda":
         raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)
@@ -548,15 +477,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, split_q)
+                        lean_mask, split_empty and num_consumers == 2)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        split_q: bool = False):
+                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -571,4 +499,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, split_q=split_q)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty)()

@@ -178,24 +178,6 @@ GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {128: 4096}
 # EARLY_Q +5.4% / +1.7% (above), outputs bitwise: routed with EARLY_Q from 4k. Launch plans key
 # on the call: plans.clear() after changing it.
 GLUON_FWD_WINDOW_LEAN_MASK: dict[int, int] = {128: 4096}
-# Sliding-window forwards whose PERSISTENT (EARLY_Q) WINDOW kernel takes its blocks from the host's
-# longest-first deal (SCHEDULED; launchers/schedule.py window_schedule: each sequence's light first
-# blocks last, onto the CTAs with a full block fewer; bitwise the same outputs; a session-33
-# helper, offline): BLOCK_D -> the shortest min(Nq, Nk) from which; only where
-# GLUON_FWD_WINDOW_EARLY_Q makes the call persistent. Empty = off (the kernel's round robin).
-# Offline estimate (bench/wip/gluon-window-opt.md): the round robin's makespan is 6% above the
-# mean at 16k, 7% at 4k; prediction +4-6% band TFLOP/s (bench/gpu/s33_window_opt_ab.py). The
-# schedule is built (and copied to the device) on a shape's first call: not inside a CUDA graph
-# capture. Launch plans key on the call: plans.clear() after changing it.
-GLUON_FWD_WINDOW_SCHEDULED: dict[int, int] = {}
-# Sliding-window forwards whose PERSISTENT EARLY_Q WINDOW kernel runs with SPLIT_Q (kernels/
-# fwd_gluon.py: a q_bar / q_free pair a consumer, so the two Q halves load apart and the block
-# boundary does not line the two consumer warpgroups up; bitwise the same outputs; a session-33
-# helper, offline): BLOCK_D -> the shortest min(Nq, Nk) from which; only where
-# GLUON_FWD_WINDOW_EARLY_Q makes the call persistent. Empty = off. Prediction 0 to +3% on top of
-# the deal (bench/gpu/s33_window_opt_ab.py). Launch plans key on the call: plans.clear() after
-# changing it.
-GLUON_FWD_WINDOW_SPLIT_Q: dict[int, int] = {}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
 # apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
@@ -616,18 +598,6 @@ def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs with
     LEAN_MASK (table GLUON_FWD_WINDOW_LEAN_MASK, by BLOCK_D and min(Nq, Nk))."""
     return _listed_from(GLUON_FWD_WINDOW_LEAN_MASK, bd, seqlen_q, seqlen_k)
-
-
-def gluon_fwd_window_scheduled(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a sliding-window forward that runs the PERSISTENT WINDOW kernel takes the host's
-    deal of its blocks (table GLUON_FWD_WINDOW_SCHEDULED, by BLOCK_D and min(Nq, Nk))."""
-    return _listed_from(GLUON_FWD_WINDOW_SCHEDULED, bd, seqlen_q, seqlen_k)
-
-
-def gluon_fwd_window_split_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a sliding-window forward that runs the PERSISTENT EARLY_Q WINDOW kernel takes its
-    SPLIT_Q variant (table GLUON_FWD_WINDOW_SPLIT_Q, by BLOCK_D and min(Nq, Nk))."""
-    return _listed_from(GLUON_FWD_WINDOW_SPLIT_Q, bd, seqlen_q, seqlen_k)
 
 
 def _listed_from(table: dict, bd: int, seqlen_q: int, seqlen_k: int) -> bool:

@@ -16,15 +16,6 @@ position in the block list (CSR offsets, the last = n_blocks), then the block li
 block as pid_bh * n_m + pid_m, every block exactly once. Order inside a CTA's list: the
 order dealt, band by band (bands of heads whose K / V fit the L2 share, as the banded
 round robin), longest first inside a band: the CTAs running together read one band.
-
-Windows (session 33, a helper, offline; window_schedule): a sliding window's blocks cost the
-same but for each sequence's first ones (at (1024, 0) with 128 x 128 tiles: blocks 0..7 load
-1..8 key tiles, the rest 9), and the kernel's round-robin deal ignores that: at 16k tokens,
-H = 16, 132 CTAs, 60 CTAs get 16 full blocks (144 tiles) against a mean of 135.3 tiles and
-15.5 blocks (+6.4% in tiles, +6.0% with BLOCK_OVERHEAD_TILES a block); at 4k x B 4, 132
-tiles against 122.2. The same LPT deal (window_tiles: the kernel's n_load) puts the light
-blocks last, onto the CTAs with one full block fewer: makespan within ~1% of the mean
-(bands of WINDOW_SCHED_BAND batch x heads keep the K / V the CTAs read together in the L2).
 """
 from __future__ import annotations
 
@@ -43,20 +34,6 @@ def causal_tiles(pid_m: int, seqlen_q: int, seqlen_k: int, block_m: int, block_n
     diag = pid_m * block_m + seqlen_k - seqlen_q
     reach = max(diag + block_m, 0)
     return min(max(-(-reach // block_n), 1), seqlen_k // block_n)
-
-
-def window_tiles(pid_m: int, seqlen_q: int, seqlen_k: int, block_m: int, block_n: int, win_left: int,
-                 win_right: int) -> int:
-    """Key tiles a WINDOW block loads: kernels/fwd_gluon.py _tile_coords' n_load under WINDOW
-    (win_left / win_right as the kernel gets them: >= 0, Nq + Nk for an unbounded side;
-    launchers/forward_gluon.py window_args). At least 1 (a block whose rows see no key loads
-    and masks tile 0)."""
-    n_tiles = seqlen_k // block_n
-    diag = pid_m * block_m + seqlen_k - seqlen_q
-    lo, hi = diag - win_left, diag + win_right
-    t_lo = min(max(lo, 0) // block_n, n_tiles - 1)
-    t_hi = min(-(-max(hi + block_m, 0) // block_n), n_tiles)
-    return max(t_hi - t_lo, 1)
 
 
 def lpt_deal(costs_m: list, n_bh: int, n_prog: int, band: int) -> list:
@@ -103,42 +80,6 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
             _CACHE.clear()
         n_m = seqlen_q // block_m
         costs = [causal_tiles(m, seqlen_q, seqlen_k, block_m, block_n) + BLOCK_OVERHEAD_TILES for m in range(n_m)]
-        sched = pack(lpt_deal(costs, n_bh, n_prog, band)).to(device)
-        _CACHE[key] = sched
-    return sched
-
-
-# Batch x heads a band of the window deal (window_schedule's default; launchers/forward_gluon.py
-# passes min(it, B * H)). Offline (this module's lpt_deal, block cost n_load + 1.5, 132 CTAs,
-# window (1024, 0), D = 128): makespan in tile units at 16k (B * H = 16) round robin 168.0, band 1
-# 163.0, 4 162.0, 8 160.0, 16 160.0 (mean 158.5); at 4k (B * H = 64) 156.0, 150.5, 148.5, 148.0,
-# 147.0 (mean 145.5). The K / V tiles between their first and last use at once (a crude L2
-# footprint, 64 KB a tile): 16k round robin 13 MB, band 8 20 MB, 16 24 MB; 4k 22 / 20 / 24 MB;
-# band 64 at 4k 72 MB, above the H200's 50 MB L2. 8: the balance of 16 at the footprint of the
-# round robin. An estimate: the A/B (bench/gpu/s33_window_opt_ab.py) times 8 and 16.
-WINDOW_SCHED_BAND = 8
-
-
-def window_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, band: int,
-                    block_m: int, block_n: int, win_left: int, win_right: int) -> torch.Tensor:
-    """The SCHEDULED deal of a WINDOW forward's blocks on `device` (window_tiles' costs plus
-    BLOCK_OVERHEAD_TILES, lpt_deal by bands of `band` batch x heads), made once per shape and
-    window and kept, as causal_schedule (the first call of a shape copies it to the device: not
-    capturable in a CUDA graph; build it before a capture)."""
-    key = ("window", str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, win_left, win_right,
-           BLOCK_OVERHEAD_TILES)
-    sched = _CACHE.get(key)
-    if sched is None:
-        if str(device).startswith("cuda") and torch.cuda.is_current_stream_capturing():
-            # a pageable host-to-device copy cannot be captured, and a tensor made in the capture's
-            # pool must not outlive it in this cache
-            raise RuntimeError("window_schedule: a shape's first build falls inside a CUDA-graph capture; "
-                               "run the call once before capturing it")
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        n_m = seqlen_q // block_m
-        costs = [window_tiles(m, seqlen_q, seqlen_k, block_m, block_n, win_left, win_right) + BLOCK_OVERHEAD_TILES
-                 for m in range(n_m)]
         sched = pack(lpt_deal(costs, n_bh, n_prog, band)).to(device)
         _CACHE[key] = sched
     return sched
