@@ -48,8 +48,7 @@ def _desc(dtype, rows, cols):
     return f"tensordesc<{dtype}[{rows}, {cols}],{layout!r}>"
 
 
-def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_regs=DKDV_REGS, dq_atomic=False,
-                 dq_pipe=False, dq_defer=False, vec_early=False, p_early=False, dq_rs=False, probe=0):
+def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_regs=DKDV_REGS, dq_atomic=False):
     """The kernel through GluonASTSource (no launcher): descriptors typed as the launcher makes
     them (Q / dO box (64, 256), K / V (64, 256), dK / dV (64, 128), dq_accum (64, 64) fp32 at
     dq_stage_layout(64))."""
@@ -63,12 +62,9 @@ def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_
                dq_desc=f"tensordesc<fp32[{bm}, 64],{dql!r}>", DQ="*fp32", LSE="*fp32", DELTA="*fp32", seqlen_q="i32",
                seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32", softmax_scale="fp32", qk_scale="fp32",
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
-               CAUSAL="constexpr", ROTATE="constexpr", DKDV_REGS="constexpr", DQ_ATOMIC="constexpr",
-               DQ_PIPE="constexpr", DQ_DEFER="constexpr", VEC_EARLY="constexpr", P_EARLY="constexpr",
-               DQ_RS="constexpr", PROBE="constexpr")
+               CAUSAL="constexpr", ROTATE="constexpr", DKDV_REGS="constexpr", DQ_ATOMIC="constexpr")
     const = dict(HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate,
-                 DKDV_REGS=dkdv_regs, DQ_ATOMIC=dq_atomic, DQ_PIPE=dq_pipe, DQ_DEFER=dq_defer, VEC_EARLY=vec_early,
-                 P_EARLY=p_early, DQ_RS=dq_rs, PROBE=probe)
+                 DKDV_REGS=dkdv_regs, DQ_ATOMIC=dq_atomic)
     # DQ 16-byte aligned, as the JIT specialises a torch tensor's pointer (the v2 reds need 8)
     attrs = {(fn.arg_names.index("DQ"),): [["tt.divisibility", 16]]}
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
@@ -76,7 +72,7 @@ def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
-def compile_jit(dtype, causal, b, nq, nk, h, hk, rotate=True, dq_atomic=False, **switches):
+def compile_jit(dtype, causal, b, nq, nk, h, hk, rotate=True, dq_atomic=False):
     """The launcher's own arguments (CPU tensors) through Triton's JIT binder, stub driver."""
     import torch
     from triton.runtime import driver
@@ -89,7 +85,7 @@ def compile_jit(dtype, causal, b, nq, nk, h, hk, rotate=True, dq_atomic=False, *
     k, v = torch.randn(b, nk, hk, 256, dtype=dt), torch.randn(b, nk, hk, 256, dtype=dt)
     dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
     la = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 256 ** -0.5, causal, rotate,
-                                          D256_CONFIG[2], dq_atomic=dq_atomic, **switches)
+                                          D256_CONFIG[2], dq_atomic=dq_atomic)
     return attn_bwd_d256_gluon_kernel.warmup(*la.args, grid=la.grid, **la.kwargs)
 
 
@@ -157,24 +153,7 @@ def main(argv=None):
                 ("ast fp16 causal", dict(dtype="fp16", causal=True)), ("ast bf16 no-rotate", dict(rotate=False)),
                 ("ast bf16 1 stage", dict(num_stages=1)), ("ast bf16 dkdv 152", dict(dkdv_regs=152)),
                 ("ast bf16 V2 (dq_atomic)", dict(dq_atomic=True)), ("ast fp16 V2", dict(dtype="fp16", dq_atomic=True)),
-                ("ast bf16 V2 causal", dict(dq_atomic=True, causal=True)),
-                # session 33's WG_S schedule switches (bench/wip/gluon-bwd-d256-opt.md)
-                ("ast bf16 pipe (dq_pipe + vec_early)", dict(dq_pipe=True, vec_early=True)),
-                ("ast bf16 pipe causal", dict(dq_pipe=True, vec_early=True, causal=True)),
-                ("ast bf16 pe (dq_pipe + vec_early + p_early)", dict(dq_pipe=True, vec_early=True, p_early=True)),
-                ("ast fp16 pe", dict(dtype="fp16", dq_pipe=True, vec_early=True, p_early=True)),
-                ("ast bf16 pe causal", dict(dq_pipe=True, vec_early=True, p_early=True, causal=True)),
-                ("ast bf16 pers (pe + dq_rs)", dict(dq_pipe=True, vec_early=True, p_early=True, dq_rs=True)),
-                ("ast fp16 pers", dict(dtype="fp16", dq_pipe=True, vec_early=True, p_early=True, dq_rs=True)),
-                ("ast bf16 pers causal", dict(dq_pipe=True, vec_early=True, p_early=True, dq_rs=True, causal=True)),
-                ("ast bf16 rs (dq_rs)", dict(dq_rs=True)),
-                ("ast bf16 defer (dq_defer + dq_pipe + vec_early)", dict(dq_defer=True, dq_pipe=True, vec_early=True)),
-                ("ast bf16 defer causal", dict(dq_defer=True, dq_pipe=True, vec_early=True, causal=True)),
-                ("ast bf16 defer alone (dq_defer)", dict(dq_defer=True)),
-                ("ast bf16 pers probe 1 (no reduce; timing only)", dict(dq_pipe=True, vec_early=True, p_early=True,
-                                                                       dq_rs=True, probe=1)),
-                ("ast bf16 pers probe 2 (no dQ; timing only)", dict(dq_pipe=True, vec_early=True, p_early=True,
-                                                                   dq_rs=True, probe=2))]
+                ("ast bf16 V2 causal", dict(dq_atomic=True, causal=True))]
     results = {}
     for name, kw in variants:
         try:
@@ -189,20 +168,10 @@ def main(argv=None):
                      ("jit fp16 GQA 1k/2k H=8 Hk=2", ("fp16", False, 2, 1024, 2048, 8, 2)),
                      ("jit fp16 causal GQA 2k/1k", ("fp16", True, 2, 2048, 1024, 8, 2)),
                      ("jit bf16 V2 16k B=1 H=8", ("bf16", False, 1, 16384, 16384, 8, 8, True, True)),
-                     ("jit bf16 V2 causal 4k B=4", ("bf16", True, 4, 4096, 4096, 8, 8, True, True)),
-                     ("jit bf16 pe 16k B=1 H=8", ("bf16", False, 1, 16384, 16384, 8, 8),
-                      dict(dq_pipe=True, vec_early=True, p_early=True)),
-                     ("jit bf16 pe causal 4k B=4", ("bf16", True, 4, 4096, 4096, 8, 8),
-                      dict(dq_pipe=True, vec_early=True, p_early=True)),
-                     ("jit bf16 pers 16k B=1 H=8", ("bf16", False, 1, 16384, 16384, 8, 8),
-                      dict(dq_pipe=True, vec_early=True, p_early=True, dq_rs=True)),
-                     ("jit bf16 pers causal 4k B=4", ("bf16", True, 4, 4096, 4096, 8, 8),
-                      dict(dq_pipe=True, vec_early=True, p_early=True, dq_rs=True)),
-                     ("jit bf16 defer 16k B=1 H=8", ("bf16", False, 1, 16384, 16384, 8, 8),
-                      dict(dq_defer=True, dq_pipe=True, vec_early=True))]
-        for name, case, *kw in jit_cases:
+                     ("jit bf16 V2 causal 4k B=4", ("bf16", True, 4, 4096, 4096, 8, 8, True, True))]
+        for name, case in jit_cases:
             try:
-                results[name] = r = row(compile_jit(*case, **(kw[0] if kw else {})))
+                results[name] = r = row(compile_jit(*case))
                 print(fmt(name, r), flush=True)
             except Exception as exc:  # noqa: BLE001
                 print(f"| {name} | {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]} |", flush=True)

@@ -100,27 +100,6 @@ st.shared and the reduce's read), for 8-byte L2 requests in place of bulk reduce
 whether shared memory (V1's bound by the note's count) or L2 binds. The same barrier protocol
 with NUM_PDS = 2 (the arguments above hold with tile g - 2 in place of g - 1).
 
-WG_S SCHEDULE SWITCHES (session 33, a helper, offline; all default OFF, the routed V1's SASS
-byte-identical with them off: bench/d256_bwd_sass_hash.py; design, counts and the prediction:
-bench/wip/gluon-bwd-d256-opt.md; A/B bench/gpu/s33_gluon_bwd_d256_opt_ab.py). None changes the
-barrier protocol, the shared memory (229,752 B) or WG_0 / WG_1 (their loops compile unchanged);
-all are WG_S's order of the same operations (dk / dv bitwise V1's):
-  DQ_PIPE    dQ chunk c + 1's wgmma issued before chunk c is waited (wait(1)) and staged
-             (_d256_dq_tma), so the 4 chunk rounds overlap instead of running wgmma -> wait ->
-             stage serially.
-  VEC_EARLY  lse / delta converted to S^T's query axis before S^T's wait (their st.shared /
-             bar.sync / ld.shared round trips run under S^T / dP^T).
-  P_EARLY    pds_free's wait and P^T's store before dP^T's wait: V1's SASS has 30 of the 32
-             MUFU.EX2 below that wait (ptxas sinks them), so the exponentials never overlap dP^T;
-             with the store (and the try-wait loop's block boundary) all 32 run under it.
-  DQ_RS      dQ's A (dS) loaded once a tile into registers by ldmatrix.trans (16 registers) for
-             the 4 chunk wgmmas (RS), instead of 4 re-reads of dS^T's 8 KB (24 KB a tile of
-             shared-memory traffic less).
-  DQ_DEFER   dQ(g - 1) after S^T / dP^T(g) and tile g's softmax (its dS^T stays in the one buffer
-             until tile g's store; the last tile's dQ after the loop): S^T / dP^T(g) reach the
-             tensor pipe ahead of dK / dV(g - 1). Not with P_EARLY / DQ_RS (static_assert).
-  PROBE      1 / 2: TIMING ONLY (dq wrong): no reduce-add, or no dQ at all (the A/B's probes).
-
 GQA: the ring walks group x n_m tiles (the group's query heads one after the other), dK / dV
 summed over the group in the registers, dQ reduce-added into each query head's own rows.
 
@@ -199,9 +178,7 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
                   pds_free, kv_free, dq_desc, DQ, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
                   softmax_scale, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DQ_ATOMIC: gl.constexpr,
-                  NUM_PDS: gl.constexpr, DQ_PIPE: gl.constexpr = False, DQ_DEFER: gl.constexpr = False,
-                  VEC_EARLY: gl.constexpr = False, P_EARLY: gl.constexpr = False, DQ_RS: gl.constexpr = False,
-                  PROBE: gl.constexpr = 0):
+                  NUM_PDS: gl.constexpr):
     """WG_S: S^T, dP^T, P^T, dS^T (scaled) of every ring tile, P^T / dS^T handed to WG_0 / WG_1
     through shared memory (buffer g % NUM_PDS), and dQ = dS K in D / DQ_CHUNK chunks, TMA
     reduce-added (DQ_ATOMIC: D / DQ_CHUNK_ATOMIC chunks by red.global.add.v2.f32, _d256_dq_red)."""
@@ -240,15 +217,8 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
         do = do_smem.index(stage)                                              # (BLOCK_M, D) smem
         s_tok = warpgroup_mma(k_smem, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
         dp_tok = warpgroup_mma(v_smem, do.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-        if VEC_EARLY:
-            # lse / delta into the query axis of S^T while S^T / dP^T run (the conversion's
-            # st.shared / bar.sync / ld.shared round trips leave the chain after S^T's wait)
-            lse_v = gl.convert_layout(lse_c, col)                              # (BLOCK_M,)
-            delta = gl.convert_layout(delta_c, col)                            # (BLOCK_M,)
-            s = warpgroup_mma_wait(1, deps=[s_tok])                            # (BLOCK_N, BLOCK_M) fp32
-        else:
-            s = warpgroup_mma_wait(1, deps=[s_tok])                            # (BLOCK_N, BLOCK_M) fp32
-            lse_v = gl.convert_layout(lse_c, col)                              # (BLOCK_M,)
+        s = warpgroup_mma_wait(1, deps=[s_tok])                                # (BLOCK_N, BLOCK_M) fp32
+        lse_v = gl.convert_layout(lse_c, col)                                  # (BLOCK_M,)
         x = s * qk_scale - gl.expand_dims(lse_v * LOG2E, 0)                    # (BLOCK_N, BLOCK_M) log2 units
         if CAUSAL:
             # only the diagonal tile (rel = 0) hides keys: rel is a multiple of 64 (module doc);
@@ -259,51 +229,25 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
                 offs_r = gl.arange(0, BLOCK_M, layout=col)                           # query in the tile
                 x = gl.where(gl.expand_dims(offs_c - rel, 1) <= gl.expand_dims(offs_r, 0), x, float("-inf"))
         p = gl.exp2(x)                                                         # (BLOCK_N, BLOCK_M) P^T
-        if P_EARLY:
-            # P^T stored BEFORE dP^T's wait: ptxas otherwise sinks the 32 MUFU.EX2 (and their FFMAs)
-            # below the wait (V1's SASS: 2 of 32 before it), so the exponentials do not run under
-            # dP^T's 512 tensor cycles; the buffer's pds_free wait (a try-wait loop, a block
-            # boundary ptxas does not move them across) and the stores pin them before it
-            mbarrier.wait(pds_free.index(buf), ((g // NUM_PDS) & 1) ^ 1)
-            p_smem.index(buf).store(p.to(dtype))
         dp = warpgroup_mma_wait(0, deps=[dp_tok])                              # (BLOCK_N, BLOCK_M) dP^T
         # Q and dO of this stage no longer read by WG_S (one of empty's 3 arrivals)
         mbarrier.arrive(empty.index(stage))
-        if not VEC_EARLY:
-            delta = gl.convert_layout(delta_c, col)                            # (BLOCK_M,)
+        delta = gl.convert_layout(delta_c, col)                                # (BLOCK_M,)
         # dS^T = P^T (dP^T - delta) * scale, as P^T (dP^T * scale - delta * scale): an FFMA an
         # element, and the 16-bit dS^T carries softmax_scale for both dK and dQ
         ds = (p * (dp * softmax_scale - gl.expand_dims(delta * softmax_scale, 0))).to(dtype)
         # P^T / dS^T's buffer `buf` free: WG_0 / WG_1 retired their dK / dV wgmmas of tile
         # g - NUM_PDS (phase g // NUM_PDS - 1 of pds_free[buf]; a fresh barrier passes parity 1 for
         # g < NUM_PDS). WG_S's own dQ wgmmas of that tile were waited in its program order.
-        if DQ_DEFER:
-            p = p.to(dtype)                                                    # (16-bit across dQ(g - 1))
-            # dQ of the PREVIOUS tile g - 1 from dS^T(g - 1), still in the one buffer (its store of
-            # tile g follows below): after this tile's softmax, so that S^T / dP^T(g) reach the
-            # tensor pipe ahead of WG_0 / WG_1's dK / dV(g - 1) (released by pds_ready(g - 1) at the
-            # end of the previous iteration), which then run under this softmax; dQ(g - 1)'s chunk
-            # rounds follow; dK / dV(g) (released below) then run under S^T / dP^T(g + 1) and its softmax
-            if g > 0:
-                hh_p, j_p = _tile_row(g - 1, n_m, rot)
-                _d256_dq_tma(ds_smem.index(0), k_smem, dq_stage, dq_desc, dq_zero, b * seqlen_q + (j0 + j_p) * BLOCK_M,
-                             (hk * group + hh_p) * HEAD_DIM, HEAD_DIM, DQ_PIPE, DQ_RS, q_layout, PROBE)
-        if not P_EARLY:
-            mbarrier.wait(pds_free.index(buf), ((g // NUM_PDS) & 1) ^ 1)
+        mbarrier.wait(pds_free.index(buf), ((g // NUM_PDS) & 1) ^ 1)
         pb = p_smem.index(buf)                                                 # (BLOCK_N, BLOCK_M) smem
         db = ds_smem.index(buf)                                                # (BLOCK_N, BLOCK_M) smem
-        if not P_EARLY:
-            pb.store(p.to(dtype))
+        pb.store(p.to(dtype))
         db.store(ds)
         fence_async_shared()                                                   # generic writes -> wgmma reads
         mbarrier.arrive(pds_ready.index(buf))                                  # bar.sync of the WG, one arrival
         dq_row = b * seqlen_q + m
-        if DQ_DEFER:
-            pass                                                               # (dQ(g): the next iteration's)
-        elif DQ_PIPE or DQ_RS:
-            _d256_dq_tma(db, k_smem, dq_stage, dq_desc, dq_zero, dq_row, h * HEAD_DIM, HEAD_DIM, DQ_PIPE, DQ_RS,
-                         q_layout, PROBE)
-        elif DQ_ATOMIC:
+        if DQ_ATOMIC:
             _d256_dq_red(db, k_smem, DQ, dq_row, h * HEAD_DIM, nheads * HEAD_DIM, HEAD_DIM, BLOCK_M)
         else:
             # dQ = dS K in chunks of DQ_CHUNK columns: A the permuted dS^T (queries x keys), B K's
@@ -319,72 +263,9 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
                 dq_stage.store(dq)                                             # (already scaled: dS^T is)
                 fence_async_shared()
                 async_reduce_add(dq_desc, [dq_row, h * HEAD_DIM + c * DQ_CHUNK], dq_stage)
-    if DQ_DEFER:
-        # the last tile's dQ (its dS^T stays in the buffer: no later store)
-        if n_tiles > 0:
-            hh_p, j_p = _tile_row(n_tiles - 1, n_m, rot)
-            _d256_dq_tma(ds_smem.index(0), k_smem, dq_stage, dq_desc, dq_zero, b * seqlen_q + (j0 + j_p) * BLOCK_M,
-                         (hk * group + hh_p) * HEAD_DIM, HEAD_DIM, DQ_PIPE, DQ_RS, q_layout, PROBE)
     # K no longer read by WG_S (its last dQ wgmma waited above): WG_0 / WG_1 may overwrite K / V
     mbarrier.arrive(kv_free)
     tma.store_wait(0)                                                          # the last reduce's read of dq_stage
-
-
-@gluon.jit
-def _d256_dq_tma(db, k_smem, dq_stage, dq_desc, dq_zero, dq_row, dq_col, HEAD_DIM: gl.constexpr,
-                 PIPE: gl.constexpr, RS: gl.constexpr, q_layout: gl.constexpr, PROBE: gl.constexpr = 0):
-    """dQ[dq_row .., dq_col ..] += dS K (db: the (BLOCK_N, BLOCK_M) dS^T buffer, permuted as A) in D /
-    DQ_CHUNK chunks, each staged (dq_stage, (BLOCK_M, DQ_CHUNK) fp32) and TMA reduce-added; every
-    chunk's wgmma retired on return (the caller may overwrite db, and K after the last call).
-    PIPE (DQ_PIPE): chunk c + 1's wgmma is issued BEFORE chunk c is waited and staged (two
-    accumulators of 32 registers live, wgmma groups retiring in order: wait(1) retires c), so its
-    128 tensor cycles and the wgmma latency run under chunk c's store_wait / bar.sync / st.shared /
-    fence / reduce instead of after them. Not PIPE: V1's rounds (issue, wait(0), stage), the DQ_DEFER
-    form without pipelining. The same wgmmas on the same operands: the same fp32 chunks as V1.
-    RS (DQ_RS): the A operand dS (BLOCK_M, BLOCK_N) loaded ONCE from db into registers (ldmatrix
-    .trans into the DotOperandLayout of q_layout, 16 registers a thread) for all D / DQ_CHUNK chunks
-    (wgmma RS: only K's chunk read from shared memory), where the SS form re-reads its 8 KB a chunk:
-    24 KB a tile less shared-memory traffic (496 -> 472 KB, the design note's count).
-    PROBE (TIMING ONLY, dq WRONG; bench/gpu/s33_gluon_bwd_d256_opt_ab.py's probe columns): 1 = every
-    chunk computed and staged but not reduce-added (no L2 reduce traffic, no wait on the reduce's
-    read); 2 = no dQ at all (WG_S: S^T, dP^T, softmax, P^T / dS^T only). What the A/B learns: how
-    much of a tile the reduce (L2) and the whole dQ phase cost."""
-    NCH: gl.constexpr = HEAD_DIM // DQ_CHUNK
-    if PROBE == 2:
-        return
-    if RS:
-        a = db.permute((1, 0)).load(gl.DotOperandLayout(operand_index=0, parent=q_layout, k_width=2))
-    else:
-        a = db.permute((1, 0))
-    if PIPE:
-        tok = warpgroup_mma(a, k_smem.slice(0, DQ_CHUNK, dim=1), dq_zero, use_acc=False, is_async=True)
-        for c in gl.static_range(NCH):
-            if c + 1 < NCH:
-                nxt = warpgroup_mma(a, k_smem.slice((c + 1) * DQ_CHUNK, DQ_CHUNK, dim=1), dq_zero,
-                                    use_acc=False, is_async=True)
-                dq = warpgroup_mma_wait(1, deps=[tok])                         # chunk c (c + 1 in flight)
-            else:
-                dq = warpgroup_mma_wait(0, deps=[tok])                         # the last chunk
-            # the previous reduce has finished reading the staging, the whole WG past that point
-            tma.store_wait(0)
-            gl.thread_barrier()
-            dq_stage.store(dq)                                                 # (already scaled: dS^T is)
-            fence_async_shared()
-            if PROBE == 0:
-                async_reduce_add(dq_desc, [dq_row, dq_col + c * DQ_CHUNK], dq_stage)
-            if c + 1 < NCH:
-                tok = nxt
-    else:
-        for c in gl.static_range(NCH):
-            tok = warpgroup_mma(a, k_smem.slice(c * DQ_CHUNK, DQ_CHUNK, dim=1), dq_zero, use_acc=False,
-                                is_async=True)
-            dq = warpgroup_mma_wait(0, deps=[tok])                             # (BLOCK_M, DQ_CHUNK) fp32
-            tma.store_wait(0)
-            gl.thread_barrier()
-            dq_stage.store(dq)
-            fence_async_shared()
-            if PROBE == 0:
-                async_reduce_add(dq_desc, [dq_row, dq_col + c * DQ_CHUNK], dq_stage)
 
 
 @gluon.jit
@@ -468,20 +349,13 @@ def attn_bwd_d256_gluon_kernel(
     seqlen_q, seqlen_k, nheads, nheads_k, group, softmax_scale, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DKDV_REGS: gl.constexpr = 160,
-    DQ_ATOMIC: gl.constexpr = False, DQ_PIPE: gl.constexpr = False, DQ_DEFER: gl.constexpr = False,
-    VEC_EARLY: gl.constexpr = False, P_EARLY: gl.constexpr = False, DQ_RS: gl.constexpr = False,
-    PROBE: gl.constexpr = 0,
+    DQ_ATOMIC: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     gl.static_assert(HEAD_DIM == 256, "the D = 256 kernel (kernels/bwd_gluon_fused.py: D = 64 / 128)")
     gl.static_assert(BLOCK_N == 64, "64 keys a CTA: dK + dV of 64 x 256 fp32 take half the register file")
     gl.static_assert(BLOCK_M == 64, "S^T / dP^T m64n64k16 (the shared-memory port's balance point)")
     dtype: gl.constexpr = q_desc.dtype
-    gl.static_assert(not (DQ_ATOMIC and (DQ_PIPE or DQ_DEFER or P_EARLY or DQ_RS)),
-                     "DQ_PIPE / DQ_DEFER / P_EARLY / DQ_RS: the TMA-reduce dQ (V1) only")
-    gl.static_assert(PROBE == 0 or DQ_PIPE or DQ_RS or DQ_DEFER, "PROBE: a schedule whose dQ is _d256_dq_tma's")
-    gl.static_assert(not (DQ_DEFER and (P_EARLY or DQ_RS)),
-                     "DQ_DEFER: not with P_EARLY (its pds_free wait would precede dQ(g - 1)) or DQ_RS (spills)")
     # P^T / dS^T buffers: 1 (V1: the 16 KB dq staging takes the second's place), 2 with DQ_ATOMIC
     NUM_PDS: gl.constexpr = 2 if DQ_ATOMIC else 1
     pds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
@@ -515,7 +389,7 @@ def attn_bwd_d256_gluon_kernel(
         (_d256_softmax, (q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv_bar, ready, empty,
                          pds_ready, pds_free, kv_free, dq_desc, DQ, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                          nheads_k, group, softmax_scale, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                         ROTATE, DQ_ATOMIC, NUM_PDS, DQ_PIPE, DQ_DEFER, VEC_EARLY, P_EARLY, DQ_RS, PROBE)),
+                         ROTATE, DQ_ATOMIC, NUM_PDS)),
         (_d256_dkdv, (q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, ready, empty, pds_ready, pds_free, kv_free,
                       dk_desc, dv_desc, seqlen_q, seqlen_k, nheads_k, group, W0, HEAD_DIM, BLOCK_M, BLOCK_N,
                       NUM_STAGES, CAUSAL, NUM_PDS)),

@@ -69,46 +69,9 @@ def smem_bytes(num_stages: int, block_m: int = 64, block_n: int = 64, d: int = H
         + 1024
 
 
-# the WG_S schedule switches of kernels/bwd_gluon_d256.py (session 33, default off: the routed
-# kernel is V1; bench/wip/gluon-bwd-d256-opt.md): host keyword -> kernel constexpr
-SCHEDULE_SWITCHES = {"dq_pipe": "DQ_PIPE", "vec_early": "VEC_EARLY", "p_early": "P_EARLY", "dq_rs": "DQ_RS",
-                     "dq_defer": "DQ_DEFER"}
-
-
-def check_schedule(dq_atomic=False, probe=0, **switches) -> dict:
-    """The schedule switches (SCHEDULE_SWITCHES' keywords, each a bool; ValueError naming the
-    argument): none with dq_atomic (the TMA-reduce dQ only); dq_defer not with p_early (its buffer
-    wait would precede dQ(g - 1)) or dq_rs (WG_S spills). probe: the kernel's PROBE, TIMING ONLY (dq
-    WRONG; the A/B's probe columns): 0 (none), 1 (dQ staged, never reduce-added), 2 (no dQ at all),
-    with a schedule whose dQ is the kernel's _d256_dq_tma (dq_pipe, dq_rs or dq_defer). Returns
-    {constexpr: value} of those on (PROBE only when nonzero)."""
-    on = {}
-    for name, value in switches.items():
-        if name not in SCHEDULE_SWITCHES:
-            raise TypeError(f"unexpected keyword argument {name!r}")
-        if not isinstance(value, bool):
-            raise ValueError(f"{name}: expected a bool, got {value!r}")
-        if value:
-            if dq_atomic:
-                raise ValueError(f"{name}: not with dq_atomic=True (a schedule of the TMA-reduce dQ, V1)")
-            on[SCHEDULE_SWITCHES[name]] = True
-    if isinstance(probe, bool) or probe not in (0, 1, 2):
-        raise ValueError(f"probe: expected 0, 1 or 2, got {probe!r}")
-    if probe:
-        if not (on.get("DQ_PIPE") or on.get("DQ_RS") or on.get("DQ_DEFER")):
-            raise ValueError("probe: needs dq_pipe, dq_rs or dq_defer (the dQ path it cuts)")
-        on["PROBE"] = probe
-    if on.get("DQ_DEFER") and (on.get("P_EARLY") or on.get("DQ_RS")):
-        raise ValueError("dq_defer: not with p_early or dq_rs (p_early's buffer wait would come before dQ(g - 1); "
-                         "with dq_rs WG_S spills)")
-    return on
-
-
-def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False,
-                 **switches) -> tuple:
+def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False) -> tuple:
     """The kernel's narrow contract; ValueError naming the argument and the rule. Needs no GPU
-    (shapes, dtypes, devices and flags only). switches: the schedule switches (check_schedule).
-    Returns (B, Nq, H, Nk, Hk, num_stages)."""
+    (shapes, dtypes, devices and flags only). Returns (B, Nq, H, Nk, Hk, num_stages)."""
     block_m, block_n, stages = D256_CONFIG
     # (tensors, dtypes, devices, shapes, the tile multiples, the grid and int32 bounds, the scale:
     # the D = 64 / 128 Gluon backward's contract, at head dim 256)
@@ -127,7 +90,6 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_s
                          "above the 227 KB of a block")
     if not isinstance(dq_atomic, bool):
         raise ValueError(f"dq_atomic: expected a bool, got {dq_atomic!r}")
-    check_schedule(dq_atomic, **switches)
     if dq_atomic and b * nq * h * d >= 2 ** 31:
         raise ValueError(f"dq_atomic: B * Nq * H * D = {b * nq * h * d} elements of dq_accum not below 2^31 (the "
                          "red.global.add path's int32 offsets); use dq_atomic=False")
@@ -164,12 +126,11 @@ def _layout_desc(x: torch.Tensor, rows: int, cols: int):
 
 
 def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: bool, num_stages: int,
-                 outs=None, dq_atomic: bool = False, **switches) -> LaunchArgs:
+                 outs=None, dq_atomic: bool = False) -> LaunchArgs:
     """LaunchArgs of one launch (tests and bench/d256_bwd_gluon_compile.py's JIT rows call it on CPU
     tensors). outs: (dq, dk, dv) to write into (contiguous, shaped like q, k, v), else allocated.
     dq_atomic: the kernel's DQ_ATOMIC (dQ by red.global.add.v2.f32 from the registers into
-    dq_accum, the kernel's DQ argument; the dq_desc is then unread). switches: the schedule
-    switches (dq_pipe, vec_early, p_early, dq_rs, dq_defer; those True become kernel constexprs)."""
+    dq_accum, the kernel's DQ argument; the dq_desc is then unread)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
     b, nq, h, d = q.shape
@@ -200,8 +161,6 @@ def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: 
             nq, nk, h, hk, h // hk, scale, scale * LOG2E)
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal,
                   ROTATE=rotate and not causal, DQ_ATOMIC=dq_atomic, num_warps=4)
-    # the schedule switches that are on (only those: the default launch's kwargs stay V1's)
-    kwargs.update(check_schedule(dq_atomic, **switches))
     return LaunchArgs(dq, dk, dv, dq_accum, grid, args, kwargs)
 
 
@@ -220,8 +179,7 @@ def _run(la: LaunchArgs, preprocess=None) -> None:
 
 
 def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
-            num_stages: int | None = None, dq_atomic: bool = False, dq_pipe: bool = False, vec_early: bool = False,
-            p_early: bool = False, dq_rs: bool = False, dq_defer: bool = False, probe: int = 0):
+            num_stages: int | None = None, dq_atomic: bool = False):
     """Checks the call (ValueError, before any launch), allocates dq (like q), dk / dv (like k, v,
     contiguous) and dq_accum (B, Nq, H, 256) fp32, makes the descriptors; returns launch(), which
     on every call zeroes dq_accum, runs the kernel and casts dq_accum into dq, returning (dq, dk,
@@ -230,21 +188,12 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
     depth (2, D256_CONFIG's, by default; 1 fits too; 3 does not: ValueError). dq_atomic: the kernel's
     DQ_ATOMIC, the design note's V2 for the A/B (dQ added from the registers by red.global.add.v2.f32
     in 128-column chunks, P^T / dS^T double-buffered, no staging); the same values up to fp32
-    summation order.
-    Schedule switches of WG_S (session 33, all off by default = V1; bench/wip/gluon-bwd-d256-opt.md;
-    each a bool, ValueError naming it; none with dq_atomic): dq_pipe (dQ chunk c + 1's wgmma issued
-    before chunk c is staged), vec_early (lse / delta converted to S^T's query axis while S^T / dP^T
-    run), p_early (the exponentials and P^T's store before dP^T's wait), dq_rs (dQ's A operand dS
-    loaded once into registers, wgmma RS, for all four chunks), dq_defer (dQ(g - 1) after S^T /
-    dP^T(g) and the softmax of tile g; not with p_early or dq_rs). The same products on the same
-    operands: dk / dv bitwise V1's, dq's fp32 chunks V1's up to the wgmma's internal order (summed
-    in another order anyway). probe: TIMING ONLY, dq WRONG (check_schedule; the A/B's probe columns)."""
-    sw = dict(dq_pipe=dq_pipe, vec_early=vec_early, p_early=p_early, dq_rs=dq_rs, dq_defer=dq_defer, probe=probe)
+    summation order."""
     _, _, _, _, _, num_stages = check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages,
-                                             dq_atomic, **sw)
+                                             dq_atomic)
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, rotate, num_stages,
-                      dq_atomic=dq_atomic, **sw)
+                      dq_atomic=dq_atomic)
 
     def launch():
         _run(la)
@@ -253,22 +202,20 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
 
 
 def attention_bwd_d256(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
-                       num_stages: int | None = None, dq_atomic: bool = False, **switches):
-    """(dq, dk, dv) of attention by attn_bwd_d256_gluon_kernel: prepare(...)(). Non-deterministic dq.
-    switches: prepare's schedule switches (dq_pipe, vec_early, p_early, dq_rs, dq_defer)."""
+                       num_stages: int | None = None, dq_atomic: bool = False):
+    """(dq, dk, dv) of attention by attn_bwd_d256_gluon_kernel: prepare(...)(). Non-deterministic dq."""
     return prepare(q, k, v, dout, lse, delta, softmax_scale, causal, rotate=rotate, num_stages=num_stages,
-                   dq_atomic=dq_atomic, **switches)()
+                   dq_atomic=dq_atomic)()
 
 
 def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, preprocess=None,
-             dq_atomic: bool = False, **switches) -> None:
+             dq_atomic: bool = False) -> None:
     """The route's form (backward_gluon.fused_into's): the kernel at D256_CONFIG, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). preprocess: None (delta
     written by the caller before), or the caller's delta preprocess as a function of one argument
     (called with None, first). Validates as prepare (ValueError before any launch). dq_atomic: as
-    prepare's (V2; for the A/B). switches: prepare's schedule switches (dq_pipe, vec_early,
-    p_early, dq_rs, dq_defer; for the A/B, bench/gpu/s33_gluon_bwd_d256_opt_ab.py)."""
-    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic, **switches)
+    prepare's (V2; for the A/B)."""
+    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic)
     for name, t, like_name, like in (("dq", dq, "q", q), ("dk", dk, "k", k), ("dv", dv, "v", v)):
         if not isinstance(t, torch.Tensor) or t.shape != like.shape or t.dtype != like.dtype \
                 or t.device != like.device or not t.is_contiguous():
@@ -279,5 +226,5 @@ def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv,
                          "launch arguments are made)")
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, True, D256_CONFIG[2],
-                      outs=(dq, dk, dv), dq_atomic=dq_atomic, **switches)
+                      outs=(dq, dk, dv), dq_atomic=dq_atomic)
     _run(la, preprocess)
