@@ -66,15 +66,15 @@ def test_d256_tile_and_shared_memory():
 
 def test_d256_route_rule(monkeypatch):
     """Which backwards take the D = 256 kernel (policy.gluon_bwd_d256, routed in session 32 from
-    bench/gpu/s32_gluon_bwd_d256_ab.py): deterministic=False, plain from 1k and canonical causal
-    from 2k, no window / dropout / ALiBi / softcap, Nq and Nk multiples of 64, lse (B, H, Nq)
+    bench/gpu/s32_gluon_bwd_d256_ab.py): deterministic=False, plain and canonical causal from 512
+    (session 33; session 32: 1k / 2k), no window / dropout / ALiBi / softcap, Nq and Nk multiples of 64, lse (B, H, Nq)
     packed fp32, dout of q's dtype; the 64 / 128 fused route's tables know no 256. Rule only
     (CPU tensors, switch patched)."""
     from flashtriton.launchers import common
 
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
-    assert policy.GLUON_BWD_D256_MIN_N == {"plain": 1024, "causal": 2048}
+    assert policy.GLUON_BWD_D256_MIN_N == {"plain": 512, "causal": 512}
     assert D not in bwd_gluon_fused.FUSED_CONFIG
     fast, causal = common.AttnParams(0.1, deterministic=False), common.AttnParams(0.1, window_right=0,
                                                                                    deterministic=False)
@@ -87,12 +87,15 @@ def test_d256_route_rule(monkeypatch):
 
     q, k, v = rand_qkv(1, 1024, 1024, 2, 1, D, torch.bfloat16, "cpu")
     assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
-    assert not rule(q, k, v, causal)                                                     # causal: from 2k
+    assert rule(q, k, v, causal)
+    assert rule(*rand_qkv(1, 512, 512, 2, 2, D, torch.bfloat16, "cpu"))
+    assert rule(*rand_qkv(1, 512, 512, 2, 2, D, torch.bfloat16, "cpu"), causal)
+    assert not rule(*rand_qkv(1, 448, 448, 2, 2, D, torch.bfloat16, "cpu"), causal)     # causal: from 512
     assert rule(*rand_qkv(1, 2048, 2048, 2, 2, D, torch.bfloat16, "cpu"), causal)
     assert rule(*rand_qkv(1, 2048, 2048 + 64, 4, 2, D, torch.bfloat16, "cpu"))           # Nk a multiple of 64, GQA
     assert rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, D, torch.bfloat16, "cpu"))           # Nq too
     assert not rule(*rand_qkv(1, 2048 + 1, 2048, 2, 1, D, torch.bfloat16, "cpu"))        # not a multiple
-    assert not rule(*rand_qkv(1, 512, 4096, 2, 1, D, torch.bfloat16, "cpu"))             # min(Nq, Nk) < 1k
+    assert not rule(*rand_qkv(1, 448, 4096, 2, 1, D, torch.bfloat16, "cpu"))             # min(Nq, Nk) < 512
     assert not rule(q, k, v, common.AttnParams(0.1))                                      # deterministic
     for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
               common.AttnParams(0.1, window_right=64, deterministic=False),

@@ -2,8 +2,8 @@
 CAUSAL forwards, one block a CTA and PERSISTENT, at DEFAULT_CONFIG[256] = (BLOCK_M 128, BLOCK_N 64,
 2 stages) with SPLIT_EMPTY (K's and V's ring stages released apart; the launcher's default at
 D = 256, fwd_gluon.SPLIT_EMPTY_DEFAULT). Host side launchers/forward_gluon.py (check_head_dim,
-check_split_empty); routed by policy.GLUON_FWD_MIN_N[256] (plain from 1k) and
-GLUON_FWD_CAUSAL_MIN_N[256] (causal from 2k) after bench/gpu/s32_gluon_fwd_d256_ab.py.
+check_split_empty); routed by policy.GLUON_FWD_MIN_N[256] and GLUON_FWD_CAUSAL_MIN_N[256]
+(both from 512 since session 33) after bench/gpu/s32_gluon_fwd_d256_ab.py.
 
 CPU: the routed tables, each table's 256 key routing its own kind only (plain and causal), never
 dropout or windows at D = 256; prepare's validation (what D = 256 cannot take, the 64-key tile
@@ -67,15 +67,16 @@ def _rule(monkeypatch):
 
 
 def test_d256_routed_tables(monkeypatch):
-    """Session 32 routed D = 256 by bench/gpu/s32_gluon_fwd_d256_ab.py's rule: plain from 1k,
-    causal from 2k; shorter calls keep fwd_ws.py / fwd.py."""
-    assert policy.GLUON_FWD_MIN_N[256] == 1024 and policy.GLUON_FWD_CAUSAL_MIN_N[256] == 2048
+    """Session 32 routed D = 256 by bench/gpu/s32_gluon_fwd_d256_ab.py's rule (plain from 1k,
+    causal from 2k), session 33 both from 512 (s33/callC); shorter calls keep fwd_ws.py / fwd.py."""
+    assert policy.GLUON_FWD_MIN_N[256] == 512 and policy.GLUON_FWD_CAUSAL_MIN_N[256] == 512
     rule = _rule(monkeypatch)
     plain, causal = common.AttnParams(0.1), common.AttnParams(0.1, window_right=0)
-    assert rule(*qkv(nq=1024, nk=1024, device="cpu"), plain)
-    assert not rule(*qkv(nq=1024, nk=1024, device="cpu"), causal)
-    assert rule(*qkv(nq=2048, nk=2048, device="cpu"), causal)
-    assert not rule(*qkv(nq=512, nk=512, device="cpu"), plain)
+    for params in (plain, causal):
+        assert rule(*qkv(nq=512, nk=512, device="cpu"), params)
+        assert rule(*qkv(nq=1024, nk=1024, device="cpu"), params)
+        assert not rule(*qkv(nq=384, nk=384, device="cpu"), params)
+        assert not rule(*qkv(nq=512, nk=448, device="cpu"), params)      # min(Nq, Nk) under 512
 
 
 @pytest.mark.parametrize("causal", [False, True])

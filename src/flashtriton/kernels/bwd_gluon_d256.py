@@ -4,8 +4,8 @@
 Status (2026-12-02, a session-32 helper): written and compiled offline for sm_90a
 (bench/d256_bwd_gluon_compile.py), non-causal and CAUSAL, bf16 / fp16; first run on the H200 in
 session 32 (s32/callC: its GPU tests passed, 1.07-1.20x the Triton route, 0.87-0.93x cuDNN) and
-routed there (policy.gluon_bwd_d256, GLUON_BWD_D256_MIN_N: deterministic=False, plain from 1k,
-causal from 2k). Host side launchers/backward_gluon_d256.py (prepare,
+routed there (policy.gluon_bwd_d256, GLUON_BWD_D256_MIN_N: deterministic=False, plain and
+causal from 512 since session 33). Host side launchers/backward_gluon_d256.py (prepare,
 bwd_into); tests tests/test_bwd_gluon_d256.py. Design and the candidates weighed:
 bench/wip/d256-bwd-gluon.md (candidate (c), V1); the compile probe it grew from:
 bench/wip/d256-bwd-gluon-proto.py. NON-DETERMINISTIC dq (fp32 partial tiles reduce-added in

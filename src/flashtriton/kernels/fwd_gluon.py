@@ -305,7 +305,7 @@ LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k 
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
 D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GLUON_FWD_MIN_N[256]
-  1k, GLUON_FWD_CAUSAL_MIN_N[256] 2k, measured 1.06-1.07x cuDNN plain, 1.01-1.11x causal, by
+  1k, GLUON_FWD_CAUSAL_MIN_N[256] 2k (both 512 since session 33), measured 1.06-1.07x cuDNN plain, 1.01-1.11x causal, by
   bench/gpu/s32_gluon_fwd_d256_ab.py; SPLIT_EMPTY +43-50% over the joint release; write-up
   bench/wip/gluon-fwd-d256.md). Issue 4: the D = 256 forward ran fwd_ws.py / fwd.py at 0.85-0.93x
   cuDNN. The kernel needed no new code path for it: HEAD_DIM = 256 with DEFAULT_CONFIG[256] =

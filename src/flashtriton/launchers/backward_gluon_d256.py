@@ -2,7 +2,7 @@
 dQ in one kernel, dQ reduce-added in fp32 by TMA; written by a session-32 helper): validation of its
 narrow contract, descriptors, grid, launch. Routed since session 32 (after bench/gpu/
 s32_gluon_bwd_d256_ab.py, s32/callC / callF): launchers/backward.py calls bwd_into where
-policy.gluon_bwd_d256 accepts the call (deterministic=False, plain from 1k, causal from 2k:
+policy.gluon_bwd_d256 accepts the call (deterministic=False, plain and causal from 512:
 policy.GLUON_BWD_D256_MIN_N).
 
     prepare(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, rotate=True, num_stages=None,

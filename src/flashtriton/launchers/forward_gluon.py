@@ -42,8 +42,8 @@ end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since s
 policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
 causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
-head dim 256 (a session-31 helper; routed from 1k plain / 2k causal by policy.GLUON_FWD_MIN_N and
-GLUON_FWD_CAUSAL_MIN_N since session 32): the kernel's D = 256 tile, DEFAULT_CONFIG[256] =
+head dim 256 (a session-31 helper; routed by policy.GLUON_FWD_MIN_N and GLUON_FWD_CAUSAL_MIN_N
+since session 32, plain and causal from 512 since session 33): the kernel's D = 256 tile, DEFAULT_CONFIG[256] =
 (BLOCK_M 128, BLOCK_N 64, 2 stages: Q 64 KB + 2 x (K + V) 128 KB of shared memory), plain or
 causal, one block a CTA or persistent (pingpong one block a CTA); no window, dropout,
 scheduled, early_q, lean_mask or num_consumers=3 (check_head_dim: ValueError). Nq % 128 == 0,
