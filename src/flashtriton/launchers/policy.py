@@ -634,6 +634,18 @@ def gluon_bwd_wide(d: int, causal: bool, windowed: bool, dropout: bool, seqlen_q
     return d in heads and seqlen_q % FUSED_WIDE_CONFIG[d][0] == 0
 
 
+def _gluon_bwd_operands_ok(q, k, dout, lse, seqlen_q: int, seqlen_k: int, tile_index_bound: int) -> bool:
+    """The Gluon backwards' operand rules beyond _gluon_common (gluon_bwd_fused, gluon_bwd_d256): dout
+    readable as rows and of q's dtype; lse (B, H, Nq) packed fp32 (review, session 25: the preprocess
+    writes delta with lse's strides, the kernels read both packed); the grid's B * Hk <= 65535; the
+    int32 index arithmetic (B * H * Nq, B * max(Nq, Nk) and the kernel's tile_index_bound < 2^31)."""
+    b, _, h, _ = q.shape
+    hk = k.shape[2]
+    return (rows_view_ok(dout) and dout.dtype == q.dtype and lse.dtype == torch.float32 and lse.is_contiguous()
+            and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535 and b * h * seqlen_q < 2 ** 31
+            and b * max(seqlen_q, seqlen_k) < 2 ** 31 and tile_index_bound < 2 ** 31)
+
+
 def gluon_bwd_d256(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
                    seqlen_k: int) -> bool:
     """Whether the backward takes the D = 256 fused Gluon kernel (launchers.backward_gluon_d256.
@@ -655,12 +667,8 @@ def gluon_bwd_d256(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: boo
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k,
                          {256: GLUON_BWD_D256_MIN_N[kind]}, block_m, block_n):
         return False
-    b, _, h, _ = q.shape
-    hk = k.shape[2]
-    if not (rows_view_ok(dout) and dout.dtype == q.dtype and lse.dtype == torch.float32 and lse.is_contiguous()
-            and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535 and b * h * seqlen_q < 2 ** 31
-            and b * max(seqlen_q, seqlen_k) < 2 ** 31
-            and (seqlen_k // block_n - 1) * (seqlen_q // block_m) < 2 ** 31):
+    if not _gluon_bwd_operands_ok(q, k, dout, lse, seqlen_q, seqlen_k,
+                                  (seqlen_k // block_n - 1) * (seqlen_q // block_m)):
         return False
     return _warp_spec_switch(q)
 
@@ -697,14 +705,7 @@ def gluon_bwd_fused(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bo
     wide = gluon_bwd_wide(bd, kind == "causal", kind == "window", dropout, seqlen_q)
     if not wide and min(seqlen_q, seqlen_k) < GLUON_BWD_FUSED_NARROW_MIN_N.get(kind, {}).get(bd, 0):
         return False
-    b, _, h, _ = q.shape
-    hk = k.shape[2]
-    # (review, session 25) lse packed fp32 (the preprocess writes delta with lse's strides,
-    # the kernel reads both packed), dout of q's dtype
-    if not (rows_view_ok(dout) and dout.dtype == q.dtype and lse.dtype == torch.float32 and lse.is_contiguous()
-            and tuple(lse.shape) == (b, h, seqlen_q) and b * hk <= 65535 and b * h * seqlen_q < 2 ** 31
-            and b * max(seqlen_q, seqlen_k) < 2 ** 31
-            and (seqlen_k // block_n) * (seqlen_q // block_m) < 2 ** 31):
+    if not _gluon_bwd_operands_ok(q, k, dout, lse, seqlen_q, seqlen_k, (seqlen_k // block_n) * (seqlen_q // block_m)):
         return False
     return _warp_spec_switch(q)
 
