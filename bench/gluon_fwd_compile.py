@@ -76,15 +76,6 @@ plain / 120 CAUSAL, 16 UTMALDG (24 PERSISTENT), DEPBAR.LE 1 in every tile loop; 
 415 / 413 (406 / 404 without SPLIT_EMPTY), PERSISTENT 412 / 408 without; BLOCK_N 32 x 4 stages 328 /
 323 (half the keys a tile). The last two rows: SPLIT_EMPTY at D = 128 (compiles; not used). The 77
 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
-
-WINDOW_F (a session-33 helper, offline; kernels/fwd_gluon.py WINDOW_F, not routed): the last 7 rows,
-the 16th / 17th elements EPI_DEFER / Q_PREFETCH (compile_fwd(epi_defer=True, q_prefetch=True); QP,
-q's pointer, a new last kernel parameter, the constexpr None without Q_PREFETCH). On the routed window
-form (PERSISTENT EARLY_Q LEAN_MASK, bf16): EPI_DEFER 72 bytes of spills (scalars: 18 local
-instructions, none in the tile loops), Q_PREFETCH 0 (8 CCTL.E.PF2 in the loader), both 144 (36);
-HGMMA 128, DEPBAR.LE 1 6, UTMALDG 12, setmaxnreg and shared memory (+16 B with Q_PREFETCH) as the
-routed kernel's; tile loops 755-757 / 521-526 / 717-722 (routed 755 / 526 / 722, 755 / 521 / 717).
-The 93 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
 """
 from __future__ import annotations
 
@@ -116,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, epi_defer=False, q_prefetch=False):
+                lean_mask=False, split_empty=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -162,23 +153,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "SPLIT_EMPTY" in fn.arg_names:
         sig["SPLIT_EMPTY"] = "constexpr"
         const["SPLIT_EMPTY"] = bool(split_empty)
-    # WINDOW_F (a session-33 helper): EPI_DEFER / Q_PREFETCH, and QP (q's pointer) only with
-    # Q_PREFETCH: else the constexpr None, as the JIT specialises the launcher's omitted QP=None
-    if "EPI_DEFER" in fn.arg_names:
-        sig["EPI_DEFER"] = "constexpr"
-        const["EPI_DEFER"] = bool(epi_defer)
-        sig["Q_PREFETCH"] = "constexpr"
-        const["Q_PREFETCH"] = bool(q_prefetch)
-        if q_prefetch:
-            sig["QP"] = "*" + dtype
-        else:
-            sig["QP"] = "constexpr"
-            const["QP"] = None
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
-    if q_prefetch:
-        attrs[(fn.arg_names.index("QP"),)] = [["tt.divisibility", 16]]
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
                          attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
@@ -333,16 +310,6 @@ def main(argv=None):
         (256, "bf16", None, None, False, False, True),
         (128, "bf16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
         (128, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
-        # WINDOW_F (a session-33 helper, offline; not routed): the 16th / 17th elements EPI_DEFER /
-        # Q_PREFETCH, on the routed window form (PERSISTENT EARLY_Q LEAN_MASK), bf16 / fp16, and on
-        # the plain and CAUSAL PERSISTENT EARLY_Q kernels (the GPU tests run those too)
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True, False),
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, False, True),
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True, True),
-        (128, "fp16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True, True),
-        (128, "bf16", None, None, False, False, False, True, False, False, False, 2, True, False, False, True, True),
-        (128, "bf16", None, None, False, False, True, True, False, False, False, 2, True, False, False, True, True),
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, False, False, True, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -357,15 +324,12 @@ def main(argv=None):
         eq = bool(len(rest) > 5 and rest[5])
         lean = bool(len(rest) > 6 and rest[6])
         split = bool(len(rest) > 7 and rest[7])
-        epi = bool(len(rest) > 8 and rest[8])
-        qpf = bool(len(rest) > 9 and rest[9])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
                             window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            split_empty=split, **({"epi_defer": True} if epi else {}),
-                            **({"q_prefetch": True} if qpf else {}))
+                            split_empty=split)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
@@ -373,7 +337,7 @@ def main(argv=None):
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
         kind = (f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
-                f"{' split' if split else ''}{' epi-defer' if epi else ''}{' q-prefetch' if qpf else ''}")
+                f"{' split' if split else ''}")
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
@@ -384,8 +348,7 @@ def main(argv=None):
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
                     f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
-                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}"
-                    f"{'_epidefer' if epi else ''}{'_qprefetch' if qpf else ''}")
+                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

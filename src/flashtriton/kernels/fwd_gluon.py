@@ -350,42 +350,6 @@ D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GL
   SASS: byte-identical to before (all 77 of the table before these rows, addresses stripped;
   bench/gluon_fwd_sass_hash.py).
 
-WINDOW_F (a session-33 helper, 2026-12-02, offline; not routed: launchers.policy.
-  GLUON_FWD_WINDOW_EPI_DEFER / GLUON_FWD_WINDOW_Q_PREFETCH empty; bench/gpu/s33_window_f_ab.py;
-  bench/wip/gluon-window-f.md): issue 3's per-block fixed cost F (s33/callB's probe: a block of
-  k key tiles takes F + k t, F = 3.7 us, t = 1.84 us; ~19% of a (1024, 0) block) on the routed
-  PERSISTENT EARLY_Q (LEAN_MASK) kernel. Two constexprs, default off, independent:
-  - EPI_DEFER (with EARLY_Q): a consumer no longer runs its epilogue (acc / l, lse, O and lse
-    stores) between the block's last P V and the next block's S_0. _fwd_consume returns (acc,
-    m, l); _fwd_consume_persistent carries them (and q_row, q_col, lse_off) to the next block,
-    whose _fwd_consume issues S_0 first and runs the carried epilogue's arithmetic (_epi_math)
-    under it, then stores (_epi_store, predicated on "a block was carried": nothing before
-    the CTA's first block); the CTA's last block's epilogue follows the block loop. ptxas
-    moved the epilogue below the peel's softmax (it places the S_0 wait where S_0 is first
-    read, and schedules the softmax first): S_0 + (-0.0) a row, the -0.0 computed from the
-    carried lse and a max over the row's O (_neg_zero_after: min with -inf, rcp), ties every
-    read of S_0 to the epilogue. x + (-0.0) == x for every float (NaN stays NaN, +0 + -0 = +0),
-    so the scores, and everything after, are bitwise the routed kernel's; the epilogue's
-    arithmetic is EARLY_Q's, unchanged. Barriers: none added, none moved (the waits and
-    arrivals of a block are those of EARLY_Q, in the same order; the epilogue touches no
-    barrier and no shared memory: O leaves from registers). Cost: ~64 FADD + ~70 FMNMX /
-    shuffles a block and warp (the tie), 72 bytes of spills (scalars: ~9 LDL a block, in the
-    block head and between loops; none in the tile loops).
-  - Q_PREFETCH (PERSISTENT, 2 consumers): right after it issues block i's Q loads, the loader
-    prefetches the CTA's next block's Q rows into the L2 (_q_prefetch_l2: prefetch.global.L2
-    of each 128-byte line, 256 lines of one 32 KB block in 8 instructions of the loader warp;
-    QP: q's data, a new last kernel parameter, the constexpr None without it so that the other
-    variants' parameters and SASS stay as they were), so that the next block's TMA Q load,
-    issued only when both consumers' last S of block i retired (EARLY_Q), hits the L2 instead
-    of DRAM: Q is read once per block (64 MB at 16k x 16 heads, more than the L2), so today it
-    always comes from DRAM, with the consumers' ~1 us from q_free to the next S_0 barely
-    covering its latency. A hint: no value depends on it. Rows packed (the launcher drops it
-    otherwise).
-  Offline (sm_90a, bench/gluon_fwd_compile.py's last rows): routed form + EPI_DEFER 72 bytes of
-  spills (see above), + Q_PREFETCH 0, both 144; tile loops 755-758 / 521-526 / 717-722 as the
-  routed kernel's; shared memory +0 / +16 bytes. Every earlier variant's SASS byte-identical
-  (bench/gluon_fwd_sass_hash.py, 93 of 93).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -679,8 +643,7 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
                          seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, win_left,
                          win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr,
-                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr = False,
-                         QP=0, Q_PREFETCH: gl.constexpr = False):
+                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr = False):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
     q_free's phases). NUM_CONSUMERS = 3: three Q slices of BLOCK_M / 3 rows (a slice past
@@ -717,83 +680,11 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
         tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
         if NUM_CONSUMERS == 3:
             tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
-        if Q_PREFETCH:
-            # WINDOW_F (issue 3): the CTA's next block's Q rows into the L2 now, a whole block
-            # (~19 us at (1024, 0)) before its TMA load, which then hits the L2 instead of DRAM
-            if i + step < hi:
-                pm_n, pbh_n = _block_of(SCHED, i + step, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
-                _q_prefetch_l2(QP, pm_n, pbh_n, seqlen_q, nheads, HEAD_DIM, BLOCK_M)
         for j in range(n_pre, n_load):
             _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
                      kv_col, NUM_STAGES)
         t0 += n_load
         it += 1
-
-
-@gluon.jit
-def _q_prefetch_l2(QP, pid_m, pid_bh, seqlen_q, nheads, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr):
-    """Q_PREFETCH (the loader's one warp): prefetch.global.L2 of every 128-byte line of the
-    block's BLOCK_M Q rows (HEAD_DIM elements each at q_row, q_col of the packed (B * Nq, H * D)
-    rows, QP: q's data; _tile_coords' q_row / q_col), 32 lines an instruction, in chunks so that
-    the 24-register loader holds one (32,) address vector at a time. A hint: nothing waits for
-    it, it changes no value."""
-    LINES_ROW: gl.constexpr = (HEAD_DIM * QP.dtype.element_ty.primitive_bitwidth // 8) // 128   # lines a row
-    ROWS_CHUNK: gl.constexpr = 32 // LINES_ROW
-    lay: gl.constexpr = gl.BlockedLayout([1], [32], [1], [0])
-    lane = gl.arange(0, 32, layout=lay)
-    off_b = pid_bh // nheads
-    off_h = pid_bh % nheads
-    row0 = off_b * seqlen_q + pid_m * BLOCK_M
-    rs = nheads * HEAD_DIM                                       # packed rows (the launcher checks)
-    col = off_h * HEAD_DIM + (lane % LINES_ROW) * (128 * 8 // QP.dtype.element_ty.primitive_bitwidth)
-    for c in range(0, BLOCK_M // ROWS_CHUNK):
-        rows = (row0 + c * ROWS_CHUNK + lane // LINES_ROW).to(gl.int64) * rs
-        gl.inline_asm_elementwise("prefetch.global.L2 [$1]; mov.u32 $0, 0;", "=r,l", [QP + rows + col],
-                                  dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
-def _epi_math(acc, m_i, l_i, MASKED_ROWS: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
-    """EPI_DEFER: EARLY_Q's epilogue arithmetic (_fwd_consume's, without dropout), unchanged:
-    (acc / l, lse) fp32; rows that see no key (MASKED_ROWS: CAUSAL / WINDOW) O = 0, lse = +inf."""
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    if MASKED_ROWS:
-        seen = l_i > 0.0
-        acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_i, 1.0), row_o), 1)
-        lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))
-    else:
-        acc = acc / gl.expand_dims(gl.convert_layout(l_i, row_o), 1)
-        lse = (m_i + gl.log2(l_i)) * LN2
-    return acc, lse
-
-
-@gluon.jit
-def _neg_zero_after(o, lse, s_layout: gl.constexpr):
-    """-0.0 (fp32) a row (lse's layout), computed from lse and from the row's O values: a data
-    dependency for the scheduler, no value. min.f32 (x, -inf) is -inf for every x (NaN too),
-    rcp of -inf is -0.0; the O row enters through a max over it (max.f32, then min with -inf)."""
-    om = gl.convert_layout(gl.max(o, axis=1), gl.SliceLayout(1, s_layout))
-    return gl.inline_asm_elementwise("{ .reg .f32 t; min.f32 t, $1, $2; min.f32 t, t, 0fFF800000; "
-                                     "rcp.approx.ftz.f32 $0, t; }", "=f,f,f", [lse, om], dtype=gl.float32,
-                                     is_pure=True, pack=1)
-
-
-@gluon.jit
-def _epi_store(acc, lse, LSE, O, o_stride, q_row, q_col, lse_off, live, WG: gl.constexpr, HALF_M: gl.constexpr,
-               HEAD_DIM: gl.constexpr, dtype: gl.constexpr, s_layout: gl.constexpr, o_layout: gl.constexpr):
-    """EPI_DEFER: EARLY_Q's stores (lse, then O as dtype from the accumulator's registers, the
-    block's WG half at q_row, q_col; _tile_coords' values, carried), predicated on live (False:
-    no block yet, nothing written). (Carrying (pid_m, pid_bh) instead and recomputing these
-    here spilled more, 160 bytes against 72: sm_90a offline.)"""
-    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
-    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
-    offs_m = gl.arange(0, HALF_M, layout=row_s)
-    gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse, mask=(offs_m < HALF_M) & live)
-    offs_o = gl.arange(0, HALF_M, layout=row_o)
-    rows_o = (q_row + WG * HALF_M + offs_o).to(gl.int64) * o_stride
-    cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))
-    omask = gl.expand_dims((offs_o < HALF_M) & live, 1) & gl.expand_dims(cols_o >= 0, 0)
-    gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype), mask=omask)
 
 
 @gluon.jit
@@ -1114,9 +1005,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 EPI_DEFER: gl.constexpr = False, acc_p=0, m_p=0, l_p=0, q_row_p=0, q_col_p=0, lse_off_p=0,
-                 live_p=0):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1209,22 +1098,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     _turn_wait(turn, t0, WG, PINGPONG)
     s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
-    if EPI_DEFER:
-        # WINDOW_F (issue 3): the previous block's epilogue (carried acc / m / l) under this
-        # block's S_0 wgmma instead of between the blocks. Its results pass through the wait
-        # (deps), which pins the arithmetic above it (else LLVM / ptxas sank most of it below
-        # the peel's softmax, sm_90a offline); the stores follow, predicated on live_p
-        o_p, lse_p = _epi_math(acc_p, m_p, l_p, CAUSAL or WINDOW, s_layout, o_layout)
-        s, o_p, lse_p = warpgroup_mma_wait(0, deps=[s_tok, o_p, lse_p])
-        _epi_store(o_p, lse_p, LSE, O, o_stride, q_row_p, q_col_p, lse_off_p, live_p, WG, HALF_M, HEAD_DIM, dtype,
-                   s_layout, o_layout)
-        # ... and ptxas still moved the peel's softmax above it (it waits for S_0 where S_0 is
-        # first read): S_0 + (-0.0) (exact for every score: x + -0 = x, -0 + -0 = -0, NaN stays
-        # NaN), the -0.0 a row computed from the row's stored O and lse (_neg_zero_after), so
-        # that no instruction reading S_0 (and so the wait) can go before the epilogue
-        s = s + gl.expand_dims(_neg_zero_after(o_p, lse_p, s_layout), 1)
-    else:
-        s = warpgroup_mma_wait(0, deps=[s_tok])
+    s = warpgroup_mma_wait(0, deps=[s_tok])
     if kv_empty.shape[0] == 2 * NUM_STAGES:
         mbarrier.arrive(kv_empty.index(t0 % NUM_STAGES))                     # SPLIT_EMPTY: K_0 no longer read
     if EARLY_Q:
@@ -1303,43 +1177,39 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     else:
         mbarrier.arrive(kv_empty.index(last))
 
-    if EPI_DEFER:
-        # the epilogue runs in the next block's head (or after the CTA's last block)
-        return acc, m_i, l_i
+    # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
+    if DROPOUT:
+        l_out = l_i * (1.0 - dropout_p)                                      # kept values scale by 1 / (1 - p)
     else:
-        # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
-        if DROPOUT:
-            l_out = l_i * (1.0 - dropout_p)                                      # kept values scale by 1 / (1 - p)
-        else:
-            l_out = l_i
-        if CAUSAL or WINDOW:
-            # rows that see no key (only when Nq > Nk (+ win_right)): l = 0 and acc = 0; O = 0, lse = +inf
-            seen = l_i > 0.0
-            acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_out, 1.0), row_o), 1)
-            lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
-        else:
-            acc = acc / gl.expand_dims(gl.convert_layout(l_out, row_o), 1)
-            lse = (m_i + gl.log2(l_i)) * LN2                                     # (HALF_M,)
-        offs_m = gl.arange(0, HALF_M, layout=row_s)
-        # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
-        # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
-        gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
-        if EARLY_Q:
-            # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
-            # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
-            # bytes (4-byte stores, 32 a thread at D = 128, once a block). Row offsets in int64:
-            # (B * Nq) * H * D may pass 2^31 elements
-            rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)).to(gl.int64) * o_stride   # (HALF_M,)
-            cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
-            gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
-        else:
-            q.store(acc.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
-            tma.store_wait(0)
-            if PERSISTENT:
-                # this half of Q's buffer is free for the next block's Q (the loader waits for both)
-                mbarrier.arrive(q_free)
+        l_out = l_i
+    if CAUSAL or WINDOW:
+        # rows that see no key (only when Nq > Nk (+ win_right)): l = 0 and acc = 0; O = 0, lse = +inf
+        seen = l_i > 0.0
+        acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_out, 1.0), row_o), 1)
+        lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
+    else:
+        acc = acc / gl.expand_dims(gl.convert_layout(l_out, row_o), 1)
+        lse = (m_i + gl.log2(l_i)) * LN2                                     # (HALF_M,)
+    offs_m = gl.arange(0, HALF_M, layout=row_s)
+    # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
+    # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
+    gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
+    if EARLY_Q:
+        # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
+        # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
+        # bytes (4-byte stores, 32 a thread at D = 128, once a block). Row offsets in int64:
+        # (B * Nq) * H * D may pass 2^31 elements
+        rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)).to(gl.int64) * o_stride   # (HALF_M,)
+        cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
+        gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
+    else:
+        q.store(acc.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
+        tma.store_wait(0)
+        if PERSISTENT:
+            # this half of Q's buffer is free for the next block's Q (the loader waits for both)
+            mbarrier.arrive(q_free)
 
 
 @gluon.jit
@@ -1441,7 +1311,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                             NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False,
-                            LEAN_MASK: gl.constexpr = False, EPI_DEFER: gl.constexpr = False):
+                            LEAN_MASK: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
     EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
@@ -1453,18 +1323,6 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
     t0 = 0
     it = 0
     lo, hi, step = _block_range(SCHED, pid, n_m, n_bh, n_prog, SCHEDULED)
-    if EPI_DEFER:
-        # the carried block (_fwd_consume's accumulator layouts); zeros before the first block
-        s_layout_c: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                             instr_shape=[16, BLOCK_N, 16])
-        o_layout_c: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                             instr_shape=[16, HEAD_DIM, 16])
-        acc_c = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout_c)
-        m_c = gl.zeros([HALF_M], gl.float32, gl.SliceLayout(1, s_layout_c))
-        l_c = gl.zeros([HALF_M], gl.float32, gl.SliceLayout(1, s_layout_c))
-        q_row_c = lo * 0
-        q_col_c = lo * 0
-        lse_off_c = (lo * 0).to(gl.int64)
     for i in range(lo, hi, step):
         pid_m, pid_bh = _block_of(SCHED, i, n_m, n_bh, band, n_prog, CAUSAL, SCHEDULED)
         q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0 = _tile_coords(
@@ -1485,18 +1343,6 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                              DROPOUT)
             else:
                 _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_load, it & 1, NUM_STAGES)
-        elif EPI_DEFER:
-            # WINDOW_F: this block's accumulator, m, l and coordinates carried to the next block's
-            # head (or past the loop), where its epilogue runs under that block's S_0
-            acc_c, m_c, l_c = _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
-                                           o_desc, LSE, q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan,
-                                           qk_scale, t0, it & 1, RNG, dropout_p, rng_rows, rng_stride, key0,
-                                           WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True,
-                                           WINDOW, DROPOUT, O, o_stride, EARLY_Q, LEAN_MASK, True, acc_c, m_c, l_c,
-                                           q_row_c, q_col_c, lse_off_c, it > 0)
-            q_row_c = q_row
-            q_col_c = q_col
-            lse_off_c = lse_off
         else:
             _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                          q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
@@ -1505,11 +1351,6 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                          O, o_stride, EARLY_Q, LEAN_MASK)
         t0 += n_load
         it += 1
-    if EPI_DEFER:
-        # the CTA's last block (none when it == 0: nothing stored)
-        o_c, lse_c = _epi_math(acc_c, m_c, l_c, CAUSAL or WINDOW, s_layout_c, o_layout_c)
-        _epi_store(o_c, lse_c, LSE, O, o_stride, q_row_c, q_col_c, lse_off_c, it > 0, WG, HALF_M, HEAD_DIM,
-                   q_smem.dtype, s_layout_c, o_layout_c)
 
 
 # win_left / win_right not specialised (a 1 would become a constexpr, multiples of 16 get
@@ -1536,9 +1377,6 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False,
-    EPI_DEFER: gl.constexpr = False, Q_PREFETCH: gl.constexpr = False,
-    QP=None,                         # Q_PREFETCH only: q's data, B * Nq packed rows of H * D elements (the
-                                     # launcher checks); last, so every other parameter keeps its offset
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1579,18 +1417,6 @@ def attn_fwd_gluon_kernel(
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
     gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
                      "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
-    # WINDOW_F (issue 3, a session-33 helper, offline; launchers.policy.GLUON_FWD_WINDOW_F): EPI_DEFER,
-    # a block's epilogue under the next block's S_0; Q_PREFETCH, the next block's Q rows into the
-    # L2 a block ahead (kernel docstring, WINDOW_F). Off: no partition sees them (SASS unchanged)
-    gl.static_assert((not EPI_DEFER) or EARLY_Q, "EPI_DEFER: with EARLY_Q (the persistent 2-consumer forward)")
-    gl.static_assert((not Q_PREFETCH) or (PERSISTENT and NUM_CONSUMERS == 2),
-                     "Q_PREFETCH: the persistent 2-consumer forward")
-    gl.static_assert((not (EPI_DEFER or Q_PREFETCH)) or HEAD_DIM == 128,
-                     "EPI_DEFER / Q_PREFETCH: D = 128 (the only head dim compiled and tested with them)")
-    if Q_PREFETCH:
-        q_pf = QP
-    else:
-        q_pf = ZERO
     if EARLY_Q:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1702,17 +1528,17 @@ def attn_fwd_gluon_kernel(
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK, EPI_DEFER)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK, EPI_DEFER)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
-                                        WINDOW, NUM_CONSUMERS, EARLY_Q, q_pf, Q_PREFETCH)),
+                                        WINDOW, NUM_CONSUMERS, EARLY_Q)),
             ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     elif NUM_CONSUMERS == 3:

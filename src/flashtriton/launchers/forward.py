@@ -19,8 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
-                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask,
-                     gluon_fwd_window_epi_defer, gluon_fwd_window_q_prefetch, gluon_kind,
+                     gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
@@ -121,12 +120,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
         # policy.GLUON_FWD_WINDOW_LEAN_MASK (the same, with EARLY_Q): the masked tiles' cheaper mask
         lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}
-        # policy.GLUON_FWD_WINDOW_EPI_DEFER / _Q_PREFETCH (WINDOW_F; empty: off), on the EARLY_Q route only
-        if early:
-            if gluon_fwd_window_epi_defer(bd, seqlen_q, seqlen_k):
-                early["epi_defer"] = True
-            if gluon_fwd_window_q_prefetch(bd, seqlen_q, seqlen_k):
-                early["q_prefetch"] = True
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,
                                window=(params.window_left, params.window_right), **early, **lean)
         return out, lse

@@ -214,7 +214,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, epi_defer: bool = False, q_prefetch: bool = False):
+                 split_empty: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -231,11 +231,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
-    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    epi_defer / q_prefetch: the kernel's EPI_DEFER (with early_q) / Q_PREFETCH (persistent, 2
-    consumers), WINDOW_F (check_window_f); Q_PREFETCH is dropped when the q the descriptor reads
-    does not have packed (B * Nq, H * D) rows (its L2 prefetch addresses assume them; a hint,
-    the outputs do not depend on it)."""
+    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -271,14 +267,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if split_empty:
         assert num_consumers == 2, "split_empty: 2 consumers only"
         extra["SPLIT_EMPTY"] = True
-    if epi_defer:
-        assert early_q and d == 128, "epi_defer: with early_q, at D = 128 only"
-        extra["EPI_DEFER"] = True
-    if q_prefetch and persistent and num_consumers == 2 and d == 128 and q.stride(1) == h * d and q.stride(3) == 1:
-        # WINDOW_F: q's data for the loader's L2 prefetch of the next block's rows (the q the
-        # descriptor reads, _desc's copy when it made one)
-        extra["Q_PREFETCH"] = True
-        extra["QP"] = q
 
     def launch():
         with torch.cuda.device(o.device):
@@ -320,7 +308,7 @@ def _l2_bytes(device) -> int:
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
              num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             split_empty: bool | None = None, epi_defer: bool = False, q_prefetch: bool = False) -> None:
+             split_empty: bool | None = None) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -338,10 +326,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     PERSISTENT kernel's EARLY_Q variant (policy.gluon_fwd_window_early_q says when; taken only
     where check_early_q allows it and out has packed rows, else the call runs as without).
     lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when;
-    check_lean_mask's rule, a ValueError if the route asks for it elsewhere). epi_defer /
-    q_prefetch: WINDOW_F's EPI_DEFER / Q_PREFETCH (policy.gluon_fwd_window_epi_defer /
-    gluon_fwd_window_q_prefetch say when), taken only where early_q is / the call is persistent
-    with 2 consumers, else the call runs as without (bitwise the same outputs either way)."""
+    check_lean_mask's rule, a ValueError if the route asks for it elsewhere)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -358,9 +343,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
                  scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
-                 **(dict(split_empty=True) if split_empty else {}),
-                 **(dict(epi_defer=True) if epi_defer and early_q and d == 128 else {}),
-                 **(dict(q_prefetch=True) if q_prefetch and persistent and num_consumers == 2 and d == 128 else {}))()
+                 **(dict(split_empty=True) if split_empty else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -427,29 +410,11 @@ def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
                          "(window=(left, right); no dropout, num_consumers=3 or another head dim)")
 
 
-def check_window_f(epi_defer, q_prefetch, early_q, persistent, num_consumers, dropout_p, pingpong, d=128) -> None:
-    """epi_defer / q_prefetch (the kernel's EPI_DEFER / Q_PREFETCH, WINDOW_F, a session-33
-    helper): bools; epi_defer only with early_q=True (it defers EARLY_Q's register epilogue),
-    q_prefetch only with persistent=True and 2 consumers (no pingpong; the loader prefetches the
-    CTA's next block); both at head dim 128 only (the kernel's static_assert: the one compiled and
-    tested). ValueError naming the flag otherwise. Needs no GPU."""
-    for name, val in (("epi_defer", epi_defer), ("q_prefetch", q_prefetch)):
-        if not isinstance(val, bool):
-            raise ValueError(f"{name}: expected a bool, got {val!r}")
-        if val and d != 128:
-            raise ValueError(f"{name}=True: head dim 128 only, got {d}")
-    if epi_defer and not (early_q is True and persistent and num_consumers == 2 and dropout_p == 0 and not pingpong):
-        raise ValueError("epi_defer=True: with early_q=True only (the persistent 2-consumer forward, no dropout)")
-    if q_prefetch and not (persistent and num_consumers == 2 and not pingpong):
-        raise ValueError("q_prefetch=True: the persistent 2-consumer forward only (persistent=True, no pingpong)")
-
-
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, epi_defer: bool = False,
-            q_prefetch: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -469,14 +434,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
-    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim). epi_defer,
-    q_prefetch: the kernel's EPI_DEFER / Q_PREFETCH (WINDOW_F; check_window_f: epi_defer with
-    early_q, q_prefetch persistent; bitwise the same outputs)."""
+    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
-    check_window_f(epi_defer, q_prefetch, early_q, persistent, num_consumers, dropout_p, pingpong, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
     block_m, bn, stages = table.get(d, (128, 128, 2))
@@ -515,15 +477,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, epi_defer, q_prefetch)
+                        lean_mask, split_empty and num_consumers == 2)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        epi_defer: bool = False, q_prefetch: bool = False):
+                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -538,5 +499,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, epi_defer=epi_defer,
-                   q_prefetch=q_prefetch)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty)()

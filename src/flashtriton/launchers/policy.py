@@ -182,14 +182,6 @@ GLUON_FWD_WINDOW_EARLY_Q: dict[int, int] = {128: 4096}
 # EARLY_Q +5.4% / +1.7% (above), outputs bitwise: routed with EARLY_Q from 4k. Launch plans key
 # on the call: plans.clear() after changing it.
 GLUON_FWD_WINDOW_LEAN_MASK: dict[int, int] = {128: 4096}
-# WINDOW_F (issue 3, a session-33 helper, offline; kernels/fwd_gluon.py WINDOW_F): on the routed
-# PERSISTENT EARLY_Q window kernel, EPI_DEFER (a block's epilogue under the next block's S_0)
-# and Q_PREFETCH (the next block's Q rows into the L2 a block ahead). BLOCK_D -> the shortest
-# min(Nq, Nk) from which; only where GLUON_FWD_WINDOW_EARLY_Q routes the call. Bitwise the same
-# outputs. Not measured yet (bench/gpu/s33_window_f_ab.py; its docstring has the prediction and
-# the rule): empty = off. Launch plans key on the call: plans.clear() after changing it.
-GLUON_FWD_WINDOW_EPI_DEFER: dict[int, int] = {}
-GLUON_FWD_WINDOW_Q_PREFETCH: dict[int, int] = {}
 # Dropout forwards (0 < p < 1) on the Gluon kernel's DROPOUT variant (the library's mask
 # bitwise): kind ("plain" / "causal" / "window", as gluon_fwd / gluon_fwd_window tell them
 # apart) -> {BLOCK_D: the shortest min(Nq, Nk)}. Session 26 (H200, 2026-12-01, bf16, 16k
@@ -623,18 +615,6 @@ def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs with
     LEAN_MASK (table GLUON_FWD_WINDOW_LEAN_MASK, by BLOCK_D and min(Nq, Nk))."""
     return _listed_from(GLUON_FWD_WINDOW_LEAN_MASK, bd, seqlen_q, seqlen_k)
-
-
-def gluon_fwd_window_epi_defer(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a sliding-window forward routed to the PERSISTENT EARLY_Q WINDOW kernel runs with
-    EPI_DEFER (table GLUON_FWD_WINDOW_EPI_DEFER, by BLOCK_D and min(Nq, Nk))."""
-    return _listed_from(GLUON_FWD_WINDOW_EPI_DEFER, bd, seqlen_q, seqlen_k)
-
-
-def gluon_fwd_window_q_prefetch(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a sliding-window forward routed to the PERSISTENT EARLY_Q WINDOW kernel runs with
-    Q_PREFETCH (table GLUON_FWD_WINDOW_Q_PREFETCH, by BLOCK_D and min(Nq, Nk))."""
-    return _listed_from(GLUON_FWD_WINDOW_Q_PREFETCH, bd, seqlen_q, seqlen_k)
 
 
 def _listed_from(table: dict, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
