@@ -21,9 +21,6 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
                                                                     # DQ_SPLIT_M (session 31, the WIDE tile: dQ
                                                                     # split by query rows) against the WIDE tile
-    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --vecstage [--dump OUT]
-                                                                    # VEC_STAGE (session 33: lse / delta staged,
-                                                                    # one WG barrier under the wgmmas) against today's
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -94,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, vec_stage=False):
+                  window=False, wide=False, defer=False, splitm=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -129,9 +126,6 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if splitm:
         sig["DQ_SPLIT_M"] = "constexpr"
         const["DQ_SPLIT_M"] = True
-    if vec_stage:
-        sig["VEC_STAGE"] = "constexpr"
-        const["VEC_STAGE"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -346,36 +340,6 @@ def defer_table(dump=None):
         loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
         print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {rot} | {', '.join(ints) or '-'} | "
               f"{r['regs']} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | {loops} |", flush=True)
-
-
-def vecstage_table(dump=None):
-    """--fused --vecstage (session 33): VEC_STAGE (lse / delta through per-WG staging rows, one WG
-    barrier under the S^T / dP^T wgmmas, instead of the compiler's layout conversions) against
-    today's 64-row kernel, offline: spills, shared memory, per consumer tile loop its instructions,
-    BAR.SYNC, SYNCS (mbarrier waits / arrives), LDS, MUFU.EX2, HGMMA and local accesses."""
-    print("| D | dtype | rotate | causal | VEC_STAGE | spill B | smem KB | tile loops: instr, BAR, SYNCS, LDS, EX2, "
-          "HGMMA, LDL + STL |")
-    print("|" + "---|" * 8)
-    for d, dt, rot, causal in ((128, "bf16", True, False), (128, "fp16", True, False), (128, "bf16", False, False),
-                               (128, "bf16", True, True), (128, "fp16", True, True), (64, "bf16", True, False),
-                               (64, "bf16", True, True)):
-        for vs in (False, True):
-            c = compile_fused(d, dt, None, rot, causal, False, vec_stage=vs)
-            r, text = report(c)
-            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
-            parts = []
-            for lp in tile_loops(text):
-                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
-                parts.append(f"{lp['n']}, {sum('BAR.SYNC' in t for t in body)}, {sum('SYNCS' in t for t in body)}, "
-                             f"{sum(t.startswith('LDS') for t in body)}, {sum('MUFU.EX2' in t for t in body)}, "
-                             f"{lp['hgmma']}, {lp['ldl'] + lp['stl']}")
-            print(f"| {d} | {dt} | {rot} | {causal} | {vs} | {r['spill_bytes']} | {r['smem'] / 1024:.1f} | "
-                  f"{'; '.join(parts)} |", flush=True)
-            if dump:
-                os.makedirs(dump, exist_ok=True)
-                with open(os.path.join(dump, f"fused_d{d}_{dt}{'' if rot else '_norot'}{'_causal' if causal else ''}"
-                                             f"{'_vecstage' if vs else ''}.sass"), "w") as f:
-                    f.write(text)
 
 
 def splitm_table(dump=None):
@@ -593,13 +557,7 @@ def main(argv=None):
     ap.add_argument("--splitm", action="store_true",
                     help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
                          "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
-    ap.add_argument("--vecstage", action="store_true",
-                    help="--fused: VEC_STAGE (session 33: lse / delta staged with one WG barrier under the wgmmas) "
-                         "against today's 64-row kernel")
     args = ap.parse_args(argv)
-    if args.fused and args.vecstage:
-        vecstage_table(args.dump)
-        return
     if args.fused and args.splitm:
         splitm_table(args.dump)
         return

@@ -3,8 +3,7 @@
 variants) offline for sm_90a and writes {variant: sha1 of its SASS with the /*address*/ prefixes
 and the header before "Function :" stripped} to a JSON file. Run it before and after a kernel
 change and compare the two files (session 31's DEFER_DQ helper: the 28 earlier variants; the
-DQ_SPLIT_M helper: those plus DEFER_DQ's 4, then its own 4, new; session 33's VEC_STAGE helper: the 36,
-then its own 7, new).
+DQ_SPLIT_M helper: those plus DEFER_DQ's 4, then its own 4, new).
 
     PYTHONPATH=src python bench/gluon_bwd_fused_sass_hash.py before.json    # ~1 min without Triton's cache
     PYTHONPATH=src python bench/gluon_bwd_fused_sass_hash.py after.json --compare before.json
@@ -50,16 +49,6 @@ VARIANTS += [
     (64, "fp16", None, True, False, False, False, True, dict(splitm=True)),
     (64, "bf16", None, True, True, False, False, True, dict(splitm=True)),
     (64, "fp16", None, True, True, False, False, True, dict(splitm=True)),
-]
-# (session 33, the D = 128 VEC_STAGE helper) VEC_STAGE's variants (--fused --vecstage); the 36 keys above unchanged
-VARIANTS += [
-    (128, "bf16", None, True, False, False, False, False, dict(vec_stage=True)),
-    (128, "fp16", None, True, False, False, False, False, dict(vec_stage=True)),
-    (128, "bf16", None, False, False, False, False, False, dict(vec_stage=True)),
-    (128, "bf16", None, True, True, False, False, False, dict(vec_stage=True)),
-    (128, "fp16", None, True, True, False, False, False, dict(vec_stage=True)),
-    (64, "bf16", None, True, False, False, False, False, dict(vec_stage=True)),
-    (64, "bf16", None, True, True, False, False, False, dict(vec_stage=True)),
 ]
 
 

@@ -297,34 +297,6 @@ DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in 
   operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
-VEC_STAGE (a session-33 helper, offline; host prepare_fused(..., vec_stage=True), route
-  policy.GLUON_BWD_FUSED_VEC_STAGE, empty = off; analysis bench/wip/gluon-bwd128-s33.md, A/B
-  bench/gpu/s33_bwd128_ab.py). The 64-row tile, plain and CAUSAL (static_assert: not with DROPOUT,
-  WINDOW, DEFER_DQ, DQ_SPLIT_M). Without it lse / delta (one value a thread, loaded before the
-  ready wait) reach S^T's column slice layout (16 a thread) through the compiler's layout
-  conversions, which share one scratch and sit after the wgmma waits, on the tile's chain:
-      S^T wait -> STS lse, BAR, 4 LDS.128 -> exp2;  dP^T wait -> BAR (scratch reuse), STS delta,
-      BAR, 4 LDS.128 -> dS^T                     (3 of the tile's 9 BAR.SYNC a warp)
-  With it each WG stores both into its own rows of two small allocations (lse, delta: (2 WGs,
-  BLOCK_M) fp32 each, 1 KB) right after issuing S^T / dP^T, one explicit WG barrier, and reads
-  them back in the column layout after the respective wait (8 LDS.64 each): 7 BAR.SYNC a tile,
-  the one left under the wgmmas. Two allocations, not one: the barrier analysis cannot tell rows
-  of one allocation apart (one (4, BLOCK_M) buffer: a bar.sync between the two stores, 8 a tile).
-  The next tile's stores come after this tile's reads past the WG's other barriers (ds_ready's
-  arrive): the analysis adds no WAR barrier. The same values reach the same registers: dk / dv
-  bitwise. Tried first (offline, D = 128): lse / delta loaded straight in the column layout (32
-  LDG a tile, 32 registers live across the S^T / dP^T issue) spilled 392 bytes with 20-28 local
-  accesses a tile in the loops (delta loaded after S^T's wait instead: 544); a warp-replicated
-  load (each warp all 64 values) to make the conversion warp-local still went through shared
-  memory (9 BAR). Offline (--fused --vecstage, sm_90a, setmaxnreg 240 / 240 / 24):
-  | D | kind | spill B | smem KB | tile loops: instr, BAR.SYNC, SYNCS, LDS (a warp) |
-  | 128 | plain | 0 -> 8 | 192.6 -> 193.4 | 483 / 491, 9, 6, 8 -> 495 / 490, 7, 6, 16 |
-  | 128 | causal | 8 -> 8 | 192.9 -> 193.7 | 556 / 549, 9, 6, 16 -> 563 / 555, 7, 6, 24 |
-  | 64 | plain | 0 -> 0 | 144.6 -> 145.4 | 450 / 446, 9 -> 456 / 452, 7 |
-  (the 8 bytes outside the loops; HGMMA 32 and MUFU.EX2 32 a tile unchanged; through the JIT
-  binder with the launcher's arguments at 16k / 2k / GQA the same). The 36 earlier variants' SASS
-  byte-identical (bench/gluon_bwd_fused_sass_hash.py).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -631,8 +603,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
-                DQ_SPLIT_M: gl.constexpr = False, VEC_STAGE: gl.constexpr = False,
-                vec_smem=None):
+                DQ_SPLIT_M: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -683,24 +654,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     do = do_smem.index(stage)                                                # (BLOCK_M, D) smem
     s_tok = warpgroup_mma(k_half, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     dp_tok = warpgroup_mma(v_half, do.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-    if VEC_STAGE:
-        # VEC_STAGE (session 33): lse and delta into the WG's own staging rows (vec_smem[WG]: no
-        # scratch shared with anything else), one explicit WG barrier, all while S^T / dP^T run
-        # on the tensor pipe; each then read back in S^T's column slice layout where needed.
-        # The compiler's conversions (below, off) put STS + BAR + LDS (lse), BAR (their common
-        # scratch) + STS + BAR + LDS (delta) after the wgmma waits, on the tile's critical path:
-        # 3 bar.syncs a tile there, 1 here (under the wgmmas). The next tile's stores come after
-        # this tile's reads past several WG barriers (ds_ready's arrive, ...): no WAR barrier.
-        lse_row = vec_smem[0].index(WG)                                      # (BLOCK_M,) fp32 smem
-        delta_row = vec_smem[1].index(WG)                                    # (BLOCK_M,) fp32 smem
-        lse_row.store(lse_c)
-        delta_row.store(delta_c)
-        gl.thread_barrier()
     s = warpgroup_mma_wait(1, deps=[s_tok])                                  # (HALF_N, BLOCK_M) fp32
-    if VEC_STAGE:
-        lse_v = lse_row.load(col)                                            # (BLOCK_M,)
-    else:
-        lse_v = gl.convert_layout(lse_c, col)                                # (BLOCK_M,)
+    lse_v = gl.convert_layout(lse_c, col)                                    # (BLOCK_M,)
     x = s * qk_scale - gl.expand_dims(lse_v * LOG2E, 0)                      # (HALF_N, BLOCK_M) log2 units
     if MASKED:
         # as bwd_gluon._dkdv_tile: after the scale; the query indices from shared memory
@@ -728,10 +683,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     # dS^T before P^T's 16-bit copy: at most P^T and dP^T (64 registers) live beside dK / dV
     # (P^T's A operand made first, as bwd_gluon.py does, would add its 16 at that point:
     # 208 + scalars, spilled). The same operations, so dK / dV bitwise as bwd_gluon.py's.
-    if VEC_STAGE:
-        delta = delta_row.load(col)                                            # (BLOCK_M,)
-    else:
-        delta = gl.convert_layout(delta_c, col)                              # (BLOCK_M,)
+    delta = gl.convert_layout(delta_c, col)                                  # (BLOCK_M,)
     if DROPOUT:
         # p carries the mask in its sign (fused_signed_p, made before dP^T's wait)
         pk = gl.maximum(p, 0.0)                                              # P^T Z
@@ -886,8 +838,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
-                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
-                   VEC_STAGE: gl.constexpr = False, vec_smem=None):
+                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False):
     HALF_N: gl.constexpr = BLOCK_N // 2
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
@@ -985,8 +936,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES,
                                  True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW,
-                                 DQ_SPLIT_M=DQ_SPLIT_M,
-                                 VEC_STAGE=VEC_STAGE, vec_smem=vec_smem)
+                                 DQ_SPLIT_M=DQ_SPLIT_M)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -999,8 +949,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
                                  h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
-                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M,
-                                 VEC_STAGE=VEC_STAGE, vec_smem=vec_smem)
+                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
@@ -1047,7 +996,6 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    VEC_STAGE: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -1055,12 +1003,6 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
-    # VEC_STAGE (session 33, off by default): lse / delta through explicit per-WG staging rows, one
-    # WG barrier under the S^T / dP^T wgmmas (the module doc's VEC_STAGE); the 64-row tile, plain
-    # or CAUSAL only
-    gl.static_assert(not VEC_STAGE or (BLOCK_M == 64 and not DROPOUT and not WINDOW and not DEFER_DQ
-                                       and not DQ_SPLIT_M),
-                     "VEC_STAGE: the 64-row tile, plain or CAUSAL, without DROPOUT / WINDOW / DEFER_DQ / DQ_SPLIT_M")
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1093,14 +1035,6 @@ def attn_bwd_fused_gluon_kernel(
     cols_smem = gl.allocate_shared_memory(gl.int32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))   # (BLOCK_M,)
     if CAUSAL or WINDOW:
         cols_smem.store(gl.arange(0, BLOCK_M, layout=gl.BlockedLayout([1], [32], [4], [0])))
-    if VEC_STAGE:
-        # lse rows and delta rows, (2 WGs, BLOCK_M) fp32 each, WG w's row w: 1 KB at BLOCK_M = 64.
-        # Two allocations, not one: the barrier analysis cannot tell rows of one allocation apart
-        # (offline, one (4, BLOCK_M) buffer: a bar.sync between the lse and the delta store)
-        vec_smem = (gl.allocate_shared_memory(gl.float32, [2, BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0])),
-                    gl.allocate_shared_memory(gl.float32, [2, BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0])))
-    else:
-        vec_smem = ZERO
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -1122,12 +1056,12 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, VEC_STAGE, vec_smem)),
+                          DQ_SPLIT_M)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, VEC_STAGE, vec_smem)),
+                          DQ_SPLIT_M)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW)),

@@ -302,19 +302,6 @@ def fused_defer(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool)
     return d in policy.GLUON_BWD_FUSED_DEFER.get("plain", frozenset())
 
 
-def fused_vec_stage(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool, defer: bool,
-                    split_m: bool) -> bool:
-    """Whether the library's fused route (fused_into) runs the kernel's VEC_STAGE (session 33: lse /
-    delta through per-warpgroup staging rows, one warpgroup barrier under the S^T / dP^T wgmmas
-    instead of the compiler's layout conversions; kernels/bwd_gluon_fused.py): the head dim listed
-    in policy.GLUON_BWD_FUSED_VEC_STAGE under the call's kind ("causal" / "plain"), the 64-row
-    tile without window, dropout, DEFER_DQ or DQ_SPLIT_M (not compiled). Empty table (the
-    default): never."""
-    if windowed or dropout or wide or defer or split_m:
-        return False
-    return d in policy.GLUON_BWD_FUSED_VEC_STAGE.get("causal" if causal else "plain", frozenset())
-
-
 def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
     """Whether the library's fused route (fused_into) runs the kernel's DQ_SPLIT_M (session 31:
     each WG's dQ a 64-row half of the WIDE tile over the whole D, kernels/bwd_gluon_fused.py):
@@ -328,7 +315,7 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, vec_stage: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -383,22 +370,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
     wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's
     box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
-    order), causal or not.
-
-    vec_stage=True (session 33, a helper's, offline; route policy.GLUON_BWD_FUSED_VEC_STAGE, empty =
-    off; bench/gpu/s33_bwd128_ab.py): the kernel's VEC_STAGE, lse / delta staged through
-    per-warpgroup shared rows with one warpgroup barrier under the S^T / dP^T wgmmas (9 -> 7
-    bar.syncs a tile); bitwise the same dk / dv, dq up to fp32 summation order. The 64-row tile,
-    plain or causal: ValueError with a window, dropout, wide, defer_dq or dq_split_m."""
-    if not isinstance(vec_stage, bool):
-        raise ValueError(f"vec_stage: expected a bool, got {vec_stage!r}")
-    if vec_stage:
-        if window is not None:
-            raise ValueError("vec_stage: takes no window (not compiled or measured)")
-        if dropout_p > 0:
-            raise ValueError("vec_stage: takes no dropout (not compiled or measured)")
-        if wide or defer_dq or dq_split_m:
-            raise ValueError("vec_stage: the 64-row tile without defer_dq / dq_split_m only (not compiled or measured)")
+    order), causal or not."""
     if not isinstance(dq_split_m, bool):
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
@@ -449,9 +421,6 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         # (session 28) WINDOW likewise: 428 spill bytes, 41 local accesses a tile in the loops
         raise ValueError(f"num_stages: {num_stages} stages with a window at D = 128 spill registers "
                          "(offline compile, 2026-12-01); use 2")
-    if vec_stage and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
-        raise ValueError(f"num_stages: vec_stage=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
-                         f"D = {d} only, got {num_stages}")
     if defer_dq and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
         raise ValueError(f"num_stages: defer_dq=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
                          f"D = {d} only, got {num_stages}")
@@ -466,8 +435,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m,
-                                                                  vec_stage=vec_stage)
+                                                                  defer=defer_dq, split_m=dq_split_m)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -525,7 +493,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, vec_stage: bool = False):
+                       defer: bool = False, split_m: bool = False):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -537,8 +505,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
-    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). vec_stage:
-    VEC_STAGE=True (session 33; absent otherwise)."""
+    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -583,8 +550,6 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DEFER_DQ"] = True        # (likewise)
     if split_m:
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
-    if vec_stage:
-        kwargs["VEC_STAGE"] = True       # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -655,22 +620,20 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
     # DQ_SPLIT_M where policy.GLUON_BWD_FUSED_DQ_SPLIT_M lists the call (empty: never)
     split_m = fused_split_m(q.shape[-1], causal, wide)
-    # VEC_STAGE where policy.GLUON_BWD_FUSED_VEC_STAGE lists the call (empty: never)
-    vec_stage = fused_vec_stage(q.shape[-1], causal, win is not None, dropout_p > 0, wide, defer, split_m)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
-        split_m=split_m, vec_stage=vec_stage)
+        split_m=split_m)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, vec_stage: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m, vec_stage=vec_stage)()
+                         dq_split_m=dq_split_m)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

@@ -275,16 +275,6 @@ GLUON_BWD_D256_MIN_N = {"plain": 512, "causal": 512}
 # 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
 GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 
-# The fused backward's VEC_STAGE (kernels/bwd_gluon_fused.py, session 33, a helper, offline): lse /
-# delta reach S^T's column layout through per-warpgroup staging rows with one warpgroup barrier
-# placed under the S^T / dP^T wgmmas, instead of the compiler's two layout conversions (3
-# bar.syncs a tile after the wgmma waits, on the tile's critical path): 9 -> 7 BAR.SYNC a tile.
-# By gluon_kind ("plain" / "causal") -> the head dims that take it (the 64-row tile only: not with
-# WIDE, DEFER_DQ, a window or dropout). Analysis and prediction: bench/wip/gluon-bwd128-s33.md,
-# A/B bench/gpu/s33_bwd128_ab.py (route where it beats today's by >= 2% in both rounds).
-# EMPTY = off (not yet measured).
-GLUON_BWD_FUSED_VEC_STAGE: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
-
 # The fused backward's DQ_SPLIT_M (kernels/bwd_gluon_fused.py, the WIDE tile only: each consumer
 # warpgroup computes dQ for its 64 of the tile's 128 query rows over the whole D = 64, m64n64k16
 # wgmma steps, instead of all 128 rows for its D-half, m64n32k16 steps whose shared-memory operand
