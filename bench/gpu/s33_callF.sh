@@ -3,6 +3,8 @@
 # decide), then their GPU tests. (1) VEC_STAGE, the fused D = 128 backward's lse / delta staged with
 # one barrier (9 -> 7 BAR.SYNC a tile; bench/gpu/s33_bwd128_ab.py, prediction in its docstring);
 # (2) the window forward's EPI_DEFER / Q_PREFETCH (bench/gpu/s33_window_f_ab.py, the F probe off).
+# Needs bench/wip/gluon-bwd128-s33.patch and gluon-window-f.patch applied (git am -3); both measured slower
+# in session 33 and reverted (bench/NOTES.md, "Session 33", call F).
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 L=$OUT/callF.log
