@@ -85,6 +85,13 @@ TOKENS, H, D, DTYPE = 16384, 8, 256, torch.bfloat16
 CASES = os.environ.get("S32_CASES", "2048,4096,16384,c4096,c16384").split(",")
 VARIANTS = {False: {"pers": dict(persistent=True), "pers-nosplit": dict(persistent=True, split_empty=False)},
             True: {"one": dict(), "one-nosplit": dict(split_empty=False)}}
+# S32_CAUSAL_EXTRA=1 (session 33, for session 34): the causal forward's other launches at D = 256, for the
+# causal 512 cell (1.45x FA2's CUDA kernel, issue 4 asks 1.5x): "one-pp" one block a CTA with PINGPONG,
+# "pers" the PERSISTENT launch (GLUON_FWD_PERSISTENT["causal"] is off since session 24: D = 128 measured
+# -3% at 512 and -10-16% from 1k with it). Prediction: pers -5 to +5% at 512, behind from 1k; one-pp
+# level (D = 128's ping-pong measured level). Run: S32_CASES=c512,c1024 S32_CAUSAL_EXTRA=1.
+if os.environ.get("S32_CAUSAL_EXTRA") == "1":
+    VARIANTS[True].update({"one-pp": dict(pingpong=True), "pers": dict(persistent=True)})
 
 
 def inputs(n, seed=0):
@@ -171,8 +178,9 @@ def case(n, causal):
     tf = {name: [flops / ms / 1e9 for ms in t] for name, t in times.items() if t}
     cells = " | ".join(" / ".join(f"{x:.0f}" for x in tf.get(name, [])) or "-" for name in names + ["lib", "cudnn"])
     best = {name: max(t) for name, t in tf.items()}
-    main, other = names
-    vs = " / ".join(f"{best[x] / best[ref]:.3f}x" for x, ref in ((main, "lib"), (main, "cudnn"), (other, main))
+    main, other = names[0], names[1]
+    extra = tuple((x, main) for x in names[2:])                      # S32_CAUSAL_EXTRA's variants against one
+    vs = " / ".join(f"{best[x] / best[ref]:.3f}x" for x, ref in ((main, "lib"), (main, "cudnn"), (other, main)) + extra
                     if x in best and ref in best)
     print(f"| {n} | {'yes' if causal else 'no'} | {b} | {cells} | {vs} |", flush=True)
 
