@@ -621,7 +621,8 @@ def test_gluon_route_rule(monkeypatch):
 
 def test_gluon_causal_route_rule(monkeypatch):
     """Causal forwards (window_right == 0, no left window) take the Gluon kernel only at a
-    BLOCK_D with an entry in GLUON_FWD_CAUSAL_MIN_N (D = 128 from 2k, 256 from 512, 64 from 4k; patched here) and from that
+    BLOCK_D with an entry in GLUON_FWD_CAUSAL_MIN_N (D = 128 from 2k, 256 from 512, 64 from 4k; patched
+    here) and from that
     min(Nq, Nk); windows with a left edge or right > 0 never; the non-causal table does
     not admit causal calls, nor the causal table non-causal ones."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)
@@ -633,7 +634,8 @@ def test_gluon_causal_route_rule(monkeypatch):
 
     q, k, v = rand_qkv(1, 1024, 1024, 2, 1, 128, torch.bfloat16, "cpu")
     q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
-    assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 2048, 64: 4096, 256: 512}     # sessions 24 / 32 (128), 30 (64), 33 (256)
+    # sessions 24 / 32 (128), 30 (64), 33 (256)
+    assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 2048, 64: 4096, 256: 512}
     assert not rule(q, k, v) and not rule(q64, k64, v64, bd=64)                         # 1k: too short / no entry
     assert rule(*rand_qkv(1, 8192, 8192, 2, 1, 128, torch.bfloat16, "cpu"))
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 1024)

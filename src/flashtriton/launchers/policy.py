@@ -84,9 +84,10 @@ WS_VARLEN_BLOCK_DS = {"fwd": {128, 256}, "bwd": {128}}
 # and cuDNN: 2k 686 / 673 against 570 / 562 (cuDNN 646 / 644), 4k 708 / 684 against 583 / 589
 # (658 / 664), 16k 729 / 721 against 613 / 611 (674 / 686); outputs bitwise equal to fwd_ws.py's.
 # Predicted 0.88-0.98x cuDNN: 1.06-1.07x. Then 1k (s32/callF, the same script): 611 / 599 against
-# 517 / 506 (cuDNN 605 / 584): from 1k. Session 33 (s33/callC, bench/gpu/s32_gluon_fwd_d256_ab.py with S32_CASES=512,c512,c1024,
-# H = 8, 16k tokens, graph replays, two rounds): 512 519 / 510 against fwd_ws.py's 434 / 433
-# (cuDNN 516 / 497; without SPLIT_EMPTY 394): from 512. plans.clear() after changing this table.
+# 517 / 506 (cuDNN 605 / 584): from 1k. Session 33 (s33/callC, bench/gpu/s32_gluon_fwd_d256_ab.py
+# with S32_CASES=512,c512,c1024, H = 8, 16k tokens, graph replays, two rounds): 512 519 / 510
+# against fwd_ws.py's 434 / 433 (cuDNN 516 / 497; without SPLIT_EMPTY 394): from 512.
+# plans.clear() after changing this table.
 GLUON_FWD_MIN_N = {128: 1024, 64: 2048, 256: 512}
 # The same for the library's canonical causal forwards (window_right == 0, no left
 # window): BLOCK_D -> the shortest min(Nq, Nk) from which they take the Gluon kernel's
@@ -260,9 +261,9 @@ GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
 # Then (s32/callF) 1k 277 / 277 against 249 / 240 (cuDNN 301 / 300), causal 2k 267 / 267 against
 # 222 / 221 (301 / 302). From the shortest lengths measured (the script's rule: >= 2% over the
 # route in both rounds): plain 1k, causal 2k. Session 33 (s33/callC, the same measurement,
-# bench/gpu/s32_gluon_bwd_d256_ab.py with S32B_CASES=512,c512,c1024): 512 234 / 234 against 203 / 201 (cuDNN 242 / 240), causal
-# 512 170 / 170 against 134 / 134 (179 / 177), causal 1k 224 / 224 against 182 / 179 (243 / 244):
-# both from 512.
+# bench/gpu/s32_gluon_bwd_d256_ab.py with S32B_CASES=512,c512,c1024): 512 234 / 234 against 203 / 201
+# (cuDNN 242 / 240), causal 512 170 / 170 against 134 / 134 (179 / 177), causal 1k 224 / 224
+# against 182 / 179 (243 / 244): both from 512.
 GLUON_BWD_D256_MIN_N = {"plain": 512, "causal": 512}
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
