@@ -48,7 +48,8 @@ def _desc(dtype, rows, cols):
     return f"tensordesc<{dtype}[{rows}, {cols}],{layout!r}>"
 
 
-def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_regs=DKDV_REGS, dq_atomic=False):
+def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_regs=DKDV_REGS, dq_atomic=False,
+                 dkdv_only=None):
     """The kernel through GluonASTSource (no launcher): descriptors typed as the launcher makes
     them (Q / dO box (64, 256), K / V (64, 256), dK / dV (64, 128), dq_accum (64, 64) fp32 at
     dq_stage_layout(64))."""
@@ -65,6 +66,9 @@ def compile_d256(dtype="bf16", causal=False, rotate=True, num_stages=None, dkdv_
                CAUSAL="constexpr", ROTATE="constexpr", DKDV_REGS="constexpr", DQ_ATOMIC="constexpr")
     const = dict(HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, NUM_STAGES=st, CAUSAL=causal, ROTATE=rotate,
                  DKDV_REGS=dkdv_regs, DQ_ATOMIC=dq_atomic)
+    if dkdv_only is not None:                    # (DKDV_ONLY, session 33: left out, the kernel's default False)
+        sig["DKDV_ONLY"] = "constexpr"
+        const["DKDV_ONLY"] = dkdv_only
     # DQ 16-byte aligned, as the JIT specialises a torch tensor's pointer (the v2 reds need 8)
     attrs = {(fn.arg_names.index("DQ"),): [["tt.divisibility", 16]]}
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
@@ -87,6 +91,34 @@ def compile_jit(dtype, causal, b, nq, nk, h, hk, rotate=True, dq_atomic=False):
     la = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 256 ** -0.5, causal, rotate,
                                           D256_CONFIG[2], dq_atomic=dq_atomic)
     return attn_bwd_d256_gluon_kernel.warmup(*la.args, grid=la.grid, **la.kwargs)
+
+
+def compile_jit_split(dtype, causal, b, nq, nk, h, hk, dq_tile=None):
+    """The split path (session 33; backward_gluon_d256._launch_args(split_dq=True)) through the JIT
+    binder, stub driver: (the DKDV_ONLY kernel, the dQ kernel) compiled with the launcher's own
+    arguments (the dQ launch's captured from plans.launch on CPU tensors)."""
+    import torch
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon_d256, plans
+
+    driver.set_active(_StubDriver())
+    dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    q = torch.randn(b, nq, h, 256, dtype=dt)
+    k, v = torch.randn(b, nk, hk, 256, dtype=dt), torch.randn(b, nk, hk, 256, dtype=dt)
+    dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
+    la = backward_gluon_d256._launch_args(q, k, v, dout, lse, delta, 256 ** -0.5, causal, True, D256_CONFIG[2],
+                                          split_dq=True, dq_tile=dq_tile)
+    seen = []
+    real = plans.launch
+    plans.launch = lambda kernel, grid, *a, **kw: seen.append((kernel, grid, a, kw))
+    try:
+        la.dq_launch()
+    finally:
+        plans.launch = real
+    kernel, grid, a, kw = seen[0]
+    return (attn_bwd_d256_gluon_kernel.warmup(*la.args, grid=la.grid, **la.kwargs),
+            kernel.warmup(*a, grid=grid, **kw))
 
 
 def loops(text: str) -> list:
@@ -153,7 +185,9 @@ def main(argv=None):
                 ("ast fp16 causal", dict(dtype="fp16", causal=True)), ("ast bf16 no-rotate", dict(rotate=False)),
                 ("ast bf16 1 stage", dict(num_stages=1)), ("ast bf16 dkdv 152", dict(dkdv_regs=152)),
                 ("ast bf16 V2 (dq_atomic)", dict(dq_atomic=True)), ("ast fp16 V2", dict(dtype="fp16", dq_atomic=True)),
-                ("ast bf16 V2 causal", dict(dq_atomic=True, causal=True))]
+                ("ast bf16 V2 causal", dict(dq_atomic=True, causal=True)),
+                ("ast bf16 DKDV_ONLY", dict(dkdv_only=True)), ("ast fp16 DKDV_ONLY", dict(dtype="fp16", dkdv_only=True)),
+                ("ast bf16 DKDV_ONLY causal", dict(causal=True, rotate=False, dkdv_only=True))]
     results = {}
     for name, kw in variants:
         try:
@@ -173,6 +207,22 @@ def main(argv=None):
             try:
                 results[name] = r = row(compile_jit(*case))
                 print(fmt(name, r), flush=True)
+            except Exception as exc:  # noqa: BLE001
+                print(f"| {name} | {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]} |", flush=True)
+    if not args.no_jit:
+        # the split path (session 33): DKDV_ONLY and the D = 256 dQ kernel with the launcher's arguments
+        from gluon_bwd_dq_compile import report as dq_report
+        for name, case in (("jit split bf16 4k B=4 H=8", ("bf16", False, 4, 4096, 4096, 8, 8)),
+                           ("jit split bf16 causal 16k B=1", ("bf16", True, 1, 16384, 16384, 8, 8)),
+                           ("jit split fp16 GQA 1k/2k H=8 Hk=2", ("fp16", False, 2, 1024, 2048, 8, 2))):
+            try:
+                c_dkdv, c_dq = compile_jit_split(*case)
+                results[name + " (DKDV_ONLY)"] = r = row(c_dkdv)
+                print(fmt(name + " (DKDV_ONLY)", r), flush=True)
+                x = dq_report(c_dq)
+                print(f"| {name} (dQ kernel) | {x['setmaxnreg']} | {x['spill_bytes']} | {x['smem']} | "
+                      f"{'yes' if x['smem'] <= SMEM_LIMIT else 'NO'} | {x['hgmma']} | - | {x['utmaldg']} / 0 / "
+                      f"{x['utmastg']} / 0 | {x['local']} | {'; '.join(x['advisories']) or '-'} | - |", flush=True)
             except Exception as exc:  # noqa: BLE001
                 print(f"| {name} | {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]} |", flush=True)
     if args.dump:

@@ -49,7 +49,8 @@ from flashtriton.bench.compile_report import _NVBIN, resources  # noqa: E402
 from flashtriton.kernels.bwd_gluon_dq import attn_bwd_dq_gluon_kernel, default_config  # noqa: E402
 
 
-def compile_dq(head_dim=128, dtype="bf16", block_m=None, block_n=None, k_stages=None, v_stages=None, causal=False):
+def compile_dq(head_dim=128, dtype="bf16", block_m=None, block_n=None, k_stages=None, v_stages=None, causal=False,
+               v_early=None):
     bm, bn, ks, vs = default_config(head_dim, causal)
     bm, bn, ks, vs = block_m or bm, block_n or bn, k_stages or ks, v_stages or vs
     fn = attn_bwd_dq_gluon_kernel
@@ -60,6 +61,9 @@ def compile_dq(head_dim=128, dtype="bf16", block_m=None, block_n=None, k_stages=
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", K_STAGES="constexpr",
                V_STAGES="constexpr", CAUSAL="constexpr")
     const = dict(HEAD_DIM=head_dim, BLOCK_M=bm, BLOCK_N=bn, K_STAGES=ks, V_STAGES=vs, CAUSAL=causal)
+    if v_early is not None:                      # (V_EARLY, session 33: left out, the kernel's default False)
+        sig["V_EARLY"] = "constexpr"
+        const["V_EARLY"] = v_early
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 

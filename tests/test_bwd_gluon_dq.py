@@ -125,6 +125,47 @@ def test_configs_gpu(causal, d, cfg, nq, nk):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(1, 128, 128, 2, 2), (2, 1024, 1024, 4, 4), (1, 2048, 2048, 2, 2),
+                                              (2, 256, 1024, 4, 2), (2, 1024, 256, 4, 2), (1, 384, 1280, 8, 2),
+                                              (2, 1024, 1024, 8, 2)])
+def test_d256_gpu(causal, dtype, b, nq, nk, h, hk):
+    """D = 256 (session 33; BLOCK_N 32, 3 / 3 stages): against float64, Nq == Nk, Nq < Nk, Nq > Nk
+    (causal: whole CTAs of rows without keys get dq = 0), GQA."""
+    dq, _ = check(b, nq, nk, h, hk, 256, dtype, causal)
+    if causal and nq > nk:
+        assert (dq[:, :nq - nk] == 0).all(), "rows without keys must get dq = 0"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("cfg", [dict(v_early=True), dict(block_n=64, num_stages=2, v_stages=1, v_early=True),
+                                 dict(block_n=64, num_stages=2, v_stages=1), dict(num_stages=2, v_stages=2),
+                                 dict(num_stages=3, v_stages=2, v_early=True)])
+@pytest.mark.parametrize("nq, nk", [(1024, 1536), (1536, 1024)])
+def test_d256_configs_gpu(causal, cfg, nq, nk):
+    """D = 256's A/B alternatives: V_EARLY (V_j released once dP_j retired) at 32 and 64 keys, the
+    64-key tile with one V stage (spills offline, still right), shallower rings."""
+    dq, _ = check(2, nq, nk, 4, 2, 256, torch.bfloat16, causal, **cfg)
+    if causal and nq > nk:
+        assert (dq[:, :nq - nk] == 0).all(), "rows without keys must get dq = 0"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_d256_repeatable_gpu(causal):
+    """D = 256: bitwise the same dq from two launches and from a second prepare_dq."""
+    q, k, v, dout, lse, delta, scale, _, _ = dq_inputs(2, 1024, 1024, 8, 2, 256, torch.bfloat16, causal)
+    launch = prepare_dq(q, k, v, dout, lse, delta, scale, causal)
+    dq1 = launch().clone()
+    assert torch.equal(dq1, launch()) and torch.equal(dq1, dq_gluon(q, k, v, dout, lse, delta, scale, causal))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [128, 64])
 def test_negative_and_large_scale_gpu(causal, d):
     check(1, 512, 1024, 4, 4, d, torch.bfloat16, causal, scale=-0.1)
@@ -218,18 +259,18 @@ def test_rejects_mixed_dtypes():
         dq_gluon(q, k, v, dout.half(), lse, delta, 0.1)
 
 
-@pytest.mark.parametrize("d", [32, 96, 256])
+@pytest.mark.parametrize("d", [32, 96, 192])
 def test_rejects_head_dim(d):
     with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported"):
         dq_gluon(*dq_args(d=d), 0.1)
 
 
-@pytest.mark.parametrize("d", [32, 256])
+@pytest.mark.parametrize("d", [32, 192])
 def test_regression_head_dim_message_names_dq_head_dims(d):
     """Regression (review, session 32): dq_gluon's head-dim error came from the forward's
-    check_inputs, whose table gained 256, so it listed [64, 128, 256] (256 included, which this
-    kernel does not have); it names this kernel's head dims now."""
-    with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported \(one of \[64, 128\]\)"):
+    check_inputs, so it listed the forward's head dims; it names this kernel's head dims now
+    (256 among them since session 33)."""
+    with pytest.raises(ValueError, match=rf"^q: head dim {d} not supported \(one of \[64, 128, 256\]\)"):
         dq_gluon(*dq_args(d=d), 0.1)
 
 
@@ -290,9 +331,9 @@ def test_rejects_causal(causal):
         dq_gluon(*dq_args(), 0.1, causal)
 
 
-@pytest.mark.parametrize("block_n", [32, 256, 0, True])
+@pytest.mark.parametrize("block_n", [16, 256, 0, True])
 def test_rejects_block_n(block_n):
-    with pytest.raises(ValueError, match=r"^block_n: expected 64, 128 or None"):
+    with pytest.raises(ValueError, match=r"^block_n: expected 32, 64, 128 or None"):
         dq_gluon(*dq_args(), 0.1, block_n=block_n)
 
 
@@ -337,3 +378,62 @@ def test_default_configs_fit_shared_memory():
             assert bm == 128 and ks >= 2 and vs >= 1, (d, causal)
     assert bwd_gluon_dq.default_config(128, False) == (128, 128, 3, 2)
     assert bwd_gluon_dq.default_config(128, True) == (128, 128, 2, 2)
+    # D = 256 (session 33): Q + dO 128 KB, K / V tiles of 32 keys 16 KB each, 3 / 3 stages: 224 KB
+    assert bwd_gluon_dq.default_config(256, False) == bwd_gluon_dq.default_config(256, True) == (128, 32, 3, 3)
+    assert backward_gluon_dq.smem_bytes(256, 128, 32, 3, 3) == 224 * 1024
+
+
+def test_d256_shared_memory_limits():
+    """D = 256: BLOCK_N 64 with 2 K / 1 V stages fits (224 KB, the A/B's alternative with v_early),
+    2 / 2 does not (256 KB); BLOCK_N 32 with 4 / 3 does not (240 KB)."""
+    a = dq_args(d=256)
+    with pytest.raises(ValueError, match=r"^num_stages: 2 K and 2 V stages of 64 x 256 tiles need 256 KB"):
+        dq_gluon(*a, 0.1, block_n=64, num_stages=2)
+    with pytest.raises(ValueError, match=r"^num_stages: 4 K and 3 V stages of 32 x 256 tiles need 240 KB"):
+        dq_gluon(*a, 0.1, num_stages=4, v_stages=3)
+    assert backward_gluon_dq.smem_bytes(256, 128, 64, 2, 1) <= backward_gluon_dq.SMEM_LIMIT
+
+
+@pytest.mark.parametrize("v_early", [1, None, "yes"])
+def test_rejects_v_early(v_early):
+    with pytest.raises(ValueError, match=r"^v_early: expected a bool"):
+        dq_gluon(*dq_args(), 0.1, v_early=v_early)
+
+
+_COMPILE_D256 = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import gluon_bwd_dq_compile as g
+out = {}
+for name, args in (("plain", (256, "bf16", None, None, None, None, False)),
+                   ("causal", (256, "bf16", None, None, None, None, True)),
+                   ("fp16-causal", (256, "fp16", None, None, None, None, True)),
+                   ("v_early", (256, "bf16", None, None, None, None, False, True))):
+    c = g.compile_dq(*args)
+    r = g.report(c)
+    out[name] = dict(spill=r["spill_bytes"], smem=r["smem"], local=r["local"], hgmma=r["hgmma"],
+                     advisories=r["advisories"], setmaxnreg=r["setmaxnreg"], utmastg=r["utmastg"])
+print(json.dumps(out))
+"""
+
+
+def test_d256_compiles_offline():
+    """sm_90a, no GPU (bench/gluon_bwd_dq_compile.py): the D = 256 default tile (BLOCK_N 32, 3 / 3)
+    plain, causal, fp16 causal and V_EARLY: 0 spill bytes, no local memory, shared memory within
+    227 KB, setmaxnreg 240 for the consumers, no wgmma-serialisation advisory, 2 TMA stores."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src"))
+    res = subprocess.run([sys.executable, "-c", _COMPILE_D256, os.path.join(root, "bench")], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-2000:]
+    r = json.loads(res.stdout.strip().splitlines()[-1])
+    for name, x in r.items():
+        assert x["spill"] == 0 and x["local"] == 0, (name, x)
+        assert x["smem"] <= 232448, (name, x)
+        assert ["inc", "240"] in x["setmaxnreg"], (name, x)
+        assert not x["advisories"] and x["utmastg"] == 2, (name, x)

@@ -100,6 +100,19 @@ st.shared and the reduce's read), for 8-byte L2 requests in place of bulk reduce
 whether shared memory (V1's bound by the note's count) or L2 binds. The same barrier protocol
 with NUM_PDS = 2 (the arguments above hold with tile g - 2 in place of g - 1).
 
+DKDV_ONLY (session 33, issue 4; host prepare / bwd_into(..., split_dq=True), default off: the
+routed variants' SASS byte-identical, bench/d256_split_sass_hash.py): FlashAttention-2's split. WG_S
+computes S^T, dP^T, P^T, dS^T and hands P^T / dS^T over as before but issues no dQ wgmma and no
+reduce: no staging buffer, so P^T / dS^T get two buffers (NUM_PDS = 2, DQ_ATOMIC's protocol; WG_S may
+run two tiles ahead of WG_0 / WG_1), and dq_desc / DQ are unread (the host passes a (64, 64)
+stand-in). dK / dV are bitwise the routed kernel's (WG_0 / WG_1's arithmetic and tile order
+unchanged); dQ comes from kernels/bwd_gluon_dq.py at D = 256 (each query block writes its own rows
+in q's dtype: the whole split backward is deterministic). s33/callA's probe-nodq (no dQ on a
+p_early / dq_rs variant of this kernel) ran 2,020-2,060 us at N = 4k, B = 4, H = 8 against the
+routed kernel's 4,250-4,324. Offline (sm_90a): 0 spills, 229,752 B, setmaxnreg 168 / 160 / 160 /
+24, HGMMA 32 x 64x64x16 + 16 x 64x128x16.tnspB, no UTMAREDG; WG_S's tile loop 413 instructions a
+warp (causal 469; 32 HGMMA, 32 EX2, 6 BAR), WG_0 / WG_1 83 / 85 (8 HGMMA).
+
 GQA: the ring walks group x n_m tiles (the group's query heads one after the other), dK / dV
 summed over the group in the registers, dQ reduce-added into each query head's own rows.
 
@@ -178,7 +191,7 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
                   pds_free, kv_free, dq_desc, DQ, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
                   softmax_scale, qk_scale, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                   NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DQ_ATOMIC: gl.constexpr,
-                  NUM_PDS: gl.constexpr):
+                  NUM_PDS: gl.constexpr, DKDV_ONLY: gl.constexpr = False):
     """WG_S: S^T, dP^T, P^T, dS^T (scaled) of every ring tile, P^T / dS^T handed to WG_0 / WG_1
     through shared memory (buffer g % NUM_PDS), and dQ = dS K in D / DQ_CHUNK chunks, TMA
     reduce-added (DQ_ATOMIC: D / DQ_CHUNK_ATOMIC chunks by red.global.add.v2.f32, _d256_dq_red)."""
@@ -247,7 +260,9 @@ def _d256_softmax(q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv
         fence_async_shared()                                                   # generic writes -> wgmma reads
         mbarrier.arrive(pds_ready.index(buf))                                  # bar.sync of the WG, one arrival
         dq_row = b * seqlen_q + m
-        if DQ_ATOMIC:
+        if DKDV_ONLY:
+            pass                                                               # dQ by the separate pass
+        elif DQ_ATOMIC:
             _d256_dq_red(db, k_smem, DQ, dq_row, h * HEAD_DIM, nheads * HEAD_DIM, HEAD_DIM, BLOCK_M)
         else:
             # dQ = dS K in chunks of DQ_CHUNK columns: A the permuted dS^T (queries x keys), B K's
@@ -349,7 +364,7 @@ def attn_bwd_d256_gluon_kernel(
     seqlen_q, seqlen_k, nheads, nheads_k, group, softmax_scale, qk_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DKDV_REGS: gl.constexpr = 160,
-    DQ_ATOMIC: gl.constexpr = False,
+    DQ_ATOMIC: gl.constexpr = False, DKDV_ONLY: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     gl.static_assert(HEAD_DIM == 256, "the D = 256 kernel (kernels/bwd_gluon_fused.py: D = 64 / 128)")
@@ -357,7 +372,8 @@ def attn_bwd_d256_gluon_kernel(
     gl.static_assert(BLOCK_M == 64, "S^T / dP^T m64n64k16 (the shared-memory port's balance point)")
     dtype: gl.constexpr = q_desc.dtype
     # P^T / dS^T buffers: 1 (V1: the 16 KB dq staging takes the second's place), 2 with DQ_ATOMIC
-    NUM_PDS: gl.constexpr = 2 if DQ_ATOMIC else 1
+    # (DKDV_ONLY: no staging either, so 2 as well)
+    NUM_PDS: gl.constexpr = 2 if (DQ_ATOMIC or DKDV_ONLY) else 1
     pds_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_N, BLOCK_M], dtype)
     q_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], q_desc.layout)    # (S, BLOCK_M, D)
     do_smem = gl.allocate_shared_memory(dtype, [NUM_STAGES, BLOCK_M, HEAD_DIM], do_desc.layout)  # (S, BLOCK_M, D)
@@ -365,7 +381,7 @@ def attn_bwd_d256_gluon_kernel(
     v_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], v_desc.layout)               # (BLOCK_N, D)
     p_smem = gl.allocate_shared_memory(dtype, [NUM_PDS, BLOCK_N, BLOCK_M], pds_layout)          # P^T
     ds_smem = gl.allocate_shared_memory(dtype, [NUM_PDS, BLOCK_N, BLOCK_M], pds_layout)         # dS^T (scaled)
-    if DQ_ATOMIC:
+    if DQ_ATOMIC or DKDV_ONLY:
         dq_stage = gl.allocate_shared_memory(gl.float32, [8, 16], dq_desc.layout)               # (never used)
     else:
         dq_stage = gl.allocate_shared_memory(gl.float32, [BLOCK_M, DQ_CHUNK], dq_desc.layout)   # (BLOCK_M, 64) fp32
@@ -389,7 +405,7 @@ def attn_bwd_d256_gluon_kernel(
         (_d256_softmax, (q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, dq_stage, kv_bar, ready, empty,
                          pds_ready, pds_free, kv_free, dq_desc, DQ, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                          nheads_k, group, softmax_scale, qk_scale, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                         ROTATE, DQ_ATOMIC, NUM_PDS)),
+                         ROTATE, DQ_ATOMIC, NUM_PDS, DKDV_ONLY)),
         (_d256_dkdv, (q_smem, do_smem, k_smem, v_smem, p_smem, ds_smem, ready, empty, pds_ready, pds_free, kv_free,
                       dk_desc, dv_desc, seqlen_q, seqlen_k, nheads_k, group, W0, HEAD_DIM, BLOCK_M, BLOCK_N,
                       NUM_STAGES, CAUSAL, NUM_PDS)),

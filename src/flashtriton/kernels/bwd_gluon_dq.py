@@ -24,7 +24,29 @@ P = exp2(-inf) = 0 (and its delta is 0, O being 0), so dS = 0 and dQ = 0 with no
 case; masked scores are set to -inf before the exp2, so P = 0 there too.
 
 Scope (the launcher checks it): dense q / dO (B, Nq, H, D), k / v (B, Nk, Hk, D), H % Hk
-== 0, bf16 or fp16, D in {64, 128}, Nq % BLOCK_M == 0, Nk % BLOCK_N == 0.
+== 0, bf16 or fp16, D in {64, 128, 256}, Nq % BLOCK_M == 0, Nk % BLOCK_N == 0.
+
+D = 256 (session 33, issue 4: the dQ pass of the split D = 256 backward, launchers/
+backward_gluon_d256.bwd_into(..., split_dq=True), after kernels/bwd_gluon_d256.py's DKDV_ONLY; not
+routed): the same kernel at DEFAULT_CONFIG[256] = (128, 32, 3, 3). Shared memory: Q and dO of 128
+rows x 256 are 128 KB, leaving 96 KB for the K / V rings: 32-key tiles (16 KB) 3 / 3 deep (229,792
+B compiled) or 64-key tiles 2 / 1 (229,728 B). Registers a consumer thread (setmaxnreg 240, the most
+two consumer warpgroups and the loader leave): the 64 x 256 fp32 dQ accumulator is 128, S and dP
+(64 x BLOCK_N fp32) 16 + 16 at 32 keys (32 + 32 at 64), dS as the register A operand 8 (16); at 32
+keys the peak (dQ + P + dP around the exp2) is ~160 + addresses: 0 spills, plain and causal, bf16
+and fp16; at 64 keys 192 + addresses spilled 216 B plain (13 LDL / STL a tile in one consumer's
+loop) and 640 B causal. wgmmas: S = Q K^T and dP = dO V^T m64n32k16 (16 k-steps, A from shared
+memory: 3 KB of operand reads a 65.5 kFLOP k-step, above the 128 B / clock port at peak: the S / dP
+half of the pass is shared-memory bound at ~67% of the tensor peak), dQ += dS K m64n256k16 (2
+k-steps, A in registers). Causal at 32 keys: a block's diagonal spans 4 K tiles per consumer,
+the upper consumer's last two hidden from all its rows (masked to dS = 0, still waited for and
+released). Untimed when written.
+V_EARLY (default off; launcher v_early=True): V_j released (v_empty) as soon as dP_j retired, in
+place of with K_{j-1} after dQ_{j-1}: with ONE V stage (64-key tiles at D = 256) V_{j+1} then loads
+under dS_j, dQ_j and S_{j+1} instead of after them. Each consumer still releases every V tile once
+(tile 0 after its peeled dP, tile j in step j, none in the epilogue); the loader's V waits depend on
+dP of the previous V_STAGES tiles only. The existing variants (V_EARLY off) compile to the same
+SASS as before (bench/d256_split_sass_hash.py).
 
 Design: one CTA per (128-row query block, batch x head), grid (Nq / 128, B * H), query
 block fastest (CAUSAL: heaviest first, pid_m reversed), three partitions
@@ -139,8 +161,16 @@ LOG2E: gl.constexpr = gl.constexpr(1.4426950408889634)
 # the causal kernel at D = 128 keeps 2 / 2, where 3 / 2 spilled 112 bytes (offline sm_90a:
 # the j % 3 and j // 3 of the ring's index on top of the mask's registers; 4 / 2 compiles
 # clean but needs 256 KB). Offline only (2026-12-01): untimed.
-DEFAULT_CONFIG = {64: (128, 128, 4, 4), 128: (128, 128, 3, 2)}
+DEFAULT_CONFIG = {64: (128, 128, 4, 4), 128: (128, 128, 3, 2), 256: (128, 32, 3, 3)}
 CAUSAL_CONFIG = {128: (128, 128, 2, 2)}
+# D = 256 (session 33, issue 4: the split backward's dQ pass, launchers/backward_gluon_d256 split_dq):
+# Q and dO of 128 rows take 128 KB, so the K / V rings get 96 KB: BLOCK_N 32 with 3 / 3 stages
+# (229,792 B compiled) or BLOCK_N 64 with 2 / 1 (229,728 B). Registers of a consumer: dQ 64 x 256
+# fp32 = 128, S and dP 64 x BLOCK_N fp32 16 + 16 at BLOCK_N 32 (32 + 32 at 64), dS 8 (16): offline
+# (sm_90a, Triton 3.6.0) BLOCK_N 32 compiles with 0 spill bytes plain and causal, bf16 and fp16;
+# BLOCK_N 64 spills 216 B plain (13 LDL / STL a tile in one consumer's loop) and 640 B causal at the
+# 240-register ceiling (2 x 240 x 128 + the loader fill the register file), so it stays an A/B
+# alternative (block_n=64, num_stages=2, v_stages=1, v_early=True). Untimed before session 34.
 
 
 def default_config(head_dim: int, causal: bool):
@@ -228,7 +258,7 @@ def _dq_ds(p, dp, delta, dtype: gl.constexpr, ds_layout: gl.constexpr):
 @gluon.jit
 def _dq_step(j, q, do, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s_zero, ds, dq, lse2, delta, qk_scale,
              diag, BLOCK_N: gl.constexpr, K_STAGES: gl.constexpr, V_STAGES: gl.constexpr, MASKED: gl.constexpr,
-             s_layout: gl.constexpr, ds_layout: gl.constexpr):
+             s_layout: gl.constexpr, ds_layout: gl.constexpr, V_EARLY: gl.constexpr = False):
     """Tile j >= 1 of one consumer: dQ += dS_{j-1} K_{j-1} and S_j = Q K_j^T in flight
     together, K_{j-1} and V_{j-1} released once the first retired, then dP_j = dO V_j^T
     with P_j's exp2 under it, then dS_j (MASKED: the causal mask). Returns (dS_j as the A
@@ -246,12 +276,18 @@ def _dq_step(j, q, do, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s_zer
     # kernel at 2 / 2 stages, offline)
     dq, ds = warpgroup_mma_wait(1, deps=[dq_tok, ds])
     mbarrier.arrive(k_empty.index(k_prev))
-    mbarrier.arrive(v_empty.index((j - 1) % V_STAGES))
+    if not V_EARLY:
+        mbarrier.arrive(v_empty.index((j - 1) % V_STAGES))
     s = warpgroup_mma_wait(0, deps=[s_tok])                                        # (HALF_M, BLOCK_N)
     mbarrier.wait(v_ready.index(vs), (j // V_STAGES) & 1)
     dp_tok = warpgroup_mma(do, v_smem.index(vs).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     p = _dq_p(s, lse2, qk_scale, diag - j * BLOCK_N, MASKED, s_layout)            # under dP_j
     dp = warpgroup_mma_wait(0, deps=[dp_tok])                                      # (HALF_M, BLOCK_N)
+    if V_EARLY:
+        # V_j's only reader (dP_j) retired: released now, so that V_{j+1} loads under dS_j,
+        # dQ_j and S_{j+1} (with V_STAGES = 1 the load would otherwise start only after
+        # dQ_j retired in the next step, right before its dP waits for it)
+        mbarrier.arrive(v_empty.index(vs))
     return _dq_ds(p, dp, delta, dtype, ds_layout), dq
 
 
@@ -259,7 +295,7 @@ def _dq_step(j, q, do, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s_zer
 def _dq_consume(q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready, v_ready, k_empty, v_empty, dq_desc, LSE,
                 DELTA, pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, qk_scale, softmax_scale,
                 WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                K_STAGES: gl.constexpr, V_STAGES: gl.constexpr, CAUSAL: gl.constexpr):
+                K_STAGES: gl.constexpr, V_STAGES: gl.constexpr, CAUSAL: gl.constexpr, V_EARLY: gl.constexpr = False):
     """One consumer warpgroup: rows WG * HALF_M .. of the block, n_tiles K / V tiles (the
     loader's count), tiles [1, n_full) unmasked and (CAUSAL) [n_full, n_tiles) masked;
     tile 0 peeled (masked when CAUSAL). diag: the last key the block's first row sees.
@@ -305,25 +341,29 @@ def _dq_consume(q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready, v_ready
     dp_tok = warpgroup_mma(do, v_smem.index(0).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     p = _dq_p(s, lse2, qk_scale, diag, CAUSAL, s_layout)                    # under dP_0
     dp = warpgroup_mma_wait(0, deps=[dp_tok])
+    if V_EARLY:
+        mbarrier.arrive(v_empty.index(0))                                    # V_0's dP retired
     ds = _dq_ds(p, dp, delta, dtype, ds_layout)                              # (HALF_M, BLOCK_N) A operand
 
     # the fully visible tiles: no mask work
     for j in range(1, n_full):
         ds, dq = _dq_step(j, q, do, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s_zero, ds, dq, lse2,
-                          delta, qk_scale, diag, BLOCK_N, K_STAGES, V_STAGES, False, s_layout, ds_layout)
+                          delta, qk_scale, diag, BLOCK_N, K_STAGES, V_STAGES, False, s_layout, ds_layout, V_EARLY)
     if CAUSAL:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: dS = 0, still waited for and released)
         for j in range(n_full, n_tiles):
             ds, dq = _dq_step(j, q, do, k_smem, v_smem, k_ready, v_ready, k_empty, v_empty, s_zero, ds, dq, lse2,
-                              delta, qk_scale, diag, BLOCK_N, K_STAGES, V_STAGES, True, s_layout, ds_layout)
+                              delta, qk_scale, diag, BLOCK_N, K_STAGES, V_STAGES, True, s_layout, ds_layout,
+                              V_EARLY)
 
     # the last tile's dQ
     last = (n_tiles - 1) % K_STAGES
     dq_tok = warpgroup_mma(ds, k_smem.index(last), dq, is_async=True)
     dq, ds = warpgroup_mma_wait(0, deps=[dq_tok, ds])
     mbarrier.arrive(k_empty.index(last))
-    mbarrier.arrive(v_empty.index((n_tiles - 1) % V_STAGES))
+    if not V_EARLY:
+        mbarrier.arrive(v_empty.index((n_tiles - 1) % V_STAGES))
 
     # epilogue: dQ * scale through TMA from this warpgroup's half of Q's buffer (its last
     # reader, S of the last tile, retired)
@@ -340,7 +380,7 @@ def attn_bwd_dq_gluon_kernel(
     LSE, DELTA,                                # (B, H, Nq) fp32 contiguous: lse (natural log), delta
     seqlen_q, seqlen_k, nheads, group, qk_scale, softmax_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, K_STAGES: gl.constexpr,
-    V_STAGES: gl.constexpr, CAUSAL: gl.constexpr = False,
+    V_STAGES: gl.constexpr, CAUSAL: gl.constexpr = False, V_EARLY: gl.constexpr = False,
 ):
     gl.static_assert(K_STAGES >= 2, "the K ring needs 2 stages at least (K_j is read in tile j + 1's step)")
     gl.static_assert(V_STAGES >= 1, "the V ring needs a stage")
@@ -379,10 +419,10 @@ def attn_bwd_dq_gluon_kernel(
     gl.warp_specialize([
         (_dq_consume, (q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready, v_ready, k_empty, v_empty, dq_desc,
                        LSE, DELTA, pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, qk_scale, softmax_scale, WG0,
-                       HEAD_DIM, BLOCK_M, BLOCK_N, K_STAGES, V_STAGES, CAUSAL)),
+                       HEAD_DIM, BLOCK_M, BLOCK_N, K_STAGES, V_STAGES, CAUSAL, V_EARLY)),
         (_dq_consume, (q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready, v_ready, k_empty, v_empty, dq_desc,
                        LSE, DELTA, pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, qk_scale, softmax_scale, WG1,
-                       HEAD_DIM, BLOCK_M, BLOCK_N, K_STAGES, V_STAGES, CAUSAL)),
+                       HEAD_DIM, BLOCK_M, BLOCK_N, K_STAGES, V_STAGES, CAUSAL, V_EARLY)),
         (_dq_load, (q_desc, k_desc, v_desc, do_desc, q_smem, do_smem, k_smem, v_smem, q_bar, do_bar, k_ready,
                     v_ready, k_empty, v_empty, pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, HEAD_DIM, BLOCK_M,
                     BLOCK_N, K_STAGES, V_STAGES, CAUSAL)),

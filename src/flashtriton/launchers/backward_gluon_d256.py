@@ -28,6 +28,17 @@ of 64 (BLOCK_M = BLOCK_N = 64; other lengths: ValueError, the Triton route takes
 NON-DETERMINISTIC dq (fp32 partial tiles reduce-added in whatever order the key blocks reach L2);
 dk / dv deterministic. For deterministic=False only.
 
+split_dq=True (session 33, issue 4; prepare / attention_bwd_d256 / bwd_into; not routed:
+policy.GLUON_BWD_D256_SPLIT_DQ is empty): FlashAttention-2's split. The kernel runs with DKDV_ONLY
+(dK / dV only: no dQ wgmmas, no staging, no reduce; two P^T / dS^T buffers), then the Gluon dQ
+kernel (kernels/bwd_gluon_dq.py at D = 256: 128 query rows a CTA, two consumer warpgroups of 64
+rows, 32-key K / V tiles through 3 / 3 stages) writes dq in q's dtype directly: no dq_accum, no
+zero, no cast, no atomics. DETERMINISTIC (every output written once by one CTA in a fixed order):
+it could serve deterministic=True calls too (today bwd_ws.py / bwd.py at D = 256). dk / dv are
+bitwise the fused kernel's (the same arithmetic and order in WG_0 / WG_1). Extra rule: Nq a
+multiple of 128 (the dQ kernel's BLOCK_M; ValueError otherwise). dq_tile: (BLOCK_N, K_STAGES,
+V_STAGES, V_EARLY) of the dQ kernel, None for its default_config (the A/B's alternatives).
+
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here launches under
 TRITON_INTERPRET; _launch_args (no launch) works on CPU tensors (tests, and
 bench/d256_bwd_gluon_compile.py's JIT rows through a stub driver).
@@ -44,6 +55,7 @@ from triton.experimental.gluon import language as gl
 from .. import memory
 from . import plans
 from ..kernels.bwd_gluon_d256 import D256_CONFIG, attn_bwd_d256_gluon_kernel
+from ..kernels.bwd_gluon_dq import default_config as dq_default_config
 from ..kernels.bwd_gluon_fused import dq_stage_layout
 from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
 from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
@@ -69,7 +81,8 @@ def smem_bytes(num_stages: int, block_m: int = 64, block_n: int = 64, d: int = H
         + 1024
 
 
-def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False) -> tuple:
+def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False,
+                 split_dq=False, dq_tile=None) -> tuple:
     """The kernel's narrow contract; ValueError naming the argument and the rule. Needs no GPU
     (shapes, dtypes, devices and flags only). Returns (B, Nq, H, Nk, Hk, num_stages)."""
     block_m, block_n, stages = D256_CONFIG
@@ -93,11 +106,37 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_s
     if dq_atomic and b * nq * h * d >= 2 ** 31:
         raise ValueError(f"dq_atomic: B * Nq * H * D = {b * nq * h * d} elements of dq_accum not below 2^31 (the "
                          "red.global.add path's int32 offsets); use dq_atomic=False")
+    if not isinstance(split_dq, bool):
+        raise ValueError(f"split_dq: expected a bool, got {split_dq!r}")
+    if split_dq and dq_atomic:
+        raise ValueError("dq_atomic: the split path (split_dq=True) computes dq in its own kernel; not both")
+    if dq_tile is not None and not split_dq:
+        raise ValueError("dq_tile: only with split_dq=True")
+    if split_dq:
+        from .backward_gluon_dq import check_dq_inputs
+        dq_bm, dq_bn, dq_ks, dq_vs, dq_ve = _dq_tile(causal, dq_tile)
+        if nq % dq_bm != 0:
+            raise ValueError(f"q: sequence length {nq} not a multiple of {dq_bm} (split_dq: the dQ kernel's query "
+                             "block)")
+        check_dq_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, dq_bm, dq_bn, dq_ks, dq_vs)
     if rotate and not causal and (nk // block_n - 1) * (nq // block_m) >= 2 ** 31:
         # ROTATE's start tile (program_id(0) * n_m) // num_programs(0) is int32 in the kernel
         raise ValueError(f"rotate: (Nk / {block_n} - 1) * (Nq / {block_m}) = {(nk // block_n - 1) * (nq // block_m)} "
                          "not below 2^31 (the kernel's int32 start tile); use rotate=False")
     return b, nq, h, nk, hk, num_stages
+
+
+def _dq_tile(causal: bool, dq_tile=None) -> tuple:
+    """(BLOCK_M, BLOCK_N, K_STAGES, V_STAGES, V_EARLY) of the split path's dQ kernel at D = 256:
+    kernels/bwd_gluon_dq.default_config's, or dq_tile = (BLOCK_N, K_STAGES, V_STAGES, V_EARLY)."""
+    bm, bn, ks, vs = dq_default_config(HEAD_DIM, causal)
+    if dq_tile is None:
+        return bm, bn, ks, vs, False
+    if not (isinstance(dq_tile, tuple) and len(dq_tile) == 4 and dq_tile[0] in (32, 64)
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in dq_tile[:3])
+            and isinstance(dq_tile[3], bool)):
+        raise ValueError(f"dq_tile: expected (BLOCK_N in (32, 64), K_STAGES, V_STAGES, V_EARLY: bool), got {dq_tile!r}")
+    return (bm, *dq_tile)
 
 
 @dataclass
@@ -112,6 +151,7 @@ class LaunchArgs:
     grid: tuple
     args: tuple
     kwargs: dict
+    dq_launch: object = None   # split_dq: the dQ kernel's launch (backward_gluon_dq._launch), after this kernel
 
 
 def _layout_desc(x: torch.Tensor, rows: int, cols: int):
@@ -126,7 +166,7 @@ def _layout_desc(x: torch.Tensor, rows: int, cols: int):
 
 
 def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: bool, num_stages: int,
-                 outs=None, dq_atomic: bool = False) -> LaunchArgs:
+                 outs=None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None) -> LaunchArgs:
     """LaunchArgs of one launch (tests and bench/d256_bwd_gluon_compile.py's JIT rows call it on CPU
     tensors). outs: (dq, dk, dv) to write into (contiguous, shaped like q, k, v), else allocated.
     dq_atomic: the kernel's DQ_ATOMIC (dQ by red.global.add.v2.f32 from the registers into
@@ -142,8 +182,18 @@ def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: 
         dv = memory.empty((b, nk, hk, d), v.dtype, v.device)
     else:
         dq, dk, dv = outs
-    # zeroed by every launch; through memory so that a launch plan knows it
-    dq_accum = memory.empty((b, nq, h, d), torch.float32, q.device)
+    dq_launch = None
+    if split_dq:
+        # the dQ kernel's launch (its descriptors over the caller's q / k / v / dout / dq), made first,
+        # from the original tensors; dq_accum is only a (64, 64) stand-in behind the unread dq_desc
+        from .backward_gluon_dq import _launch as dq_launch_of
+        dq_bm, dq_bn, dq_ks, dq_vs, dq_ve = _dq_tile(causal, dq_tile)
+        dq_launch = dq_launch_of(q, k, v, dout, lse, delta, dq, scale, causal, dq_bm, dq_bn, dq_ks, dq_vs,
+                                 v_early=dq_ve)
+        dq_accum = memory.empty((block_m, 64), torch.float32, q.device)
+    else:
+        # zeroed by every launch; through memory so that a launch plan knows it
+        dq_accum = memory.empty((b, nq, h, d), torch.float32, q.device)
     q, q_desc = _desc(q, block_m)                                        # box (64, 256)
     dout, do_desc = _desc(dout, block_m)
     k, k_desc = _desc(k, block_n)                                        # box (64, 256)
@@ -153,7 +203,8 @@ def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: 
     # dq_accum (B * Nq, H * D) fp32, box (64, 64) at a 64-byte swizzle (the kernel's staging; the
     # compiled kernel's TMA box is (64, 16): 4 messages a reduce), over dq_accum itself (a plan
     # rebinds descriptors whose base is an input or an allocation of the call)
-    dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, 64], dq_stage_layout(block_m))
+    dq_desc = TensorDescriptor(dq_accum, [dq_accum.shape[0] if split_dq else b * nq, 64 if split_dq else h * d],
+                               [64 if split_dq else h * d, 1], [block_m, 64], dq_stage_layout(block_m))
     lse = lse.contiguous()
     delta = delta.contiguous()
     grid = (nk // block_n, b * hk)
@@ -161,7 +212,9 @@ def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: 
             nq, nk, h, hk, h // hk, scale, scale * LOG2E)
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal,
                   ROTATE=rotate and not causal, DQ_ATOMIC=dq_atomic, num_warps=4)
-    return LaunchArgs(dq, dk, dv, dq_accum, grid, args, kwargs)
+    if split_dq:
+        kwargs["DKDV_ONLY"] = True           # (absent otherwise: the routed launch's kwargs as before)
+    return LaunchArgs(dq, dk, dv, dq_accum, grid, args, kwargs, dq_launch)
 
 
 def _run(la: LaunchArgs, preprocess=None) -> None:
@@ -171,6 +224,11 @@ def _run(la: LaunchArgs, preprocess=None) -> None:
     with torch.cuda.device(la.dk.device) if la.dk.is_cuda else contextlib.nullcontext():
         if preprocess is not None:
             preprocess(None)
+        if la.dq_launch is not None:
+            # split_dq: dK / dV (DKDV_ONLY), then the dQ kernel writes dq itself (no zero, no cast)
+            plans.launch(attn_bwd_d256_gluon_kernel, la.grid, *la.args, **la.kwargs)
+            la.dq_launch()
+            return
         n = la.dq_accum.numel()
         small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
         plans.launch(zero_f32_kernel, small, la.dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
@@ -179,7 +237,7 @@ def _run(la: LaunchArgs, preprocess=None) -> None:
 
 
 def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
-            num_stages: int | None = None, dq_atomic: bool = False):
+            num_stages: int | None = None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None):
     """Checks the call (ValueError, before any launch), allocates dq (like q), dk / dv (like k, v,
     contiguous) and dq_accum (B, Nq, H, 256) fp32, makes the descriptors; returns launch(), which
     on every call zeroes dq_accum, runs the kernel and casts dq_accum into dq, returning (dq, dk,
@@ -188,12 +246,13 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
     depth (2, D256_CONFIG's, by default; 1 fits too; 3 does not: ValueError). dq_atomic: the kernel's
     DQ_ATOMIC, the design note's V2 for the A/B (dQ added from the registers by red.global.add.v2.f32
     in 128-column chunks, P^T / dS^T double-buffered, no staging); the same values up to fp32
-    summation order."""
+    summation order. split_dq / dq_tile: the split path (module doc): dk / dv bitwise the fused
+    kernel's, dq from the dQ kernel (deterministic)."""
     _, _, _, _, _, num_stages = check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages,
-                                             dq_atomic)
+                                             dq_atomic, split_dq, dq_tile)
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, rotate, num_stages,
-                      dq_atomic=dq_atomic)
+                      dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)
 
     def launch():
         _run(la)
@@ -202,20 +261,23 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
 
 
 def attention_bwd_d256(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
-                       num_stages: int | None = None, dq_atomic: bool = False):
-    """(dq, dk, dv) of attention by attn_bwd_d256_gluon_kernel: prepare(...)(). Non-deterministic dq."""
+                       num_stages: int | None = None, dq_atomic: bool = False, split_dq: bool = False,
+                       dq_tile=None):
+    """(dq, dk, dv) of attention by attn_bwd_d256_gluon_kernel: prepare(...)(). Non-deterministic dq
+    (split_dq=True: deterministic)."""
     return prepare(q, k, v, dout, lse, delta, softmax_scale, causal, rotate=rotate, num_stages=num_stages,
-                   dq_atomic=dq_atomic)()
+                   dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)()
 
 
 def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, preprocess=None,
-             dq_atomic: bool = False) -> None:
+             dq_atomic: bool = False, split_dq: bool = False, dq_tile=None) -> None:
     """The route's form (backward_gluon.fused_into's): the kernel at D256_CONFIG, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). preprocess: None (delta
     written by the caller before), or the caller's delta preprocess as a function of one argument
     (called with None, first). Validates as prepare (ValueError before any launch). dq_atomic: as
-    prepare's (V2; for the A/B)."""
-    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic)
+    prepare's (V2; for the A/B). split_dq / dq_tile: the split path (module doc; delta -> dK / dV
+    kernel (DKDV_ONLY) -> dQ kernel into dq; deterministic)."""
+    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic, split_dq, dq_tile)
     for name, t, like_name, like in (("dq", dq, "q", q), ("dk", dk, "k", k), ("dv", dv, "v", v)):
         if not isinstance(t, torch.Tensor) or t.shape != like.shape or t.dtype != like.dtype \
                 or t.device != like.device or not t.is_contiguous():
@@ -226,5 +288,5 @@ def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv,
                          "launch arguments are made)")
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, True, D256_CONFIG[2],
-                      outs=(dq, dk, dv), dq_atomic=dq_atomic)
+                      outs=(dq, dk, dv), dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)
     _run(la, preprocess)

@@ -10,20 +10,24 @@ against the library's dQ kernel).
     dq_gluon(...)  the same, launched once: returns dq
 
 q, dout (B, Nq, H, D); k, v (B, Nk, Hk, D), H % Hk == 0; bf16 or fp16, all alike; D in
-{64, 128}; Nq % 128 == 0, Nk % BLOCK_N == 0 (128 by default); lse (B, H, Nq) fp32, the
-forward's natural-log logsumexp of the scaled scores (+inf for a row that sees no key);
+{64, 128, 256} (256 since session 33: BLOCK_N 32, 3 / 3 stages; the split D = 256 backward's dQ
+pass, launchers/backward_gluon_d256 split_dq=True); Nq % 128 == 0, Nk % BLOCK_N == 0 (128 by
+default); lse (B, H, Nq) fp32, the forward's natural-log logsumexp of the scaled scores (+inf for a row that sees no key);
 delta (B, H, Nq) fp32 = rowsum(dO * O) (the backward's preprocess). causal=True is the
 library's bottom-right causal mask (query i sees key j iff j <= i + Nk - Nq; rows that see
 no key get dQ = 0). dq comes back (B, Nq, H, D) contiguous in q's dtype, softmax_scale
 applied, as the library's dQ kernels store it. Tiles: kernels/bwd_gluon_dq.py
 default_config (BLOCK_N 128; K / V ring depths 3 / 2 at D = 128, 2 / 2 causal, 4 / 4 at
 D = 64); block_n, num_stages (the K ring, and the V ring unless v_stages) and v_stages
-override it.
+override it; v_early: the kernel's V_EARLY (V_j released once dP_j retired; for a single V
+stage, e.g. D = 256 block_n=64, num_stages=2, v_stages=1).
 
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET (prepare_dq refuses a non-CUDA or non-Hopper device after the checks).
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -91,7 +95,7 @@ def check_dq_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, block_m: i
 
 
 def _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal: bool, block_m: int, block_n: int,
-            k_stages: int, v_stages: int):
+            k_stages: int, v_stages: int, v_early: bool = False):
     """Descriptors over q, k, v, dout, dq (each viewed as (B * N, heads * D) rows; q, k, v,
     dout copied when their strides do not allow the view) and the launch function."""
     b, nq, h, d = q.shape
@@ -109,17 +113,17 @@ def _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal: bool, block_m:
     scale = float(softmax_scale)
 
     def launch():
-        with torch.cuda.device(dq.device):
+        with torch.cuda.device(dq.device) if dq.is_cuda else contextlib.nullcontext():   # (CPU: tests' recorder)
             plans.launch(attn_bwd_dq_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, do_desc, dq_desc, lse, delta, nq, nk, h, h // hk, qk_scale, scale,
                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, K_STAGES=k_stages, V_STAGES=v_stages,
-                CAUSAL=causal, num_warps=4)
+                CAUSAL=causal, num_warps=4, **(dict(V_EARLY=True) if v_early else {}))
         return dq
     return launch
 
 
 def prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_n: int | None = None,
-               num_stages: int | None = None, v_stages: int | None = None):
+               num_stages: int | None = None, v_stages: int | None = None, v_early: bool = False):
     """Checks the call (ValueError before any launch), allocates dq (NaN under
     memory.poison_outputs()), makes the descriptors; returns launch(), which runs the
     kernel into dq and returns it (again on every call: for timing the kernel without the
@@ -131,8 +135,10 @@ def prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_
         block_m, bn, k_stages, v_stages0 = default_config(d, causal is True)
     except KeyError:
         block_m, bn, k_stages, v_stages0 = 128, 128, 2, 2     # check_dq_inputs rejects the head dim
-    if block_n is not None and (isinstance(block_n, bool) or block_n not in (64, 128)):
-        raise ValueError(f"block_n: expected 64, 128 or None, got {block_n!r}")
+    if block_n is not None and (isinstance(block_n, bool) or block_n not in (32, 64, 128)):
+        raise ValueError(f"block_n: expected 32, 64, 128 or None, got {block_n!r}")
+    if not isinstance(v_early, bool):
+        raise ValueError(f"v_early: expected a bool, got {v_early!r}")
     block_n = block_n or bn
     if num_stages is not None:
         k_stages, v_stages0 = num_stages, num_stages
@@ -144,12 +150,13 @@ def prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_
     if cap[0] != 9:
         raise ValueError(f"dq_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
     dq = memory.empty(tuple(q.shape), q.dtype, q.device)
-    return _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal, block_m, block_n, k_stages, v_stages)
+    return _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal, block_m, block_n, k_stages, v_stages,
+                   v_early)
 
 
 def dq_gluon(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_n: int | None = None,
-             num_stages: int | None = None, v_stages: int | None = None):
+             num_stages: int | None = None, v_stages: int | None = None, v_early: bool = False):
     """dQ of attention by attn_bwd_dq_gluon_kernel (prepare_dq, launched once): dq
     (B, Nq, H, D) contiguous in q's dtype."""
     return prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal, block_n=block_n,
-                      num_stages=num_stages, v_stages=v_stages)()
+                      num_stages=num_stages, v_stages=v_stages, v_early=v_early)()

@@ -266,6 +266,25 @@ GLUON_BWD_FUSED_NARROW_MIN_N = {"plain": {64: 8192}}
 # against 182 / 179 (243 / 244): both from 512.
 GLUON_BWD_D256_MIN_N = {"plain": 512, "causal": 512}
 
+# The D = 256 backward's split path (session 33, issue 4; launchers/backward_gluon_d256.bwd_into(...,
+# split_dq=True)): the same kernel with DKDV_ONLY (dK / dV only), then the Gluon dQ kernel
+# (kernels/bwd_gluon_dq.py at D = 256) writing dq in q's dtype: FlashAttention-2's split, which
+# the probes of s33/callA price at ~2,040 us for dK / dV alone against the fused kernel's
+# 4,250-4,324 (N = 4k, B = 4, H = 8). By gluon_kind -> the shortest Nq that takes it (within
+# GLUON_BWD_D256_MIN_N's route; Nq a multiple of 128). Written offline; bench/gpu/
+# s34_d256_split_dq_ab.py measures it (its rule: >= 2% over the fused kernel in both rounds).
+# EMPTY = off. The path is deterministic (every output written once, in a fixed order): it could
+# serve deterministic=True calls too (today bwd_ws.py / bwd.py at D = 256, ~264-296 TFLOP/s), which
+# gluon_bwd_d256 refuses; not wired.
+GLUON_BWD_D256_SPLIT_DQ: dict = {}
+
+
+def gluon_bwd_d256_split(params: AttnParams, seqlen_q: int) -> bool:
+    """Whether a call gluon_bwd_d256 accepted takes the split path (GLUON_BWD_D256_SPLIT_DQ by
+    gluon_kind, Nq from the table's length and a multiple of 128, the dQ kernel's query block)."""
+    kind = gluon_kind(params)
+    return kind in GLUON_BWD_D256_SPLIT_DQ and seqlen_q >= GLUON_BWD_D256_SPLIT_DQ[kind] and seqlen_q % 128 == 0
+
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
 # tile), by gluon_kind -> the head dims that take it; "plain" only (the kernel compiles it for
