@@ -96,7 +96,9 @@ def test_d256_route_rule(monkeypatch):
     assert rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, D, torch.bfloat16, "cpu"))           # Nq too
     assert not rule(*rand_qkv(1, 2048 + 1, 2048, 2, 1, D, torch.bfloat16, "cpu"))        # not a multiple
     assert not rule(*rand_qkv(1, 448, 4096, 2, 1, D, torch.bfloat16, "cpu"))             # min(Nq, Nk) < 512
-    assert not rule(q, k, v, common.AttnParams(0.1))                                      # deterministic
+    # deterministic: the split path only (Nq a multiple of 128; test_bwd_gluon_d256_split)
+    assert rule(q, k, v, common.AttnParams(0.1))
+    assert not rule(*rand_qkv(1, 2048 + 64, 2048, 2, 1, D, torch.bfloat16, "cpu"), common.AttnParams(0.1))
     for p in (common.AttnParams(0.1, window_left=64, deterministic=False),
               common.AttnParams(0.1, window_right=64, deterministic=False),
               common.AttnParams(0.1, softcap=3.0, deterministic=False),

@@ -2,7 +2,8 @@
 kernel of kernels/bwd_gluon_d256.py with DKDV_ONLY (dK / dV only: no dQ wgmmas, no staging, no
 reduce, two P^T / dS^T buffers), then the Gluon dQ kernel of kernels/bwd_gluon_dq.py at D = 256
 (dq in q's dtype, deterministic). Host side launchers/backward_gluon_d256.py (prepare / bwd_into,
-split_dq=True, dq_tile); not routed (policy.GLUON_BWD_D256_SPLIT_DQ empty).
+split_dq=True, dq_tile); routed in session 34 (policy.GLUON_BWD_D256_SPLIT_DQ: both kinds from
+512; the dQ tile by kind, GLUON_BWD_D256_SPLIT_DQ_TILE; deterministic=True calls too).
 
 CPU: validation (ValueError before any launch), the launch arguments and order (preprocess, the
 DKDV_ONLY kernel, the dQ kernel; no zero, no cast), the policy helper, the routed call unchanged
@@ -118,20 +119,53 @@ def test_split_launch_order(monkeypatch):
 
 
 def test_split_policy_table(monkeypatch):
-    """GLUON_BWD_D256_SPLIT_DQ is empty (not routed): never split; with an entry, its kind from its
-    length and Nq a multiple of 128 only."""
+    """GLUON_BWD_D256_SPLIT_DQ (session 34, s34/callA): both kinds from 512, Nq a multiple of 128
+    only; the plain kind's dQ tile (64, 2, 1, True), the causal kind's the kernel's default."""
     plain, causal = AttnParams(0.1), AttnParams(0.1, window_right=0)
-    assert policy.GLUON_BWD_D256_SPLIT_DQ == {}
-    assert not policy.gluon_bwd_d256_split(plain, 4096) and not policy.gluon_bwd_d256_split(causal, 4096)
+    assert policy.GLUON_BWD_D256_SPLIT_DQ == {"plain": 512, "causal": 512}
+    for p in (plain, causal):
+        assert policy.gluon_bwd_d256_split(p, 512) and policy.gluon_bwd_d256_split(p, 4096)
+        assert not policy.gluon_bwd_d256_split(p, 448) and not policy.gluon_bwd_d256_split(p, 512 + 64)
+    assert policy.gluon_bwd_d256_split_tile(plain) == (64, 2, 1, True)
+    assert policy.gluon_bwd_d256_split_tile(causal) is None
     monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ", {"plain": 2048})
-    assert policy.gluon_bwd_d256_split(plain, 2048) and policy.gluon_bwd_d256_split(plain, 4096)
-    assert not policy.gluon_bwd_d256_split(plain, 1024) and not policy.gluon_bwd_d256_split(plain, 2048 + 64)
+    assert policy.gluon_bwd_d256_split(plain, 2048) and not policy.gluon_bwd_d256_split(plain, 1024)
     assert not policy.gluon_bwd_d256_split(causal, 4096)
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ", {})
+    assert not policy.gluon_bwd_d256_split(plain, 4096) and not policy.gluon_bwd_d256_split(causal, 4096)
+
+
+def test_deterministic_routes_only_to_the_split(monkeypatch):
+    """deterministic=True D = 256 calls take the Gluon route only where the split path (every output
+    written once) takes them: Nq a multiple of 128 from the table's length, and
+    GLUON_BWD_D256_SPLIT_DETERMINISTIC on; deterministic=False calls the fused kernel takes
+    whatever the split table says. Rule only (CPU tensors, switch patched)."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+
+    def rule(nq, nk, params):
+        q, k, v = rand_qkv(1, nq, nk, 2, 1, D, torch.bfloat16, "cpu")
+        return policy.gluon_bwd_d256(q, k, v, q, torch.zeros(1, 2, nq), params, None, False, D, nq, nk)
+
+    for causal in (False, True):
+        det = AttnParams(0.1, window_right=0 if causal else -1, deterministic=True)
+        fast = AttnParams(0.1, window_right=0 if causal else -1, deterministic=False)
+        assert rule(1024, 1024, det) and rule(512, 2048, det) and rule(1024, 1024, fast)
+        assert not rule(1024 + 64, 1024, det) and rule(1024 + 64, 1024, fast)     # Nq % 128: fused only
+        monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DETERMINISTIC", False)
+        assert not rule(1024, 1024, det) and rule(1024, 1024, fast)
+        monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DETERMINISTIC", True)
+        monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ", {})
+        assert not rule(1024, 1024, det) and rule(1024, 1024, fast)
+        monkeypatch.undo()
+        monkeypatch.setattr(policy, "interpreting", lambda: False)
+        monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
 
 
 def test_route_passes_split_only_from_the_table(monkeypatch):
-    """launchers.backward's D = 256 route calls bwd_into without split_dq while the table is empty,
-    with split_dq=True where it names the call (bwd_into spied, nothing launched)."""
+    """launchers.backward's D = 256 route calls bwd_into with split_dq=True and the kind's dq_tile
+    where the table names the call, without split_dq where it does not (bwd_into spied, nothing
+    launched)."""
     from flashtriton.launchers import backward
 
     calls = []
@@ -140,11 +174,13 @@ def test_route_passes_split_only_from_the_table(monkeypatch):
     q, k, v = rand_qkv(1, 256, 256, 2, 2, D, torch.bfloat16, "cpu")
     dout, out, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(1, 2, 256)
     params = AttnParams(0.1, deterministic=False)
-    backward.bwd(dout, q, k, v, out, lse, params)
+    backward.bwd(dout, q, k, v, out, lse, params)                       # 256 < 512: fused
     assert "split_dq" not in calls[-1], calls
-    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ", {"plain": 256})
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ", {"plain": 256, "causal": 256})
     backward.bwd(dout, q, k, v, out, lse, params)
-    assert calls[-1].get("split_dq") is True, calls
+    assert calls[-1].get("split_dq") is True and calls[-1].get("dq_tile") == (64, 2, 1, True), calls
+    backward.bwd(dout, q, k, v, out, lse, AttnParams(0.1, window_right=0, deterministic=False))
+    assert calls[-1].get("split_dq") is True and calls[-1].get("dq_tile") is None, calls
 
 
 _COMPILE = r"""
@@ -302,3 +338,34 @@ def test_split_library_route_gpu(monkeypatch, causal):
                 assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
     finally:
         plans.clear()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_split_deterministic_library_gpu(monkeypatch, causal):
+    """flash_attn_func(deterministic=True) at D = 256, N = 1k (GQA): the backward takes the split
+    path (bwd_into spied: split_dq=True), and 20 repeats give bitwise the same dq / dk / dv, within
+    the repo criterion of the float64 reference."""
+    import flashtriton
+    from flashtriton.launchers import backward
+    from helpers import reference_pair
+
+    seen = []
+    run = backward_gluon_d256.bwd_into
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into",
+                        lambda *a, **kw: (seen.append(kw.get("split_dq")), run(*a, **kw)))
+    torch.manual_seed(7)
+    q, k, v = (t.requires_grad_() for t in rand_qkv(1, 1024, 1024, 4, 2, D, torch.bfloat16, "cuda"))
+    dout = torch.randn_like(q)
+    first = None
+    for _ in range(20):
+        out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=True)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+        if first is None:
+            first = [g.clone() for g in grads]
+        assert all(torch.equal(a, b) for a, b in zip(first, grads))
+    assert seen and all(x is True for x in seen), seen
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=D ** -0.5, window_right=0 if causal else -1)
+    for i, name in enumerate(("dq", "dk", "dv")):
+        assert_close(name, first[i], truth[name], lowp[name], 3, torch.bfloat16)

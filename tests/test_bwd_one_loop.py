@@ -160,7 +160,10 @@ def test_one_loop_d256_gpu(monkeypatch, nq, nk, tile):
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {})
     plans.clear()
     # deterministic=True: bwd.py's kernels whatever policy.GLUON_BWD_D256_MIN_N["causal"] says
-    # (the fused Gluon D = 256 backward takes deterministic=False calls from its length)
+    # (the fused Gluon D = 256 backward takes deterministic=False calls from its length; its split
+    # path deterministic=True ones too, switched off here)
+    from flashtriton.launchers import policy
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DETERMINISTIC", False)
     want = triton_grads(q, k, v, dout, causal=True, deterministic=True)
     monkeypatch.setattr(backward, "BWD_MASKED_ONE_LOOP", {("dkdv", 256): 4096, ("dq", 256): 4096})
     plans.clear()

@@ -144,6 +144,9 @@ def test_regression_d256_gpu_cases_need_deterministic(monkeypatch):
     from flashtriton.launchers import common, policy
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    # (since session 34 deterministic=True calls take the D = 256 split path unless this is off,
+    # as test_rows_first_d256_gpu sets it)
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DETERMINISTIC", False)
     routed = []
     for n in (512, 1024, 2048, 700):
         for causal in (False, True):
@@ -168,8 +171,10 @@ def test_rows_first_d256_gpu(monkeypatch, n, causal):
     (batch 2 of the grid's 16k-token batches; 700: ragged last blocks). deterministic=True: since
     session 32 deterministic=False D = 256 calls from 1k (causal 2k) take the fused Gluon
     backward (policy.GLUON_BWD_D256_MIN_N), which launches no bwd.py kernel
-    (test_regression_d256_gpu_cases_need_deterministic)."""
-    from flashtriton.launchers import backward, plans
+    (test_regression_d256_gpu_cases_need_deterministic); and since session 34 the split path takes
+    deterministic=True calls too unless policy.GLUON_BWD_D256_SPLIT_DETERMINISTIC is off (set here)."""
+    from flashtriton.launchers import backward, plans, policy
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DETERMINISTIC", False)
     b, h, d = 2, 8, 256
     q, k, v = rand_qkv(b, n, n, h, h, d, torch.bfloat16, DEVICE)
     dout = torch.randn(b, n, h, d, dtype=torch.bfloat16, device=DEVICE)

@@ -271,12 +271,26 @@ GLUON_BWD_D256_MIN_N = {"plain": 512, "causal": 512}
 # (kernels/bwd_gluon_dq.py at D = 256) writing dq in q's dtype: FlashAttention-2's split, which
 # the probes of s33/callA price at ~2,040 us for dK / dV alone against the fused kernel's
 # 4,250-4,324 (N = 4k, B = 4, H = 8). By gluon_kind -> the shortest Nq that takes it (within
-# GLUON_BWD_D256_MIN_N's route; Nq a multiple of 128). Written offline; bench/gpu/
-# s34_d256_split_dq_ab.py measures it (its rule: >= 2% over the fused kernel in both rounds).
-# EMPTY = off. The path is deterministic (every output written once, in a fixed order): it could
-# serve deterministic=True calls too (today bwd_ws.py / bwd.py at D = 256, ~264-296 TFLOP/s), which
-# gluon_bwd_d256 refuses; not wired.
-GLUON_BWD_D256_SPLIT_DQ: dict = {}
+# GLUON_BWD_D256_MIN_N's route; Nq a multiple of 128). Written offline (session 33); measured
+# in session 34 (H200, 2026-12-02, bf16, H = 8, 16k tokens, whole backward incl. the delta
+# preprocess, CUDA-graph replays, two rounds; bench/gpu/s34_d256_split_dq_ab.py, s34/callA and
+# callA2), TFLOP/s fused -> split with the table's dQ tile, both rounds (cuDNN): 512 233 -> 321 / 324
+# (236), 1k 277 -> 381 / 384 (294), 2k 305 -> 407 / 419 (345), 4k 321 -> 437 / 446 (368), 16k 334 ->
+# 429 / 439 (357); causal 512 170 -> 217 / 219 (180), 1k 224 -> 287 / 287 (248), 2k 267 -> 337 / 335
+# (306), 4k 298 -> 370 / 367 (343), 16k 339 -> 427 / 426 (377). Predicted 1.10-1.21x the fused
+# kernel: 1.25-1.38x, 1.09-1.37x cuDNN (the dQ pass ran faster than the 450-550 TFLOP/s modelled).
+# Routed from 512 (the shortest length measured), both kinds.
+GLUON_BWD_D256_SPLIT_DQ: dict = {"plain": 512, "causal": 512}
+# The dQ kernel's tiles on the split path by gluon_kind (launchers/backward_gluon_d256's dq_tile:
+# BLOCK_N, K_STAGES, V_STAGES, V_EARLY); a kind not named takes kernels/bwd_gluon_dq.default_config
+# (32-key tiles, 3 / 3 stages). Plain: 64-key tiles, 2 / 1 stages, V_EARLY (216 B of spills
+# offline) measured 1.02-1.05x the default at 512-4k and level at 16k (s34/callA): taken. Causal:
+# the 64-key form spills 640 B offline (not timed); V_EARLY alone was level (0.98-1.02x): default.
+GLUON_BWD_D256_SPLIT_DQ_TILE: dict = {"plain": (64, 2, 1, True)}
+# The split path writes every output once, in a fixed order (no atomics): deterministic=True
+# D = 256 calls it takes go there too (before: bwd_ws.py / bwd.py, ~264-296 TFLOP/s). False keeps
+# them on the Triton kernels (tests that exercise bwd.py at D = 256 set it).
+GLUON_BWD_D256_SPLIT_DETERMINISTIC = True
 
 
 def gluon_bwd_d256_split(params: AttnParams, seqlen_q: int) -> bool:
@@ -284,6 +298,12 @@ def gluon_bwd_d256_split(params: AttnParams, seqlen_q: int) -> bool:
     gluon_kind, Nq from the table's length and a multiple of 128, the dQ kernel's query block)."""
     kind = gluon_kind(params)
     return kind in GLUON_BWD_D256_SPLIT_DQ and seqlen_q >= GLUON_BWD_D256_SPLIT_DQ[kind] and seqlen_q % 128 == 0
+
+
+def gluon_bwd_d256_split_tile(params: AttnParams):
+    """The split path's dq_tile for the call's gluon_kind (GLUON_BWD_D256_SPLIT_DQ_TILE; None: the
+    dQ kernel's default_config)."""
+    return GLUON_BWD_D256_SPLIT_DQ_TILE.get(gluon_kind(params))
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
@@ -678,14 +698,17 @@ def _gluon_bwd_operands_ok(q, k, dout, lse, seqlen_q: int, seqlen_k: int, tile_i
 def gluon_bwd_d256(q, k, v, dout, lse, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int,
                    seqlen_k: int) -> bool:
     """Whether the backward takes the D = 256 fused Gluon kernel (launchers.backward_gluon_d256.
-    bwd_into): deterministic=False only (dq summed in the order the key blocks reach L2), head
-    dim 256, kind "plain" or "causal" from GLUON_BWD_D256_MIN_N's length, no dropout / window /
+    bwd_into): deterministic=False, or deterministic=True where the split path takes the call
+    (gluon_bwd_d256_split, GLUON_BWD_D256_SPLIT_DETERMINISTIC: every output written once; the fused
+    kernel's dq is summed in the order the key blocks reach L2), head dim 256, kind "plain" or "causal" from GLUON_BWD_D256_MIN_N's length, no dropout / window /
     ALiBi / softcap, Nq and Nk multiples of the 64-row tiles (_gluon_common), lse (B, H, Nq)
     packed fp32, dout of q's dtype, B * Hk <= 65535 and the int32 bounds the launcher checks,
     a nonzero softmax_scale (bwd_into's check_inputs refuses 0, which the API admits: review,
     session 32, test_regression_d256_route_scale_zero); then the switch (Hopper,
     FLASHTRITON_WARP_SPEC not 0, the GPU not shared)."""
-    if is_varlen or q.dim() != 4 or params.deterministic or q.shape[-1] != 256 or bd != 256:
+    if is_varlen or q.dim() != 4 or q.shape[-1] != 256 or bd != 256:
+        return False
+    if params.deterministic and not (GLUON_BWD_D256_SPLIT_DETERMINISTIC and gluon_bwd_d256_split(params, seqlen_q)):
         return False
     if not (math.isfinite(params.softmax_scale) and params.softmax_scale != 0):
         return False
