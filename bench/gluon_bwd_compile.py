@@ -16,7 +16,6 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
                                                                     # the WIDE tile (BLOCK_M = 128 at D = 64,
                                                                     # session 30) against today's D = 64 tile
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --defer [--dump OUT]
-    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --persistent [--dump OUT]
                                                                     # DEFER_DQ (session 31, plain kernel: a tile's
                                                                     # dQ one ring tile later) against today's
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
@@ -92,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, persistent=False):
+                  window=False, wide=False, defer=False, splitm=False):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -102,9 +101,7 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     (session 30: BLOCK_M = 128 at D = 64). defer: DEFER_DQ (session 31: a tile's dQ one ring
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
-    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise.
-    persistent: PERSISTENT (session 34 helper: grid (min(#SMs, #items),), n_bh = B * Hk an i32);
-    left out otherwise (n_bh a None constexpr, as the launcher passes it)."""
+    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -129,12 +126,6 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if splitm:
         sig["DQ_SPLIT_M"] = "constexpr"
         const["DQ_SPLIT_M"] = True
-    if persistent:
-        sig["n_bh"] = "i32"
-        sig["PERSISTENT"] = "constexpr"
-        const["PERSISTENT"] = True
-    else:
-        const["n_bh"] = None
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -549,37 +540,6 @@ def jit_report_fused():
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
 
-def persistent_table(dump=None):
-    """--fused --persistent (session 34 helper): PERSISTENT (grid (min(#SMs, #items),), each CTA
-    walks its (key block, batch x KV head) items) against the routed one-item kernel, plain and
-    causal, offline: setmaxnreg, spills, shared memory, HGMMA, UTMAREDG, per consumer tile loop
-    its instructions, MUFU.EX2, HGMMA, BAR.SYNC and local accesses; the whole SASS's
-    instruction count and local accesses."""
-    print("| D | dtype | causal | PERSISTENT | setmaxnreg | spill B | smem B | HGMMA | UTMAREDG | SASS instr | "
-          "LDL + STL (all) | tile loops: instr, EX2, HGMMA, BAR, LDL + STL |")
-    print("|" + "---|" * 12)
-    for d, dt, causal in ((128, "bf16", False), (128, "fp16", False), (128, "bf16", True), (128, "fp16", True),
-                          (64, "bf16", False), (64, "bf16", True)):
-        for pers in (False, True):
-            c = compile_fused(d, dt, None, True, causal, False, persistent=pers)
-            r, text = report(c)
-            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
-            parts = []
-            for lp in tile_loops(text):
-                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
-                parts.append(f"{lp['n']}, {sum('MUFU.EX2' in t for t in body)}, {lp['hgmma']}, "
-                             f"{sum('BAR.SYNC' in t for t in body)}, {lp['ldl'] + lp['stl']}")
-            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-            local = sum(("LDL" in t) or ("STL" in t) for _, t in ins)
-            print(f"| {d} | {dt} | {causal} | {pers} | {regs} | {r['spill_bytes']} | {r['smem']} | "
-                  f"{r['hgmma']} | {text.count('UTMAREDG')} | {len(ins)} | {local} | {'; '.join(parts)} |", flush=True)
-            if dump:
-                os.makedirs(dump, exist_ok=True)
-                with open(os.path.join(dump, f"fused_d{d}_{dt}{'_causal' if causal else ''}"
-                                             f"{'_persistent' if pers else ''}.sass"), "w") as f:
-                    f.write(text)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
@@ -597,13 +557,7 @@ def main(argv=None):
     ap.add_argument("--splitm", action="store_true",
                     help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
                          "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
-    ap.add_argument("--persistent", action="store_true",
-                    help="--fused: PERSISTENT (session 34 helper: one CTA an SM walking its items) against the routed "
-                         "kernel, plain and causal")
     args = ap.parse_args(argv)
-    if args.fused and args.persistent:
-        persistent_table(args.dump)
-        return
     if args.fused and args.splitm:
         splitm_table(args.dump)
         return

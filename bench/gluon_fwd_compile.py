@@ -76,13 +76,6 @@ plain / 120 CAUSAL, 16 UTMALDG (24 PERSISTENT), DEPBAR.LE 1 in every tile loop; 
 415 / 413 (406 / 404 without SPLIT_EMPTY), PERSISTENT 412 / 408 without; BLOCK_N 32 x 4 stages 328 /
 323 (half the keys a tile). The last two rows: SPLIT_EMPTY at D = 128 (compiles; not used). The 77
 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
-
-STEP_LEAN (a session-33 helper, offline; bench/wip/gluon-window-gap.md): the last 5 rows, the routed
-window form (PERSISTENT WINDOW EARLY_Q LEAN_MASK) with QFREE_LATE (q_free arrived on once after the tile
-loops, not under a predicate in every step), P32_CARRY (P carried between steps in fp32: no PRMT
-repacking), both (bf16 / fp16), and plain PERSISTENT EARLY_Q with both (compile_fwd(qfree_late=True,
-p32_carry=True)). See the write-up for the loop sizes and spills; the earlier variants' SASS
-byte-identical (bench/gluon_fwd_sass_hash.py).
 """
 from __future__ import annotations
 
@@ -114,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, qfree_late=False, p32_carry=False):
+                lean_mask=False, split_empty=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -160,11 +153,6 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "SPLIT_EMPTY" in fn.arg_names:
         sig["SPLIT_EMPTY"] = "constexpr"
         const["SPLIT_EMPTY"] = bool(split_empty)
-    # STEP_LEAN (session 33 helper): QFREE_LATE / P32_CARRY, EARLY_Q's tile step as the plain kernel's
-    for name, val in (("QFREE_LATE", qfree_late), ("P32_CARRY", p32_carry)):
-        if name in fn.arg_names:
-            sig[name] = "constexpr"
-            const[name] = bool(val)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -322,13 +310,6 @@ def main(argv=None):
         (256, "bf16", None, None, False, False, True),
         (128, "bf16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
         (128, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
-        # STEP_LEAN (a session-33 helper, offline; bench/wip/gluon-window-gap.md): the routed window form
-        # (PERSISTENT WINDOW EARLY_Q LEAN_MASK) with QFREE_LATE, P32_CARRY and both; fp16; plain EARLY_Q
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True),
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, False, True),
-        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True, True),
-        (128, "fp16", None, None, False, False, False, True, False, True, False, 2, True, True, False, True, True),
-        (128, "bf16", None, None, False, False, False, True, False, False, False, 2, True, False, False, True, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -343,14 +324,12 @@ def main(argv=None):
         eq = bool(len(rest) > 5 and rest[5])
         lean = bool(len(rest) > 6 and rest[6])
         split = bool(len(rest) > 7 and rest[7])
-        qlate = bool(len(rest) > 8 and rest[8])
-        p32 = bool(len(rest) > 9 and rest[9])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
                             window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            split_empty=split, qfree_late=qlate, p32_carry=p32)
+                            split_empty=split)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "

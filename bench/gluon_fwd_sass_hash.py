@@ -47,18 +47,12 @@ for v in vs:
     eq = bool(len(rest) > 5 and rest[5])
     lean = bool(len(rest) > 6 and rest[6])
     split = bool(len(rest) > 7 and rest[7])
-    qlate = bool(len(rest) > 8 and rest[8])        # STEP_LEAN (session 33 helper): QFREE_LATE, P32_CARRY
-    p32 = bool(len(rest) > 9 and rest[9])
     bm, bn0, st0 = (g.CONSUMERS3_CONFIG if nc == 3 else g.DEFAULT_CONFIG)[d]
     kw = dict(early_q=eq) if eq else {}
     if lean:
         kw["lean_mask"] = True
     if split:
         kw["split_empty"] = True
-    if qlate:
-        kw["qfree_late"] = True
-    if p32:
-        kw["p32_carry"] = True
     c = g.compile_fwd(d, dt, bm, bn or bn0, st or st0, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers,
                       scheduled=sched, window=win, dropout=drop, num_consumers=nc, **kw)
     s = strip(g.sass(c))

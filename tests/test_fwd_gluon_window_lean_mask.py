@@ -76,9 +76,7 @@ def test_loops_pass_the_right_mask_forms():
     assert forms and forms.groups() == ("BOTH", "LEFT", "BOTH"), peel
     assert code.index("diag = diag + WG * HALF_M") < code.index("    if LEAN_MASK:")      # this half's first row
     win = code[code.index("    if WINDOW:\n        # the window's left-edge"):code.index("    # the last tile's P V")]
-    # (STEP_LEAN, session 33: the steps take EQ_TILE, and the unmasked ones spell LEAN_MASK / SIDES out
-    # as False / 0 before P32_CARRY)
-    calls = re.findall(r"EQ_TILE, (?:LEAN_MASK, (\w+)|False, 0),\s+P32_CARRY\)", win)
+    calls = re.findall(r"EARLY_Q(?:, LEAN_MASK, (\w+))?\)", win)
     # left edge, unmasked (WINDOW), unmasked (others: no LEAN_MASK), right edge
     assert calls == ["BOTH", "", "", "RIGHT"], calls
     tile = _code(fwd_gluon._consume_tile)

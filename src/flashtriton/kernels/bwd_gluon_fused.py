@@ -297,63 +297,6 @@ DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in 
   operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
-PERSISTENT (a session-34 helper, offline, never run; host prepare_fused(..., persistent=True,
-  programs=), fused_into(..., persistent=None / True / False), route policy.GLUON_BWD_FUSED_PERSISTENT,
-  empty = off; write-up bench/wip/gluon-bwd-persistent.md, A/B bench/gpu/s34_bwd_persistent_ab.py,
-  tests tests/test_bwd_gluon_persistent.py). The 64-row plain / CAUSAL kernel (static_assert: not
-  with DROPOUT, WINDOW, DEFER_DQ, DQ_SPLIT_M, the WIDE tile). Grid (P,) = (min(#SMs, #items),),
-  items t = 0 .. Nk / 128 x B x Hk - 1, each one key block of one (batch, KV head), exactly the
-  one-item CTA's work; CTA c takes items fused_item(k, c) for k < fused_item_count(c) (plain: t =
-  c + k P, key block fastest as the one-item grid's launch order, ROTATE's start tile from the
-  item's pid_n and Nk / 128, the same as program_id(0) / num_programs(0) there; CAUSAL: heaviest
-  first, t = k P + c in even rounds, k P + P - 1 - c in odd ones (a snake over the items sorted by
-  weight, key block t // (B Hk): block 0 sees every query tile), the longest-processing-time
-  order without a host table). Both partitions walk the same list.
-  Barriers across items: one running ring count per partition, g0 += T (the item's group x n_m
-  tiles) after each item; the consumers call _fused_tile with G = g0 + g, so ready / empty /
-  ds_ready / ds_free are indexed and phased by G exactly as in one long item of sum(T) tiles: the
-  one-item protocol's arguments above hold unchanged (both WGs and the loader visit the same G
-  sequence; every ring tile gets its arrivals). Per item i of the CTA:
-    kv_bar (count 1): phase i = item i's K / V (parity i & 1 in the consumers). Its phase i + 1
-      needs the loader's expect of item i + 1, made after kv_free's phase i, which needs both
-      WGs' arrivals of item i, each after that WG's kv_bar wait of item i: no phase completes twice
-      before a waiter looks.
-    kv_free (count 2, new): each WG arrives once an item, right after the epilogue's wait on the
-      item's last ds_free phase (both WGs' dQ reads of K done; its own wgmmas on K_WG / V_WG were
-      retired before its ds_free arrival). The loader waits phase i - 1 (parity (i & 1) ^ 1; a
-      fresh barrier passes it for i = 0) before item i's K / V copies. Phase i + 1 needs both
-      arrivals of item i + 1, each after kv_bar's phase i + 1, which needs the loader's wait of
-      phase i: no double completion.
-    epi_bar (count 2, new): the dK / dV staging is NOT the K / V halves (which the loader reloads
-      under the epilogue) but dS^T buffer WG (dK_WG, 16-bit (64, D) = bytes [16 KB WG, ..) of
-      ds_smem at D = 128; D = 64: half WG of buffer 0) and dq_stage[WG] (dV_WG: the fp32
-      (64, D / 2) staging is exactly a 16-bit (64, D)), reinterpreted with K's / V's layouts
-      (NVMMA 128-byte swizzle at D = 128; the allocations sit at 32 KB multiples: offline, LLVM IR
-      offsets). Before writing them a WG has waited the item's last ds_free phase (no dQ / dK
-      reads of either dS^T buffer left in either WG) and tma.store_wait(0) + a WG barrier (its
-      last dQ reduce has read dq_stage[WG]). The copies are left in flight: at item i + 1's start
-      (after its kv_bar wait, i.e. under the K / V load) each WG does store_wait(0) + a WG barrier,
-      arrives on epi_bar and waits its phase i (parity i & 1): both WGs' copies have read their
-      staging before either writes a dS^T half (the other WG's buffer included) or a dQ staging of
-      the new item. No double completion (phase i + 1 needs both WGs' arrivals at item i + 2's
-      start, each after its wait on phase i); no cycle (the arrivals need only kv_bar of the new
-      item and the WG's own bulk groups). The last item's copies: store_wait(0) before the exit.
-  Loader per item: Q / dO of tiles g = 0 .. min(NUM_STAGES, T) - 1 first (their stages are
-  released by the consumers' last tiles of the previous item, before its epilogue), then the
-  kv_free wait and K / V, then the item's other tiles: the next item's first tiles and K / V load
-  under the current item's dK / dV epilogue. No cycle: the first tiles wait for ring tiles of
-  earlier items only; kv_free for the previous item's epilogue only.
-  dK / dV: the same wgmmas on the same operands in the same order as the one-item kernel (and
-  ROTATE's same start tile): bitwise equal (the tests check it); dq up to fp32 summation order.
-  Offline (bench/gluon_bwd_compile.py --fused --persistent, sm_90a, setmaxnreg 240 / 240 / 24 as
-  the routed kernel): D = 128 plain spill 16 bytes (0 routed), no local access in the tile loops,
-  loops 487 / 486 instructions a warp (483 / 491), 197,232 B shared (+32: kv_free, epi_bar);
-  causal 32 bytes (8), loops 559 / 559 (556 / 549) with one STL / LDL pair a tile in one
-  consumer's loop (0 routed; before the epilogue recomputed (b, hk, n0) from an opaque copy of
-  the item index: 2 pairs), 197,568 B; D = 64 plain / causal 0 bytes, loops 459 / 456 and 508 /
-  510 (450 / 446, 520 / 515). 9 BAR.SYNC, 32 MUFU.EX2, 32 / 24 HGMMA a tile as routed. The 36
-  routed variants' SASS byte-identical (bench/gluon_bwd_fused_sass_hash.py).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -1038,193 +981,6 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
 
 
-@triton.jit
-def fused_item(k, c, n_prog, n_blocks, n_bh, CAUSAL: tl.constexpr):
-    """PERSISTENT: (pid_n, pid_bh) of CTA c's k-th work item (items t = 0 .. n_blocks * n_bh - 1).
-    Plain: t = c + k * n_prog, key block fastest (pid_n = t % n_blocks: the one-block grid's
-    launch order, a head's key blocks together). CAUSAL: heaviest first (key block 0 sees every
-    query tile, each later one fewer), dealt in a snake (round k even: CTA c takes t = k P + c,
-    odd: k P + P - 1 - c), pid_n = t // n_bh: the longest-processing-time order of
-    fwd_gluon.py's causal deal, without a host table. @triton.jit (Gluon calls it): the CPU
-    tests run this very function under TRITON_INTERPRET=1 (tests/test_bwd_gluon_persistent.py)."""
-    if CAUSAL:
-        odd = k % 2
-        t = k * n_prog + c + odd * (n_prog - 1 - 2 * c)
-        return t // n_bh, t % n_bh
-    else:
-        t = c + k * n_prog
-        return t % n_blocks, t // n_blocks
-
-
-@triton.jit
-def fused_item_count(c, n_prog, n_items, CAUSAL: tl.constexpr):
-    """PERSISTENT: how many items CTA c processes (fused_item's k = 0 .. count - 1 all valid)."""
-    if CAUSAL:
-        full = n_items // n_prog
-        rem = n_items - full * n_prog
-        odd = full % 2
-        idx = c + odd * (n_prog - 1 - 2 * c)             # CTA c's index in the last (partial) round
-        return full + (idx < rem).to(tl.int32)
-    else:
-        return (n_items - c + n_prog - 1) // n_prog
-
-
-@gluon.jit
-def _fused_load_persistent(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, kv_free,
-                           ready, empty, seqlen_q, seqlen_k, nheads_k, group, n_bh, HEAD_DIM: gl.constexpr,
-                           BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
-                           CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
-    """PERSISTENT loader: _fused_load for each of the CTA's items in turn, the ring count g0
-    running over all of them (ring tile G = g0 + g: stage G % NUM_STAGES, parities from G, as
-    the consumers'). Per item i: the Q / dO tiles g = 0 .. P - 1 (P = min(NUM_STAGES, T)) first
-    (their stages free as the consumers finish item i - 1's last tiles, before its epilogue),
-    then kv_free's phase i - 1 (both WGs' item i - 1 epilogues have read K / V: parity
-    (i & 1) ^ 1, a fresh barrier passes it for i = 0), then K / V on kv_bar (phase i), then the
-    rest of the item's tiles."""
-    HALF_N: gl.constexpr = BLOCK_N // 2
-    STAGE_BYTES: gl.constexpr = 2 * q_desc.block_type.nbytes                    # Q, dO
-    c = gl.program_id(0)
-    n_prog = gl.num_programs(0)
-    n_blocks = gl.cdiv(seqlen_k, BLOCK_N)
-    n_items = n_blocks * n_bh
-    g0 = 0
-    for i in range(fused_item_count(c, n_prog, n_items, CAUSAL)):
-        pid_n, pid_bh = fused_item(i, c, n_prog, n_blocks, n_bh, CAUSAL)
-        b, hk, n0, j0, n_m = _block_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, BLOCK_M, BLOCK_N, CAUSAL)
-        rot = 0
-        if ROTATE:
-            if not CAUSAL:
-                rot = (pid_n * n_m) // n_blocks
-        kv_row = b * seqlen_k + n0
-        kv_col = hk * HEAD_DIM
-        n_tiles = group * n_m
-        pre = gl.minimum(n_tiles, NUM_STAGES)
-        for g in range(n_tiles):
-            hh, j = _tile_row(g, n_m, rot)
-            h = hk * group + hh
-            m = (j0 + j) * BLOCK_M
-            gg = g0 + g
-            stage = gg % NUM_STAGES
-            mbarrier.wait(empty.index(stage), ((gg // NUM_STAGES) & 1) ^ 1)
-            bar = ready.index(stage)
-            mbarrier.expect(bar, STAGE_BYTES)
-            tma.async_copy_global_to_shared(q_desc, [b * seqlen_q + m, h * HEAD_DIM], bar, q_smem.index(stage))
-            tma.async_copy_global_to_shared(do_desc, [b * seqlen_q + m, h * HEAD_DIM], bar, do_smem.index(stage))
-            if g == pre - 1:
-                mbarrier.wait(kv_free, (i & 1) ^ 1)
-                mbarrier.expect(kv_bar, 4 * k_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(k_desc, [kv_row, kv_col], kv_bar, k_smem.index(0))
-                tma.async_copy_global_to_shared(k_desc, [kv_row + HALF_N, kv_col], kv_bar, k_smem.index(1))
-                tma.async_copy_global_to_shared(v_desc, [kv_row, kv_col], kv_bar, v_smem.index(0))
-                tma.async_copy_global_to_shared(v_desc, [kv_row + HALF_N, kv_col], kv_bar, v_smem.index(1))
-        g0 += n_tiles
-
-
-@gluon.jit
-def _fused_consume_persistent(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, kv_free,
-                              epi_bar, ready, empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
-                              seqlen_k, nheads, nheads_k, group, n_bh, softmax_scale, qk_scale, WG: gl.constexpr,
-                              HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                              NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
-    """PERSISTENT consumer WG: _fused_consume's plain / CAUSAL loops for each of the CTA's items
-    (fused_item), ring tiles numbered by the running count G = g0 + g (every barrier of
-    _fused_tile, ready / empty / ds_ready / ds_free, indexed and phased by G exactly as in one
-    long item: the one-item protocol's arguments hold unchanged, both WGs and the loader visit
-    the same G sequence). Per item i: wait kv_bar phase i (parity i & 1); the tiles; the
-    epilogue's ds_free wait on the item's last G; dK / dV through the K / V halves (as before);
-    tma.store_wait(0) (also the last dQ reduce), a WG barrier, one arrival on kv_free (count 2):
-    the loader then loads item i + 1's K / V over the halves. kv_bar's phase i + 1 needs that
-    load, hence both WGs' kv_free arrivals of item i, each after its kv_bar wait of item i: no
-    phase completes twice unseen; kv_free's phase i + 1 needs both WGs' arrivals of item i + 1,
-    each after kv_bar's phase i + 1, which needs the loader's wait on kv_free's phase i."""
-    HALF_N: gl.constexpr = BLOCK_N // 2
-    DQ_N: gl.constexpr = HEAD_DIM // 2
-    dtype: gl.constexpr = k_smem.dtype
-    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, BLOCK_M, 16])
-    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, HEAD_DIM, 16])
-    q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                       instr_shape=[16, DQ_N, 16])
-    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
-    dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
-    c = gl.program_id(0)
-    n_prog = gl.num_programs(0)
-    n_blocks = gl.cdiv(seqlen_k, BLOCK_N)
-    n_items = n_blocks * n_bh
-    g0 = 0
-    for i in range(fused_item_count(c, n_prog, n_items, CAUSAL)):
-        pid_n, pid_bh = fused_item(i, c, n_prog, n_blocks, n_bh, CAUSAL)
-        b, hk, n0, j0, n_m = _block_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, BLOCK_M, BLOCK_N, CAUSAL)
-        dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)
-        dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)
-        vec_base = (b * nheads + hk * group) * seqlen_q
-        n_tiles = group * n_m
-        mbarrier.wait(kv_bar, i & 1)
-        if i > 0:
-            # item i - 1's dK / dV copies have read their staging (this WG's: its bulk groups;
-            # the other WG's: epi_bar's phase i - 1, both WGs arrive after their own wait) before
-            # any dS^T or dQ staging of this item overwrites it; under the K / V load's latency
-            tma.store_wait(0)
-            gl.thread_barrier()
-            mbarrier.arrive(epi_bar)                                         # bar.sync of the WG, one arrival
-            mbarrier.wait(epi_bar, (i - 1) & 1)
-        if CAUSAL:
-            off = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [seqlen_k - seqlen_q], dtype=gl.int32,
-                                            is_pure=False, pack=1)
-            rel0 = j0 * BLOCK_M + off - (n0 + WG * HALF_N)
-            for g in range(n_tiles):
-                hh = g // n_m
-                j = g - hh * n_m
-                h = hk * group + hh
-                dk, dv = _fused_tile(g0 + g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready,
-                                     empty, ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale,
-                                     softmax_scale, rel0 + j * BLOCK_M, LSE, DELTA,
-                                     vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
-                                     b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES,
-                                     True, s_layout, a_layout)
-        else:
-            rot = 0
-            if ROTATE:
-                rot = (pid_n * n_m) // n_blocks
-            for g in range(n_tiles):
-                hh, j = _tile_row(g, n_m, rot)
-                h = hk * group + hh
-                dk, dv = _fused_tile(g0 + g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready,
-                                     empty, ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale,
-                                     softmax_scale, 0, LSE, DELTA, vec_base + hh * seqlen_q + j * BLOCK_M,
-                                     b * seqlen_q + j * BLOCK_M, h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, False,
-                                     s_layout, a_layout)
-        # epilogue. Both WGs' dQ reads of K done (the item's last ds_free phase; this WG's own
-        # wgmmas on K_WG / V_WG were retired before its arrivals there): K / V are free, the
-        # loader may load the next item's over them while this WG stages dK / dV elsewhere
-        last = g0 + n_tiles - 1
-        mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
-        # the item's (b, hk, n0) again from an opaque copy of i, so that they are not kept
-        # live across the tile loop (offline: the causal loop's spills, below)
-        i_e = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [i], dtype=gl.int32, is_pure=False, pack=1)
-        pid_n, pid_bh = fused_item(i_e, c, n_prog, n_blocks, n_bh, CAUSAL)
-        b, hk, n0, j0, n_m = _block_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, BLOCK_M, BLOCK_N, CAUSAL)
-        mbarrier.arrive(kv_free)                                             # bar.sync of the WG, one arrival
-        # dK_WG -> bytes [HALF_N * D * 2 * WG, ..) of ds_smem (dS^T buffer WG at D = 128: no
-        # reader left, both WGs' dQ of the item's last tiles are done; the other WG writes there
-        # again only after epi_bar, below), dV_WG -> dq_stage[WG] (the same 16 KB at D = 128, fp32
-        # (BLOCK_M, D / 2) = 16-bit (HALF_N, D); free once this WG's last dQ reduce has read it)
-        tma.store_wait(0)
-        gl.thread_barrier()      # the whole WG past the issuing thread's wait
-        dk_st = ds_smem._reinterpret(dtype, [2, HALF_N, HEAD_DIM], k_smem.layout).index(WG)
-        dv_st = dq_stage._reinterpret(dtype, [2, HALF_N, HEAD_DIM], v_smem.layout).index(WG)
-        dk_st.store((dk * softmax_scale).to(dtype))
-        dv_st.store(dv.to(dtype))
-        fence_async_shared()
-        row = b * seqlen_k + n0 + WG * HALF_N
-        tma.async_copy_shared_to_global(dk_desc, [row, hk * HEAD_DIM], dk_st)
-        tma.async_copy_shared_to_global(dv_desc, [row, hk * HEAD_DIM], dv_st)
-        g0 += n_tiles
-    tma.store_wait(0)            # the last item's dK / dV (the staging must outlive the copies)
-
-
 # win_left / win_right not specialised (as fwd_gluon.py's): every window shares one compiled
 # kernel a variant; without WINDOW the launcher passes them as None (constexprs: no parameters)
 @gluon.jit(do_not_specialize=["win_left", "win_right"])
@@ -1240,8 +996,6 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    n_bh=None,                 # PERSISTENT: B * Hk (i32); else None (a constexpr: no parameter)
-    PERSISTENT: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
     HALF_N: gl.constexpr = BLOCK_N // 2
@@ -1281,15 +1035,6 @@ def attn_bwd_fused_gluon_kernel(
     cols_smem = gl.allocate_shared_memory(gl.int32, [BLOCK_M], gl.SwizzledSharedLayout(1, 1, 1, [0]))   # (BLOCK_M,)
     if CAUSAL or WINDOW:
         cols_smem.store(gl.arange(0, BLOCK_M, layout=gl.BlockedLayout([1], [32], [4], [0])))
-    if PERSISTENT:
-        # (session 34 helper) grid (min(#SMs, #items),): each CTA walks its (key block, batch x
-        # KV head) items (fused_item); kv_free (count 2): both WGs' epilogues have read K / V
-        gl.static_assert(BLOCK_M == 64 and not DROPOUT and not WINDOW and not DEFER_DQ and not DQ_SPLIT_M,
-                         "PERSISTENT: the 64-row plain / CAUSAL kernel only")
-        kv_free = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        epi_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(kv_free, count=2)
-        mbarrier.init(epi_bar, count=2)
     kv_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [NUM_STAGES, 1], mbarrier.MBarrierLayout())
@@ -1306,38 +1051,21 @@ def attn_bwd_fused_gluon_kernel(
 
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    if PERSISTENT:
-        gl.warp_specialize([
-            (_fused_consume_persistent, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, kv_free,
-                                         epi_bar, ready, empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA,
-                                         seqlen_q, seqlen_k, nheads, nheads_k, group, n_bh, softmax_scale, qk_scale,
-                                         WG0, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
-            (_fused_consume_persistent, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, kv_free,
-                                         epi_bar, ready, empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA,
-                                         seqlen_q, seqlen_k, nheads, nheads_k, group, n_bh, softmax_scale, qk_scale,
-                                         WG1, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
-            (_fused_load_persistent, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar,
-                                      kv_free, ready, empty, seqlen_q, seqlen_k, nheads_k, group, n_bh, HEAD_DIM,
-                                      BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
-        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
-        mbarrier.invalidate(kv_free)
-        mbarrier.invalidate(epi_bar)
-    else:
-        gl.warp_specialize([
-            (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
-                              ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                              nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                              DQ_SPLIT_M)),
-            (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
-                              ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                              nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
-                              BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                              DQ_SPLIT_M)),
-            (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
-                           seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                           ROTATE, WINDOW)),
-        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    gl.warp_specialize([
+        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                          DQ_SPLIT_M)),
+        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
+                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                          DQ_SPLIT_M)),
+        (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
+                       seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                       ROTATE, WINDOW)),
+    ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(kv_bar)
     for i in gl.static_range(NUM_STAGES):

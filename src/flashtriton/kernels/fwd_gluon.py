@@ -944,7 +944,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
                   q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                  SIDES: gl.constexpr = 0, P32_CARRY: gl.constexpr = False):
+                  SIDES: gl.constexpr = 0):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -953,16 +953,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     Session 27, H200: a never-taken branch before the full wgmma wait (so that ptxas keeps
     the wait below the softmax's exponentials, under this consumer's P V) measured 1-3.4%
     slower (bench/NOTES.md, "Session 27", call 1: the other consumer already fills those
-    cycles); removed.
-    P32_CARRY (STEP_LEAN, a session-33 helper): p16 comes in as the previous tile's fp32 P
-    (s_layout) and is converted to the A operand here; P_j goes back in fp32 (the same
-    conversion one step later: bitwise the same operand). EARLY_Q here is the per-tile q_free
-    arrival (off under QFREE_LATE, _fwd_consume)."""
+    cycles); removed."""
     dtype: gl.constexpr = q.dtype
     stage = j % NUM_STAGES
     prev = (j - 1) % NUM_STAGES
-    if P32_CARRY:
-        p16 = gl.convert_layout(p16.to(dtype), p_layout)
     # S_j = Q K_j^T, then O += P_{j-1} V_{j-1}, both in flight
     mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
     mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
@@ -1000,10 +994,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     else:
         mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
-    if P32_CARRY:
-        p16 = p                                              # fp32: converted in the next step
-    else:
-        p16 = gl.convert_layout(p.to(dtype), p_layout)
+    p16 = gl.convert_layout(p.to(dtype), p_layout)
     return p16, acc, m_i, l_i
 
 
@@ -1014,8 +1005,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 QFREE_LATE: gl.constexpr = False, P32_CARRY: gl.constexpr = False):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1052,18 +1042,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     LEAN_MASK (WINDOW, session-30 helper, offline): the peel and the masked loops take
     _softmax_step_lean (both edges in one predicate; the right edge alone in the right-edge
     loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
-    arithmetic, fewer instructions.
-    STEP_LEAN (EARLY_Q; a session-33 helper, offline; bench/wip/gluon-window-gap.md): QFREE_LATE
-    arrives on q_free once after the loops (every S of the block has retired there: Q is no
-    longer read) instead of in every tile step under a predicate (j == q_last), whose warpgroup
-    barrier ptxas placed after the softmax, and the P V wait with it: the window's tile step kept
-    its P V wait below the exponentials (the schedule PV_OVERLAP measured 1-3.4% slower in
-    session 27) and one more BAR.SYNC a tile than the plain kernel. P32_CARRY carries P between
-    steps in fp32 and converts it at the next P V (_consume_tile): the bf16 P carried through
-    the peel and the three loops was 64 16-bit values that ptxas repacked with 64 PRMT a tile
-    step (the plain kernel's single loop: none). Neither changes a value: outputs bitwise the same."""
+    arithmetic, fewer instructions."""
     dtype: gl.constexpr = q_smem.dtype
-    EQ_TILE: gl.constexpr = EARLY_Q and not QFREE_LATE     # the per-tile q_free arrival
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -1123,9 +1103,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         mbarrier.arrive(kv_empty.index(t0 % NUM_STAGES))                     # SPLIT_EMPTY: K_0 no longer read
     if EARLY_Q:
         q_last = t0 + n_tiles - 1                                            # the block's last ring tile
-        if not QFREE_LATE:
-            # a one-tile block: the peel's S was the last read of Q (_consume_tile's doc)
-            mbarrier.arrive(q_free, pred=n_tiles == 1)
+        # a one-tile block: the peel's S was the last read of Q (_consume_tile's doc)
+        mbarrier.arrive(q_free, pred=n_tiles == 1)
     else:
         q_last = ZERO
     if LEAN_MASK:
@@ -1147,10 +1126,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
         p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0, dtype, s_layout, CB_ONCE, LEAN_KEEP)
-    if P32_CARRY:
-        p16 = p                                          # fp32: _consume_tile / the last P V convert it
-    else:
-        p16 = gl.convert_layout(p.to(dtype), p_layout)                       # (HALF_M, BLOCK_N) A operand
+    p16 = gl.convert_layout(p.to(dtype), p_layout)                           # (HALF_M, BLOCK_N) A operand
     # (DROPOUT with LEAN_KEEP: p is dtype already, _dropout_tile)
 
     if WINDOW:
@@ -1161,16 +1137,14 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EQ_TILE, LEAN_MASK, BOTH,
-                                               P32_CARRY)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, BOTH)
         # ... then the fully visible ones: no mask work
         for j in range(t0 + n_left, t0 + n_full):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EQ_TILE, False, 0,
-                                               P32_CARRY)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -1178,8 +1152,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EQ_TILE, False, 0,
-                                               P32_CARRY)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -1190,14 +1163,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EQ_TILE, LEAN_MASK, RIGHT,
-                                               P32_CARRY)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT)
 
-    if EARLY_Q and QFREE_LATE:
-        # every S of the block retired in the steps above: Q's buffer is free (one arrival a block)
-        mbarrier.arrive(q_free)
-    if P32_CARRY:
-        p16 = gl.convert_layout(p16.to(dtype), p_layout)
     # the last tile's P V
     last = (t0 + n_tiles - 1) % NUM_STAGES
     mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
@@ -1344,8 +1311,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                             NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False,
-                            LEAN_MASK: gl.constexpr = False, QFREE_LATE: gl.constexpr = False,
-                            P32_CARRY: gl.constexpr = False):
+                            LEAN_MASK: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
     EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
@@ -1382,7 +1348,7 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                          q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                          RNG, dropout_p, rng_rows, rng_stride, key0,
                          WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
-                         O, o_stride, EARLY_Q, LEAN_MASK, QFREE_LATE, P32_CARRY)
+                         O, o_stride, EARLY_Q, LEAN_MASK)
         t0 += n_load
         it += 1
 
@@ -1411,7 +1377,6 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False,
-    QFREE_LATE: gl.constexpr = False, P32_CARRY: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1452,10 +1417,6 @@ def attn_fwd_gluon_kernel(
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
     gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
                      "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
-    # STEP_LEAN (a session-33 helper, offline; _fwd_consume's doc): QFREE_LATE / P32_CARRY give the
-    # EARLY_Q kernel's tile step the plain kernel's schedule (outputs bitwise the same)
-    gl.static_assert((not (QFREE_LATE or P32_CARRY)) or EARLY_Q,
-                     "QFREE_LATE / P32_CARRY: the PERSISTENT EARLY_Q forward only")
     if EARLY_Q:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1567,13 +1528,13 @@ def attn_fwd_gluon_kernel(
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK, QFREE_LATE, P32_CARRY)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK, QFREE_LATE, P32_CARRY)),
+                                           EARLY_Q, LEAN_MASK)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,

@@ -60,7 +60,7 @@ from ..kernels.bwd_gluon_fused import (FUSED_CONFIG, FUSED_WIDE_CONFIG, attn_bwd
                                        k_layout)
 from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
 from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
-from .common import LOG2E, block_d, sm_count
+from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
 __all__ = ["check_inputs", "check_dropout", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon",
@@ -302,40 +302,6 @@ def fused_defer(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool)
     return d in policy.GLUON_BWD_FUSED_DEFER.get("plain", frozenset())
 
 
-def fused_persistent(d: int, causal: bool, windowed: bool, dropout: bool, wide: bool, defer: bool,
-                     split_m: bool) -> bool:
-    """Whether the library's fused route (fused_into, persistent=None) runs the kernel's PERSISTENT
-    (session 34 helper: one CTA an SM walking its (key block, batch x KV head) items): the head
-    dim listed in policy.GLUON_BWD_FUSED_PERSISTENT under the call's kind ("causal" / "plain"), a
-    call without window, dropout, the WIDE tile, DEFER_DQ or DQ_SPLIT_M (the kernel compiles
-    PERSISTENT for the 64-row plain / CAUSAL tile only). Empty table (the default): never."""
-    if windowed or dropout or wide or defer or split_m:
-        return False
-    return d in policy.GLUON_BWD_FUSED_PERSISTENT.get("causal" if causal else "plain", frozenset())
-
-
-def check_persistent(persistent, programs, causal: bool, windowed: bool, dropout: bool, wide: bool,
-                     defer: bool, split_m: bool) -> None:
-    """ValueError for a persistent= / programs= the fused kernel does not compile: persistent a
-    bool; programs None or a positive int, with persistent=True only; persistent=True without
-    window, dropout, the WIDE tile, DEFER_DQ or DQ_SPLIT_M (kernels/bwd_gluon_fused.py's
-    static_assert: not compiled or measured)."""
-    if not isinstance(persistent, bool):
-        raise ValueError(f"persistent: expected a bool, got {persistent!r}")
-    if programs is not None:
-        if isinstance(programs, bool) or not isinstance(programs, int) or programs < 1:
-            raise ValueError(f"programs: expected None or a positive int, got {programs!r}")
-        if not persistent:
-            raise ValueError("programs: the grid size of persistent=True only")
-    if not persistent:
-        return
-    for bad, what in ((windowed, "a sliding window"), (dropout, "dropout"), (wide, "the WIDE tile (wide=True)"),
-                      (defer, "defer_dq"), (split_m, "dq_split_m")):
-        if bad:
-            raise ValueError(f"persistent: not with {what} (the kernel compiles PERSISTENT for the 64-row plain / "
-                             "causal tile only)")
-
-
 def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
     """Whether the library's fused route (fused_into) runs the kernel's DQ_SPLIT_M (session 31:
     each WG's dQ a 64-row half of the WIDE tile over the whole D, kernels/bwd_gluon_fused.py):
@@ -349,8 +315,7 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, persistent: bool = False,
-                  programs: int | None = None):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -405,14 +370,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
     wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's
     box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
-    order), causal or not.
-
-    persistent=True (a session-34 helper's, offline; route policy.GLUON_BWD_FUSED_PERSISTENT,
-    empty): the kernel's PERSISTENT, grid (min(programs or the SM count, #items),), each CTA walking
-    its (key block, batch x KV head) items (causal heaviest first, snake-dealt), the next item's
-    first Q / dO tiles loaded under the current one's epilogue. The same values (dk / dv bitwise,
-    dq up to fp32 summation order). Not with window, dropout, wide, defer_dq, dq_split_m; FUSED_CONFIG's
-    stage count (ValueError). programs: the grid size (tests: few CTAs, many items each)."""
+    order), causal or not."""
     if not isinstance(dq_split_m, bool):
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
@@ -447,10 +405,6 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         rotate = False                                   # (the kernel ignores it under WINDOW)
         if dropout_p > 0:
             raise ValueError("window: the fused kernel's WINDOW variant takes no dropout (not compiled or measured)")
-    check_persistent(persistent, programs, causal, win is not None, dropout_p > 0, wide, defer_dq, dq_split_m)
-    if persistent and q.dim() == 4 and num_stages != FUSED_CONFIG[d][2]:
-        raise ValueError(f"num_stages: persistent=True is compiled with FUSED_CONFIG's {FUSED_CONFIG[d][2]} stages at "
-                         f"D = {d} only, got {num_stages}")
     need = fused_smem_bytes(d, num_stages, block_m, block_n)
     if need > 227 * 1024:
         raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
@@ -481,8 +435,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m,
-                                                                  persistent=persistent, programs=programs)
+                                                                  defer=defer_dq, split_m=dq_split_m)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -540,8 +493,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, persistent: bool = False,
-                       programs: int | None = None):
+                       defer: bool = False, split_m: bool = False):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -553,9 +505,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
-    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True).
-    persistent: PERSISTENT=True and n_bh = B * Hk (session 34 helper; both absent otherwise),
-    grid (min(programs or the SM count, Nk / BLOCK_N * B * Hk),)."""
+    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -600,11 +550,6 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DEFER_DQ"] = True        # (likewise)
     if split_m:
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
-    if persistent:
-        n_items = (nk // block_n) * b * hk
-        grid = (max(1, min(programs or sm_count(q.device), n_items)),)
-        kwargs["n_bh"] = b * hk          # (likewise: absent, a None constexpr, otherwise)
-        kwargs["PERSISTENT"] = True
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -646,7 +591,7 @@ FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.
 
 
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
-               keys=None, window=None, preprocess=None, persistent: bool | None = None) -> None:
+               keys=None, window=None, preprocess=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile (FUSED_WIDE_CONFIG's
     where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, D = 64 since session 30), ROTATE on (off
@@ -658,12 +603,7 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before.
     preprocess: None (delta written by the caller before), or the caller's delta preprocess
     as _run_fused takes it (launchers/backward.py's fused route, session 29: run here,
-    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS).
-    persistent: None (policy.GLUON_BWD_FUSED_PERSISTENT decides: fused_persistent; empty: never),
-    True / False to force the kernel's PERSISTENT on / off (session 34 helper; True with a
-    window, dropout, the WIDE tile, DEFER_DQ or DQ_SPLIT_M: ValueError, check_persistent)."""
-    if persistent is not None and not isinstance(persistent, bool):
-        raise ValueError(f"persistent: expected None or a bool, got {persistent!r}")
+    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS)."""
     if preprocess is not None and not delta.is_contiguous():
         # (the kernel's arguments hold delta.contiguous(), made before the preprocess runs)
         raise ValueError(f"delta: strides {delta.stride()}, not contiguous (preprocess= writes it after the "
@@ -680,26 +620,20 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
     # DQ_SPLIT_M where policy.GLUON_BWD_FUSED_DQ_SPLIT_M lists the call (empty: never)
     split_m = fused_split_m(q.shape[-1], causal, wide)
-    # PERSISTENT where policy.GLUON_BWD_FUSED_PERSISTENT lists the call (empty: never), or as forced
-    if persistent is None:
-        persistent = fused_persistent(q.shape[-1], causal, win is not None, dropout_p > 0, wide, defer, split_m)
-    else:
-        check_persistent(persistent, None, causal, win is not None, dropout_p > 0, wide, defer, split_m)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
-        split_m=split_m, persistent=persistent)
+        split_m=split_m)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, persistent: bool = False,
-                programs: int | None = None):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m, persistent=persistent, programs=programs)()
+                         dq_split_m=dq_split_m)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

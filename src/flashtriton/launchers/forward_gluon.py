@@ -214,7 +214,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, qfree_late: bool = False, p32_carry: bool = False):
+                 split_empty: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -231,9 +231,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     have packed rows, stride(1) == H * D, which the kernel's O stores assume). lean_mask: the
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
-    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    qfree_late / p32_carry: the kernel's QFREE_LATE / P32_CARRY (STEP_LEAN, with early_q only:
-    check_step_lean; bitwise the same outputs)."""
+    split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -269,13 +267,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if split_empty:
         assert num_consumers == 2, "split_empty: 2 consumers only"
         extra["SPLIT_EMPTY"] = True
-    # STEP_LEAN (a session-33 helper, not routed): only when set, so the other launches keep their keys
-    if qfree_late:
-        assert early_q, "qfree_late: with early_q only"
-        extra["QFREE_LATE"] = True
-    if p32_carry:
-        assert early_q, "p32_carry: with early_q only"
-        extra["P32_CARRY"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -419,24 +410,11 @@ def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
                          "(window=(left, right); no dropout, num_consumers=3 or another head dim)")
 
 
-def check_step_lean(qfree_late, p32_carry, early_q) -> None:
-    """qfree_late / p32_carry (the kernel's QFREE_LATE / P32_CARRY, STEP_LEAN, a session-33 helper;
-    bench/wip/gluon-window-gap.md): bools, True only with early_q=True (they reshape EARLY_Q's tile
-    step: the q_free arrival once after the tile loops, P carried in fp32 between steps). ValueError
-    naming the flag otherwise. Needs no GPU."""
-    for name, val in (("qfree_late", qfree_late), ("p32_carry", p32_carry)):
-        if not isinstance(val, bool):
-            raise ValueError(f"{name}: expected a bool, got {val!r}")
-        if val and early_q is not True:
-            raise ValueError(f"{name}=True: with early_q=True only (the persistent 2-consumer EARLY_Q forward)")
-
-
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, qfree_late: bool = False,
-            p32_carry: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -456,13 +434,10 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     stores: bitwise the same outputs). lean_mask: the WINDOW kernel's LEAN_MASK (check_lean_mask;
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
-    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim). qfree_late /
-    p32_carry: STEP_LEAN's QFREE_LATE / P32_CARRY (check_step_lean: with early_q only; bitwise the
-    same outputs)."""
+    bitwise the same outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
-    check_step_lean(qfree_late, p32_carry, early_q)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
@@ -502,15 +477,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, qfree_late, p32_carry)
+                        lean_mask, split_empty and num_consumers == 2)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
                         pingpong: bool = False, causal: bool = False, persistent: bool = False,
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
-                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        qfree_late: bool = False, p32_carry: bool = False):
+                        early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -525,5 +499,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, qfree_late=qfree_late,
-                   p32_carry=p32_carry)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty)()

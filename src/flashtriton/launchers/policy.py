@@ -315,15 +315,6 @@ def gluon_bwd_d256_split_tile(params: AttnParams):
 # 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
 GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 
-# The fused backward's PERSISTENT (kernels/bwd_gluon_fused.py, session 34 helper: grid min(#SMs,
-# #items), each CTA walks its (key block, batch x KV head) items, the next item's first Q / dO tiles
-# loaded under the current item's dK / dV epilogue; causal heaviest first in a snake deal), by
-# gluon_kind ("plain" / "causal") -> the head dims that take it (launchers.backward_gluon.
-# fused_persistent). Written and compiled offline (bench/wip/gluon-bwd-persistent.md); the A/B is
-# bench/gpu/s34_bwd_persistent_ab.py (route: >= 2% over the routed kernel in both rounds). Not
-# measured yet: EMPTY = off.
-GLUON_BWD_FUSED_PERSISTENT: dict[str, frozenset[int]] = {"plain": frozenset(), "causal": frozenset()}
-
 # The fused backward's DQ_SPLIT_M (kernels/bwd_gluon_fused.py, the WIDE tile only: each consumer
 # warpgroup computes dQ for its 64 of the tile's 128 query rows over the whole D = 64, m64n64k16
 # wgmma steps, instead of all 128 rows for its D-half, m64n32k16 steps whose shared-memory operand
