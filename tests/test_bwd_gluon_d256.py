@@ -637,7 +637,8 @@ def test_d256_bwd_into_with_preprocess_gpu():
 @pytest.mark.parametrize("causal", [False, True])
 def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
     """flash_attn_func at D = 256 with launch plans on (FLASHTRITON_PLANS=1; conftest turns them
-    off elsewhere): deterministic=True never takes the D = 256 Gluon backward; deterministic=False
+    off elsewhere): deterministic=True takes the D = 256 Gluon backward's split path only (session 34,
+    policy.GLUON_BWD_D256_SPLIT_DETERMINISTIC; the plans cleared after it); deterministic=False
     does, once (the launchers), then two more calls of the same signature with new inputs replay
     the forward's and the backward's plans (bwd_into not called again), every call's gradients
     within the repo criterion against float64 (a replay binding the first call's tensors would
@@ -649,7 +650,9 @@ def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
     monkeypatch.setenv("FLASHTRITON_PLANS", "1")
     seen = []
     run = backward_gluon_d256.bwd_into
-    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
+    split = []
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into",
+                        lambda *a, **kw: (seen.append(a[7]), split.append(kw.get("split_dq")), run(*a, **kw)))
     n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
     plans.clear()
     try:
@@ -661,7 +664,7 @@ def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
             out = flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=det)
             grads = torch.autograd.grad(out, (q, k, v), dout)
             if det:
-                assert not seen, "deterministic=True took the D = 256 Gluon backward"
+                assert seen == [causal] and split == [True], "deterministic=True: not the split path"
             elif seed == 1:
                 assert seen == [causal], seen
             else:
@@ -671,6 +674,9 @@ def test_d256_route_plans_and_deterministic_gpu(monkeypatch, causal):
             for i, name in enumerate(("dq", "dk", "dv")):
                 assert torch.isfinite(grads[i]).all(), name
                 assert_close(name, grads[i], truth[name], lowp[name], 3, torch.bfloat16)
+            if det:
+                seen.clear()
+                plans.clear()          # (the deterministic=False calls start from their launchers)
     finally:
         plans.clear()
 
@@ -710,7 +716,9 @@ def test_d256_library_route_gpu(monkeypatch, causal, packed):
 
     seen = []
     run = backward_gluon_d256.bwd_into
-    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: (seen.append(a[7]), run(*a, **kw)))
+    split = []
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into",
+                        lambda *a, **kw: (seen.append(a[7]), split.append(kw.get("split_dq")), run(*a, **kw)))
     n = policy.GLUON_BWD_D256_MIN_N["causal" if causal else "plain"]
     if packed:
         qkv = torch.randn(1, n, 3, 2, D, device="cuda", dtype=torch.bfloat16).requires_grad_()
