@@ -36,12 +36,25 @@ def compiled_available() -> bool:
         return False
 
 
-@pytest.fixture(autouse=True, params=["compiled", "ops"])
+def amx_unavailable() -> str | None:
+    """Why the AMX forward kernel (bf16) cannot run here, or None when it can."""
+    try:
+        native_prefill.load_amx()
+        return None
+    except native_prefill.NativeUnavailable as e:
+        return str(e)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "compiled-amx", "ops"])
 def forward_path(request, monkeypatch):
-    """Runs the test on the compiled forward and on the torch-ops loop."""
-    if request.param == "compiled" and not compiled_available():
+    """Runs the test on the compiled forward (its AVX-512 kernel; its AMX kernel, which
+    takes bf16 only, float32 staying on AVX-512) and on the torch-ops loop."""
+    if request.param != "ops" and not compiled_available():
         pytest.skip("the compiled forward (cpu/native_prefill.py) does not build / run on this machine")
-    monkeypatch.setattr(config, "FWD_PATH", request.param)
+    if request.param == "compiled-amx" and amx_unavailable():
+        pytest.skip(f"no AMX forward here: {amx_unavailable()}")
+    monkeypatch.setattr(config, "FWD_PATH", "ops" if request.param == "ops" else "compiled")
+    monkeypatch.setattr(config, "FWD_AMX", "on" if request.param == "compiled-amx" else "off")
     return request.param
 
 

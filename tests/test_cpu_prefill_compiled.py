@@ -45,7 +45,9 @@ def calls(monkeypatch):
 
 @pytest.fixture
 def compiled(monkeypatch):
+    """The AVX-512 kernel (the AMX one, bf16 on AMX CPUs, has tests/test_cpu_prefill_amx.py)."""
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
+    monkeypatch.setattr(config, "FWD_AMX", "off")
 
 
 def _run(q, k, v, **kw):
@@ -107,6 +109,7 @@ def test_matches_torch_ops_path(monkeypatch, dtype):
     """The two forward paths agree to within their rounding (bf16: P rounded to bf16 in
     both; the ops path also rounds each tile's P @ V to bf16)."""
     q, k, v = rand_qkv(2, 1100, 1100, 8, 2, 128, dtype, DEVICE)
+    monkeypatch.setattr(config, "FWD_AMX", "off")
     res = {}
     for path in ("compiled", "ops"):
         monkeypatch.setattr(config, "FWD_PATH", path)
@@ -225,6 +228,9 @@ def no_compiler(monkeypatch, tmp_path):
     monkeypatch.setattr(native_prefill._library, "lib", None)
     monkeypatch.setattr(native_prefill._library, "error", None)
     monkeypatch.setattr(native_prefill, "_warned", False)
+    monkeypatch.setattr(native_prefill._amx_library, "lib", None)
+    monkeypatch.setattr(native_prefill._amx_library, "error", None)
+    monkeypatch.setattr(native_prefill, "_amx_warned", False)
 
 
 def test_no_compiler_auto_falls_back(monkeypatch, no_compiler, calls):
@@ -253,6 +259,7 @@ def test_cpu_without_avx512_bf16(monkeypatch, calls):
     assert lib.ft_prefill_caps() == 1
     monkeypatch.setattr(native_prefill._library, "lib", lib)
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
+    monkeypatch.setattr(config, "FWD_AMX", "off")      # such CPUs have no AMX either
     q, k, v = rand_qkv(1, 600, 600, 4, 2, 64, torch.bfloat16, DEVICE)
     check_attention("cpu", q, k, v, causal=True, grads=False)
     assert not calls

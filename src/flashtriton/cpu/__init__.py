@@ -14,7 +14,8 @@ Files:
   forward.py   online softmax over key tiles (exp2, lazy rescaling, divide once):
                the torch-ops forward, for what the compiled one does not take
   native_prefill.py  the compiled forward (C, AVX-512 / AVX512-BF16, built on first
-               use like native.py): the default forward for bf16 / float32
+               use like native.py): the default forward for bf16 / float32; bf16 on
+               Intel AMX tiles where the CPU has them (config.FWD_AMX)
   backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics
   dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
   decode.py    split-KV decoding over a contiguous or paged cache, append, rotary

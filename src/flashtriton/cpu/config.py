@@ -34,6 +34,20 @@ FWD_DIAG_ROWS = 0
 # or assign here (bench/NOTES.md, "Session 5: causal (helper)").
 FWD_PATH = os.environ.get("FLASHTRITON_CPU_FORWARD", "auto")
 FWD_PATHS = ("auto", "compiled", "ops")
+# bf16 on the compiled forward: AMX tiles (Intel AMX-BF16: both products as TDPBF16PS,
+# the softmax between them on AVX-512) or the AVX-512 kernel (vdpbf16ps). "auto"
+# (default): AMX when the CPU has amx_tile + amx_bf16, the AMX build compiles and Linux
+# grants the process the tile-data permission, else AVX-512 (one RuntimeWarning naming
+# the cause when an AMX CPU fails the build / permission); "on": AMX or raise
+# native.NativeUnavailable; "off": AVX-512 always. float32 never uses AMX. Set with
+# FLASHTRITON_CPU_FORWARD_AMX at import or assign here. The bench's path column says
+# "compiled-amx" / "compiled" (bench/wip/cpu-amx-fwd.md has the measurements).
+FWD_AMX = os.environ.get("FLASHTRITON_CPU_FORWARD_AMX", "auto")
+FWD_AMX_MODES = ("auto", "on", "off")
+# AMX path: query rows per work item (times G), instead of FWD_ROWS. Each item packs
+# the K / V it sees once per item, so larger items pack less often (B=1 H=8 N=4096 D=128
+# bf16: 512 / 1024 / 2048 rows 50.1 / 46.7 / 47.0 ms non-causal, 27.7 / 26.0 / 25.9 causal).
+FWD_ROWS_AMX = 1024
 
 # Backward: keys per tile (the rows of the transposed score tile) and query rows per block.
 BWD_KEYS = 512

@@ -57,8 +57,9 @@ LAZY_LIMIT = 2.0 ** 64
 LN2 = math.log(2.0)
 
 
-# The path the last forward call took: "compiled" (native_prefill.py) or "ops" (the
-# torch-ops loop below); the CPU benchmark reports it.
+# The path the last forward call took: "compiled-amx" (native_prefill.py's AMX kernel,
+# bf16), "compiled" (its AVX-512 kernel) or "ops" (the torch-ops loop below); the CPU
+# benchmark reports it.
 LAST_PATH: str | None = None
 
 
@@ -75,10 +76,11 @@ def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
         mq, mk = varlen.max_seqlen_q, varlen.max_seqlen_k
     ctx = _Ctx(params, alibi, Dropout(params.dropout_p, rng, nheads, mq, mk) if params.dropout_p > 0 else None,
                group, config.products_in_input_precision(q.dtype), q.shape[-1])
-    bm = max(1, config.FWD_ROWS // group)  # query positions per block
     lib = native_prefill.library_for(q, k, v, params, alibi, ctx.drop is not None)
+    rows = config.FWD_ROWS_AMX if lib is not None and lib.amx else config.FWD_ROWS
+    bm = max(1, rows // group)  # query positions per block
     global LAST_PATH
-    LAST_PATH = "ops" if lib is None else "compiled"
+    LAST_PATH = native_prefill.path_name(lib)
     for seq in layout.sequences(q, k, v, varlen, extra=(out,), lse=lse):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
         if lib is not None:  # the compiled forward (native_prefill.py): every head in one call

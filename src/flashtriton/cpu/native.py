@@ -715,17 +715,18 @@ def cache_dir() -> str:
     return d
 
 
-def _build(defines: tuple = (), source: str = C_SOURCE, stem: str = "decode") -> str:
+def _build(defines: tuple = (), source: str = C_SOURCE, stem: str = "decode", extra_flags: tuple = ()) -> str:
     """Path of the compiled library of `source` (the decode kernel unless given; the
     prefill kernel of native_prefill.py shares this builder): from the cache, else
-    compiled now. The file name starts with `stem`."""
+    compiled now. The file name starts with `stem`; extra_flags go after FLAGS (the
+    AMX prefill build: -mamx-tile -mamx-bf16)."""
     global COMPILE_SECONDS
     cc = _compiler()
     try:
         version = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError) as e:
         raise NativeUnavailable(f"C compiler {cc!r} does not run: {e}") from e
-    flags = FLAGS + [f"-D{x}" for x in defines]
+    flags = FLAGS + list(extra_flags) + [f"-D{x}" for x in defines]
     key = hashlib.sha256("\0".join([source, " ".join(flags), cc, version, _cpu_key()]).encode()).hexdigest()[:20]
     d = cache_dir()
     path = os.path.join(d, f"{stem}_{key}.so")

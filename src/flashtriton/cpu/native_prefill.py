@@ -35,16 +35,44 @@ not on the thread that computes it: bitwise repeatable, for any thread count. Ex
 memory: per-thread scratch for one item (ft_prefill_scratch: ~1.2 MiB at D = 128,
 512-row items), independent of the sequence length; nothing N x N.
 
+AMX (bf16, bench/wip/cpu-amx-fwd.md): on CPUs with AMX-TILE / AMX-BF16 a second build of
+this source (FT_AMX, -mamx-tile -mamx-bf16) runs both products on tiles (tile_amx):
+TDPBF16PS, 32 rows x 32 keys per 2 x 2 block of C tiles. The K and V packings above are
+already the tiles' B layout (K blocks only padded to whole 32-column groups of d). Per
+64-row tile and step of AKB = 256 keys: S = Q K^T into memory (blocks no row of a 32-row
+group sees skipped), the online softmax on AVX-512 as above (max, exp2, sum, P
+rounded to bf16; O rescaled in memory when a row's max grows), then O += P V with O
+loaded into C tiles once per 32 columns and step. Items hold config.FWD_ROWS_AMX rows
+(1024: packing is per item). The process asks Linux for the tile-data permission once
+(ft_amx_init, arch_prctl ARCH_REQ_XCOMP_PERM); each OpenMP thread loads the tile
+configuration at the start of the parallel region and releases it at the end. Same
+precision (exact bf16 products, float32 sums; the sum order inside a tile differs from
+vdpbf16ps') and the same guarantees: rows without keys out 0 / lse +inf, bitwise
+repeatable for any thread count (a row's result depends only on its data and the fixed
+tiling), per-thread scratch only (~1.8 MiB at D = 128, 1024-row items). Its exp2 is
+vexp2_lean (the same polynomial, a cheaper clamp; no result bit changes, tested). B=1 H=8
+N=4096 D=128 bf16, 2-core VM with AMX: non-causal 328 -> 42-47 ms (SDPA 54-64 ms), causal
+167 -> 23-26 ms. Measured split (ablation builds): the two products ~23 ms (~2.9 TFLOP/s
+together), softmax ~19 ms, packing ~5 ms, with no overlap between AMX and AVX-512 work;
+interleaving the tile work a piece at a time between softmax rows did not change that.
+
 Selection (config.FWD_PATH, FLASHTRITON_CPU_FORWARD): "auto" (default) runs this
 kernel when it can be built and takes the problem, otherwise the torch-ops loop (one
 RuntimeWarning naming the cause when the build failed, e.g. no C compiler);
 "compiled" raises NativeUnavailable instead; "ops" never uses it. fp16, softcap,
 ALiBi, dropout, and bf16 on CPUs without AVX512-BF16 take the torch-ops loop (by
-feature, not by failure).
+feature, not by failure). bf16 takes the AMX build under config.FWD_AMX
+(FLASHTRITON_CPU_FORWARD_AMX): "auto" (default) when the CPU lists amx_tile and
+amx_bf16, the build succeeds and the permission is granted, else the AVX-512 kernel
+(a RuntimeWarning naming the cause when an AMX CPU fails the build or the permission);
+"on" raises NativeUnavailable instead; "off" never. forward.LAST_PATH (the bench's path
+column) says "compiled-amx" or "compiled".
 """
 from __future__ import annotations
 
 import ctypes
+import functools
+import os
 import threading
 import warnings
 
@@ -70,15 +98,32 @@ C_SOURCE = r"""
 #else
 #define HAVE_BF16 0
 #endif
+/* The AMX kernel (tile_amx) is only in the separate build with FT_AMX and -mamx-tile -mamx-bf16
+   (native_prefill._amx_library); the plain build never executes a tile instruction. */
+#if HAVE_BF16 && defined(FT_AMX) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define HAVE_AMX 1
+#include <errno.h>
+#include <cpuid.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#else
+#define HAVE_AMX 0
+#endif
 
 #define RT 64       /* rows per row tile: its q, P and accumulators stay in L1 / L2 */
 #define KT 64       /* keys per key tile (four score vectors per row) */
 #define QR 8        /* rows of the score micro-kernel (x 32 keys: 16 accumulators) */
 #define PR 4        /* rows of the P @ V micro-kernel (x up to 4 vectors of D) */
 #define MAXD 256
+#define ART 64      /* AMX path: rows per row tile (two groups of 32 rows = 2 x 2 C tiles of 16 x 16) */
+#ifndef AKB
+#define AKB 256     /* AMX path: keys per online-softmax step (S: ART x AKB float32 = 64 KiB) */
+#endif
+#define SB (RT * KT > ART * AKB ? RT * KT : ART * AKB)    /* floats of the S and P buffers */
+_Static_assert(RT == ART && AKB % 32 == 0, "item() walks the same row tiles for both kernels");
 
-/* 1 when the float32 / bf16 kernels are compiled in (AVX-512F; AVX512-BF16) */
-int ft_prefill_caps(void) { return HAVE_F32 | (HAVE_BF16 << 1); }
+/* bits: 1 float32 kernel (AVX-512F), 2 bf16 kernel (AVX512-BF16), 4 bf16 AMX kernel compiled in */
+int ft_prefill_caps(void) { return HAVE_F32 | (HAVE_BF16 << 1) | (HAVE_AMX << 2); }
 
 static inline int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, NaN stays NaN */
@@ -108,11 +153,35 @@ static inline __m512 vexp2(__m512 x) {
     return _mm512_maskz_mov_ps((__mmask16)~tiny, r);
 }
 
+#if HAVE_AMX
+/* vexp2 for the AMX softmax: the same polynomial and rounding, but x is clamped to >= -127
+   by one max (NaN stays NaN: max returns its second operand then) instead of the compare,
+   blend and zero-mask that make x < -125 exactly 0. The difference, 2^x < 2^-125 instead
+   of 0, never reaches a result: P is rounded to bf16 by vcvtneps2bf16 and TDPBF16PS, which
+   both flush denormals to 0, and l >= 1 (the row max contributes 2^0) absorbs a sum of
+   at most AKB such terms in its rounding. 2 of ~17 vector ops per 16 scores. */
+static inline __m512 vexp2_lean(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
+    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381606e-04f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+#endif
+
 typedef struct {
     const char *q, *k, *v;      /* q: (n_q, H, D) at head h0; k, v: (n_k, Hk, D) at head hk */
     int64_t qss, qsh, ks, vs;   /* byte strides: q position, q head; k / v position */
     int64_t n_q, n_k, off, left, right, G, D, bf16;
     float scale;                /* softmax scale * log2(e): multiplies q . k */
+    int amx;                    /* bf16 on AMX tiles (tile_amx, with pack()'s padded layout) */
 } args_t;
 
 /* query i sees keys [lo, hi) (tiles.Band's rule, bottom-right aligned) */
@@ -135,7 +204,15 @@ static inline void prefetch_row(const char *base, int64_t j, int64_t end, int64_
 /* pack(): K of keys [s0, s1) as blocks of 32 keys transposed: float32 [blk][D][32],
    bf16 [blk][D/2][32][2] (pairs of d for vdpbf16ps); V as float32 [key][DP], bf16
    [key pair][DP][2]. Padding (keys past s1, columns past D) is zero: a zero p
-   times garbage could be NaN. */
+   times garbage could be NaN.
+   AMX (a->amx): these bf16 layouts are already TDPBF16PS's B operand ("VNNI": B row r
+   holds, for each of 16 output columns, the bf16 pair of k = 2r, 2r + 1). For S = Q K^T,
+   row r of a K block is d pair r of 32 keys: a 16-key half is a B tile of 16 rows x 64 B
+   at row stride 128 B. For O += P V, row r of V is key pair r over DP columns: a B tile
+   of 16 pairs x 16 columns at row stride 4 DP bytes. Only the padding differs: K blocks
+   hold DP / 2 pairs (zero past D / 2: the K = 32 steps of a tile need whole 32-column
+   groups of d, q is zero there too), and V is zero up to the next 32-key boundary (a P V
+   step takes 16 pairs). */
 /* dst[c * 32 + t] = row t's word w0 + c, for 16 rows (NULL: zero) and 16 32-bit
    words: a 16 x 16 transpose in four butterfly stages (stage s swaps the off-diagonal
    s x s blocks of each 2s x 2s block), instead of 256 scalar stores */
@@ -159,10 +236,12 @@ static inline void tr16(const uint32_t *const *rows, int64_t w0, uint32_t *dst) 
 static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, int64_t DP) {
     const int64_t n = s1 - s0, nb = (n + 31) / 32, D = a->D;
     const int64_t es = a->bf16 ? 2 : 4, W = D * es / 4;     /* 32-bit words per row */
+    const int64_t WP = a->amx ? DP / 2 : W;                 /* words per packed K row (AMX: zero padded) */
     /* K^T blocks: words of 32 keys side by side (bf16: a word is a pair of d) */
     uint32_t *k32 = (uint32_t *)kp;
     for (int64_t b = 0; b < nb; b++) {
-        uint32_t *blk = k32 + b * W * 32;
+        uint32_t *blk = k32 + b * WP * 32;
+        memset(blk + W * 32, 0, (size_t)((WP - W) * 32 * 4));
         for (int64_t t0 = 0; t0 < 32; t0 += 16) {
             const uint32_t *rows[16];
             for (int t = 0; t < 16; t++) {
@@ -181,7 +260,7 @@ static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, 
     if (a->bf16) {
         /* V in key pairs: dst[2 d + e] = V[2 pr + e][d] (one 32-bit word per d) */
         uint16_t *v16 = (uint16_t *)vp;
-        const int64_t np = (n + 1) / 2 + 1;
+        const int64_t np = a->amx ? rup(n, 32) / 2 : (n + 1) / 2 + 1;
         static const uint16_t LO[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
         static const uint16_t HI[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
@@ -416,6 +495,195 @@ static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t
     return counted;
 }
 
+#if HAVE_AMX
+/* The AMX path (bf16). Tile registers, all 16 rows x 64 bytes (one palette-1 configuration
+   for both products): tmm0-3 the C block (2 x 2 tiles of 16 rows x 16 float32 = 32 rows x
+   32 columns), tmm4-5 A (16 rows x 32 bf16 each: rows 0-15 and 16-31), tmm6-7 B (16 rows
+   x 16 bf16 pairs: columns 0-15 and 16-31). TDPBF16PS: C[i][n] += sum over its 16 rows r
+   of A[i][2r] B[r][n].lo + A[i][2r+1] B[r][n].hi - exact bf16 products, float32 sums
+   (denormal inputs flushed, as vdpbf16ps). Per row the result depends only on that row
+   of A and on B, so a row's scores / outputs do not depend on the rows it is tiled with. */
+static int amx_granted;    /* ft_amx_init() succeeded: this process may use tile data */
+
+static void amx_config(void) {
+    unsigned char cfg[64] __attribute__((aligned(64)));
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;                                  /* palette 1; start_row 0 */
+    for (int t = 0; t < 8; t++) {
+        cfg[16 + 2 * t] = 64;                    /* colsb (uint16, little endian): 64 bytes */
+        cfg[48 + t] = 16;                        /* rows */
+    }
+    _tile_loadconfig(cfg);
+}
+
+/* S[32 rows][32 keys] (row stride AKB floats) = Q[32 rows][DP] . K block, unscaled:
+   Q bf16 rows at stride DP, kb one packed K block ([DP/2][32 keys][2]) */
+static inline __attribute__((always_inline)) void qk_amx(const uint16_t *Q, int64_t DP, const uint16_t *kb,
+                                                        float *S) {
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (int64_t d0 = 0; d0 < DP; d0 += 32) {
+        _tile_loadd(4, Q + d0, DP * 2);                  /* rows 0-15, d [d0, d0 + 32) */
+        _tile_loadd(5, Q + 16 * DP + d0, DP * 2);        /* rows 16-31 */
+        _tile_loadd(6, kb + d0 * 32, 128);               /* pairs d0/2 .. +16, keys 0-15 */
+        _tile_loadd(7, kb + d0 * 32 + 32, 128);          /* keys 16-31 */
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, S, AKB * 4); _tile_stored(1, S + 16, AKB * 4);
+    _tile_stored(2, S + 16 * AKB, AKB * 4); _tile_stored(3, S + 16 * AKB + 16, AKB * 4);
+}
+
+/* O[32 rows][32 columns] (row stride DP floats) += P[32 rows][32 nb keys] (bf16, row stride
+   AKB) V[32 nb keys][32 columns]: V points at the block's first key pair and column, pair
+   rows at stride 2 DP bf16. The accumulator goes through the tiles once per nb blocks. */
+static inline __attribute__((always_inline)) void pv_amx(const uint16_t *P, const uint16_t *V, int64_t DP, float *O,
+                                                        int64_t nb) {
+    _tile_loadd(0, O, DP * 4); _tile_loadd(1, O + 16, DP * 4);
+    _tile_loadd(2, O + 16 * DP, DP * 4); _tile_loadd(3, O + 16 * DP + 16, DP * 4);
+    for (int64_t b = 0; b < nb; b++) {
+        _tile_loadd(4, P + 32 * b, AKB * 2);
+        _tile_loadd(5, P + 16 * AKB + 32 * b, AKB * 2);
+        _tile_loadd(6, V + b * 32 * DP, DP * 4);         /* 16 pairs = 32 keys, columns 0-15 */
+        _tile_loadd(7, V + b * 32 * DP + 32, DP * 4);    /* columns 16-31 */
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, O, DP * 4); _tile_stored(1, O + 16, DP * 4);
+    _tile_stored(2, O + 16 * DP, DP * 4); _tile_stored(3, O + 16 * DP + 16, DP * 4);
+}
+
+/* lanes of score vector x (keys [16 x, 16 x + 16) of the step) inside [t0, t1) */
+static inline __mmask16 lanes(int64_t t0, int64_t t1, int64_t x) {
+    int64_t lo = t0 - 16 * x, hi = t1 - 16 * x;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    return hi <= lo ? 0 : (__mmask16)((((uint32_t)1 << hi) - 1) & ~(((uint32_t)1 << lo) - 1));
+}
+
+#ifdef FT_EXP_OLD          /* tests: the shared vexp2, to check vexp2_lean changes no result bit */
+#define VEXP2 vexp2
+#else
+#define VEXP2 vexp2_lean
+#endif
+/* One row's online-softmax step: s = its AKB scores (unscaled q . k), visible lanes [t0, t1)
+   (t0 < t1: nothing; the row's P is then zero), P written as bf16 on vectors [x0, x1) (the
+   group's blocks: 0 outside [t0, t1)), O (NV vectors) rescaled in memory when the max grows.
+   Interior vectors are unmasked (only the two edge vectors of a row take lane masks), two at
+   a time for the exp2 chains to overlap. */
+static inline __attribute__((always_inline)) void softmax_row(const float *s, uint16_t *p, float *O, int64_t NV,
+                                                             __m512 sc, float *m, float *l, int64_t t0, int64_t t1,
+                                                             int64_t x0, int64_t x1) {
+    if (t0 >= t1) {
+        memset(p + 16 * x0, 0, (size_t)(x1 - x0) * 32);
+        return;
+    }
+    const int64_t v0 = t0 / 16, v1 = (t1 + 15) / 16;     /* vectors with visible lanes, x0 <= v0 < v1 <= x1 */
+    const __mmask16 k0 = lanes(t0, t1, v0), k1 = lanes(t0, t1, v1 - 1);
+    __m512 mx0 = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), k0, _mm512_mul_ps(_mm512_loadu_ps(s + 16 * v0), sc));
+    __m512 mx1 = _mm512_set1_ps(-INFINITY);
+    if (v1 - 1 > v0) mx1 = _mm512_mask_mov_ps(mx1, k1, _mm512_mul_ps(_mm512_loadu_ps(s + 16 * (v1 - 1)), sc));
+    int64_t x = v0 + 1;
+    for (; x + 2 <= v1 - 1; x += 2) {
+        mx0 = _mm512_max_ps(mx0, _mm512_mul_ps(_mm512_loadu_ps(s + 16 * x), sc));
+        mx1 = _mm512_max_ps(mx1, _mm512_mul_ps(_mm512_loadu_ps(s + 16 * x + 16), sc));
+    }
+    if (x < v1 - 1) mx0 = _mm512_max_ps(mx0, _mm512_mul_ps(_mm512_loadu_ps(s + 16 * x), sc));
+    const float bm = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+    if (bm > *m) {
+        const float alpha = exp2f(*m - bm);     /* 0 on the first key (m = -inf) */
+        *l *= alpha;
+        const __m512 al = _mm512_set1_ps(alpha);
+        for (int64_t y = 0; y < NV; y++) _mm512_storeu_ps(O + 16 * y, _mm512_mul_ps(_mm512_loadu_ps(O + 16 * y), al));
+        *m = bm;
+    }
+    const __m512 mv = _mm512_set1_ps(*m);
+    for (int64_t y = x0; y < v0; y++) _mm256_storeu_si256((__m256i *)(p + 16 * y), _mm256_setzero_si256());
+    for (int64_t y = v1; y < x1; y++) _mm256_storeu_si256((__m256i *)(p + 16 * y), _mm256_setzero_si256());
+    /* edges first (masked), then the interior */
+    __m512 e = _mm512_maskz_mov_ps(k0, VEXP2(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * v0), sc), mv)));
+    __m512 sum0 = e, sum1 = _mm512_setzero_ps();
+    _mm256_storeu_si256((__m256i *)(p + 16 * v0), (__m256i)_mm512_cvtneps_pbh(e));
+    if (v1 - 1 > v0) {
+        e = _mm512_maskz_mov_ps(k1, VEXP2(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * (v1 - 1)), sc), mv)));
+        sum1 = e;
+        _mm256_storeu_si256((__m256i *)(p + 16 * (v1 - 1)), (__m256i)_mm512_cvtneps_pbh(e));
+    }
+    x = v0 + 1;
+    for (; x + 2 <= v1 - 1; x += 2) {
+        const __m512 ea = VEXP2(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * x), sc), mv));
+        const __m512 eb = VEXP2(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * x + 16), sc), mv));
+        sum0 = _mm512_add_ps(sum0, ea);
+        sum1 = _mm512_add_ps(sum1, eb);
+        _mm256_storeu_si256((__m256i *)(p + 16 * x), (__m256i)_mm512_cvtneps_pbh(ea));
+        _mm256_storeu_si256((__m256i *)(p + 16 * x + 16), (__m256i)_mm512_cvtneps_pbh(eb));
+    }
+    if (x < v1 - 1) {
+        e = VEXP2(_mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + 16 * x), sc), mv));
+        sum0 = _mm512_add_ps(sum0, e);
+        _mm256_storeu_si256((__m256i *)(p + 16 * x), (__m256i)_mm512_cvtneps_pbh(e));
+    }
+    *l += _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1));
+}
+
+/* tile()'s job on AMX: rows [r0, r0 + nr) of the item (nr <= ART; the rows up to the next
+   multiple of 32 exist in scratch with zero q and no keys), keys of segment [s0, s1).
+   Per step of AKB keys (from a 32-aligned start):
+     S  = Q K^T                       32 x 32 blocks that some row of the 32-row group sees
+     m' = max(m, rowmax(S scale)), alpha = 2^(m - m'), O *= alpha (in memory, only when m
+     grows), p = 2^(S scale - m') on the row's visible lanes, 0 elsewhere; l = alpha l + sum p
+     O += P V                         P rounded to bf16, the group's blocks, O through C tiles
+   The blocks of a group are the 32-key blocks its rows see, so the straddling ones of a
+   causal diagonal / window edge are masked in the softmax and the rest skipped. */
+static int64_t tile_amx(const args_t *a, int64_t nr, int64_t s0, int64_t s1, const uint16_t *kp,
+                        const uint16_t *vp, const uint16_t *Q, float *O, float *S, uint16_t *P, float *m, float *l,
+                        const int64_t *rlo, const int64_t *rhi, int64_t DP) {
+    int64_t ulo = s1, uhi = s0;
+    for (int64_t r = 0; r < nr; r++) {
+        int64_t lo = rlo[r] > s0 ? rlo[r] : s0, hi = rhi[r] < s1 ? rhi[r] : s1;
+        if (lo < hi) { if (lo < ulo) ulo = lo; if (hi > uhi) uhi = hi; }
+    }
+    if (ulo >= uhi) return 0;
+    const int64_t ng = (nr + 31) / 32, NV = DP / 16;
+    const __m512 sc = _mm512_set1_ps(a->scale);
+    int64_t counted = 0;
+    for (int64_t j0 = s0 + (ulo - s0) / 32 * 32; j0 < uhi; j0 += AKB) {
+        const int64_t j1 = j0 + AKB < uhi ? j0 + AKB : uhi;
+        int64_t b0[ART / 32], b1[ART / 32];      /* per group: its 32-key blocks [b0, b1) of the step */
+        for (int64_t g = 0; g < ng; g++) {
+            int64_t glo = j1, ghi = j0;
+            for (int64_t r = 32 * g; r < 32 * g + 32 && r < nr; r++) {
+                int64_t lo = rlo[r] > j0 ? rlo[r] : j0, hi = rhi[r] < j1 ? rhi[r] : j1;
+                if (lo < hi) { if (lo < glo) glo = lo; if (hi > ghi) ghi = hi; }
+            }
+            b0[g] = b1[g] = 0;
+            if (glo < ghi) { b0[g] = (glo - j0) / 32; b1[g] = (ghi - j0 + 31) / 32; }
+        }
+        for (int64_t g = 0; g < ng; g++)
+            for (int64_t b = b0[g]; b < b1[g]; b++) {
+                qk_amx(Q + 32 * g * DP, DP, kp + ((j0 - s0) / 32 + b) * DP * 32, S + 32 * g * AKB + 32 * b);
+                counted += 32 * 32;
+            }
+        /* online softmax, row by row (AVX-512), on the group's vectors [x0, x1) */
+        for (int64_t g = 0; g < ng; g++) {
+            const int64_t x0 = 2 * b0[g], x1 = 2 * b1[g];
+            for (int64_t r = 32 * g; r < 32 * g + 32 && x0 < x1; r++) {
+                int64_t t0 = 0, t1 = 0;
+                if (r < nr) {
+                    t0 = (rlo[r] > j0 ? rlo[r] : j0) - j0;
+                    t1 = (rhi[r] < j1 ? rhi[r] : j1) - j0;
+                }
+                softmax_row(S + r * AKB, P + r * AKB, O + r * DP, NV, sc, &m[r], &l[r], t0, t1, x0, x1);
+            }
+        }
+        for (int64_t g = 0; g < ng; g++) {
+            if (b0[g] >= b1[g]) continue;
+            const uint16_t *V = vp + ((j0 - s0) / 2 + 16 * b0[g]) * DP * 2;
+            for (int64_t dc = 0; dc < DP; dc += 32)
+                pv_amx(P + 32 * g * AKB + 32 * b0[g], V + 2 * dc, DP, O + 32 * g * DP + dc, b1[g] - b0[g]);
+        }
+    }
+    return counted;
+}
+#endif
+
 #define KC 512      /* keys per chunk: its packed K and V (512 KiB float32 at D = 128)
                        stay in L2 while every row tile of the item passes over them */
 
@@ -442,7 +710,7 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
     A.v = a0->v + hk * vsh;
     const int64_t DP = rup(D, 32), nk = KC + 160, rm = rup(rmax, RT);   /* ft_prefill_scratch's layout */
     float *kp = (float *)scratch, *vp = kp + nk * DP, *Q = vp + nk * DP, *O = Q + rm * DP, *S = O + rm * DP;
-    float *Pbuf = S + RT * KT, *m = Pbuf + RT * KT, *l = m + rm;
+    float *Pbuf = S + SB, *m = Pbuf + SB, *l = m + rm;
     int64_t *rlo = (int64_t *)(l + rm), *rhi = rlo + rm;
     int64_t klo = a->n_k, khi = 0, counted = 0;
     const int64_t qes = a->bf16 ? 2 : 4;
@@ -469,6 +737,14 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
         pack(a, c0, c1, kp, vp, DP);
         for (int64_t r0 = 0; r0 < R; r0 += RT) {
             const int64_t nr = R - r0 < RT ? R - r0 : RT;
+#if HAVE_AMX
+            if (a->amx) {     /* RT == ART: the same row tiles */
+                counted += tile_amx(a, nr, c0, c1, (const uint16_t *)kp, (const uint16_t *)vp,
+                                    (const uint16_t *)Q + r0 * DP, O + r0 * DP, S, (uint16_t *)Pbuf, m + r0, l + r0,
+                                    rlo + r0, rhi + r0, DP);
+                continue;
+            }
+#endif
             counted += tile(a, r0, nr, c0, c1, kp, vp, (const char *)Q + r0 * DP * qes, O + r0 * DP, S, Pbuf,
                             m + r0, l + r0, rlo + r0, rhi + r0, DP);
         }
@@ -498,27 +774,53 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
 }
 #endif
 
+/* Asks Linux for this process's permission to use AMX tile data (arch_prctl
+   ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; process-wide, so once is enough, and
+   OpenMP threads that exist already are covered), then checks it was granted.
+   0: granted; 1: not compiled in; 2: the CPU lacks AMX-TILE / AMX-BF16 (CPUID 7.0 EDX
+   bits 24 / 22); 3: the permission does not show after the request; 100 + errno: the
+   request failed (EINVAL: the kernel does not support AMX, < 5.16; EPERM: refused). */
+int ft_amx_init(void) {
+#if HAVE_AMX
+    unsigned int eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !((edx >> 24) & 1) || !((edx >> 22) & 1)) return 2;
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0)
+        return 100 + errno;
+    unsigned long bits = 0;
+    if (syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &bits) != 0 || !((bits >> 18) & 1)) return 3;
+    amx_granted = 1;
+    return 0;
+#else
+    return 1;
+#endif
+}
+
 /* bytes of per-thread scratch for head dim d and rmax rows per item */
 int64_t ft_prefill_scratch(int64_t d, int64_t rmax) {
     const int64_t dp = rup(d, 32), nk = KC + 160, rm = rup(rmax, RT);
-    return 4 * (2 * nk * dp + 2 * rm * dp + 2 * RT * KT + 2 * rm) + 16 * rm + 256;
+    return 4 * (2 * nk * dp + 2 * rm * dp + 2 * SB + 2 * rm) + 16 * rm + 256;
 }
 
 /* The forward of one sequence, every head: q (n_q, H, D), k / v (n_k, Hk, D), out like q,
    lse (H, n_q) float32, all with byte strides (the head dim contiguous). Work items are
    (KV head, block of bm query positions), largest first, dynamically scheduled.
    counted (may be NULL): scores computed, masked ones in the 8 x 32 blocks included.
-   Returns 0; 1 for a problem it does not take; 4 when out of memory. */
+   amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded).
+   Returns 0; 1 for a problem it does not take; 4 when out of memory; 5 AMX without the permission. */
 int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64_t ks, int64_t ksh,
                    const char *v, int64_t vs, int64_t vsh, char *out, int64_t oss, int64_t osh,
                    float *lse, int64_t lsh, int64_t lss, int64_t n_q, int64_t n_k, int64_t Hk, int64_t G,
                    int64_t D, int64_t bf16, int64_t left, int64_t right, float scale, int64_t bm,
-                   char *scratch, int64_t scratch_per_thread, int64_t *counted, int nthreads) {
+                   char *scratch, int64_t scratch_per_thread, int64_t *counted, int nthreads, int amx) {
 #if HAVE_F32
     if (D <= 0 || D > MAXD || (bf16 && (D % 2 || !HAVE_BF16)) || bm <= 0) return 1;
+    if (amx && (!bf16 || !HAVE_AMX)) return 1;
+#if HAVE_AMX
+    if (amx && !amx_granted) return 5;     /* a tile instruction would raise SIGILL */
+#endif
     const int64_t rmax = bm * G;
     if (scratch_per_thread < ft_prefill_scratch(D, rmax)) return 1;
-    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale};
+    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale, amx};
     const int64_t nb = (n_q + bm - 1) / bm, n_items = Hk * nb;
     item_t *items = malloc(sizeof(item_t) * (size_t)(n_items > 0 ? n_items : 1));
     if (!items) return 4;
@@ -537,9 +839,15 @@ int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64
     #pragma omp parallel num_threads(nthreads) reduction(+ : total)
     {
         char *mine = scratch + (int64_t)omp_get_thread_num() * scratch_per_thread;
+#if HAVE_AMX
+        if (amx) amx_config();      /* the tile configuration is per thread (other code may have changed it) */
+#endif
         #pragma omp for schedule(dynamic, 1)
         for (int64_t x = 0; x < n_items; x++)
             total += item(&a, &items[x], bm, mine, rmax, out, oss, osh, lse, lsh, lss, ksh, vsh);
+#if HAVE_AMX
+        if (amx) _tile_release();
+#endif
     }
     free(items);
     if (counted) *counted = total;
@@ -551,12 +859,17 @@ int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64
 """
 
 MAX_HEAD_DIM = 256
+# The AMX build: the same source with FT_AMX, compiled with these on top of native.FLAGS
+# (-march=native already implies them on AMX CPUs with a recent compiler; explicit, so an
+# older compiler fails loudly here and the AVX-512 kernel runs, with a warning).
+AMX_FLAGS = ("-mamx-tile", "-mamx-bf16")
 
 _warned = False
+_amx_warned = False
 _local = threading.local()
 
 
-def _open(path: str):
+def _open(path: str, amx: bool = False):
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
@@ -564,16 +877,44 @@ def _open(path: str):
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.ft_prefill_fwd.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64,
                                    i64, i64, i64, i64, i64, i64, i64, i64, ctypes.c_float, i64, ptr, i64, ptr,
-                                   ctypes.c_int]
+                                   ctypes.c_int, ctypes.c_int]
     lib.ft_prefill_fwd.restype = ctypes.c_int
     lib.ft_prefill_scratch.argtypes = [i64, i64]
     lib.ft_prefill_scratch.restype = i64
     lib.ft_prefill_caps.argtypes = []
     lib.ft_prefill_caps.restype = ctypes.c_int
+    lib.ft_amx_init.argtypes = []
+    lib.ft_amx_init.restype = ctypes.c_int
+    lib.amx = amx       # bf16 calls on this library run the AMX kernel (forward_sequence passes it)
+    return lib
+
+
+def _amx_init_error(rc: int) -> str:
+    if rc == 1:
+        return "the AMX build has no AMX kernel (the compiler defined no __AMX_TILE__ / __AMX_BF16__)"
+    if rc == 2:
+        return "CPUID reports no AMX-TILE / AMX-BF16"
+    if rc == 3:
+        return "arch_prctl(ARCH_GET_XCOMP_PERM) does not show XTILEDATA after the request"
+    if rc >= 100:
+        err = rc - 100
+        return (f"arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) failed: errno {err} "
+                f"({os.strerror(err)}; EINVAL: a kernel without AMX support, < 5.16)")
+    return f"ft_amx_init returned {rc}"
+
+
+def _open_amx(path: str):
+    """The AMX build, after this process got the permission to use tile data."""
+    lib = _open(path, amx=True)
+    rc = lib.ft_amx_init()
+    if rc != 0 or not lib.ft_prefill_caps() & 4:
+        raise NativeUnavailable(f"the AMX forward kernel cannot run: {_amx_init_error(rc or 1)}")
     return lib
 
 
 _library = native.LazyLibrary(lambda: _open(native._build(source=C_SOURCE, stem="prefill")))
+_amx_library = native.LazyLibrary(lambda: _open_amx(native._build(("FT_AMX",), source=C_SOURCE, stem="prefill_amx",
+                                                                  extra_flags=AMX_FLAGS)))
 
 
 def load():
@@ -584,8 +925,36 @@ def load():
 
 def load_variant(*defines: str):
     """A separately built copy with extra defines (tests: FT_NO_BF16 builds a library
-    without the bf16 kernel, as on CPUs without AVX512-BF16)."""
+    without the bf16 kernel, as on CPUs without AVX512-BF16; AKB=n the AMX build with
+    n keys per softmax step, for sweeps: with FT_AMX it is an AMX build, permission
+    requested)."""
+    if "FT_AMX" in defines:
+        return _open_amx(native._build(tuple(defines), source=C_SOURCE, stem="prefill_amx", extra_flags=AMX_FLAGS))
     return _open(native._build(tuple(defines), source=C_SOURCE, stem="prefill"))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_has_amx() -> bool:
+    """Whether the CPU (and the kernel: Linux hides the flags it does not support)
+    lists amx_tile and amx_bf16 in /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return {"amx_tile", "amx_bf16"} <= flags
+    except OSError:
+        pass
+    return False
+
+
+def load_amx():
+    """The AMX build with the permission granted (compiled on first use, cached on
+    disk); raises NativeUnavailable naming the cause: a CPU without AMX, a compile
+    error, the permission refused."""
+    if not cpu_has_amx():
+        raise NativeUnavailable("this CPU has no AMX (amx_tile / amx_bf16 not in /proc/cpuinfo's flags)")
+    return _amx_library.get()
 
 
 def forward_path() -> str:
@@ -595,14 +964,33 @@ def forward_path() -> str:
     return p
 
 
+def amx_mode() -> str:
+    p = config.FWD_AMX
+    if p not in config.FWD_AMX_MODES:
+        raise ValueError(f"FLASHTRITON_CPU_FORWARD_AMX / config.FWD_AMX must be one of {config.FWD_AMX_MODES}, "
+                         f"got {p!r}")
+    return p
+
+
+def path_name(lib) -> str:
+    """The forward path a library from library_for() runs: "compiled-amx", "compiled" or "ops"."""
+    return "ops" if lib is None else ("compiled-amx" if lib.amx else "compiled")
+
+
 def library_for(q, k, v, params, alibi, dropout: bool):
     """The library when this forward call runs compiled, else None (the torch-ops
     path of forward.py). Taken: bf16 (with AVX512-BF16) / float32 q, k, v with unit
     stride in the head dim, an even head dim <= 256, no softcap, ALiBi or dropout.
     config.FWD_PATH "compiled" raises NativeUnavailable when the library cannot be
-    built; "auto" warns once and returns None; "ops" returns None."""
-    global _warned
+    built; "auto" warns once and returns None; "ops" returns None.
+    bf16 then takes the AMX build (config.FWD_AMX, FLASHTRITON_CPU_FORWARD_AMX): "auto"
+    when the CPU has AMX, the build succeeds and Linux grants the permission, else the
+    AVX-512 kernel (one RuntimeWarning naming the cause when the CPU has AMX but the
+    build or the permission failed; silently on CPUs without AMX); "on" raises
+    NativeUnavailable instead of falling back; "off" never uses it. float32 never does."""
+    global _warned, _amx_warned
     path = forward_path()
+    amx = amx_mode()
     if path == "ops":
         return None
     d = q.shape[-1]
@@ -610,6 +998,16 @@ def library_for(q, k, v, params, alibi, dropout: bool):
             or d % 2 or d > MAX_HEAD_DIM or params.softcap > 0 or alibi is not None or dropout \
             or min(q.stride(-1), k.stride(-1), v.stride(-1)) != 1:
         return None
+    if q.dtype == torch.bfloat16 and amx != "off":
+        try:
+            return load_amx()
+        except NativeUnavailable as e:
+            if amx == "on":
+                raise
+            if cpu_has_amx() and not _amx_warned:
+                _amx_warned = True
+                warnings.warn(f"flashtriton cpu: the AMX forward kernel is unavailable, using the AVX-512 one "
+                              f"({e})", RuntimeWarning, stacklevel=3)
     try:
         lib = load()
     except NativeUnavailable as e:
@@ -654,8 +1052,9 @@ def forward_sequence(lib, seq, group: int, scale: float, left: int, right: int, 
         q.data_ptr(), q.stride(0) * es, q.stride(1) * es, k.data_ptr(), k.stride(0) * es, k.stride(1) * es,
         v.data_ptr(), v.stride(0) * es, v.stride(1) * es, out.data_ptr(), out.stride(0) * es, out.stride(1) * es,
         lse.data_ptr(), lse.stride(0) * 4, lse.stride(1) * 4, n_q, n_k, nheads_k, group, d,
-        int(q.dtype == torch.bfloat16), left, right, scale, bm, buf.data_ptr(), per, ctypes.byref(counted), threads)
+        int(q.dtype == torch.bfloat16), left, right, scale, bm, buf.data_ptr(), per, ctypes.byref(counted), threads,
+        int(lib.amx and q.dtype == torch.bfloat16))
     if rc != 0:
         raise RuntimeError(f"compiled forward kernel failed (code {rc}: 1 a problem it does not take, D={d}, "
-                           f"dtype={q.dtype}; 4 out of memory)")
+                           f"dtype={q.dtype}; 4 out of memory; 5 AMX without the permission)")
     return counted.value
