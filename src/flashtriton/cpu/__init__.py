@@ -16,18 +16,25 @@ Files:
   native_prefill.py  the compiled forward (C, AVX-512 / AVX512-BF16, built on first
                use like native.py): the default forward for bf16 / float32; bf16 on
                Intel AMX tiles where the CPU has them (config.FWD_AMX)
-  backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics
+  backward.py  recomputation on transposed tiles, dQ / dK / dV, no atomics; heads on
+               one Python thread per core (single-threaded ops), lse / delta folded
+               into the products
+  native_bwd.py  the backward's compiled elementwise pass (P and dS of a tile in one
+               pass, C / AVX-512, built on first use like native.py; torch ops without it)
   dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
   decode.py    split-KV decoding over a contiguous or paged cache, append, rotary
   native.py    the compiled C decode kernel (built with the system compiler on first
                use, cached on disk): decode's default path for bf16 / float32 caches
   rotary.py    rotary embedding (GPT-J and GPT-NeoX pairings)
 
-Precision: every score product (S = q k^T, and dP = dO v^T in the backward) is an
-exact float32 product of the inputs (bf16 / fp16 convert exactly to float32, so this
-is "input precision, float32 accumulation"); for bf16 inputs the products that
-accumulate over tiles (P @ V, dV, dK, dQ) run as bf16 matmuls on P / dS rounded to
-bf16, as flash-attn does on GPUs. The compiled forward (native_prefill.py, the
+Precision: every forward score product (S = q k^T) is an exact float32 product of the
+inputs (bf16 / fp16 convert exactly to float32, so this is "input precision, float32
+accumulation"); for bf16 inputs the products that accumulate over tiles (P @ V, dV,
+dK, dQ) run as bf16 matmuls on P / dS rounded to bf16, as flash-attn does on GPUs.
+The bf16 backward runs its two score products as bf16 matmuls too (AMX), S^T and
+dP^T - delta each rounded to bf16 once (torch has no bf16 matmul with a float32 result
+on CPU; backward.py's docstring has the details and the measured errors); float32 /
+fp16 backward products stay float32. The compiled forward (native_prefill.py, the
 default for bf16 / float32) computes bf16 scores by vdpbf16ps (exact bf16 products,
 float32 sums) and P @ V on P rounded to bf16 with float32 accumulation; float32
 stays float32. Decoding (native.py, the default) keeps scores,

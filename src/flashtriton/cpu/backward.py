@@ -1,4 +1,4 @@
-"""Backward pass: FlashAttention-2's recomputation, on transposed float32 tiles.
+"""Backward pass: FlashAttention-2's recomputation, on transposed tiles.
 
 For one sequence and one KV head, with rows = (query i, head g) pairs as in the
 forward pass, P is recomputed from the saved lse, never stored:
@@ -7,37 +7,72 @@ forward pass, P is recomputed from the saved lse, never stored:
     for each key tile [j0, j1):                              # rows of the transposed tiles
         dK_j = dV_j = 0                                      # (w, D) float32
         for each query block that sees the tile:             # causal / window: others skipped
-            sT  = k_j @ (q * scale * log2 e)^T               # (w, r)  S^T in log2 units
-            pT  = exp2(sT - lse * log2 e)                    # P^T, exact softmax probabilities
-            dpT = v_j @ dO^T                                 # (w, r)  dP^T
+            xT  = k_j @ (q * scale * log2 e)^T - lse * log2 e    # (w, r) S^T - lse, log2 units
+            pT  = exp2(xT)                                   # P^T, exact softmax probabilities
+            yT  = v_j @ dO^T - delta                         # (w, r) dP^T - delta
             dV_j += [dropout(pT)] @ dO                       # (w, D)
-            dsT  = pT * ([dropout](dpT) - delta)             # dS^T
+            dsT  = pT * yT                                   # dS^T (dropout: pT * (dropout(dP^T) - delta))
             dK_j += dsT @ q                                  # (w, D)
-            dQ   += dsT^T @ k_j                              # (r, D)  (one transpose copy)
+            dQ^T += k_j^T @ dsT                              # (D, r), ~1.2x the rate of dQ += dsT^T k_j
 
-Why transposed (keys as rows): the float32 engine computes x @ w^T with a contiguous
-w, so with S^T as the tile, four of the five products take their operands in the
-layouts they already have (k_j, v_j as x; q, dO, and cached q^T / dO^T / k^T tiles
-as w); only dQ needs dS in row-major form, one (w, r) transpose copy per tile.
+Keys are the rows of the tiles so that dK_j / dV_j accumulate over the query blocks;
+every product reads its operands where they lie (torch.mm / MKL take transposed and
+row-strided operands), so no tile is transposed by a copy (the old float32 path spent
+29 of 160 ms on dS^T transposes).
 
-Precision: S^T and dP^T are float32-exact products of the (exactly converted)
-inputs, so dS = P (dP - delta), which cancels, starts from float32 values. For bf16
-inputs the three accumulating products take P and dS rounded to bf16 and run as
-bf16 matmuls (torch.mm handles the transposed operands, no copies): ~2x the float32
-rate, as flash-attn does on GPUs, each tile's product rounded to bf16 before its
-float32 accumulation. fp16 / fp32 inputs keep every product in float32.
-The loops are sequential and every op is deterministic for a fixed thread count, so
-the result is bitwise repeatable; no atomics, no merges.
+Schedule (2026-12-02, an Intel CPU with AMX, 2 cores; bench/wip/cpu-bwd-amx.md): the
+(sequence, KV head) items run on one Python thread per intra-op thread, each op
+single-threaded (torch releases the GIL); a head's tiles stay in its core's L2 and no
+op pays a fork / join. Score tiles are 1024 x 1024 (config.BWD_KEYS / BWD_ROWS), kept in
+a per-thread workspace: fresh multi-MiB tensors per op page-fault (glibc mmaps them).
+
+Folded subtractions: "- lse" and "- delta" ride along in the products as extra columns,
+xT = [k_j, 1] @ [q * q_scale, -lse2]^T and yT = [v_j, 1] @ [dO, -delta]^T (float32): the
+GEMM accumulates them in float32 as the separate subtraction did (one rounding either
+way); K = D + 1 costs ~2% of a product. exp2 and P * y then run as one compiled pass
+(native_bwd.py; torch ops where it does not build). Softcap (tanh comes before lse)
+and dropout (dropout(dP) comes before delta) keep the separate passes.
+
+Precision, float32 / fp16 inputs: everything in float32; fp16 converts exactly, so the
+score products are exact-input float32 products as before. The compiled exp2 is a
+polynomial with relative error < 2e-7 (torch's ~1 ulp).
+
+Precision, bf16 inputs (config.products_in_input_precision): all five products run as
+bf16 matmuls (oneDNN, AMX where the CPU has it: ~3-4x the float32 rate per core).
+torch on CPU has no bf16 matmul with a float32 result (mm / bmm / addmm(...,
+out_dtype=) and _grouped_mm are CUDA-only or refuse it in 2.13, _scaled_mm takes only
+float8: checked), so the two score products are rounded to bf16 once, as the same-dtype
+PyTorch math rounds them:
+  - S^T = k_j q^T from the exact bf16 inputs, rounded once to bf16 (relative 2^-9 of
+    s, before the scale); the float32 pass then forms q_scale * s - lse2 (the lse is not
+    folded into a bf16 product: rounding s - lse, ~log N larger than s, would be ~8x
+    less precise).
+  - yT = dP^T - delta comes out of one product, [v, 1, 1] @ [dO, -delta_hi,
+    -delta_lo]^T, with delta split into two bf16 numbers (exact to ~2^-17 delta), so
+    the cancellation dP - delta happens in the float32 accumulator and only the
+    difference is rounded: more precise than PyTorch's bf16 math, which rounds dP first.
+  - P^T (float32 in the pass) is rounded to bf16 for dV += P^T dO, and dS^T = P^T * yT
+    is rounded to bf16 once for dK and dQ; every tile's product is rounded to bf16
+    before its float32 accumulation, as before. With softcap / ALiBi / dropout the
+    float32 passes are torch ops (dS^T = P^T (bf16) * yT in bf16 without softcap /
+    dropout).
+  Measured: gradient error / the same-dtype PyTorch math's error (both against
+  float64; the tests' criterion is <= 3) 0.4-1.9 over 5 shapes x 4 seeds, against
+  0.3-1.0 with float32 score products before (seed 0; bench/wip/cpu-bwd-amx.md).
+Every op of an item runs on one thread in a fixed order, and items write disjoint
+slices of dq / dk / dv, so the result is bitwise repeatable whichever thread takes
+which item; no atomics, no merges.
 """
 from __future__ import annotations
 
+import threading
 from typing import NamedTuple
 
 import torch
 
 from flashtriton import memory
 
-from . import config, engine, layout
+from . import config, engine, layout, native_bwd
 from .dropout import Dropout
 from .forward import q_scale
 from .tiles import LOG2E, Band, alibi_distance, alibi_slopes_log2, mask_, tiles
@@ -57,18 +92,85 @@ def bwd(dout, q, k, v, out, lse, params, alibi=None, rng=None, varlen=None):
     drop = Dropout(params.dropout_p, rng, nheads, mq, mk) if params.dropout_p > 0 else None
     ctx = _Ctx(params, alibi, drop, group, q.shape[-1], config.products_in_input_precision(q.dtype))
     seqs = layout.sequences(q, k, v, varlen, extra=(out, dout, dq), lse=lse)
-    bn = config.BWD_KEYS
+    items = []
     for seq, (dk_s, dv_s) in zip(seqs, layout.key_views(varlen, dk, dv)):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
-        for hk in range(nheads_k):
-            if band.n_k == 0 or band.n_q == 0:
-                _empty_head(ctx, seq, band, hk, dk_s, dv_s)
-                continue
-            head = _head_inputs(ctx, seq, hk)
-            for t, j0, j1 in tiles(0, band.n_k, bn):
-                _key_tile(ctx, seq, band, hk, dk_s, dv_s, t, j0, j1, head)
-            _write_dq(ctx, seq, hk, head.dq_rows)
+        items += [(seq, band, hk, dk_s, dv_s) for hk in range(nheads_k)]
+    with torch.no_grad():   # a kernel, like the Triton backend's: never part of a graph (create_graph=True)
+        _run(items, lambda item, ws: _head(ctx, ws, *item))
     return dq, dk, dv
+
+
+def _head(ctx, ws, seq, band, hk, dk_s, dv_s):
+    """All gradients of one (sequence, KV head): dK / dV rows of hk, dQ of its G heads."""
+    if band.n_k == 0 or band.n_q == 0:
+        _empty_head(ctx, seq, band, hk, dk_s, dv_s)
+        return
+    head = _head_inputs(ctx, ws, seq, hk)
+    for _, j0, j1 in tiles(0, band.n_k, config.BWD_KEYS):
+        _key_tile(ctx, ws, seq, band, hk, dk_s, dv_s, j0, j1, head)
+    _write_dq(ctx, seq, hk, head.dq_t)
+
+
+class _Workspace:
+    """The score-sized tiles of one thread, allocated once per call and reused by every
+    tile step: a fresh multi-MiB tensor per op is a fresh mmap from glibc, whose page
+    faults (kernel time zeroing pages) cost as much as the op (measured: the same loop
+    75 - 180 ms from one run to the next, depending on glibc's mmap threshold)."""
+
+    def __init__(self):
+        self._bufs = {}
+
+    def get(self, name, rows, cols, dtype):
+        """A (rows, cols) contiguous tensor of dtype, uninitialised, named `name`."""
+        buf = self._bufs.get((name, dtype))
+        if buf is None or buf.numel() < rows * cols:
+            buf = self._bufs[(name, dtype)] = torch.empty(max(rows * cols, 1), dtype=dtype)
+        return buf[:rows * cols].view(rows, cols)
+
+
+def _run(items, fn):
+    """fn(item, workspace) for every item. With several intra-op threads and several
+    items, runs the items on min(items, threads) Python threads, each with threads //
+    that many intra-op threads (one on a 2-core machine; torch ops release the GIL),
+    taking the next item when done (config.BWD_HEAD_THREADS): a head is then computed
+    start to end by its own core(s), its tiles staying in that L2, with no fork / join
+    per op. Every item writes its own slices of dq / dk / dv, and every op of an item
+    runs with the same thread count whichever Python thread runs it, so the result
+    does not depend on which thread took which item: bitwise repeatable."""
+    total = torch.get_num_threads()
+    n = min(len(items), total) if config.BWD_HEAD_THREADS else 1
+    if n <= 1:
+        ws = _Workspace()
+        for item in items:
+            fn(item, ws)
+        return
+    per = total // n
+    todo = iter(items)
+    lock = threading.Lock()
+    errors = []
+
+    def worker():
+        torch.set_num_threads(per)      # this thread's own setting (OpenMP / MKL thread-local)
+        ws = _Workspace()
+        with torch.no_grad():           # grad mode is thread-local: a new thread starts enabled
+            while not errors:
+                with lock:
+                    item = next(todo, None)
+                if item is None:
+                    return
+                try:
+                    fn(item, ws)
+                except BaseException as e:  # re-raised by the caller's thread
+                    errors.append(e)
+
+    threads = [threading.Thread(target=worker, name=f"flashtriton-cpu-bwd-{i}") for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
 
 
 class _Ctx(NamedTuple):
@@ -80,53 +182,100 @@ class _Ctx(NamedTuple):
     lowp: bool
 
 
-def _write_dq(ctx, seq, hk, dq_rows):
+def _write_dq(ctx, seq, hk, dq_t):
+    """dQ^T (D, n_q * G) float32 -> dq[:, hk * G:(hk + 1) * G] (n_q, G, D), times the scale."""
     n_q = seq.q.shape[0]
     g = ctx.group
-    seq.extra[2][:, hk * g:(hk + 1) * g].copy_(dq_rows.mul_(ctx.params.softmax_scale).view(n_q, g, ctx.head_dim))
+    seq.extra[2][:, hk * g:(hk + 1) * g].copy_(dq_t.mul_(ctx.params.softmax_scale).t().view(n_q, g, ctx.head_dim))
 
 
 class _HeadInputs(NamedTuple):
-    qs: torch.Tensor       # (n_q * G, D) float32 q * q_scale: the weight of S^T
-    do: torch.Tensor       # (n_q * G, D) float32 dO: the weight of dP^T
-    delta: torch.Tensor    # (1, n_q * G) rowsum(dO * O)
-    lse2: torch.Tensor     # (1, n_q * G) lse in log2 units
-    kf: torch.Tensor       # (n_k, D) float32
-    vf: torch.Tensor       # (n_k, D) float32
-    # operands of the three accumulating products dV += P^T dO, dK += dS^T q, dQ += dS k:
-    # lowp: (rows, D) bf16 tensors for torch.mm; else transposed float32 tiles for mm_nt
+    """One (sequence, KV head)'s operands; rows = n_q * G (query i, head g) pairs.
+
+    S^T = kx_j @ qx^T and dP^T = vx_j @ dox^T; the extra columns fold the lse / delta
+    subtraction into the products (module docstring): float32 kx = [k, 1],
+    qx = [q * q_scale, -lse2] (no extra column with softcap), vx = [v, 1],
+    dox = [dO, -delta]; bf16 kx = k, qx = q (unscaled, no extra column: the float32
+    pass that converts S^T subtracts lse), vx = [v, 1, 1], dox = [dO, -delta_hi,
+    -delta_lo] (delta split into two bf16 numbers, exact to ~2^-17). With dropout, vx
+    and dox have no extra columns (dropout(dP) - delta does not fold)."""
     lowp: bool
-    dv_w: list | torch.Tensor   # [(D, rb)] dO^T tiles, or dO (n_q * G, D) bf16
-    dk_w: list | torch.Tensor   # [(D, rb)] (q * q_scale)^T tiles, or q (n_q * G, D) bf16 (unscaled)
-    dq_w: list | torch.Tensor   # [(D, bn)] k^T tiles, or k (n_k, D) bf16
-    slopes_t: object            # (1, 1, G) -slope * log2 e, or None
-    dq_rows: torch.Tensor       # (n_q * G, D) float32 dQ accumulator
+    kx: torch.Tensor        # (n_k, D [+ 1]) float32 / (n_k, D) bf16
+    qx: torch.Tensor        # (rows, D [+ 1]) float32 / (rows, D) bf16
+    vx: torch.Tensor        # (n_k, D [+ 1 | 2])
+    dox: torch.Tensor       # (rows, D [+ 1 | 2])
+    k: torch.Tensor         # (n_k, D) view of kx: the weight of dQ += dS k
+    q: torch.Tensor         # (rows, D) view of qx: the weight of dK += dS^T q (float32: q * q_scale)
+    do: torch.Tensor        # (rows, D) view of dox: the weight of dV += P^T dO
+    lse2: torch.Tensor      # (1, rows) float32 lse in log2 units (not folded: softcap)
+    nlse2: torch.Tensor     # (1, rows) -lse2 (bf16 inputs: S^T's float32 pass adds it)
+    delta: torch.Tensor     # (1, rows) float32 rowsum(dO * O) (not folded: dropout)
+    fold_lse: bool
+    fold_delta: bool
+    slopes_t: object        # (1, 1, G) -slope * log2 e, or None
+    dq_t: torch.Tensor      # (D, rows) float32 dQ^T accumulator: dQ^T += k_j^T dS^T, ~1.2x dQ += dS k_j's
+                            # rate (M = D, N = rows: 173 vs 152 GFLOP/s fp32, 606 vs 529 bf16, one thread)
 
 
-def _head_inputs(ctx, seq, hk) -> _HeadInputs:
-    group = ctx.group
+def _rows(ws, name, x, hk, group, dtype, extra, scale=1.0):
+    """(n, H, D) -> (n * G, D + extra) in dtype: row i * G + g = x[i, hk * G + g] * scale
+    (extra columns left uninitialised), or (n, Hk, D) -> (n, D + extra) with group=None.
+    In the workspace buffer `name`: reused by the next head of this thread (fresh
+    per-head tensors page-faulted: these copies took 1.2 ns / element, 14 ms of the
+    one-thread float32 backward)."""
+    n, d = x.shape[0], x.shape[-1]
+    g = 1 if group is None else group
+    res = ws.get(name, n * g, d + extra, dtype).view(n, g, d + extra)
+    res[:, :, :d].copy_(x[:, hk:hk + 1] if group is None else x[:, hk * group:(hk + 1) * group])
+    if scale != 1.0:
+        res[:, :, :d].mul_(scale)
+    return res.view(-1, d + extra)
+
+
+def _head_inputs(ctx, ws, seq, hk) -> _HeadInputs:
+    group, d, params = ctx.group, ctx.head_dim, ctx.params
     n_q = seq.q.shape[0]
     h0 = hk * group
-    rb = max(1, config.BWD_ROWS // group) * group
     out, dout, _ = seq.extra
-    qs = layout.group_rows(seq.q, hk, group, q_scale(ctx.params))
-    do = layout.group_rows(dout, hk, group)
-    delta = (do * layout.group_rows(out, hk, group)).sum(dim=1)[None, :]
+    f32 = torch.float32
+    fold_delta = ctx.drop is None
+    # dO rows in float32 (float32 path: with the -delta column of the folded dP^T product)
+    ex = 1 if fold_delta and not ctx.lowp else 0
+    do32 = _rows(ws, "do32", dout, hk, group, f32, ex)
+    o32 = _rows(ws, "o32", out, hk, group, f32, 0)
+    delta = torch.mul(do32[:, :d], o32, out=o32).sum(dim=1)[None, :]          # (1, rows) rowsum(dO * O)
     lse2 = seq.lse[h0:h0 + group].t().reshape(1, n_q * group) * LOG2E
-    kf = layout.head_f32(seq.k, hk)
-    vf = layout.head_f32(seq.v, hk)
     if ctx.lowp:
-        sl = slice(h0, h0 + group)
-        dv_w = dout[:, sl].reshape(n_q * group, -1)
-        dk_w = seq.q[:, sl].reshape(n_q * group, -1)
-        dq_w = seq.k[:, hk].contiguous()
+        bf = torch.bfloat16
+        fold_lse = False
+        kx = _rows(ws, "kx", seq.k, hk, None, bf, 0)
+        qx = _rows(ws, "qx", seq.q, hk, group, bf, 0)
+        ex = 2 if fold_delta else 0
+        vx = _rows(ws, "vx", seq.v, hk, None, bf, ex)
+        dox = _rows(ws, "dox", dout, hk, group, bf, ex)
+        if fold_delta:
+            hi = delta[0].to(bf)
+            vx[:, d:] = 1.0
+            dox[:, d] = -hi
+            dox[:, d + 1] = (hi.float() - delta[0]).to(bf)   # -(delta - hi), exact to ~2^-17 delta
     else:
-        dv_w = layout.transposed_tiles(do, rb)
-        dk_w = layout.transposed_tiles(qs, rb)
-        dq_w = layout.transposed_tiles(kf, config.BWD_KEYS)
+        fold_lse = params.softcap == 0
+        ex = 1 if fold_lse else 0
+        kx = _rows(ws, "kx", seq.k, hk, None, f32, ex)
+        qx = _rows(ws, "qx", seq.q, hk, group, f32, ex, q_scale(params))
+        if fold_lse:
+            kx[:, d] = 1.0
+            qx[:, d] = -lse2[0]
+        ex = 1 if fold_delta else 0
+        vx = _rows(ws, "vx", seq.v, hk, None, f32, ex)
+        dox = do32
+        if fold_delta:
+            vx[:, d] = 1.0
+            dox[:, d] = -delta[0]
     slopes = alibi_slopes_log2(ctx.alibi, seq.index, h0, group)
-    return _HeadInputs(qs, do, delta, lse2, kf, vf, ctx.lowp, dv_w, dk_w, dq_w,
-                       None if slopes is None else slopes.view(1, 1, group), torch.zeros(n_q * group, ctx.head_dim))
+    return _HeadInputs(ctx.lowp, kx, qx, vx, dox, kx[:, :d], qx[:, :d], dox[:, :d], lse2, -lse2, delta, fold_lse,
+                       fold_delta, None if slopes is None else slopes.view(1, 1, group),
+                       ws.get("dq_t", d, n_q * group, f32).zero_())
 
 
 def _empty_head(ctx, seq, band, hk, dk, dv):
@@ -139,53 +288,98 @@ def _empty_head(ctx, seq, band, hk, dk, dv):
         dv[:, hk].zero_()
 
 
-def _key_tile(ctx, seq, band: Band, hk, dk, dv, t, j0, j1, head: _HeadInputs):
+def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
     """dK, dV of keys [j0, j1) of KV head hk, and their dQ contributions."""
     params, group, d, drop = ctx.params, ctx.group, ctx.head_dim, ctx.drop
+    lowp, softcap = head.lowp, params.softcap > 0
     h0 = hk * group
-    n_q = band.n_q
     bm = max(1, config.BWD_ROWS // group)  # query positions per block
     w = j1 - j0
     dk_acc = torch.zeros(w, d)
     dv_acc = torch.zeros(w, d)
-    cap2 = params.softcap * LOG2E
-    k_j, v_j = head.kf[j0:j1], head.vf[j0:j1]
+    qsc = q_scale(params)
+    kx_j, vx_j, k_j = head.kx[j0:j1], head.vx[j0:j1], head.k[j0:j1]
     i_lo, i_hi = band.query_range(j0, j1)
-    # whole aligned query blocks, so that the cached q^T / dO^T tiles are used as they are
-    for tq, _, _ in tiles(i_lo, i_hi, bm):
-        i0, i1 = tq * bm, min(n_q, (tq + 1) * bm)
+    # bf16 without softcap / ALiBi / dropout: P and dS in one compiled pass (native_bwd.py)
+    lib = native_bwd.load() if lowp and config.BWD_FUSED and not softcap and drop is None \
+        and head.slopes_t is None else None
+    # float32 / fp16 without softcap / dropout: exp2 and dS = P * (dP - delta) in one compiled pass
+    lib32 = native_bwd.load() if not lowp and config.BWD_FUSED and not softcap and drop is None else None
+    for _, i0, i1 in tiles(i_lo, i_hi, bm):
         r0, r1 = i0 * group, i1 * group
-        st = engine.mm_nt(k_j, head.qs[r0:r1])                # (w, r) S^T, log2 units
-        if params.softcap > 0:
+        r = r1 - r0
+        if lib is not None:
+            s16 = torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16))  # (w, r) S^T
+            if not band.full(i0, i1, j0, j1):
+                mask_(s16.view(w, i1 - i0, group).permute(1, 2, 0), band, i0, i1, j0, j1)
+            y16 = torch.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp16", w, r, torch.bfloat16))  # dP^T - delta
+            p16, ds16 = ws.get("p16", w, r, torch.bfloat16), ws.get("ds16", w, r, torch.bfloat16)
+            native_bwd.p_ds_bf16(lib, s16, y16, head.nlse2[0, r0:r1], qsc, p16, ds16, torch.get_num_threads())
+            dv_acc.add_(torch.mm(p16, head.do[r0:r1]))
+            dk_acc.add_(torch.mm(ds16, head.q[r0:r1]))
+            head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
+            continue
+        st = ws.get("st", w, r, torch.float32)
+        lse_left = not head.fold_lse
+        if lowp:                                               # S^T, unscaled, rounded to bf16 once
+            st.copy_(torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16)))
+            if softcap:
+                st.mul_(qsc)
+            else:                                              # st = q_scale * s - lse2, one pass
+                torch.add(head.nlse2[:, r0:r1], st, alpha=qsc, out=st)
+                lse_left = False
+        else:
+            st = engine.mm(kx_j, head.qx[r0:r1].t(), out=st)  # (w, r) S^T [- lse2]
+        if softcap:
             tanh_t = st.tanh_()                                # kept for the derivative
-            st = torch.mul(tanh_t, cap2)
+            st = torch.mul(tanh_t, params.softcap * LOG2E)
         st3 = st.view(w, i1 - i0, group)
         if head.slopes_t is not None:
             st3.addcmul_(alibi_distance(band, i0, i1, j0, j1).permute(2, 0, 1), head.slopes_t)
         if not band.full(i0, i1, j0, j1):
             mask_(st3.permute(1, 2, 0), band, i0, i1, j0, j1)
-        pt = st.sub_(head.lse2[:, r0:r1]).exp2_()             # (w, r) P^T
-        dpt = engine.mm_nt(v_j, head.do[r0:r1])               # (w, r) dP^T
+        if lse_left:
+            st.sub_(head.lse2[:, r0:r1])
+        # (w, r) dP^T - delta (folded), or dP^T
+        if lowp:
+            dpt = torch.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp16", w, r, torch.bfloat16))
+        else:
+            dpt = engine.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp", w, r, torch.float32))
+        if lib32 is not None:                                  # P^T = exp2(st), dS^T = P^T * dpt: one pass
+            native_bwd.p_ds_f32(lib32, st, dpt, torch.get_num_threads())
+            pt = st
+            engine.addmm_(dv_acc, pt, head.do[r0:r1])
+            engine.addmm_(dk_acc, dpt, head.q[r0:r1])
+            engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dpt)
+            continue
+        pt = st.exp2_()                                        # (w, r) P^T
         if drop is not None:
+            dpt = dpt.float() if lowp else dpt
             keep_t = drop.keep(seq.index, h0, group, i0, i1, j0, j1).permute(2, 0, 1)  # (w, bm, G)
             pdt = pt.view(w, i1 - i0, group).masked_fill(~keep_t, 0.0).mul_(drop.scale).view(w, -1)
             dpt.view(w, i1 - i0, group).masked_fill_(~keep_t, 0.0).mul_(drop.scale)
+            dpt.sub_(head.delta[:, r0:r1])
         else:
             pdt = pt
-        if head.lowp:
-            dv_acc.add_(torch.mm(pdt.to(torch.bfloat16), head.dv_w[r0:r1]))
+        if lowp:
+            p16 = ws.get("p16", w, r, torch.bfloat16).copy_(pdt)
+            dv_acc.add_(torch.mm(p16, head.do[r0:r1]))
+            if drop is None and not softcap:                   # dS^T = P^T (dP^T - delta), bf16
+                ds16 = torch.mul(dpt, p16, out=ws.get("ds16", w, r, torch.bfloat16))
+            else:
+                dst = dpt.float().mul_(pt) if dpt.dtype != torch.float32 else dpt.mul_(pt)
+                if softcap:
+                    dst.mul_(tanh_t.square_().neg_().add_(1.0))
+                ds16 = dst.to(torch.bfloat16)
+            dk_acc.add_(torch.mm(ds16, head.q[r0:r1]))
+            head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
         else:
-            dv_acc.add_(engine.mm_nt(pdt, head.dv_w[tq]))
-        dst = dpt.sub_(head.delta[:, r0:r1]).mul_(pt)          # (w, r) dS^T, natural units
-        if params.softcap > 0:
-            dst.mul_(tanh_t.square_().neg_().add_(1.0))        # d cap*tanh(x/cap) / dx = 1 - tanh^2
-        if head.lowp:
-            ds16 = dst.to(torch.bfloat16)
-            dk_acc.add_(torch.mm(ds16, head.dk_w[r0:r1]))
-            head.dq_rows[r0:r1].add_(torch.mm(ds16.t(), head.dq_w[j0:j1]))
-        else:
-            dk_acc.add_(engine.mm_nt(dst, head.dk_w[tq]))
-            head.dq_rows[r0:r1].add_(engine.mm_nt(dst.t().contiguous(), head.dq_w[t]))
+            engine.addmm_(dv_acc, pdt, head.do[r0:r1])
+            dst = dpt.mul_(pt)                                 # (w, r) dS^T, natural units
+            if softcap:
+                dst.mul_(tanh_t.square_().neg_().add_(1.0))    # d cap*tanh(x/cap) / dx = 1 - tanh^2
+            engine.addmm_(dk_acc, dst, head.q[r0:r1])
+            engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dst)
     # dS is w.r.t. scale * q.k; the float32 path's q carries q_scale instead of scale
-    dk[j0:j1, hk].copy_(dk_acc.mul_(params.softmax_scale if head.lowp else params.softmax_scale / q_scale(params)))
+    dk[j0:j1, hk].copy_(dk_acc.mul_(params.softmax_scale if lowp else params.softmax_scale / qsc))
     dv[j0:j1, hk].copy_(dv_acc)

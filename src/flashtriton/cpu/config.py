@@ -50,8 +50,21 @@ FWD_AMX_MODES = ("auto", "on", "off")
 FWD_ROWS_AMX = 1024
 
 # Backward: keys per tile (the rows of the transposed score tile) and query rows per block.
-BWD_KEYS = 512
-BWD_ROWS = 512
+# bwd only, B=1 H=8 N=2048 D=64, heads on threads, fused passes, ms (SDPA's backward 54-61 /
+# 81-85 in the same runs; 2026-12-02, AMX machine, bench/wip/cpu-bwd-amx.md): bf16 512x512
+# 62, 512x1024 53, 1024x512 51, 768x1024 46, 1024x1024 42-44, 2048x1024 50, 1024x2048 52;
+# float32 512x1024 90, 1024x512 86, 1024x1024 91 (before its fused pass: 512x512 99,
+# 256x1024 93). A (w, r) float32 tile is 4 MiB; every thread keeps two (bf16: four 2 MiB).
+BWD_KEYS = 1024
+BWD_ROWS = 1024
+# Backward: whether the (sequence, KV head) items run on torch.get_num_threads() Python
+# threads with one intra-op thread each (backward._run) instead of one after another
+# with every op spread over the threads.
+BWD_HEAD_THREADS = True
+# Backward without softcap / dropout (bf16: nor ALiBi): P^T and dS^T of a tile in one
+# compiled pass (cpu/native_bwd.py) where it builds, else torch-ops passes (bf16: five,
+# float32: two).
+BWD_FUSED = True
 
 
 def products_in_input_precision(dtype: torch.dtype) -> bool:

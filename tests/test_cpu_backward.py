@@ -1,0 +1,230 @@
+"""The CPU backward's own machinery (cpu/backward.py): the (sequence, KV head) items run
+on one Python thread per intra-op thread (config.BWD_HEAD_THREADS), the folded lse /
+delta columns, bf16 products with bf16 score tiles, and the float32 engine's strided
+products (engine.mm / addmm_). Gradients are held to the suite's criterion against
+float64 (tests/helpers.py); the shared suite (test_prefill.py, test_masks.py, ...)
+covers the features on small shapes, test_cpu_prefill.py many tiles."""
+import threading
+
+import pytest
+import torch
+
+from flashtriton import backends
+
+from conftest import DEVICE
+from helpers import check_attention, rand_qkv, rand_varlen
+
+pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
+
+if backends.cpu_available():
+    import flashtriton
+    from flashtriton.cpu import backward, config, engine, native_bwd
+
+
+def _grads(q, k, v, dout, **kw):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    with flashtriton.use_backend("cpu"):
+        out = flashtriton.flash_attn_func(q, k, v, **kw)
+        return torch.autograd.grad(out, (q, k, v), dout)
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    monkeypatch.setattr(config, "BWD_KEYS", 32)
+    monkeypatch.setattr(config, "BWD_ROWS", 48)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("threads", [False, True])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_head_threads_meet_the_criterion(small_tiles, monkeypatch, threads, dtype, fused):
+    """Both schedules (heads on threads, or ops spread over the threads), with and
+    without the compiled pass (native_bwd.py), GQA with a group of 3, causal, awkward
+    lengths and head dim, several key tiles and row blocks."""
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", threads)
+    monkeypatch.setattr(config, "BWD_FUSED", fused)
+    q, k, v = rand_qkv(2, 113, 97, 6, 2, 80, dtype, DEVICE)
+    check_attention("cpu", q, k, v, causal=True)
+
+
+def test_head_threads_are_bitwise_repeatable(small_tiles, monkeypatch):
+    """Which thread takes which head must not change a bit: every op of a head runs
+    single-threaded on the thread that took it."""
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", True)
+    q, k, v = rand_qkv(1, 70, 90, 8, 8, 64, torch.bfloat16, DEVICE)
+    dout = torch.randn(1, 70, 8, 64, dtype=torch.bfloat16)
+    first = _grads(q, k, v, dout, window_size=(20, 5))
+    for _ in range(5):
+        again = _grads(q, k, v, dout, window_size=(20, 5))
+        assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(first, again))
+
+
+def test_worker_error_reaches_the_caller(monkeypatch):
+    """An exception in a worker thread is raised by the calling thread, and the
+    caller's intra-op thread count is left alone (workers set their own)."""
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", True)
+    real_threads = torch.get_num_threads
+    before = real_threads()
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)   # two workers even on one core
+    seen = []
+
+    def boom(*a, **kw):
+        seen.append(threading.current_thread().name)
+        raise ValueError("boom in a worker")
+
+    monkeypatch.setattr(backward, "_key_tile", boom)
+    q, k, v = rand_qkv(1, 16, 16, 4, 4, 32, torch.float32, DEVICE, requires_grad=True)
+    with flashtriton.use_backend("cpu"):
+        out = flashtriton.flash_attn_func(q, k, v)
+        with pytest.raises(ValueError, match="boom in a worker"):
+            torch.autograd.grad(out, (q, k, v), torch.randn_like(out))
+    assert seen and all(name.startswith("flashtriton-cpu-bwd-") for name in seen)
+    assert real_threads() == before
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_backward_under_grad_mode(monkeypatch, threads):
+    """Bug found on the way (named test): grad mode is thread-local, so worker threads
+    start with grad enabled while autograd runs a backward with it disabled, and the
+    out= ops refused tensors that require grad; with create_graph=True the caller's
+    thread has grad enabled too. The backend's backward is a kernel (as the Triton
+    backend's): it runs under no_grad on every thread. A direct call with grad enabled
+    and create_graph=True both give the default call's gradients."""
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", threads)
+    q, k, v = rand_qkv(1, 40, 40, 4, 2, 32, torch.bfloat16, DEVICE)
+    dout = torch.randn(1, 40, 4, 32, dtype=torch.bfloat16)
+    ref = _grads(q, k, v, dout)
+    from flashtriton.cpu import fwd
+    from flashtriton.launchers.prefill import AttnParams
+    params = AttnParams(32 ** -0.5)
+    out, lse = fwd(q, k, v, params)
+    args = [t.detach().requires_grad_(True) for t in (q, k, v, out, lse)]
+    with torch.enable_grad():
+        got = backward.bwd(dout, *args, params)
+    assert all(torch.equal(a, b) for a, b in zip(ref, got))
+    qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, k, v))
+    with flashtriton.use_backend("cpu"):
+        o = flashtriton.flash_attn_func(qg, kg, vg)
+        got = torch.autograd.grad(o, (qg, kg, vg), dout, create_graph=True)
+    assert all(torch.equal(a, b) for a, b in zip(ref, got))
+
+
+def test_rows_without_keys_fold_lse_inf():
+    """float32 folds -lse into the score product: a row that sees no key has lse = +inf,
+    so its scores are -inf (P = 0) and its gradients 0, never NaN (0 * inf)."""
+    q, k, v = rand_qkv(1, 60, 30, 2, 1, 32, torch.float32, DEVICE)
+    res = check_attention("cpu", q, k, v, window_size=(3, 0))
+    assert torch.isinf(res["lse"][:, :, :27]).all()
+
+
+def test_bf16_delta_fold_keeps_cancellation_small():
+    """V with identical rows: dP_ij = dO_i . v for every key, so dS = P (dP - delta) = 0
+    and dQ = dK = 0 exactly. The bf16 path forms dP - delta inside one product (delta
+    split into two bf16 numbers), so only the tiny difference is rounded: dQ / dK stay
+    far below the bf16 PyTorch math's error, which rounds dP first."""
+    q, k, _ = rand_qkv(1, 64, 64, 2, 2, 64, torch.bfloat16, DEVICE)
+    v = torch.randn(1, 1, 2, 64, dtype=torch.bfloat16).expand(1, 64, 2, 64).contiguous()
+    dout = torch.randn(1, 64, 2, 64, dtype=torch.bfloat16)
+    dq, dk, _ = _grads(q, k, v, dout)
+    assert dq.float().abs().max() < 2e-2 and dk.float().abs().max() < 2e-2
+
+
+@pytest.mark.parametrize("mkl", [True, False])
+def test_engine_strided_products(monkeypatch, mkl):
+    """engine.mm / addmm_ on the backward's operand layouts (transposed views, row
+    slices of wider tensors), on both engines, against float64."""
+    if not mkl and engine._LINEAR is None:
+        pytest.skip("no oneDNN op in this torch")
+    monkeypatch.setattr(engine, "_MKL_FAST", mkl)
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(70, 41, generator=g)[:, :33]          # row slice of a wider tensor
+    b = torch.randn(50, 33, generator=g).t()               # transposed view
+    ref = a.double() @ b.double()
+    got = engine.mm(a, b, out=torch.empty(70, 50))
+    assert (got.double() - ref).abs().max() < 1e-4
+    c = torch.randn(50, 70, generator=g)
+    c0 = c.double().clone()
+    engine.addmm_(c, b.t(), a.t())                         # c += (a @ b)^T
+    assert (c.double() - (c0 + ref.t())).abs().max() < 1e-4
+
+
+def test_varlen_head_threads(small_tiles, monkeypatch):
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", True)
+    (q, k, v), varlen = rand_varlen([17, 0, 113, 1], [40, 12, 70, 0], 4, 2, 40, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, varlen=varlen, causal=True)
+
+
+def _lib_or_skip():
+    lib = native_bwd.load()
+    if lib is None:
+        pytest.skip("the compiled backward pass does not build here")
+    return lib
+
+
+@pytest.mark.parametrize("variant", [(), ("FT_NO_BF16CVT",), ("FT_NO_VEC",)])
+@pytest.mark.parametrize("shape", [(300, 257), (5, 3), (64, 1024), (1, 16)])
+def test_fused_bf16_pass_rounds_like_float64(shape, variant):
+    """p16 = bf16(exp2(c s + nlse2)), ds16 = bf16(p y) against the float64 values rounded
+    once: equal but for rare ties (the polynomial's < 2e-7 error) and p < 2^-127 (flushed
+    to 0); -inf / very negative scores give exactly 0, NaN stays NaN; vector body and
+    scalar tail alike; also the builds of CPUs without AVX512-BF16 / AVX-512."""
+    lib = _lib_or_skip()
+    if variant:
+        lib = native_bwd.load_variant(*variant)
+    w, r = shape
+    g = torch.Generator().manual_seed(11)
+    s = (torch.randn(w, r, generator=g) * 8).bfloat16()
+    y = torch.randn(w, r, generator=g).bfloat16()
+    nl = -(torch.rand(r, generator=g) * 10 + 5)
+    s[0, :min(r, 20)] = float("-inf")
+    if w > 2:
+        s[1, r - 1] = float("nan")
+        s[2, :] = -1000.0
+    p16 = torch.empty(w, r, dtype=torch.bfloat16)
+    ds16 = torch.empty_like(p16)
+    native_bwd.p_ds_bf16(lib, s, y, nl, 0.18, p16, ds16, 2)
+    p = torch.exp2(s.double() * 0.18 + nl.double())
+    for got, want in ((p16, p.to(torch.bfloat16)), (ds16, (p * y.double()).to(torch.bfloat16))):
+        nan = got.isnan()
+        assert torch.equal(nan, want.isnan())
+        differ = (got.view(torch.int16) != want.view(torch.int16)) & ~nan & (want.double().abs() >= 2.0 ** -126)
+        assert differ.sum().item() <= max(2, w * r // 5000)
+        # below 2^-127 the pass flushes p to 0 (bf16 would keep a few subnormal bits)
+        assert ((got.double() - want.double()).abs() <= 2 ** -7 * want.double().abs() + 1e-37)[~nan].all()  # 1 ulp
+    assert (p16[0, :min(r, 20)] == 0).all() and (w <= 2 or (p16[2] == 0).all())
+
+
+@pytest.mark.parametrize("variant", [(), ("FT_NO_VEC",)])
+def test_fused_f32_pass(variant):
+    lib = _lib_or_skip()
+    if variant:
+        lib = native_bwd.load_variant(*variant)
+    g = torch.Generator().manual_seed(12)
+    x = torch.rand(33, 70, generator=g) * -40
+    x[0, :3] = float("-inf")
+    x[1, 5] = float("nan")
+    y = torch.randn(33, 70, generator=g)
+    want_p = torch.exp2(x.double())
+    want_ds = want_p * y.double()
+    native_bwd.p_ds_f32(lib, x, y, 1)
+    fin = torch.isfinite(want_p)
+    assert ((x.double() - want_p).abs() <= 3e-7 * want_p.abs())[fin].all()
+    assert ((y.double() - want_ds).abs() <= 3e-7 * want_ds.abs() + 1e-30)[fin].all()
+    assert (x[0, :3] == 0).all() and x[1, 5].isnan() and y[1, 5].isnan()
+
+
+def test_more_threads_than_items(small_tiles, monkeypatch):
+    """Two items and four intra-op threads: two workers with two intra-op threads each
+    (backward._run), and the same bits on every repeat."""
+    monkeypatch.setattr(config, "BWD_HEAD_THREADS", True)
+    seen = []
+    real_set = torch.set_num_threads
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: seen.append(n) or real_set(n))
+    q, k, v = rand_qkv(1, 90, 90, 4, 2, 64, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True)
+    assert seen and set(seen) == {2}
+    dout = torch.randn(1, 90, 4, 64, dtype=torch.bfloat16)
+    first = _grads(q, k, v, dout)
+    again = _grads(q, k, v, dout)
+    assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(first, again))
