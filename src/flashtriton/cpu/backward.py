@@ -23,8 +23,9 @@ row-strided operands), so no tile is transposed by a copy (the old float32 path 
 Schedule (2026-12-02, an Intel CPU with AMX, 2 cores; bench/wip/cpu-bwd-amx.md): the
 (sequence, KV head) items run on one Python thread per intra-op thread, each op
 single-threaded (torch releases the GIL); a head's tiles stay in its core's L2 and no
-op pays a fork / join. Score tiles are 1024 x 1024 (config.BWD_KEYS / BWD_ROWS), kept in
-a per-thread workspace: fresh multi-MiB tensors per op page-fault (glibc mmaps them).
+op pays a fork / join. Score tiles are 1024 keys x 1024 rows (float32: 512 rows;
+config.BWD_*), kept in a per-thread workspace: fresh multi-MiB tensors per op
+page-fault (glibc mmaps them).
 
 Folded subtractions: "- lse" and "- delta" ride along in the products as extra columns,
 xT = [k_j, 1] @ [q * q_scale, -lse2]^T and yT = [v_j, 1] @ [dO, -delta]^T (float32): the
@@ -293,7 +294,8 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
     params, group, d, drop = ctx.params, ctx.group, ctx.head_dim, ctx.drop
     lowp, softcap = head.lowp, params.softcap > 0
     h0 = hk * group
-    bm = max(1, config.BWD_ROWS // group)  # query positions per block
+    rows = config.BWD_ROWS if lowp else min(config.BWD_ROWS, config.BWD_ROWS_FLOAT32)
+    bm = max(1, rows // group)  # query positions per block
     w = j1 - j0
     dk_acc = torch.zeros(w, d)
     dv_acc = torch.zeros(w, d)

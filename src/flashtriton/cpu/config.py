@@ -57,6 +57,10 @@ FWD_ROWS_AMX = 1024
 # 256x1024 93). A (w, r) float32 tile is 4 MiB; every thread keeps two (bf16: four 2 MiB).
 BWD_KEYS = 1024
 BWD_ROWS = 1024
+# float32 / fp16 backward: at most this many rows per block. Three interleaved rounds,
+# fp32 bwd ms: 1024x1024 82.4 / 83.2 / 83.9, 1024x512 77.4 / 81.5 / 76.3, 512x1024 81.9 /
+# 77.2 / 78.7 (SDPA's backward 73-80). bf16 keeps 1024 (1024x512: 45-46 against 39-42).
+BWD_ROWS_FLOAT32 = 512
 # Backward: whether the (sequence, KV head) items run on torch.get_num_threads() Python
 # threads with one intra-op thread each (backward._run) instead of one after another
 # with every op spread over the threads.
