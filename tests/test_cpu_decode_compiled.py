@@ -6,6 +6,11 @@ and 64 positions, shuffled pools), GQA / MQA / MHA, speculative causal rows, win
 left padding, append + rotary, every head dim the kernel takes, splits, thread counts,
 path selection and the error raised when the kernel cannot be built. One compile
 (a few seconds, then the on-disk cache) serves the whole file.
+
+Every test that runs the default library runs twice: with config.DECODE_AMX = "off"
+(the AVX-512 / portable kernel) and "on" (bf16 caches on AMX tiles, head_amx; skipped,
+with the reason, where the CPU, the build or the permission does not allow it).
+_run_compiled checks that the expected kernel ran ("compiled-amx" for bf16 under "on").
 """
 import os
 
@@ -24,14 +29,41 @@ if backends.cpu_available():
     from flashtriton.cpu import config, decode, native
 
 
-@pytest.fixture(autouse=True)
-def compiled_path(monkeypatch):
+# tests that swap in a variant library (native.load monkeypatched) or test the plain
+# build: only the AVX-512 selection applies to them
+_NO_AMX = {"test_build_failure_raises", "test_fma_bf16_score_path", "test_blk512_matches_portable_step",
+           "test_blk512_softmax_step_widths"}
+_AMX_ON = [False]   # the current test's mode (set by the fixture)
+
+
+def _amx_skip_reason():
+    try:
+        native.load_amx()
+    except native.NativeUnavailable as e:
+        return f"no AMX decode kernel here: {e}"
+    return None
+
+
+@pytest.fixture(autouse=True, params=["off", "on"], ids=["avx512", "amx"])
+def compiled_path(monkeypatch, request):
     monkeypatch.setattr(config, "DECODE_PATH", "compiled")
+    monkeypatch.setattr(config, "DECODE_AMX", request.param)
+    if request.param == "on":
+        if request.node.originalname in _NO_AMX:
+            pytest.skip("swaps in a non-AMX library variant: runs under DECODE_AMX=off only")
+        reason = _amx_skip_reason()
+        if reason:
+            pytest.skip(reason)
+    _AMX_ON[0] = request.param == "on"
+
+
+def _expected_path(dtype):
+    return "compiled-amx" if _AMX_ON[0] and dtype == torch.bfloat16 else "compiled"
 
 
 def _run_compiled(inp, **kw):
     res = _run(inp, **kw)
-    assert decode.LAST_PATH == "compiled"
+    assert decode.LAST_PATH == _expected_path(inp["k_cache"].dtype)
     return res
 
 
@@ -101,7 +133,8 @@ def test_cache_garbage_is_never_read():
     """NaN beyond the sequences, in unused pages, and in a page's tail."""
     with flashtriton.use_backend("cpu"):
         out = flash_attn_with_kvcache(num_splits=2, **_copy(_garbage_cache_inputs()))
-    assert decode.LAST_PATH == "compiled" and torch.isfinite(out).all()
+    assert decode.LAST_PATH == _expected_path(_garbage_cache_inputs()["k_cache"].dtype)
+    assert torch.isfinite(out).all()
 
 
 def test_batch_idx_and_strided_cache():
@@ -115,7 +148,7 @@ def test_batch_idx_and_strided_cache():
     idx = torch.tensor([2, 0], dtype=torch.int32)
     with flashtriton.use_backend("cpu"):
         a = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens, cache_batch_idx=idx)
-        assert decode.LAST_PATH == "compiled"
+        assert decode.LAST_PATH == _expected_path(torch.bfloat16)
         b = flash_attn_with_kvcache(q, k[idx.long()].contiguous(), v[idx.long()].contiguous(), cache_seqlens=lens)
     assert torch.equal(a, b)
 
@@ -259,3 +292,80 @@ def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
     inp = _lengths_inputs(dtype, 4, 2, 16, leftpad=True, d=128)
     _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
     _run_compiled(inp, window_size=(7, 5))
+
+
+# --- the AMX step (bf16 caches, head_amx): selection, shapes, repeatability -------------------------------
+
+def _need_amx():
+    if not _AMX_ON[0]:
+        pytest.skip("an AMX test: runs under the amx parametrisation only")
+
+
+def test_amx_selected_by_default(monkeypatch):
+    """DECODE_AMX = "auto" (the default) runs bf16 caches on the AMX build wherever it
+    loads, float32 on the AVX-512 kernel; "off" runs bf16 on the AVX-512 kernel; a bad
+    value raises."""
+    _need_amx()
+    monkeypatch.setattr(config, "DECODE_AMX", "auto")
+    _run(_inputs(1, 1, 8, 2, 64, torch.bfloat16, 50, [50]))
+    assert decode.LAST_PATH == "compiled-amx"
+    _run(_inputs(1, 1, 8, 2, 64, torch.float32, 50, [50]))
+    assert decode.LAST_PATH == "compiled"
+    monkeypatch.setattr(config, "DECODE_AMX", "off")
+    _run(_inputs(1, 1, 8, 2, 64, torch.bfloat16, 50, [50]))
+    assert decode.LAST_PATH == "compiled"
+    monkeypatch.setattr(config, "DECODE_AMX", "maybe")
+    with pytest.raises(ValueError, match="FLASHTRITON_CPU_DECODE_AMX"):
+        _run(_inputs(1, 1, 8, 2, 64, torch.bfloat16, 50, [50]))
+
+
+@pytest.mark.parametrize("d", [32, 64, 96, 128, 192, 256])
+@pytest.mark.parametrize("group", [1, 4, 8])
+def test_amx_head_dims_groups_lengths(d, group):
+    """Every head dim the kernel takes (1-8 tiles of 32 columns), GQA 1 / 4 / 8, lengths
+    1, 17, 113, 1023 and 0 (short last 16-key groups staged with zero rows), contiguous
+    and paged (page 16: groups read in place; page 64 with left padding: groups that
+    cross a page are staged), against the float64 reference."""
+    _need_amx()
+    torch.manual_seed(d + group)
+    for sq, page, pad in ((1, 0, False), (1, 16, False), (3, 64, True)):
+        inp = _lengths_inputs(torch.bfloat16, group, sq, page, leftpad=pad, d=d)
+        _run_compiled(inp, causal=sq > 1)
+        _run_compiled(inp, causal=sq > 1, num_splits=3)
+
+
+@pytest.mark.parametrize("d", [64, 128, 256])
+def test_amx_8k(d):
+    """L = 8k (the benchmark's length), Hq = 32 / Hk = 8 at D = 128, the default splits;
+    D = 64 and 256 with MQA and 4-row groups."""
+    _need_amx()
+    torch.manual_seed(d)
+    heads = (32, 8) if d == 128 else (4, 1)
+    _run_compiled(_inputs(1, 1, *heads, d, torch.bfloat16, 8192, [8192]))
+
+
+def test_amx_garbage_never_read():
+    """NaN in unused pages and in the tail of a sequence's last page (bf16): tiles read 16
+    rows, so a short group must be staged, never loaded in place past the sequence."""
+    _need_amx()
+    inp = _garbage_cache_inputs()
+    for name in ("q", "k_cache", "v_cache"):
+        inp[name] = inp[name].to(torch.bfloat16)
+    with flashtriton.use_backend("cpu"):
+        out = flash_attn_with_kvcache(num_splits=2, **_copy(inp))
+    assert decode.LAST_PATH == "compiled-amx" and torch.isfinite(out).all()
+
+
+def test_amx_repeatable_and_matches_avx512(monkeypatch):
+    """Bitwise repeatable, and the same bits on one thread (fixed splits); close to the
+    AVX-512 kernel (the same inputs and P rounding, another float32 summation order)."""
+    _need_amx()
+    torch.manual_seed(5)
+    inp = _inputs(2, 1, 32, 8, 128, torch.bfloat16, 3072, [3000, 1234], page=64, leftpad=[5, 0])
+    a, b, c = _twice_then_one_thread(inp)
+    assert decode.LAST_PATH == "compiled-amx"
+    assert torch.equal(a, b) and torch.equal(a, c)
+    monkeypatch.setattr(config, "DECODE_AMX", "off")
+    x = _run(inp, num_splits=4)[0]
+    assert decode.LAST_PATH == "compiled"
+    assert (a.double() - x.double()).abs().max().item() <= 2e-2

@@ -88,9 +88,11 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
     global LAST_PATH
     if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
-        LAST_PATH = "compiled"
+        lib = compiled_library(k_cache.dtype)
+        LAST_PATH = "compiled-amx" if lib.amx else "compiled"
         n = [e + snew - s for e, s in zip(ends, starts)]
-        _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse)
+        _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits,
+                         out, lse)
         return out, lse
     # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
     qf = torch.empty(batch, nheads_k, seqlen_q, group, head_dim, dtype=torch.float32)
@@ -105,8 +107,9 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     return out, lse
 
 
-# Which path the last kvcache_fwd call took: "compiled" (cpu/native.py) or "ops"
-# (the torch-ops paths below); the benchmark prints it.
+# Which path the last kvcache_fwd call took: "compiled-amx" (cpu/native.py's AMX step,
+# bf16 caches), "compiled" (cpu/native.py, AVX-512 or portable) or "ops" (the torch-ops
+# paths below); the benchmark prints it.
 LAST_PATH: str | None = None
 
 
@@ -117,6 +120,43 @@ def decode_path() -> str:
         raise ValueError(f"FLASHTRITON_CPU_DECODE / config.DECODE_PATH must be one of {config.DECODE_PATHS}, "
                          f"got {p!r}")
     return p
+
+
+def amx_mode() -> str:
+    """config.DECODE_AMX, checked: "auto", "on" or "off" (FLASHTRITON_CPU_DECODE_AMX)."""
+    p = config.DECODE_AMX
+    if p not in config.DECODE_AMX_MODES:
+        raise ValueError(f"FLASHTRITON_CPU_DECODE_AMX / config.DECODE_AMX must be one of {config.DECODE_AMX_MODES}, "
+                         f"got {p!r}")
+    return p
+
+
+_amx_warned = False
+
+
+def compiled_library(dtype: torch.dtype):
+    """The compiled library a call with this cache dtype runs (compiled_ok said yes): bf16
+    takes the AMX build (native.load_amx) under config.DECODE_AMX "auto" when the CPU has
+    AMX, the build succeeds and Linux grants the permission - else the AVX-512 kernel,
+    with one RuntimeWarning naming the cause when the CPU has AMX but the build or the
+    permission failed (silently on CPUs without AMX); "on" raises NativeUnavailable
+    instead; "off" never uses it. float32 never does. Selection by feature and
+    availability only: a selected kernel that fails raises."""
+    global _amx_warned
+    mode = amx_mode()
+    if dtype == torch.bfloat16 and mode != "off":
+        try:
+            return native.load_amx()
+        except native.NativeUnavailable as e:
+            if mode == "on":
+                raise
+            from .native_prefill import cpu_has_amx
+            if cpu_has_amx() and not _amx_warned:
+                _amx_warned = True
+                import warnings
+                warnings.warn(f"flashtriton cpu: the AMX decode kernel is unavailable, using the AVX-512 one ({e})",
+                              RuntimeWarning, stacklevel=3)
+    return native.load()
 
 
 def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bool:
@@ -137,7 +177,7 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
     return ok
 
 
-def _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse):
+def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse):
     """All sequences through the compiled kernel (native.py has the math): q (B, Sq, H,
     D) as given (rotated); the keys of sequence b are cache positions starts[b] + [0,
     n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself. The host side
@@ -179,16 +219,17 @@ def _attend_compiled(q, k_cache, v_cache, cache_batch_idx, block_table, starts, 
     es = k_cache.element_size()
     # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
     work = _scratch("native_work", (batch * splits * hk * padded * (d + 16),), torch.float32)
-    rc = native.load().ft_decode(
+    amx = int(bool(lib.amx) and k_cache.dtype == torch.bfloat16)
+    rc = lib.ft_decode(
         k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0) * es, k_cache.stride(1) * es,
         k_cache.stride(2) * es, k_cache.shape[1] if paged else 0, table.data_ptr() if paged else None,
         table.stride(0) if paged else 0, meta, q.data_ptr(), q.stride(0) * es, q.stride(1) * es, q.stride(2) * es,
         q_scale(params), batch, hk, sq, group, padded, d, splits, int(k_cache.dtype == torch.bfloat16),
         work.data_ptr(), out.data_ptr(), out.stride(0) * es, out.stride(1) * es, out.stride(2) * es,
-        lse.data_ptr(), threads)
+        lse.data_ptr(), threads, amx)
     if rc != 0:
         raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
-                           f"rows={rows}; 4 out of memory)")
+                           f"rows={rows}; 4 out of memory; 5 AMX without the permission)")
 
 
 def num_splits_for(n: int, requested: int, nheads_k: int) -> int:

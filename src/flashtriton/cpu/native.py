@@ -212,6 +212,7 @@ typedef struct {
     int64_t qsb, qss, qsh;
     float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
     int64_t B, Hk, Sq, G, R, D, splits, bf16;   /* R: rows per KV head, padded to RG */
+    int64_t amx;                /* bf16 on AMX tiles (head_amx; AMXD builds only) */
     float *work;                /* (B, splits, Hk, R, D + 16): acc, m, l (14 floats of padding:
                                    64-byte aligned rows) per item */
 } args_t;
@@ -250,6 +251,16 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #define BLK512 1      /* the per-(block, head) step below, AVX-512 intrinsics */
 #else
 #define BLK512 0
+#endif
+#if BLK512 && DPBF16 && defined(FT_AMX) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+#define AMXD 1        /* bf16 caches on AMX tiles (head_amx): only the FT_AMX build, -mamx-tile -mamx-bf16 */
+#else
+#define AMXD 0
+#endif
+#if AMXD
+#include <errno.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #endif
 #if BLK512
 #ifndef KG
@@ -423,6 +434,152 @@ static inline int64_t pvi(int64_t d) {
     return (d & ~31) + ((e >> 2) & 1) * 16 + (e >> 3) * 4 + (e & 3);
 }
 
+#if AMXD
+/* The AMX step (bf16 caches; the FT_AMX build, after native_prefill's ft_amx_init got the
+   tile-data permission for the process). One palette-1 configuration per thread, loaded at
+   the start of the parallel region; TDPBF16PS C[m][n] += sum_r A[m][2r] B[r][n].lo +
+   A[m][2r+1] B[r][n].hi, exact bf16 products, float32 sums (denormal inputs flushed, as
+   vdpbf16ps does). Tiles (rows x bytes per row):
+     tmm0  C  scores S^T: 16 keys x 4 query rows float32              16 x 16
+     tmm1  A  K: 16 keys x 32 d bf16, read straight from the cache     16 x 64
+              (row stride = the position stride: no packing)
+     tmm2  B  q^T of the 4-row group, VNNI: [16 d pairs][4 rows][2]    16 x 16
+     tmm3  C  O even columns: 4 rows x 16 float32 (d = 32c + 2i)       4 x 64
+     tmm4  C  O odd columns (d = 32c + 2i + 1)                         4 x 64
+     tmm5  A  P "even": 4 rows x 16 pairs (p_k, 0)                     4 x 64
+     tmm6  A  P "odd": 4 rows x 16 pairs (0, p_k)                      4 x 64
+     tmm7  B  V: 16 keys x 32 d bf16, straight from the cache          16 x 64
+   P V without repacking V: read as a B tile, V row k is 16 pairs (V[k][2i], V[k][2i+1]),
+   so A = (p, 0) pairs gives sum_k p_k V[k][2i] (even columns) and A = (0, p) pairs the
+   odd ones: two 4-row products per 16 keys x 32 columns, and the accumulators hold each
+   32-column group in [even, odd] order (eo(), undone by the merge). The zero half still
+   multiplies the other column's value: an inf / NaN in V reaches its neighbour column
+   (finite caches are unaffected). The scores come out key-major (C = K q^T) and are
+   transposed by 8 two-source permutes per 16 keys x 4 rows (tr16x4). */
+static void amx_dec_config(void) {
+    unsigned char cfg[64] __attribute__((aligned(64)));
+    static const unsigned char rows[8] = {16, 16, 16, 4, 4, 4, 4, 16};
+    static const unsigned char colsb[8] = {16, 64, 16, 64, 64, 64, 64, 64};
+    memset(cfg, 0, sizeof cfg);
+    cfg[0] = 1;                                   /* palette 1 */
+    for (int t = 0; t < 8; t++) { cfg[16 + 2 * t] = colsb[t]; cfg[48 + t] = rows[t]; }
+    _tile_loadconfig(cfg);
+}
+
+/* 1: this thread may use tile data (the process holds XTILEDATA permission) */
+static int amx_permitted(void) {
+    unsigned long bits = 0;
+    return syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &bits) == 0 && ((bits >> 18) & 1);
+}
+
+/* c: 16 keys x 4 rows float32, key-major (c[4 k + g]); out[g]: lane k = key k of row g */
+static inline void tr16x4(const float *c, __m512 *out) {
+    const __m512 z0 = _mm512_load_ps(c), z1 = _mm512_load_ps(c + 16), z2 = _mm512_load_ps(c + 32),
+                 z3 = _mm512_load_ps(c + 48);
+    const __m512i i01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+    const __m512i i23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+    const __m512i lo = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+    const __m512i hi = _mm512_setr_epi32(8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
+    /* a: rows 0 | 1 of keys 0-7; b: rows 2 | 3 of keys 0-7; c_, d: the same for keys 8-15 */
+    const __m512 a = _mm512_permutex2var_ps(z0, i01, z1), b = _mm512_permutex2var_ps(z0, i23, z1);
+    const __m512 c_ = _mm512_permutex2var_ps(z2, i01, z3), d = _mm512_permutex2var_ps(z2, i23, z3);
+    out[0] = _mm512_permutex2var_ps(a, lo, c_); out[1] = _mm512_permutex2var_ps(a, hi, c_);
+    out[2] = _mm512_permutex2var_ps(b, lo, d); out[3] = _mm512_permutex2var_ps(b, hi, d);
+}
+
+/* One block of nt <= 64 keys (NG = ceil(nt / 16) groups of 16), KV head h, all R rows, on
+   tiles. kb[g] / vb[g]: the first K / V row of group g for head h, rows at stride ks[g]
+   bytes (the cache itself, or a staged copy with zero rows past nt: a tile always reads
+   16 rows). qT: this head's q^T tiles, [R / 4][D / 32][16][4] uint32. The online softmax
+   is head_blk's, unchanged. */
+static inline __attribute__((always_inline)) void head_amx(const args_t *a, const char *const *kb,
+        const char *const *vb, const int64_t *ks, int nt, int64_t j, const uint32_t *qT, float *sth,
+        const int64_t *lo, const int64_t *hi, const int NKC) {
+    const int64_t R = a->R, D = a->D, W = D + 16;
+    const int NG = (nt + 15) / 16;
+    const __m512 qs = _mm512_set1_ps(a->qscale);
+    for (int64_t r = 0; r < R; r += RG) {
+        __m512 S[NSUB_MAX][RG];
+        const uint32_t *qg = qT + (r / RG) * NKC * 64;
+        for (int q = 0; q < NSUB_MAX; q++) {
+            if (q >= NG) { for (int g = 0; g < RG; g++) S[q][g] = _mm512_setzero_ps(); continue; }
+            float c[64] __attribute__((aligned(64)));
+            _tile_zero(0);
+            for (int cc = 0; cc < NKC; cc++) {
+                _tile_loadd(1, kb[q] + cc * 64, ks[q]);
+                _tile_loadd(2, qg + cc * 64, 16);
+                _tile_dpbf16ps(0, 1, 2);
+            }
+            _tile_stored(0, c, 16);
+            tr16x4(c, S[q]);
+            for (int g = 0; g < RG; g++) S[q][g] = _mm512_mul_ps(S[q][g], qs);
+        }
+        /* online softmax (head_blk's), p rounded to bf16 into the two A layouts */
+        uint32_t pe[NSUB_MAX][RG][16] __attribute__((aligned(64)));
+        uint32_t po[NSUB_MAX][RG][16] __attribute__((aligned(64)));
+        int any = 0;
+        for (int g = 0; g < RG; g++) {
+            float *x = sth + (r + g) * W;
+            int64_t t0 = lo[r + g] - j, t1 = hi[r + g] - j;
+            if (t0 < 0) t0 = 0;
+            if (t1 > nt) t1 = nt;
+            __m512 p[NSUB_MAX];
+            for (int q = 0; q < NSUB_MAX; q++) p[q] = _mm512_setzero_ps();
+            if (t0 < t1) {
+                __mmask16 valid[NSUB_MAX];
+                __m512 sv[NSUB_MAX], mx = _mm512_set1_ps(-INFINITY);
+                for (int q = 0; q < NSUB_MAX; q++) {
+                    int64_t a0 = t0 - q * T, a1 = t1 - q * T;
+                    if (a0 < 0) a0 = 0;
+                    if (a1 > T) a1 = T;
+                    valid[q] = a0 < a1 ? (__mmask16)(((1u << a1) - 1u) & ~((1u << a0) - 1u)) : 0;
+                    sv[q] = _mm512_mask_blend_ps(valid[q], _mm512_set1_ps(-INFINITY), S[q][g]);
+                    mx = _mm512_max_ps(mx, sv[q]);
+                }
+                const float bm = _mm512_reduce_max_ps(mx);
+                const float m = x[D], mn = bm > m ? bm : m;
+                const __m512 mnv = _mm512_set1_ps(mn);
+                __m512 ps = _mm512_setzero_ps();
+                for (int q = 0; q < NSUB_MAX; q++) {
+                    p[q] = _mm512_maskz_mov_ps(valid[q], (__m512)vexp2((vf)_mm512_sub_ps(sv[q], mnv)));
+                    ps = _mm512_add_ps(ps, p[q]);
+                }
+                if (mn > m) {               /* rescale only when the max moved */
+                    const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
+                    x[D + 1] *= alpha;
+                    const __m512 al = _mm512_set1_ps(alpha);
+                    for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
+                    x[D] = mn;
+                }
+                x[D + 1] += _mm512_reduce_add_ps(ps);
+                any = 1;
+            }
+            for (int q = 0; q < NSUB_MAX; q++) {
+                /* bf16 p in the low half of each 32-bit pair (p, 0); shifted up: (0, p) */
+                const __m512i e = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p[q]));
+                _mm512_store_si512(pe[q][g], e);
+                _mm512_store_si512(po[q][g], _mm512_slli_epi32(e, 16));
+            }
+        }
+        if (!any) continue;
+        float *x0 = sth + r * W;
+        for (int cc = 0; cc < NKC; cc++) {
+            _tile_loadd(3, x0 + 32 * cc, W * 4);
+            _tile_loadd(4, x0 + 32 * cc + 16, W * 4);
+            for (int q = 0; q < NG; q++) {
+                _tile_loadd(5, pe[q], 64);
+                _tile_loadd(6, po[q], 64);
+                _tile_loadd(7, vb[q] + cc * 64, ks[q]);
+                _tile_dpbf16ps(3, 5, 7);
+                _tile_dpbf16ps(4, 6, 7);
+            }
+            _tile_stored(3, x0 + 32 * cc, W * 4);
+            _tile_stored(4, x0 + 32 * cc + 16, W * 4);
+        }
+    }
+}
+#endif
+
 /* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row
    (a compile-time constant in the specialised copies below). Rows per KV head: R,
    a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no
@@ -448,6 +605,24 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
        query i of head h * G + g; padding rows zero. bf16 with DPBF16: as given;
        bf16 otherwise: float32 in the [even, odd] order of the K loads; float32: as given */
     const int qbf = BF16 && DPBF16;
+#if AMXD
+    if (BF16 && a->amx) {
+        /* q^T tiles (B operand of the scores): head h, row group r / 4, 32-column chunk c:
+           [16 d pairs][4 rows] 32-bit words, word (i, g) = q[r + g][32 c + 2 i .. + 1];
+           padding rows zero */
+        uint32_t *qT = (uint32_t *)qbuf;
+        for (int64_t h = 0; h < Hk; h++)
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t c = 0; c < D / 32; c++)
+                    for (int64_t i = 0; i < 16; i++) {
+                        uint32_t w = 0;
+                        if (r < Rreal)
+                            memcpy(&w, a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh
+                                       + (32 * c + 2 * i) * 2, 4);
+                        qT[((h * (R / RG) + r / RG) * (D / 32) + c) * 64 + i * 4 + r % RG] = w;
+                    }
+    } else
+#endif
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t r = 0; r < R; r++) {
             char *dst = qbuf + (h * R + r) * D * (qbf ? 2 : 4);
@@ -487,6 +662,43 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                 }
             __asm__ volatile("" : : "r"(sink));   /* keeps the loads (an empty asm reading sink) */
         }
+#if AMXD
+        if (BF16 && a->amx) {
+            /* per group of 16 keys: tiles read the cache rows in place when the group is
+               whole and its rows sit at one stride (always, in a contiguous cache; paged:
+               unless the group crosses a page); else (a short last group, a page
+               boundary) the group is staged per head, zero rows past nt */
+            const int NG = (nt + 15) / 16;
+            int reg[NSUB_MAX];
+            for (int q = 0; q < NG; q++) {
+                reg[q] = nt >= 16 * q + 16;
+                for (int t = 1; t < 16 && reg[q]; t++)
+                    reg[q] = kp[16 * q + t] == kp[16 * q] + t * a->sp && vp[16 * q + t] == vp[16 * q] + t * a->sp;
+            }
+            char *stage = qbuf + Hk * R * D * 4;     /* [NG][K, V][16][D] bf16 */
+            for (int64_t h = 0; h < Hk; h++) {
+                const char *kb[NSUB_MAX], *vb[NSUB_MAX];
+                int64_t ks[NSUB_MAX];
+                for (int q = 0; q < NG; q++) {
+                    if (reg[q]) { kb[q] = kp[16 * q] + h * a->sh; vb[q] = vp[16 * q] + h * a->sh; ks[q] = a->sp; continue; }
+                    char *kd = stage + q * 2 * 16 * D * 2, *vd = kd + 16 * D * 2;
+                    for (int t = 0; t < 16; t++) {
+                        if (16 * q + t < nt) {
+                            memcpy(kd + t * D * 2, kp[16 * q + t] + h * a->sh, (size_t)D * 2);
+                            memcpy(vd + t * D * 2, vp[16 * q + t] + h * a->sh, (size_t)D * 2);
+                        } else {
+                            memset(kd + t * D * 2, 0, (size_t)D * 2);
+                            memset(vd + t * D * 2, 0, (size_t)D * 2);
+                        }
+                    }
+                    kb[q] = kd; vb[q] = vd; ks[q] = D * 2;
+                }
+                head_amx(a, kb, vb, ks, nt, j, (const uint32_t *)qbuf + h * R * D / 2, st + h * R * W, lo, hi,
+                         ND / 2);
+            }
+            continue;
+        }
+#endif
         for (int64_t h = 0; h < Hk; h++) {
 #if BLK512
             if (!BF16 || DPBF16) {
@@ -591,6 +803,16 @@ static item_fn pick(int64_t nd, int64_t bf16) {
 int ft_dpbf16(void) { return DPBF16; }
 /* 1: float32 caches, and bf16 ones with AVX512-BF16, take head_blk (AVX-512 built in) */
 int ft_blk512(void) { return BLK512; }
+/* 1: the AMX step (head_amx) is built in (the FT_AMX build with a compiler that has AMX) */
+int ft_decode_amx(void) { return AMXD; }
+/* 1: this process may use AMX tile data (the permission: native_prefill's ft_amx_init) */
+int ft_decode_amx_permitted(void) {
+#if AMXD
+    return amx_permitted();
+#else
+    return 0;
+#endif
+}
 
 /* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq).
    q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
@@ -601,26 +823,34 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
               const int32_t *table, int64_t table_stride, const int64_t *meta,
               const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
               int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
-              float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads) {
+              float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
     const int64_t W = D + 16, Rreal = Sq * G;
     if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
+    if (amx && (!bf16 || !AMXD)) return 1;
+#if AMXD
+    if (amx && !amx_permitted()) return 5;     /* a tile instruction would raise SIGILL */
+#endif
     item_fn fn = pick(D / VL, bf16);
     if (!fn) return 2;
     const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
     const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
     args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
-                qscale, B, Hk, Sq, G, R, D, splits, bf16, work};
+                qscale, B, Hk, Sq, G, R, D, splits, bf16, amx, work};
     const int64_t items = B * splits, per_item = Hk * R * W;
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
     {
         /* per thread: an item's q rows, 64-byte aligned (a 64-byte load across two lines
            costs two) */
-        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + 63) & ~(size_t)63);
+        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + (size_t)NSUB_MAX * 2 * 16 * D * 2 + 63)
+                                       & ~(size_t)63);   /* + AMX staging (item) */
         if (!qbuf) {
             #pragma omp atomic write
             oom = 1;
         }
+#if AMXD
+        if (amx) amx_dec_config();      /* per thread (other code may have changed it) */
+#endif
         #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             if (!qbuf) continue;
@@ -633,6 +863,9 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
             fn(&a, b, j0, j1, work + it * per_item, qbuf);
         }
         free(qbuf);
+#if AMXD
+        if (amx) _tile_release();
+#endif
         /* logsumexp merge of the pieces of each (sequence, KV head, row), in piece
            order, normalised and written to out / lse in q's layout (the loop's
            implicit barrier above makes oom final here) */
@@ -667,9 +900,9 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
             } else {
                 *lrow = INFINITY;                           /* no key: out 0, lse +inf */
             }
-            if (bf16 && BLK512 && DPBF16)   /* the vdpbf16ps P @ V order (pvi) */
+            if (bf16 && BLK512 && DPBF16 && !amx)   /* the vdpbf16ps P @ V order (pvi) */
                 for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[pvi(d)]); memcpy(orow + 2 * d, &y, 2); }
-            else if (bf16)   /* the accumulators are in [even, odd] order (the V loads) */
+            else if (bf16)   /* [even, odd] order (the V loads; AMX: the even / odd products) */
                 for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[eo(d)]); memcpy(orow + 2 * d, &y, 2); }
             else
                 memcpy(orow, o, (size_t)D * 4);
@@ -751,15 +984,20 @@ def _build(defines: tuple = (), source: str = C_SOURCE, stem: str = "decode", ex
     return path
 
 
-def _open(path: str):
+def _open(path: str, amx: bool = False):
     try:
         lib = ctypes.CDLL(path)
     except OSError as e:
         raise NativeUnavailable(f"loading the compiled decode kernel failed: {e}") from e
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.ft_decode.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, i64, i64, i64, ctypes.c_float,
-                              i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int]
+                              i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
+                              ctypes.c_int]
     lib.ft_decode.restype = ctypes.c_int
+    for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = ctypes.c_int
+    lib.amx = amx       # bf16 calls on this library run the AMX step (decode._attend_compiled passes it)
     lib.ft_dpbf16.argtypes = []
     lib.ft_dpbf16.restype = ctypes.c_int
     lib.ft_blk512.argtypes = []
@@ -796,6 +1034,39 @@ class LazyLibrary:
 _library = LazyLibrary(lambda: _open(_build()))
 
 
+def _open_amx(path: str):
+    """The AMX build (FT_AMX), once this process holds the tile-data permission: requested
+    by native_prefill's ft_amx_init (process-wide, one helper for both kernels) and checked
+    here with ARCH_GET_XCOMP_PERM."""
+    from . import native_prefill
+    native_prefill.load_amx()       # raises NativeUnavailable naming the cause
+    lib = _open(path, amx=True)
+    if not lib.ft_decode_amx():
+        raise NativeUnavailable("the AMX decode build has no AMX step (the compiler defined no __AMX_TILE__ / "
+                                "__AMX_BF16__, or no AVX512-BF16)")
+    if not lib.ft_decode_amx_permitted():
+        raise NativeUnavailable("arch_prctl(ARCH_GET_XCOMP_PERM) does not show XTILEDATA")
+    return lib
+
+
+def _build_amx(defines: tuple = ()):
+    from .native_prefill import AMX_FLAGS
+    return _build(("FT_AMX", *defines), stem="decode_amx", extra_flags=AMX_FLAGS)
+
+
+_amx_library = LazyLibrary(lambda: _open_amx(_build_amx()))
+
+
+def load_amx():
+    """The AMX decode build with the permission granted (compiled on first use, cached on
+    disk); raises NativeUnavailable naming the cause: a CPU without AMX, a compile error,
+    the permission refused."""
+    from .native_prefill import cpu_has_amx
+    if not cpu_has_amx():
+        raise NativeUnavailable("this CPU has no AMX (amx_tile / amx_bf16 not in /proc/cpuinfo's flags)")
+    return _amx_library.get()
+
+
 def load():
     """The loaded decode library (compiled on first use); raises NativeUnavailable."""
     return _library.get()
@@ -805,6 +1076,8 @@ def load_variant(*defines: str):
     """A separately built copy with extra preprocessor defines (tests: FT_NO_DPBF16
     builds the float32-FMA bf16 score path that CPUs without AVX512-BF16 run;
     FT_NO_BLK512 the portable vector-extension step that CPUs without AVX-512 run)."""
+    if "FT_AMX" in defines:
+        return _open_amx(_build_amx(tuple(d for d in defines if d != "FT_AMX")))
     return _open(_build(tuple(defines)))
 
 
