@@ -369,3 +369,18 @@ def test_amx_repeatable_and_matches_avx512(monkeypatch):
     x = _run(inp, num_splits=4)[0]
     assert decode.LAST_PATH == "compiled"
     assert (a.double() - x.double()).abs().max().item() <= 2e-2
+
+
+@pytest.mark.parametrize("define", ["NSUB_AMX=1", "NSUB_AMX=4"])
+def test_amx_block_widths(monkeypatch, define):
+    """head_amx with blocks of 16 / 64 keys (the default is NSUB_AMX = 8: 128 keys), built
+    here: lengths 1, 17, 113, 1023, windows inside a block, left padding, paged."""
+    _need_amx()
+    lib = native.load_variant("FT_AMX", define)
+    monkeypatch.setattr(native, "load_amx", lambda: lib)
+    torch.manual_seed(7)
+    for sq, page in ((1, 0), (3, 16)):
+        _run_compiled(_lengths_inputs(torch.bfloat16, 4, sq, page), causal=sq > 1, num_splits=3)
+    inp = _lengths_inputs(torch.bfloat16, 4, 2, 16, leftpad=True, d=128)
+    _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
+    _run_compiled(inp, window_size=(7, 5))

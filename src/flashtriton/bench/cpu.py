@@ -265,10 +265,19 @@ def _decode_build(config, native) -> str:
         native.load()
     except native.NativeUnavailable as e:
         return f"kernel unavailable: {e}"
+    # bf16 caches: the AMX build when config.DECODE_AMX selects it (built here, not in the timed calls)
+    amx = "bf16 on AMX tiles (compiled-amx)"
+    if config.DECODE_AMX == "off":
+        amx = "bf16 on AVX-512: FLASHTRITON_CPU_DECODE_AMX=off"
+    else:
+        try:
+            native.load_amx()
+        except native.NativeUnavailable as e:
+            amx = f"bf16 on AVX-512: AMX unavailable ({e})"
     s = time.perf_counter() - t0
     if native.COMPILE_SECONDS is not None:
-        return f"C kernel compiled in this run: {s:.1f} s, cached in {native.cache_dir()}"
-    return f"C kernel loaded from the cache in {s * 1e3:.0f} ms"
+        return f"C kernel compiled in this run: {s:.1f} s, cached in {native.cache_dir()}; {amx}"
+    return f"C kernel loaded from the cache in {s * 1e3:.0f} ms; {amx}"
 
 
 def main(out_dir=None, quick=False) -> list[dict]:

@@ -52,6 +52,20 @@ AVX512-BF16 take head_blk() (intrinsics); the rest (bf16 without AVX512-BF16, CP
 without AVX-512) the portable GCC-vector-extension step. Tests build the latter here
 with FT_NO_BLK512 / FT_NO_DPBF16 (load_variant). Measurements: bench/NOTES.md,
 "Session 5: CPU decode (helper)".
+
+AMX (bf16 caches, bench/wip/cpu-decode-amx.md): a second build of this source (FT_AMX,
+-mamx-tile -mamx-bf16; load_amx) runs each (block, KV head) on tiles instead (head_amx):
+the scores as S^T = K q^T (A = 16 keys x 32 d of K loaded straight from the cache with
+its position stride, B = q^T of a 4-row group), P V as two 4-row products per 16 keys x
+32 columns with V also loaded straight from the cache (its column pairs as the B
+operand; A = (p, 0) or (0, p) pairs gives the even or odd columns), so neither K nor V
+is repacked; the online softmax stays head_blk's. Same precision (exact bf16 products,
+p rounded to bf16, float32 sums in another order) and the same guarantees (thread-count
+independent, bitwise repeatable). The process asks Linux for the tile-data permission
+through native_prefill's ft_amx_init (one helper for both kernels); each OpenMP thread
+loads the tile configuration at the start of the parallel region and releases it at
+the end. decode.compiled_library() selects it (config.DECODE_AMX); the bench's path
+column says "compiled-amx".
 """
 from __future__ import annotations
 
@@ -107,6 +121,14 @@ typedef uint32_t vu __attribute__((vector_size(64)));
                        after SDPA (its 64-key block, 512 KiB, is twice bf16's) */
 #endif
 #define NSUB_MAX 4
+#ifndef NSUB_AMX
+#define NSUB_AMX 8  /* bf16 on AMX (head_amx): groups of 16 keys per block and online-softmax step
+                       (8: 128 keys, 512 KiB of K and V at Hk = 8, D = 128). 8 vs 4, L = 8k,
+                       interleaved after SDPA (41 rounds, twice): 1040 / 1047 vs 1189 / 1187 us
+                       medians; the bench, alternating builds: 1057 / 959 vs 1285 / 1137 us;
+                       32k level within the host's noise (bench/wip/cpu-decode-amx.md) */
+#endif
+#define KP_MAX (NSUB_AMX > NSUB_MAX ? NSUB_AMX : NSUB_MAX)   /* groups of 16 keys per block, any step */
 #define MAXR 256    /* rows per KV head the kernel takes (Python checks) */
 
 static inline vf ld_f32(const void *p) { vf v; memcpy(&v, p, sizeof v); return v; }
@@ -487,7 +509,7 @@ static inline void tr16x4(const float *c, __m512 *out) {
     out[2] = _mm512_permutex2var_ps(b, lo, d); out[3] = _mm512_permutex2var_ps(b, hi, d);
 }
 
-/* One block of nt <= 64 keys (NG = ceil(nt / 16) groups of 16), KV head h, all R rows, on
+/* One block of nt <= 16 NSUB_AMX keys (NG = ceil(nt / 16) groups of 16), KV head h, all R rows, on
    tiles. kb[g] / vb[g]: the first K / V row of group g for head h, rows at stride ks[g]
    bytes (the cache itself, or a staged copy with zero rows past nt: a tile always reads
    16 rows). qT: this head's q^T tiles, [R / 4][D / 32][16][4] uint32. The online softmax
@@ -499,9 +521,9 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
     const int NG = (nt + 15) / 16;
     const __m512 qs = _mm512_set1_ps(a->qscale);
     for (int64_t r = 0; r < R; r += RG) {
-        __m512 S[NSUB_MAX][RG];
+        __m512 S[NSUB_AMX][RG];
         const uint32_t *qg = qT + (r / RG) * NKC * 64;
-        for (int q = 0; q < NSUB_MAX; q++) {
+        for (int q = 0; q < NSUB_AMX; q++) {
             if (q >= NG) { for (int g = 0; g < RG; g++) S[q][g] = _mm512_setzero_ps(); continue; }
             float c[64] __attribute__((aligned(64)));
             _tile_zero(0);
@@ -515,20 +537,20 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
             for (int g = 0; g < RG; g++) S[q][g] = _mm512_mul_ps(S[q][g], qs);
         }
         /* online softmax (head_blk's), p rounded to bf16 into the two A layouts */
-        uint32_t pe[NSUB_MAX][RG][16] __attribute__((aligned(64)));
-        uint32_t po[NSUB_MAX][RG][16] __attribute__((aligned(64)));
+        uint32_t pe[NSUB_AMX][RG][16] __attribute__((aligned(64)));
+        uint32_t po[NSUB_AMX][RG][16] __attribute__((aligned(64)));
         int any = 0;
         for (int g = 0; g < RG; g++) {
             float *x = sth + (r + g) * W;
             int64_t t0 = lo[r + g] - j, t1 = hi[r + g] - j;
             if (t0 < 0) t0 = 0;
             if (t1 > nt) t1 = nt;
-            __m512 p[NSUB_MAX];
-            for (int q = 0; q < NSUB_MAX; q++) p[q] = _mm512_setzero_ps();
+            __m512 p[NSUB_AMX];
+            for (int q = 0; q < NSUB_AMX; q++) p[q] = _mm512_setzero_ps();
             if (t0 < t1) {
-                __mmask16 valid[NSUB_MAX];
-                __m512 sv[NSUB_MAX], mx = _mm512_set1_ps(-INFINITY);
-                for (int q = 0; q < NSUB_MAX; q++) {
+                __mmask16 valid[NSUB_AMX];
+                __m512 sv[NSUB_AMX], mx = _mm512_set1_ps(-INFINITY);
+                for (int q = 0; q < NSUB_AMX; q++) {
                     int64_t a0 = t0 - q * T, a1 = t1 - q * T;
                     if (a0 < 0) a0 = 0;
                     if (a1 > T) a1 = T;
@@ -540,7 +562,7 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
                 const float m = x[D], mn = bm > m ? bm : m;
                 const __m512 mnv = _mm512_set1_ps(mn);
                 __m512 ps = _mm512_setzero_ps();
-                for (int q = 0; q < NSUB_MAX; q++) {
+                for (int q = 0; q < NSUB_AMX; q++) {
                     p[q] = _mm512_maskz_mov_ps(valid[q], (__m512)vexp2((vf)_mm512_sub_ps(sv[q], mnv)));
                     ps = _mm512_add_ps(ps, p[q]);
                 }
@@ -548,13 +570,14 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
                     const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
                     x[D + 1] *= alpha;
                     const __m512 al = _mm512_set1_ps(alpha);
-                    for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
+                    for (int64_t d = 0; d < D; d += 16)
+                        _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
                     x[D] = mn;
                 }
                 x[D + 1] += _mm512_reduce_add_ps(ps);
                 any = 1;
             }
-            for (int q = 0; q < NSUB_MAX; q++) {
+            for (int q = 0; q < NSUB_AMX; q++) {
                 /* bf16 p in the low half of each 32-bit pair (p, 0); shifted up: (0, p) */
                 const __m512i e = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p[q]));
                 _mm512_store_si512(pe[q][g], e);
@@ -640,10 +663,10 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
        row, a 2-4 KiB stride) caps a pure read at ~30 GB/s on the 2-core VM, against
        ~45 for whole rows in order; software prefetches of the next block (per head,
        or in address order) did not close that gap (bench/NOTES.md, "Session 4"). */
-    const char *kp[T * NSUB_MAX], *vp[T * NSUB_MAX];
+    const char *kp[T * KP_MAX], *vp[T * KP_MAX];
     /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
     const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
-    const int TB = (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
+    const int TB = (BF16 && AMXD && a->amx) ? T * NSUB_AMX : (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
     const int64_t row_bytes = BF16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
     for (int64_t j = j0; j < j1; j += TB) {
@@ -669,7 +692,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                unless the group crosses a page); else (a short last group, a page
                boundary) the group is staged per head, zero rows past nt */
             const int NG = (nt + 15) / 16;
-            int reg[NSUB_MAX];
+            int reg[NSUB_AMX];
             for (int q = 0; q < NG; q++) {
                 reg[q] = nt >= 16 * q + 16;
                 for (int t = 1; t < 16 && reg[q]; t++)
@@ -677,10 +700,13 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             }
             char *stage = qbuf + Hk * R * D * 4;     /* [NG][K, V][16][D] bf16 */
             for (int64_t h = 0; h < Hk; h++) {
-                const char *kb[NSUB_MAX], *vb[NSUB_MAX];
-                int64_t ks[NSUB_MAX];
+                const char *kb[NSUB_AMX], *vb[NSUB_AMX];
+                int64_t ks[NSUB_AMX];
                 for (int q = 0; q < NG; q++) {
-                    if (reg[q]) { kb[q] = kp[16 * q] + h * a->sh; vb[q] = vp[16 * q] + h * a->sh; ks[q] = a->sp; continue; }
+                    if (reg[q]) {
+                        kb[q] = kp[16 * q] + h * a->sh; vb[q] = vp[16 * q] + h * a->sh; ks[q] = a->sp;
+                        continue;
+                    }
                     char *kd = stage + q * 2 * 16 * D * 2, *vd = kd + 16 * D * 2;
                     for (int t = 0; t < 16; t++) {
                         if (16 * q + t < nt) {
@@ -842,7 +868,7 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     {
         /* per thread: an item's q rows, 64-byte aligned (a 64-byte load across two lines
            costs two) */
-        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + (size_t)NSUB_MAX * 2 * 16 * D * 2 + 63)
+        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + (size_t)KP_MAX * 2 * 16 * D * 2 + 63)
                                        & ~(size_t)63);   /* + AMX staging (item) */
         if (!qbuf) {
             #pragma omp atomic write
