@@ -119,6 +119,7 @@ DECODE_PATHS = ("compiled", "ops")
 # L = 8k, B = 1, 2 threads: 2 / 4 / 8 / 16 / 32 pieces bf16 2.16 / 1.84 / 1.75 / 1.70 /
 # 1.82 ms, fp32 3.19 / 2.68 / 2.57 / 2.54 / 2.58 ms (medians, interleaved with SDPA).
 DECODE_ITEMS_PER_THREAD = 4
+DECODE_MIN_PIECE = 256
 # bf16 caches on the compiled decode path: AMX tiles for both products (native.py's
 # head_amx, the FT_AMX build). "auto" (default): AMX when the CPU lists amx_tile +
 # amx_bf16, the AMX build compiles and Linux grants the tile-data permission, else the
@@ -129,4 +130,3 @@ DECODE_ITEMS_PER_THREAD = 4
 # (bench/wip/cpu-decode-amx.md has the measurements).
 DECODE_AMX = os.environ.get("FLASHTRITON_CPU_DECODE_AMX", "auto")
 DECODE_AMX_MODES = ("auto", "on", "off")
-DECODE_MIN_PIECE = 256
