@@ -288,6 +288,43 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #ifndef KG
 #define KG 4        /* keys per score step of head_blk */
 #endif
+/* One row's online-softmax step over ns score vectors of T keys (s[0..ns), scaled to log2 units):
+   keys outside [t0, t1) of the block get p = 0; x is the row's state (x[0..D) the unnormalised
+   accumulator, x[D] the running max m, x[D + 1] the running sum l). Writes p[0..ns) (all 0 when the
+   row sees none of the block's keys) and returns whether it saw any. The accumulator is rescaled
+   only when the max moved. Shared by head_blk (AVX-512) and head_amx. */
+static inline __attribute__((always_inline)) int row_softmax(float *x, int64_t D, int64_t t0, int64_t t1,
+                                                             int ns, const __m512 *s, __m512 *p) {
+    for (int q = 0; q < ns; q++) p[q] = _mm512_setzero_ps();
+    if (t0 >= t1) return 0;
+    __mmask16 valid[KP_MAX];
+    __m512 sv[KP_MAX], mx = _mm512_set1_ps(-INFINITY);
+    for (int q = 0; q < ns; q++) {
+        int64_t a0 = t0 - q * T, a1 = t1 - q * T;
+        if (a0 < 0) a0 = 0;
+        if (a1 > T) a1 = T;
+        valid[q] = a0 < a1 ? (__mmask16)(((1u << a1) - 1u) & ~((1u << a0) - 1u)) : 0;
+        sv[q] = _mm512_mask_blend_ps(valid[q], _mm512_set1_ps(-INFINITY), s[q]);
+        mx = _mm512_max_ps(mx, sv[q]);
+    }
+    const float bm = _mm512_reduce_max_ps(mx);
+    const float m = x[D], mn = bm > m ? bm : m;
+    const __m512 mnv = _mm512_set1_ps(mn);
+    __m512 ps = _mm512_setzero_ps();
+    for (int q = 0; q < ns; q++) {
+        p[q] = _mm512_maskz_mov_ps(valid[q], (__m512)vexp2((vf)_mm512_sub_ps(sv[q], mnv)));
+        ps = _mm512_add_ps(ps, p[q]);
+    }
+    if (mn > m) {               /* rescale only when the max moved */
+        const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
+        x[D + 1] *= alpha;
+        const __m512 al = _mm512_set1_ps(alpha);
+        for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
+        x[D] = mn;
+    }
+    x[D + 1] += _mm512_reduce_add_ps(ps);
+    return 1;
+}
 /* One block of nt <= T keys, KV head h, every row r < R of the head, AVX-512:
    (1) scores, RG rows at a time: one accumulator per (row, key) over the D / 32 (bf16:
        vdpbf16ps on bf16 q and K) or D / 16 (float32: FMA) column vectors, q in
@@ -365,36 +402,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             if (t0 < 0) t0 = 0;
             if (t1 > nt) t1 = nt;
             __m512 p[NSUB_MAX];
-            for (int sb = 0; sb < NS; sb++) p[sb] = _mm512_setzero_ps();
-            if (t0 < t1) {
-                __mmask16 valid[NSUB_MAX];
-                __m512 sv[NSUB_MAX], mx = _mm512_set1_ps(-INFINITY);
-                for (int sb = 0; sb < NS; sb++) {
-                    int64_t a0 = t0 - sb * T, a1 = t1 - sb * T;
-                    if (a0 < 0) a0 = 0;
-                    if (a1 > T) a1 = T;
-                    valid[sb] = a0 < a1 ? (__mmask16)(((1u << a1) - 1u) & ~((1u << a0) - 1u)) : 0;
-                    sv[sb] = _mm512_mask_blend_ps(valid[sb], _mm512_set1_ps(-INFINITY), S[g][sb]);
-                    mx = _mm512_max_ps(mx, sv[sb]);
-                }
-                const float bm = _mm512_reduce_max_ps(mx);
-                const float m = x[D], mn = bm > m ? bm : m;
-                const __m512 mnv = _mm512_set1_ps(mn);
-                __m512 ps = _mm512_setzero_ps();
-                for (int sb = 0; sb < NS; sb++) {
-                    p[sb] = _mm512_maskz_mov_ps(valid[sb], (__m512)vexp2((vf)_mm512_sub_ps(sv[sb], mnv)));
-                    ps = _mm512_add_ps(ps, p[sb]);
-                }
-                if (mn > m) {               /* rescale only when the max moved */
-                    const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
-                    x[D + 1] *= alpha;
-                    const __m512 al = _mm512_set1_ps(alpha);
-                    for (int64_t d = 0; d < D; d += 16) _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
-                    x[D] = mn;
-                }
-                x[D + 1] += _mm512_reduce_add_ps(ps);
-                any = 1;
-            }
+            any |= row_softmax(x, D, t0, t1, NS, S[g], p);
             for (int sb = 0; sb < NS; sb++) {
                 if (DP) {
 #if DPBF16
@@ -545,38 +553,9 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
             int64_t t0 = lo[r + g] - j, t1 = hi[r + g] - j;
             if (t0 < 0) t0 = 0;
             if (t1 > nt) t1 = nt;
-            __m512 p[NSUB_AMX];
-            for (int q = 0; q < NSUB_AMX; q++) p[q] = _mm512_setzero_ps();
-            if (t0 < t1) {
-                __mmask16 valid[NSUB_AMX];
-                __m512 sv[NSUB_AMX], mx = _mm512_set1_ps(-INFINITY);
-                for (int q = 0; q < NSUB_AMX; q++) {
-                    int64_t a0 = t0 - q * T, a1 = t1 - q * T;
-                    if (a0 < 0) a0 = 0;
-                    if (a1 > T) a1 = T;
-                    valid[q] = a0 < a1 ? (__mmask16)(((1u << a1) - 1u) & ~((1u << a0) - 1u)) : 0;
-                    sv[q] = _mm512_mask_blend_ps(valid[q], _mm512_set1_ps(-INFINITY), S[q][g]);
-                    mx = _mm512_max_ps(mx, sv[q]);
-                }
-                const float bm = _mm512_reduce_max_ps(mx);
-                const float m = x[D], mn = bm > m ? bm : m;
-                const __m512 mnv = _mm512_set1_ps(mn);
-                __m512 ps = _mm512_setzero_ps();
-                for (int q = 0; q < NSUB_AMX; q++) {
-                    p[q] = _mm512_maskz_mov_ps(valid[q], (__m512)vexp2((vf)_mm512_sub_ps(sv[q], mnv)));
-                    ps = _mm512_add_ps(ps, p[q]);
-                }
-                if (mn > m) {               /* rescale only when the max moved */
-                    const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
-                    x[D + 1] *= alpha;
-                    const __m512 al = _mm512_set1_ps(alpha);
-                    for (int64_t d = 0; d < D; d += 16)
-                        _mm512_storeu_ps(x + d, _mm512_mul_ps(al, _mm512_loadu_ps(x + d)));
-                    x[D] = mn;
-                }
-                x[D + 1] += _mm512_reduce_add_ps(ps);
-                any = 1;
-            }
+            __m512 p[NSUB_AMX], sg[NSUB_AMX];
+            for (int q = 0; q < NSUB_AMX; q++) sg[q] = S[q][g];
+            any |= row_softmax(x, D, t0, t1, NSUB_AMX, sg, p);
             for (int q = 0; q < NSUB_AMX; q++) {
                 /* bf16 p in the low half of each 32-bit pair (p, 0); shifted up: (0, p) */
                 const __m512i e = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(p[q]));

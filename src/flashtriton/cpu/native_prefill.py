@@ -133,12 +133,9 @@ static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, Na
 }
 
 #if HAVE_F32
-/* 2^x, 16 lanes: 2^n * 2^f, n = round(x), |f| <= 1/2, degree-7 polynomial for 2^f
-   (relative error < 1e-7 before rounding). x < -125 gives 0 (x = -inf included);
-   NaN stays NaN. Only called with x <= 0 (scores minus their row max) or NaN. */
-static inline __m512 vexp2(__m512 x) {
-    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_LT_OQ);
-    x = _mm512_mask_mov_ps(x, tiny, _mm512_set1_ps(-125.0f));
+/* 2^x for clamped x (no lane below -127): n = round(x), f = x - n in [-0.5, 0.5], a degree-7
+   polynomial for 2^f (< 1e-7 relative), then p * 2^n by scalef (NaN propagates). */
+static inline __m512 exp2_core(__m512 x) {
     const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m512 f = _mm512_sub_ps(x, n);
     __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
@@ -149,7 +146,16 @@ static inline __m512 vexp2(__m512 x) {
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    const __m512 r = _mm512_scalef_ps(p, n);       /* p * 2^n, NaN propagates */
+    return _mm512_scalef_ps(p, n);
+}
+
+/* 2^x, 16 lanes: 2^n * 2^f, n = round(x), |f| <= 1/2, degree-7 polynomial for 2^f
+   (relative error < 1e-7 before rounding). x < -125 gives 0 (x = -inf included);
+   NaN stays NaN. Only called with x <= 0 (scores minus their row max) or NaN. */
+static inline __m512 vexp2(__m512 x) {
+    const __mmask16 tiny = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-125.0f), _CMP_LT_OQ);
+    x = _mm512_mask_mov_ps(x, tiny, _mm512_set1_ps(-125.0f));
+    const __m512 r = exp2_core(x);
     return _mm512_maskz_mov_ps((__mmask16)~tiny, r);
 }
 
@@ -162,17 +168,7 @@ static inline __m512 vexp2(__m512 x) {
    at most AKB such terms in its rounding. 2 of ~17 vector ops per 16 scores. */
 static inline __m512 vexp2_lean(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-127.0f), x);
-    const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(1.525273380405984e-05f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381606e-04f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-02f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402265069591007e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931471805599453e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    return exp2_core(x);
 }
 #endif
 
