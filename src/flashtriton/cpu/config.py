@@ -130,3 +130,13 @@ DECODE_MIN_PIECE = 256
 # (bench/wip/cpu-decode-amx.md has the measurements).
 DECODE_AMX = os.environ.get("FLASHTRITON_CPU_DECODE_AMX", "auto")
 DECODE_AMX_MODES = ("auto", "on", "off")
+
+
+def checked(attr: str, env: str, allowed: tuple) -> str:
+    """This module's setting `attr` (set from the environment variable `env`), checked against
+    `allowed`: ValueError naming both and the allowed values otherwise. The path / mode getters of
+    native_prefill.py and decode.py use it."""
+    value = globals()[attr]
+    if value not in allowed:
+        raise ValueError(f"{env} / config.{attr} must be one of {allowed}, got {value!r}")
+    return value

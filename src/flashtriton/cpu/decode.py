@@ -115,20 +115,12 @@ LAST_PATH: str | None = None
 
 def decode_path() -> str:
     """config.DECODE_PATH, checked: "compiled" or "ops" (FLASHTRITON_CPU_DECODE)."""
-    p = config.DECODE_PATH
-    if p not in config.DECODE_PATHS:
-        raise ValueError(f"FLASHTRITON_CPU_DECODE / config.DECODE_PATH must be one of {config.DECODE_PATHS}, "
-                         f"got {p!r}")
-    return p
+    return config.checked("DECODE_PATH", "FLASHTRITON_CPU_DECODE", config.DECODE_PATHS)
 
 
 def amx_mode() -> str:
     """config.DECODE_AMX, checked: "auto", "on" or "off" (FLASHTRITON_CPU_DECODE_AMX)."""
-    p = config.DECODE_AMX
-    if p not in config.DECODE_AMX_MODES:
-        raise ValueError(f"FLASHTRITON_CPU_DECODE_AMX / config.DECODE_AMX must be one of {config.DECODE_AMX_MODES}, "
-                         f"got {p!r}")
-    return p
+    return config.checked("DECODE_AMX", "FLASHTRITON_CPU_DECODE_AMX", config.DECODE_AMX_MODES)
 
 
 _amx_warned = False

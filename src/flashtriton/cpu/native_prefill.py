@@ -954,18 +954,11 @@ def load_amx():
 
 
 def forward_path() -> str:
-    p = config.FWD_PATH
-    if p not in config.FWD_PATHS:
-        raise ValueError(f"FLASHTRITON_CPU_FORWARD / config.FWD_PATH must be one of {config.FWD_PATHS}, got {p!r}")
-    return p
+    return config.checked("FWD_PATH", "FLASHTRITON_CPU_FORWARD", config.FWD_PATHS)
 
 
 def amx_mode() -> str:
-    p = config.FWD_AMX
-    if p not in config.FWD_AMX_MODES:
-        raise ValueError(f"FLASHTRITON_CPU_FORWARD_AMX / config.FWD_AMX must be one of {config.FWD_AMX_MODES}, "
-                         f"got {p!r}")
-    return p
+    return config.checked("FWD_AMX", "FLASHTRITON_CPU_FORWARD_AMX", config.FWD_AMX_MODES)
 
 
 def path_name(lib) -> str:
