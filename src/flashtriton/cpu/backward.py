@@ -243,8 +243,9 @@ def _head_inputs(ctx, ws, seq, hk) -> _HeadInputs:
     # dO rows in float32 (float32 path: with the -delta column of the folded dP^T product)
     ex = 1 if fold_delta and not ctx.lowp else 0
     do32 = _rows(ws, "do32", dout, hk, group, f32, ex)
-    o32 = _rows(ws, "o32", out, hk, group, f32, 0)
-    delta = torch.mul(do32[:, :d], o32, out=o32).sum(dim=1)[None, :]          # (1, rows) rowsum(dO * O)
+    # (1, rows) rowsum(dO * O), O read in place from out's strided rows (no copy of its head slice)
+    prod = ws.get("o32", n_q * group, d, f32).view(n_q, group, d)
+    delta = torch.mul(do32.view(n_q, group, -1)[:, :, :d], out[:, h0:h0 + group], out=prod).sum(dim=2).view(1, -1)
     lse2 = seq.lse[h0:h0 + group].t().reshape(1, n_q * group) * LOG2E
     if ctx.lowp:
         bf = torch.bfloat16
@@ -297,19 +298,32 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
     rows = config.BWD_ROWS if lowp else min(config.BWD_ROWS, config.BWD_ROWS_FLOAT32)
     bm = max(1, rows // group)  # query positions per block
     w = j1 - j0
-    dk_acc = torch.zeros(w, d)
-    dv_acc = torch.zeros(w, d)
     qsc = q_scale(params)
+    # float32 inputs: dK / dV accumulate straight into dk / dv's strided rows (the GEMM's ldc; the
+    # first block's product with beta = 0 overwrites, nothing is zeroed or copied), dK's scale rides
+    # in alpha. Else float32 accumulators, scaled and copied at the end. In the float32 path q carries
+    # q_scale, so dK's factor is softmax_scale / q_scale, written without dividing (scale 0: q_scale
+    # is 0 too; test_regression_scale_zero).
+    dk_alpha = params.softmax_scale if lowp else (params.softcap if softcap else 1.0 / LOG2E)
+    direct = not lowp and dk.dtype == torch.float32
+    if direct:
+        dk_acc, dv_acc = dk[j0:j1, hk], dv[j0:j1, hk]
+    else:
+        dk_acc, dv_acc = ws.get("dk_acc", w, d, torch.float32), ws.get("dv_acc", w, d, torch.float32)
+    beta = 0.0      # the first query block's products overwrite the accumulators
     kx_j, vx_j, k_j = head.kx[j0:j1], head.vx[j0:j1], head.k[j0:j1]
     i_lo, i_hi = band.query_range(j0, j1)
-    # bf16 without softcap / ALiBi / dropout: P and dS in one compiled pass (native_bwd.py)
+    # bf16 without softcap / ALiBi / dropout: P and dS in one compiled pass (native_bwd.py). Not with
+    # softmax_scale = 0: the pass scales S after the mask, and 0 * -inf is NaN (the ops path below
+    # masks after scaling; test_regression_scale_zero)
     lib = native_bwd.load() if lowp and config.BWD_FUSED and not softcap and drop is None \
-        and head.slopes_t is None else None
+        and head.slopes_t is None and qsc != 0 else None
     # float32 / fp16 without softcap / dropout: exp2 and dS = P * (dP - delta) in one compiled pass
     lib32 = native_bwd.load() if not lowp and config.BWD_FUSED and not softcap and drop is None else None
     for _, i0, i1 in tiles(i_lo, i_hi, bm):
         r0, r1 = i0 * group, i1 * group
         r = r1 - r0
+        first, beta = beta, 1.0
         if lib is not None:
             s16 = torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16))  # (w, r) S^T
             if not band.full(i0, i1, j0, j1):
@@ -317,8 +331,8 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
             y16 = torch.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp16", w, r, torch.bfloat16))  # dP^T - delta
             p16, ds16 = ws.get("p16", w, r, torch.bfloat16), ws.get("ds16", w, r, torch.bfloat16)
             native_bwd.p_ds_bf16(lib, s16, y16, head.nlse2[0, r0:r1], qsc, p16, ds16, torch.get_num_threads())
-            dv_acc.add_(torch.mm(p16, head.do[r0:r1]))
-            dk_acc.add_(torch.mm(ds16, head.q[r0:r1]))
+            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), first)
+            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), first)
             head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
             continue
         st = ws.get("st", w, r, torch.float32)
@@ -350,8 +364,8 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         if lib32 is not None:                                  # P^T = exp2(st), dS^T = P^T * dpt: one pass
             native_bwd.p_ds_f32(lib32, st, dpt, torch.get_num_threads())
             pt = st
-            engine.addmm_(dv_acc, pt, head.do[r0:r1])
-            engine.addmm_(dk_acc, dpt, head.q[r0:r1])
+            engine.addmm_(dv_acc, pt, head.do[r0:r1], beta=first)
+            engine.addmm_(dk_acc, dpt, head.q[r0:r1], beta=first, alpha=dk_alpha if direct else 1.0)
             engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dpt)
             continue
         pt = st.exp2_()                                        # (w, r) P^T
@@ -365,7 +379,7 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
             pdt = pt
         if lowp:
             p16 = ws.get("p16", w, r, torch.bfloat16).copy_(pdt)
-            dv_acc.add_(torch.mm(p16, head.do[r0:r1]))
+            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), first)
             if drop is None and not softcap:                   # dS^T = P^T (dP^T - delta), bf16
                 ds16 = torch.mul(dpt, p16, out=ws.get("ds16", w, r, torch.bfloat16))
             else:
@@ -373,15 +387,26 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
                 if softcap:
                     dst.mul_(tanh_t.square_().neg_().add_(1.0))
                 ds16 = dst.to(torch.bfloat16)
-            dk_acc.add_(torch.mm(ds16, head.q[r0:r1]))
+            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), first)
             head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
         else:
-            engine.addmm_(dv_acc, pdt, head.do[r0:r1])
+            engine.addmm_(dv_acc, pdt, head.do[r0:r1], beta=first)
             dst = dpt.mul_(pt)                                 # (w, r) dS^T, natural units
             if softcap:
                 dst.mul_(tanh_t.square_().neg_().add_(1.0))    # d cap*tanh(x/cap) / dx = 1 - tanh^2
-            engine.addmm_(dk_acc, dst, head.q[r0:r1])
+            engine.addmm_(dk_acc, dst, head.q[r0:r1], beta=first, alpha=dk_alpha if direct else 1.0)
             engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dst)
-    # dS is w.r.t. scale * q.k; the float32 path's q carries q_scale instead of scale
-    dk[j0:j1, hk].copy_(dk_acc.mul_(params.softmax_scale if lowp else params.softmax_scale / qsc))
-    dv[j0:j1, hk].copy_(dv_acc)
+    if beta == 0.0:                 # no query block sees these keys (windows): zero gradients
+        dk[j0:j1, hk].zero_()
+        dv[j0:j1, hk].zero_()
+    elif not direct:                # dS is w.r.t. scale * q.k (float32 path: q carries q_scale)
+        torch.mul(dk_acc, dk_alpha, out=dk[j0:j1, hk])
+        dv[j0:j1, hk].copy_(dv_acc)
+
+
+def _acc(acc, prod, first):
+    """acc = prod for a key tile's first query block (beta 0.0), else acc += prod."""
+    if first == 0.0:
+        acc.copy_(prod)
+    else:
+        acc.add_(prod)

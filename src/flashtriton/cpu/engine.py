@@ -117,9 +117,16 @@ def mm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> tor
     return _LINEAR(a.contiguous(), b.t().contiguous(), None, "none", [], "")
 
 
-def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """c += a @ b, float32, in place; any strides."""
+def addmm_(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor, beta: float = 1.0, alpha: float = 1.0) -> None:
+    """c = beta * c + alpha * (a @ b), float32, in place; any strides (c: a unit stride in one
+    dimension). beta = 0.0 overwrites c without reading it (NaN / inf in c do not propagate)."""
     if _MKL_FAST:
-        c.addmm_(a, b)
+        c.addmm_(a, b, beta=beta, alpha=alpha)
+        return
+    prod = mm(a, b)
+    if alpha != 1.0:
+        prod.mul_(alpha)
+    if beta == 0.0:
+        c.copy_(prod)
     else:
-        c.add_(mm(a, b))
+        c.mul_(beta).add_(prod) if beta != 1.0 else c.add_(prod)
