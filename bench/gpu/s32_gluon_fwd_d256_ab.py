@@ -92,6 +92,11 @@ VARIANTS = {False: {"pers": dict(persistent=True), "pers-nosplit": dict(persiste
 # level (D = 128's ping-pong measured level). Run: S32_CASES=c512,c1024 S32_CAUSAL_EXTRA=1.
 if os.environ.get("S32_CAUSAL_EXTRA") == "1":
     VARIANTS[True].update({"one-pp": dict(pingpong=True), "pers": dict(persistent=True)})
+# S35_BANDS=1,2,4 (session 35): PERSISTENT causal launches with that many batch x heads a band of the tile
+# order (forward_gluon.causal_band's default: as many as fill half the L2), for the causal efficiency at
+# 8k (0.83x the non-causal TFLOP/s in session 35's grid; issue 4 asks 0.9x).
+for _band in filter(None, os.environ.get("S35_BANDS", "").split(",")):
+    VARIANTS[True][f"pers-b{_band}"] = dict(persistent=True, band=int(_band))
 
 
 def inputs(n, seed=0):
