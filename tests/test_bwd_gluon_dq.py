@@ -166,6 +166,20 @@ def test_d256_repeatable_gpu(causal):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [256, 128])
+def test_band_order_bitwise_gpu(causal, d):
+    """BAND (session 35's launch-order A/B): the same per-block work in another order, so dq is
+    bitwise band 0's for every band dividing B * H (2 x 6 heads: bands 2, 3, 6, 12)."""
+    q, k, v, dout, lse, delta, scale, _, _ = dq_inputs(2, 1024, 1024, 6, 2, d, torch.bfloat16, causal)
+    ref = prepare_dq(q, k, v, dout, lse, delta, scale, causal)().clone()
+    assert torch.isfinite(ref).all()
+    for band in (2, 3, 6, 12):
+        assert torch.equal(prepare_dq(q, k, v, dout, lse, delta, scale, causal, band=band)(), ref), band
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [128, 64])
 def test_negative_and_large_scale_gpu(causal, d):
     check(1, 512, 1024, 4, 4, d, torch.bfloat16, causal, scale=-0.1)
@@ -437,3 +451,10 @@ def test_d256_compiles_offline():
         assert x["smem"] <= 232448, (name, x)
         assert ["inc", "240"] in x["setmaxnreg"], (name, x)
         assert not x["advisories"] and x["utmastg"] == 2, (name, x)
+
+
+@pytest.mark.parametrize("band, msg", [(-1, "expected a non-negative int"), (True, "expected a non-negative int"),
+                                       (2.0, "expected a non-negative int"), (3, "3 does not divide B \\* H = 4")])
+def test_rejects_band(band, msg):
+    with pytest.raises(ValueError, match=r"^band: " + msg):
+        prepare_dq(*dq_args(), 0.1, True, band=band)

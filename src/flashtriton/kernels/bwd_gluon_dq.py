@@ -380,7 +380,7 @@ def attn_bwd_dq_gluon_kernel(
     LSE, DELTA,                                # (B, H, Nq) fp32 contiguous: lse (natural log), delta
     seqlen_q, seqlen_k, nheads, group, qk_scale, softmax_scale,
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, K_STAGES: gl.constexpr,
-    V_STAGES: gl.constexpr, CAUSAL: gl.constexpr = False, V_EARLY: gl.constexpr = False,
+    V_STAGES: gl.constexpr, CAUSAL: gl.constexpr = False, V_EARLY: gl.constexpr = False, BAND: gl.constexpr = 0,
 ):
     gl.static_assert(K_STAGES >= 2, "the K ring needs 2 stages at least (K_j is read in tile j + 1's step)")
     gl.static_assert(V_STAGES >= 1, "the V ring needs a stage")
@@ -388,11 +388,26 @@ def attn_bwd_dq_gluon_kernel(
     dtype: gl.constexpr = q_desc.dtype
     # grid (n_m, B * H): query block fastest (one head's blocks share K / V in L2); CAUSAL:
     # the last blocks see the most key tiles and go first
-    if CAUSAL:
-        pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+    # BAND > 0 (session 35, an A/B, not routed): grid (n_m * B * H,), bands of BAND batch x heads
+    # (B * H a multiple of BAND); inside a band, rank-major: every head's block of rank 0 (CAUSAL:
+    # the heaviest), then rank 1, ... - heaviest first across BAND heads instead of one head's blocks
+    # in a row. BAND = B * H: heaviest first over the whole grid.
+    if BAND:
+        n_m = seqlen_q // BLOCK_M
+        pid = gl.program_id(0)
+        band_idx = pid // (n_m * BAND)
+        r = pid - band_idx * (n_m * BAND)
+        if CAUSAL:
+            pid_m = n_m - 1 - r // BAND
+        else:
+            pid_m = r // BAND
+        pid_bh = band_idx * BAND + r % BAND
     else:
-        pid_m = gl.program_id(0)
-    pid_bh = gl.program_id(1)                    # batch * nheads + head
+        if CAUSAL:
+            pid_m = gl.num_programs(0) - 1 - gl.program_id(0)
+        else:
+            pid_m = gl.program_id(0)
+        pid_bh = gl.program_id(1)                # batch * nheads + head
 
     q_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], q_desc.layout)             # (2, HALF_M, D)
     do_smem = gl.allocate_shared_memory(dtype, [2, HALF_M, HEAD_DIM], do_desc.layout)           # (2, HALF_M, D)

@@ -95,7 +95,7 @@ def check_dq_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, block_m: i
 
 
 def _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal: bool, block_m: int, block_n: int,
-            k_stages: int, v_stages: int, v_early: bool = False):
+            k_stages: int, v_stages: int, v_early: bool = False, band: int = 0):
     """Descriptors over q, k, v, dout, dq (each viewed as (B * N, heads * D) rows; q, k, v,
     dout copied when their strides do not allow the view) and the launch function."""
     b, nq, h, d = q.shape
@@ -108,7 +108,7 @@ def _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal: bool, block_m:
     assert dq_view is dq, "dq must be a (B, Nq, H, D) contiguous buffer"
     lse = lse.contiguous()
     delta = delta.contiguous()
-    grid = (nq // block_m, b * h)
+    grid = (nq // block_m * b * h,) if band else (nq // block_m, b * h)
     qk_scale = float(softmax_scale) * LOG2E
     scale = float(softmax_scale)
 
@@ -117,20 +117,27 @@ def _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal: bool, block_m:
             plans.launch(attn_bwd_dq_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, do_desc, dq_desc, lse, delta, nq, nk, h, h // hk, qk_scale, scale,
                 HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, K_STAGES=k_stages, V_STAGES=v_stages,
-                CAUSAL=causal, num_warps=4, **(dict(V_EARLY=True) if v_early else {}))
+                CAUSAL=causal, num_warps=4, **(dict(V_EARLY=True) if v_early else {}),
+                **(dict(BAND=band) if band else {}))
         return dq
     return launch
 
 
 def prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_n: int | None = None,
-               num_stages: int | None = None, v_stages: int | None = None, v_early: bool = False):
+               num_stages: int | None = None, v_stages: int | None = None, v_early: bool = False,
+               band: int = 0):
     """Checks the call (ValueError before any launch), allocates dq (NaN under
     memory.poison_outputs()), makes the descriptors; returns launch(), which runs the
     kernel into dq and returns it (again on every call: for timing the kernel without the
     host work). block_n / num_stages (the K ring's depth) / v_stages (the V ring's; default
     num_stages when that is given) override kernels.bwd_gluon_dq.default_config (the A/B's
-    variants). Needs a Hopper GPU (sm_90)."""
+    variants). band > 0: the kernel's BAND launch order (session 35's A/B; B * H a multiple of it).
+    Needs a Hopper GPU (sm_90)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
+    if isinstance(band, bool) or not isinstance(band, int) or band < 0:
+        raise ValueError(f"band: expected a non-negative int, got {band!r}")
+    if band and isinstance(q, torch.Tensor) and q.dim() == 4 and (q.shape[0] * q.shape[2]) % band:
+        raise ValueError(f"band: {band} does not divide B * H = {q.shape[0] * q.shape[2]}")
     try:
         block_m, bn, k_stages, v_stages0 = default_config(d, causal is True)
     except KeyError:
@@ -151,7 +158,7 @@ def prepare_dq(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_
         raise ValueError(f"dq_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
     dq = memory.empty(tuple(q.shape), q.dtype, q.device)
     return _launch(q, k, v, dout, lse, delta, dq, softmax_scale, causal, block_m, block_n, k_stages, v_stages,
-                   v_early)
+                   v_early, band)
 
 
 def dq_gluon(q, k, v, dout, lse, delta, softmax_scale, causal=False, *, block_n: int | None = None,
