@@ -241,6 +241,16 @@ def test_regression_scale_zero(small_tiles, dtype, softcap):
     check_attention("cpu", q, k, v, causal=True, softmax_scale=0.0, softcap=softcap)
 
 
+@pytest.mark.parametrize("causal, window_size", [(True, (-1, -1)), (False, (3, 5))])
+def test_regression_negative_scale_masked_bf16(small_tiles, causal, window_size):
+    """Regression (session 35): a negative softmax_scale (valid in flash-attn) with any mask (causal,
+    a window) gave NaN dq / dk / dv in bf16: the backward's compiled pass masks the unscaled bf16
+    scores with -inf and then multiplies them by the (negative) scale, making hidden keys +inf.
+    Several key tiles and row blocks, GQA."""
+    q, k, v = rand_qkv(1, 70, 90, 4, 2, 40, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, causal=causal, window_size=window_size, softmax_scale=-0.15)
+
+
 def test_float32_gradients_accumulate_in_place(small_tiles):
     """The float32 backward accumulates dK / dV straight into dk / dv's strided rows (beta = 0 for
     a key tile's first query block): the poisoned (NaN) gradient buffers (conftest) must be fully

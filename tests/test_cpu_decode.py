@@ -52,18 +52,21 @@ def _copy(inp):
     return {k: (v.clone() if k in ("k_cache", "v_cache") else v) for k, v in inp.items()}
 
 
-def _run(inp, *, causal=False, window_size=(-1, -1), num_splits=0, interleaved=True, alibi=None, softcap=0.0):
+def _run(inp, *, causal=False, window_size=(-1, -1), num_splits=0, interleaved=True, alibi=None, softcap=0.0,
+         softmax_scale=None):
     """Runs the CPU backend and returns (out, lse, k_cache, v_cache), after checking
     out and lse against the float64 reference and the caches bit for bit."""
     ours = _copy(inp)
     with flashtriton.use_backend("cpu"):
         out, lse = flash_attn_with_kvcache(return_softmax_lse=True, causal=causal, window_size=window_size,
                                            num_splits=num_splits, rotary_interleaved=interleaved,
-                                           alibi_slopes=alibi, softcap=softcap, **ours)
+                                           alibi_slopes=alibi, softcap=softcap, softmax_scale=softmax_scale,
+                                           **ours)
     cap = inp["k_cache"].shape[1] * (inp["block_table"].shape[1] if "block_table" in inp else 1)
     left, right = window_size[0], 0 if causal else window_size[1]
     left, right = (-1 if left >= cap else left), (-1 if right >= cap else right)
-    params = AttnParams(1 / math.sqrt(inp["q"].shape[-1]), left, right, softcap, 0.0)
+    scale = 1 / math.sqrt(inp["q"].shape[-1]) if softmax_scale is None else softmax_scale
+    params = AttnParams(scale, left, right, softcap, 0.0)
     res = {}
     for cd in (torch.float64, inp["q"].dtype):
         r = _copy(inp)
@@ -250,6 +253,16 @@ def test_direct_bf16_scores_from_unscaled_q(ops_path, page, seed):
     torch.manual_seed(seed)
     inp = _inputs(3, 1, 4, 2, 32, torch.bfloat16, 96, [0, 40, 95], snew=1, page=page)
     _run(inp, num_splits=2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("page", [0, 16])
+def test_regression_kvcache_scale_zero_bf16(small_chunks, page, causal):
+    """Regression (session 35): softmax_scale=0.0 (valid: uniform attention over the visible cache
+    positions) gave NaN out / lse from a bf16 cache on the direct path, which undid the scale folded
+    into q by dividing by it (0 / 0). Speculative Sq = 3, an empty cache, several chunks."""
+    inp = _inputs(3, 3, 8, 2, 64, torch.bfloat16, 96, [0, 40, 93], snew=1, page=page)
+    _run(inp, causal=causal, softmax_scale=0.0)
 
 
 def test_direct_long_cache_several_chunks(ops_path):

@@ -66,6 +66,7 @@ which item; no atomics, no merges.
 """
 from __future__ import annotations
 
+import math
 import threading
 from typing import NamedTuple
 
@@ -327,7 +328,11 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         if lib is not None:
             s16 = torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16))  # (w, r) S^T
             if not band.full(i0, i1, j0, j1):
-                mask_(s16.view(w, i1 - i0, group).permute(1, 2, 0), band, i0, i1, j0, j1)
+                # s16 is unscaled and the pass multiplies it by qsc: a negative scale would turn a -inf
+                # hidden score into +inf (NaN gradients), so it hides them as +inf, which qsc makes -inf
+                # (test_regression_negative_scale_masked_bf16)
+                mask_(s16.view(w, i1 - i0, group).permute(1, 2, 0), band, i0, i1, j0, j1,
+                      hidden=math.inf if qsc < 0 else -math.inf)
             y16 = torch.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp16", w, r, torch.bfloat16))  # dP^T - delta
             p16, ds16 = ws.get("p16", w, r, torch.bfloat16), ws.get("ds16", w, r, torch.bfloat16)
             native_bwd.p_ds_bf16(lib, s16, y16, head.nlse2[0, r0:r1], qsc, p16, ds16, torch.get_num_threads())

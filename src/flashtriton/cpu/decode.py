@@ -383,10 +383,12 @@ def _attend_direct(params, qh, seq: _SeqView, num_splits: int):
     ns = min(num_splits_for(n, num_splits, hk), max(n, 1))
     per = -(-n // ns) if n else 0
     # bf16: W holds q itself (q_scale undone: back to the exact bf16 inputs) and the
-    # scale multiplies the float32 copy of the bf16 scores; float32: W is the scaled q
+    # scale multiplies the float32 copy of the bf16 scores; float32: W is the scaled q.
+    # softmax_scale = 0: qh is all zeros, so are the scores either way, and undoing the
+    # scale would be 0 / 0 = NaN (test_regression_kvcache_scale_zero_bf16)
     unscale = q_scale(params) if dt != torch.float32 else 1.0
     w = torch.zeros(hk, rows, hk, d, dtype=dt)
-    w.diagonal(dim1=0, dim2=2).copy_((qh / unscale if unscale != 1.0 else qh).permute(1, 2, 0))  # w[h, :, h] = q_h
+    w.diagonal(dim1=0, dim2=2).copy_((qh / unscale if unscale not in (0.0, 1.0) else qh).permute(1, 2, 0))
     w = w.view(hk * rows, hk * d)
     slopes = seq.slopes.view(1, hk, 1, group) if seq.slopes is not None else None
     step = config.DECODE_DIRECT_CHUNK

@@ -132,9 +132,11 @@ def visible_bound(rows: int, cols: int, diag: int, left: int, right: int) -> tor
     return torch.full(hidden.shape, math.inf).masked_fill_(hidden, -math.inf)
 
 
-def mask_(s3: torch.Tensor, band: Band, i0: int, i1: int, j0: int, j1: int, fast: bool = False) -> None:
-    """Sets the scores (i1 - i0, G, j1 - j0) that rows [i0, i1) cannot see to -inf,
-    touching only the columns that some row cannot see.
+def mask_(s3: torch.Tensor, band: Band, i0: int, i1: int, j0: int, j1: int, fast: bool = False,
+          hidden: float = -math.inf) -> None:
+    """Sets the scores (i1 - i0, G, j1 - j0) that rows [i0, i1) cannot see to `hidden`
+    (-inf; +inf for unscaled scores that a negative scale multiplies later), touching
+    only the columns that some row cannot see.
 
     fast: min(s, +-inf bound) instead of masked_fill_. Identical for every score but
     a hidden NaN, which stays NaN: callers that take it must detect a NaN result and
@@ -142,15 +144,16 @@ def mask_(s3: torch.Tensor, band: Band, i0: int, i1: int, j0: int, j1: int, fast
     f0, f1 = band.full_keys(i0, i1, j0, j1)
     args = (i1 - i0, j1 - j0, i0 + band.off - j0, band.left, band.right)
     if fast:
+        assert hidden == -math.inf, "mask_: fast takes -inf hidden scores only"
         bound = visible_bound(*args)
 
         def apply(part, sel):
             torch.minimum(part, bound[sel], out=part)
     else:
-        hidden = hidden_mask(*args)
+        hidden_at = hidden_mask(*args)
 
         def apply(part, sel):
-            part.masked_fill_(hidden[sel], -math.inf)
+            part.masked_fill_(hidden_at[sel], hidden)
     every = slice(None)
     if f0 >= f1:
         apply(s3, (every, every, every))
