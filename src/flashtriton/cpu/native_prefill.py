@@ -583,6 +583,27 @@ static inline __mmask16 lanes(int64_t t0, int64_t t1, int64_t x) {
 #define VEXP2 vexp2_bf16
 #define SM_ARG(v) _mm512_fmsub_ps((v), sc, mv)
 #endif
+#ifndef FT_SOFTMAX_OLD
+/* The largest (lo = 0) or smallest (lo = 1) raw score on the visible lanes of vectors [v0, v1) (edge
+   masks k0, k1); always inlined with a constant lo, so each call keeps one of the two ops. */
+static inline __attribute__((always_inline)) float row_extreme(const float *s, int64_t v0, int64_t v1, __mmask16 k0,
+                                                               __mmask16 k1, int lo) {
+#define FT_EXT(a, b) (lo ? _mm512_min_ps((a), (b)) : _mm512_max_ps((a), (b)))
+    const __m512 init = _mm512_set1_ps(lo ? INFINITY : -INFINITY);
+    __m512 e0 = _mm512_mask_mov_ps(init, k0, _mm512_loadu_ps(s + 16 * v0));
+    __m512 e1 = init;
+    if (v1 - 1 > v0) e1 = _mm512_mask_mov_ps(init, k1, _mm512_loadu_ps(s + 16 * (v1 - 1)));
+    int64_t x = v0 + 1;
+    for (; x + 2 <= v1 - 1; x += 2) {
+        e0 = FT_EXT(e0, _mm512_loadu_ps(s + 16 * x));
+        e1 = FT_EXT(e1, _mm512_loadu_ps(s + 16 * x + 16));
+    }
+    if (x < v1 - 1) e0 = FT_EXT(e0, _mm512_loadu_ps(s + 16 * x));
+    return lo ? _mm512_reduce_min_ps(_mm512_min_ps(e0, e1)) : _mm512_reduce_max_ps(_mm512_max_ps(e0, e1));
+#undef FT_EXT
+}
+#endif
+
 /* One row's online-softmax step: s = its AKB scores (unscaled q . k), visible lanes [t0, t1)
    (t0 < t1: nothing; the row's P is then zero), P written as bf16 on vectors [x0, x1) (the
    group's blocks: 0 outside [t0, t1)), O (NV vectors) rescaled in memory when the max grows.
@@ -612,28 +633,7 @@ static inline __attribute__((always_inline)) void softmax_row(const float *s, ui
     /* max(scale * s) = scale * max s for scale >= 0 (rounding is monotonic), scale * min s for
        scale < 0: the raw scores' extreme, one multiply a row instead of one a vector */
     const float scf = _mm512_cvtss_f32(sc);
-    float bm;
-    if (scf >= 0.0f) {
-        __m512 mx0 = _mm512_mask_mov_ps(_mm512_set1_ps(-INFINITY), k0, _mm512_loadu_ps(s + 16 * v0));
-        __m512 mx1 = _mm512_set1_ps(-INFINITY);
-        if (v1 - 1 > v0) mx1 = _mm512_mask_mov_ps(mx1, k1, _mm512_loadu_ps(s + 16 * (v1 - 1)));
-        for (; x + 2 <= v1 - 1; x += 2) {
-            mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(s + 16 * x));
-            mx1 = _mm512_max_ps(mx1, _mm512_loadu_ps(s + 16 * x + 16));
-        }
-        if (x < v1 - 1) mx0 = _mm512_max_ps(mx0, _mm512_loadu_ps(s + 16 * x));
-        bm = scf * _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
-    } else {
-        __m512 mn0 = _mm512_mask_mov_ps(_mm512_set1_ps(INFINITY), k0, _mm512_loadu_ps(s + 16 * v0));
-        __m512 mn1 = _mm512_set1_ps(INFINITY);
-        if (v1 - 1 > v0) mn1 = _mm512_mask_mov_ps(mn1, k1, _mm512_loadu_ps(s + 16 * (v1 - 1)));
-        for (; x + 2 <= v1 - 1; x += 2) {
-            mn0 = _mm512_min_ps(mn0, _mm512_loadu_ps(s + 16 * x));
-            mn1 = _mm512_min_ps(mn1, _mm512_loadu_ps(s + 16 * x + 16));
-        }
-        if (x < v1 - 1) mn0 = _mm512_min_ps(mn0, _mm512_loadu_ps(s + 16 * x));
-        bm = scf * _mm512_reduce_min_ps(_mm512_min_ps(mn0, mn1));
-    }
+    const float bm = scf >= 0.0f ? scf * row_extreme(s, v0, v1, k0, k1, 0) : scf * row_extreme(s, v0, v1, k0, k1, 1);
 #endif
     if (bm > *m) {
         const float alpha = exp2f(*m - bm);     /* 0 on the first key (m = -inf) */
