@@ -311,7 +311,7 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         dk_acc, dv_acc = dk[j0:j1, hk], dv[j0:j1, hk]
     else:
         dk_acc, dv_acc = ws.get("dk_acc", w, d, torch.float32), ws.get("dv_acc", w, d, torch.float32)
-    beta = 0.0      # the first query block's products overwrite the accumulators
+    beta_next = 0.0     # the GEMMs' beta for the next query block: the first one overwrites
     kx_j, vx_j, k_j = head.kx[j0:j1], head.vx[j0:j1], head.k[j0:j1]
     i_lo, i_hi = band.query_range(j0, j1)
     # bf16 without softcap / ALiBi / dropout: P and dS in one compiled pass (native_bwd.py). Not with
@@ -324,7 +324,7 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
     for _, i0, i1 in tiles(i_lo, i_hi, bm):
         r0, r1 = i0 * group, i1 * group
         r = r1 - r0
-        first, beta = beta, 1.0
+        beta, beta_next = beta_next, 1.0
         if lib is not None:
             s16 = torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16))  # (w, r) S^T
             if not band.full(i0, i1, j0, j1):
@@ -336,8 +336,8 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
             y16 = torch.mm(vx_j, head.dox[r0:r1].t(), out=ws.get("dp16", w, r, torch.bfloat16))  # dP^T - delta
             p16, ds16 = ws.get("p16", w, r, torch.bfloat16), ws.get("ds16", w, r, torch.bfloat16)
             native_bwd.p_ds_bf16(lib, s16, y16, head.nlse2[0, r0:r1], qsc, p16, ds16, torch.get_num_threads())
-            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), first)
-            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), first)
+            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), beta)
+            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), beta)
             head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
             continue
         st = ws.get("st", w, r, torch.float32)
@@ -369,8 +369,8 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         if lib32 is not None:                                  # P^T = exp2(st), dS^T = P^T * dpt: one pass
             native_bwd.p_ds_f32(lib32, st, dpt, torch.get_num_threads())
             pt = st
-            engine.addmm_(dv_acc, pt, head.do[r0:r1], beta=first)
-            engine.addmm_(dk_acc, dpt, head.q[r0:r1], beta=first, alpha=dk_alpha if direct else 1.0)
+            engine.addmm_(dv_acc, pt, head.do[r0:r1], beta=beta)
+            engine.addmm_(dk_acc, dpt, head.q[r0:r1], beta=beta, alpha=dk_alpha if direct else 1.0)
             engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dpt)
             continue
         pt = st.exp2_()                                        # (w, r) P^T
@@ -384,7 +384,7 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
             pdt = pt
         if lowp:
             p16 = ws.get("p16", w, r, torch.bfloat16).copy_(pdt)
-            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), first)
+            _acc(dv_acc, torch.mm(p16, head.do[r0:r1]), beta)
             if drop is None and not softcap:                   # dS^T = P^T (dP^T - delta), bf16
                 ds16 = torch.mul(dpt, p16, out=ws.get("ds16", w, r, torch.bfloat16))
             else:
@@ -392,16 +392,16 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
                 if softcap:
                     dst.mul_(tanh_t.square_().neg_().add_(1.0))
                 ds16 = dst.to(torch.bfloat16)
-            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), first)
+            _acc(dk_acc, torch.mm(ds16, head.q[r0:r1]), beta)
             head.dq_t[:, r0:r1].add_(torch.mm(k_j.t(), ds16))
         else:
-            engine.addmm_(dv_acc, pdt, head.do[r0:r1], beta=first)
+            engine.addmm_(dv_acc, pdt, head.do[r0:r1], beta=beta)
             dst = dpt.mul_(pt)                                 # (w, r) dS^T, natural units
             if softcap:
                 dst.mul_(tanh_t.square_().neg_().add_(1.0))    # d cap*tanh(x/cap) / dx = 1 - tanh^2
-            engine.addmm_(dk_acc, dst, head.q[r0:r1], beta=first, alpha=dk_alpha if direct else 1.0)
+            engine.addmm_(dk_acc, dst, head.q[r0:r1], beta=beta, alpha=dk_alpha if direct else 1.0)
             engine.addmm_(head.dq_t[:, r0:r1], k_j.t(), dst)
-    if beta == 0.0:                 # no query block sees these keys (windows): zero gradients
+    if beta_next == 0.0:            # no query block sees these keys (windows): zero gradients
         dk[j0:j1, hk].zero_()
         dv[j0:j1, hk].zero_()
     elif not direct:                # dS is w.r.t. scale * q.k (float32 path: q carries q_scale)
@@ -409,9 +409,9 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         dv[j0:j1, hk].copy_(dv_acc)
 
 
-def _acc(acc, prod, first):
+def _acc(acc, prod, beta):
     """acc = prod for a key tile's first query block (beta 0.0), else acc += prod."""
-    if first == 0.0:
+    if beta == 0.0:
         acc.copy_(prod)
     else:
         acc.add_(prod)
