@@ -215,6 +215,13 @@ def naive_attention(q, k, v, *, softmax_scale, window_left=-1, window_right=-1, 
     return out, lse
 
 
+def cpu_forward(q, k, v, **kw):
+    """(out, lse) of flash_attn_func on the CPU backend (the compiled-kernel tests' call)."""
+    import flashtriton
+    with flashtriton.use_backend("cpu"):
+        return flashtriton.flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2]
+
+
 def spy(monkeypatch, module, name, record=lambda *a, **k: True):
     """Wrap module.name for the test: every call still runs the real function and
     appends record(*args, **kwargs) to the list returned (which path ran, with what)."""

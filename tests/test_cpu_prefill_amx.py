@@ -18,10 +18,10 @@ import pytest
 import torch
 
 import flashtriton
-from flashtriton import backends, flash_attn_func, reference
+from flashtriton import backends, reference
 
 from conftest import DEVICE
-from helpers import check_attention, rand_qkv, rand_varlen
+from helpers import check_attention, cpu_forward, rand_qkv, rand_varlen
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -67,11 +67,6 @@ def calls(monkeypatch):
 def amx(monkeypatch):
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     monkeypatch.setattr(config, "FWD_AMX", "on")
-
-
-def _run(q, k, v, **kw):
-    with flashtriton.use_backend("cpu"):
-        return flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2]
 
 
 def _all_amx(calls):
@@ -165,7 +160,7 @@ def test_matches_avx512_kernel(monkeypatch, calls):
     res = {}
     for mode in ("on", "off"):
         monkeypatch.setattr(config, "FWD_AMX", mode)
-        res[mode] = _run(q, k, v, causal=True)
+        res[mode] = cpu_forward(q, k, v, causal=True)
     assert (res["on"][0].float() - res["off"][0].float()).abs().max().item() < 2e-2
     assert (res["on"][1] - res["off"][1]).abs().max().item() < 1e-4
     assert calls[0].amx and not calls[-1].amx
@@ -190,7 +185,7 @@ def test_nan_only_where_visible(amx):
     lanes are masked, never read)."""
     q, k, v = rand_qkv(1, 600, 600, 2, 2, 32, torch.bfloat16, DEVICE)
     k[:, -1] = float("nan")
-    out, _ = _run(q, k, v, causal=True)
+    out, _ = cpu_forward(q, k, v, causal=True)
     ref, ref_lp = (reference.attention(q.to(t), k.to(t), v.to(t), softmax_scale=32 ** -0.5, window_right=0)[0]
                    for t in (torch.float64, torch.bfloat16))
     assert torch.isnan(out[:, -1]).all()
@@ -204,8 +199,8 @@ def test_strided_inputs(amx, calls):
     """(B, H, N, D) tensors transposed to (B, N, H, D) views are read in place."""
     q, k, v = (torch.randn(2, 4, 300, 64, dtype=torch.bfloat16).transpose(1, 2) for _ in range(3))
     assert not q.is_contiguous()
-    out, lse = _run(q, k, v, causal=True)
-    out2, lse2 = _run(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    out, lse = cpu_forward(q, k, v, causal=True)
+    out2, lse2 = cpu_forward(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
     assert torch.equal(out, out2) and torch.equal(lse, lse2)
     assert len(calls) == 4 and _all_amx(calls)
 
@@ -216,14 +211,14 @@ def test_bitwise_repeatable_across_threads(amx, calls, kw):
     """Each row's result depends only on its data and the fixed tiling (items, 64-row
     tiles, 512-key chunks, 256-key steps), not on the thread that computes it."""
     q, k, v = rand_qkv(1, 1500, 1500, 4, 2, 64, torch.bfloat16, DEVICE)
-    a = _run(q, k, v, **kw)
-    b = _run(q, k, v, **kw)
+    a = cpu_forward(q, k, v, **kw)
+    b = cpu_forward(q, k, v, **kw)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        c = _run(q, k, v, **kw)
+        c = cpu_forward(q, k, v, **kw)
         torch.set_num_threads(3)
-        d = _run(q, k, v, **kw)
+        d = cpu_forward(q, k, v, **kw)
     finally:
         torch.set_num_threads(threads)
     for x in (b, c, d):
@@ -240,7 +235,7 @@ def test_scratch_does_not_grow_with_n(amx):
     for n in (256, 8192):
         native_prefill._local.buf = None
         q, k, v = rand_qkv(1, n, n, 1, 1, 128, torch.bfloat16, DEVICE)
-        _run(q, k, v, causal=True)
+        cpu_forward(q, k, v, causal=True)
         sizes.append(native_prefill._local.buf.numel())
     assert sizes[0] == sizes[1]
 
@@ -272,7 +267,7 @@ def test_cpu_without_amx(monkeypatch, fresh_amx, calls):
     assert calls and not any(lib.amx for lib in calls) and forward.LAST_PATH == "compiled"
     monkeypatch.setattr(config, "FWD_AMX", "on")
     with pytest.raises(native_prefill.NativeUnavailable, match="no AMX"):
-        _run(q, k, v, causal=True)
+        cpu_forward(q, k, v, causal=True)
 
 
 @needs_kernel
@@ -290,7 +285,7 @@ def test_amx_build_failure_warns_and_falls_back(monkeypatch, fresh_amx, calls):
     assert calls and not any(lib.amx for lib in calls) and forward.LAST_PATH == "compiled"
     monkeypatch.setattr(config, "FWD_AMX", "on")
     with pytest.raises(native_prefill.NativeUnavailable, match="failed \\(test\\)"):
-        _run(q, k, v)
+        cpu_forward(q, k, v)
 
 
 def test_permission_refused_is_reported(monkeypatch):
@@ -316,14 +311,14 @@ def test_plain_build_refuses_amx_calls(monkeypatch):
     monkeypatch.setattr(config, "FWD_AMX", "on")
     q, k, v = rand_qkv(1, 60, 60, 2, 2, 64, torch.bfloat16, DEVICE)
     with pytest.raises(RuntimeError, match="code 1"):
-        _run(q, k, v)
+        cpu_forward(q, k, v)
 
 
 def test_bad_amx_mode(monkeypatch):
     monkeypatch.setattr(config, "FWD_AMX", "yes")
     q, k, v = rand_qkv(1, 8, 8, 2, 2, 32, torch.bfloat16, DEVICE)
     with pytest.raises(ValueError, match="FWD_AMX"):
-        _run(q, k, v)
+        cpu_forward(q, k, v)
 
 
 @needs_amx
@@ -344,7 +339,7 @@ def test_lean_softmax_against_session34_step(monkeypatch):
         res = []
         for lib in libs:
             monkeypatch.setattr(native_prefill._amx_library, "lib", lib)
-            res.append(_run(q * mul, k, v, **kw))
+            res.append(cpu_forward(q * mul, k, v, **kw))
             assert forward.LAST_PATH == "compiled-amx"
         (o_new, lse_new), (o_old, lse_old) = res
         assert not o_new.isnan().any() and torch.equal(lse_new.isinf(), lse_old.isinf())
@@ -364,7 +359,7 @@ def test_torch_amx_kernels_unaffected(amx):
     q, k, v = rand_qkv(1, 600, 600, 4, 4, 64, torch.bfloat16, DEVICE)
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
     before = (a @ b, torch.nn.functional.scaled_dot_product_attention(qt, kt, vt))
-    _run(q, k, v)
+    cpu_forward(q, k, v)
     after = (a @ b, torch.nn.functional.scaled_dot_product_attention(qt, kt, vt))
     assert torch.equal(before[0], after[0]) and torch.equal(before[1], after[1])
     assert forward.LAST_PATH == "compiled-amx"

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import flashtriton
-from flashtriton import backends, flash_attn_func, reference
+from flashtriton import backends, reference
 
 from conftest import DEVICE
-from helpers import check_attention, rand_qkv, rand_varlen
+from helpers import check_attention, cpu_forward, rand_qkv, rand_varlen
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -48,11 +48,6 @@ def compiled(monkeypatch):
     """The AVX-512 kernel (the AMX one, bf16 on AMX CPUs, has tests/test_cpu_prefill_amx.py)."""
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     monkeypatch.setattr(config, "FWD_AMX", "off")
-
-
-def _run(q, k, v, **kw):
-    with flashtriton.use_backend("cpu"):
-        return flash_attn_func(q, k, v, return_attn_probs=True, **kw)[:2]
 
 
 @needs_kernel
@@ -113,7 +108,7 @@ def test_matches_torch_ops_path(monkeypatch, dtype):
     res = {}
     for path in ("compiled", "ops"):
         monkeypatch.setattr(config, "FWD_PATH", path)
-        res[path] = _run(q, k, v, causal=True)
+        res[path] = cpu_forward(q, k, v, causal=True)
     tol = 2e-2 if dtype == torch.bfloat16 else 2e-5
     assert (res["compiled"][0].float() - res["ops"][0].float()).abs().max().item() < tol
     assert (res["compiled"][1] - res["ops"][1]).abs().max().item() < 1e-4
@@ -137,7 +132,7 @@ def test_nan_only_where_visible(compiled):
     """A NaN key that only the last query sees stays out of every other row."""
     q, k, v = rand_qkv(1, 600, 600, 2, 2, 32, torch.float32, DEVICE)
     k[:, -1] = float("nan")
-    out, _ = _run(q, k, v, causal=True)
+    out, _ = cpu_forward(q, k, v, causal=True)
     ref = reference.attention(q.double(), k.double(), v.double(), softmax_scale=32 ** -0.5, window_right=0)[0]
     assert torch.isnan(out[:, -1]).all()
     assert torch.isfinite(out[:, :-1]).all()
@@ -150,8 +145,8 @@ def test_strided_inputs(compiled, calls, dtype):
     """(B, H, N, D) tensors transposed to (B, N, H, D) views are read in place."""
     q, k, v = (torch.randn(2, 4, 300, 64, dtype=dtype).transpose(1, 2) for _ in range(3))
     assert not q.is_contiguous()
-    out, lse = _run(q, k, v, causal=True)
-    out2, lse2 = _run(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
+    out, lse = cpu_forward(q, k, v, causal=True)
+    out2, lse2 = cpu_forward(q.contiguous(), k.contiguous(), v.contiguous(), causal=True)
     assert torch.equal(out, out2) and torch.equal(lse, lse2)
     assert len(calls) == 4
 
@@ -161,14 +156,14 @@ def test_strided_inputs(compiled, calls, dtype):
 def test_bitwise_repeatable_across_threads(compiled, dtype):
     """Each row's result depends only on its data and the fixed tile order."""
     q, k, v = rand_qkv(1, 1500, 1500, 4, 2, 64, dtype, DEVICE)
-    a = _run(q, k, v, causal=True)
-    b = _run(q, k, v, causal=True)
+    a = cpu_forward(q, k, v, causal=True)
+    b = cpu_forward(q, k, v, causal=True)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        c = _run(q, k, v, causal=True)
+        c = cpu_forward(q, k, v, causal=True)
         torch.set_num_threads(3)
-        d = _run(q, k, v, causal=True)
+        d = cpu_forward(q, k, v, causal=True)
     finally:
         torch.set_num_threads(threads)
     for x in (b, c, d):
@@ -185,7 +180,7 @@ def test_scratch_does_not_grow_with_n(compiled):
     for n in (256, 8192):
         native_prefill._local.buf = None
         q, k, v = rand_qkv(1, n, n, 1, 1, 128, torch.float32, DEVICE)
-        _run(q, k, v, causal=True)
+        cpu_forward(q, k, v, causal=True)
         sizes.append(native_prefill._local.buf.numel())
     assert sizes[0] == sizes[1]
 
@@ -215,7 +210,7 @@ def test_bad_path_name(monkeypatch):
     monkeypatch.setattr(config, "FWD_PATH", "fast")
     q, k, v = rand_qkv(1, 8, 8, 2, 2, 32, torch.float32, DEVICE)
     with pytest.raises(ValueError, match="FWD_PATH"):
-        _run(q, k, v)
+        cpu_forward(q, k, v)
 
 
 @pytest.fixture
@@ -248,7 +243,7 @@ def test_no_compiler_compiled_raises(monkeypatch, no_compiler):
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     q, k, v = rand_qkv(1, 60, 60, 2, 2, 64, torch.float32, DEVICE)
     with pytest.raises(native.NativeUnavailable, match="no C compiler"):
-        _run(q, k, v, causal=True)
+        cpu_forward(q, k, v, causal=True)
 
 
 @needs_kernel
