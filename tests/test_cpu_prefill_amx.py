@@ -17,7 +17,6 @@ import types
 import pytest
 import torch
 
-import flashtriton
 from flashtriton import backends, reference
 
 from conftest import DEVICE

@@ -11,7 +11,6 @@ without a C compiler falls back with a warning under "auto" and raises under
 import pytest
 import torch
 
-import flashtriton
 from flashtriton import backends, reference
 
 from conftest import DEVICE
