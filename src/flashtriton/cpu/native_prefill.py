@@ -51,7 +51,7 @@ vdpbf16ps') and the same guarantees: rows without keys out 0 / lse +inf, bitwise
 repeatable for any thread count (a row's result depends only on its data and the fixed
 tiling), per-thread scratch only (~1.8 MiB at D = 128, 1024-row items). Its exp2 is
 vexp2_bf16 (a degree-4 polynomial, < 2.9e-6 relative: P is rounded to bf16 at once; session 35,
--4-7% against the degree-7 step, FT_SOFTMAX_OLD; bench/NOTES.md "Session 35"). B=1 H=8
+-3.5-6.7% against the degree-7 step, FT_SOFTMAX_OLD; bench/NOTES.md "Session 35"). B=1 H=8
 N=4096 D=128 bf16, 2-core VM with AMX: non-causal 328 -> 42-47 ms (SDPA 54-64 ms), causal
 167 -> 23-26 ms. Measured split (ablation builds): the two products ~23 ms (~2.9 TFLOP/s
 together), softmax ~19 ms, packing ~5 ms, with no overlap between AMX and AVX-512 work;
