@@ -56,6 +56,46 @@ def test_rejects_split_flags():
             attention_bwd_d256(*a, 0.1, split_dq=True, dq_tile=bad)
 
 
+def test_rejects_dq_band():
+    """dq_band (the dQ kernel's BAND order, session 36): a non-negative int dividing B * H, split path only."""
+    a = args()                                                           # B * H = 1 * 4
+    with pytest.raises(ValueError, match=r"^dq_band: only with split_dq=True"):
+        attention_bwd_d256(*a, 0.1, dq_band=2)
+    for bad in (-1, 2.0, True, "4"):
+        with pytest.raises(ValueError, match=r"^dq_band: expected a non-negative int"):
+            attention_bwd_d256(*a, 0.1, split_dq=True, dq_band=bad)
+    with pytest.raises(ValueError, match=r"^dq_band: 3 does not divide B \* H = 4"):
+        attention_bwd_d256(*a, 0.1, split_dq=True, dq_band=3)
+
+
+def test_split_band_policy(monkeypatch):
+    """GLUON_BWD_D256_SPLIT_DQ_BAND by kind; a band is taken only where it divides B * H and B * H
+    holds at least four bands."""
+    plain, causal = AttnParams(0.1), AttnParams(0.1, window_right=0)
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ_BAND", {"causal": 4})
+    assert policy.gluon_bwd_d256_split_band(causal, 16) == 4 and policy.gluon_bwd_d256_split_band(causal, 64) == 4
+    assert policy.gluon_bwd_d256_split_band(causal, 8) == 0 and policy.gluon_bwd_d256_split_band(causal, 18) == 0
+    assert policy.gluon_bwd_d256_split_band(plain, 64) == 0
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ_BAND", {})
+    assert policy.gluon_bwd_d256_split_band(causal, 64) == 0
+
+
+def test_route_passes_the_band(monkeypatch):
+    """launchers.backward passes policy's dq_band for B * H query heads (bwd_into spied)."""
+    from flashtriton.launchers import backward
+
+    calls = []
+    monkeypatch.setattr(backward, "gluon_bwd_d256", lambda *a, **kw: True)
+    monkeypatch.setattr(backward.backward_gluon_d256, "bwd_into", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setattr(policy, "GLUON_BWD_D256_SPLIT_DQ_BAND", {"causal": 2})
+    q, k, v = rand_qkv(2, 512, 512, 4, 2, D, torch.bfloat16, "cpu")        # B * H = 8
+    dout, out, lse = torch.randn_like(q), torch.randn_like(q), torch.randn(2, 4, 512)
+    backward.bwd(dout, q, k, v, out, lse, AttnParams(0.1, window_right=0, deterministic=False))
+    assert calls[-1].get("split_dq") is True and calls[-1].get("dq_band") == 2, calls
+    backward.bwd(dout, q, k, v, out, lse, AttnParams(0.1, deterministic=False))
+    assert calls[-1].get("split_dq") is True and calls[-1].get("dq_band") == 0, calls
+
+
 def test_rejects_nq_not_multiple_of_128():
     """The dQ kernel's query block is 128 rows: Nq = 192 (a multiple of 64, which the fused kernel
     takes) is refused on the split path only."""
@@ -272,6 +312,19 @@ def test_split_causal_rows_without_keys_gpu(nq, nk):
 def test_split_dq_tiles_gpu(causal, dq_tile):
     """The A/B's dQ tiles: V_EARLY, 64 keys with one V stage, a shallower ring."""
     check(2, 1024, 1536, 4, 2, torch.bfloat16, causal, dq_tile=dq_tile)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_split_dq_band_gpu(causal):
+    """The dQ kernel's BAND orders on the split path: dq against float64 and bitwise band 0's (the
+    same per-block computation in another launch order), dk / dv untouched."""
+    (q, k, v, dout, lse, delta, scale), (dq0, dk0, dv0) = check(2, 1024, 1024, 8, 2, torch.bfloat16, causal)
+    for band in (2, 4, 8, 16):
+        dq, dk, dv = attention_bwd_d256(q, k, v, dout, lse, delta, scale, causal, split_dq=True, dq_band=band)
+        assert torch.equal(dq, dq0) and torch.equal(dk, dk0) and torch.equal(dv, dv0), band
+    check(1, 2048, 2048, 8, 4, torch.float16, causal, dq_band=4)
 
 
 @pytest.mark.gpu

@@ -24,7 +24,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
 from .policy import (_bwd_ws_tiles, _warp_spec_forced, gluon_bwd_d256, gluon_bwd_d256_split,
-                     gluon_bwd_d256_split_tile, gluon_bwd_fused, warp_spec_mode, warp_spec_varlen)
+                     gluon_bwd_d256_split_band, gluon_bwd_d256_split_tile, gluon_bwd_fused, warp_spec_mode,
+                     warp_spec_varlen)
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
@@ -108,12 +109,14 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     if gluon_bwd_d256(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         # (D = 256: the fused Gluon kernel of kernels/bwd_gluon_d256.py, plain or canonical causal;
         # the preprocess writes delta first, inside bwd_into)
-        # (split_dq: policy.GLUON_BWD_D256_SPLIT_DQ, the dQ kernel's tiles GLUON_BWD_D256_SPLIT_DQ_TILE;
+        # (split_dq: policy.GLUON_BWD_D256_SPLIT_DQ, the dQ kernel's tiles GLUON_BWD_D256_SPLIT_DQ_TILE and
+        # launch order GLUON_BWD_D256_SPLIT_DQ_BAND;
         # deterministic=True calls reach here only on the split path)
         split = gluon_bwd_d256_split(params, seqlen_q)
         backward_gluon_d256.bwd_into(q, k, v, dout, lse, delta, params.softmax_scale, params.window_right == 0,
                                      dq, dk, dv, preprocess=preprocess,
-                                     **(dict(split_dq=True, dq_tile=gluon_bwd_d256_split_tile(params))
+                                     **(dict(split_dq=True, dq_tile=gluon_bwd_d256_split_tile(params),
+                                             dq_band=gluon_bwd_d256_split_band(params, batch * nheads))
                                         if split else {}))
         return dq, dk, dv
 

@@ -82,7 +82,7 @@ def smem_bytes(num_stages: int, block_m: int = 64, block_n: int = 64, d: int = H
 
 
 def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages, dq_atomic=False,
-                 split_dq=False, dq_tile=None) -> tuple:
+                 split_dq=False, dq_tile=None, dq_band=0) -> tuple:
     """The kernel's narrow contract; ValueError naming the argument and the rule. Needs no GPU
     (shapes, dtypes, devices and flags only). Returns (B, Nq, H, Nk, Hk, num_stages)."""
     block_m, block_n, stages = D256_CONFIG
@@ -112,6 +112,12 @@ def check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_s
         raise ValueError("dq_atomic: the split path (split_dq=True) computes dq in its own kernel; not both")
     if dq_tile is not None and not split_dq:
         raise ValueError("dq_tile: only with split_dq=True")
+    if isinstance(dq_band, bool) or not isinstance(dq_band, int) or dq_band < 0:
+        raise ValueError(f"dq_band: expected a non-negative int, got {dq_band!r}")
+    if dq_band and not split_dq:
+        raise ValueError("dq_band: only with split_dq=True")
+    if dq_band and (b * h) % dq_band:
+        raise ValueError(f"dq_band: {dq_band} does not divide B * H = {b * h} (the dQ kernel's BAND order)")
     if split_dq:
         from .backward_gluon_dq import check_dq_inputs
         dq_bm, dq_bn, dq_ks, dq_vs, dq_ve = _dq_tile(causal, dq_tile)
@@ -166,7 +172,8 @@ def _layout_desc(x: torch.Tensor, rows: int, cols: int):
 
 
 def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: bool, num_stages: int,
-                 outs=None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None) -> LaunchArgs:
+                 outs=None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None,
+                 dq_band: int = 0) -> LaunchArgs:
     """LaunchArgs of one launch (tests and bench/d256_bwd_gluon_compile.py's JIT rows call it on CPU
     tensors). outs: (dq, dk, dv) to write into (contiguous, shaped like q, k, v), else allocated.
     dq_atomic: the kernel's DQ_ATOMIC (dQ by red.global.add.v2.f32 from the registers into
@@ -189,7 +196,7 @@ def _launch_args(q, k, v, dout, lse, delta, scale: float, causal: bool, rotate: 
         from .backward_gluon_dq import _launch as dq_launch_of
         dq_bm, dq_bn, dq_ks, dq_vs, dq_ve = _dq_tile(causal, dq_tile)
         dq_launch = dq_launch_of(q, k, v, dout, lse, delta, dq, scale, causal, dq_bm, dq_bn, dq_ks, dq_vs,
-                                 v_early=dq_ve)
+                                 v_early=dq_ve, band=dq_band)
         dq_accum = memory.empty((block_m, 64), torch.float32, q.device)
     else:
         # zeroed by every launch; through memory so that a launch plan knows it
@@ -237,7 +244,8 @@ def _run(la: LaunchArgs, preprocess=None) -> None:
 
 
 def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
-            num_stages: int | None = None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None):
+            num_stages: int | None = None, dq_atomic: bool = False, split_dq: bool = False, dq_tile=None,
+            dq_band: int = 0):
     """Checks the call (ValueError, before any launch), allocates dq (like q), dk / dv (like k, v,
     contiguous) and dq_accum (B, Nq, H, 256) fp32, makes the descriptors; returns launch(), which
     on every call zeroes dq_accum, runs the kernel and casts dq_accum into dq, returning (dq, dk,
@@ -247,12 +255,13 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
     DQ_ATOMIC, the design note's V2 for the A/B (dQ added from the registers by red.global.add.v2.f32
     in 128-column chunks, P^T / dS^T double-buffered, no staging); the same values up to fp32
     summation order. split_dq / dq_tile: the split path (module doc): dk / dv bitwise the fused
-    kernel's, dq from the dQ kernel (deterministic)."""
+    kernel's, dq from the dQ kernel (deterministic). dq_band: the dQ kernel's BAND launch order
+    (kernels/bwd_gluon_dq.py; 0: its (Nq / 128, B * H) grid; a band divides B * H); dq bitwise the same."""
     _, _, _, _, _, num_stages = check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, rotate, num_stages,
-                                             dq_atomic, split_dq, dq_tile)
+                                             dq_atomic, split_dq, dq_tile, dq_band)
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, rotate, num_stages,
-                      dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)
+                      dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile, dq_band=dq_band)
 
     def launch():
         _run(la)
@@ -262,22 +271,23 @@ def prepare(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, r
 
 def attention_bwd_d256(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, rotate: bool = True,
                        num_stages: int | None = None, dq_atomic: bool = False, split_dq: bool = False,
-                       dq_tile=None):
+                       dq_tile=None, dq_band: int = 0):
     """(dq, dk, dv) of attention by attn_bwd_d256_gluon_kernel: prepare(...)(). Non-deterministic dq
     (split_dq=True: deterministic)."""
     return prepare(q, k, v, dout, lse, delta, softmax_scale, causal, rotate=rotate, num_stages=num_stages,
-                   dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)()
+                   dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile, dq_band=dq_band)()
 
 
 def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, preprocess=None,
-             dq_atomic: bool = False, split_dq: bool = False, dq_tile=None) -> None:
+             dq_atomic: bool = False, split_dq: bool = False, dq_tile=None, dq_band: int = 0) -> None:
     """The route's form (backward_gluon.fused_into's): the kernel at D256_CONFIG, ROTATE on (off
     under causal), into dq, dk, dv (contiguous, shaped like q, k, v). preprocess: None (delta
     written by the caller before), or the caller's delta preprocess as a function of one argument
     (called with None, first). Validates as prepare (ValueError before any launch). dq_atomic: as
     prepare's (V2; for the A/B). split_dq / dq_tile: the split path (module doc; delta -> dK / dV
-    kernel (DKDV_ONLY) -> dQ kernel into dq; deterministic)."""
-    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic, split_dq, dq_tile)
+    kernel (DKDV_ONLY) -> dQ kernel into dq; deterministic). dq_band: as prepare's."""
+    check_inputs(q, k, v, dout, lse, delta, softmax_scale, causal, True, None, dq_atomic, split_dq, dq_tile,
+                 dq_band)
     for name, t, like_name, like in (("dq", dq, "q", q), ("dk", dk, "k", k), ("dv", dv, "v", v)):
         if not isinstance(t, torch.Tensor) or t.shape != like.shape or t.dtype != like.dtype \
                 or t.device != like.device or not t.is_contiguous():
@@ -288,5 +298,6 @@ def bwd_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv,
                          "launch arguments are made)")
     _check_device(q, "bwd_gluon_d256")
     la = _launch_args(q, k, v, dout, lse, delta, float(softmax_scale), causal, True, D256_CONFIG[2],
-                      outs=(dq, dk, dv), dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile)
+                      outs=(dq, dk, dv), dq_atomic=dq_atomic, split_dq=split_dq, dq_tile=dq_tile,
+                      dq_band=dq_band)
     _run(la, preprocess)

@@ -287,6 +287,12 @@ GLUON_BWD_D256_SPLIT_DQ: dict = {"plain": 512, "causal": 512}
 # offline) measured 1.02-1.05x the default at 512-4k and level at 16k (s34/callA): taken. Causal:
 # the 64-key form spills 640 B offline (not timed); V_EARLY alone was level (0.98-1.02x): default.
 GLUON_BWD_D256_SPLIT_DQ_TILE: dict = {"plain": (64, 2, 1, True)}
+# The dQ kernel's launch order on the split path by gluon_kind (kernels/bwd_gluon_dq.py BAND: rank-major
+# over bands of `band` heads, so every head's heaviest causal blocks start first; 0 / absent: the
+# (Nq / 128, B * H) grid). Taken only where the band divides B * H and B * H >= 4 * band (a few bands
+# to deal over). Session 35's dQ-only A/B (H200, bf16, H = 8, 16k tokens, s35/callB): band 4 +4-9% at
+# 4k / 8k, 0.996x / 0.954x at 16k; the whole backward's A/B (session 36) decides. EMPTY = off.
+GLUON_BWD_D256_SPLIT_DQ_BAND: dict = {}
 # The split path writes every output once, in a fixed order (no atomics): deterministic=True
 # D = 256 calls it takes go there too (before: bwd_ws.py / bwd.py, ~264-296 TFLOP/s). False keeps
 # them on the Triton kernels (tests that exercise bwd.py at D = 256 set it).
@@ -304,6 +310,13 @@ def gluon_bwd_d256_split_tile(params: AttnParams):
     """The split path's dq_tile for the call's gluon_kind (GLUON_BWD_D256_SPLIT_DQ_TILE; None: the
     dQ kernel's default_config)."""
     return GLUON_BWD_D256_SPLIT_DQ_TILE.get(gluon_kind(params))
+
+
+def gluon_bwd_d256_split_band(params: AttnParams, batch_heads: int) -> int:
+    """The split path's dq_band for the call's gluon_kind and B * H query heads
+    (GLUON_BWD_D256_SPLIT_DQ_BAND; 0: the dQ kernel's default grid order)."""
+    band = GLUON_BWD_D256_SPLIT_DQ_BAND.get(gluon_kind(params), 0)
+    return band if band and batch_heads % band == 0 and batch_heads >= 4 * band else 0
 
 # The fused backward's DEFER_DQ (kernels/bwd_gluon_fused.py: each tile's dQ wgmmas and reduce one
 # ring tile later, so the two consumer warpgroups stop waiting for each other's dS^T of the same
