@@ -44,10 +44,18 @@ torch on CPU has no bf16 matmul with a float32 result (mm / bmm / addmm(...,
 out_dtype=) and _grouped_mm are CUDA-only or refuse it in 2.13, _scaled_mm takes only
 float8: checked), so the two score products are rounded to bf16 once, as the same-dtype
 PyTorch math rounds them:
-  - S^T = k_j q^T from the exact bf16 inputs, rounded once to bf16 (relative 2^-9 of
-    s, before the scale); the float32 pass then forms q_scale * s - lse2 (the lse is not
-    folded into a bf16 product: rounding s - lse, ~log N larger than s, would be ~8x
-    less precise).
+  - S^T - u = [k_j, 1, 1] @ [q, -u_hi, -u_lo]^T from the exact bf16 inputs, rounded once
+    to bf16, with a per-row shift u = (lse2 - log2(keys the row sees)) / q_scale split into
+    two bf16 numbers (config.BWD_BF16_SHIFT; session 36); the float32 pass then forms
+    q_scale * (s - u) + q_scale * u - lse2. The rounding error is ~|x| 2^-9 in log2 units
+    for x = q_scale * (s - u): near 0 where P is large when logits are large (peaked rows:
+    u is about the row's top score), and about q_scale * s where they are small (flat rows:
+    lse2 is about log2(keys) + the mean score). Before, the product was S^T itself (error
+    |q_scale * s| 2^-9, tens of log2 units with large logits, inconsistent with the
+    forward's float32 lse): gradient error / PyTorch's bf16 error was 3.4-7.6 at scale 5
+    and up to 4.5 at 0.5 over 75 cases, 0.04-1.65 with the shift (no case worse than
+    1.65; level times; bench/NOTES.md "Session 36"). Not with softcap (tanh needs s
+    itself) nor at scale 0.
   - yT = dP^T - delta comes out of one product, [v, 1, 1] @ [dO, -delta_hi,
     -delta_lo]^T, with delta split into two bf16 numbers (exact to ~2^-17 delta), so
     the cancellation dP - delta happens in the float32 accumulator and only the
@@ -108,7 +116,7 @@ def _head(ctx, ws, seq, band, hk, dk_s, dv_s):
     if band.n_k == 0 or band.n_q == 0:
         _empty_head(ctx, seq, band, hk, dk_s, dv_s)
         return
-    head = _head_inputs(ctx, ws, seq, hk)
+    head = _head_inputs(ctx, ws, seq, band, hk)
     for _, j0, j1 in tiles(0, band.n_k, config.BWD_KEYS):
         _key_tile(ctx, ws, seq, band, hk, dk_s, dv_s, j0, j1, head)
     _write_dq(ctx, seq, hk, head.dq_t)
@@ -197,10 +205,11 @@ class _HeadInputs(NamedTuple):
     S^T = kx_j @ qx^T and dP^T = vx_j @ dox^T; the extra columns fold the lse / delta
     subtraction into the products (module docstring): float32 kx = [k, 1],
     qx = [q * q_scale, -lse2] (no extra column with softcap), vx = [v, 1],
-    dox = [dO, -delta]; bf16 kx = k, qx = q (unscaled, no extra column: the float32
-    pass that converts S^T subtracts lse), vx = [v, 1, 1], dox = [dO, -delta_hi,
-    -delta_lo] (delta split into two bf16 numbers, exact to ~2^-17). With dropout, vx
-    and dox have no extra columns (dropout(dP) - delta does not fold)."""
+    dox = [dO, -delta]; bf16 kx = [k, 1, 1], qx = [q, -u_hi, -u_lo] (unscaled; u the
+    per-row shift of the module docstring; no extra columns with softcap or scale 0),
+    vx = [v, 1, 1], dox = [dO, -delta_hi, -delta_lo] (delta split into two bf16
+    numbers, exact to ~2^-17). With dropout, vx and dox have no extra columns
+    (dropout(dP) - delta does not fold)."""
     lowp: bool
     kx: torch.Tensor        # (n_k, D [+ 1]) float32 / (n_k, D) bf16
     qx: torch.Tensor        # (rows, D [+ 1]) float32 / (rows, D) bf16
@@ -210,7 +219,7 @@ class _HeadInputs(NamedTuple):
     q: torch.Tensor         # (rows, D) view of qx: the weight of dK += dS^T q (float32: q * q_scale)
     do: torch.Tensor        # (rows, D) view of dox: the weight of dV += P^T dO
     lse2: torch.Tensor      # (1, rows) float32 lse in log2 units (not folded: softcap)
-    nlse2: torch.Tensor     # (1, rows) -lse2 (bf16 inputs: S^T's float32 pass adds it)
+    nlse2: torch.Tensor     # (1, rows) -lse2, bf16 with the shift: q_scale * u - lse2 (S^T's float32 pass adds it)
     delta: torch.Tensor     # (1, rows) float32 rowsum(dO * O) (not folded: dropout)
     fold_lse: bool
     fold_delta: bool
@@ -234,7 +243,15 @@ def _rows(ws, name, x, hk, group, dtype, extra, scale=1.0):
     return res.view(-1, d + extra)
 
 
-def _head_inputs(ctx, ws, seq, hk) -> _HeadInputs:
+def _log2_visible(band: Band, group: int) -> torch.Tensor:
+    """(1, n_q * G) float32 log2 of the number of keys each row sees (at least 1)."""
+    i = torch.arange(band.n_q)
+    lo = torch.zeros_like(i) if band.left < 0 else (i + band.off - band.left).clamp(min=0)
+    hi = torch.full_like(i, band.n_k) if band.right < 0 else (i + band.off + band.right + 1).clamp(max=band.n_k)
+    return (hi - lo).clamp(min=1).float().log2().repeat_interleave(group).view(1, -1)
+
+
+def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
     group, d, params = ctx.group, ctx.head_dim, ctx.params
     n_q = seq.q.shape[0]
     h0 = hk * group
@@ -248,11 +265,31 @@ def _head_inputs(ctx, ws, seq, hk) -> _HeadInputs:
     prod = ws.get("o32", n_q * group, d, f32).view(n_q, group, d)
     delta = torch.mul(do32.view(n_q, group, -1)[:, :, :d], out[:, h0:h0 + group], out=prod).sum(dim=2).view(1, -1)
     lse2 = seq.lse[h0:h0 + group].t().reshape(1, n_q * group) * LOG2E
+    nlse2 = -lse2
     if ctx.lowp:
         bf = torch.bfloat16
         fold_lse = False
-        kx = _rows(ws, "kx", seq.k, hk, None, bf, 0)
-        qx = _rows(ws, "qx", seq.q, hk, group, bf, 0)
+        qsc = q_scale(params)
+        shift = config.BWD_BF16_SHIFT and params.softcap == 0 and qsc != 0
+        ex = 2 if shift else 0
+        kx = _rows(ws, "kx", seq.k, hk, None, bf, ex)
+        qx = _rows(ws, "qx", seq.q, hk, group, bf, ex)
+        if shift:
+            # S^T - u in one product, [k, 1, 1] @ [q, -u_hi, -u_lo]^T, u = sh / q_scale per row with
+            # sh = lse2 - log2(keys seen) (0 where lse = +inf: rows without keys), so that the bf16
+            # rounding of the product meets values near 0 where P is large: |x| <~ log2 N there, not
+            # |q_scale * s| (large logits: 8-20x PyTorch's bf16 gradient error before;
+            # test_regression_bf16_large_logits). The float32 pass then adds q_scale * (u_hi + u_lo) -
+            # lse2 (the represented shift, so its bf16 split costs nothing but the rounding of S^T - u).
+            sh = lse2 - _log2_visible(band, group)
+            sh = torch.where(torch.isfinite(sh), sh, torch.zeros_like(sh))
+            u = sh / qsc
+            u_hi = u.to(bf)
+            u_lo = (u - u_hi.float()).to(bf)
+            kx[:, d:] = 1.0
+            qx[:, d] = -u_hi[0]
+            qx[:, d + 1] = -u_lo[0]
+            nlse2 = (u_hi.float() + u_lo.float()) * qsc - lse2
         ex = 2 if fold_delta else 0
         vx = _rows(ws, "vx", seq.v, hk, None, bf, ex)
         dox = _rows(ws, "dox", dout, hk, group, bf, ex)
@@ -276,7 +313,7 @@ def _head_inputs(ctx, ws, seq, hk) -> _HeadInputs:
             vx[:, d] = 1.0
             dox[:, d] = -delta[0]
     slopes = alibi_slopes_log2(ctx.alibi, seq.index, h0, group)
-    return _HeadInputs(ctx.lowp, kx, qx, vx, dox, kx[:, :d], qx[:, :d], dox[:, :d], lse2, -lse2, delta, fold_lse,
+    return _HeadInputs(ctx.lowp, kx, qx, vx, dox, kx[:, :d], qx[:, :d], dox[:, :d], lse2, nlse2, delta, fold_lse,
                        fold_delta, None if slopes is None else slopes.view(1, 1, group),
                        ws.get("dq_t", d, n_q * group, f32).zero_())
 

@@ -69,6 +69,10 @@ BWD_HEAD_THREADS = True
 # compiled pass (cpu/native_bwd.py) where it builds, else torch-ops passes (bf16: five,
 # float32: two).
 BWD_FUSED = True
+# bf16 backward: fold a per-row shift u = (lse2 - log2(visible keys)) / q_scale into the S^T product as
+# two bf16 columns (cpu/backward.py's docstring), so the bf16 rounding of S^T hits s - u, near 0 where
+# P is large, instead of s. False: the unshifted product (session 35; off only for the tests' A/B).
+BWD_BF16_SHIFT = True
 
 
 def products_in_input_precision(dtype: torch.dtype) -> bool:

@@ -3,7 +3,8 @@ system C compiler on first use and cached on disk like the decode kernel (native
 
 For a (w, r) tile of the bf16 path, bf16 in, bf16 out, in one pass over memory:
 
-    x    = c * s + nlse2[col]          s: S^T tile (bf16, unscaled), nlse2 = -lse * log2 e
+    x    = c * s + nlse2[col]          s: S^T - u tile (bf16, unscaled; u a per-row shift,
+                                       backward.py), nlse2 = c * u - lse * log2 e
     p    = exp2(x)                     P^T, float32
     p16  = bf16(p)                     the operand of dV += P^T dO
     ds16 = bf16(p * y)                 y: dP^T - delta (bf16), the operand of dK / dQ
