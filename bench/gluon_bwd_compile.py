@@ -91,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False):
+                  window=False, wide=False, defer=False, splitm=False, band=0):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -101,7 +101,8 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     (session 30: BLOCK_M = 128 at D = 64). defer: DEFER_DQ (session 31: a tile's dQ one ring
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
-    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise."""
+    D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise. band: BAND (session
+    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -126,6 +127,9 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if splitm:
         sig["DQ_SPLIT_M"] = "constexpr"
         const["DQ_SPLIT_M"] = True
+    if band:
+        sig["BAND"] = "constexpr"
+        const["BAND"] = band
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:

@@ -561,17 +561,41 @@ def _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_rig
 
 
 @gluon.jit
+def _fused_pids(pid0, seqlen_k, BLOCK_N: gl.constexpr, BAND: gl.constexpr):
+    """(pid_n, pid_bh): the CTA's key block and batch x KV head. BAND = 0: the grid's
+    (Nk / BLOCK_N, B * Hk) ids. BAND > 0 (CAUSAL only; session 36, an A/B): grid (Nk /
+    BLOCK_N * B * Hk,), bands of BAND batch x KV heads (B * Hk a multiple of BAND), rank-major
+    inside a band: every head's key block 0 (the heaviest: it sees every query tile), then
+    block 1, ... (kernels/bwd_gluon_dq.py's BAND, for key blocks). pid0: program_id(0)."""
+    if BAND:
+        n_blocks = seqlen_k // BLOCK_N
+        band_idx = pid0 // (n_blocks * BAND)
+        r = pid0 - band_idx * (n_blocks * BAND)
+        pid_n = r // BAND
+        pid_bh = band_idx * BAND + r % BAND
+    else:
+        pid_n = pid0
+        pid_bh = gl.program_id(1)
+    return pid_n, pid_bh
+
+
+@gluon.jit
 def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, seqlen_q,
                 seqlen_k, nheads_k, group, win_left, win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr,
-                WINDOW: gl.constexpr):
+                WINDOW: gl.constexpr, BAND: gl.constexpr = 0):
     """bwd_gluon._dkdv_load's VEC_PTR path (K / V once, Q / dO a ring tile: CAUSAL from the
     first tile j0 that sees the block's first key; WINDOW the band's tiles [j0, j0 + n_m),
     _fused_coords) with ROTATE's tile order; the same barrier protocol."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     BANDED: gl.constexpr = CAUSAL or WINDOW
-    b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k, win_left,
-                                       win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    if BAND:
+        pid_n, pid_bh = _fused_pids(gl.program_id(0), seqlen_k, BLOCK_N, BAND)
+        b, hk, n0, j0, n_m = _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right,
+                                           BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    else:
+        b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
+                                           win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     rot = _rotation(n_m, ROTATE, BANDED)
     kv_row = b * seqlen_k + n0
     kv_col = hk * HEAD_DIM
@@ -838,7 +862,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, win_left, win_right, WG: gl.constexpr,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
-                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False):
+                   DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
+                   BAND: gl.constexpr = 0):
     HALF_N: gl.constexpr = BLOCK_N // 2
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
@@ -854,8 +879,13 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, DQ_N, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k, win_left,
-                                       win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    if BAND:
+        pid_n, pid_bh = _fused_pids(gl.program_id(0), seqlen_k, BLOCK_N, BAND)
+        b, hk, n0, j0, n_m = _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right,
+                                           BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    else:
+        b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
+                                           win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
@@ -964,8 +994,14 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         # (the WIDE tile, session 30) n0 again through an opaque move: else the value made
         # before the tile loop is kept across it in local memory (offline: 40 -> 24 spill
         # bytes, all outside the loops); BLOCK_M = 64 kernels compile as before
-        n0 = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [gl.program_id(0) * BLOCK_N], dtype=gl.int32,
-                                       is_pure=False, pack=1)
+        if BAND:
+            pid0 = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [gl.program_id(0)], dtype=gl.int32,
+                                             is_pure=False, pack=1)
+            pid_n, _ = _fused_pids(pid0, seqlen_k, BLOCK_N, BAND)
+            n0 = pid_n * BLOCK_N
+        else:
+            n0 = gl.inline_asm_elementwise("mov.b32 $0, $1;", "=r,r", [gl.program_id(0) * BLOCK_N], dtype=gl.int32,
+                                           is_pure=False, pack=1)
     row = b * seqlen_k + n0 + WG * HALF_N
     k_half = k_smem.index(WG)
     v_half = v_smem.index(WG)
@@ -996,13 +1032,16 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
+    BAND: gl.constexpr = 0,
 ):
-    # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head
+    # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
+    # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
+    gl.static_assert(not BAND or CAUSAL, "BAND: the causal kernel only (equal key blocks otherwise)")
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1056,15 +1095,15 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                       ROTATE, WINDOW)),
+                       ROTATE, WINDOW, BAND)),
     ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(kv_bar)

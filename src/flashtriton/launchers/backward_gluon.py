@@ -315,7 +315,7 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -370,7 +370,14 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     and reduce-adds dQ for its 64 of the tile's 128 query rows over the whole D (m64n64k16
     wgmma steps) instead of all 128 rows for its D-half (m64n32k16); the dq_accum descriptor's
     box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
-    order), causal or not."""
+    order), causal or not.
+
+    band > 0 (session 36, an A/B): the causal kernel's BAND launch order (kernels/bwd_gluon_fused.
+    _fused_pids: every KV head's heaviest key block first across bands of `band` batch x KV
+    heads); causal (no window) only, band dividing B * Hk. The same values (dk / dv bitwise, dq
+    up to fp32 summation order)."""
+    if isinstance(band, bool) or not isinstance(band, int) or band < 0:
+        raise ValueError(f"band: expected a non-negative int, got {band!r}")
     if not isinstance(dq_split_m, bool):
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
@@ -405,6 +412,10 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         rotate = False                                   # (the kernel ignores it under WINDOW)
         if dropout_p > 0:
             raise ValueError("window: the fused kernel's WINDOW variant takes no dropout (not compiled or measured)")
+    if band and (not causal or win is not None):
+        raise ValueError("band: the causal kernel only (key blocks of a plain or windowed call do equal work)")
+    if band and (k.shape[0] * k.shape[2]) % band:
+        raise ValueError(f"band: {band} does not divide B * Hk = {k.shape[0] * k.shape[2]}")
     need = fused_smem_bytes(d, num_stages, block_m, block_n)
     if need > 227 * 1024:
         raise ValueError(f"num_stages: {num_stages} stages need {need / 1024:.0f} KB of shared memory at D = {d}, "
@@ -435,7 +446,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m)
+                                                                  defer=defer_dq, split_m=dq_split_m, band=band)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -493,7 +504,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False):
+                       defer: bool = False, split_m: bool = False, band: int = 0):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -505,7 +516,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     (win_left, win_right) >= 0 (_fused_window) for WINDOW, else None (both None constexprs,
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
-    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True)."""
+    absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). band > 0:
+    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -536,7 +548,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         dq_desc = TensorDescriptor(dq_accum, [b * nq, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
     lse = lse.contiguous()
     delta = delta.contiguous()
-    grid = (nk // block_n, b * hk)
+    grid = (nk // block_n * b * hk,) if band else (nk // block_n, b * hk)
     drop = dropout_p > 0
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
             nq, nk, h, hk, h // hk, scale, scale * LOG2E,
@@ -550,6 +562,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DEFER_DQ"] = True        # (likewise)
     if split_m:
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
+    if band:
+        kwargs["BAND"] = band            # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -591,7 +605,7 @@ FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.
 
 
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
-               keys=None, window=None, preprocess=None) -> None:
+               keys=None, window=None, preprocess=None, band: int = 0) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile (FUSED_WIDE_CONFIG's
     where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, D = 64 since session 30), ROTATE on (off
@@ -603,7 +617,8 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before.
     preprocess: None (delta written by the caller before), or the caller's delta preprocess
     as _run_fused takes it (launchers/backward.py's fused route, session 29: run here,
-    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS)."""
+    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS). band: the causal
+    kernel's BAND order (prepare_fused's; the caller checks causal and that it divides B * Hk)."""
     if preprocess is not None and not delta.is_contiguous():
         # (the kernel's arguments hold delta.contiguous(), made before the preprocess runs)
         raise ValueError(f"delta: strides {delta.stride()}, not contiguous (preprocess= writes it after the "
@@ -623,17 +638,17 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
-        split_m=split_m)
+        split_m=split_m, band=band)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m)()
+                         dq_split_m=dq_split_m, band=band)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:
