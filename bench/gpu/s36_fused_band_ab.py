@@ -2,6 +2,7 @@
 prepare_fused(band=); not routed) against band 0, causal, D = 128 and D = 64 at the route's tiles.
 
     PYTHONPATH=src timeout 400 python bench/gpu/s36_fused_band_ab.py     # S36F_CASES=128:8192 to shorten
+    S36F_CTAS=128,256,512 S36F_DTYPE=fp16 ...    # bands by policy.fused_band's rule (the second run)
 
 Cases D:N on the prefill grid's shapes (16k tokens, hidden 2048: H = Hk = 2048 / D, B = 16k / N), bf16,
 causal. Each variant is a whole fused backward as prepare_fused's launch runs it (zero dq_accum, the
@@ -17,6 +18,12 @@ average ~n_q / 2 tiles with ~31 waves at 4k (B * Hk = 64, 32 key blocks: 2,048 C
 tail the order can fix is ~1/31 of the time at 4k, more at 16k (B * Hk = 16: 2,048 CTAs too, but one
 head's 128 blocks range 128 .. 1 tiles); bands 4-16: +0-3% at 4k-16k, level at 2k. Routing rule: a band
 >= 2% ahead of band 0 in both rounds at 4k, 8k and 16k (D = 128) -> policy table by head dim.
+
+Second run (call C): the first run's best bands sat near 256 CTAs a band (2k band 16, 4k band 8, 8k
+band 2-4, 16k none), so policy.fused_band's rule (the largest power-of-two band with band x Nk / 128 <=
+C CTAs) for C = 128 / 256 / 512, D = 128 at 512-16k in bf16 and 2k-8k in fp16. PREDICTION: C = 256
++2-5% at 1k-2k, +1-2% at 4k-8k, level at 16k (band 2). Routing rule: GLUON_BWD_FUSED_BAND[128] = C if
+that C is >= 1.5% ahead in both rounds at 2 or more lengths and no worse than -1% in either round at any.
 """
 import os
 import time
@@ -30,9 +37,13 @@ from flashtriton.bench.common import attention_flops, short_error, timing_rounds
 from flashtriton.launchers import backward_gluon  # noqa: E402
 from flashtriton.launchers.backward_gluon import fused_block_m, fused_split_m  # noqa: E402
 
-TOKENS, HIDDEN, DTYPE = 16384, 2048, torch.bfloat16
+TOKENS, HIDDEN = 16384, 2048
+DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}[os.environ.get("S36F_DTYPE", "bf16")]
 CASES = [tuple(int(x) for x in c.split(":")) for c in
          os.environ.get("S36F_CASES", "128:8192,128:4096,128:16384,128:2048,64:8192,64:16384").split(",")]
+# S36F_CTAS (the second run): bands by policy.fused_band's rule for these CTAs a band instead of the
+# fixed bands 2 / 4 / 8 / 16 (0: band 0)
+CTAS = [int(x) for x in os.environ.get("S36F_CTAS", "").split(",") if x]
 
 
 def case(d, n):
@@ -49,6 +60,9 @@ def case(d, n):
     if wide and fused_split_m(d, True, wide):
         kw["dq_split_m"] = True
     bands = [x for x in (0, 2, 4, 8, 16) if (b * h) % max(x, 1) == 0]
+    if CTAS:
+        from flashtriton.launchers.policy import fused_band
+        bands = sorted({0} | {fused_band(d, n // 128, b * h, c) for c in CTAS})
     calls, outs = {}, {}
     for band in bands:
         name = f"band{band}"
@@ -83,7 +97,7 @@ def case(d, n):
     base = max(tf.get("band0", [float("nan")]))
     cells = " | ".join(f"{name} " + " / ".join(f"{x:.0f}" for x in t) + f" ({min(t) / base:.3f}-{max(t) / base:.3f}x)"
                        for name, t in tf.items())
-    print(f"| {d} | {n} | {b} | {cells} |", flush=True)
+    print(f"| {d} | {n} | {b} | {str(DTYPE)[6:]} | {cells} |", flush=True)
 
 
 def main():

@@ -341,6 +341,26 @@ GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
 # within the summation order (predicted +1.5-5%): routed for D = 64, both kinds.
 GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset({64}), "causal": frozenset({64})}
 
+# The fused causal backward's BAND launch order (kernels/bwd_gluon_fused.py _fused_pids, session 36), by
+# head dim -> the CTAs a band aims at: band = the largest power of two <= that / (Nk / BLOCK_N) which
+# divides B * Hk (none below 2). A fixed band size measured (H200, bf16, 16k tokens, H = 2048 / D, whole
+# fused backward, graph replays, two rounds; bench/gpu/s36_fused_band_ab.py, s36/callB), TFLOP/s band 0
+# -> best band at D = 128: 2k 379 / 387 -> band 16 402 / 410 (+3.8-5.9%), band 8 402 / 397; 4k 443 / 434
+# -> band 8 454 / 445 (+0.4-2.5%); 8k 487 / 484 -> band 2 497 / 497 (+2.0%), band 4 +1.0-1.8%; 16k 518 /
+# 518 -> band 2 level, 8 / 16 behind (0.83-0.98x). The best bands sit near 256 CTAs a band (two waves of
+# 132). D = 64 (WIDE): level at 8k / 16k. EMPTY = off until a run of the rule itself decides.
+GLUON_BWD_FUSED_BAND: dict[int, int] = {}
+
+
+def fused_band(d: int, n_key_blocks: int, batch_heads_k: int, ctas: int | None = None) -> int:
+    """The causal fused backward's band for head dim d, Nk / BLOCK_N key blocks and B * Hk heads
+    (GLUON_BWD_FUSED_BAND[d], or `ctas` CTAs a band when given: the A/B's); 0: the default order."""
+    ctas = GLUON_BWD_FUSED_BAND.get(d, 0) if ctas is None else ctas
+    band = 1
+    while band * 2 * n_key_blocks <= ctas and batch_heads_k % (band * 2) == 0:
+        band *= 2
+    return band if band >= 2 else 0
+
 
 def warp_spec_mode(q, params: AttnParams, alibi, is_varlen: bool, bd: int, seqlen_q: int, seqlen_k: int,
                    kernel: str = "fwd", dout=None, kv=(), bwd_persistent=None):
