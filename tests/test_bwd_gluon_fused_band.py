@@ -7,7 +7,7 @@ float64 under the library's criterion. Validation and launch arguments need no G
 import pytest
 import torch
 
-from flashtriton.launchers import backward_gluon
+from flashtriton.launchers import backward_gluon, policy
 from flashtriton.launchers.backward_gluon import fused_gluon, prepare_fused
 
 from conftest import DEVICE
@@ -46,6 +46,42 @@ def test_band_launch_args():
     banded = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, 0.1, 64, 128, 2, False, True, band=2)
     assert base[4] == (2, 4) and "BAND" not in base[6]
     assert banded[4] == (8,) and banded[6]["BAND"] == 2
+
+
+def test_fused_band_rule(monkeypatch):
+    """policy.fused_band: the largest power-of-two band with band x key blocks <= the CTAs a band
+    that divides B * Hk; below 2: 0. The table by head dim (empty: 0 everywhere)."""
+    assert [policy.fused_band(128, nb, bh, 256) for nb, bh in ((16, 128), (32, 64), (64, 32), (128, 16))] == \
+        [16, 8, 4, 2]
+    assert policy.fused_band(128, 16, 6, 256) == 2 and policy.fused_band(128, 256, 16, 256) == 0
+    assert policy.fused_band(128, 16, 1, 256) == 0
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_BAND", {})
+    assert policy.fused_band(128, 16, 128) == 0
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_BAND", {128: 256})
+    assert policy.fused_band(128, 16, 128) == 16 and policy.fused_band(64, 16, 128) == 0
+
+
+def test_band_route_launch(monkeypatch):
+    """fused_into (the library's route) passes BAND and the 1-D grid for a causal call whose head
+    dim the table lists, not for plain, windowed or dropout calls (the kernel's run replaced by a
+    recorder; CPU tensors)."""
+    seen = []
+    monkeypatch.setattr(backward_gluon, "_run_fused", lambda *a, **kw: seen.append((a[4], a[6])))
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_BAND", {128: 256})
+
+    def route(causal, **kw):
+        q, k, v, dout, lse, delta = args(b=2, nq=512, nk=512, h=8, hk=4)      # 4 key blocks, B * Hk = 8
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        backward_gluon.fused_into(q, k, v, dout, lse, delta, 0.1, causal, dq, dk, dv, **kw)
+        grid, kwargs = seen[-1]
+        return kwargs.get("BAND", 0), grid
+    assert route(True) == (8, (32,))
+    assert route(False) == (0, (4, 8))
+    assert route(False, window=(128, 0))[0] == 0
+    keys = torch.zeros(8, dtype=torch.int32)
+    assert route(True, dropout_p=0.1, keys=keys)[0] == 0
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_BAND", {})
+    assert route(True) == (0, (4, 8))
 
 
 def _order(n_blocks, heads, band):

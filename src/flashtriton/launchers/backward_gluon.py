@@ -605,7 +605,7 @@ FUSED_DQ_ZERO_IN_PREPROCESS, FUSED_DQ_CAST_REVERSE = _fused_dq_flags(os.environ.
 
 
 def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, dropout_p: float = 0.0,
-               keys=None, window=None, preprocess=None, band: int = 0) -> None:
+               keys=None, window=None, preprocess=None) -> None:
     """The library's route (launchers.backward, where policy.gluon_bwd_fused accepts the
     call: deterministic=False): the fused backward at FUSED_CONFIG's tile (FUSED_WIDE_CONFIG's
     where fused_block_m says so: policy.GLUON_BWD_FUSED_WIDE, D = 64 since session 30), ROTATE on (off
@@ -617,8 +617,8 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     variant (_fused_window), ROTATE off; None: plain / CAUSAL by causal, as before.
     preprocess: None (delta written by the caller before), or the caller's delta preprocess
     as _run_fused takes it (launchers/backward.py's fused route, session 29: run here,
-    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS). band: the causal
-    kernel's BAND order (prepare_fused's; the caller checks causal and that it divides B * Hk)."""
+    first, so that it may zero dq_accum as well: FUSED_DQ_ZERO_IN_PREPROCESS). The causal kernel
+    (no window, no dropout) takes BAND where policy.fused_band gives one (GLUON_BWD_FUSED_BAND by head dim)."""
     if preprocess is not None and not delta.is_contiguous():
         # (the kernel's arguments hold delta.contiguous(), made before the preprocess runs)
         raise ValueError(f"delta: strides {delta.stride()}, not contiguous (preprocess= writes it after the "
@@ -635,6 +635,9 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     defer = fused_defer(q.shape[-1], causal, win is not None, dropout_p > 0, wide)
     # DQ_SPLIT_M where policy.GLUON_BWD_FUSED_DQ_SPLIT_M lists the call (empty: never)
     split_m = fused_split_m(q.shape[-1], causal, wide)
+    # BAND where policy.GLUON_BWD_FUSED_BAND lists the head dim (empty: never); causal, no dropout
+    band = policy.fused_band(q.shape[-1], k.shape[1] // block_n, k.shape[0] * k.shape[2]) \
+        if causal and win is None and dropout_p == 0 else 0
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
