@@ -348,7 +348,11 @@ GLUON_BWD_FUSED_DQ_SPLIT_M: dict[str, frozenset[int]] = {"plain": frozenset({64}
 # -> best band at D = 128: 2k 379 / 387 -> band 16 402 / 410 (+3.8-5.9%), band 8 402 / 397; 4k 443 / 434
 # -> band 8 454 / 445 (+0.4-2.5%); 8k 487 / 484 -> band 2 497 / 497 (+2.0%), band 4 +1.0-1.8%; 16k 518 /
 # 518 -> band 2 level, 8 / 16 behind (0.83-0.98x). The best bands sit near 256 CTAs a band (two waves of
-# 132). D = 64 (WIDE): level at 8k / 16k. EMPTY = off until a run of the rule itself decides.
+# 132). D = 64 (WIDE): level at 8k / 16k. The rule itself at C = 256 (s36/callC, same method): bf16
+# 512 -2.5% (band 64), 1k level, 2k +0.7 / +7% (a slow band-0 round), 4k +1.1 / +1.8%, 8k +1.6% / a
+# 0.87x round, 16k a 0.83x round; fp16 2k +2.0 / +2.1%, 4k +2.8 / +3.7%, 8k +0.6 / +1.8%. Its routing
+# rule (>= 1.5% in both rounds at two lengths, no round below -1% at any) failed at 512 and 16k, and
+# the gains sit within the rounds' noise elsewhere: EMPTY = off.
 GLUON_BWD_FUSED_BAND: dict[int, int] = {}
 
 
