@@ -17,6 +17,10 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")
 # the GPU suite's xdist workers are other processes on the GPU, which would make "auto"
 # leave the warp-specialized kernels (launchers/sharing.py): test what a process alone runs
 os.environ.setdefault("FLASHTRITON_GPU_SHARED", "0")
+# the CPU backend multiplies bf16 in bf16 whatever this host's bf16 speed ("auto" would probe it and may
+# take the float32 kernels): the bf16 kernels are tested on every host; tests/test_cpu_bf16_mode.py
+# tests the other modes by name
+os.environ.setdefault("FLASHTRITON_CPU_BF16", "bf16")
 
 import flashtriton  # noqa: E402  (after the environment is set)
 from flashtriton import backends  # noqa: E402

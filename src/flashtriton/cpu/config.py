@@ -75,15 +75,58 @@ BWD_FUSED = True
 BWD_BF16_SHIFT = True
 
 
+# bf16 inputs: whether the forward and backward multiply in bf16 (AMX / vdpbf16ps / oneDNN's bf16
+# matmuls) or convert the inputs to float32 (exactly) and run the float32 kernels. "auto" (default):
+# bf16 where this CPU multiplies bf16 faster than float32 (bf16_products_fast: a one-time probe of
+# torch.mm), float32 elsewhere; "bf16" / "f32": always that. Why (session 36): a VM CPU without AMX
+# whose bf16 products run at half its float32 rate (torch.mm 2048^3, 2 threads: 133 against 259
+# GFLOP/s; vdpbf16ps at a quarter of the FMA's rate in a microbenchmark): there the bf16 forward ran
+# 483-541 ms against 333-383 ms through float32, at B=1 H=8 N=4096 D=128. Set with
+# FLASHTRITON_CPU_BF16 at import or assign here; the tests pin "bf16" (conftest) so that they cover the
+# bf16 kernels on any host, and test the other modes by name.
+BF16_PRODUCTS = os.environ.get("FLASHTRITON_CPU_BF16", "auto")
+BF16_PRODUCTS_MODES = ("auto", "bf16", "f32")
+_bf16_fast: bool | None = None
+
+
+def bf16_products_fast() -> bool:
+    """Whether a bf16 matmul beats a float32 one on this CPU (torch.mm, 512 x 512 x 512, the
+    current intra-op threads, best of five alternating calls each; measured once per process,
+    ~10-30 ms). The two rates sit ~2x apart either way on the CPUs measured (bf16 2-7x faster with
+    AMX or Zen 4's vdpbf16ps, 2x slower on session 36's VM), so the 1.0 threshold is far from both."""
+    global _bf16_fast
+    if _bf16_fast is None:
+        import time
+
+        g = torch.Generator().manual_seed(0)
+        a32, b32 = torch.randn(512, 512, generator=g), torch.randn(512, 512, generator=g)
+        a16, b16 = a32.bfloat16(), b32.bfloat16()
+        best = {torch.float32: float("inf"), torch.bfloat16: float("inf")}
+        for _ in range(5):
+            for a, b in ((a32, b32), (a16, b16)):
+                t0 = time.perf_counter()
+                torch.mm(a, b)
+                best[a.dtype] = min(best[a.dtype], time.perf_counter() - t0)
+        _bf16_fast = best[torch.bfloat16] < best[torch.float32]
+    return _bf16_fast
+
+
+def bf16_products() -> bool:
+    """Whether bf16 inputs multiply in bf16 (BF16_PRODUCTS, FLASHTRITON_CPU_BF16; "auto": the probe)."""
+    mode = checked("BF16_PRODUCTS", "FLASHTRITON_CPU_BF16", BF16_PRODUCTS_MODES)
+    return mode == "bf16" or (mode == "auto" and bf16_products_fast())
+
+
 def products_in_input_precision(dtype: torch.dtype) -> bool:
     """Whether the products that accumulate over tiles (forward P @ V; backward
     dV += P^T dO, dK += dS^T q, dQ += dS k) take P and dS rounded to the input dtype
-    and run as low-precision matmuls. bf16: yes - oneDNN's bf16 matmul runs at ~2x its
-    float32 rate; it accumulates in fp32 and rounds each tile's product to bf16 before
-    it is added to the float32 accumulator. fp16 has no fast matmul on these CPUs, so
-    fp16 and fp32 use the float32 engine with P and dS in float32. The score products
-    (S = q k^T, and dP = dO v^T in the backward) are always float32-exact."""
-    return dtype == torch.bfloat16
+    and run as low-precision matmuls. bf16: yes where bf16_products() (oneDNN's bf16 matmul
+    runs at 2-7x its float32 rate on the CPUs with AMX or a fast vdpbf16ps); it accumulates
+    in fp32 and rounds each tile's product to bf16 before it is added to the float32
+    accumulator. fp16 has no fast matmul on these CPUs, so fp16, fp32 and bf16 where
+    bf16_products() is False use the float32 engine with P and dS in float32. The score
+    products (S = q k^T, and dP = dO v^T in the backward) are always float32-exact."""
+    return dtype == torch.bfloat16 and bf16_products()
 
 
 # Decode: cache positions per round of the lock-step splits (all splits together).

@@ -65,6 +65,15 @@ LAST_PATH: str | None = None
 
 def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
     """Backend entry point: returns (out like q, lse float32)."""
+    global LAST_PATH
+    if q.dtype == torch.bfloat16 and not config.products_in_input_precision(q.dtype):
+        # bf16 inputs on a CPU whose bf16 products are slower than float32 ones (config.BF16_PRODUCTS):
+        # the float32 kernels on exact float32 copies, out rounded to bf16 once
+        out32, lse = fwd(q.float(), k.float(), v.float(), params, alibi, rng, varlen)
+        out = memory.empty(q.shape, q.dtype, q.device)
+        out.copy_(out32)
+        LAST_PATH = f"{LAST_PATH}-f32"
+        return out, lse
     nheads, nheads_k = q.shape[-2], k.shape[-2]
     group = nheads // nheads_k
     out = memory.empty(q.shape, q.dtype, q.device)
@@ -79,7 +88,6 @@ def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
     lib = native_prefill.library_for(q, k, v, params, alibi, ctx.drop is not None)
     rows = config.FWD_ROWS_AMX if lib is not None and lib.amx else config.FWD_ROWS
     bm = max(1, rows // group)  # query positions per block
-    global LAST_PATH
     LAST_PATH = native_prefill.path_name(lib)
     for seq in layout.sequences(q, k, v, varlen, extra=(out,), lse=lse):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
