@@ -38,7 +38,8 @@ Precision, float32 / fp16 inputs: everything in float32; fp16 converts exactly, 
 score products are exact-input float32 products as before. The compiled exp2 is a
 polynomial with relative error < 2e-7 (torch's ~1 ulp).
 
-Precision, bf16 inputs (config.products_in_input_precision): all five products run as
+Precision, bf16 inputs where config.products_in_input_precision (the CPU multiplies bf16
+faster than float32; elsewhere bf16 takes the float32 path, as fp16 does): all five products run as
 bf16 matmuls (oneDNN, AMX where the CPU has it: ~3-4x the float32 rate per core).
 torch on CPU has no bf16 matmul with a float32 result (mm / bmm / addmm(...,
 out_dtype=) and _grouped_mm are CUDA-only or refuse it in 2.13, _scaled_mm takes only
