@@ -22,7 +22,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (graphs replay the launc
 
 import torch  # noqa: E402
 
-from flashtriton.bench.common import attention_flops, short_error, timing_rounds  # noqa: E402
+from flashtriton.bench.common import attention_flops, ratio_cells, short_error, timing_rounds  # noqa: E402
 from flashtriton.launchers import backward_gluon, backward_gluon_d256, forward_gluon  # noqa: E402
 
 H, D, DTYPE = 8, 256, torch.bfloat16
@@ -69,9 +69,7 @@ def case(n, b):
     print(f"N={n} B={b} band0 finite {all(bool(torch.isfinite(t).all()) for t in ref)}", flush=True)
     flops = attention_flops(b, H, n, n, D, True, "bwd")
     tf = timing_rounds(calls, {name: flops for name in calls}, f"N={n} B={b}")
-    base = max(tf.get("band0", [float("nan")]))
-    cells = " | ".join(f"{name} " + " / ".join(f"{x:.0f}" for x in t) + f" ({min(t) / base:.3f}-{max(t) / base:.3f}x)"
-                       for name, t in tf.items())
+    cells = ratio_cells(tf, "band0")
     print(f"| {n} | {b} | {cells} |", flush=True)
 
 

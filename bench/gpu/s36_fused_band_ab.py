@@ -33,7 +33,7 @@ os.environ.setdefault("FLASHTRITON_PLANS", "0")       # (graphs replay the launc
 import torch  # noqa: E402
 
 from flashtriton import reference  # noqa: E402
-from flashtriton.bench.common import attention_flops, short_error, timing_rounds  # noqa: E402
+from flashtriton.bench.common import attention_flops, ratio_cells, short_error, timing_rounds  # noqa: E402
 from flashtriton.launchers import backward_gluon  # noqa: E402
 from flashtriton.launchers.backward_gluon import fused_block_m, fused_split_m  # noqa: E402
 
@@ -94,9 +94,7 @@ def case(d, n):
         print(f"D={d} N={n} band0 head 0 against float64: {'ok' if ok else 'WRONG'}", flush=True)
     flops = attention_flops(b, h, n, n, d, True, "bwd")
     tf = timing_rounds(calls, {name: flops for name in calls}, f"D={d} N={n}")
-    base = max(tf.get("band0", [float("nan")]))
-    cells = " | ".join(f"{name} " + " / ".join(f"{x:.0f}" for x in t) + f" ({min(t) / base:.3f}-{max(t) / base:.3f}x)"
-                       for name, t in tf.items())
+    cells = ratio_cells(tf, "band0")
     print(f"| {d} | {n} | {b} | {str(DTYPE)[6:]} | {cells} |", flush=True)
 
 

@@ -218,6 +218,14 @@ def timing_rounds(calls: dict, flops: dict, label: str, timer=graph_or_eager_ms)
     return {name: t for name, t in tf.items() if t}
 
 
+def ratio_cells(tf: dict, base: str) -> str:
+    """The A/B scripts' table cells from timing_rounds' {name: [TFLOP/s a round]}: "name r1 / r2
+    (lo-hi x)", each round's figure against the best of `base`'s rounds."""
+    ref = max(tf.get(base, [float("nan")]))
+    return " | ".join(f"{name} " + " / ".join(f"{x:.0f}" for x in t) + f" ({min(t) / ref:.3f}-{max(t) / ref:.3f}x)"
+                      for name, t in tf.items())
+
+
 def head0_fwd_check(q, k, v, o, lse, factor: float = 2.0, **kw) -> tuple:
     """(ok, text): batch 0, head 0 of a forward's o (B, N, H, D) and lse (B, H, N) against the
     float64 reference (kw: softmax_scale / window_left / window_right), each within factor x

@@ -580,6 +580,20 @@ def _fused_pids(pid0, seqlen_k, BLOCK_N: gl.constexpr, BAND: gl.constexpr):
 
 
 @gluon.jit
+def _cta_coords(seqlen_q, seqlen_k, nheads_k, win_left, win_right, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                CAUSAL: gl.constexpr, WINDOW: gl.constexpr, BAND: gl.constexpr):
+    """_fused_coords of this CTA: from the grid's two program ids, or BAND's order (_fused_pids)."""
+    if BAND:
+        pid_n, pid_bh = _fused_pids(gl.program_id(0), seqlen_k, BLOCK_N, BAND)
+        b, hk, n0, j0, n_m = _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right,
+                                           BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    else:
+        b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
+                                           win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    return b, hk, n0, j0, n_m
+
+
+@gluon.jit
 def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, seqlen_q,
                 seqlen_k, nheads_k, group, win_left, win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
                 BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr,
@@ -589,13 +603,8 @@ def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem
     _fused_coords) with ROTATE's tile order; the same barrier protocol."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     BANDED: gl.constexpr = CAUSAL or WINDOW
-    if BAND:
-        pid_n, pid_bh = _fused_pids(gl.program_id(0), seqlen_k, BLOCK_N, BAND)
-        b, hk, n0, j0, n_m = _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right,
-                                           BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
-    else:
-        b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
-                                           win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    b, hk, n0, j0, n_m = _cta_coords(seqlen_q, seqlen_k, nheads_k, win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL,
+                                     WINDOW, BAND)
     rot = _rotation(n_m, ROTATE, BANDED)
     kv_row = b * seqlen_k + n0
     kv_col = hk * HEAD_DIM
@@ -879,13 +888,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, DQ_N, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
-    if BAND:
-        pid_n, pid_bh = _fused_pids(gl.program_id(0), seqlen_k, BLOCK_N, BAND)
-        b, hk, n0, j0, n_m = _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right,
-                                           BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
-    else:
-        b, hk, n0, j0, n_m = _fused_coords(gl.program_id(0), gl.program_id(1), seqlen_q, seqlen_k, nheads_k,
-                                           win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL, WINDOW)
+    b, hk, n0, j0, n_m = _cta_coords(seqlen_q, seqlen_k, nheads_k, win_left, win_right, BLOCK_M, BLOCK_N, CAUSAL,
+                                     WINDOW, BAND)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
