@@ -68,3 +68,27 @@ def test_rejects_unknown_mode(monkeypatch):
     monkeypatch.setattr(config, "BF16_PRODUCTS", "fp8")
     with pytest.raises(ValueError, match=r"FLASHTRITON_CPU_BF16 / config.BF16_PRODUCTS must be one of"):
         config.products_in_input_precision(torch.bfloat16)
+
+
+@pytest.mark.parametrize("seqlen", [1, 113, 1023])
+def test_f32_mode_decode_takes_the_fma_build(monkeypatch, seqlen):
+    """"f32": a bf16 cache's compiled decode runs the FT_NO_DPBF16 build (K / V widened to float32,
+    FMAs; path "compiled-f32"), out and lse against float64 within 2x PyTorch's bf16 error, like the
+    vdpbf16ps build's ("bf16")."""
+    from flashtriton import reference
+    from flashtriton.cpu import decode
+
+    from helpers import assert_close
+    q = torch.randn(2, 1, 8, 128, dtype=torch.bfloat16)
+    kc, vc = (torch.randn(2, seqlen, 2, 128, dtype=torch.bfloat16) for _ in range(2))
+    out64, lse64 = reference.attention(q.double(), kc.double(), vc.double(), softmax_scale=128 ** -0.5)
+    outlp, _ = reference.attention(q, kc, vc, softmax_scale=128 ** -0.5)
+    for mode, path in (("f32", "compiled-f32"), ("bf16", "compiled")):
+        monkeypatch.setattr(config, "BF16_PRODUCTS", mode)
+        monkeypatch.setattr(config, "DECODE_AMX", "off")
+        with flashtriton.use_backend("cpu"):
+            out, lse = flashtriton.flash_attn_with_kvcache(q, kc, vc, return_softmax_lse=True)
+        assert decode.LAST_PATH == path
+        assert torch.isfinite(out).all()
+        assert_close(f"{mode} out", out, out64, outlp, 2, torch.bfloat16)
+        assert (lse.double() - lse64).abs().max() < 1e-4

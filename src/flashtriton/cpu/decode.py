@@ -89,7 +89,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     global LAST_PATH
     if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
         lib = compiled_library(k_cache.dtype)
-        LAST_PATH = "compiled-amx" if lib.amx else "compiled"
+        LAST_PATH = "compiled-amx" if lib.amx else "compiled-f32" if lib is native._fma_library.lib else "compiled"
         n = [e + snew - s for e, s in zip(ends, starts)]
         _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits,
                          out, lse)
@@ -132,10 +132,14 @@ def compiled_library(dtype: torch.dtype):
     AMX, the build succeeds and Linux grants the permission - else the AVX-512 kernel,
     with one RuntimeWarning naming the cause when the CPU has AMX but the build or the
     permission failed (silently on CPUs without AMX); "on" raises NativeUnavailable
-    instead; "off" never uses it. float32 never does. Selection by feature and
-    availability only: a selected kernel that fails raises."""
+    instead; "off" never uses it. float32 never does. bf16 where config.bf16_products() is False
+    (this CPU's bf16 products are the slower ones) takes the FT_NO_DPBF16 build (native.load_fma)
+    before any of that. Selection by feature and availability only: a selected kernel that fails raises."""
     global _amx_warned
     mode = amx_mode()
+    if dtype == torch.bfloat16 and not config.bf16_products():
+        # bf16 products slower than float32 here (config.BF16_PRODUCTS): FMAs on widened K / V
+        return native.load_fma()
     if dtype == torch.bfloat16 and mode != "off":
         try:
             return native.load_amx()

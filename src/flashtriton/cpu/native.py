@@ -1037,6 +1037,11 @@ class LazyLibrary:
 
 
 _library = LazyLibrary(lambda: _open(_build()))
+# bf16 caches where the CPU's bf16 products are the slower ones (config.bf16_products() False;
+# session 36): the FT_NO_DPBF16 build, K / V widened to float32 in registers, FMAs instead of
+# vdpbf16ps (bench/cpu/s36_decode_nodpbf16_ab.py on session 36's VM: 0.964x / 0.919x the time at L = 8k
+# / 32k)
+_fma_library = LazyLibrary(lambda: _open(_build(("FT_NO_DPBF16",))))
 
 
 def _open_amx(path: str):
@@ -1075,6 +1080,11 @@ def load_amx():
 def load():
     """The loaded decode library (compiled on first use); raises NativeUnavailable."""
     return _library.get()
+
+
+def load_fma():
+    """The FT_NO_DPBF16 build (compiled on first use, cached on disk); raises NativeUnavailable."""
+    return _fma_library.get()
 
 
 def load_variant(*defines: str):
