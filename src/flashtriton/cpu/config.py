@@ -92,8 +92,9 @@ _bf16_fast: bool | None = None
 def bf16_products_fast() -> bool:
     """Whether a bf16 matmul beats a float32 one on this CPU (torch.mm, 512 x 512 x 512, the
     current intra-op threads, best of five alternating calls each; measured once per process,
-    ~10-30 ms). The two rates sit ~2x apart either way on the CPUs measured (bf16 2-7x faster with
-    AMX or Zen 4's vdpbf16ps, 2x slower on session 36's VM), so the 1.0 threshold is far from both."""
+    ~10-30 ms). The two rates sat ~2x apart either way on the CPUs measured (bf16 ~2x faster on the
+    earlier AMD CPU with AVX512-BF16, more with AMX; 2x slower on session 36's VM), so the 1.0
+    threshold is far from both."""
     global _bf16_fast
     if _bf16_fast is None:
         import time
@@ -121,7 +122,7 @@ def products_in_input_precision(dtype: torch.dtype) -> bool:
     """Whether the products that accumulate over tiles (forward P @ V; backward
     dV += P^T dO, dK += dS^T q, dQ += dS k) take P and dS rounded to the input dtype
     and run as low-precision matmuls. bf16: yes where bf16_products() (oneDNN's bf16 matmul
-    runs at 2-7x its float32 rate on the CPUs with AMX or a fast vdpbf16ps); it accumulates
+    ran at ~2x its float32 rate or more on the CPUs with AMX or a fast vdpbf16ps); it accumulates
     in fp32 and rounds each tile's product to bf16 before it is added to the float32
     accumulator. fp16 has no fast matmul on these CPUs, so fp16, fp32 and bf16 where
     bf16_products() is False use the float32 engine with P and dS in float32. The score
