@@ -291,7 +291,8 @@ GLUON_BWD_D256_SPLIT_DQ_TILE: dict = {"plain": (64, 2, 1, True)}
 # over bands of `band` heads, so every head's heaviest causal blocks start first; 0 / absent: the
 # (Nq / 128, B * H) grid). Taken only where the band divides B * H and B * H >= 4 * band (a few bands
 # to deal over). Session 35's dQ-only A/B (H200, bf16, H = 8, 16k tokens, s35/callB): band 4 +4-9% at
-# 4k / 8k, 0.996x / 0.954x at 16k; the whole backward's A/B (session 36) decides. EMPTY = off.
+# 4k / 8k, 0.996x / 0.954x at 16k; as whole backwards (session 36, s36/callA,
+# bench/gpu/s36_d256_dq_band_ab.py) band 4 +1.2-1.4% at 4k, noise at 8k / 16k: below the 2% asked. EMPTY = off.
 GLUON_BWD_D256_SPLIT_DQ_BAND: dict = {}
 # The split path writes every output once, in a fixed order (no atomics): deterministic=True
 # D = 256 calls it takes go there too (before: bwd_ws.py / bwd.py, ~264-296 TFLOP/s). False keeps
