@@ -13,6 +13,10 @@ Prediction (before running): the gap is host time that the GPU waits for - per c
 autograd context, or a host sync), so ~0.1-0.2 ms at every shape: 30% of the N = 512 call, 5% of
 the 8k one. Wrong if the gap scales with N (then it is on the GPU: a kernel the backward-only loop
 does not run, or an L2 effect).
+
+Result (session 37): neither - not reproduced. t_fb - t_f - t_b is -0.001 to +0.13 ms for ours and
+-0.004 to +0.08 ms for cuDNN (bench/NOTES.md, "Session 37"): the grid rows were measured in a slower
+state of their process.
 """
 import json
 import os

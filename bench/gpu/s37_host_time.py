@@ -6,7 +6,12 @@ calls of ours (host functions by total time).
 
 Prediction: with launch plans replaying, ours ~150-250 us of host time a forward+backward (cuDNN
 ~100-150): below the GPU time at every grid shape (smallest: D = 256 causal 512, 510 us), so the
-grid's forward+backward is not host-bound in a quiet process; wrong if ours >= 450 us."""
+grid's forward+backward is not host-bound in a quiet process; wrong if ours >= 450 us.
+
+Result (session 37, H200): the _sleep method read ~1.0-1.25 ms a forward+backward for ours and
+0.83-1.25 ms for cuDNN (the first call after a long GPU wait runs slow on the host: idle clocks), while
+cProfile of 50 back-to-back calls read ~0.5 ms a call for ours (with the profiler's own overhead);
+at D = 256 causal 512 (0.525 ms of GPU time) the call is close to host-bound. No lever taken.
 import cProfile
 import io
 import pstats
@@ -47,7 +52,8 @@ def main():
             fb = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
             hs = [host_us(f) for f in (fwd, bwd, fb)]
             gs = [common.time_ms(f, "cuda") * 1e3 for f in (fwd, bwd, fb)]
-            line.append(f"{name} host fwd/bwd/fb {hs[0]:.0f}/{hs[1]:.0f}/{hs[2]:.0f} us, GPU {gs[0]:.0f}/{gs[1]:.0f}/{gs[2]:.0f} us;")
+            line.append(f"{name} host fwd/bwd/fb {hs[0]:.0f}/{hs[1]:.0f}/{hs[2]:.0f} us, "
+                        f"GPU {gs[0]:.0f}/{gs[1]:.0f}/{gs[2]:.0f} us;")
         print(" ".join(line), flush=True)
         if (n, d) == (512, 256):
             fb = lambda: torch.autograd.grad(ours(q, k, v, causal), (q, k, v), dout)  # noqa: E731
