@@ -11,7 +11,7 @@ grid's forward+backward is not host-bound in a quiet process; wrong if ours >= 4
 Result (session 37, H200): the _sleep method read ~1.0-1.25 ms a forward+backward for ours and
 0.83-1.25 ms for cuDNN (the first call after a long GPU wait runs slow on the host: idle clocks), while
 cProfile of 50 back-to-back calls read ~0.5 ms a call for ours (with the profiler's own overhead);
-at D = 256 causal 512 (0.525 ms of GPU time) the call is close to host-bound. No lever taken.
+at D = 256 causal 512 (0.525 ms of GPU time) the call is close to host-bound. No lever taken."""
 import cProfile
 import io
 import pstats
