@@ -52,6 +52,9 @@ def main():
     import torch
     alone = {"flashtriton": providers.ours}
     every = providers.gpu_providers(include_flex=True)
+    if os.environ.get("S37_NOGC") == "1":   # the cyclic garbage collector off for the whole run
+        import gc
+        gc.disable()
     if os.environ.get("S37_PROFILE") == "1":
         prefill.bench_shape(alone, 2, 8192, H, D, False, torch.bfloat16)
         profile_fb("4k after 8k", B, N)
