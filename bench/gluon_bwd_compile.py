@@ -91,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, band=0, dq_fold=False):
+                  window=False, wide=False, defer=False, splitm=False, band=0):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -102,9 +102,7 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
     D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise. band: BAND (session
-    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0. dq_fold: DQ_FOLD (session 37: dq_accum
-    cast into dq inside the kernel; the keywords DQA *fp32, DQ *dtype, dq_cnt_off / strides i32); without it
-    all seven are left out (their defaults: False / None), as the launcher does."""
+    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -132,10 +130,6 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if band:
         sig["BAND"] = "constexpr"
         const["BAND"] = band
-    if dq_fold:
-        sig.update(DQ_FOLD="constexpr", DQA="*fp32", DQ=f"*{dtype}", dq_cnt_off="i32", stride_dqb="i32",
-                   stride_dqn="i32", stride_dqh="i32")
-        const["DQ_FOLD"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -417,65 +411,6 @@ def splitm_table(dump=None):
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
 
-def fold_table(dump=None):
-    """--fused --fold (session 37, a helper): DQ_FOLD (the dq_accum -> dq cast inside the kernel, by the last
-    CTA of each batch x KV head on its arrival counters) against the same variant without it, offline: setmaxnreg,
-    spills, shared memory, the consumers' tile loops (instructions, local accesses), the fold's atomics /
-    full bulk waits in the PTX; then the launcher's own arguments (_fused_launch_args(dq_fold=True)) through
-    Triton's JIT binder (stub driver). Returns the rows (dicts) of the first table."""
-    import torch
-
-    from triton.runtime import driver
-
-    from flashtriton.launchers import backward_gluon
-
-    rows = []
-    print("| D | dtype | causal | wide / splitm | DQ_FOLD | setmaxnreg | spill B | smem KB | HGMMA | atom / "
-          "wait_group 0 (PTX) | tile loops: instr, LDL + STL |")
-    print("|" + "---|" * 11)
-    for d, dt, causal, wide in ((128, "bf16", False, False), (128, "bf16", True, False), (128, "fp16", False, False),
-                                (128, "fp16", True, False), (64, "bf16", False, False), (64, "bf16", True, False),
-                                (64, "bf16", False, True), (64, "bf16", True, True)):
-        for fold in (False, True):
-            kw = dict(wide=True, splitm=True) if wide else {}
-            c = compile_fused(d, dt, None, True, causal, False, dq_fold=fold, **kw)
-            r, text = report(c)
-            ptx = c.asm["ptx"]
-            loops = tile_loops(text)
-            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-            row = dict(d=d, dtype=dt, causal=causal, wide=wide, fold=fold, spill=r["spill_bytes"], smem=r["smem"],
-                       loops=[(lp["n"], lp["ldl"] + lp["stl"]) for lp in loops])
-            rows.append(row)
-            print(f"| {d} | {dt} | {causal} | {wide} | {fold} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
-                  f"{r['hgmma']} | {ptx.count('atom.global')} / {len(re.findall(r'wait_group 0;', ptx))} | "
-                  f"{'; '.join(f'{n}, {ls}' for n, ls in row['loops'])} |", flush=True)
-            if dump:
-                os.makedirs(dump, exist_ok=True)
-                with open(os.path.join(dump, f"fused_d{d}_{dt}{'_causal' if causal else ''}{'_wide' if wide else ''}"
-                                             f"{'_fold' if fold else ''}.sass"), "w") as f:
-                    f.write(text)
-    driver.set_active(_StubDriver())
-    print()
-    print("| --jit: D | dtype | B, Nq, Nk, H, Hk | causal | regs | spill B | smem KB | tile loops: instr, LDL + STL |")
-    print("|" + "---|" * 8)
-    for d, dt, b, nq, nk, h, hk, causal in ((128, torch.bfloat16, 8, 2048, 2048, 16, 16, False),
-                                            (128, torch.bfloat16, 8, 2048, 2048, 16, 16, True),
-                                            (128, torch.float16, 2, 1024, 1024, 8, 2, True),
-                                            (64, torch.bfloat16, 16, 1024, 1024, 32, 32, False)):
-        q = torch.randn(b, nq, h, d, dtype=dt)
-        k, v = torch.randn(b, nk, hk, d, dtype=dt), torch.randn(b, nk, hk, d, dtype=dt)
-        dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, nq), torch.zeros(b, h, nq)
-        bm, bn, st = FUSED_CONFIG[d]
-        *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, d ** -0.5, bm, bn, st,
-                                                                    not causal, causal, dq_fold=True)
-        c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
-        r = resources(c)
-        loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
-        print(f"| {d} | {str(dt).split('.')[-1]} | {(b, nq, nk, h, hk)} | {causal} | {r['regs']} | "
-              f"{r['spill_bytes']} | {r['smem'] / 1024:.0f} | {loops} |", flush=True)
-    return rows
-
-
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -626,13 +561,7 @@ def main(argv=None):
     ap.add_argument("--splitm", action="store_true",
                     help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
                          "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
-    ap.add_argument("--fold", action="store_true",
-                    help="--fused: DQ_FOLD (session 37: the dq cast inside the kernel) against today's, and through "
-                         "the JIT binder with the launcher's arguments")
     args = ap.parse_args(argv)
-    if args.fused and args.fold:
-        fold_table(args.dump)
-        return
     if args.fused and args.splitm:
         splitm_table(args.dump)
         return

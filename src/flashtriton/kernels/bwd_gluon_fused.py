@@ -297,21 +297,6 @@ DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in 
   operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
-DQ_FOLD (session 37, a helper, offline; host prepare_fused(..., dq_fold=True), not routed; write-up
-  bench/wip/gluon-bwd-dq-fold.md, A/B bench/gpu/s38_dq_fold_ab.py). The cast of dq_accum into dq (the host's
-  cast_kernel, 51 us at 16k tokens x 2048 hidden on the H200) done inside the kernel: after the epilogue each
-  consumer WG waits for full completion of its bulk async groups (cp.async.bulk.wait_group 0 by inline asm:
-  Gluon 3.6's tma.store_wait is the .read form), syncs with the other consumer WG (mbarrier fold_bar, count
-  2), and adds 1 (atom.add.acq_rel.gpu) to counter WG of its (batch, KV head) (int32, at dq_accum's flat
-  tail, zeroed by the same zero launch); the WG that brings counter WG to Nk / BLOCK_N (every key-block CTA
-  reaches the epilogue once: no early exit, CAUSAL / WINDOW visit T >= 1 tiles) casts the query rows
-  [WG Nq / 2, (WG + 1) Nq / 2) of the group's query heads (GQA: a KV head's CTAs reduce only into its group's
-  rows) with plain loads / stores (_fused_dq_fold). The kernel's arguments DQA, DQ, dq_cnt_off and dq's
-  strides are keywords, None without DQ_FOLD (constexprs): the 36 variants of bench/gluon_bwd_fused_sass_hash.py
-  byte-identical. Offline (--fused --fold): tile loops unchanged and free of local memory in every default
-  variant (spill D = 128 plain 28 bytes, after the loops; causal 8 as before; D = 64 0); with DEFER_DQ or
-  WINDOW at D = 128 1-2 local accesses a tile appear in one consumer's loop (A/B before using them together).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -880,70 +865,6 @@ def _fused_defer_coords(g, n_m, rot, b, hk, group, seqlen_q, vec_base, BLOCK_M: 
     return b * seqlen_q + j * BLOCK_M, h * HEAD_DIM + WG * (HEAD_DIM // 2), vec_base + hh * seqlen_q + j * BLOCK_M
 
 
-# DQ_FOLD's conversion step: FOLD_ELEMS fp32 of dq_accum a warpgroup a step (64 registers a thread, all of a
-# step's loads issued before its first use: 32 KB in flight a WG), (FOLD_ELEMS / D, D) tiles of one query head
-FOLD_ELEMS: gl.constexpr = gl.constexpr(8192)
-
-
-@gluon.jit
-def _fused_dq_fold(fold_bar, DQA, DQ, dq_cnt_off, stride_dqb, stride_dqn, stride_dqh, b, hk, nheads_k, group,
-                   seqlen_q, seqlen_k, WG: gl.constexpr, HEAD_DIM: gl.constexpr, BLOCK_N: gl.constexpr):
-    """DQ_FOLD (session 37, a helper; bench/wip/gluon-bwd-dq-fold.md): the cast of dq_accum into dq inside
-    the kernel. Called by each consumer WG after the epilogue's store_wait. The CTAs of KV head hk (all
-    Nk / BLOCK_N key blocks; every CTA reaches the epilogue: no early exit, T >= 1 ring tiles under CAUSAL
-    and WINDOW too) reduce into the rows of query heads hk * group .. hk * group + group - 1 only, so one
-    counter pair a (b, hk) covers GQA: int32 counter w (w = 0, 1) at dq_accum's flat tail
-    (dq_cnt_off fp32 elements in, zeroed with it by the host), index 2 (b Hk + hk) + w.
-    Per consumer WG w of a CTA:
-      (1) every thread: cp.async.bulk.wait_group 0 (full completion of its bulk async groups, the
-          reduce-adds' global writes included; tma.store_wait is wait_group.read: the source reads
-          only) and fence.proxy.async.global;
-      (2) a CTA-wide sync of the two consumer WGs on fold_bar (count 2): the WG's bar.sync, then one
-          release.cta arrival a WG, every thread's wait acquires: both WGs' reduces are complete before
-          either WG's counter arrival;
-      (3) one atom.add.acq_rel.gpu on counter w (release: this CTA's reduces, both WGs', by (1)-(2);
-          acquire on the final one: every other CTA's), its result broadcast to the WG;
-      (4) the WG that takes counter w to Nk / BLOCK_N (the last CTA of (b, hk) on it) casts the query
-          rows [w Nq / 2, (w + 1) Nq / 2) of the group's heads from dq_accum (ld.global.cg) into dq,
-          rounding to nearest even as cast_kernel: usually both WGs of the last CTA, one half each."""
-    gl.static_assert(HEAD_DIM <= 128, "DQ_FOLD: D <= 128 (a row of a conversion tile is one warp's 4-wide columns)")
-    # (1) one asm a thread (128 lanes, one element each): the issuing threads' groups complete, writes included
-    lane_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    gl.inline_asm_elementwise("cp.async.bulk.wait_group 0;\n\tfence.proxy.async.global;\n\tmov.b32 $0, 0;", "=r,r",
-                              [gl.arange(0, 128, layout=lane_layout)], dtype=gl.int32, is_pure=False, pack=1)
-    # (2) both consumer WGs past (1): the WG's 128 threads past (1) (an explicit bar.sync: without it the PTX had
-    # no bar.sync between the asm and the one thread's arrival, the epilogue's store_wait barrier coming before
-    # the asm), then one arrival a WG (release.cta), every thread's wait (acquire.cta)
-    gl.thread_barrier()
-    mbarrier.arrive(fold_bar)
-    mbarrier.wait(fold_bar, 0)
-    # (3) this WG's one arrival on its counter
-    cnt = (DQA + dq_cnt_off).to(gl.pointer_type(gl.int32), bitcast=True) + (b * nheads_k + hk) * 2 + WG
-    old = gl.atomic_add(cnt, 1, sem="acq_rel", scope="gpu")
-    if old == seqlen_k // BLOCK_N - 1:
-        # (4) the last CTA of (b, hk) on counter WG: cast the row half WG of the group's heads
-        ROWS: gl.constexpr = FOLD_ELEMS // HEAD_DIM
-        TPW_N: gl.constexpr = HEAD_DIM // 4
-        layout: gl.constexpr = gl.BlockedLayout([1, 4], [32 // TPW_N, TPW_N], [4, 1], [1, 0])
-        rows = gl.arange(0, ROWS, layout=gl.SliceLayout(1, layout))               # (ROWS,)
-        cols = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))           # (D,)
-        nheads = nheads_k * group
-        half = seqlen_q // 2
-        lo = WG * half
-        hi = half + WG * (seqlen_q - half)
-        dst_b = b.to(gl.int64) * stride_dqb
-        for hh in range(group):
-            h = hk * group + hh
-            for r0 in range(lo, hi, ROWS):
-                r = r0 + rows                                                     # query rows (ROWS,)
-                keep = gl.expand_dims(r < hi, 1) & gl.expand_dims(cols < HEAD_DIM, 0)
-                src = gl.expand_dims(((b * seqlen_q + r).to(gl.int64) * nheads + h) * HEAD_DIM, 1) \
-                    + gl.expand_dims(cols, 0)
-                x = gl.load(DQA + src, mask=keep, cache_modifier=".cg")          # (ROWS, D) fp32
-                dst = gl.expand_dims(dst_b + r.to(gl.int64) * stride_dqn + h * stride_dqh, 1) + gl.expand_dims(cols, 0)
-                gl.store(DQ + dst, x.to(DQ.dtype.element_ty, fp_downcast_rounding="rtne"), mask=keep)
-
-
 @gluon.jit
 def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty, ds_ready,
                    ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads, nheads_k, group,
@@ -951,8 +872,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
                    DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
-                   BAND: gl.constexpr = 0, DQ_FOLD: gl.constexpr = False, fold_bar=None, DQA=None, DQ=None,
-                   dq_cnt_off=None, stride_dqb=None, stride_dqn=None, stride_dqh=None):
+                   BAND: gl.constexpr = 0):
     HALF_N: gl.constexpr = BLOCK_N // 2
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
@@ -1099,9 +1019,6 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     tma.async_copy_shared_to_global(dk_desc, [row, hk * HEAD_DIM], k_half)
     tma.async_copy_shared_to_global(dv_desc, [row, hk * HEAD_DIM], v_half)
     tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
-    if DQ_FOLD:
-        _fused_dq_fold(fold_bar, DQA, DQ, dq_cnt_off, stride_dqb, stride_dqn, stride_dqh, b, hk, nheads_k, group,
-                       seqlen_q, seqlen_k, WG, HEAD_DIM, BLOCK_N)
 
 
 # win_left / win_right not specialised (as fwd_gluon.py's): every window shares one compiled
@@ -1119,10 +1036,7 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    BAND: gl.constexpr = 0, DQ_FOLD: gl.constexpr = False,
-    # DQ_FOLD (keywords, absent otherwise: None constexprs, no parameters): the flat dq_accum (fp32; its int32
-    # arrival counters dq_cnt_off elements in), dq and dq's (B, Nq, H) strides (unit D stride)
-    DQA=None, DQ=None, dq_cnt_off=None, stride_dqb=None, stride_dqn=None, stride_dqh=None,
+    BAND: gl.constexpr = 0,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
     # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
@@ -1176,12 +1090,6 @@ def attn_bwd_fused_gluon_kernel(
     for i in gl.static_range(NUM_DS):
         mbarrier.init(ds_ready.index(i), count=2)   # one arrival per consumer WG
         mbarrier.init(ds_free.index(i), count=2)    # one arrival per consumer WG
-    if DQ_FOLD:
-        # DQ_FOLD: the two consumer WGs' sync before their counter arrivals (_fused_dq_fold; count 2, used once)
-        fold_bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-        mbarrier.init(fold_bar, count=2)
-    else:
-        fold_bar = ZERO     # (never read; a constexpr, as the window sides without WINDOW)
     fence_async_shared()
 
     WG0: gl.constexpr = 0
@@ -1191,14 +1099,12 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, DQ_FOLD, fold_bar, DQA, DQ, dq_cnt_off, stride_dqb, stride_dqn,
-                          stride_dqh)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, DQ_FOLD, fold_bar, DQA, DQ, dq_cnt_off, stride_dqb, stride_dqn,
-                          stride_dqh)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW, BAND)),
@@ -1211,5 +1117,3 @@ def attn_bwd_fused_gluon_kernel(
     for i in gl.static_range(NUM_DS):
         mbarrier.invalidate(ds_ready.index(i))
         mbarrier.invalidate(ds_free.index(i))
-    if DQ_FOLD:
-        mbarrier.invalidate(fold_bar)

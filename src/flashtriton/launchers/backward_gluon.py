@@ -315,8 +315,7 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0,
-                  dq_fold: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -376,17 +375,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     band > 0 (session 36, an A/B): the causal kernel's BAND launch order (kernels/bwd_gluon_fused.
     _fused_pids: every KV head's heaviest key block first across bands of `band` batch x KV
     heads); causal (no window) only, band dividing B * Hk. The same values (dk / dv bitwise, dq
-    up to fp32 summation order).
-
-    dq_fold=True (session 37, a helper; not routed, bench/gpu/s38_dq_fold_ab.py): the kernel's DQ_FOLD, the cast
-    of dq_accum into dq inside the kernel (the last CTA of each (batch, KV head) on an arrival counter casts
-    that head group's rows; kernels/bwd_gluon_fused._fused_dq_fold): launch() runs the zero (dq_accum and
-    its counters, one launch) and the kernel, no cast_kernel. D <= 128, every variant; dq bitwise what the
-    cast would give from the same dq_accum (round to nearest even)."""
-    if not isinstance(dq_fold, bool):
-        raise ValueError(f"dq_fold: expected a bool, got {dq_fold!r}")
-    if dq_fold and q.dim() == 4 and q.shape[-1] > 128:
-        raise ValueError(f"dq_fold: compiled for head dims up to 128, got q of shape {tuple(q.shape)}")
+    up to fp32 summation order)."""
     if isinstance(band, bool) or not isinstance(band, int) or band < 0:
         raise ValueError(f"band: expected a non-negative int, got {band!r}")
     if not isinstance(dq_split_m, bool):
@@ -457,8 +446,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m, band=band,
-                                                                  dq_fold=dq_fold)
+                                                                  defer=defer_dq, split_m=dq_split_m, band=band)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -479,11 +467,7 @@ def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = Fals
     replayable and FUSED_DQ_ZERO_IN_PREPROCESS it zeroes dq_accum too (3 launches: the
     preprocess, the kernel, the cast); otherwise preprocess(None), then as before (4: the
     preprocess, the zero, the kernel, the cast: the launches of before session 29, in their
-    order). FUSED_DQ_CAST_REVERSE: the cast's REVERSE (replayable only).
-    DQ_FOLD in kwargs (session 37, _fused_launch_args(dq_fold=True)): dq_accum is the flat buffer (the fp32
-    accumulator, then the int32 arrival counters), zeroed whole by the same zero launch, and the kernel casts
-    dq itself: no cast launch (nor torch copy_)."""
-    fold = bool(kwargs.get("DQ_FOLD"))
+    order). FUSED_DQ_CAST_REVERSE: the cast's REVERSE (replayable only)."""
     # (CPU tensors: the interpreted zero and cast of tests/test_bwd_gluon.py, the Gluon
     # kernel stubbed there)
     with torch.cuda.device(dk.device) if dk.is_cuda else contextlib.nullcontext():
@@ -492,21 +476,17 @@ def _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable: bool = Fals
                 preprocess(None)
             dq_accum.zero_()
             plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
-            if not fold:
-                dq.copy_(dq_accum)
+            dq.copy_(dq_accum)
             return
         n = dq_accum.numel()
         small = (triton.cdiv(n, DQ_ACCUM_BLOCK),)
-        # (with the fold the zero launch stays: the preprocess's zero covers the accumulator, not the counters)
-        if preprocess is not None and FUSED_DQ_ZERO_IN_PREPROCESS and not fold:
+        if preprocess is not None and FUSED_DQ_ZERO_IN_PREPROCESS:
             preprocess(dq_accum)
         else:
             if preprocess is not None:
                 preprocess(None)
             plans.launch(zero_f32_kernel, small, dq_accum, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4)
         plans.launch(attn_bwd_fused_gluon_kernel, grid, *args, **kwargs)
-        if fold:
-            return
         plans.launch(cast_kernel, small, dq_accum, dq, n, BLOCK=DQ_ACCUM_BLOCK, num_warps=4,
                      **(dict(REVERSE=True) if FUSED_DQ_CAST_REVERSE else {}))
 
@@ -524,7 +504,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, band: int = 0, dq_fold: bool = False):
+                       defer: bool = False, split_m: bool = False, band: int = 0):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -537,11 +517,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
     absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). band > 0:
-    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid. dq_fold: DQ_FOLD=True
-    (session 37; absent otherwise, with its six keyword arguments): dq_accum is then one flat fp32 allocation
-    of B * Nq * H * D + 2 * B * Hk elements, the accumulator (the descriptor's base) followed by the kernel's
-    int32 arrival counters (two a batch x KV head), zeroed together; the kernel gets it (DQA), dq, the
-    counters' offset and dq's strides as keywords and casts dq itself (_run_fused skips the cast)."""
+    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -552,14 +528,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         dq, dk, dv = outs
     # zeroed by every launch; allocated through memory so that a launch plan knows it (a
     # slot of the plan, allocated again by each replay)
-    n_accum = b * nq * h * d
-    if dq_fold:
-        if dq.stride(3) != 1:
-            raise ValueError(f"dq: strides {dq.stride()}; dq_fold needs a unit stride along D")
-        # the accumulator, then 2 * B * Hk int32 arrival counters (4 bytes each, as an fp32's zero bits)
-        dq_accum = memory.empty((n_accum + 2 * b * hk,), torch.float32, q.device)
-    else:
-        dq_accum = memory.empty((b, nq, h, d), torch.float32, q.device)
+    dq_accum = memory.empty((b, nq, h, d), torch.float32, q.device)
     klay = k_layout(d)
     q, q_desc = _desc(q, block_m)
     dout, do_desc = _desc(dout, block_m)
@@ -595,9 +564,6 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
     if band:
         kwargs["BAND"] = band            # (likewise)
-    if dq_fold:
-        kwargs.update(DQ_FOLD=True, DQA=dq_accum, DQ=dq, dq_cnt_off=n_accum, stride_dqb=dq.stride(0),
-                      stride_dqn=dq.stride(1), stride_dqh=dq.stride(2))      # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -681,12 +647,11 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0,
-                dq_fold: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m, band=band, dq_fold=dq_fold)()
+                         dq_split_m=dq_split_m, band=band)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:
