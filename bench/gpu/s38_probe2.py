@@ -82,7 +82,8 @@ def part_d():
         except Exception as exc:  # noqa: BLE001  (reported; the others run)
             print(f"D {name}: {common.short_error(exc)}", flush=True)
             variants.pop(name)
-    ok, text = common.head0_fwd_check(q, k, v, *outs["one"], softmax_scale=scale, window_left=-1, window_right=0) if "one" in outs else (False, "")
+    ok, text = (common.head0_fwd_check(q, k, v, *outs["one"], softmax_scale=scale, window_left=-1, window_right=0)
+                if "one" in outs else (False, ""))
     print(f"D one: {text} {'ok' if ok else 'WRONG'}", flush=True)
     for name in list(variants):
         if name != "one":
