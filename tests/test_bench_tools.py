@@ -161,3 +161,30 @@ def test_timing_rounds_order_and_failures(capsys):
     assert tf == {"a": [4000.0, 4000.0], "b": [2000.0, 2000.0]}
     text = capsys.readouterr().out
     assert "N=1 round 2 b: 4.000 ms* 2000 TFLOP/s" in text and "N=1 round 1 bad: " in text
+
+
+def test_regression_prefill_grid_settles_before_each_shape(monkeypatch, tmp_path):
+    """The grid idles --settle seconds (default prefill.SETTLE_S) before every shape, records it in the
+    environment, and --settle 0 turns it off (session 38: the first shape timed right after another read
+    its forward+backward 3-12% slow; bench/NOTES.md)."""
+    events = []
+    env = {"date": "d", "device": "GPU", "torch": "t", "triton": "3.6.0", "sms": 1}
+    monkeypatch.setattr(common, "environment", lambda device: dict(env))
+    monkeypatch.setattr(providers, "gpu_providers", lambda include_flex=True: {"flashtriton": providers.ours})
+    monkeypatch.setattr(prefill.time, "sleep", lambda s: events.append(("sleep", s)))
+    monkeypatch.setattr(prefill, "plot", lambda rows, path: None)
+    monkeypatch.setattr(common, "results_dir", lambda device, root=None: tmp_path)
+
+    def shape(provs, b, n, h, d, causal, dtype, **kw):
+        events.append(("shape", n, causal))
+        return [_row(n, 1.0)]
+    monkeypatch.setattr(prefill, "bench_shape", shape)
+    args = ["--head-dims", "64", "--seqlens", "512", "1024", "--causal", "no"]
+    prefill.main(args)
+    assert events == [("sleep", prefill.SETTLE_S), ("shape", 512, False), ("sleep", prefill.SETTLE_S),
+                      ("shape", 1024, False)]
+    env = json.loads((tmp_path / "prefill.json").read_text())["environment"]
+    assert env["settle_s"] == prefill.SETTLE_S > 0
+    events.clear()
+    prefill.main(args + ["--settle", "0"])
+    assert [e for e in events if e[0] == "sleep"] == [("sleep", 0.0), ("sleep", 0.0)]

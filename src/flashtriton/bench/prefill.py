@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from pathlib import Path
 
 import torch
@@ -20,6 +21,13 @@ from flashtriton.bench import common, providers
 
 TOKENS, HIDDEN = 16384, 2048
 SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
+# Seconds the GPU idles before each shape of the grid. Workaround, H200, torch 2.11, triton 3.6,
+# 2026-12-03 (bench/NOTES.md "Session 38"): the first shape after another one, timed back to back,
+# read its forward+backward 3-12% slower than its forward and backward add up (D = 64, 4k right after
+# 8k: +2.9 / +12.1%, ours alone), while after 3 s of idle it added up (+1.2 / -0.1%), as it does in a
+# fresh process. Not the power cap (the same clocks in both; 1.5 s of load at the same shape just
+# before: +0.4 / +0.9%), not NVML's query, not the host's time a call; cause unknown.
+SETTLE_S = 3.0
 # Relative error allowed against float64 (a bf16 attention lands near 3e-3).
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
 
@@ -259,6 +267,8 @@ def main(argv=None, out_dir=None):
                     help="also time the forward as a CUDA-graph replay up to this seqlen")
     ap.add_argument("--out", default=out_dir)
     ap.add_argument("--tag", default="prefill", help="file name stem of the results")
+    ap.add_argument("--settle", type=float, default=SETTLE_S,
+                    help="seconds the GPU idles before each shape (0: none; see SETTLE_S)")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--layout", choices=["bnhd", "bhnd"], default="bnhd",
@@ -280,7 +290,9 @@ def main(argv=None, out_dir=None):
     if args.memory:
         env["peak_memory"] = peak_memory()
     rows = []
+    env["settle_s"] = args.settle
     for dtype, d, causal, n in shapes:
+        time.sleep(args.settle)
         rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto,
                             layout=args.layout)
         common.write_json(out / f"{args.tag}.json", env, rows)  # after every shape: a timeout keeps the rest
