@@ -107,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False):
+                lean_mask=False, split_empty=False, own_tiles=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -153,6 +153,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "SPLIT_EMPTY" in fn.arg_names:
         sig["SPLIT_EMPTY"] = "constexpr"
         const["SPLIT_EMPTY"] = bool(split_empty)
+    if "OWN_TILES" in fn.arg_names:
+        sig["OWN_TILES"] = "constexpr"
+        const["OWN_TILES"] = bool(own_tiles)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
@@ -210,7 +213,7 @@ def main(argv=None):
     ap.add_argument("--dump", default=None)
     args = ap.parse_args(argv)
     # (D, dtype, BLOCK_N, NUM_STAGES, PINGPONG, NEG_SCALE, CAUSAL[, PERSISTENT[, SCHEDULED[, WINDOW[, DROPOUT
-    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, SPLIT_EMPTY]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
+    # [, NUM_CONSUMERS[, EARLY_Q[, LEAN_MASK[, SPLIT_EMPTY[, OWN_TILES]]]]]]]]]); None: DEFAULT_CONFIG's (CONSUMERS3_CONFIG's with 3 consumers)
     variants = [
         (128, "bf16", None, None, False, False, False), (128, "fp16", None, None, False, False, False),
         (128, "bf16", None, None, False, True, False), (128, "bf16", None, None, True, False, False),
@@ -310,6 +313,13 @@ def main(argv=None):
         (256, "bf16", None, None, False, False, True),
         (128, "bf16", None, None, False, False, False, False, False, False, False, 2, False, False, True),
         (128, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, True),
+        # OWN_TILES (session 38): CAUSAL one block a CTA, each consumer computing only its rows' key
+        # tiles; D = 256 with and without SPLIT_EMPTY, fp16, negative scale; D = 128 at BLOCK_N 64
+        (256, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, True, True),
+        (256, "fp16", None, None, False, False, True, False, False, False, False, 2, False, False, True, True),
+        (256, "bf16", None, None, False, True, True, False, False, False, False, 2, False, False, True, True),
+        (256, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, False, True),
+        (128, "bf16", 64, 4, False, False, True, False, False, False, False, 2, False, False, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -324,12 +334,13 @@ def main(argv=None):
         eq = bool(len(rest) > 5 and rest[5])
         lean = bool(len(rest) > 6 and rest[6])
         split = bool(len(rest) > 7 and rest[7])
+        own = bool(len(rest) > 8 and rest[8])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
                             window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            split_empty=split)
+                            split_empty=split, own_tiles=own)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
@@ -337,7 +348,7 @@ def main(argv=None):
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
         kind = (f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
-                f"{' split' if split else ''}")
+                f"{' split' if split else ''}{' own' if own else ''}")
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "

@@ -1238,7 +1238,8 @@ def _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_tiles, q_phase, 
 
 @gluon.jit
 def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.constexpr):
-    """NUM_CONSUMERS = 3, CAUSAL (one block a CTA): release the ring tiles g_lo .. g_hi - 1
+    """NUM_CONSUMERS = 3, CAUSAL (one block a CTA), or OWN_TILES (2 consumers, CAUSAL one block
+    a CTA, SPLIT_EMPTY too: then V's stage gets its own arrival): release the ring tiles g_lo .. g_hi - 1
     that this consumer does not compute (wholly above its rows, or all of the block's for a
     consumer past the sequence's end): for each, k_ready and v_ready at parity
     (g // NUM_STAGES) & 1, then one arrival on kv_empty, as _fwd_drain's loop. The waits
@@ -1252,6 +1253,39 @@ def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.const
         mbarrier.wait(k_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
         mbarrier.wait(v_ready.index(g % NUM_STAGES), (g // NUM_STAGES) & 1)
         mbarrier.arrive(kv_empty.index(g % NUM_STAGES))
+        if kv_empty.shape[0] == 2 * NUM_STAGES:
+            mbarrier.arrive(kv_empty.index(NUM_STAGES + g % NUM_STAGES))     # SPLIT_EMPTY (OWN_TILES): V's stage
+
+
+@gluon.jit
+def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                     q_row, q_col, lse_off, n_load, n_full, diag, qk_scale,
+                     WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
+    """OWN_TILES (session 38): a 2-consumer CAUSAL one-block consumer that computes only the key tiles its
+    own 64 rows reach and releases the rest unread. The 2-consumer kernel otherwise computes all of the
+    block's n_load tiles in both warpgroups, masking to p = 0 the ones wholly above a warpgroup's rows
+    (_fwd_consume's doc). Warpgroup 0's last row reaches key diag + HALF_M - 1, the block's last row
+    diag + BLOCK_M - 1, so with BLOCK_N = 64 (D = 256)
+    warpgroup 0 owns one tile fewer than the block in every block (n_own = 2p + 1 of 2p + 2 at Nq = Nk):
+    at N = 512 4 of the 40 warpgroup tiles a head, 10% of the S and P V wgmmas; with BLOCK_N = 128 (D = 64
+    / 128 routes) never a whole tile, so nothing changes there.
+      n_own = clamp(cdiv(diag_w + HALF_M, BLOCK_N), 1, n_load), diag_w = diag + WG * HALF_M (its first row's
+      last visible key): the tiles its last row reaches (>= 1: tile 0 is peeled; rows that see no key,
+      Nq > Nk, mask it all as before: O = 0, lse = +inf);
+      n_full = min(n_full_w, n_own) (_tile_coords' count for the warpgroup, already <= n_own).
+    Tiles [0, n_own) run through _fwd_consume unchanged; [n_own, n_load) are waited for and released
+    (_fwd_skip_tiles, after the epilogue: no later tile needs their stages). A skipped tile is one that
+    the masked path turned into p = 0, m unchanged, alpha = exp2(0) = 1 exactly, so each row's arithmetic
+    is the same: outputs bitwise those of the kernel without OWN_TILES (tests/test_fwd_gluon_own_tiles.py)."""
+    d_w = diag + WG * HALF_M
+    n_own = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(d_w + HALF_M, 0), BLOCK_N), 1), n_load)
+    n_full_own = gl.minimum(n_full, n_own)
+    _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                 q_row, q_col, lse_off, n_own, ONE, n_full_own, diag, ZERO, qk_scale, ZERO, ZERO,
+                 ZERO, ZERO, ZERO, ZERO, ZERO,
+                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
+    _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
 
 
 @gluon.jit
@@ -1376,7 +1410,7 @@ def attn_fwd_gluon_kernel(
     NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr = False, CAUSAL: gl.constexpr = False,
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
-    LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False,
+    LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1395,6 +1429,11 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((HEAD_DIM != 256) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or EARLY_Q or LEAN_MASK)),
                      "HEAD_DIM = 256: the 2-consumer plain / CAUSAL forward (no window, dropout, EARLY_Q)")
     gl.static_assert((not SPLIT_EMPTY) or NUM_CONSUMERS == 2, "SPLIT_EMPTY: 2 consumers only")
+    # OWN_TILES (session 38; launchers.policy.GLUON_FWD_CAUSAL_OWN_TILES): each consumer of the CAUSAL
+    # one-block 2-consumer kernel computes only its own rows' key tiles (_fwd_consume_own)
+    gl.static_assert((not OWN_TILES) or (CAUSAL and NUM_CONSUMERS == 2 and not (PERSISTENT or PINGPONG or WINDOW
+                                                                                 or DROPOUT)),
+                     "OWN_TILES: the CAUSAL one-block 2-consumer forward without pingpong, window or dropout")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1561,6 +1600,18 @@ def attn_fwd_gluon_kernel(
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
+    elif OWN_TILES:
+        # CAUSAL one block a CTA, 2 consumers, each computing only its rows' tiles (_fwd_consume_own)
+        gl.warp_specialize([
+            (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                                q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale,
+                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
+            (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                                q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale,
+                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
+            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     else:
         # ZERO (module constexpr): t0 and q_phase of the one block
         gl.warp_specialize([

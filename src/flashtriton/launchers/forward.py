@@ -18,7 +18,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
-from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_persistent,
+from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
+                     gluon_fwd_persistent,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
@@ -104,8 +105,11 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         persistent = gluon_fwd_persistent(causal)
+        consumers = gluon_fwd_consumers(bd, causal, persistent)
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
-                               num_consumers=gluon_fwd_consumers(bd, causal, persistent))
+                               num_consumers=consumers,
+                               **(dict(own_tiles=True) if gluon_fwd_own_tiles(bd, causal, persistent, consumers)
+                                  else {}))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         kind = gluon_kind(params)                      # the key of policy.gluon_fwd_dropout's table

@@ -151,6 +151,13 @@ GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # 1.05x / 1.09x. Routed with GLUON_FWD_CAUSAL_MIN_N[64] 16k -> 4k (2k stays on fwd_ws.py).
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
+# Head dims whose causal Gluon forward (one block a CTA, 2 consumers) runs OWN_TILES (kernels/fwd_gluon.py
+# _fwd_consume_own, session 38): each 64-row consumer computes only the key tiles its rows reach instead of
+# masking the rest to p = 0; bitwise the same outputs. It skips a whole tile only where BLOCK_N < BLOCK_M
+# (D = 256's 64-key tiles: warpgroup 0 one tile in every block, 10% of the wgmmas at N = 512, ~3% at 2k);
+# the D = 64 / 128 routes' 128-key tiles never skip one. Empty = off.
+# Launch plans key on the call: plans.clear() after changing it.
+GLUON_FWD_CAUSAL_OWN_TILES: frozenset = frozenset()
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -592,6 +599,12 @@ def gluon_fwd_consumers(bd: int, causal: bool, persistent: bool) -> int:
         return 2
     n = (GLUON_FWD_CAUSAL_CONSUMERS if causal else GLUON_FWD_CONSUMERS).get(bd, 2)
     return 3 if n == 3 else 2
+
+
+def gluon_fwd_own_tiles(bd: int, causal: bool, persistent: bool, consumers: int) -> bool:
+    """Whether a forward that gluon_fwd routes runs OWN_TILES: a causal one-block-a-CTA 2-consumer call
+    at a head dim of GLUON_FWD_CAUSAL_OWN_TILES."""
+    return bool(causal) and not persistent and consumers == 2 and bd in GLUON_FWD_CAUSAL_OWN_TILES
 
 
 def gluon_kind(params: AttnParams) -> str:
