@@ -68,16 +68,18 @@ def test_own_tiles_launch_arguments(monkeypatch):
 
 
 def test_own_tiles_policy(monkeypatch):
-    """gluon_fwd_own_tiles: causal one-block 2-consumer calls at a head dim of the table only."""
-    monkeypatch.setattr(policy, "GLUON_FWD_CAUSAL_OWN_TILES", frozenset({256}))
-    assert policy.gluon_fwd_own_tiles(256, True, False, 2)
-    assert not policy.gluon_fwd_own_tiles(256, False, False, 2)
-    assert not policy.gluon_fwd_own_tiles(256, True, True, 2)
-    assert not policy.gluon_fwd_own_tiles(64, True, False, 3)
-    assert not policy.gluon_fwd_own_tiles(128, True, False, 2)
+    """gluon_fwd_own_tiles: causal one-block 2-consumer calls at a head dim of the table, up to its length."""
+    assert policy.GLUON_FWD_CAUSAL_OWN_TILES == {256: 1024}
+    assert policy.gluon_fwd_own_tiles(256, True, False, 2, 512)
+    assert policy.gluon_fwd_own_tiles(256, True, False, 2, 1024)
+    assert not policy.gluon_fwd_own_tiles(256, True, False, 2, 2048)
+    assert not policy.gluon_fwd_own_tiles(256, False, False, 2, 512)
+    assert not policy.gluon_fwd_own_tiles(256, True, True, 2, 512)
+    assert not policy.gluon_fwd_own_tiles(64, True, False, 3, 512)
+    assert not policy.gluon_fwd_own_tiles(128, True, False, 2, 512)
 
 
-@pytest.mark.parametrize("table, want", [(frozenset(), False), (frozenset({256}), True)])
+@pytest.mark.parametrize("table, want", [({}, False), ({256: 256}, True), ({256: 128}, False)])
 def test_route_passes_own_tiles(monkeypatch, table, want):
     """launchers.forward hands own_tiles=True to fwd_into exactly when the policy says so."""
     import flashtriton

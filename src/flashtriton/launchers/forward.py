@@ -108,8 +108,8 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         consumers = gluon_fwd_consumers(bd, causal, persistent)
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
                                num_consumers=consumers,
-                               **(dict(own_tiles=True) if gluon_fwd_own_tiles(bd, causal, persistent, consumers)
-                                  else {}))
+                               **(dict(own_tiles=True) if gluon_fwd_own_tiles(bd, causal, persistent, consumers,
+                                                                              max(seqlen_q, seqlen_k)) else {}))
         return out, lse
     if rng is not None and gluon_fwd_dropout(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         kind = gluon_kind(params)                      # the key of policy.gluon_fwd_dropout's table

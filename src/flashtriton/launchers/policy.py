@@ -151,13 +151,18 @@ GLUON_FWD_CONSUMERS: dict[int, int] = {64: 3}
 # 1.05x / 1.09x. Routed with GLUON_FWD_CAUSAL_MIN_N[64] 16k -> 4k (2k stays on fwd_ws.py).
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_CAUSAL_CONSUMERS: dict[int, int] = {64: 3}
-# Head dims whose causal Gluon forward (one block a CTA, 2 consumers) runs OWN_TILES (kernels/fwd_gluon.py
+# The causal Gluon forward (one block a CTA, 2 consumers) with OWN_TILES (kernels/fwd_gluon.py
 # _fwd_consume_own, session 38): each 64-row consumer computes only the key tiles its rows reach instead of
 # masking the rest to p = 0; bitwise the same outputs. It skips a whole tile only where BLOCK_N < BLOCK_M
-# (D = 256's 64-key tiles: warpgroup 0 one tile in every block, 10% of the wgmmas at N = 512, ~3% at 2k);
-# the D = 64 / 128 routes' 128-key tiles never skip one. Empty = off.
+# (D = 256's 64-key tiles: warpgroup 0 one tile in every block); the D = 64 / 128 routes' 128-key tiles
+# never skip one. Head dim -> the longest max(Nq, Nk) that takes it. Measured (H200, 2026-12-03, D = 256
+# causal, 16k tokens, H = 8, kernel-only graph replays, two rounds; bench/gpu/s38_own_tiles_ab.py, s38/call 4):
+# 512 +3.5 / +4.2% bf16, +3.5 / +4.1% fp16 (303 -> 314 TFLOP/s: 1.506x FA2's 209); 1k +2.3 / +2.5%, +2.0 /
+# +4.0%; 2k +0.9 / +1.3%, -1.1 / +2.7%; 4k -0.7 / +2.6%, -4.1 / +3.5%. The rule written before the run (>= 1%
+# in both rounds at 512 and 1k, no round below -0.5% at 2k / 4k) holds to 1k only: from 2k the gain is
+# inside the power-capped GPU's round-to-round noise (bench/NOTES.md "Session 38").
 # Launch plans key on the call: plans.clear() after changing it.
-GLUON_FWD_CAUSAL_OWN_TILES: frozenset = frozenset()
+GLUON_FWD_CAUSAL_OWN_TILES: dict[int, int] = {256: 1024}
 # Sliding-window forwards (a left and / or right edge, not the canonical causal) take the
 # Gluon kernel's WINDOW variant (one block a CTA) from this min(Nq, Nk), per BLOCK_D.
 # Session 25 (H200, 2026-12-01, bf16, 16k tokens, H = 16, D = 128, window (1024, 0),
@@ -601,10 +606,11 @@ def gluon_fwd_consumers(bd: int, causal: bool, persistent: bool) -> int:
     return 3 if n == 3 else 2
 
 
-def gluon_fwd_own_tiles(bd: int, causal: bool, persistent: bool, consumers: int) -> bool:
+def gluon_fwd_own_tiles(bd: int, causal: bool, persistent: bool, consumers: int, seqlen: int) -> bool:
     """Whether a forward that gluon_fwd routes runs OWN_TILES: a causal one-block-a-CTA 2-consumer call
-    at a head dim of GLUON_FWD_CAUSAL_OWN_TILES."""
-    return bool(causal) and not persistent and consumers == 2 and bd in GLUON_FWD_CAUSAL_OWN_TILES
+    at a head dim of GLUON_FWD_CAUSAL_OWN_TILES with max(Nq, Nk) = seqlen up to its length."""
+    return (bool(causal) and not persistent and consumers == 2
+            and seqlen <= GLUON_FWD_CAUSAL_OWN_TILES.get(bd, -1))
 
 
 def gluon_kind(params: AttnParams) -> str:
