@@ -12,3 +12,4 @@ timeout 200 python -m flashtriton bench --suite prefill --out $out -- --head-dim
 timeout 130 python -m flashtriton bench --suite prefill --out $out -- --head-dims 64 --causal no \
   --tag s38-d64 > $out/s38f_grid_d64.txt 2>&1; echo "grid d64 rc $?"
 grep -E "^\| (512|1024|2048|4096|8192|16384) " $out/s38f_grid_d256c.txt $out/s38f_grid_d64.txt | cut -c1-200
+rm -f $out/nvidia-h200/*.png; ls -R $out | head -20
