@@ -170,31 +170,3 @@ def test_own_tiles_other_variants_bitwise_gpu(d, kw):
     o1, lse1 = check(q, k, v, scale=scale, causal=True, own_tiles=True, **kw)
     o2, lse2 = attention_fwd_gluon(q, k, v, scale, causal=True, **kw)
     assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
-
-
-@pytest.mark.parametrize("kw", [dict(peel_plain=True), dict(peel_plain=1, own_tiles=True)])
-def test_peel_plain_needs_own_tiles(kw):
-    q, k, v = rand_qkv(1, 256, 256, 2, 2, 256, torch.bfloat16, "cpu")
-    with pytest.raises(ValueError, match=r"^peel_plain: a bool, True only with own_tiles=True"):
-        forward_gluon.prepare(q, k, v, 0.1, causal=True, **kw)
-
-
-def test_peel_plain_launch_arguments(monkeypatch):
-    _, _, kw = _recorded(monkeypatch, causal=True, own_tiles=True, peel_plain=True)
-    assert kw["OWN_TILES"] is True and kw["PEEL_PLAIN"] is True
-    _, _, kw = _recorded(monkeypatch, causal=True, own_tiles=True)
-    assert "PEEL_PLAIN" not in kw
-
-
-@pytest.mark.gpu
-@hopper
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("b, nq, nk, h, hk", _SHAPES)
-def test_peel_plain_d256_reference_gpu(dtype, b, nq, nk, h, hk):
-    """PEEL_PLAIN (the peeled tile unmasked where wholly visible): within the float64 criterion, rows that
-    see no key O = 0 / lse = +inf (check), and repeatable bitwise."""
-    q, k, v = rand_qkv(b, nq, nk, h, hk, 256, dtype, "cuda")
-    o1, lse1 = check(q, k, v, causal=True, own_tiles=True, peel_plain=True)
-    o2, lse2 = attention_fwd_gluon(q, k, v, 256 ** -0.5, causal=True, own_tiles=True, peel_plain=True)
-    assert torch.equal(o1, o2) and torch.equal(lse1, lse2)
-    check(q, k, v, scale=-0.05, causal=True, own_tiles=True, peel_plain=True)

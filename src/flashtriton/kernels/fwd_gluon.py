@@ -1005,8 +1005,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 PEEL_PLAIN: gl.constexpr = False):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1043,13 +1042,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     LEAN_MASK (WINDOW, session-30 helper, offline): the peel and the masked loops take
     _softmax_step_lean (both edges in one predicate; the right edge alone in the right-edge
     loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
-    arithmetic, fewer instructions.
-    PEEL_PLAIN (CAUSAL one block a CTA, with OWN_TILES; session 38): the peeled tile 0 takes the
-    unmasked softmax where this warpgroup's first row sees all of it (diag >= BLOCK_N - 1: every block
-    but a sequence's first ones at Nq = Nk), the masked one otherwise. Same kept scores; the unmasked
-    step forms s * qk_scale - m in one FMA where the masked one rounds s * qk_scale first, so the
-    outputs may differ from the masked peel's in the last bits (both within the criterion)."""
-
+    arithmetic, fewer instructions."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1127,12 +1120,6 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT)
         else:
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
-    elif PEEL_PLAIN:
-        # CAUSAL one block, OWN_TILES: tile 0 wholly visible to this warpgroup's rows needs no mask
-        if diag >= BLOCK_N - 1:
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
-        else:
-            p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     elif CAUSAL or WINDOW:
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
     else:
@@ -1274,7 +1261,7 @@ def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.const
 def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_full, diag, qk_scale,
                      WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PEEL_PLAIN: gl.constexpr):
+                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
     """OWN_TILES (session 38): a 2-consumer CAUSAL one-block consumer that computes only the key tiles its
     own 64 rows reach and releases the rest unread. The 2-consumer kernel otherwise computes all of the
     block's n_load tiles in both warpgroups, masking to p = 0 the ones wholly above a warpgroup's rows
@@ -1290,16 +1277,14 @@ def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, 
     Tiles [0, n_own) run through _fwd_consume unchanged; [n_own, n_load) are waited for and released
     (_fwd_skip_tiles, after the epilogue: no later tile needs their stages). A skipped tile is one that
     the masked path turned into p = 0, m unchanged, alpha = exp2(0) = 1 exactly, so each row's arithmetic
-    is the same: outputs bitwise those of the kernel without OWN_TILES (tests/test_fwd_gluon_own_tiles.py).
-    PEEL_PLAIN: _fwd_consume's (the unmasked peel where tile 0 is wholly visible)."""
+    is the same: outputs bitwise those of the kernel without OWN_TILES (tests/test_fwd_gluon_own_tiles.py)."""
     d_w = diag + WG * HALF_M
     n_own = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(d_w + HALF_M, 0), BLOCK_N), 1), n_load)
     n_full_own = gl.minimum(n_full, n_own)
     _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                  q_row, q_col, lse_off, n_own, ONE, n_full_own, diag, ZERO, qk_scale, ZERO, ZERO,
                  ZERO, ZERO, ZERO, ZERO, ZERO,
-                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False,
-                 ZERO, ZERO, NO, NO, PEEL_PLAIN)
+                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
     _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
 
 
@@ -1426,7 +1411,6 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
-    PEEL_PLAIN: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1450,7 +1434,6 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((not OWN_TILES) or (CAUSAL and NUM_CONSUMERS == 2 and not (PERSISTENT or PINGPONG or WINDOW
                                                                                  or DROPOUT)),
                      "OWN_TILES: the CAUSAL one-block 2-consumer forward without pingpong, window or dropout")
-    gl.static_assert((not PEEL_PLAIN) or OWN_TILES, "PEEL_PLAIN: with OWN_TILES only")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1622,10 +1605,10 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                                 q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale,
-                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PEEL_PLAIN)),
+                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                                 q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale,
-                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PEEL_PLAIN)),
+                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

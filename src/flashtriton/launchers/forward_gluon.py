@@ -214,7 +214,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, own_tiles: bool = False, peel_plain: bool = False):
+                 split_empty: bool = False, own_tiles: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -233,7 +233,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
-    only where window_args leaves the CAUSAL kernel; peel_plain its PEEL_PLAIN (with own_tiles)."""
+    only where window_args leaves the CAUSAL kernel."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -271,8 +271,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         extra["SPLIT_EMPTY"] = True
     if own_tiles and causal and not windowed:
         extra["OWN_TILES"] = True
-        if peel_plain:
-            extra["PEEL_PLAIN"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -314,7 +312,7 @@ def _l2_bytes(device) -> int:
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
              num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             split_empty: bool | None = None, own_tiles: bool = False, peel_plain: bool = False) -> None:
+             split_empty: bool | None = None, own_tiles: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -334,7 +332,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when;
     check_lean_mask's rule, a ValueError if the route asks for it elsewhere). own_tiles: the CAUSAL
     one-block kernel's OWN_TILES (policy.gluon_fwd_own_tiles says when; taken only where
-    check_own_tiles allows it, else the call runs as without); peel_plain its PEEL_PLAIN (with own_tiles)."""
+    check_own_tiles allows it, else the call runs as without)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -353,8 +351,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
                  scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
-                 **(dict(split_empty=True) if split_empty else {}),
-                 **(dict(own_tiles=True, peel_plain=bool(peel_plain)) if own_tiles else {}))()
+                 **(dict(split_empty=True) if split_empty else {}), **(dict(own_tiles=True) if own_tiles else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -437,8 +434,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False,
-            peel_plain: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -459,14 +455,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
     bitwise the same outputs). own_tiles: the CAUSAL one-block kernel's OWN_TILES (check_own_tiles; each
-    consumer computes only its rows' key tiles: bitwise the same outputs); peel_plain: its PEEL_PLAIN (the
-    peeled tile unmasked where wholly visible; own_tiles=True only). Head dim 256: plain / causal only
+    consumer computes only its rows' key tiles: bitwise the same outputs). Head dim 256: plain / causal only
     (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
-    if not isinstance(peel_plain, bool) or (peel_plain and not own_tiles):
-        raise ValueError(f"peel_plain: a bool, True only with own_tiles=True, got {peel_plain!r}")
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
@@ -507,7 +500,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, own_tiles, peel_plain)
+                        lean_mask, split_empty and num_consumers == 2, own_tiles)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
@@ -515,7 +508,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
                         early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        own_tiles: bool = False, peel_plain: bool = False):
+                        own_tiles: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -530,5 +523,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles,
-                   peel_plain=peel_plain)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles)()
