@@ -26,7 +26,7 @@ SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 # read its forward+backward 3-12% slower than its forward and backward add up (D = 64, 4k right after
 # 8k: +2.9 / +12.1%, ours alone), while after 3 s of idle it added up (+1.2 / -0.1%), as it does in a
 # fresh process. Not the power cap (the same clocks in both; 1.5 s of load at the same shape just
-# before: +0.4 / +0.9%), not NVML's query, not the host's time a call; cause unknown.
+# before: +0.4 / +0.9%), not NVML's query; cause unknown.
 SETTLE_S = 3.0
 # Relative error allowed against float64 (a bf16 attention lands near 3e-3).
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3}

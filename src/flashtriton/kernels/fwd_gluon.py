@@ -1266,8 +1266,8 @@ def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, 
     own 64 rows reach and releases the rest unread. The 2-consumer kernel otherwise computes all of the
     block's n_load tiles in both warpgroups, masking to p = 0 the ones wholly above a warpgroup's rows
     (_fwd_consume's doc). Warpgroup 0's last row reaches key diag + HALF_M - 1, the block's last row
-    diag + BLOCK_M - 1, so with BLOCK_N = 64 (D = 256)
-    warpgroup 0 owns one tile fewer than the block in every block (n_own = 2p + 1 of 2p + 2 at Nq = Nk):
+    diag + BLOCK_M - 1, so with BLOCK_N = 64 (D = 256) warpgroup 0 owns one tile fewer than the block
+    in every block (n_own = 2p + 1 of 2p + 2 at Nq = Nk):
     at N = 512 4 of the 40 warpgroup tiles a head, 10% of the S and P V wgmmas; with BLOCK_N = 128 (D = 64
     / 128 routes) never a whole tile, so nothing changes there.
       n_own = clamp(cdiv(diag_w + HALF_M, BLOCK_N), 1, n_load), diag_w = diag + WG * HALF_M (its first row's
