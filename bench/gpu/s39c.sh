@@ -10,4 +10,4 @@ timeout 170 python -m flashtriton bench --suite prefill --out $out -- --head-dim
 timeout 70 python -m flashtriton bench --suite prefill --out $out -- --head-dims 128 --causal no \
   --dtypes bfloat16 --seqlens 512 1024 --tag s39-d128-short > $out/s39c_grid_d128_short.txt 2>&1; echo "short rc $?"
 grep -E "^\| (512|1024|2048|4096|8192|16384) |^### " $out/s39c_grid_*.txt | cut -c1-200
-rm -f $out/nvidia-h200/*.png $out/*.png; mv $out/nvidia-h200/* $out/ 2>/dev/null; ls -R $out | head -20
+rm -f $out/nvidia-h200/*.png $out/*.png $out/nvidia-h200/*.md; mv $out/nvidia-h200/* $out/ 2>/dev/null; ls -R $out | head -20
