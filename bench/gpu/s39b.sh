@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Needs bench/wip/gluon-bwd-named-ds.patch applied: NAMED_DS was measured slower and reverted, session 39.)
 # Session 39, call B: NAMED_DS (the fused backward's dS^T hand-over by named barriers): GPU tests, then the A/B at
 # D = 128 and D = 64 (bench/gpu/s39_named_ds_ab.py). Logs under $OUT.
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1; out=${OUT:-/tmp}
