@@ -21,9 +21,6 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
                                                                     # DQ_SPLIT_M (session 31, the WIDE tile: dQ
                                                                     # split by query rows) against the WIDE tile
-    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --named [--dump OUT]
-                                                                    # NAMED_DS (session 39: the dS^T hand-over
-                                                                    # by named barriers) against today's
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -94,7 +91,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, band=0, named=False):
+                  window=False, wide=False, defer=False, splitm=False, band=0):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -105,8 +102,7 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
     D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise. band: BAND (session
-    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0. named: NAMED_DS (session 39: the
-    consumer WGs' dS^T hand-over by named barriers); left out otherwise."""
+    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -134,9 +130,6 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if band:
         sig["BAND"] = "constexpr"
         const["BAND"] = band
-    if named:
-        sig["NAMED_DS"] = "constexpr"
-        const["NAMED_DS"] = True
     if not dropout:
         const.update(KEYS=None, rng_rows=None, dropout_p=None)
     if not window:
@@ -551,40 +544,6 @@ def jit_report_fused():
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
 
-def named_table(dump=None):
-    """--fused --named (session 39): NAMED_DS (the dS^T hand-over / release by named barriers) against
-    today's kernel, offline: spills, shared memory, the named barrier ids in the SASS (BAR.SYNC / BAR.ARV
-    operands), and per consumer tile loop its instructions, BAR.SYNC, BAR.ARV, SYNCS (mbarrier ops) and local
-    accesses."""
-    print("| D | dtype | variant | NAMED_DS | setmaxnreg | spill B | smem KB | BAR ids | tile loops: instr, "
-          "BAR.SYNC, BAR.ARV, SYNCS, LDL + STL |")
-    print("|" + "---|" * 9)
-    cases = (("plain", dict()), ("causal", dict(causal=True)), ("window", dict(window=True)))
-    for d, dt, name, kw in ([(128, "bf16") + c for c in cases] + [(128, "fp16", "plain", {})]
-                            + [(64, "bf16", "wide splitm", dict(wide=True, splitm=True)),
-                               (64, "bf16", "wide splitm causal", dict(wide=True, splitm=True, causal=True))]):
-        for named in (False, True):
-            kw2 = dict(kw)
-            rot = not (kw2.get("causal") or kw2.get("window"))
-            c = compile_fused(d, dt, None, rot, kw2.pop("causal", False), False, named=named, **kw2)
-            r, text = report(c)
-            ins = [(int(a, 16), t) for a, t in re.findall(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", text)]
-            ids = sorted(set(re.findall(r"BAR\.(?:SYNC|ARV)(?:\.DEFER_BLOCKING)?\s+([^,;\s]+)", text)))
-            parts = []
-            for lp in tile_loops(text):
-                body = [t for a, t in ins if lp["start"] <= a <= lp["end"]]
-                parts.append(f"{lp['n']}, {sum('BAR.SYNC' in t for t in body)}, {sum('BAR.ARV' in t for t in body)}, "
-                             f"{sum('SYNCS' in t for t in body)}, {lp['ldl'] + lp['stl']}")
-            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-            print(f"| {d} | {dt} | {name} | {named} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | "
-                  f"{' '.join(ids)} | {'; '.join(parts)} |", flush=True)
-            if dump:
-                os.makedirs(dump, exist_ok=True)
-                with open(os.path.join(dump, f"fused_d{d}_{dt}_{name.replace(' ', '_')}"
-                                             f"{'_named' if named else ''}.sass"), "w") as f:
-                    f.write(text)
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dump", default=None)
@@ -602,12 +561,7 @@ def main(argv=None):
     ap.add_argument("--splitm", action="store_true",
                     help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
                          "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
-    ap.add_argument("--named", action="store_true",
-                    help="--fused: NAMED_DS (session 39: dS^T hand-over by named barriers) against today's")
     args = ap.parse_args(argv)
-    if args.fused and args.named:
-        named_table(args.dump)
-        return
     if args.fused and args.splitm:
         splitm_table(args.dump)
         return

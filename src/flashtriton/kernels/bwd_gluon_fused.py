@@ -399,35 +399,6 @@ DQ_SWIZZLE_WIDE = 128
 # tile is the offset that puts one WG's softmax under the other's wgmmas.
 DEFER_DS: gl.constexpr = gl.constexpr(2)
 
-# NAMED_DS (session 39; host prepare_fused(..., named_ds=True), route policy.GLUON_BWD_FUSED_NAMED_DS, empty =
-# off): the two consumer WGs' dS^T hand-over (ds_ready) and buffer release (ds_free) by hardware named
-# barriers instead of mbarriers. Why: Gluon 3.6 lowers mbarrier.arrive to one elected thread's arrival with a
-# bar.sync of the WG before it (and one after), and the wait to a try_wait loop; session 33's profile put 35%
-# of the consumers' stall cycles at CTA barriers (bench/wip/gluon-bwd128-s33.md), and the named barriers need
-# no shared-memory address (the per-thread mbarrier arrival does, which Gluon does not expose). Ids: for
-# buffer i (0, 1) and WG w, ds_ready's NAMED_READY + 2 i + w ("WG w's half of buffer i is stored") and
-# ds_free's NAMED_FREE + 2 i + w ("WG w's dQ reads of buffer i are done"): WG w bar.arrives on its own id
-# (count 256: its 128 threads) and bar.syncs on the other WG's (its 128 + the other's 128). Ids 8-15: the
-# partitions' own barriers (gl.thread_barrier, Gluon's arrive) use low ids (SASS: 0x0 - 0x3).
-NAMED_READY: gl.constexpr = gl.constexpr(8)
-NAMED_FREE: gl.constexpr = gl.constexpr(12)
-
-
-@gluon.jit
-def _named_arrive(bar_id):
-    """bar.arrive bar_id, 256: this thread's arrival on a named barrier shared with the other consumer WG
-    (non-blocking; its earlier shared-memory writes are visible to the threads that bar.sync on it)."""
-    gl.inline_asm_elementwise("bar.arrive $1, 256;\n\tmov.b32 $0, 0;", "=r,r", [bar_id], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
-@gluon.jit
-def _named_sync(bar_id):
-    """bar.sync bar_id, 256: arrive and wait until the other consumer WG has arrived on bar_id."""
-    gl.inline_asm_elementwise("bar.sync $1, 256;\n\tmov.b32 $0, 0;", "=r,r", [bar_id], dtype=gl.int32,
-                              is_pure=False, pack=1)
-
-
 
 def dq_stage_layout(block_m: int = 64, split_m: bool = False):
     """The NVMMASharedLayout of the fp32 dq staging tile (and of the host dq_accum descriptor):
@@ -665,7 +636,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
-                DQ_SPLIT_M: gl.constexpr = False, NAMED_DS: gl.constexpr = False):
+                DQ_SPLIT_M: gl.constexpr = False):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -761,19 +732,12 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         # buffer `buf` free: both WGs' dQ wgmmas of tile g - NUM_DS done (in their tile
         # g - NUM_DS + 1; phase g // NUM_DS - 1; a fresh barrier passes parity 1 for g < NUM_DS)
         mbarrier.wait(ds_free.index(buf), ((g // NUM_DS) & 1) ^ 1)
-    elif NAMED_DS:
-        # the other WG's dQ reads of tile g - 2 (its arrival in tile g - 2); none before tile 2
-        if g >= 2:
-            _named_sync(NAMED_FREE + 2 * buf + (1 - WG))
     else:
         mbarrier.wait(ds_free.index(buf), ((g // 2) & 1) ^ 1)
     my_ds = ds_smem.index(2 * buf + WG)                                      # (HALF_N, BLOCK_M) smem
     my_ds.store(ds)
     fence_async_shared()                                                     # generic writes -> wgmma reads
-    if NAMED_DS:
-        _named_arrive(NAMED_READY + 2 * buf + WG)                            # every thread, no WG bar.sync
-    else:
-        mbarrier.arrive(ds_ready.index(buf))                                 # bar.sync of the WG, one arrival
+    mbarrier.arrive(ds_ready.index(buf))                                     # bar.sync of the WG, one arrival
     dk_tok = warpgroup_mma(my_ds, q, dk, is_async=True)                      # dK += dS^T Q (A in smem)
     # dV done (issued before dS^T's math): P^T's registers free before the dQ wgmmas
     dv, p16 = warpgroup_mma_wait(1, deps=[dv_tok, p16])
@@ -805,12 +769,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
             # goes to the loop head, into every tile (offline: one BAR.SYNC a tile)
             gl.thread_barrier()
     else:
-        # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf]; NAMED_DS: the other WG's
-        # arrival of tile g)
-        if NAMED_DS:
-            _named_sync(NAMED_READY + 2 * buf + (1 - WG))
-        else:
-            mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
+        # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
+        mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
         if DQ_SPLIT_M:
             # DQ_SPLIT_M: dQ[rows of WG, :] = dS[rows of WG, keys 0..63] K_0 + dS[rows of WG, keys
             # 64..127] K_1: A the WG's 64-query column block of each dS^T half (whole 128-byte
@@ -839,10 +799,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         mbarrier.arrive(empty.index(stage))
         dq = warpgroup_mma_wait(0, deps=[dq_tok])                                # (BLOCK_M, DQ_N) fp32
         # this WG's reads of both dS^T halves of buffer `buf` done (one of ds_free's 2 arrivals)
-        if NAMED_DS:
-            _named_arrive(NAMED_FREE + 2 * buf + WG)
-        else:
-            mbarrier.arrive(ds_free.index(buf))
+        mbarrier.arrive(ds_free.index(buf))
         # the previous tile's reduce has finished reading dq_stage[WG] (bulk group wait of the
         # issuing thread), then the whole WG past that point before anyone overwrites it
         tma.store_wait(0)
@@ -915,7 +872,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
                    DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
-                   BAND: gl.constexpr = 0, NAMED_DS: gl.constexpr = False):
+                   BAND: gl.constexpr = 0):
     HALF_N: gl.constexpr = BLOCK_N // 2
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
@@ -1013,7 +970,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES,
                                  True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW,
-                                 DQ_SPLIT_M=DQ_SPLIT_M, NAMED_DS=NAMED_DS)
+                                 DQ_SPLIT_M=DQ_SPLIT_M)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -1026,7 +983,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
                                  h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
-                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M, NAMED_DS=NAMED_DS)
+                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
@@ -1035,12 +992,6 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     if DEFER_DQ:
         # (the drain's arrival is the last on that phase: both WGs' dQ reads of K done)
         mbarrier.wait(ds_free.index(last % NUM_DS), (last // NUM_DS) & 1)
-    elif NAMED_DS:
-        # every arrival on a NAMED_FREE id needs its bar.sync (a named barrier left part-arrived at the CTA's
-        # end is not allowed): the other WG's arrivals of the last two tiles, which no tile g + 2 synced
-        if last >= 1:
-            _named_sync(NAMED_FREE + 2 * ((last - 1) % 2) + (1 - WG))
-        _named_sync(NAMED_FREE + 2 * (last % 2) + (1 - WG))
     else:
         mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
     if BLOCK_M > 64:
@@ -1085,7 +1036,7 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    BAND: gl.constexpr = 0, NAMED_DS: gl.constexpr = False,
+    BAND: gl.constexpr = 0,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
     # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
@@ -1095,7 +1046,6 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
     gl.static_assert(not BAND or CAUSAL, "BAND: the causal kernel only (equal key blocks otherwise)")
-    gl.static_assert(not (NAMED_DS and DEFER_DQ), "NAMED_DS: not with DEFER_DQ (its dS^T protocol is another)")
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1149,12 +1099,12 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, NAMED_DS)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, NAMED_DS)),
+                          DQ_SPLIT_M, BAND)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW, BAND)),

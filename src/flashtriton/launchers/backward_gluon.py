@@ -313,21 +313,9 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
     return d in policy.GLUON_BWD_FUSED_DQ_SPLIT_M.get("causal" if causal else "plain", frozenset())
 
 
-def fused_named(d: int, causal: bool, windowed: bool, defer: bool) -> bool:
-    """Whether the library's fused route (fused_into) runs the kernel's NAMED_DS (session 39: the consumer
-    WGs' dS^T hand-over and release by named barriers, kernels/bwd_gluon_fused.py): the head dim listed in
-    policy.GLUON_BWD_FUSED_NAMED_DS under the call's kind ("plain" / "causal" / "window"), never with
-    DEFER_DQ. Empty table (the default): never."""
-    if defer:
-        return False
-    kind = "window" if windowed else ("causal" if causal else "plain")
-    return d in policy.GLUON_BWD_FUSED_NAMED_DS.get(kind, frozenset())
-
-
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0,
-                  named_ds: bool = False):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -384,11 +372,6 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     box (64, D), 64-byte swizzle. The same values (dk / dv bitwise, dq up to fp32 summation
     order), causal or not.
 
-    named_ds=True (session 39, an A/B; bench/gpu/s39_named_ds_ab.py): the kernel's NAMED_DS, the two consumer
-    WGs' dS^T hand-over (ds_ready) and release (ds_free) by hardware named barriers (bar.arrive / bar.sync of
-    256 threads) in place of mbarriers; not with defer_dq (ValueError). The same values (dk / dv bitwise, dq
-    up to fp32 summation order).
-
     band > 0 (session 36, an A/B): the causal kernel's BAND launch order (kernels/bwd_gluon_fused.
     _fused_pids: every KV head's heaviest key block first across bands of `band` batch x KV
     heads); causal (no window) only, band dividing B * Hk. The same values (dk / dv bitwise, dq
@@ -399,10 +382,6 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
         raise ValueError("dq_split_m: the WIDE tile only (wide=True; the 64-row tile has no 64-row halves to split)")
-    if not isinstance(named_ds, bool):
-        raise ValueError(f"named_ds: expected a bool, got {named_ds!r}")
-    if named_ds and defer_dq:
-        raise ValueError("named_ds: not with defer_dq=True (DEFER_DQ hands dS^T over a tile later, by mbarriers)")
     if not isinstance(defer_dq, bool):
         raise ValueError(f"defer_dq: expected a bool, got {defer_dq!r}")
     if defer_dq:
@@ -467,8 +446,7 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m, band=band,
-                                                                  named=named_ds)
+                                                                  defer=defer_dq, split_m=dq_split_m, band=band)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -526,7 +504,7 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
 
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, band: int = 0, named: bool = False):
+                       defer: bool = False, split_m: bool = False, band: int = 0):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -539,8 +517,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
     absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). band > 0:
-    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid. named: NAMED_DS=True
-    (session 39; absent otherwise)."""
+    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -587,8 +564,6 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
     if band:
         kwargs["BAND"] = band            # (likewise)
-    if named:
-        kwargs["NAMED_DS"] = True        # (likewise)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 
@@ -663,23 +638,20 @@ def fused_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, d
     # BAND where policy.GLUON_BWD_FUSED_BAND lists the head dim (empty: never); causal, no dropout
     band = policy.fused_band(q.shape[-1], k.shape[1] // block_n, k.shape[0] * k.shape[2]) \
         if causal and win is None and dropout_p == 0 else 0
-    # NAMED_DS where policy.GLUON_BWD_FUSED_NAMED_DS lists the call (empty: never)
-    named = fused_named(q.shape[-1], causal, win is not None, defer)
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(
         q, k, v, dout, lse, delta, float(softmax_scale), block_m, block_n, stages, not causal and win is None, causal,
         outs=(dq, dk, dv), dropout_p=float(dropout_p), keys=keys if dropout_p > 0 else None, win=win, defer=defer,
-        split_m=split_m, band=band, named=named)
+        split_m=split_m, band=band)
     _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs, replayable=FUSED_REPLAYABLE, preprocess=preprocess)
 
 
 def fused_gluon(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                 rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0,
-                named_ds: bool = False):
+                wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
     """(dq, dk, dv) of attention by the fused kernel: prepare_fused(...)(). Non-deterministic dq."""
     return prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal, num_stages=num_stages, rotate=rotate,
                          dropout_p=dropout_p, keys=keys, window=window, wide=wide, defer_dq=defer_dq,
-                         dq_split_m=dq_split_m, band=band, named_ds=named_ds)()
+                         dq_split_m=dq_split_m, band=band)()
 
 
 def delta_of(out: torch.Tensor, dout: torch.Tensor) -> torch.Tensor:

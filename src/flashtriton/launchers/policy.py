@@ -340,11 +340,6 @@ def gluon_bwd_d256_split_band(params: AttnParams, batch_heads: int) -> int:
 # s31_fused_bwd_d128_ab.py, s30/callB): 2k 460 / 440 -> 459 / 443 TFLOP/s, 4k 490 / 488 -> 490 /
 # 490, 16k 520 / 520 -> 458 (an outlier) / 520; predicted +3-8%. Not taken: EMPTY = off.
 GLUON_BWD_FUSED_DEFER: dict[str, frozenset[int]] = {"plain": frozenset()}
-# The fused backward with NAMED_DS (session 39; kernels/bwd_gluon_fused.py: the consumer WGs' dS^T hand-over
-# and release by named barriers, no elected mbarrier arrivals and their WG bar.syncs): kind ("plain" / "causal"
-# / "window") -> head dims. Empty = off until the H200 A/B (bench/gpu/s39_named_ds_ab.py) says otherwise.
-# Launch plans key on the call: plans.clear() after changing it.
-GLUON_BWD_FUSED_NAMED_DS: dict[str, frozenset[int]] = {}
 
 # The fused backward's DQ_SPLIT_M (kernels/bwd_gluon_fused.py, the WIDE tile only: each consumer
 # warpgroup computes dQ for its 64 of the tile's 128 query rows over the whole D = 64, m64n64k16
