@@ -4,7 +4,7 @@
 set -u
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
-timeout 470 python -m pytest tests -o addopts="" -v -rf -p no:warnings -n 12 --timeout 150 --durations=12 \
+timeout 480 python -m pytest tests -o addopts="" -v -rf -p no:warnings -n 11 --timeout 150 --durations=12 \
   -k "not cpu" -m "not gpu_alone" > $out/pytest-gpu.txt 2>&1
 echo "phase 1 rc $?"
 timeout 90 python -m pytest tests -o addopts="" -v -rf -p no:warnings --timeout 80 -m gpu_alone >> $out/pytest-gpu.txt 2>&1
