@@ -81,7 +81,11 @@ def test_own_tiles_policy(monkeypatch):
 
 @pytest.mark.parametrize("table, want", [({}, False), ({256: 256}, True), ({256: 128}, False)])
 def test_route_passes_own_tiles(monkeypatch, table, want):
-    """launchers.forward hands own_tiles=True to fwd_into exactly when the policy says so."""
+    """launchers.forward hands own_tiles=True to fwd_into exactly when the policy says so. CPU tensors through the
+    triton backend: runs only under TRITON_INTERPRET=1 (CI). (The whole GPU suite of session 39 ran it without the
+    interpreter, where the backend refuses CPU tensors: 3 failures of the test, not of the route.)"""
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        pytest.skip("the CPU form of this test (fwd_into stubbed): needs TRITON_INTERPRET=1")
     import flashtriton
     from flashtriton import flash_attn_func
     from flashtriton.launchers import forward
