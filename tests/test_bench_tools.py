@@ -163,17 +163,23 @@ def test_timing_rounds_order_and_failures(capsys):
     assert "N=1 round 2 b: 4.000 ms* 2000 TFLOP/s" in text and "N=1 round 1 bad: " in text
 
 
-def test_regression_prefill_grid_settles_before_each_shape(monkeypatch, tmp_path):
-    """The grid idles --settle seconds (default prefill.SETTLE_S) before every shape, records it in the
-    environment, and --settle 0 turns it off (session 38: the first shape timed right after another read
-    its forward+backward 3-12% slow; bench/NOTES.md)."""
-    events = []
+def _grid_stubs(monkeypatch, tmp_path, events):
+    """prefill.main without a GPU: a fixed environment, our provider alone, sleeps recorded in events, no plot,
+    results under tmp_path (the tests replace bench_shape themselves)."""
     env = {"date": "d", "device": "GPU", "torch": "t", "triton": "3.6.0", "sms": 1}
     monkeypatch.setattr(common, "environment", lambda device: dict(env))
     monkeypatch.setattr(providers, "gpu_providers", lambda include_flex=True: {"flashtriton": providers.ours})
     monkeypatch.setattr(prefill.time, "sleep", lambda s: events.append(("sleep", s)))
     monkeypatch.setattr(prefill, "plot", lambda rows, path: None)
     monkeypatch.setattr(common, "results_dir", lambda device, root=None: tmp_path)
+
+
+def test_regression_prefill_grid_settles_before_each_shape(monkeypatch, tmp_path):
+    """The grid idles --settle seconds (default prefill.SETTLE_S) before every shape, records it in the
+    environment, and --settle 0 turns it off (session 38: the first shape timed right after another read
+    its forward+backward 3-12% slow; bench/NOTES.md)."""
+    events = []
+    _grid_stubs(monkeypatch, tmp_path, events)
 
     def shape(provs, b, n, h, d, causal, dtype, **kw):
         events.append(("shape", n, causal))
@@ -195,12 +201,7 @@ def test_regression_prefill_grid_warms_up_on_its_first_shape(monkeypatch, tmp_pa
     environment; --no-warmup turns it off (session 39: the first shape of a grid process read our
     forward+backward 19% below the same cell timed later; bench/NOTES.md)."""
     events = []
-    env = {"date": "d", "device": "GPU", "torch": "t", "triton": "3.6.0", "sms": 1}
-    monkeypatch.setattr(common, "environment", lambda device: dict(env))
-    monkeypatch.setattr(providers, "gpu_providers", lambda include_flex=True: {"flashtriton": providers.ours})
-    monkeypatch.setattr(prefill.time, "sleep", lambda s: events.append(("sleep", s)))
-    monkeypatch.setattr(prefill, "plot", lambda rows, path: None)
-    monkeypatch.setattr(common, "results_dir", lambda device, root=None: tmp_path)
+    _grid_stubs(monkeypatch, tmp_path, events)
     calls = []
 
     def shape(provs, b, n, h, d, causal, dtype, **kw):
