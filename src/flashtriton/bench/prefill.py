@@ -28,7 +28,7 @@ SEQLENS = [512, 1024, 2048, 4096, 8192, 16384]
 # fresh process. Not the power cap (the same clocks in both; 1.5 s of load at the same shape just
 # before: +0.4 / +0.9%), not NVML's query; cause unknown.
 SETTLE_S = 3.0
-# The grid's first shape runs once untimed-for-the-record before the grid (--warmup, on by default). H200,
+# Also (main): the grid's first shape runs once before the grid, its rows discarded, unless --no-warmup. H200,
 # torch 2.11, triton 3.6, 2026-12-03 (bench/NOTES.md "Session 39"): the first shape of a grid process, D = 128
 # non-causal 512 bf16, read our forward+backward at 293 TFLOP/s, below its own backward's 332; the same cell timed
 # later in another grid process, after other shapes, read 356 (its forward and backward add up to ~365). The
