@@ -107,7 +107,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, own_tiles=False, one_loop=False):
+                lean_mask=False, split_empty=False, own_tiles=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -156,9 +156,6 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "OWN_TILES" in fn.arg_names:
         sig["OWN_TILES"] = "constexpr"
         const["OWN_TILES"] = bool(own_tiles)
-    if one_loop:
-        sig["ONE_LOOP"] = "constexpr"
-        const["ONE_LOOP"] = True
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}

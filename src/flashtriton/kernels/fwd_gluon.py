@@ -944,7 +944,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
                   q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                  SIDES: gl.constexpr = 0, MIXED: gl.constexpr = False, mask_from=0):
+                  SIDES: gl.constexpr = 0):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -975,14 +975,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
         # its Q slice: free it for the next block's Q now, under this tile's softmax, its P V
         # and the epilogue (which no longer stages O in Q's buffer)
         mbarrier.arrive(q_free, pred=j == q_last)
-    if MIXED:
-        # ONE_LOOP (CAUSAL): the plain and the diagonal tiles in one loop, the mask by a uniform branch
-        if j >= mask_from:
-            p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
-                                                      WINDOW)
-        else:
-            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
-    elif MASKED:
+    if MASKED:
         if LEAN_MASK:
             # WINDOW's cheaper mask (_softmax_step_lean): one compare a score, one-sided past n_left
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
@@ -1012,8 +1005,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 ONE_LOOP: gl.constexpr = False):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1153,20 +1145,6 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
-    elif ONE_LOOP:
-        # ONE_LOOP (session 39, offline; CAUSAL): the fully visible tiles and the diagonal ones in one loop, the
-        # mask by a uniform branch in the step (_consume_tile's MIXED). Why: with two loops the bf16 P carried
-        # from the first into the second became 64 16-bit values that ptxas repacked with 32 PRMT in every step
-        # of both loops (offline sm_90a: the causal one-block unmasked step 490 SASS a warp at D = 128 and 451 at
-        # D = 64 with three consumers, against the plain persistent kernel's one-loop 452 / 411). The same
-        # arithmetic for every tile: outputs bitwise those of the two loops.
-        for j in range(t0 + 1, t0 + n_tiles):
-            p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
-                                               p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
-                                               keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
-                                               NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, False, 0,
-                                               True, t0 + n_full)
     else:
         # the fully visible tiles: no mask work
         for j in range(t0 + 1, t0 + n_full):
@@ -1175,7 +1153,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
-    if (CAUSAL or WINDOW) and not ONE_LOOP:
+    if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
         # (LEAN_MASK: these tiles lie at or past n_left, so every row's left bound is at or before
@@ -1283,7 +1261,7 @@ def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.const
 def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_full, diag, qk_scale,
                      WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, ONE_LOOP: gl.constexpr = False):
+                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
     """OWN_TILES (session 38): a 2-consumer CAUSAL one-block consumer that computes only the key tiles its
     own 64 rows reach and releases the rest unread. The 2-consumer kernel otherwise computes all of the
     block's n_load tiles in both warpgroups, masking to p = 0 the ones wholly above a warpgroup's rows
@@ -1306,8 +1284,7 @@ def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, 
     _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                  q_row, q_col, lse_off, n_own, ONE, n_full_own, diag, ZERO, qk_scale, ZERO, ZERO,
                  ZERO, ZERO, ZERO, ZERO, ZERO,
-                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False,
-                 ZERO, ZERO, NO, NO, ONE_LOOP)
+                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
     _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
 
 
@@ -1315,7 +1292,7 @@ def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, 
 def _fwd_consume_causal3(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                          q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
                          WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                         NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, ONE_LOOP: gl.constexpr = False):
+                         NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
     """NUM_CONSUMERS = 3, CAUSAL, one block a CTA: consumer WG of the 192-row block pid_m
     (rows pid_m * BLOCK_M + WG * HALF_M .. + HALF_M - 1 of the sequence). diag: the last key
     visible to the block's first row (pid_m * BLOCK_M + Nk - Nq), n_load: the tiles the
@@ -1354,8 +1331,7 @@ def _fwd_consume_causal3(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_emp
         _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_own, ONE, n_full, diag, ZERO, qk_scale, ZERO, ZERO,
                      ZERO, ZERO, ZERO, ZERO, ZERO,
-                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False,
-                     ZERO, ZERO, NO, NO, ONE_LOOP)
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
         _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
     else:
         _fwd_skip_tiles(k_ready, v_ready, kv_empty, 0, n_load, NUM_STAGES)
@@ -1435,7 +1411,6 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
-    ONE_LOOP: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1459,10 +1434,6 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((not OWN_TILES) or (CAUSAL and NUM_CONSUMERS == 2 and not (PERSISTENT or PINGPONG or WINDOW
                                                                                  or DROPOUT)),
                      "OWN_TILES: the CAUSAL one-block 2-consumer forward without pingpong, window or dropout")
-    # ONE_LOOP (session 39, offline): the CAUSAL one-block consumers' plain and diagonal tiles in one loop
-    # (_fwd_consume's ONE_LOOP)
-    gl.static_assert((not ONE_LOOP) or (CAUSAL and not (PERSISTENT or PINGPONG or WINDOW or DROPOUT)),
-                     "ONE_LOOP: the CAUSAL one-block forward without pingpong, window or dropout")
     if WINDOW:
         wl = win_left
         wr = win_right
@@ -1619,13 +1590,13 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
                                     LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
-                                    WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, ONE_LOOP)),
+                                    WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
                                     LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
-                                    WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, ONE_LOOP)),
+                                    WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_consume_causal3, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
                                     LSE, q_row, q_col, lse_off, n_load, diag, qk_scale, pid_m, seqlen_q,
-                                    WG2b, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, ONE_LOOP)),
+                                    WG2b, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
@@ -1634,10 +1605,10 @@ def attn_fwd_gluon_kernel(
         gl.warp_specialize([
             (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                                 q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale,
-                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, ONE_LOOP)),
+                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                                 q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale,
-                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, ONE_LOOP)),
+                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
@@ -1648,12 +1619,12 @@ def attn_fwd_gluon_kernel(
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, ONE_LOOP)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, ONE_LOOP)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

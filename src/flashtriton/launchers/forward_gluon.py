@@ -214,7 +214,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, own_tiles: bool = False, one_loop: bool = False):
+                 split_empty: bool = False, own_tiles: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -233,8 +233,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
-    only where window_args leaves the CAUSAL kernel. one_loop: the kernel's ONE_LOOP (causal one block a CTA:
-    check_one_loop), likewise."""
+    only where window_args leaves the CAUSAL kernel."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -272,8 +271,6 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         extra["SPLIT_EMPTY"] = True
     if own_tiles and causal and not windowed:
         extra["OWN_TILES"] = True
-    if one_loop and causal and not windowed:
-        extra["ONE_LOOP"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -390,16 +387,6 @@ def check_head_dim(d, window, dropout_p, scheduled, early_q, lean_mask, num_cons
                              "or persistent, 2 consumers)")
 
 
-def check_one_loop(one_loop, causal, window, persistent, pingpong, dropout_p) -> None:
-    """one_loop (the kernel's ONE_LOOP, session 39, offline): a bool, True only for the causal forward one block a
-    CTA (2 or 3 consumers; no window, pingpong or dropout). ValueError otherwise, before any launch."""
-    if not isinstance(one_loop, bool):
-        raise ValueError(f"one_loop: expected a bool, got {one_loop!r}")
-    if one_loop and not (causal and window is None and not persistent and not pingpong and dropout_p == 0):
-        raise ValueError("one_loop=True: the causal forward one block a CTA only (causal=True without window, "
-                         "persistent, pingpong or dropout)")
-
-
 def check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p) -> None:
     """own_tiles (the kernel's OWN_TILES, session 38): a bool, True only for the causal forward one
     block a CTA (causal=True, no window, persistent=False) with 2 consumers, without pingpong or
@@ -447,8 +434,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False,
-            one_loop: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -469,13 +455,11 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
     bitwise the same outputs). own_tiles: the CAUSAL one-block kernel's OWN_TILES (check_own_tiles; each
-    consumer computes only its rows' key tiles: bitwise the same outputs). one_loop: the CAUSAL one-block kernel's
-    ONE_LOOP (check_one_loop; the plain and the diagonal tiles in one loop: bitwise the same outputs). Head dim 256:
-    plain / causal only (check_head_dim)."""
+    consumer computes only its rows' key tiles: bitwise the same outputs). Head dim 256: plain / causal only
+    (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
-    check_one_loop(one_loop, causal, window, persistent, pingpong, dropout_p)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
@@ -516,7 +500,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, own_tiles, one_loop)
+                        lean_mask, split_empty and num_consumers == 2, own_tiles)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
@@ -524,7 +508,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
                         early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        own_tiles: bool = False, one_loop: bool = False):
+                        own_tiles: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -539,5 +523,4 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles,
-                   one_loop=one_loop)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles)()
