@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 39 for session 40 (not yet run): (1) the grid's warm-up check - a grid whose first shape is
+# Prepared in session 39 for session 40; session 40 moved (1), the grid's warm-up check, to bench/gpu/s40a.sh. (1) a grid whose first shape is
 # D = 128 non-causal 512 (bench/NOTES.md "Session 39": the first shape of a grid process read forward+backward 293
 # TFLOP/s against 356 timed later; predicted: within +-4% of 356 now); (2) Nsight Compute, ours beside cuDNN, on the
 # cells issue 4 still misses that the last profile (session 33: the D = 128 backward at 8k) did not cover: the
@@ -14,8 +14,6 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 R=$OUT/s40; mkdir -p $R
 L=$R/profile.log
 step() { echo "== $1 $(date -u +%H:%M:%S)" >> $L; shift; "$@" 2>&1 | grep -v Warn >> $L; }
-step "grid warm-up check" timeout 150 python -m flashtriton bench --suite prefill --out $R -- --head-dims 128 \
-  --causal no --seqlens 512 1024 --tag s40-warmup
 S="--section SpeedOfLight --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
 --section Occupancy --section LaunchStats"
 step "ncu ours D=128 causal 2k" timeout 150 ncu --clock-control none --profile-from-start off $S \
@@ -27,6 +25,4 @@ step "ncu ours D=64 causal 2k" timeout 150 ncu --clock-control none --profile-fr
 step "ncu cuDNN D=64 causal 2k" timeout 120 ncu --clock-control none --profile-from-start off $S \
   python bench/gpu/s32_ncu_cudnn.py 64:2048:1
 echo "== end $(date -u +%H:%M:%S)" >> $L
-rm -f $R/nvidia-h200/*.png
-grep -E "^\| (512|1024) " $R/nvidia-h200/s40-warmup.md 2>/dev/null
 tail -c 9000 $L

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 40, first device call: ONE_LOOP's GPU tests and A/B (bench/gpu/s40_one_loop.sh), then the grid's warm-up
+# Session 40, first device call (needs bench/wip/gluon-fwd-one-loop.patch applied; reverted after it): ONE_LOOP's GPU tests and A/B (bench/gpu/s40_one_loop.sh), then the grid's warm-up
 # check (the first step of bench/gpu/s40_profile.sh: a grid whose first shape is D = 128 non-causal 512; predicted
 # within +-4% of the 356 TFLOP/s forward+backward timed later in session 39's grids).
 export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
