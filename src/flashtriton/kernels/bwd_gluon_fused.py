@@ -356,8 +356,6 @@ setmaxnreg 240 / 240 / 24, ptxas -v 168 registers kernel-wide, no wgmma advisory
 """
 from __future__ import annotations
 
-import os
-
 import triton
 import triton.language as tl
 from triton._C.libtriton import ir
@@ -369,10 +367,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 
 from .bwd_gluon import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E, _block_coords
 from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold
-
-# EARLY_LSE (session 40, A/B only: FLASHTRITON_S40_EARLY_LSE=0 for the kernel before it): _fused_tile converts
-# lse's layout before S's wgmma wait.
-EARLY_LSE: gl.constexpr = gl.constexpr(os.environ.get("FLASHTRITON_S40_EARLY_LSE", "1") == "1")
 
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
 # in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
@@ -693,15 +687,9 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     do = do_smem.index(stage)                                                # (BLOCK_M, D) smem
     s_tok = warpgroup_mma(k_half, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     dp_tok = warpgroup_mma(v_half, do.permute((1, 0)), s_zero, use_acc=False, is_async=True)
-    if EARLY_LSE:
-        # lse's layout conversion (STS, WG barrier, LDS) under the two wgmmas, not after S's wait: session 40's
-        # profile had 5% of the backward's stall samples on the LDS -> FMUL (short scoreboard) here
-        lse2 = gl.convert_layout(lse_c, col) * LOG2E                         # (BLOCK_M,) log2 units
-        s = warpgroup_mma_wait(1, deps=[s_tok])                              # (HALF_N, BLOCK_M) fp32
-    else:
-        s = warpgroup_mma_wait(1, deps=[s_tok])                              # (HALF_N, BLOCK_M) fp32
-        lse2 = gl.convert_layout(lse_c, col) * LOG2E                         # (BLOCK_M,)
-    x = s * qk_scale - gl.expand_dims(lse2, 0)                               # (HALF_N, BLOCK_M) log2 units
+    s = warpgroup_mma_wait(1, deps=[s_tok])                                  # (HALF_N, BLOCK_M) fp32
+    lse_v = gl.convert_layout(lse_c, col)                                    # (BLOCK_M,)
+    x = s * qk_scale - gl.expand_dims(lse_v * LOG2E, 0)                      # (HALF_N, BLOCK_M) log2 units
     if MASKED:
         # as bwd_gluon._dkdv_tile: after the scale; the query indices from shared memory
         # (an arange here is hoisted out of the loop as 16 live registers). Only where some
