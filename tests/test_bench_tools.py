@@ -199,7 +199,7 @@ def test_regression_prefill_grid_settles_before_each_shape(monkeypatch, tmp_path
 def test_regression_prefill_grid_warms_up_on_its_first_shape(monkeypatch, tmp_path):
     """The grid runs its first shape once before the grid, discarding the rows, and records it in the
     environment; --no-warmup turns it off (session 39: the first shape of a grid process read our
-    forward+backward 19% below the same cell timed later; bench/NOTES.md)."""
+    forward+backward 18% below the same cell timed later; bench/NOTES.md)."""
     events = []
     _grid_stubs(monkeypatch, tmp_path, events)
     calls = []

@@ -32,7 +32,9 @@ SETTLE_S = 3.0
 # torch 2.11, triton 3.6, 2026-12-03 (bench/NOTES.md "Session 39"): the first shape of a grid process, D = 128
 # non-causal 512 bf16, read our forward+backward at 293 TFLOP/s, below its own backward's 332; the same cell timed
 # later in another grid process, after other shapes, read 356 (its forward and backward add up to ~365). The
-# settle does not cover it (nothing ran before the first shape).
+# settle does not cover it (nothing ran before the first shape). The warm-up keeps compilation out of the first
+# row but did not lift that cell: with it (session 40, same GPU and versions) the first shape read forward /
+# backward 462 / 333 as later and forward+backward 309, ~0.1 ms a step of host time in the autograd-timed cell.
 # Relative error allowed against float64 (a bf16 attention lands near 3e-3).
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
 
