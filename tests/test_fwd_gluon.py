@@ -593,9 +593,13 @@ def test_gluon_route_rule(monkeypatch):
     q, k, v = rand_qkv(1, n, n, 2, 1, 128, torch.bfloat16, "cpu")
     assert rule(q, k, v) and rule(q.half(), k.half(), v.half())
     assert rule(*rand_qkv(2, n, n + 128, 4, 2, 128, torch.bfloat16, "cpu"))           # GQA, Nq != Nk
-    for p in (common.AttnParams(0.1, window_right=0), common.AttnParams(0.1, window_left=64),
-              common.AttnParams(0.1, softcap=3.0), common.AttnParams(0.1, dropout_p=0.1)):
+    # (causal calls: test_gluon_causal_route_rule; since session 42 causal D = 128 at 1k takes the Gluon kernel too,
+    # through policy.GLUON_FWD_O_STAGE's range)
+    for p in (common.AttnParams(0.1, window_left=64), common.AttnParams(0.1, softcap=3.0),
+              common.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(q, k, v, p)
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {})
+    assert not rule(q, k, v, common.AttnParams(0.1, window_right=0))
     assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)
     assert not rule(q.float(), k.float(), v.float())
     assert not rule(*rand_qkv(1, n, n, 2, 1, 64, torch.bfloat16, "cpu"), bd=64)         # D = 64: from 4k
@@ -636,6 +640,10 @@ def test_gluon_causal_route_rule(monkeypatch):
     q64, k64, v64 = rand_qkv(1, 1024, 1024, 2, 1, 64, torch.bfloat16, "cpu")
     # sessions 24 / 32 (128), 30 (64), 33 (256)
     assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 2048, 64: 4096, 256: 512}
+    # session 42: O_STAGE's range (policy.GLUON_FWD_O_STAGE["causal"][128] from 1k) admits D = 128 at 1k
+    assert rule(q, k, v) and policy.gluon_fwd_o_stage("causal", 128, 1024, 1024)
+    assert not rule(*rand_qkv(1, 1024, 4096, 2, 1, 128, torch.bfloat16, "cpu"))         # max(Nq, Nk) past its range
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {})
     assert not rule(q, k, v) and not rule(q64, k64, v64, bd=64)                         # 1k: too short / no entry
     assert rule(*rand_qkv(1, 8192, 8192, 2, 1, 128, torch.bfloat16, "cpu"))
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 1024)

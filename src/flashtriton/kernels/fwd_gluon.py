@@ -304,6 +304,31 @@ LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k 
   windows are not routed here), one block, PERSISTENT, EARLY_Q, PINGPONG. Without it every
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
+O_STAGE (session 42, 2026-12-03; routed by launchers.policy.GLUON_FWD_O_STAGE after bench/gpu/s42_o_stage_ab.py:
+  D = 128 plain 1k-4k, causal 1k-2k with the host's deal (SCHEDULED), windows from 4k instead of EARLY_Q).
+  The PERSISTENT kernel's block boundary. Without it O leaves through Q's buffer, so the loader can land the next
+  block's Q only after both consumers' TMA stores: the TIMELINE stamps (below) measured the consumers waiting 1.2 us
+  a block for Q (median, D = 128 causal 2k, blocks of 1-16 tiles of ~1.6 us); EARLY_Q (O by 34 STG a thread from
+  registers) cut that to 0.9 us but doubled the block-to-block gap (0.35 -> 0.83 us). A second Q buffer needs 2
+  ring stages (Q 2 x 32 KB + 2 x 64 KB), measured 18-24% slower (bench/gpu/s42_stages_ab.py). O_STAGE instead: each
+  consumer arrives on q_free right after its tile loops, before the last P V (its last read of Q was the last
+  tile's S); the loader issues the next block's first NUM_STAGES - 1 K / V tiles (their stages were freed by P Vs
+  inside the loops), then Q as soon as q_free's phase completes, then the rest; the epilogue waits q_free's phase
+  itself (both consumers' last S read all of the last tile's K: BLOCK_N = BLOCK_M rows, one half a consumer), stores
+  O into its half of that K buffer (the same 128-byte swizzle as the Q / O boxes), TMA-stores it, waits, and only
+  then arrives on the stage's kv_empty (the third of the next block's tiles waits for that). Barrier arithmetic:
+  q_free still completes one phase a block (two arrivals), the consumers' wait uses q_bar's parity of the block;
+  every ring tile still gets its two kv_empty arrivals, the last one later. Measured: Q wait 1.2 -> 0.06 us
+  (median), gap 0.38 us; outputs bitwise the kernels' without it (tests/test_fwd_gluon_o_stage.py). Offline: 0
+  spills, 224 KB, 2 UTMASTG; without it all 98 variants of bench/gluon_fwd_compile.py's table byte-identical.
+  PERSISTENT, 2 consumers, BLOCK_N == BLOCK_M (not D = 256), not with EARLY_Q or SPLIT_EMPTY (static_assert).
+
+TIMELINE (a probe, sessions 41-42; bench/gpu/s41_timeline_probe.py, s42_timeline_probe.py): consumer warpgroup 0
+  writes %globaltimer at its block's start, Q arrived, K_0 arrived, the peel's S, before the last P V and after the
+  O store, and %smid, into an int64 (blocks, 8) buffer passed as SCHED (_launch_into(timeline=buf); one block a
+  CTA: row = the CTA, PERSISTENT: row = pid_bh * n_m + pid_m; not with SCHEDULED). Outputs bitwise unchanged;
+  compiled away when off.
+
 D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GLUON_FWD_MIN_N[256]
   1k, GLUON_FWD_CAUSAL_MIN_N[256] 2k (both 512 since session 33), measured 1.06-1.07x cuDNN plain, 1.01-1.11x causal, by
   bench/gpu/s32_gluon_fwd_d256_ab.py; SPLIT_EMPTY +43-50% over the joint release; write-up
@@ -643,7 +668,8 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
                          seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, win_left,
                          win_right, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, SCHEDULED: gl.constexpr,
-                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr = False):
+                         WINDOW: gl.constexpr, NUM_CONSUMERS: gl.constexpr, EARLY_Q: gl.constexpr = False,
+                         O_STAGE: gl.constexpr = False):
     """PERSISTENT loader: the CTA's tiles pid, pid + n_prog, ...; t0 counts the K / V tiles
     loaded so far (the ring's phases continue across blocks), it the blocks (q_bar's and
     q_free's phases). NUM_CONSUMERS = 3: three Q slices of BLOCK_M / 3 rows (a slice past
@@ -669,6 +695,11 @@ def _fwd_load_persistent(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, 
             # first tile goes ahead of Q (its stage frees first), the next ones would hold the
             # Q load back behind the previous block's last P V wgmma
             n_pre = gl.minimum(n_load, 1)
+        elif O_STAGE:
+            # O_STAGE: q_free completes when both consumers finished this block's tile loops (before the last P V);
+            # ring tile t0 + k's stage was last used by tile t0 + k - NUM_STAGES, released by then for k <
+            # NUM_STAGES - 1 (its P V ran in the loops); the last tile's stage returns only after the O store
+            n_pre = gl.minimum(n_load, NUM_STAGES - 1)
         else:
             n_pre = gl.minimum(n_load, NUM_STAGES)
         for j in range(0, n_pre):
@@ -999,13 +1030,28 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 
 
 @gluon.jit
+def _stamp(TLP, slot, SMID: gl.constexpr = False):
+    """TIMELINE (session 41 probe): %globaltimer (ns), or %smid, into TLP[slot], TLP the block's row of the int64
+    (blocks, 8) buffer (one-block kernel: the CTA's linear id; PERSISTENT, session 42: pid_bh * n_m + pid_m). Every
+    thread of the calling warpgroup stores (the same slot: one of the values wins)."""
+    if SMID:
+        v = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [slot], dtype=gl.int32, is_pure=False,
+                                      pack=1).to(gl.int64)
+    else:
+        v = gl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l,r", [slot], dtype=gl.int64, is_pure=False,
+                                      pack=1)
+    gl.store(TLP + slot, v)
+
+
+@gluon.jit
 def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                  q_row, q_col, lse_off, n_tiles, n_left, n_full, diag, wspan, qk_scale, t0, q_phase,
                  RNG, dropout_p, rng_rows, rng_stride, key0,
                  WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
-                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False):
+                 O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
+                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1093,12 +1139,21 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         key0_g = ZERO
 
     # tile 0: S_0 and its softmax; nothing to overlap yet
+    if TIMELINE and WG == 0:
+        _stamp(TLP, 0)
+        _stamp(TLP, 6, True)
     mbarrier.wait(q_bar, q_phase)
+    if TIMELINE and WG == 0:
+        _stamp(TLP, 1)
     mbarrier.wait(k_ready.index(t0 % NUM_STAGES), (t0 // NUM_STAGES) & 1)
+    if TIMELINE and WG == 0:
+        _stamp(TLP, 2)
     _turn_wait(turn, t0, WG, PINGPONG)
     s_tok = warpgroup_mma(q, k_smem.index(t0 % NUM_STAGES).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     _turn_pass(turn, WG, PINGPONG)
     s = warpgroup_mma_wait(0, deps=[s_tok])
+    if TIMELINE and WG == 0:
+        _stamp(TLP, 3)
     if kv_empty.shape[0] == 2 * NUM_STAGES:
         mbarrier.arrive(kv_empty.index(t0 % NUM_STAGES))                     # SPLIT_EMPTY: K_0 no longer read
     if EARLY_Q:
@@ -1166,6 +1221,12 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT)
 
     # the last tile's P V
+    if TIMELINE and WG == 0:
+        _stamp(TLP, 4)
+    if O_STAGE:
+        # O_STAGE (session 42): the last tile's S was this warpgroup's last read of Q: the next block's Q may land
+        # under this P V and the epilogue (O leaves through the last K stage, below)
+        mbarrier.arrive(q_free)
     last = (t0 + n_tiles - 1) % NUM_STAGES
     mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
     _turn_wait(turn, t0 + n_tiles, WG, PINGPONG)
@@ -1174,7 +1235,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     acc = warpgroup_mma_wait(0, deps=[o_tok])
     if kv_empty.shape[0] == 2 * NUM_STAGES:
         mbarrier.arrive(kv_empty.index(NUM_STAGES + last))                   # SPLIT_EMPTY: V's stage
-    else:
+    elif not O_STAGE:
         mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
@@ -1202,11 +1263,28 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)).to(gl.int64) * o_stride   # (HALF_M,)
         cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
         gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
+        if TIMELINE and WG == 0:
+            _stamp(TLP, 5)
+    elif O_STAGE:
+        # O through this warpgroup's half of the last tile's K buffer (BLOCK_N = 2 * HALF_M rows, the same 128-byte
+        # swizzle as Q / O's boxes): both warpgroups' last S read all of K_last, so write only once q_free's phase
+        # of this block completed (both arrived above); the stage goes back to the loader after the store
+        mbarrier.wait(q_free, q_phase)
+        o_buf = k_smem.index(last).slice(WG * HALF_M, HALF_M)
+        o_buf.store(acc.to(dtype))
+        fence_async_shared()
+        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], o_buf)
+        tma.store_wait(0)
+        mbarrier.arrive(kv_empty.index(last))
+        if TIMELINE and WG == 0:
+            _stamp(TLP, 5)
     else:
         q.store(acc.to(dtype))
         fence_async_shared()
         tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
         tma.store_wait(0)
+        if TIMELINE and WG == 0:
+            _stamp(TLP, 5)
         if PERSISTENT:
             # this half of Q's buffer is free for the next block's Q (the loader waits for both)
             mbarrier.arrive(q_free)
@@ -1345,7 +1423,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, CAUSAL: gl.constexpr,
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                             NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False,
-                            LEAN_MASK: gl.constexpr = False):
+                            LEAN_MASK: gl.constexpr = False, TLP=0, TIMELINE: gl.constexpr = False,
+                            O_STAGE: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
     EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
@@ -1382,7 +1461,8 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                          q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
                          RNG, dropout_p, rng_rows, rng_stride, key0,
                          WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW, DROPOUT,
-                         O, o_stride, EARLY_Q, LEAN_MASK)
+                         O, o_stride, EARLY_Q, LEAN_MASK, TLP + (pid_bh * n_m + pid_m).to(gl.int64) * 8, TIMELINE,
+                         O_STAGE)
         t0 += n_load
         it += 1
 
@@ -1411,6 +1491,7 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
+    TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1450,6 +1531,9 @@ def attn_fwd_gluon_kernel(
     # captured: the other variants' SASS is unchanged)
     gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
                      "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
+    gl.static_assert((not O_STAGE) or (PERSISTENT and NUM_CONSUMERS == 2 and not EARLY_Q and not SPLIT_EMPTY
+                                       and BLOCK_N == BLOCK_M), "O_STAGE: the PERSISTENT 2-consumer forward, "
+                     "BLOCK_N == BLOCK_M, without EARLY_Q / SPLIT_EMPTY")
     # LEAN_MASK (a session-30 helper, routed in session 31; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
     # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
     # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),
@@ -1465,6 +1549,16 @@ def attn_fwd_gluon_kernel(
     else:
         o_ptr = ZERO
         o_rs = ZERO
+    # TIMELINE (session 41 probe): SCHED (unused by the one-block kernel) is an int64 (CTAs, 8) buffer of stamps
+    gl.static_assert((not TIMELINE) or (not SCHEDULED and NUM_CONSUMERS == 2 and not OWN_TILES),
+                     "TIMELINE: the 2-consumer forward, one block or PERSISTENT (not SCHEDULED)")
+    if TIMELINE:
+        if PERSISTENT:
+            tl_ptr = SCHED                  # rows per block: _fwd_consume_persistent
+        else:
+            tl_ptr = SCHED + (gl.program_id(0) + gl.program_id(1) * gl.num_programs(0)).to(gl.int64) * 8
+    else:
+        tl_ptr = ZERO
     if DROPOUT:
         rng_ptr = RNG
         drop_p = dropout_p
@@ -1567,17 +1661,17 @@ def attn_fwd_gluon_kernel(
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK)),
+                                           EARLY_Q, LEAN_MASK, tl_ptr, TIMELINE, O_STAGE)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
                                            NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, o_ptr, o_rs,
-                                           EARLY_Q, LEAN_MASK)),
+                                           EARLY_Q, LEAN_MASK, tl_ptr, TIMELINE, O_STAGE)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
-                                        WINDOW, NUM_CONSUMERS, EARLY_Q)),
+                                        WINDOW, NUM_CONSUMERS, EARLY_Q, O_STAGE)),
             ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         mbarrier.invalidate(q_free)
     elif NUM_CONSUMERS == 3:
@@ -1619,12 +1713,12 @@ def attn_fwd_gluon_kernel(
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, tl_ptr, TIMELINE)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK)),
+                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, tl_ptr, TIMELINE)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

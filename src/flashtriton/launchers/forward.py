@@ -19,7 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
-                     gluon_fwd_persistent,
+                     gluon_fwd_o_stage, gluon_fwd_persistent,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
@@ -104,10 +104,13 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
-        persistent = gluon_fwd_persistent(causal)
-        consumers = gluon_fwd_consumers(bd, causal, persistent)
+        # policy.GLUON_FWD_O_STAGE: PERSISTENT O_STAGE, 2 consumers (causal: with the host's longest-first deal)
+        o_stage = gluon_fwd_o_stage("causal" if causal else "plain", bd, seqlen_q, seqlen_k)
+        persistent = o_stage or gluon_fwd_persistent(causal)
+        consumers = 2 if o_stage else gluon_fwd_consumers(bd, causal, persistent)
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
-                               num_consumers=consumers,
+                               num_consumers=consumers, scheduled=o_stage and causal,
+                               **(dict(o_stage=True) if o_stage else {}),
                                **(dict(own_tiles=True) if gluon_fwd_own_tiles(bd, causal, persistent, consumers,
                                                                               max(seqlen_q, seqlen_k)) else {}))
         return out, lse
@@ -122,6 +125,9 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if gluon_fwd_window(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         # policy.GLUON_FWD_WINDOW_EARLY_Q (D = 128 from 4k since session 31): the PERSISTENT EARLY_Q variant
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
+        # policy.GLUON_FWD_O_STAGE (D = 128 from 4k since session 42): PERSISTENT O_STAGE instead of EARLY_Q
+        if gluon_fwd_o_stage("window", bd, seqlen_q, seqlen_k):
+            early = dict(persistent=True, o_stage=True)
         # policy.GLUON_FWD_WINDOW_LEAN_MASK (the same, with EARLY_Q): the masked tiles' cheaper mask
         lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale,

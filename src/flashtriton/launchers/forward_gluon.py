@@ -214,7 +214,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  causal: bool = False, persistent: bool = False, num_programs: int | None = None,
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-                 split_empty: bool = False, own_tiles: bool = False):
+                 split_empty: bool = False, own_tiles: bool = False, timeline=None,
+                 o_stage: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -232,6 +233,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
+    o_stage: the kernel's O_STAGE (persistent, 2 consumers, BLOCK_N == BLOCK_M, without early_q / split_empty:
+    check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe, bench/gpu/
+    s42_timeline_probe.py; not with scheduled, whose SCHED argument it takes).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
     only where window_args leaves the CAUSAL kernel."""
     b, nq, h, d = q.shape
@@ -252,8 +256,15 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # negative pid_bh and an lse store before the buffer)
     band = min(band, b * h)
     qk_scale = float(softmax_scale) * LOG2E
-    # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse)
-    sched = (schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
+    # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse). A schedule not yet on the
+    # device cannot be copied there during a CUDA graph capture: the kernel's banded deal then (the same outputs,
+    # bitwise; only the order of the blocks differs)
+    if scheduled and torch.cuda.is_current_stream_capturing() and not schedule.cached(
+            o.device, nq, nk, b * h, grid[0], band, block_m, block_n):
+        scheduled = False
+    # (the deal is a cached tensor that outlives the call: a launch plan passes it as it is; unmarked, the plan
+    # could not place it and every eager call ran this host path: causal 1k / 2k at 90 / 195 TFLOP/s, s42 call 5)
+    sched = (plans.persistent(schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n))
              if scheduled else lse)
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
@@ -271,6 +282,16 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         extra["SPLIT_EMPTY"] = True
     if own_tiles and causal and not windowed:
         extra["OWN_TILES"] = True
+    if o_stage:
+        # O through the last tile's K stage, Q freed before the last P V (kernels/fwd_gluon.py O_STAGE; prepare and
+        # fwd_into check the rule first)
+        assert persistent and num_consumers == 2 and not early_q and not split_empty and block_n == block_m
+        extra["O_STAGE"] = True
+    if timeline is not None:
+        # session 41 probe: an int64 (CTAs, 8) buffer of the kernel's TIMELINE stamps, passed as SCHED
+        assert not scheduled and timeline.dtype == torch.int64
+        sched = timeline
+        extra["TIMELINE"] = True
 
     def launch():
         with torch.cuda.device(o.device):
@@ -312,7 +333,7 @@ def _l2_bytes(device) -> int:
 def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent: bool = False,
              scheduled: bool = False, window=None, dropout_p: float = 0.0, rng=None,
              num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
-             split_empty: bool | None = None, own_tiles: bool = False) -> None:
+             split_empty: bool | None = None, own_tiles: bool = False, o_stage: bool = False) -> None:
     """The library's route (launchers.forward, where policy.gluon_fwd accepts the call):
     the whole forward (bottom-right causal when causal) into out (B, Nq, H, D) and lse
     (B, H, Nq), already allocated, at DEFAULT_CONFIG's tile. The kernel's descriptors are
@@ -332,7 +353,9 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     lean_mask: the WINDOW kernel's LEAN_MASK (policy.gluon_fwd_window_lean_mask says when;
     check_lean_mask's rule, a ValueError if the route asks for it elsewhere). own_tiles: the CAUSAL
     one-block kernel's OWN_TILES (policy.gluon_fwd_own_tiles says when; taken only where
-    check_own_tiles allows it, else the call runs as without)."""
+    check_own_tiles allows it, else the call runs as without). o_stage: the PERSISTENT kernel's O_STAGE
+    (policy.gluon_fwd_o_stage says when; taken only where check_o_stage allows it, else the call runs as without:
+    bitwise the same outputs)."""
     d = q.shape[-1]
     if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
             and d in CONSUMERS3_CONFIG):
@@ -347,11 +370,14 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     split_empty = (d in SPLIT_EMPTY_DEFAULT if split_empty is None else bool(split_empty)) and num_consumers == 2
     own_tiles = (bool(own_tiles) and causal and not persistent and num_consumers == 2 and window is None
                  and dropout_p == 0)
+    o_stage = bool(o_stage) and persistent and num_consumers == 2 and block_n == block_m and not early_q \
+        and not split_empty
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
-                 **(dict(split_empty=True) if split_empty else {}), **(dict(own_tiles=True) if own_tiles else {}))()
+                 **(dict(split_empty=True) if split_empty else {}), **(dict(own_tiles=True) if own_tiles else {}),
+                 **(dict(o_stage=True) if o_stage else {}))()
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
@@ -418,6 +444,23 @@ def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> No
                          "num_consumers=3 or pingpong)")
 
 
+def check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d) -> None:
+    """o_stage (the kernel's O_STAGE, session 42): a bool, True only with persistent=True, 2 consumers, a head dim
+    whose tile has BLOCK_N == BLOCK_M (DEFAULT_CONFIG: D = 64 / 128; O goes out through the last K stage, which
+    must hold the block's BLOCK_M rows), without early_q (which stores O from registers instead) or split_empty;
+    ValueError naming it otherwise. Needs no GPU."""
+    if not isinstance(o_stage, bool):
+        raise ValueError(f"o_stage: expected a bool, got {o_stage!r}")
+    if not o_stage:
+        return
+    if not (persistent and num_consumers == 2 and not early_q and not split_empty):
+        raise ValueError("o_stage=True: the persistent 2-consumer forward only (persistent=True; not with "
+                         "num_consumers=3, early_q=True or split_empty=True)")
+    if d is not None and (d not in DEFAULT_CONFIG or DEFAULT_CONFIG[d][0] != DEFAULT_CONFIG[d][1]):
+        raise ValueError(f"o_stage=True: head dim {d} has no square tile (BLOCK_N == BLOCK_M) to carry O; "
+                         f"one of {sorted(x for x, c in DEFAULT_CONFIG.items() if c[0] == c[1])}")
+
+
 def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
     """lean_mask (the kernel's LEAN_MASK, a session-30 helper): a bool, True only with a window
     (window=(left, right)), no dropout, 2 consumers and head dim 128; ValueError naming it
@@ -434,7 +477,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
-            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False):
+            lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False,
+            o_stage: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -455,12 +499,14 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     the masked tiles with one compare a score: bitwise the same outputs). split_empty: the
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
     bitwise the same outputs). own_tiles: the CAUSAL one-block kernel's OWN_TILES (check_own_tiles; each
-    consumer computes only its rows' key tiles: bitwise the same outputs). Head dim 256: plain / causal only
-    (check_head_dim)."""
+    consumer computes only its rows' key tiles: bitwise the same outputs). o_stage: the PERSISTENT kernel's
+    O_STAGE (check_o_stage; Q freed before the last P V, O out through the last K stage: bitwise the same
+    outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
+    check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
@@ -500,7 +546,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     split_empty = d in SPLIT_EMPTY_DEFAULT if split_empty is None else split_empty
     return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, pingpong, causal,
                         persistent, num_programs, band, scheduled, window, dropout_p, rng, num_consumers, early_q,
-                        lean_mask, split_empty and num_consumers == 2, own_tiles)
+                        lean_mask, split_empty and num_consumers == 2, own_tiles, o_stage=o_stage)
 
 
 def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
@@ -508,7 +554,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
                         early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        own_tiles: bool = False):
+                        own_tiles: bool = False, o_stage: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -523,4 +569,5 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
-                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles)()
+                   early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles,
+                   o_stage=o_stage)()

@@ -174,6 +174,24 @@ GLUON_FWD_CAUSAL_OWN_TILES: dict[int, int] = {256: 1024}
 # fwd_ws.py's 353 once launch plans replay the Gluon launch (call 6, unreplayable: 595 us,
 # 494 us of host time a call). D = 64 and shorter N not measured: not taken.
 GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
+# Gluon forwards that run PERSISTENT with O_STAGE (kernels/fwd_gluon.py, session 42: each consumer frees Q right
+# after its tile loops, the loader lands the next block's Q under the last P V and the epilogue, and O leaves by TMA
+# through the last tile's K stage; bitwise the same outputs), by gluon_kind ("plain" / "causal" / "window") ->
+# {BLOCK_D: (the shortest min(Nq, Nk), the longest max(Nq, Nk))}. Causal calls take the host's longest-first deal
+# (SCHEDULED, launchers/schedule.py) with it, windows replace EARLY_Q with it. Measured (H200, 2026-12-03, D = 128,
+# 16k tokens, H = 16, kernel-only graph replays, three rounds, outputs bitwise; bench/gpu/s42_o_stage_ab.py, s42
+# call 3), best TFLOP/s: causal 2k bf16 one block 487 -> scheduled O_STAGE 557 (cuDNN 527), fp16 485 -> 547 (519);
+# causal 4k 578 -> 571, 566 -> 547 and 16k 714 -> 695 (level or behind: not taken); window (1024, 0) 16k EARLY_Q
+# 480 -> 503 band TFLOP/s; plain 2k 668 -> 693 (cuDNN 672), 8k 680 -> 671 (level). Call 4 (`python
+# bench/gpu/s42_o_stage_ab.py route`, against the route before, bf16): causal 1k 405 -> 433 (cuDNN 447; the route
+# before was fwd_ws.py: gluon_fwd lets O_STAGE's range below GLUON_FWD_CAUSAL_MIN_N), 2k 489 -> 551 (522), 4k 571 ->
+# 594 (571; medians 555 -> 563: with call 3's 578 -> 571, level: not taken); plain 1k 585 -> 627 (615), 4k 691 ->
+# 700 (669); window (1024, 0) 4k 443 -> 457. D = 64 (2 consumers against the routed 3-consumer / fwd_ws.py
+# kernels): causal 2k 392 -> 373, 4k 403 -> 411, plain 2k 493 -> 460: not taken. The TIMELINE stamps
+# (bench/gpu/s42_timeline_probe.py) show the consumers' Q wait a block 1.2 us -> 0.06 us (median).
+# Launch plans key on the call: plans.clear() after changing it.
+GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
+    "plain": {128: (1024, 4096)}, "causal": {128: (1024, 2048)}, "window": {128: (4096, 1 << 30)}}
 # Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
 # fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
 # a session-29 helper): BLOCK_D -> the shortest min(Nq, Nk) from which. Measured level (H200,
@@ -638,6 +656,9 @@ def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seql
         return False
     block_m, block_n, _ = GLUON_TILES[bd]
     table = GLUON_FWD_CAUSAL_MIN_N if kind == "causal" else GLUON_FWD_MIN_N
+    if bd in table and gluon_fwd_o_stage(kind, bd, seqlen_q, seqlen_k):
+        # GLUON_FWD_O_STAGE's range may start below the table's length (causal D = 128: O_STAGE from 1k)
+        table = {bd: min(table[bd], GLUON_FWD_O_STAGE[kind][bd][0])}
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
         return False
     return _warp_spec_switch(q)
@@ -696,6 +717,14 @@ def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a sliding-window forward that gluon_fwd_window sent to the Gluon kernel runs its
     PERSISTENT EARLY_Q variant (table GLUON_FWD_WINDOW_EARLY_Q, by BLOCK_D and min(Nq, Nk))."""
     return _listed_from(GLUON_FWD_WINDOW_EARLY_Q, bd, seqlen_q, seqlen_k)
+
+
+def gluon_fwd_o_stage(kind: str, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether a forward that gluon_fwd ("plain" / "causal") or gluon_fwd_window ("window") sent to the Gluon
+    kernel runs PERSISTENT with O_STAGE (table GLUON_FWD_O_STAGE: min(Nq, Nk) >= its shortest and max(Nq, Nk) <=
+    its longest)."""
+    span = GLUON_FWD_O_STAGE.get(kind, {}).get(bd)
+    return span is not None and min(seqlen_q, seqlen_k) >= span[0] and max(seqlen_q, seqlen_k) <= span[1]
 
 
 def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:

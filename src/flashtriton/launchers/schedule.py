@@ -71,8 +71,8 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
                     block_m: int, block_n: int) -> torch.Tensor:
     """The SCHEDULED causal deal on `device`, made once per shape and kept (a few KB to a
     few hundred KB: one int32 per block). The first call of a shape copies it to the device:
-    not capturable in a CUDA graph (SCHEDULED is not routed; a route would have to build it
-    before a capture)."""
+    not capturable in a CUDA graph (forward_gluon._launch_into takes the kernel's banded deal instead when a
+    capture meets a shape not yet here: `cached`)."""
     key = (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, BLOCK_OVERHEAD_TILES)
     sched = _CACHE.get(key)
     if sched is None:
@@ -83,6 +83,13 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
         sched = pack(lpt_deal(costs, n_bh, n_prog, band)).to(device)
         _CACHE[key] = sched
     return sched
+
+
+def cached(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, band: int, block_m: int,
+           block_n: int) -> bool:
+    """Whether causal_schedule has this shape's deal on `device` already (then a call needs no copy to the device,
+    and may run inside a CUDA graph capture)."""
+    return (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, BLOCK_OVERHEAD_TILES) in _CACHE
 
 
 def makespan(lists: list, costs_m: list, n_m: int) -> float:

@@ -1,0 +1,321 @@
+"""kernels/fwd_gluon.py O_STAGE (session 42): the PERSISTENT 2-consumer forward in which each consumer arrives on
+q_free right after its tile loops (before the block's last P V), the loader lands the next block's Q under that P V
+and the epilogue, and O leaves by TMA through the consumer's half of the last tile's K buffer (after q_free's phase
+completed: both consumers' last S read all of it), which then goes back to the loader. Host side
+launchers/forward_gluon.py (o_stage=True, check_o_stage), switch launchers.policy.GLUON_FWD_O_STAGE, A/B
+bench/gpu/s42_o_stage_ab.py.
+
+CPU: validation, the loader's prefetch count (from the kernel's source), launch arguments, fwd_into's guard, the
+policy table and the route; the SCHEDULED deal under a CUDA graph capture. GPU (Hopper): against float64 with the
+repo criterion (tests/helpers.py) for plain, causal (with and without the host's deal) and windowed calls, Nq != Nk
+both ways (rows that see no key: O = 0, lse = +inf), GQA, bf16 / fp16, D = 128 / 64, few CTAs (every CTA loops over
+many blocks); bitwise equal to the one-block kernels (the per-row arithmetic is unchanged).
+"""
+import contextlib
+import re
+
+import pytest
+import torch
+
+from flashtriton.kernels import fwd_gluon
+from flashtriton.launchers import forward_gluon, plans, policy, schedule
+from flashtriton.launchers.forward_gluon import attention_fwd_gluon
+
+from conftest import DEVICE
+from helpers import rand_qkv
+from test_fwd_gluon import check, hopper
+
+BM, BN, _ = fwd_gluon.DEFAULT_CONFIG[128]        # (128, 128, 3)
+
+
+def qkv(b=1, nq=512, nk=512, h=4, hk=2, d=128, dtype=torch.bfloat16):
+    return (torch.empty(b, nq, h, d, dtype=dtype), torch.empty(b, nk, hk, d, dtype=dtype),
+            torch.empty(b, nk, hk, d, dtype=dtype))
+
+
+# ---------------------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------------------
+def _code(fn) -> str:
+    src = fn.src
+    return src[src.index('"""', src.index('"""') + 3) + 3:]      # after the docstring
+
+
+def test_loader_prefetches_all_but_the_last_stage_before_q():
+    """O_STAGE's loader issues NUM_STAGES - 1 K / V tiles of the next block before waiting q_free: their stages
+    were freed by P Vs inside the tile loops; the last one (the previous block's last tile's) returns only after
+    the O store, which itself waits for q_free's phase: loading it before Q would delay Q behind the store."""
+    code = _code(fwd_gluon._fwd_load_persistent)
+    branch = code[code.index("        elif O_STAGE:"):code.index("        else:\n            n_pre")]
+    assert re.search(r"n_pre = gl\.minimum\(n_load, NUM_STAGES - 1\)", branch)
+
+
+def test_consumer_frees_q_before_the_last_pv_and_the_stage_after_the_store():
+    """The order inside _fwd_consume: q_free arrival before the last P V's wait; in the O_STAGE epilogue the wait
+    for q_free's phase before the store into K's buffer, and the stage's kv_empty arrival after tma.store_wait."""
+    code = _code(fwd_gluon._fwd_consume)
+    arrive = code.index("    if O_STAGE:\n")
+    assert "mbarrier.arrive(q_free)" in code[arrive:arrive + 400]
+    assert arrive < code.index("mbarrier.wait(v_ready.index(last)")
+    epi = code[code.index("    elif O_STAGE:\n"):]
+    epi = epi[:epi.index("    else:")]
+    order = [epi.index(s) for s in ("mbarrier.wait(q_free, q_phase)", "k_smem.index(last).slice(", "tma.store_wait(0)",
+                                    "mbarrier.arrive(kv_empty.index(last))")]
+    assert order == sorted(order)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(o_stage=True),                                              # not persistent
+    dict(o_stage=True, persistent=True, early_q=True),
+    dict(o_stage=True, persistent=True, split_empty=True),
+    dict(o_stage=1, persistent=True),                                # not a bool
+])
+def test_rejects_o_stage_outside_its_variant(kw):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="o_stage"):
+        forward_gluon.prepare(q, k, v, 0.125, causal=True, **kw)
+
+
+def test_rejects_o_stage_with_three_consumers_and_at_d256():
+    q, k, v = qkv(d=64, nq=384, nk=384)
+    with pytest.raises(ValueError, match="o_stage"):
+        forward_gluon.prepare(q, k, v, 0.125, persistent=True, num_consumers=3, o_stage=True)
+    q, k, v = qkv(d=256)
+    with pytest.raises(ValueError, match="o_stage=True: head dim 256"):
+        forward_gluon.prepare(q, k, v, 0.125, persistent=True, o_stage=True)
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(causal=True, scheduled=True), dict(window=(256, 0), lean_mask=True)])
+def test_valid_o_stage_call_reaches_the_device_check(kw):
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="CUDA"):
+        forward_gluon.prepare(q, k, v, 0.125, persistent=True, o_stage=True, **kw)
+
+
+def _recorded_launch(monkeypatch, **kw):
+    got = []
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(plans, "launch", lambda kernel, grid, *a, **k2: got.append((grid, a, k2)))
+    q, k, v = qkv()
+    lse = torch.empty(1, 4, 512, dtype=torch.float32)
+    forward_gluon._launch_into(q, k, v, torch.empty_like(q), lse, 0.125, BM, BN, 3, False, persistent=True,
+                               num_programs=3, band=2, **kw)()        # band given: causal_band reads the GPU's L2
+    assert len(got) == 1
+    return got[0]
+
+
+def test_launch_arguments_o_stage(monkeypatch):
+    grid, _, kw = _recorded_launch(monkeypatch, causal=True, o_stage=True)
+    assert grid == (3,) and kw["O_STAGE"] is True and kw["PERSISTENT"] and kw["CAUSAL"] and "EARLY_Q" not in kw
+    _, _, kw = _recorded_launch(monkeypatch, causal=True)
+    assert "O_STAGE" not in kw
+
+
+def test_regression_scheduled_deal_under_graph_capture(monkeypatch):
+    """A causal call routed SCHEDULED (O_STAGE's causal route) whose deal is not on the device yet, met inside a
+    CUDA graph capture, cannot copy the deal there: it takes the kernel's banded deal (SCHEDULED=False, the same
+    outputs bitwise) instead of failing the capture; outside a capture, or with the deal cached, SCHEDULED."""
+    schedule._CACHE.clear()
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    _, args, kw = _recorded_launch(monkeypatch, causal=True, scheduled=True, o_stage=True)
+    assert kw["SCHEDULED"] is False and not schedule._CACHE
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: False)
+    _, args, kw = _recorded_launch(monkeypatch, causal=True, scheduled=True, o_stage=True)
+    assert kw["SCHEDULED"] is True and len(schedule._CACHE) == 1
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    _, args, kw = _recorded_launch(monkeypatch, causal=True, scheduled=True, o_stage=True)
+    assert kw["SCHEDULED"] is True
+    schedule._CACHE.clear()
+
+
+@pytest.mark.parametrize("kw, expect", [
+    (dict(persistent=True, causal=True, o_stage=True), True),
+    (dict(persistent=True, window=(256, 0), o_stage=True), True),
+    (dict(persistent=False, causal=True, o_stage=True), False),       # O_STAGE is persistent only
+    (dict(persistent=True, o_stage=True, num_consumers=3), False),    # 3 consumers: not in this variant
+    (dict(persistent=True, window=(256, 0), o_stage=True, early_q=True), False),
+])
+def test_fwd_into_o_stage_guard(monkeypatch, kw, expect):
+    got = []
+    monkeypatch.setattr(forward_gluon, "_launch_into", lambda *a, **k2: got.append(k2.get("o_stage", False))
+                        or (lambda: None))
+    q, k, v = qkv(d=64, nq=384, nk=384) if kw.get("num_consumers") == 3 else qkv()
+    forward_gluon.fwd_into(q, k, v, torch.empty_like(q), None, 0.125, **kw)
+    assert got == [expect]
+
+
+def test_o_stage_switch(monkeypatch):
+    """Routed in session 42 (bench/gpu/s42_o_stage_ab.py): the table's ranges of min / max(Nq, Nk) by kind and
+    head dim."""
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"causal": {128: (2048, 4096)}, "window": {128: (4096, 1 << 30)}})
+    assert policy.gluon_fwd_o_stage("causal", 128, 2048, 2048)
+    assert policy.gluon_fwd_o_stage("causal", 128, 4096, 2048)                  # min(Nq, Nk) 2048, max 4096: in
+    assert not policy.gluon_fwd_o_stage("causal", 128, 8192, 2048)
+    assert not policy.gluon_fwd_o_stage("causal", 128, 1024, 1024)
+    assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048)
+    assert not policy.gluon_fwd_o_stage("plain", 128, 2048, 2048)
+    assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384)
+
+
+@pytest.mark.parametrize("causal, table, expect", [
+    (True, {"causal": {128: (256, 1024)}}, dict(o_stage=True, persistent=True, scheduled=True, num_consumers=2)),
+    (False, {"plain": {128: (256, 1024)}}, dict(o_stage=True, persistent=True, scheduled=False, num_consumers=2)),
+    (True, {}, dict(o_stage=False, persistent=False, scheduled=False)),
+])
+def test_route_passes_o_stage(monkeypatch, causal, table, expect):
+    """launchers.forward's dense route hands the switch to fwd_into as persistent + o_stage (+ scheduled for
+    causal calls) with 2 consumers (CPU: the route forced, fwd_into replaced by a recorder)."""
+    from flashtriton import flash_attn_func
+    import flashtriton
+    from flashtriton.launchers import forward
+
+    monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", table)
+    plans.clear()
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
+        got.append(kw)
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, causal=causal)
+    plans.clear()
+    assert len(got) == 1
+    for name, want in expect.items():
+        assert got[0].get(name, False) == want, (name, got[0])
+
+
+def test_window_route_prefers_o_stage(monkeypatch):
+    from flashtriton import flash_attn_func
+    import flashtriton
+    from flashtriton.launchers import forward
+
+    monkeypatch.setattr(forward, "gluon_fwd", lambda *a: False)
+    monkeypatch.setattr(forward, "gluon_fwd_window", lambda *a: True)
+    monkeypatch.setattr(policy, "GLUON_FWD_WINDOW_EARLY_Q", {128: 256})
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"window": {128: (256, 1 << 30)}})
+    plans.clear()
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
+        got.append(kw)
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, window_size=(256, 0))
+    plans.clear()
+    assert got[0].get("o_stage") is True and got[0].get("persistent") is True and not got[0].get("early_q")
+
+
+# ---------------------------------------------------------------------------------------
+# GPU (Hopper)
+# ---------------------------------------------------------------------------------------
+CASES = [dict(), dict(causal=True), dict(causal=True, scheduled=True), dict(window=(1024, 0), lean_mask=True),
+         dict(window=(100, 37), lean_mask=True), dict(window=(256, 256))]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("kw", CASES)
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [
+    (1, 2048, 2048, 4, 4),
+    (2, 1024, 1536, 4, 2),      # Nq < Nk, GQA
+    (1, 1536, 1024, 2, 1),      # Nq > Nk: causal / (100, 37) rows that see no key (O = 0, lse = +inf)
+])
+@pytest.mark.parametrize("num_programs", [None, 3])
+def test_o_stage_matches_reference_gpu(kw, d, b, nq, nk, h, hk, num_programs):
+    if "lean_mask" in kw and d != 128:
+        kw = {x: y for x, y in kw.items() if x != "lean_mask"}
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
+    check(q, k, v, persistent=True, num_programs=num_programs, o_stage=True, **kw)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("kw", [dict(causal=True, scheduled=True), dict(window=(1024, 0), lean_mask=True)])
+def test_o_stage_fp16_and_negative_scale_gpu(kw):
+    """fp16 (the routed kinds), a negative scale, GQA, Nq != Nk."""
+    q, k, v = rand_qkv(2, 1024, 2048, 8, 2, 128, torch.float16, DEVICE)
+    check(q, k, v, scale=-0.07, persistent=True, num_programs=9, o_stage=True, **kw)
+    check(q, k, v, persistent=True, o_stage=True, **kw)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("kw", CASES)
+@pytest.mark.parametrize("d", [128, 64])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(1, 4096, 4096, 4, 2), (4, 2048, 2048, 3, 3), (1, 1536, 1024, 2, 1)])
+@pytest.mark.parametrize("num_programs", [None, 1])
+def test_o_stage_bitwise_one_block_gpu(kw, d, b, nq, nk, h, hk, num_programs):
+    """The per-row arithmetic is unchanged: bitwise the one-block kernel's; repeated launches from one prepare()
+    (the barriers start fresh every launch; with num_programs 1 one CTA walks every block: q_free and the ring's
+    phases wrap many times)."""
+    if "lean_mask" in kw and d != 128:
+        kw = {x: y for x, y in kw.items() if x != "lean_mask"}
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, torch.bfloat16, DEVICE)
+    scale = d ** -0.5
+    one = {x: y for x, y in kw.items() if x != "scheduled"}
+    ref_o, ref_lse = attention_fwd_gluon(q, k, v, scale, **one)
+    launch = forward_gluon.prepare(q, k, v, scale, persistent=True, num_programs=num_programs, o_stage=True, **kw)
+    o, lse = (t.clone() for t in launch())
+    assert torch.isfinite(o).all() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert torch.equal(o, ref_o) and torch.equal(lse, ref_lse)
+    o2, lse2 = launch()
+    assert torch.equal(o, o2) and torch.equal(lse, lse2)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("d", [128, 64])
+def test_o_stage_rows_without_keys_gpu(d):
+    """Nq - Nk = 1024: causal, the first 1024 rows see no key (whole blocks of them)."""
+    q, k, v = rand_qkv(1, 2048, 1024, 2, 2, d, torch.bfloat16, DEVICE)
+    o, lse = check(q, k, v, causal=True, persistent=True, num_programs=5, o_stage=True, scheduled=True)
+    assert (o[:, :1024] == 0).all() and torch.isposinf(lse[:, :, :1024]).all()
+
+
+@pytest.mark.gpu
+@hopper
+def test_flash_attn_func_takes_o_stage_gpu(monkeypatch):
+    """The route with the switch on (causal 2k, D = 128): the O_STAGE launch with the host's deal, bitwise the
+    one-block kernel's result; then the same call captured in a CUDA graph with the deal not yet cached (the
+    kernel's banded deal inside the capture), replayed on new inputs."""
+    from flashtriton import flash_attn_func
+
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"causal": {128: (2048, 2048)}})
+    monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 2048)
+    plans.clear()
+    schedule._CACHE.clear()
+    seen = []
+    real = forward_gluon._launch_into
+    monkeypatch.setattr(forward_gluon, "_launch_into",
+                        lambda *a, **kw: seen.append((kw.get("o_stage"), kw.get("scheduled"))) or real(*a, **kw))
+    q, k, v = rand_qkv(2, 2048, 2048, 4, 4, 128, torch.bfloat16, DEVICE)
+    out = flash_attn_func(q, k, v, causal=True)
+    assert seen == [(True, True)]
+    plans.clear()
+    ref, _ = attention_fwd_gluon(q, k, v, 128 ** -0.5, causal=True)
+    assert torch.equal(out, ref)
+    schedule._CACHE.clear()
+    q2, k2, v2 = (x.clone() for x in (q, k, v))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            gout = flash_attn_func(q2, k2, v2, causal=True)
+    torch.cuda.current_stream().wait_stream(s)
+    q3, k3, v3 = rand_qkv(2, 2048, 2048, 4, 4, 128, torch.bfloat16, DEVICE)
+    for dst, src in ((q2, q3), (k2, k3), (v2, v3)):
+        dst.copy_(src)
+    g.replay()
+    torch.cuda.synchronize()
+    plans.clear()
+    ref3, _ = attention_fwd_gluon(q3, k3, v3, 128 ** -0.5, causal=True)
+    assert torch.equal(gout, ref3)
