@@ -28,6 +28,13 @@ def _grads(q, k, v, dout, **kw):
         return torch.autograd.grad(out, (q, k, v), dout)
 
 
+@pytest.fixture(autouse=True)
+def ops_path(monkeypatch):
+    """This file tests the torch-ops backward's machinery: float32 / fp16 would take the compiled backward
+    (native_backward.py, config.BWD_PATH = "auto"; tests/test_cpu_backward_compiled.py has its tests)."""
+    monkeypatch.setattr(config, "BWD_PATH", "ops")
+
+
 @pytest.fixture
 def small_tiles(monkeypatch):
     monkeypatch.setattr(config, "BWD_KEYS", 32)

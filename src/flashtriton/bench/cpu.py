@@ -26,8 +26,9 @@ Results: bench/results/<cpu>/cpu.json and cpu.md. Decode runs the path config.DE
 selects (FLASHTRITON_CPU_DECODE=compiled, the default: the C kernel of cpu/native.py,
 built or loaded from its cache before timing; =ops: torch ops); the forward runs the
 path config.FWD_PATH selects (FLASHTRITON_CPU_FORWARD=auto, the default: the C kernel of
-cpu/native_prefill.py where it builds and applies, else torch ops). The table names the
-path of every row.
+cpu/native_prefill.py where it builds and applies, else torch ops), the backward the path
+config.BWD_PATH selects (FLASHTRITON_CPU_BACKWARD=auto: the C kernel of cpu/native_backward.py
+for float32 math, else torch ops). The table names the path of every row.
 """
 from __future__ import annotations
 
@@ -149,6 +150,12 @@ def _forward_path():
     return cpu_forward.LAST_PATH
 
 
+def _backward_path():
+    """The path the last CPU backward took: "compiled" (cpu/native_backward.py) or "ops"."""
+    from flashtriton.cpu import backward as cpu_backward
+    return cpu_backward.LAST_PATH
+
+
 def bench_fwd_bwd(dtype, b, h, n, d):
     err = _check_grads(dtype, h, d)
     _checked(err, dtype, "forward+backward")
@@ -166,7 +173,7 @@ def bench_fwd_bwd(dtype, b, h, n, d):
     ms = time_interleaved({"ours": ours, "sdpa": sdpa})
     a, t = ms["ours"], ms["sdpa"]
     return [_row("fwd+bwd", dtype, f"B={b} H={h} N={n} D={d}", a, t, err, ">= 1.0x SDPA", t / a >= 1.0,
-                 path=_forward_path() + " forward")]
+                 path=f"{_forward_path()} forward, {_backward_path()} backward")]
 
 
 def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):

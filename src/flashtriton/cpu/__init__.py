@@ -21,6 +21,9 @@ Files:
                into the products
   native_bwd.py  the backward's compiled elementwise pass (P and dS of a tile in one
                pass, C / AVX-512, built on first use like native.py; torch ops without it)
+  native_backward.py  the compiled float32 backward (C / AVX-512, session 42): the default
+               backward for float32 math without softcap / ALiBi / dropout
+               (config.BWD_PATH, FLASHTRITON_CPU_BACKWARD)
   dropout.py   counter-based keep mask: any tile drawn on its own, fwd == bwd
   decode.py    split-KV decoding over a contiguous or paged cache, append, rotary
   native.py    the compiled C decode kernel (built with the system compiler on first
@@ -34,7 +37,8 @@ dK, dQ) run as bf16 matmuls on P / dS rounded to bf16, as flash-attn does on GPU
 The bf16 backward runs its two score products as bf16 matmuls too (AMX), S^T and
 dP^T - delta each rounded to bf16 once (torch has no bf16 matmul with a float32 result
 on CPU; backward.py's docstring has the details and the measured errors); float32 /
-fp16 backward products stay float32. The compiled forward (native_prefill.py, the
+fp16 backward products stay float32 (the compiled backward: float32 FMAs throughout).
+The compiled forward (native_prefill.py, the
 default for bf16 / float32) computes bf16 scores by vdpbf16ps (exact bf16 products,
 float32 sums) and P @ V on P rounded to bf16 with float32 accumulation; float32
 stays float32. Decoding (native.py, the default) keeps scores,

@@ -1,5 +1,10 @@
 """Backward pass: FlashAttention-2's recomputation, on transposed tiles.
 
+Float32 math (float32 / fp16 inputs, bf16 where config.products_in_input_precision is False) without
+softcap / ALiBi / dropout runs the compiled kernel of native_backward.py by default (config.BWD_PATH,
+FLASHTRITON_CPU_BACKWARD; LAST_PATH says which path ran); everything else, and every call where it
+does not build, takes the torch-ops loop below.
+
 For one sequence and one KV head, with rows = (query i, head g) pairs as in the
 forward pass, P is recomputed from the saved lse, never stored:
 
@@ -83,14 +88,27 @@ import torch
 
 from flashtriton import memory
 
-from . import config, engine, layout, native_bwd
+from . import config, engine, layout, native_backward, native_bwd
 from .dropout import Dropout
 from .forward import q_scale
 from .tiles import LOG2E, Band, alibi_distance, alibi_slopes_log2, mask_, tiles
 
 
+# The path the last backward call took: "compiled" (native_backward.py's C kernel, float32 math) or
+# "ops" (the torch-ops loop below); the CPU benchmark reports it.
+LAST_PATH: str | None = None
+
+
 def bwd(dout, q, k, v, out, lse, params, alibi=None, rng=None, varlen=None):
     """Backend entry point: returns (dq, dk, dv), contiguous, shaped like q, k, v."""
+    global LAST_PATH
+    # float32 math without softcap / ALiBi / dropout: the compiled backward (config.BWD_PATH)
+    lib = native_backward.library_for(q, params, alibi, params.dropout_p > 0,
+                                      config.products_in_input_precision(q.dtype))
+    LAST_PATH = "ops" if lib is None else "compiled"
+    if lib is not None:
+        with torch.no_grad():
+            return native_backward.backward(lib, dout, q, k, v, out, lse, params, varlen)
     nheads, nheads_k = q.shape[-2], k.shape[-2]
     group = nheads // nheads_k
     dq = memory.empty(q.shape, q.dtype, q.device)

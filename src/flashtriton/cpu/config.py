@@ -65,6 +65,22 @@ BWD_ROWS_FLOAT32 = 512
 # threads with one intra-op thread each (backward._run) instead of one after another
 # with every op spread over the threads.
 BWD_HEAD_THREADS = True
+# Backward path: "auto" (default) runs the compiled float32 backward of cpu/native_backward.py
+# (float32 / fp16 inputs, bf16 where it runs in float32; no softcap / ALiBi / dropout) when it can be
+# built, else the torch-ops path of backward.py (one RuntimeWarning naming the cause, e.g. no C
+# compiler); "compiled" raises native.NativeUnavailable instead; "ops" always takes the torch-ops
+# path. Set with FLASHTRITON_CPU_BACKWARD at import or assign here (bench/wip/cpu-bwd-compiled.md).
+BWD_PATH = os.environ.get("FLASHTRITON_CPU_BACKWARD", "auto")
+BWD_PATHS = ("auto", "compiled", "ops")
+# Compiled backward: keys per block (rows of the transposed W x R score tiles) and query rows per
+# block (times G), per thread; bench/wip/cpu-bwd-compiled.md has the sweep.
+BWD_C_KEYS = 96
+BWD_C_ROWS = 256
+# Compiled backward: with fewer (sequence, KV head) items than this, each one's keys are cut into
+# pieces of at least BWD_C_MIN_PIECE keys (separate dQ partials, summed in order) so that the
+# threads have work; from the problem only, never the thread count (bitwise repeatable).
+BWD_C_MIN_ITEMS = 8
+BWD_C_MIN_PIECE = 256
 # Backward without softcap / dropout (bf16: nor ALiBi): P^T and dS^T of a tile in one
 # compiled pass (cpu/native_bwd.py) where it builds, else torch-ops passes (bf16: five,
 # float32: two).
