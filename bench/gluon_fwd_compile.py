@@ -40,6 +40,11 @@ one-block dropout (setmaxnreg 248 / 232 / 24; 5-12% slower) and PV_OVERLAP (a ne
 branch before the full wgmma wait; 1-3.4% slower). Removing them left the SASS of every variant
 below unchanged.
 
+O_STAGE (session 42): the last 7 rows (PERSISTENT; O through the last K stage): 0 spills, 224 KB (D = 128) / 112 KB
+(D = 64), 2 UTMASTG, tile loops as the kernels without it (plain 452 / 451, causal 484 / 713, the LEAN window 751 /
+517 / 713 SASS instructions a warp); the 98 earlier variants byte-identical (bench/gluon_fwd_sass_hash.py, which
+now also passes OWN_TILES and O_STAGE: before, the OWN_TILES rows hashed the kernel without it).
+
 NUM_CONSUMERS = 3 (session 29, offline): the last 5 rows (plain PERSISTENT, D = 64, BLOCK_M 192):
 16 warps, .maxnreg 128, setmaxnreg 168 (default partition = consumer 0) / 160 / 160 / 24
 inside the partitions (256 / 80 outside), 0 spills, 120 KB shared memory (3 stages; 4: 152,
@@ -327,6 +332,15 @@ def main(argv=None):
         (256, "bf16", None, None, False, True, True, False, False, False, False, 2, False, False, True, True),
         (256, "bf16", None, None, False, False, True, False, False, False, False, 2, False, False, False, True),
         (128, "bf16", 64, 4, False, False, True, False, False, False, False, 2, False, False, False, True),
+        # O_STAGE (session 42): PERSISTENT, O through the last K stage; plain bf16 / fp16, causal (banded and
+        # SCHEDULED, negative scale), the LEAN_MASK window, D = 64 plain / causal
+        (128, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, False, False, True),
+        (128, "fp16", None, None, False, False, False, True, False, False, False, 2, False, False, False, False, True),
+        (128, "bf16", None, None, False, False, True, True, False, False, False, 2, False, False, False, False, True),
+        (128, "bf16", None, None, False, True, True, True, True, False, False, 2, False, False, False, False, True),
+        (128, "bf16", None, None, False, False, False, True, False, True, False, 2, False, True, False, False, True),
+        (64, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, False, False, True),
+        (64, "bf16", None, None, False, False, True, True, True, False, False, 2, False, False, False, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "
@@ -342,12 +356,13 @@ def main(argv=None):
         lean = bool(len(rest) > 6 and rest[6])
         split = bool(len(rest) > 7 and rest[7])
         own = bool(len(rest) > 8 and rest[8])
+        ost = bool(len(rest) > 9 and rest[9])
         bm, bn0, st0 = (CONSUMERS3_CONFIG if nc == 3 else DEFAULT_CONFIG)[d]
         cfg = (bm, bn or bn0, st or st0)
         try:
             c = compile_fwd(d, dt, *cfg, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers, scheduled=sched,
                             window=win, dropout=drop, num_consumers=nc, early_q=eq, lean_mask=lean,
-                            split_empty=split, own_tiles=own)
+                            split_empty=split, own_tiles=own, o_stage=ost)
             r = report(c)
         except Exception as exc:  # noqa: BLE001  (reported, not fatal)
             print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {pers} | {win} | {drop} | {type(exc).__name__}: "
@@ -355,7 +370,7 @@ def main(argv=None):
             continue
         regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
         kind = (f"{pers}{' sched' if sched else ''}{' 3wg' if nc == 3 else ''}{' early-q' if eq else ''}"
-                f"{' split' if split else ''}{' own' if own else ''}")
+                f"{' split' if split else ''}{' own' if own else ''}{' o-stage' if ost else ''}")
         print(f"| {d} | {dt} | {cfg} | {pp} | {neg} | {causal} | {kind} | {win}{' lean' if lean else ''} | {drop} | "
               f"{r['warps']} | {r['regs']} | {regs} | "
               f"{r['spill_bytes']} | "
@@ -366,7 +381,8 @@ def main(argv=None):
             name = (f"d{d}_{dt}_{cfg[0]}x{cfg[1]}x{cfg[2]}{'_pp' if pp else ''}{'_neg' if neg else ''}"
                     f"{'_causal' if causal else ''}{'_persistent' if pers else ''}{'_sched' if sched else ''}"
                     f"{'_window' if win else ''}{'_dropout' if drop else ''}{'_3wg' if nc == 3 else ''}"
-                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}")
+                    f"{'_earlyq' if eq else ''}{'_lean' if lean else ''}{'_split' if split else ''}"
+                    f"{'_own' if own else ''}{'_ostage' if ost else ''}")
             for ext in ("ttgir", "ptx"):
                 with open(os.path.join(args.dump, f"{name}.{ext}"), "w") as f:
                     f.write(c.asm[ext])

@@ -47,12 +47,18 @@ for v in vs:
     eq = bool(len(rest) > 5 and rest[5])
     lean = bool(len(rest) > 6 and rest[6])
     split = bool(len(rest) > 7 and rest[7])
+    own = bool(len(rest) > 8 and rest[8])          # (session 42: passed; before, OWN_TILES rows hashed without it)
+    ost = bool(len(rest) > 9 and rest[9])
     bm, bn0, st0 = (g.CONSUMERS3_CONFIG if nc == 3 else g.DEFAULT_CONFIG)[d]
     kw = dict(early_q=eq) if eq else {}
     if lean:
         kw["lean_mask"] = True
     if split:
         kw["split_empty"] = True
+    if own:
+        kw["own_tiles"] = True
+    if ost:
+        kw["o_stage"] = True
     c = g.compile_fwd(d, dt, bm, bn or bn0, st or st0, neg_scale=neg, pingpong=pp, causal=causal, persistent=pers,
                       scheduled=sched, window=win, dropout=drop, num_consumers=nc, **kw)
     s = strip(g.sass(c))

@@ -69,6 +69,7 @@ def test_consumer_frees_q_before_the_last_pv_and_the_stage_after_the_store():
     dict(o_stage=True, persistent=True, early_q=True),
     dict(o_stage=True, persistent=True, split_empty=True),
     dict(o_stage=1, persistent=True),                                # not a bool
+    dict(o_stage=True, persistent=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64)),
 ])
 def test_rejects_o_stage_outside_its_variant(kw):
     q, k, v = qkv()
@@ -134,6 +135,7 @@ def test_regression_scheduled_deal_under_graph_capture(monkeypatch):
     (dict(persistent=False, causal=True, o_stage=True), False),       # O_STAGE is persistent only
     (dict(persistent=True, o_stage=True, num_consumers=3), False),    # 3 consumers: not in this variant
     (dict(persistent=True, window=(256, 0), o_stage=True, early_q=True), False),
+    (dict(persistent=True, causal=True, o_stage=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64)), False),
 ])
 def test_fwd_into_o_stage_guard(monkeypatch, kw, expect):
     got = []

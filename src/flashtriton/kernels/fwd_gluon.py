@@ -321,7 +321,8 @@ O_STAGE (session 42, 2026-12-03; routed by launchers.policy.GLUON_FWD_O_STAGE af
   every ring tile still gets its two kv_empty arrivals, the last one later. Measured: Q wait 1.2 -> 0.06 us
   (median), gap 0.38 us; outputs bitwise the kernels' without it (tests/test_fwd_gluon_o_stage.py). Offline: 0
   spills, 224 KB, 2 UTMASTG; without it all 98 variants of bench/gluon_fwd_compile.py's table byte-identical.
-  PERSISTENT, 2 consumers, BLOCK_N == BLOCK_M (not D = 256), not with EARLY_Q or SPLIT_EMPTY (static_assert).
+  PERSISTENT, 2 consumers, BLOCK_N == BLOCK_M (not D = 256), not with EARLY_Q, SPLIT_EMPTY or DROPOUT (never
+  measured with it; static_assert).
 
 TIMELINE (a probe, sessions 41-42; bench/gpu/s41_timeline_probe.py, s42_timeline_probe.py): consumer warpgroup 0
   writes %globaltimer at its block's start, Q arrived, K_0 arrived, the peel's S, before the last P V and after the
@@ -1532,8 +1533,8 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
                      "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
     gl.static_assert((not O_STAGE) or (PERSISTENT and NUM_CONSUMERS == 2 and not EARLY_Q and not SPLIT_EMPTY
-                                       and BLOCK_N == BLOCK_M), "O_STAGE: the PERSISTENT 2-consumer forward, "
-                     "BLOCK_N == BLOCK_M, without EARLY_Q / SPLIT_EMPTY")
+                                       and not DROPOUT and BLOCK_N == BLOCK_M), "O_STAGE: the PERSISTENT "
+                     "2-consumer forward, BLOCK_N == BLOCK_M, without EARLY_Q / SPLIT_EMPTY / DROPOUT (not measured)")
     # LEAN_MASK (a session-30 helper, routed in session 31; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
     # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
     # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),

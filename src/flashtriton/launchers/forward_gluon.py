@@ -285,7 +285,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if o_stage:
         # O through the last tile's K stage, Q freed before the last P V (kernels/fwd_gluon.py O_STAGE; prepare and
         # fwd_into check the rule first)
-        assert persistent and num_consumers == 2 and not early_q and not split_empty and block_n == block_m
+        assert persistent and num_consumers == 2 and not (early_q or split_empty or dropout_p) and block_n == block_m
         extra["O_STAGE"] = True
     if timeline is not None:
         # session 41 probe: an int64 (CTAs, 8) buffer of the kernel's TIMELINE stamps, passed as SCHED
@@ -371,7 +371,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     own_tiles = (bool(own_tiles) and causal and not persistent and num_consumers == 2 and window is None
                  and dropout_p == 0)
     o_stage = bool(o_stage) and persistent and num_consumers == 2 and block_n == block_m and not early_q \
-        and not split_empty
+        and not split_empty and dropout_p == 0
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
@@ -444,18 +444,18 @@ def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> No
                          "num_consumers=3 or pingpong)")
 
 
-def check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d) -> None:
+def check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d, dropout_p=0.0) -> None:
     """o_stage (the kernel's O_STAGE, session 42): a bool, True only with persistent=True, 2 consumers, a head dim
     whose tile has BLOCK_N == BLOCK_M (DEFAULT_CONFIG: D = 64 / 128; O goes out through the last K stage, which
-    must hold the block's BLOCK_M rows), without early_q (which stores O from registers instead) or split_empty;
-    ValueError naming it otherwise. Needs no GPU."""
+    must hold the block's BLOCK_M rows), without early_q (which stores O from registers instead), split_empty or
+    dropout (never measured with it); ValueError naming it otherwise. Needs no GPU."""
     if not isinstance(o_stage, bool):
         raise ValueError(f"o_stage: expected a bool, got {o_stage!r}")
     if not o_stage:
         return
-    if not (persistent and num_consumers == 2 and not early_q and not split_empty):
-        raise ValueError("o_stage=True: the persistent 2-consumer forward only (persistent=True; not with "
-                         "num_consumers=3, early_q=True or split_empty=True)")
+    if not (persistent and num_consumers == 2 and not early_q and not split_empty and not dropout_p):
+        raise ValueError("o_stage=True: the persistent 2-consumer forward without dropout only (persistent=True; "
+                         "not with num_consumers=3, early_q=True, split_empty=True or dropout_p > 0)")
     if d is not None and (d not in DEFAULT_CONFIG or DEFAULT_CONFIG[d][0] != DEFAULT_CONFIG[d][1]):
         raise ValueError(f"o_stage=True: head dim {d} has no square tile (BLOCK_N == BLOCK_M) to carry O; "
                          f"one of {sorted(x for x, c in DEFAULT_CONFIG.items() if c[0] == c[1])}")
@@ -506,7 +506,7 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
-    check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d)
+    check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d, dropout_p)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
     check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
