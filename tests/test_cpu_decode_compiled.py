@@ -32,7 +32,8 @@ if backends.cpu_available():
 # tests that swap in a variant library (native.load monkeypatched) or test the plain
 # build: only the AVX-512 selection applies to them
 _NO_AMX = {"test_build_failure_raises", "test_fma_bf16_score_path", "test_blk512_matches_portable_step",
-           "test_blk512_softmax_step_widths"}
+           "test_blk512_softmax_step_widths", "test_prefetch_next_block_matches_touch",
+           "test_regression_score_loads_in_registers"}
 _AMX_ON = [False]   # the current test's mode (set by the fixture)
 
 
@@ -292,6 +293,57 @@ def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
     inp = _lengths_inputs(dtype, 4, 2, 16, leftpad=True, d=128)
     _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
     _run_compiled(inp, window_size=(7, 5))
+
+
+def _out_lse(inp, lib, monkeypatch, **kw):
+    """out, lse of the compiled path on library `lib` (checked against the float64 bound by _run)."""
+    monkeypatch.setattr(native, "load", lambda: lib)
+    out, lse = _run_compiled(inp, **kw)[:2]
+    return out, lse
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("page", [0, 1, 16])
+def test_prefetch_next_block_matches_touch(monkeypatch, dtype, page):
+    """Session 42: head_blk fetches the next block's K / V lines into L2 while it computes the current
+    block (pf_step), and only an item's first block is touched (float32 by default; bf16 with PF_BF16=1,
+    off by default). Prefetches change no value: the default build, the FT_NO_PF build (every block touched
+    first, the earlier scheme), the FT_NO_INREG build (score loads folded into the FMAs as before) and, for
+    bf16, the PF_BF16=1 builds (with PF_TOUCH=1: prefetched and touched) give bitwise the same out and lse,
+    each within the float64 bound. Many blocks
+    per item with ragged tails (next blocks of 1 .. 63 keys, fewer positions than Hk = 8: some heads
+    prefetch nothing), the bench's G = 4 and D = 128, contiguous and paged (page 1: every prefetched row
+    on its own shuffled page), one and several splits, a window (blocks no row sees are skipped)."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    default = native.load()
+    variants = [native.load_variant("FT_NO_PF"), native.load_variant("FT_NO_INREG")]
+    if dtype == torch.bfloat16:
+        variants += [native.load_variant("PF_BF16=1"), native.load_variant("PF_BF16=1", "PF_TOUCH=1")]
+    torch.manual_seed(42 + page)
+    lens = [1000, 17, 65, 0, 129]
+    inp = _inputs(len(lens), 1, 32, 8, 128, dtype, 1024, lens, page=page)
+    for kw in ({}, {"num_splits": 1}, {"num_splits": 3}, {"window_size": (40, 0), "num_splits": 2}):
+        want = _out_lse(inp, default, monkeypatch, **kw)
+        for lib in variants:
+            got = _out_lse(inp, lib, monkeypatch, **kw)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), kw
+
+
+def test_regression_score_loads_in_registers(monkeypatch):
+    """Session 42 (a performance bug, not a wrong value): GCC folded the float32 score loop's K and q
+    loads into every FMA (32 loads per 16 FMAs, the loop load-bound at half the FMA rate); INREG keeps
+    them in registers. Its values: bitwise those of the build without it, on the bench's shape (Hq = 32,
+    Hk = 8, D = 128) over 2100 / 999 keys, repeatable, also on one thread."""
+    if not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    torch.manual_seed(7)
+    inp = _inputs(2, 1, 32, 8, 128, torch.float32, 2100, [2100, 999])
+    want = _out_lse(inp, native.load(), monkeypatch)
+    a, b, c = _twice_then_one_thread(inp)
+    assert torch.equal(a, b) and torch.equal(a, c)
+    got = _out_lse(inp, native.load_variant("FT_NO_INREG"), monkeypatch)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
 # --- the AMX step (bf16 caches, head_amx): selection, shapes, repeatability -------------------------------

@@ -30,7 +30,9 @@ softmax_scale * log2(e)). The keys [lo_b, hi_b) that some query row of sequence 
 sees are cut into `splits` contiguous pieces; a work item is one (sequence, piece),
 all KV heads, so each item reads one contiguous stretch of cache rows. Per block of
 T = 16 keys: the block's K and V rows are first read in address order (the "touch",
-see item()), then per KV head h, for the R = Sq * G rows r (padded to 4):
+see item(); float32 caches on the AVX-512 step: only an item's first block, the next
+block's lines are prefetched into L2 while a block computes, pf_step), then per KV
+head h, for the R = Sq * G rows r (padded to 4):
 
     s[r, t]  = (q[r] . K[t, h]) * scale    float32 sums of exact products (bf16 inputs:
                                            vdpbf16ps with AVX512-BF16, else float32 FMAs)
@@ -121,6 +123,12 @@ typedef uint32_t vu __attribute__((vector_size(64)));
                        after SDPA (its 64-key block, 512 KiB, is twice bf16's) */
 #endif
 #define NSUB_MAX 4
+#ifndef PF_TOUCH
+#define PF_TOUCH 0    /* 1: touch every block even when the previous one prefetched it (measurement knob) */
+#endif
+#ifndef PF_BF16
+#define PF_BF16 0     /* bf16 caches prefetch too (1; off by default: slower, see item()) */
+#endif
 #ifndef NSUB_AMX
 #define NSUB_AMX 8  /* bf16 on AMX (head_amx): groups of 16 keys per block and online-softmax step
                        (8: 128 keys, 512 KiB of K and V at Hk = 8, D = 128). 8 vs 4, L = 8k,
@@ -285,6 +293,16 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #include <unistd.h>
 #endif
 #if BLK512
+/* An empty asm that takes x in a vector register and gives it back: the compiler must keep the
+   loaded value, not fold the load into each FMA as a memory operand. Without it GCC 12 turned
+   the float32 score loop's 4 K + 4 q loads per 16 FMAs into 32 (every FMA re-reading K and q), and
+   that loop ran load-bound at half the FMA rate: 23.6 -> 31.0 M key-heads/s a core cache-resident
+   (session 42, bench/wip/cpu-decode-s42.md). Same FMAs in the same order: bitwise the same result. */
+#ifdef FT_NO_INREG
+#define INREG(x) ((void)0)
+#else
+#define INREG(x) __asm__("" : "+v"(x))
+#endif
 #ifndef KG
 #define KG 4        /* keys per score step of head_blk */
 #endif
@@ -325,6 +343,25 @@ static inline __attribute__((always_inline)) int row_softmax(float *x, int64_t D
     x[D + 1] += _mm512_reduce_add_ps(ps);
     return 1;
 }
+/* The next block's cache lines, fetched into L2 while this block computes (session 42): positions
+   [t, t1) of the next block, each position's K then V span of all heads in address order, one
+   line per step. pf_step issues n (K, V) line pairs; head_blk spreads a head's share over its
+   inner loops, so the fetches overlap the FMAs instead of running before them (the touch did,
+   and its loads took 55% of the kernel's samples). prefetcht1: into L2 (Zen 4 documents T1 / T2
+   as L2 fills), not L1, where the block (128-256 KiB) would not fit. A prefetch never faults and
+   is only issued inside a row's bytes [0, span). */
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T1
+#endif
+typedef struct { const char *const *kp, *const *vp; int t, t1; int64_t o, span; } pfs_t;
+static inline __attribute__((always_inline)) void pf_step(pfs_t *s, int n) {
+    for (int i = 0; i < n && s->t < s->t1; i++) {
+        _mm_prefetch(s->kp[s->t] + s->o, PF_HINT);
+        _mm_prefetch(s->vp[s->t] + s->o, PF_HINT);
+        s->o += 64;
+        if (s->o >= s->span) { s->o = 0; s->t++; }
+    }
+}
 /* One block of nt <= T keys, KV head h, every row r < R of the head, AVX-512:
    (1) scores, RG rows at a time: one accumulator per (row, key) over the D / 32 (bf16:
        vdpbf16ps on bf16 q and K) or D / 16 (float32: FMA) column vectors, q in
@@ -338,9 +375,17 @@ static inline __attribute__((always_inline)) int row_softmax(float *x, int64_t D
        gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
-        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS) {
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS, pfs_t *pfs) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
+    /* prefetch steps per inner iteration: this head's line pairs over the iterations of one row
+       group (score c loops, then P @ V key loops); what is left goes out after the loops */
+    int pfn = 0;
+    if (pfs->t < pfs->t1) {
+        const int64_t pairs = (pfs->t1 - pfs->t) * ((pfs->span + 63) / 64);
+        const int64_t iters = NS * (T / KG) * NCH + ((DP ? 2 * NCH : NCH) + 3) / 4 * (DP ? (nt + 1) / 2 : nt);
+        pfn = (int)((pairs + iters - 1) / iters);
+    }
     for (int64_t r = 0; r < R; r += RG) {
         __m512 P[RG][T], S[RG][NSUB_MAX];
         const __m512 qs = _mm512_set1_ps(a->qscale);
@@ -367,8 +412,11 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             for (int u = 0; u < KG; u++)
                 for (int g = 0; g < RG; g++) acc[u][g] = _mm512_setzero_ps();
             for (int c = 0; c < NCH; c++) {
+                pf_step(pfs, pfn);
                 if (DP) {
 #if DPBF16
+                    /* as before session 42: INREG here (with the column loop kept rolled) ran 5-8% faster
+                       cache-resident but 1.07-1.15x the time at L = 32k in three of four A/B runs */
                     __m512bh kb[KG];
                     for (int u = 0; u < KG; u++) kb[u] = (__m512bh)_mm512_loadu_si512(kr[u] + c * 64);
                     for (int g = 0; g < RG; g++) {
@@ -378,9 +426,10 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
 #endif
                 } else {
                     __m512 kv[KG];
-                    for (int u = 0; u < KG; u++) kv[u] = _mm512_loadu_ps(kr[u] + c * 64);
+                    for (int u = 0; u < KG; u++) { kv[u] = _mm512_loadu_ps(kr[u] + c * 64); INREG(kv[u]); }
                     for (int g = 0; g < RG; g++) {
-                        const __m512 qv = _mm512_loadu_ps(qh + ((r + g) * D + c * 16) * 4);
+                        __m512 qv = _mm512_loadu_ps(qh + ((r + g) * D + c * 16) * 4);
+                        INREG(qv);
                         for (int u = 0; u < KG; u++) acc[u][g] = _mm512_fmadd_ps(kv[u], qv, acc[u][g]);
                     }
                 }
@@ -424,6 +473,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             if (DP) {
 #if DPBF16
                 for (int t = 0; t < nt; t += 2) {
+                    pf_step(pfs, pfn);
                     const char *v0 = vp[t] + h * sh;
                     __m512i vv[4];
                     for (int c = 0; c < NC; c += 2) {
@@ -441,6 +491,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
 #endif
             } else {
                 for (int t = 0; t < nt; t++) {
+                    pf_step(pfs, pfn);
                     const char *v0 = vp[t] + h * sh;
                     __m512 vv[4];
                     for (int c = 0; c < NC; c++) vv[c] = _mm512_loadu_ps(v0 + (c0 + c) * 64);
@@ -454,6 +505,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                 for (int c = 0; c < NC; c++) _mm512_storeu_ps(x0 + g * W + (c0 + c) * 16, acc[g][c]);
         }
     }
+    pf_step(pfs, 1 << 30);      /* the rest of this head's share (rows without keys skip P @ V) */
 }
 #endif
 /* where element d of a row sits in the accumulators of the vdpbf16ps P @ V (above):
@@ -641,20 +693,44 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
        from L1 / L2. Reading them head by head straight from DRAM (256-512 bytes per
        row, a 2-4 KiB stride) caps a pure read at ~30 GB/s on the 2-core VM, against
        ~45 for whole rows in order; software prefetches of the next block (per head,
-       or in address order) did not close that gap (bench/NOTES.md, "Session 4"). */
-    const char *kp[T * KP_MAX], *vp[T * KP_MAX];
+       or in address order) did not close that gap (bench/NOTES.md, "Session 4"). Session 42:
+       on the Zen 4 VM the touch and the compute ran in series (the touch's loads were 52%
+       of the samples even with the cache in L3); prefetching the next block into L2 spread
+       over the compute (pf_step) took float32 at L = 8k from 21 to 33 GB/s on 2 threads. */
+    const char *kpb[2][T * KP_MAX], *vpb[2][T * KP_MAX];   /* this block's rows and the next one's */
     /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
     const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
     const int TB = (BF16 && AMXD && a->amx) ? T * NSUB_AMX : (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
     const int64_t row_bytes = BF16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
+    /* float32 in head_blk (AVX-512): the next block is prefetched while this one computes (pf_step), so
+       only an item's first block is touched. bf16 (PF_BF16 0), AMX and the portable step touch every
+       block: bf16 with the prefetches measured level to 1.25x the time of the touch at L = 8k / 32k
+       (session 42's A/B, bench/wip/cpu-decode-s42.md), float32 0.64-0.88x. */
+#ifdef FT_NO_PF
+    const int PF = 0;
+#else
+    const int PF = BLK512 && (!BF16 || (DPBF16 && PF_BF16)) && !(BF16 && AMXD && a->amx);
+#endif
+    int cur = 0;
     for (int64_t j = j0; j < j1; j += TB) {
         const int nt = (int)(j1 - j < TB ? j1 - j : TB);
-        for (int t = 0; t < nt; t++) {
-            kp[t] = row_ptr(a, a->k, b, a->start[b] + j + t);
-            vp[t] = row_ptr(a, a->v, b, a->start[b] + j + t);
+        const char **kp = kpb[cur], **vp = vpb[cur];
+        const int fresh = !PF || j == j0;
+        if (fresh)
+            for (int t = 0; t < nt; t++) {
+                kp[t] = row_ptr(a, a->k, b, a->start[b] + j + t);
+                vp[t] = row_ptr(a, a->v, b, a->start[b] + j + t);
+            }
+        const int ntn = PF && j + TB < j1 ? (int)(j1 - j - TB < TB ? j1 - j - TB : TB) : 0;
+        const char **kn = kpb[cur ^ 1], **vn = vpb[cur ^ 1];
+        for (int t = 0; t < ntn; t++) {
+            kn[t] = row_ptr(a, a->k, b, a->start[b] + j + TB + t);
+            vn[t] = row_ptr(a, a->v, b, a->start[b] + j + TB + t);
         }
-        {   /* 4-byte loads: every line is touched, nothing past a row's last byte */
+        cur ^= 1;
+#ifndef FT_NO_TOUCH
+        if (fresh || PF_TOUCH) {   /* 4-byte loads: every line is touched, nothing past a row's last byte */
             uint32_t sink = 0;
             for (int t = 0; t < nt; t++)
                 for (int64_t o = 0; o < span; o += 64) {
@@ -664,6 +740,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                 }
             __asm__ volatile("" : : "r"(sink));   /* keeps the loads (an empty asm reading sink) */
         }
+#endif
 #if AMXD
         if (BF16 && a->amx) {
             /* per group of 16 keys: tiles read the cache rows in place when the group is
@@ -707,7 +784,10 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
         for (int64_t h = 0; h < Hk; h++) {
 #if BLK512
             if (!BF16 || DPBF16) {
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS);
+                /* this head's share of the next block: positions [h ntn / Hk, (h + 1) ntn / Hk) */
+                pfs_t pf = {kn, vn, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS,
+                         &pf);
                 continue;
             }
 #endif

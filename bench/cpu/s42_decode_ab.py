@@ -1,0 +1,162 @@
+"""A/B (session 42): the compiled decode kernel of cpu/native.py, the working tree's build (new) against
+a baseline build of another version of the C source (old: HEAD's src/flashtriton/cpu/native.py unless
+--old-source names a file), in one process, with torch SDPA (enable_gqa) and a torch sum over the same
+K / V bytes (the bandwidth reference), at the bench's decode shape: B=1, Hq=32, Hk=8, D=128, bf16 and
+fp32, L in {8k, 32k}, torch's threads (2 here).
+
+    PYTHONPATH=src python bench/cpu/s42_decode_ab.py [--rounds 7] [--lens 8192,32768] [--dtypes bf16,fp32]
+        [--old-source FILE] [--old-defines FT_NO_PF,...] [--new-defines ...] [--threads N] [--no-wait]
+
+Each round calls every function of a case once, in a rotated order (SDPA, sum, old, new, ...), so every
+call runs right after a different one (caches as the bench leaves them: its decode runs right after
+SDPA); per function: min and median ms over the rounds, GB/s = K + V bytes / time, and the decode's
+GB/s as % of the sum's. Before each round it waits (up to 20 s) for the machine to be idle (other
+users' jobs on the 2 vCPUs turned 2-thread calls into 10-20 ms scheduler quanta). Both builds run
+decode._attend_compiled (the host side the library calls go through); outputs are checked against
+float64 (flashtriton.reference_decode) and old against new bitwise (the session-42 changes keep the
+arithmetic order).
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import time
+
+import torch
+import torch.nn.functional as F
+
+from flashtriton import reference_decode
+from flashtriton.bench import common
+from flashtriton.cpu import decode, native
+from flashtriton.launchers.prefill import AttnParams
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def old_source(path):
+    """C_SOURCE of a version of native.py: the file at path, else HEAD's (git show)."""
+    if path:
+        text = open(path).read()
+    else:
+        text = subprocess.run(["git", "-C", ROOT, "show", "HEAD:src/flashtriton/cpu/native.py"], check=True,
+                              capture_output=True, text=True).stdout
+    ns = {"__name__": "s42_old_native"}
+    exec(compile(text, "old_native.py", "exec"), ns)
+    return ns["C_SOURCE"]
+
+
+def _busy_fraction(dt=0.1):
+    """Fraction of all CPUs' time busy over dt seconds (/proc/stat), while this process sleeps."""
+    def snap():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]          # total, idle + iowait
+    t0, i0 = snap()
+    time.sleep(dt)
+    t1, i1 = snap()
+    return 1 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_quiet(limit_s=20.0, busy=0.15):
+    """Waits (up to limit_s) until the machine is idle apart from this process: other users' jobs on the
+    2 vCPUs turn each 2-thread call into scheduler quanta (10-20 ms); returns the seconds waited."""
+    t0 = time.perf_counter()
+    while _busy_fraction() > busy and time.perf_counter() - t0 < limit_s:
+        pass
+    return time.perf_counter() - t0
+
+
+def build(source, defines, stem):
+    return native._open(native._build(tuple(defines), source=source, stem=stem))
+
+
+def case(dtype, seqlen, libs, rounds, quiet, hq=32, hk=8, d=128):
+    torch.manual_seed(seqlen)
+    q = torch.randn(1, 1, hq, d, dtype=dtype)
+    k = torch.randn(1, seqlen, hk, d, dtype=dtype)
+    v = torch.randn(1, seqlen, hk, d, dtype=dtype)
+    params = AttnParams(1 / math.sqrt(d))
+    outs = {}
+
+    def ours(lib, name):
+        out = torch.empty_like(q)
+        lse = torch.empty(1, hq, 1)
+
+        def f():
+            decode._attend_compiled(lib, q, k, v, None, None, [0], [seqlen], params, 0, out, lse)
+            outs[name] = out
+        return f
+
+    fns = {"sdpa": lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                                          enable_gqa=True),
+           # the same bytes read as float32 (bf16 pairs: the high half is a normal bf16, so no
+           # denormal or NaN floats; a bf16 sum with a float32 result ran ~50x slower here)
+           "sum": lambda: (k.view(torch.float32).sum(), v.view(torch.float32).sum())}
+    for name, lib in libs.items():
+        fns[name] = ours(lib, name)
+    for f in fns.values():
+        f()
+    lens = torch.full((1,), seqlen, dtype=torch.int32)
+    ref = reference_decode.kvcache_fwd(q.double(), k.double(), v.double(), None, None, None, None, lens, None,
+                                       None, None, params, True, None, 0)[0]
+    errs = {n: common.max_rel_err(outs[n], ref) for n in libs}
+    same = all(torch.equal(outs[n], outs["old"]) for n in libs) if "old" in libs else None
+    times = {n: [] for n in fns}
+    names = list(fns)
+    waited = 0.0
+    for r in range(rounds):
+        waited += wait_quiet() if quiet else 0.0
+        order = names[r % len(names):] + names[:r % len(names)]
+        for n in order:
+            t0 = time.perf_counter()
+            fns[n]()
+            times[n].append((time.perf_counter() - t0) * 1e3)
+    nbytes = 2 * seqlen * hk * d * k.element_size()
+    tag = f"{str(dtype).replace('torch.', '')} L={seqlen // 1024}k"
+    sum_min = min(times["sum"])
+    print(f"{tag}: K+V {nbytes / 1e6:.1f} MB; rel err vs float64 "
+          + ", ".join(f"{n} {e:.2e}" for n, e in errs.items())
+          + (f"; old == new bitwise: {same}" if same is not None else "")
+          + (f"; waited {waited:.1f} s for an idle machine" if quiet else ""))
+    for n in names:
+        t = times[n]
+        mn, md = min(t), statistics.median(t)
+        line = f"  {n:5s} min {mn:8.3f}  median {md:8.3f} ms"
+        if n not in ("sdpa",):
+            line += f"  {nbytes / mn / 1e6:6.1f} / {nbytes / md / 1e6:6.1f} GB/s"
+        if n in libs:
+            line += (f"  {100 * sum_min / mn:5.1f}% of the sum's best GB/s; SDPA / this "
+                     f"{min(times['sdpa']) / mn:5.1f}x (min) {statistics.median(times['sdpa']) / md:5.1f}x (median)")
+        print(line)
+    if "old" in libs and "new" in libs:
+        print(f"  new / old time: min {min(times['new']) / min(times['old']):.3f}, "
+              f"median {statistics.median(times['new']) / statistics.median(times['old']):.3f}; "
+              f"per-round ratio median {statistics.median(b / a for a, b in zip(times['old'], times['new'])):.3f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--lens", default="8192,32768")
+    ap.add_argument("--dtypes", default="bf16,fp32")
+    ap.add_argument("--old-source", default=None)
+    ap.add_argument("--old-defines", default="")
+    ap.add_argument("--new-defines", default="")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--no-wait", action="store_true", help="do not wait for an idle machine before each round")
+    a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    split = lambda s: [x for x in s.split(",") if x]
+    libs = {"old": build(old_source(a.old_source), split(a.old_defines), "decode_s42old"),
+            "new": native.load_variant(*split(a.new_defines)) if a.new_defines else native.load()}
+    print(f"threads {torch.get_num_threads()}, rounds {a.rounds}, dpbf16 {libs['new'].ft_dpbf16()}")
+    dts = {"bf16": torch.bfloat16, "fp32": torch.float32}
+    for dt in split(a.dtypes):
+        for n in split(a.lens):
+            case(dts[dt], int(n), libs, a.rounds, not a.no_wait)
+
+
+if __name__ == "__main__":
+    main()
