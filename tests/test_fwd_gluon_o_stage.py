@@ -159,6 +159,28 @@ def test_o_stage_switch(monkeypatch):
     assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384)
 
 
+def _routed_fwd_into_kwargs(monkeypatch, **call):
+    """The keyword arguments launchers.forward's route hands to forward_gluon.fwd_into for one flash_attn_func call
+    (B = 1, N = 512, D = 128; CPU: fwd_into replaced by a recorder, the routing switches patched by the caller)."""
+    from flashtriton import flash_attn_func
+    import flashtriton
+
+    plans.clear()
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
+        got.append(kw)
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, **call)
+    plans.clear()
+    assert len(got) == 1
+    return got[0]
+
+
 @pytest.mark.parametrize("causal, table, expect", [
     (True, {"causal": {128: (256, 1024)}}, dict(o_stage=True, persistent=True, scheduled=True, num_consumers=2)),
     (False, {"plain": {128: (256, 1024)}}, dict(o_stage=True, persistent=True, scheduled=False, num_consumers=2)),
@@ -166,52 +188,25 @@ def test_o_stage_switch(monkeypatch):
 ])
 def test_route_passes_o_stage(monkeypatch, causal, table, expect):
     """launchers.forward's dense route hands the switch to fwd_into as persistent + o_stage (+ scheduled for
-    causal calls) with 2 consumers (CPU: the route forced, fwd_into replaced by a recorder)."""
-    from flashtriton import flash_attn_func
-    import flashtriton
+    causal calls) with 2 consumers."""
     from flashtriton.launchers import forward
 
     monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", table)
-    plans.clear()
-    got = []
-
-    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
-        got.append(kw)
-        out.zero_()
-        lse.zero_()
-    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
-    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
-    with flashtriton.use_backend("triton"):
-        flash_attn_func(q, k, v, causal=causal)
-    plans.clear()
-    assert len(got) == 1
+    got = _routed_fwd_into_kwargs(monkeypatch, causal=causal)
     for name, want in expect.items():
-        assert got[0].get(name, False) == want, (name, got[0])
+        assert got.get(name, False) == want, (name, got)
 
 
 def test_window_route_prefers_o_stage(monkeypatch):
-    from flashtriton import flash_attn_func
-    import flashtriton
     from flashtriton.launchers import forward
 
     monkeypatch.setattr(forward, "gluon_fwd", lambda *a: False)
     monkeypatch.setattr(forward, "gluon_fwd_window", lambda *a: True)
     monkeypatch.setattr(policy, "GLUON_FWD_WINDOW_EARLY_Q", {128: 256})
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"window": {128: (256, 1 << 30)}})
-    plans.clear()
-    got = []
-
-    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
-        got.append(kw)
-        out.zero_()
-        lse.zero_()
-    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
-    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
-    with flashtriton.use_backend("triton"):
-        flash_attn_func(q, k, v, window_size=(256, 0))
-    plans.clear()
-    assert got[0].get("o_stage") is True and got[0].get("persistent") is True and not got[0].get("early_q")
+    got = _routed_fwd_into_kwargs(monkeypatch, window_size=(256, 0))
+    assert got.get("o_stage") is True and got.get("persistent") is True and not got.get("early_q")
 
 
 # ---------------------------------------------------------------------------------------

@@ -11,25 +11,7 @@ Run: PYTHONPATH=src python bench/gpu/s42_stages_ab.py
 import torch
 
 from flashtriton.launchers import forward_gluon
-
-
-def kernel_ms(fn, reps=20):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    best = float("inf")
-    for _ in range(3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        best = min(best, a.elapsed_time(b) / reps)
-    return best
+from s42_timing import kernel_ms
 
 
 def main():

@@ -22,25 +22,7 @@ import sys
 import torch
 
 from flashtriton.launchers import forward_gluon
-
-
-def kernel_ms(fn, reps=30):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    best = float("inf")
-    for _ in range(3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        best = min(best, a.elapsed_time(b) / reps)
-    return best
+from s42_timing import kernel_ms
 
 
 def analyse(name, buf, n_m, tiles_of, flops, ms):
@@ -87,8 +69,8 @@ def case(name, b, h, n, d, block_count, tiles_of, flops, **kw):
     buf = torch.zeros(block_count, 8, dtype=torch.int64, device="cuda")
     run = forward_gluon._launch_into(q, k, v, o, lse, d ** -0.5, 128, 128, 3, False, timeline=buf, **kw)
     ref = forward_gluon._launch_into(q, k, v, ro, rl, d ** -0.5, 128, 128, 3, False, **kw)
-    ms = kernel_ms(ref)
-    ms_tl = kernel_ms(run)
+    ms = kernel_ms(ref, reps=30)
+    ms_tl = kernel_ms(run, reps=30)
     buf.zero_()
     run()
     ref()
