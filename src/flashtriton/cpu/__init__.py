@@ -42,9 +42,10 @@ The compiled forward (native_prefill.py, the
 default for bf16 / float32) computes bf16 scores by vdpbf16ps (exact bf16 products,
 float32 sums) and P @ V on P rounded to bf16 with float32 accumulation; float32
 stays float32. Decoding (native.py, the default) keeps the
-accumulators in float32; float32 caches take float32 FMAs throughout, bf16 caches on CPUs
-with AVX512-BF16 where bf16 products are fast (config) take vdpbf16ps for the scores (exact products of the bf16 q and K, float32
-sums) and for P @ V on P rounded to bf16 (native.py's docstring); the torch-ops
+accumulators in float32; float32 caches take float32 FMAs throughout, bf16 caches on
+CPUs with AVX512-BF16 where bf16 products are fast (config) take vdpbf16ps for the scores
+(exact products of the bf16 q and K, float32 sums) and for P @ V on P rounded to bf16
+(native.py's docstring); the torch-ops
 decode from a bf16 KV cache (decode._attend_direct, FLASHTRITON_CPU_DECODE=ops)
 multiplies q and the cache in bf16 with bf16 scores (as the same-dtype PyTorch math
 does): a float32 score product would need a float32 copy of every cache byte. Nothing
