@@ -233,8 +233,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    o_stage: the kernel's O_STAGE (persistent, 2 consumers, BLOCK_N == BLOCK_M, without early_q / split_empty:
-    check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe, bench/gpu/
+    o_stage: the kernel's O_STAGE (persistent, 2 consumers, BLOCK_N == BLOCK_M, without early_q / split_empty /
+    dropout: check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe, bench/gpu/
     s42_timeline_probe.py; not with scheduled, whose SCHED argument it takes).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
     only where window_args leaves the CAUSAL kernel."""
@@ -288,7 +288,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
         assert persistent and num_consumers == 2 and not (early_q or split_empty or dropout_p) and block_n == block_m
         extra["O_STAGE"] = True
     if timeline is not None:
-        # session 41 probe: an int64 (CTAs, 8) buffer of the kernel's TIMELINE stamps, passed as SCHED
+        # the TIMELINE probe (sessions 41-42): an int64 (blocks, 8) buffer of the kernel's stamps, passed as SCHED
         assert not scheduled and timeline.dtype == torch.int64
         sched = timeline
         extra["TIMELINE"] = True

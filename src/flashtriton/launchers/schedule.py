@@ -73,7 +73,7 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
     few hundred KB: one int32 per block). The first call of a shape copies it to the device:
     not capturable in a CUDA graph (forward_gluon._launch_into takes the kernel's banded deal instead when a
     capture meets a shape not yet here: `cached`)."""
-    key = (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, BLOCK_OVERHEAD_TILES)
+    key = _key(device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n)
     sched = _CACHE.get(key)
     if sched is None:
         if len(_CACHE) >= _CACHE_MAX:       # a few shapes in a run; never grows without bound
@@ -89,7 +89,12 @@ def cached(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, band: i
            block_n: int) -> bool:
     """Whether causal_schedule has this shape's deal on `device` already (then a call needs no copy to the device,
     and may run inside a CUDA graph capture)."""
-    return (str(device), seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n, BLOCK_OVERHEAD_TILES) in _CACHE
+    return _key(device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n) in _CACHE
+
+
+def _key(device, *shape) -> tuple:
+    """causal_schedule's cache key: the device, the shape arguments and the cost model's block overhead."""
+    return (str(device), *shape, BLOCK_OVERHEAD_TILES)
 
 
 def makespan(lists: list, costs_m: list, n_m: int) -> float:
