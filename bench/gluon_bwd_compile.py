@@ -21,6 +21,9 @@ SASS, and ptxas's "wgmma serialized" advisories. No GPU needed.
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --splitm [--dump OUT]
                                                                     # DQ_SPLIT_M (session 31, the WIDE tile: dQ
                                                                     # split by query rows) against the WIDE tile
+    PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --timeline [--dump OUT]
+                                                                    # the TIMELINE probe (session 43) at its flag
+                                                                    # sets, and through the JIT binder
     PYTHONPATH=src python bench/gluon_bwd_compile.py --fused --window [--dump OUT]
                                                                     # only its WINDOW variants (session 28), with
                                                                     # per-loop instruction counts of the consumers
@@ -91,7 +94,7 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, band=0):
+                  window=False, wide=False, defer=False, splitm=False, band=0, timeline=0):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -102,7 +105,9 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     tile later, 3 dS^T buffers); without it the constexpr is left out, as the launcher does.
     splitm: DQ_SPLIT_M (session 31, the WIDE tile: each WG's dQ is a 64-row half over the whole
     D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise. band: BAND (session
-    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0."""
+    36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0. timeline: TIMELINE=timeline (session 43
+    probe: 1 stamps + the hand-over wait sum, 2 also the other wait sums) with KEYS the int64 stamp buffer (*i64,
+    no dropout); left out when 0."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -114,7 +119,8 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
                LSE="*fp32", DELTA="*fp32",
                seqlen_q="i32", seqlen_k="i32", nheads="i32", nheads_k="i32", group="i32",
                softmax_scale="fp32", qk_scale="fp32",
-               KEYS="*i32" if dropout else "constexpr", rng_rows="i32" if dropout else "constexpr",
+               KEYS="*i32" if dropout else ("*i64" if timeline else "constexpr"),
+               rng_rows="i32" if dropout else "constexpr",
                dropout_p="fp32" if dropout else "constexpr",
                win_left="i32" if window else "constexpr", win_right="i32" if window else "constexpr",
                HEAD_DIM="constexpr", BLOCK_M="constexpr", BLOCK_N="constexpr", NUM_STAGES="constexpr",
@@ -130,8 +136,13 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if band:
         sig["BAND"] = "constexpr"
         const["BAND"] = band
+    if timeline:
+        sig["TIMELINE"] = "constexpr"
+        const["TIMELINE"] = timeline
     if not dropout:
-        const.update(KEYS=None, rng_rows=None, dropout_p=None)
+        const.update(rng_rows=None, dropout_p=None)
+        if not timeline:
+            const.update(KEYS=None)
     if not window:
         const.update(win_left=None, win_right=None)
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
@@ -411,6 +422,58 @@ def splitm_table(dump=None):
               f"{c.metadata.tensordesc_meta[-1]['block_size']} |", flush=True)
 
 
+def timeline_table(dump=None):
+    """--fused --timeline (session 43): the TIMELINE probe (kernels/bwd_gluon_fused.py; flags 1 CTA-boundary
+    stamps, 2 per-tile stamps, 4 the hand-over wait, 8 the other waits) against the kernel without it, D = 128
+    (the probe's case) and the routed D = 64 tile: spills, per consumer tile loop its instructions and local
+    accesses, the stamp instructions (CS2R / S2UR of %globaltimer); then the launcher's own arguments
+    (_fused_launch_args(timeline=...)) through Triton's JIT binder (stub driver) at the probe's shapes."""
+    import torch
+
+    from triton.runtime import driver
+
+    from flashtriton.launchers import backward_gluon
+
+    print("| D | dtype | causal | wide / splitm | TIMELINE | setmaxnreg | spill B | smem KB | tile loops: instr, "
+          "LDL + STL | %globaltimer reads |")
+    print("|" + "---|" * 10)
+    for d, dt, causal, wide in ((128, "bf16", False, False), (128, "fp16", False, False), (128, "bf16", True, False),
+                                (128, "fp16", True, False), (64, "bf16", False, True), (64, "bf16", True, True)):
+        for flags in (0, 1, 5, 15):
+            c = compile_fused(d, dt, None, not causal, causal, False, wide=wide, splitm=wide, timeline=flags)
+            r, text = report(c)
+            loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(text))
+            regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+            print(f"| {d} | {dt} | {causal} | {wide} | {flags} | {regs} | {r['spill_bytes']} | "
+                  f"{r['smem'] / 1024:.0f} | {loops} | {text.count('GLOBALTIMER')} |", flush=True)
+            if dump:
+                os.makedirs(dump, exist_ok=True)
+                with open(os.path.join(dump, f"fused_d{d}_{dt}{'_causal' if causal else ''}{'_wide' if wide else ''}"
+                                             f"_tl{flags}.sass"), "w") as f:
+                    f.write(text)
+    driver.set_active(_StubDriver())
+    print()
+    print("| --jit: dtype | B, N, H | causal | TIMELINE | spill B | tile loops: instr, LDL + STL | timeline numel |")
+    print("|" + "---|" * 7)
+    for dt, b, n, h, causal in ((torch.bfloat16, 8, 2048, 16, False), (torch.bfloat16, 8, 2048, 16, True),
+                                (torch.bfloat16, 1, 16384, 16, False)):
+        for flags in (1, 5, 15):
+            q = torch.randn(b, n, h, 128, dtype=dt)
+            k, v = torch.randn_like(q), torch.randn_like(q)
+            dout, lse, delta = torch.randn_like(q), torch.zeros(b, h, n), torch.zeros(b, h, n)
+            bm, bn, st = FUSED_CONFIG[128]
+            numel = backward_gluon.fused_timeline_numel(b, n, h, n, h, bm, bn)
+            buf = torch.zeros(numel, dtype=torch.int64)
+            *_, grid, args, kwargs = backward_gluon._fused_launch_args(q, k, v, dout, lse, delta, 128 ** -0.5, bm, bn,
+                                                                        st, not causal, causal, timeline=buf,
+                                                                        timeline_flags=flags)
+            c = attn_bwd_fused_gluon_kernel.warmup(*args, grid=grid, **kwargs)
+            r = resources(c)
+            loops = "; ".join(f"{lp['n']}, {lp['ldl'] + lp['stl']}" for lp in tile_loops(sass(c)))
+            print(f"| {str(dt).split('.')[-1]} | {(b, n, h)} | {causal} | {flags} | {r['spill_bytes']} | {loops} | "
+                  f"{numel} |", flush=True)
+
+
 def ptxas_advisories(compiled) -> list:
     """ptxas -v's lines about wgmma (e.g. 'wgmma.mma_async instructions are serialized')."""
     return [ln.strip() for ln in ptxas_log(compiled).splitlines() if "wgmma" in ln.lower()]
@@ -553,6 +616,9 @@ def main(argv=None):
     ap.add_argument("--dropout", choices=("both", "on", "off"), default="both",
                     help="--fused: the variants with DROPOUT, without, or both (default)")
     ap.add_argument("--window", action="store_true", help="--fused: only the WINDOW variants, with tile-loop counts")
+    ap.add_argument("--timeline", action="store_true",
+                    help="--fused: the TIMELINE probe (session 43) at its flag sets against the kernel without it, "
+                         "and through the JIT binder with the launcher's arguments")
     ap.add_argument("--wide", action="store_true",
                     help="--fused: only the WIDE tile (BLOCK_M = 128 at D = 64, session 30) against today's D = 64")
     ap.add_argument("--defer", action="store_true",
@@ -562,6 +628,9 @@ def main(argv=None):
                     help="--fused: DQ_SPLIT_M (session 31: the WIDE tile's dQ split by query rows, not by D) against "
                          "the WIDE tile of today, and through the JIT binder with the launcher's arguments")
     args = ap.parse_args(argv)
+    if args.fused and args.timeline:
+        timeline_table(args.dump)
+        return
     if args.fused and args.splitm:
         splitm_table(args.dump)
         return

@@ -50,6 +50,12 @@ VARIANTS += [
     (64, "bf16", None, True, True, False, False, True, dict(splitm=True)),
     (64, "fp16", None, True, True, False, False, True, dict(splitm=True)),
 ]
+# (session 43) the TIMELINE probe's variants (--fused --timeline), flags 1 / 15: new keys, the 36 above unchanged
+VARIANTS += [
+    (128, "bf16", None, True, False, False, False, False, dict(timeline=1)),
+    (128, "bf16", None, True, False, False, False, False, dict(timeline=15)),
+    (128, "bf16", None, True, True, False, False, False, dict(timeline=15)),
+]
 
 
 def strip(text):

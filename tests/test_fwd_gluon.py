@@ -533,11 +533,11 @@ def test_window_checked_before_device():
 
 
 
-@pytest.mark.parametrize("window", [(100, 0), (100, -1), (0, 0)])
-def test_rejects_scheduled_window(window):
-    """SCHEDULED deals causal blocks only: a window other than the causal one is refused."""
+def test_rejects_scheduled_plain():
+    """SCHEDULED deals causal or windowed blocks (session 42: windows too, schedule.window_schedule): the window
+    (-1, -1), the plain kernel, is refused."""
     with pytest.raises(ValueError, match=r"^scheduled=True does not support window="):
-        attention_fwd_gluon(*qkv(), 0.1, causal=True, persistent=True, scheduled=True, window=window)
+        attention_fwd_gluon(*qkv(), 0.1, persistent=True, scheduled=True, window=(-1, -1))
 
 
 @pytest.mark.skipif(IS_HOPPER, reason="a Hopper GPU launches instead")

@@ -207,6 +207,7 @@ def test_window_route_prefers_o_stage(monkeypatch):
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"window": {128: (256, 1 << 30)}})
     got = _routed_fwd_into_kwargs(monkeypatch, window_size=(256, 0))
     assert got.get("o_stage") is True and got.get("persistent") is True and not got.get("early_q")
+    assert got.get("scheduled") is True             # the host's window deal (session 43)
 
 
 # ---------------------------------------------------------------------------------------

@@ -297,6 +297,26 @@ DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in 
   operands in the same order: bitwise the WIDE kernel's. The 32 earlier variants' SASS
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
+TIMELINE (session 43, a probe, offline; host prepare_fused(..., timeline=buf, timeline_flags=F), never routed;
+  bench/gpu/s43_bwd_timeline_probe.py, bench/wip/gluon-bwd-timeline.md). fwd_gluon.py's TIMELINE idea for this
+  kernel: both consumer WGs write %globaltimer stamps into an int64 buffer passed as KEYS (unused without DROPOUT;
+  static_assert: not with DROPOUT or DEFER_DQ). TIMELINE is a set of flags: 1 (BOUNDS) per-CTA rows: kernel entry
+  (the default warps, before the barriers' init), each WG's partition start, K / V arrived, loop end, the epilogue's
+  ds_free wait passed, dK / dV stored (store_wait(0)), %smid; 2 (STEPS) per ring tile and WG: the tile's top, Q / dO
+  ready, S^T / dP^T done (%globaltimer_lo); 4 (HAND) per tile: the ns spent in the ds_ready wait (the dS^T hand-over);
+  8 (WAITS) per tile: the ns in the ready, ds_free and staging (store_wait + WG barrier) waits. Layout: rows (C,
+  TL_SLOTS = 32) int64, C the grid's CTAs, row program_id(0) + program_id(1) * num_programs(0), WG w at slots 16 w
+  + TL_*; then (T_max, C, 2, 8) int32 tile records (TT_* words). Every store is one opaque asm (the row from
+  %ctaid / %nctaid, or the WG's _tl_row, the offset an immediate; all 128 threads store the same word: no branch,
+  no atomic). Offline, what did not work: a pointer made once (176 spill bytes, 4-6 local accesses a tile in the
+  loops), the waits summed in registers carried through the loop (28-72), summed by red.global from one thread
+  (668-1,000: the branch region around the warp-aggregated atomic), T stored as int64 (a 64-bit loop counter, 48).
+  Offline (--fused --timeline, sm_90a, setmaxnreg 240 / 240 / 24 unchanged, 193 KB): D = 128 plain flags 1 / 5 /
+  15: 0 / 36 / 80 spill bytes (none in the tile loops), tile loops 483 / 503 / 579 instructions (491 / 504 / 577);
+  causal 8 (the kernel's own) / 20 / 16 (one local access a tile in WG 0's loop at 15); through the JIT binder at
+  the probe's shapes plain 0 / 28 / 64, causal 8 / 8 / 20, no local access in any tile loop. Without TIMELINE the
+  36 variants of bench/gluon_bwd_fused_sass_hash.py, BAND and the launcher's JIT-bound kernels: SASS byte-identical.
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
@@ -536,6 +556,110 @@ def _rotation(n_m, ROTATE: gl.constexpr, CAUSAL: gl.constexpr):
 
 ZERO: gl.constexpr = gl.constexpr(0)   # the window arguments of a kernel without WINDOW (never read)
 
+# TIMELINE (session 43 probe; the module doc's "TIMELINE"). The buffer (KEYS, no DROPOUT) is int64, two parts:
+#   rows: (C, TL_SLOTS) int64, C = the grid's CTAs, CTA row program_id(0) + program_id(1) * num_programs(0); consumer
+#     WG w writes slots TL_WG * w + the TL_* offsets below (%globaltimer, ns; TL_SMID %smid);
+#   tiles: after the rows, (T_max, C, 2, TL_TILE_WORDS) int32: ring tile g of CTA row r, WG w at
+#     C * TL_SLOTS * 2 + ((g * C + r) * 2 + w) * TL_TILE_WORDS int32 words; the TT_* words (%globaltimer_lo, ns,
+#     or a wait's duration in ns).
+# TIMELINE's value is a set of flags (what is stamped; 0 or absent: nothing, the kernel of before):
+TL_F_BOUNDS: gl.constexpr = gl.constexpr(1)   # rows: entry, WG start, K / V, loop end, epilogue wait / end, %smid
+TL_F_STEPS: gl.constexpr = gl.constexpr(2)    # tiles: TT_TOP, TT_Q, TT_S (loop top, Q / dO there, S^T / dP^T done)
+TL_F_HAND: gl.constexpr = gl.constexpr(4)     # tiles: TT_HAND, the ds_ready wait (dS^T hand-over)
+TL_F_WAITS: gl.constexpr = gl.constexpr(8)    # tiles: TT_READY, TT_FREE, TT_STAGE (the other waits)
+TL_SLOTS: gl.constexpr = gl.constexpr(32)
+TL_WG: gl.constexpr = gl.constexpr(16)
+TL_START: gl.constexpr = gl.constexpr(0)      # the WG's partition entry
+TL_KV: gl.constexpr = gl.constexpr(1)         # K / V arrived (kv_bar)
+TL_LOOP_END: gl.constexpr = gl.constexpr(6)   # after the tile loop
+TL_EPI_WAIT: gl.constexpr = gl.constexpr(7)   # the epilogue's ds_free wait passed (other WG's last dQ done)
+TL_END: gl.constexpr = gl.constexpr(8)        # dK / dV stored: tma.store_wait(0) passed
+TL_SMID: gl.constexpr = gl.constexpr(9)       # %smid
+TL_ENTRY: gl.constexpr = gl.constexpr(15)     # WG 0's row only: kernel entry, before the barriers' init
+TL_TILE_WORDS: gl.constexpr = gl.constexpr(8)
+TT_TOP: gl.constexpr = gl.constexpr(0)        # STEPS: top of the tile (before lse / delta's loads)
+TT_Q: gl.constexpr = gl.constexpr(1)          # STEPS: the tile's ready wait passed (Q / dO in shared memory)
+TT_S: gl.constexpr = gl.constexpr(2)          # STEPS: S^T and dP^T wgmmas done (dP^T's wait passed)
+TT_HAND: gl.constexpr = gl.constexpr(3)       # HAND: ns in the ds_ready wait (both dS^T halves stored)
+TT_READY: gl.constexpr = gl.constexpr(4)      # WAITS: ns in the ready wait
+TT_FREE: gl.constexpr = gl.constexpr(5)       # WAITS: ns in the ds_free wait (before dS^T's store)
+TT_STAGE: gl.constexpr = gl.constexpr(6)      # WAITS: ns in the staging's store_wait(0) + WG barrier
+# the same numbers for the host (bench/gpu/s43_bwd_timeline_probe.py)
+TIMELINE_FLAGS = {"bounds": 1, "steps": 2, "hand": 4, "waits": 8}
+TIMELINE_ROW = 32        # TL_SLOTS (int64 a CTA row)
+TIMELINE_WG = 16         # TL_WG
+TIMELINE_SLOTS = {"start": 0, "kv": 1, "loop_end": 6, "epi_wait": 7, "end": 8, "smid": 9, "entry": 15}
+TIMELINE_TILE_WORDS = 8  # TL_TILE_WORDS (int32 a (tile, CTA, WG))
+TIMELINE_TILE = {"top": 0, "q": 1, "s": 2, "hand": 3, "ready": 4, "free": 5, "stage": 6}
+
+
+def timeline_numel(ctas: int, max_tiles: int) -> int:
+    """int64 elements of a TIMELINE buffer for a grid of `ctas` CTAs of at most `max_tiles` ring tiles each."""
+    return ctas * TIMELINE_ROW + max_tiles * ctas * 2 * TIMELINE_TILE_WORDS // 2
+
+
+# TIMELINE's stores: one opaque asm each, the CTA's row from %ctaid / %nctaid inside it, the byte offsets of a slot
+# or word immediates ($2), so that no pointer or 64-bit value is made before the tile loop and kept across it, and
+# no branch or atomic (every thread of the WG stores the same word: one value wins). Offline, D = 128 plain: stamps
+# through a pointer made once spilled 176 bytes (4-6 local accesses a tile in the loops); the wait sums carried as
+# registers through the loop 28-72; added by red.global from one thread (a branch region around the warp-aggregated
+# atomic, wgmma descriptors then made in vector registers) 668-1000.
+@gluon.jit
+def _tl_stamp(KEYS, WG: gl.constexpr, slot: gl.constexpr, SMID: gl.constexpr = False):
+    """TIMELINE: %globaltimer (ns, 64 bits), or %smid, into this WG's row slot `slot` (256 = TL_SLOTS * 8 bytes a
+    row)."""
+    if SMID:
+        gl.inline_asm_elementwise("{ .reg .u32 a, b, c; .reg .u64 o, t; mov.u32 a, %ctaid.x; mov.u32 b, %ctaid.y; "
+                                  "mov.u32 c, %nctaid.x; mad.lo.u32 a, b, c, a; mul.wide.u32 o, a, 256; "
+                                  "add.u64 o, o, $1; mov.u32 a, %smid; cvt.u64.u32 t, a; st.global.u64 [o+$2], t; "
+                                  "mov.u32 $0, 0; }", "=r,l,n", [KEYS.to(gl.int64), (WG * TL_WG + slot) * 8],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("{ .reg .u32 a, b, c; .reg .u64 o, t; mov.u32 a, %ctaid.x; mov.u32 b, %ctaid.y; "
+                                  "mov.u32 c, %nctaid.x; mad.lo.u32 a, b, c, a; mul.wide.u32 o, a, 256; "
+                                  "add.u64 o, o, $1; mov.u64 t, %globaltimer; st.global.u64 [o+$2], t; "
+                                  "mov.u32 $0, 0; }", "=r,l,n", [KEYS.to(gl.int64), (WG * TL_WG + slot) * 8],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _tl_row(dep):
+    """TIMELINE: the CTA's row, program_id(0) + program_id(1) * num_programs(0), by an opaque asm (made once a WG
+    and passed to _tl_tile: one register through the tile loop; read inside each store's asm instead, ptxas kept
+    %ctaid.x and %ctaid.y in two). dep: any int32 scalar (the asm's operand, unused)."""
+    return gl.inline_asm_elementwise("{ .reg .u32 a, b, c; mov.u32 a, %ctaid.x; mov.u32 b, %ctaid.y; "
+                                     "mov.u32 c, %nctaid.x; mad.lo.u32 $0, b, c, a; }", "=r,r", [dep],
+                                     dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _tl_tile(KEYS, WG: gl.constexpr, word: gl.constexpr, g, row, t0=None):
+    """TIMELINE: into word `word` of ring tile g's record of this WG (CTA row `row`, _tl_row; 32 bytes =
+    TL_TILE_WORDS int32 a record, 2 WGs a CTA, C = %nctaid.x * %nctaid.y CTAs a tile index, after the rows' C * 256
+    bytes), %globaltimer_lo, or with t0 (_tl_now) the ns since t0 (mod 2^32)."""
+    if t0 is None:
+        gl.inline_asm_elementwise("{ .reg .u32 a, b, n, t; .reg .u64 o, e; mov.u32 t, %globaltimer_lo; "
+                                  "mov.u32 a, %nctaid.x; mov.u32 b, %nctaid.y; mul.lo.u32 n, a, b; "
+                                  "mad.lo.u32 a, $3, n, $4; mul.wide.u32 o, a, 64; mul.wide.u32 e, n, 256; "
+                                  "add.u64 o, o, e; add.u64 o, o, $1; st.global.u32 [o+$2], t; mov.u32 $0, 0; }",
+                                  "=r,l,n,r,r", [KEYS.to(gl.int64), (WG * TL_TILE_WORDS + word) * 4, g, row],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+    else:
+        gl.inline_asm_elementwise("{ .reg .u32 a, b, n, t; .reg .u64 o, e; mov.u32 t, %globaltimer_lo; "
+                                  "sub.u32 t, t, $5; mov.u32 a, %nctaid.x; mov.u32 b, %nctaid.y; mul.lo.u32 n, a, b; "
+                                  "mad.lo.u32 a, $3, n, $4; mul.wide.u32 o, a, 64; mul.wide.u32 e, n, 256; "
+                                  "add.u64 o, o, e; add.u64 o, o, $1; st.global.u32 [o+$2], t; mov.u32 $0, 0; }",
+                                  "=r,l,n,r,r,r", [KEYS.to(gl.int64), (WG * TL_TILE_WORDS + word) * 4, g, row, t0],
+                                  dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _tl_now(dep):
+    """TIMELINE: the low 32 bits of %globaltimer (ns), the start of a timed wait (one register while it lasts).
+    dep: any int32 scalar (the asm's operand, unused)."""
+    return gl.inline_asm_elementwise("mov.u32 $0, %globaltimer_lo;", "=r,r", [dep], dtype=gl.int32, is_pure=False,
+                                     pack=1)
+
 
 @gluon.jit
 def _fused_coords(pid_n, pid_bh, seqlen_q, seqlen_k, nheads_k, win_left, win_right, BLOCK_M: gl.constexpr,
@@ -636,7 +760,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
-                DQ_SPLIT_M: gl.constexpr = False):
+                DQ_SPLIT_M: gl.constexpr = False, tl_row=0, TIMELINE: gl.constexpr = 0):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -660,7 +784,9 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     wgmmas at the usual place compute tile g - 1's dQ (DQ_PREV; tile 0 has none), whose
     halves both WGs stored one tile earlier, reduce-added at dq_accum[cargs] (tile g - 1's
     (row, col)); the caller drains the last tile's dQ (_fused_dq_drain). Without DQ_PREV
-    (tile 0): dK retired, the stage released, a WG barrier (below)."""
+    (tile 0): dK retired, the stage released, a WG barrier (below).
+    TIMELINE (session 43 probe; not with DEFER): KEYS the stamp buffer, tl_row the CTA's row (_tl_row); into the
+    tile's record (_tl_tile) STEPS its TT_TOP / TT_Q / TT_S stamps, HAND / WAITS the timed waits."""
     dtype: gl.constexpr = k_smem.dtype
     col: gl.constexpr = gl.SliceLayout(0, s_layout)
     BLOCK_M: gl.constexpr = s_zero.shape[1]
@@ -674,6 +800,10 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     v_half = v_smem.index(WG)                                                # (HALF_N, D) smem
     # lse / delta: one value a thread, issued before the stage's wait (bwd_gluon._dkdv_tile)
     vec_layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    if TIMELINE:
+        gl.static_assert(not DEFER, "TIMELINE: not with DEFER_DQ")
+    if TIMELINE & TL_F_STEPS:
+        _tl_tile(KEYS, WG, TT_TOP, g, tl_row)
     offs_m = vec + gl.arange(0, BLOCK_M, layout=vec_layout)                 # (BLOCK_M,)
     lse_c = gl.load(LSE + offs_m)
     delta_c = gl.load(DELTA + offs_m)
@@ -682,7 +812,13 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout)).to(gl.uint32, bitcast=True)
         keep_frac = 1.0 - dropout_p
         delta_c = delta_c * keep_frac                                        # (1 - p) delta
+    if TIMELINE & TL_F_WAITS:
+        t0 = _tl_now(g)
     mbarrier.wait(ready.index(stage), (g // NUM_STAGES) & 1)
+    if TIMELINE & TL_F_WAITS:
+        _tl_tile(KEYS, WG, TT_READY, g, tl_row, t0)
+    if TIMELINE & TL_F_STEPS:
+        _tl_tile(KEYS, WG, TT_Q, g, tl_row)
     q = q_smem.index(stage)                                                  # (BLOCK_M, D) smem
     do = do_smem.index(stage)                                                # (BLOCK_M, D) smem
     s_tok = warpgroup_mma(k_half, q.permute((1, 0)), s_zero, use_acc=False, is_async=True)
@@ -713,6 +849,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         rk = gl.convert_layout(rk_c, col)                                    # (BLOCK_M,)
         p = fused_signed_p(p, rk, ck, mk, dropout_threshold(dropout_p))     # kept: p, dropped: -p
     dp = warpgroup_mma_wait(0, deps=[dp_tok])                                # (HALF_N, BLOCK_M) fp32
+    if TIMELINE & TL_F_STEPS:
+        _tl_tile(KEYS, WG, TT_S, g, tl_row)
     # dS^T before P^T's 16-bit copy: at most P^T and dP^T (64 registers) live beside dK / dV
     # (P^T's A operand made first, as bwd_gluon.py does, would add its 16 at that point:
     # 208 + scalars, spilled). The same operations, so dK / dV bitwise as bwd_gluon.py's.
@@ -733,7 +871,11 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         # g - NUM_DS + 1; phase g // NUM_DS - 1; a fresh barrier passes parity 1 for g < NUM_DS)
         mbarrier.wait(ds_free.index(buf), ((g // NUM_DS) & 1) ^ 1)
     else:
+        if TIMELINE & TL_F_WAITS:
+            t0 = _tl_now(g)
         mbarrier.wait(ds_free.index(buf), ((g // 2) & 1) ^ 1)
+        if TIMELINE & TL_F_WAITS:
+            _tl_tile(KEYS, WG, TT_FREE, g, tl_row, t0)
     my_ds = ds_smem.index(2 * buf + WG)                                      # (HALF_N, BLOCK_M) smem
     my_ds.store(ds)
     fence_async_shared()                                                     # generic writes -> wgmma reads
@@ -770,7 +912,11 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
             gl.thread_barrier()
     else:
         # both halves of dS^T of tile g stored (phase g // 2 of ds_ready[buf])
+        if TIMELINE & TL_F_HAND:
+            t0 = _tl_now(g)
         mbarrier.wait(ds_ready.index(buf), (g // 2) & 1)
+        if TIMELINE & TL_F_HAND:
+            _tl_tile(KEYS, WG, TT_HAND, g, tl_row, t0)
         if DQ_SPLIT_M:
             # DQ_SPLIT_M: dQ[rows of WG, :] = dS[rows of WG, keys 0..63] K_0 + dS[rows of WG, keys
             # 64..127] K_1: A the WG's 64-query column block of each dS^T half (whole 128-byte
@@ -802,8 +948,12 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         mbarrier.arrive(ds_free.index(buf))
         # the previous tile's reduce has finished reading dq_stage[WG] (bulk group wait of the
         # issuing thread), then the whole WG past that point before anyone overwrites it
+        if TIMELINE & TL_F_WAITS:
+            t0 = _tl_now(g)
         tma.store_wait(0)
         gl.thread_barrier()
+        if TIMELINE & TL_F_WAITS:
+            _tl_tile(KEYS, WG, TT_STAGE, g, tl_row, t0)
         stg = dq_stage.index(WG)                                                 # (BLOCK_M, DQ_N) fp32 smem
         if DROPOUT:
             stg.store(dq * (softmax_scale / keep_frac))                          # bwd_ws.py: dq / (1 - p) * scale
@@ -872,8 +1022,16 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr, ROTATE: gl.constexpr, DROPOUT: gl.constexpr, WINDOW: gl.constexpr,
                    DEFER_DQ: gl.constexpr = False, NUM_DS: gl.constexpr = 2, DQ_SPLIT_M: gl.constexpr = False,
-                   BAND: gl.constexpr = 0):
+                   BAND: gl.constexpr = 0, TIMELINE: gl.constexpr = 0):
     HALF_N: gl.constexpr = BLOCK_N // 2
+    if TIMELINE:
+        # (session 43 probe) KEYS is the int64 stamp buffer (no DROPOUT): this WG's TL_WG slots of the CTA's row
+        if TIMELINE & TL_F_BOUNDS:
+            _tl_stamp(KEYS, WG, TL_START)
+            _tl_stamp(KEYS, WG, TL_SMID, True)
+        tl_row = _tl_row(seqlen_q)
+    else:
+        tl_row = ZERO
     # the WG's dQ tile: (BLOCK_M, D / 2), the D-half WG; DQ_SPLIT_M (BLOCK_M / 2, D), the row half WG
     DQ_N: gl.constexpr = HEAD_DIM if DQ_SPLIT_M else HEAD_DIM // 2
     DQ_M: gl.constexpr = BLOCK_M // 2 if DQ_SPLIT_M else BLOCK_M
@@ -905,6 +1063,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         ck = ck.to(gl.uint32, bitcast=True)
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
+    if TIMELINE & TL_F_BOUNDS:
+        _tl_stamp(KEYS, WG, TL_KV)
     if DEFER_DQ:
         # DEFER_DQ (session 31; plain order only): tile g's dQ computed in tile g + 1 (the
         # last one's after the loop, _fused_dq_drain); tile 0 peeled (no previous tile's dQ),
@@ -970,7 +1130,7 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  rel0 + j * BLOCK_M, LSE, DELTA, vec_base + hh * seqlen_q + (j0 + j) * BLOCK_M,
                                  b * seqlen_q + (j0 + j) * BLOCK_M, h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES,
                                  True, s_layout, a_layout, KEYS, rk_at, ck, mk, dropout_p, DROPOUT, wspan, WINDOW,
-                                 DQ_SPLIT_M=DQ_SPLIT_M)
+                                 DQ_SPLIT_M=DQ_SPLIT_M, tl_row=tl_row, TIMELINE=TIMELINE)
     else:
         rot = _rotation(n_m, ROTATE, CAUSAL)
         for g in range(n_tiles):
@@ -983,17 +1143,22 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, 0, LSE,
                                  DELTA, vec_base + hh * seqlen_q + j * BLOCK_M, b * seqlen_q + j * BLOCK_M,
                                  h * HEAD_DIM + WG * DQ_COL, WG, NUM_STAGES, False, s_layout, a_layout, KEYS,
-                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M)
+                                 rk_at, ck, mk, dropout_p, DROPOUT, DQ_SPLIT_M=DQ_SPLIT_M, tl_row=tl_row,
+                                 TIMELINE=TIMELINE)
 
     # epilogue. Both WGs' dQ wgmmas read both K halves: before K_WG is overwritten, the
     # last tile's ds_free phase (number (T - 1) // 2 of ds_free[(T - 1) % 2]) must be
     # complete, i.e. both WGs' last dQ reads done. This WG arrived on it already.
     last = n_tiles - 1
+    if TIMELINE & TL_F_BOUNDS:
+        _tl_stamp(KEYS, WG, TL_LOOP_END)
     if DEFER_DQ:
         # (the drain's arrival is the last on that phase: both WGs' dQ reads of K done)
         mbarrier.wait(ds_free.index(last % NUM_DS), (last // NUM_DS) & 1)
     else:
         mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    if TIMELINE & TL_F_BOUNDS:
+        _tl_stamp(KEYS, WG, TL_EPI_WAIT)
     if BLOCK_M > 64:
         # (the WIDE tile, session 30) n0 again through an opaque move: else the value made
         # before the tile loop is kept across it in local memory (offline: 40 -> 24 spill
@@ -1019,6 +1184,8 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
     tma.async_copy_shared_to_global(dk_desc, [row, hk * HEAD_DIM], k_half)
     tma.async_copy_shared_to_global(dv_desc, [row, hk * HEAD_DIM], v_half)
     tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
+    if TIMELINE & TL_F_BOUNDS:
+        _tl_stamp(KEYS, WG, TL_END)
 
 
 # win_left / win_right not specialised (as fwd_gluon.py's): every window shares one compiled
@@ -1036,7 +1203,7 @@ def attn_bwd_fused_gluon_kernel(
     HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr,
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
-    BAND: gl.constexpr = 0,
+    BAND: gl.constexpr = 0, TIMELINE: gl.constexpr = 0,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
     # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
@@ -1046,6 +1213,13 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     gl.static_assert(not (DROPOUT and WINDOW), "WINDOW with DROPOUT: not compiled or measured (launcher: refused)")
     gl.static_assert(not BAND or CAUSAL, "BAND: the causal kernel only (equal key blocks otherwise)")
+    # TIMELINE (session 43 probe): KEYS carries the int64 (CTAs, TL_SLOTS) stamp buffer, so no DROPOUT; DEFER_DQ's
+    # tile body is not stamped
+    # (TL: TIMELINE's flags, 0 also where a caller binds no TIMELINE at all: None)
+    TL: gl.constexpr = TIMELINE if TIMELINE else 0
+    gl.static_assert(not TL or (not DROPOUT and not DEFER_DQ), "TIMELINE: not with DROPOUT or DEFER_DQ")
+    if TL & TL_F_BOUNDS:
+        _tl_stamp(KEYS, 0, TL_ENTRY)          # (the default warps: consumer WG 0's)
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1099,12 +1273,12 @@ def attn_bwd_fused_gluon_kernel(
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND)),
+                          DQ_SPLIT_M, BAND, TL)),
         (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
                           nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
                           BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND)),
+                          DQ_SPLIT_M, BAND, TL)),
         (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
                        seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                        ROTATE, WINDOW, BAND)),

@@ -1504,7 +1504,9 @@ def attn_fwd_gluon_kernel(
                          and not (WINDOW or DROPOUT or SCHEDULED or PINGPONG),
                          "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
-    gl.static_assert(not (SCHEDULED and WINDOW), "SCHEDULED deals causal blocks: not with WINDOW")
+    # (SCHEDULED with WINDOW, session 42 offline: the host's deal of window blocks, launchers/schedule.py
+    # window_schedule; the partitions read any block list the same way)
+    gl.static_assert((not SCHEDULED) or PERSISTENT, "SCHEDULED: a deal for the PERSISTENT kernel")
     # D = 256 (a session-31 helper; routed in session 32): plain / CAUSAL, one block a CTA or
     # PERSISTENT, 2 consumers, BLOCK_N 64 x 2 stages (D256 in the docstring). SPLIT_EMPTY: K's and
     # V's stages released apart (2 consumers only: _fwd_drain / _fwd_skip_tiles release both at once)

@@ -57,14 +57,14 @@ from . import plans, policy
 from ..kernels.bwd import bwd_preprocess_kernel
 from ..kernels.bwd_gluon import DEFAULT_CONFIG, attn_bwd_dkdv_gluon_kernel
 from ..kernels.bwd_gluon_fused import (FUSED_CONFIG, FUSED_WIDE_CONFIG, attn_bwd_fused_gluon_kernel, dq_stage_layout,
-                                       k_layout)
+                                       k_layout, timeline_numel)
 from ..kernels.dq_accum import BLOCK as DQ_ACCUM_BLOCK
 from ..kernels.dq_accum import cast_kernel, zero_f32_kernel
 from .common import LOG2E, block_d
 from .forward_gluon import _DTYPES, _desc, check_kv_shapes, rows_view_ok
 
 __all__ = ["check_inputs", "check_dropout", "prepare_dkdv", "dkdv_gluon", "prepare_fused", "fused_gluon",
-           "fused_smem_bytes", "fused_block_m", "delta_of", "rows_view_ok"]
+           "fused_smem_bytes", "fused_block_m", "fused_timeline_numel", "delta_of", "rows_view_ok"]
 
 
 def _vec_desc(x: torch.Tensor, rows: int):
@@ -315,7 +315,8 @@ def fused_split_m(d: int, causal: bool, wide: bool) -> bool:
 
 def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False, *, num_stages: int | None = None,
                   rotate: bool = True, dropout_p: float = 0.0, keys: torch.Tensor | None = None, window=None,
-                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0):
+                  wide: bool = False, defer_dq: bool = False, dq_split_m: bool = False, band: int = 0,
+                  timeline: torch.Tensor | None = None, timeline_flags: int = 15):
     """The fused backward pass (kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel):
     dq, dk, dv of attention in one kernel plus a cast. Checks the call (ValueError, before
     any launch: prepare_dkdv's contract), allocates dq (like q), dk / dv (like k, v,
@@ -375,9 +376,24 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
     band > 0 (session 36, an A/B): the causal kernel's BAND launch order (kernels/bwd_gluon_fused.
     _fused_pids: every KV head's heaviest key block first across bands of `band` batch x KV
     heads); causal (no window) only, band dividing B * Hk. The same values (dk / dv bitwise, dq
-    up to fp32 summation order)."""
+    up to fp32 summation order).
+
+    timeline (session 43 probe; bench/gpu/s43_bwd_timeline_probe.py): None, or an int64 CUDA tensor of at least
+    fused_timeline_numel(...) elements (contiguous, zeroed by the caller) that the kernel's TIMELINE variant
+    fills with %globaltimer stamps (kernels/bwd_gluon_fused.py, "TIMELINE": per-CTA rows, then per ring tile
+    records), passed as the kernel's KEYS (unused without dropout); timeline_flags: TIMELINE's flags (1 the
+    CTA-boundary stamps, 2 the per-tile stamps, 4 the dS^T hand-over wait, 8 the other waits; default all).
+    Not with dropout or defer_dq (ValueError). The same values as without (dk / dv bitwise)."""
     if isinstance(band, bool) or not isinstance(band, int) or band < 0:
         raise ValueError(f"band: expected a non-negative int, got {band!r}")
+    if timeline is not None:
+        if isinstance(timeline_flags, bool) or not isinstance(timeline_flags, int) or not 1 <= timeline_flags <= 15:
+            raise ValueError(f"timeline_flags: expected an int in 1..15, got {timeline_flags!r}")
+        if not isinstance(timeline, torch.Tensor) or timeline.dtype != torch.int64 or not timeline.is_contiguous():
+            raise ValueError("timeline: expected a contiguous int64 tensor")
+        if dropout_p > 0 or defer_dq:
+            raise ValueError("timeline: not with dropout (the buffer is passed as the key table's argument) or "
+                             "defer_dq (its tile body is not stamped)")
     if not isinstance(dq_split_m, bool):
         raise ValueError(f"dq_split_m: expected a bool, got {dq_split_m!r}")
     if dq_split_m and wide is not True:
@@ -443,10 +459,16 @@ def prepare_fused(q, k, v, dout, lse, delta, softmax_scale, causal: bool = False
             raise ValueError(f"rotate: (Nk / {block_n} - 1) * (Nq / {block_m}) = {(n_kblocks - 1) * n_m} not below "
                              "2^31 (the kernel's int32 start tile); use rotate=False")
     _check_device(q, "fused_gluon")
+    if timeline is not None:
+        need = fused_timeline_numel(q.shape[0], q.shape[1], q.shape[2], k.shape[1], k.shape[2], block_m, block_n)
+        if timeline.numel() < need or timeline.device != q.device:
+            raise ValueError(f"timeline: needs at least {need} int64 elements on {q.device}, got {timeline.numel()} "
+                             f"on {timeline.device}")
     dq, dk, dv, dq_accum, grid, args, kwargs = _fused_launch_args(q, k, v, dout, lse, delta, float(softmax_scale),
                                                                   block_m, block_n, num_stages, rotate, causal,
                                                                   dropout_p=float(dropout_p), keys=keys, win=win,
-                                                                  defer=defer_dq, split_m=dq_split_m, band=band)
+                                                                  defer=defer_dq, split_m=dq_split_m, band=band,
+                                                                  timeline=timeline, timeline_flags=timeline_flags)
 
     def launch():
         _run_fused(dq, dk, dv, dq_accum, grid, args, kwargs)
@@ -502,9 +524,16 @@ def _fused_window(window, causal: bool, seqlen_q: int, seqlen_k: int) -> tuple:
     return causal, ((wl, wr) if windowed else None)
 
 
+def fused_timeline_numel(b: int, nq: int, h: int, nk: int, hk: int, block_m: int, block_n: int = 128) -> int:
+    """int64 elements of the TIMELINE buffer of a fused launch (kernels/bwd_gluon_fused.timeline_numel): the grid's
+    Nk / block_n * B * Hk CTAs, at most (H / Hk) * Nq / block_m ring tiles each."""
+    return timeline_numel(nk // block_n * b * hk, (h // hk) * (nq // block_m))
+
+
 def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, block_n: int, num_stages: int,
                        rotate: bool, causal: bool = False, outs=None, dropout_p: float = 0.0, keys=None, win=None,
-                       defer: bool = False, split_m: bool = False, band: int = 0):
+                       defer: bool = False, split_m: bool = False, band: int = 0, timeline=None,
+                       timeline_flags: int = 15):
     """(dq, dk, dv, dq_accum, grid, args, kwargs) of one fused launch, outputs allocated, no
     check and no launch (bench/gluon_bwd_compile.py --fused --jit binds them with a stub
     driver). K / dK use kernels/bwd_gluon_fused.k_layout (the dQ wgmma reads column halves
@@ -517,7 +546,8 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     the kernel of before WINDOW). defer: DEFER_DQ=True (session 31; absent otherwise: the
     binder's key and the kernel of before). split_m: DQ_SPLIT_M=True (session 31, the WIDE tile;
     absent otherwise), dq_accum's box (BLOCK_M / 2, D) at dq_stage_layout(BLOCK_M, True). band > 0:
-    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid."""
+    BAND=band (session 36, causal; absent otherwise) on a (Nk / BLOCK_N * B * Hk,) grid. timeline: the TIMELINE
+    probe's int64 buffer (session 43), passed as KEYS (no dropout), TIMELINE=timeline_flags (absent otherwise)."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     if outs is None:
@@ -552,7 +582,7 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
     drop = dropout_p > 0
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
             nq, nk, h, hk, h // hk, scale, scale * LOG2E,
-            keys if drop else None, b * nq if drop else None, float(dropout_p) if drop else None,
+            keys if drop else timeline, b * nq if drop else None, float(dropout_p) if drop else None,
             *(win if win is not None else (None, None)))
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=num_stages, CAUSAL=causal, ROTATE=rotate,
                   DROPOUT=drop, num_warps=4)
@@ -564,6 +594,9 @@ def _fused_launch_args(q, k, v, dout, lse, delta, scale: float, block_m: int, bl
         kwargs["DQ_SPLIT_M"] = True      # (likewise)
     if band:
         kwargs["BAND"] = band            # (likewise)
+    if timeline is not None:
+        assert not drop and not defer, "timeline: not with dropout or defer"
+        kwargs["TIMELINE"] = timeline_flags   # (likewise; the buffer rides in KEYS' place)
     return dq, dk, dv, dq_accum, grid, args, kwargs
 
 

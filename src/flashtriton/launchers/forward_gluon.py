@@ -221,10 +221,10 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
     (min(num_programs, tiles),), num_programs defaulting to the device's SM count; band
     (PERSISTENT CAUSAL's tile order, kernels/fwd_gluon.py _tile_of) defaulting to
-    causal_band(). scheduled (persistent causal only): the host's longest-first deal
-    (launchers/schedule.py) instead of the kernel's banded round robin. window: None or
+    causal_band(). scheduled (persistent causal or windowed only): the host's longest-first deal
+    (launchers/schedule.py causal_schedule / window_schedule) instead of the kernel's round robin. window: None or
     (left, right), through window_args (which may turn it into the plain or the CAUSAL
-    kernel; prepare rejects scheduled with a window beforehand). dropout_p > 0: the DROPOUT
+    kernel; prepare rejects scheduled for the plain one beforehand). dropout_p > 0: the DROPOUT
     variant with rng (check_dropout's contract), the counter layout of launchers/forward.py
     (rng_rows = B * Nq, rng_stride = Nk). num_consumers: the kernel's NUM_CONSUMERS (3: plain
     persistent or causal one block a CTA, prepare checks; the Q / O boxes are BLOCK_M / 3 rows, launch_geometry).
@@ -259,13 +259,18 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # SCHED: the schedule when scheduled, else any pointer the kernel never reads (lse). A schedule not yet on the
     # device cannot be copied there during a CUDA graph capture: the kernel's banded deal then (the same outputs,
     # bitwise; only the order of the blocks differs)
-    if scheduled and torch.cuda.is_current_stream_capturing() and not schedule.cached(
-            o.device, nq, nk, b * h, grid[0], band, block_m, block_n):
+    if windowed:
+        # a window's deal (schedule.window_schedule; session 42, offline): no bands
+        deal_args = (o.device, nq, nk, b * h, grid[0], win_left, win_right, block_m, block_n)
+        deal, deal_cached = schedule.window_schedule, schedule.window_cached
+    else:
+        deal_args = (o.device, nq, nk, b * h, grid[0], band, block_m, block_n)
+        deal, deal_cached = schedule.causal_schedule, schedule.cached
+    if scheduled and torch.cuda.is_current_stream_capturing() and not deal_cached(*deal_args):
         scheduled = False
     # (the deal is a cached tensor that outlives the call: a launch plan passes it as it is; unmarked, the plan
     # could not place it and every eager call ran this host path: causal 1k / 2k at 90 / 195 TFLOP/s, s42 call 5)
-    sched = (plans.persistent(schedule.causal_schedule(o.device, nq, nk, b * h, grid[0], band, block_m, block_n))
-             if scheduled else lse)
+    sched = plans.persistent(deal(*deal_args)) if scheduled else lse
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
     rng_arg = rng if dropout else lse
@@ -373,7 +378,8 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     o_stage = bool(o_stage) and persistent and num_consumers == 2 and block_n == block_m and not early_q \
         and not split_empty and dropout_p == 0
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
-                 scheduled=scheduled and persistent and causal and window is None and d not in PLAIN_CAUSAL_ONLY,
+                 scheduled=scheduled and persistent and (causal or window is not None) and dropout_p == 0
+                 and d not in PLAIN_CAUSAL_ONLY,
                  window=window, dropout_p=dropout_p, rng=rng if dropout_p > 0 else None, num_consumers=num_consumers,
                  **(dict(early_q=True) if early_q else {}), **(dict(lean_mask=True) if lean_mask else {}),
                  **(dict(split_empty=True) if split_empty else {}), **(dict(own_tiles=True) if own_tiles else {}),
@@ -530,11 +536,12 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
         raise ValueError("num_programs, band: only with persistent=True")
     if band is not None and not w_causal:      # (review, session 24) the kernel's causal, after window_args
         raise ValueError("band: only with causal=True (the causal tile order)")
-    if scheduled and not (persistent and causal):
-        raise ValueError("scheduled=True needs persistent=True and causal=True (a deal of causal blocks)")
-    if scheduled and (w_window or not w_causal):
-        raise ValueError(f"scheduled=True does not support window={window!r} (a deal of causal blocks; "
-                         "the window (-1, 0) is causal)")
+    if scheduled and not (persistent and (causal or window is not None)):
+        raise ValueError("scheduled=True needs persistent=True and causal=True or a window (a deal of causal or "
+                         "windowed blocks)")
+    if scheduled and not (w_window or w_causal):
+        raise ValueError(f"scheduled=True does not support window={window!r}: a deal of causal or windowed "
+                         "blocks (the plain kernel's blocks cost the same: its round robin)")
     if q.device.type != "cuda":
         raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
     cap = torch.cuda.get_device_capability(q.device)

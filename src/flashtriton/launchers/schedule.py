@@ -36,6 +36,18 @@ def causal_tiles(pid_m: int, seqlen_q: int, seqlen_k: int, block_m: int, block_n
     return min(max(-(-reach // block_n), 1), seqlen_k // block_n)
 
 
+def window_tiles(pid_m: int, seqlen_q: int, seqlen_k: int, win_left: int, win_right: int, block_m: int,
+                 block_n: int) -> int:
+    """Key tiles a sliding-window block loads: kernels/fwd_gluon.py _tile_coords' WINDOW n_load (win_left /
+    win_right as the kernel gets them: window_args' non-negative sides; at least 1)."""
+    n_tiles = seqlen_k // block_n
+    diag = pid_m * block_m + seqlen_k - seqlen_q
+    lo, hi = diag - win_left, diag + win_right
+    t_lo = min(max(lo, 0) // block_n, n_tiles - 1)
+    t_hi = min(-(-max(hi + block_m, 0) // block_n), n_tiles)
+    return max(t_hi - t_lo, 1)
+
+
 def lpt_deal(costs_m: list, n_bh: int, n_prog: int, band: int) -> list:
     """Each CTA's list of blocks (pid_bh * n_m + pid_m), dealt longest first to the least
     loaded CTA (ties: the lower CTA), band by band of `band` batch x heads. costs_m[m]: the
@@ -73,7 +85,7 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
     few hundred KB: one int32 per block). The first call of a shape copies it to the device:
     not capturable in a CUDA graph (forward_gluon._launch_into takes the kernel's banded deal instead when a
     capture meets a shape not yet here: `cached`)."""
-    key = _key(device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n)
+    key = _key("causal", device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n)
     sched = _CACHE.get(key)
     if sched is None:
         if len(_CACHE) >= _CACHE_MAX:       # a few shapes in a run; never grows without bound
@@ -85,16 +97,41 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
     return sched
 
 
+def window_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, win_left: int, win_right: int,
+                    block_m: int, block_n: int) -> torch.Tensor:
+    """The SCHEDULED deal of a sliding-window forward (written offline in session 42, routed in session 43 with
+    O_STAGE: +5% at 4k / 16k, bench/gpu/s43_window_sched_ab.py): longest first to the least-loaded CTA, all batch x heads in one band (a window's K / V working set is a few
+    tiles a head: the L2 holds every head's). Same layout and cache as causal_schedule."""
+    key = _key("window", device, seqlen_q, seqlen_k, n_bh, n_prog, win_left, win_right, block_m, block_n)
+    sched = _CACHE.get(key)
+    if sched is None:
+        if len(_CACHE) >= _CACHE_MAX:
+            _CACHE.clear()
+        n_m = seqlen_q // block_m
+        costs = [window_tiles(m, seqlen_q, seqlen_k, win_left, win_right, block_m, block_n) + BLOCK_OVERHEAD_TILES
+                 for m in range(n_m)]
+        sched = pack(lpt_deal(costs, n_bh, n_prog, n_bh)).to(device)
+        _CACHE[key] = sched
+    return sched
+
+
+def window_cached(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, win_left: int, win_right: int,
+                  block_m: int, block_n: int) -> bool:
+    """Whether window_schedule has this shape's deal on `device` already (cached's rule)."""
+    return _key("window", device, seqlen_q, seqlen_k, n_bh, n_prog, win_left, win_right, block_m, block_n) in _CACHE
+
+
 def cached(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int, band: int, block_m: int,
            block_n: int) -> bool:
     """Whether causal_schedule has this shape's deal on `device` already (then a call needs no copy to the device,
     and may run inside a CUDA graph capture)."""
-    return _key(device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n) in _CACHE
+    return _key("causal", device, seqlen_q, seqlen_k, n_bh, n_prog, band, block_m, block_n) in _CACHE
 
 
-def _key(device, *shape) -> tuple:
-    """causal_schedule's cache key: the device, the shape arguments and the cost model's block overhead."""
-    return (str(device), *shape, BLOCK_OVERHEAD_TILES)
+def _key(kind: str, device, *shape) -> tuple:
+    """A deal's cache key: its kind ("causal" / "window"), the device, the shape arguments and the cost model's
+    block overhead."""
+    return (kind, str(device), *shape, BLOCK_OVERHEAD_TILES)
 
 
 def makespan(lists: list, costs_m: list, n_m: int) -> float:
