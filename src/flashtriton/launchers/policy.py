@@ -188,7 +188,9 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # 594 (571; medians 555 -> 563: with call 3's 578 -> 571, level: not taken); plain 1k 585 -> 627 (615), 4k 691 ->
 # 700 (669); window (1024, 0) 4k 443 -> 457. D = 64 (2 consumers against the routed 3-consumer / fwd_ws.py
 # kernels): causal 2k 392 -> 373, 4k 403 -> 411, plain 2k 493 -> 460: not taken. The TIMELINE stamps
-# (bench/gpu/s42_timeline_probe.py) show the consumers' Q wait a block 1.2 us -> 0.06 us (median).
+# (bench/gpu/s42_timeline_probe.py) show the consumers' Q wait a block 1.2 us -> 0.06 us (median). Since session 43
+# windows take the host's longest-first deal too (schedule.window_schedule; the round robin's SM end max / mean was
+# 1.070 at 16k): (1024, 0) 16k 505 -> 535, 4k 481 -> 503 band TFLOP/s (bench/gpu/s43_window_sched_ab.py, s43 call 1).
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
     "plain": {128: (1024, 4096)}, "causal": {128: (1024, 2048)}, "window": {128: (4096, 1 << 30)}}
