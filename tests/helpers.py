@@ -261,3 +261,20 @@ def triton_grads(q, k, v, dout, **kw):
     with flashtriton.use_backend("triton"):
         out = flashtriton.flash_attn_func(q, k, v, **kw)
     return torch.autograd.grad(out, (q, k, v), dout)
+
+
+def graph_replay(fn, inputs, new_inputs):
+    """fn(*inputs) captured in a CUDA graph (on a side stream, as torch requires), then new_inputs copied into
+    inputs and the graph replayed: the captured call's output, now for new_inputs."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = fn(*inputs)
+    torch.cuda.current_stream().wait_stream(s)
+    for dst, src in zip(inputs, new_inputs):
+        dst.copy_(src)
+    g.replay()
+    torch.cuda.synchronize()
+    return out

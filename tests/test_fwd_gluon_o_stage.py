@@ -22,7 +22,7 @@ from flashtriton.launchers import forward_gluon, plans, policy, schedule
 from flashtriton.launchers.forward_gluon import attention_fwd_gluon
 
 from conftest import DEVICE
-from helpers import rand_qkv
+from helpers import graph_replay, rand_qkv, spy
 from test_fwd_gluon import check, hopper
 
 BM, BN, _ = fwd_gluon.DEFAULT_CONFIG[128]        # (128, 128, 3)
@@ -290,10 +290,7 @@ def test_flash_attn_func_takes_o_stage_gpu(monkeypatch):
     monkeypatch.setitem(policy.GLUON_FWD_CAUSAL_MIN_N, 128, 2048)
     plans.clear()
     schedule._CACHE.clear()
-    seen = []
-    real = forward_gluon._launch_into
-    monkeypatch.setattr(forward_gluon, "_launch_into",
-                        lambda *a, **kw: seen.append((kw.get("o_stage"), kw.get("scheduled"))) or real(*a, **kw))
+    seen = spy(monkeypatch, forward_gluon, "_launch_into", lambda *a, **kw: (kw.get("o_stage"), kw.get("scheduled")))
     q, k, v = rand_qkv(2, 2048, 2048, 4, 4, 128, torch.bfloat16, DEVICE)
     out = flash_attn_func(q, k, v, causal=True)
     assert seen == [(True, True)]
@@ -301,19 +298,9 @@ def test_flash_attn_func_takes_o_stage_gpu(monkeypatch):
     ref, _ = attention_fwd_gluon(q, k, v, 128 ** -0.5, causal=True)
     assert torch.equal(out, ref)
     schedule._CACHE.clear()
-    q2, k2, v2 = (x.clone() for x in (q, k, v))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            gout = flash_attn_func(q2, k2, v2, causal=True)
-    torch.cuda.current_stream().wait_stream(s)
     q3, k3, v3 = rand_qkv(2, 2048, 2048, 4, 4, 128, torch.bfloat16, DEVICE)
-    for dst, src in ((q2, q3), (k2, k3), (v2, v3)):
-        dst.copy_(src)
-    g.replay()
-    torch.cuda.synchronize()
+    gout = graph_replay(lambda q2, k2, v2: flash_attn_func(q2, k2, v2, causal=True), [x.clone() for x in (q, k, v)],
+                        (q3, k3, v3))
     plans.clear()
     ref3, _ = attention_fwd_gluon(q3, k3, v3, 128 ** -0.5, causal=True)
     assert torch.equal(gout, ref3)

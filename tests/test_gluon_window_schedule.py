@@ -17,7 +17,7 @@ from flashtriton.launchers import forward_gluon, plans, schedule
 from flashtriton.launchers.forward_gluon import attention_fwd_gluon
 
 from conftest import DEVICE
-from helpers import rand_qkv
+from helpers import graph_replay, rand_qkv, spy
 from test_fwd_gluon import hopper
 from test_fwd_gluon_window_early_q import window_block
 
@@ -62,7 +62,8 @@ def test_launch_passes_scheduled_window(monkeypatch):
                                num_programs=3, scheduled=True, window=(256, 0), o_stage=True)()
     (args, kw), = got
     assert kw["SCHEDULED"] is True and kw["WINDOW"] and kw["O_STAGE"]
-    names = [n for n in fwd_gluon.attn_fwd_gluon_kernel.arg_names if n.upper() != n or n in ("LSE", "SCHED", "RNG", "O")]
+    names = [n for n in fwd_gluon.attn_fwd_gluon_kernel.arg_names
+             if n.upper() != n or n in ("LSE", "SCHED", "RNG", "O")]
     assert args[names.index("SCHED")] is schedule._CACHE[next(iter(schedule._CACHE))]
     schedule._CACHE.clear()
 
@@ -99,10 +100,7 @@ def test_flash_attn_func_window_takes_the_deal_gpu(monkeypatch):
 
     plans.clear()
     schedule._CACHE.clear()
-    seen = []
-    real = forward_gluon._launch_into
-    monkeypatch.setattr(forward_gluon, "_launch_into",
-                        lambda *a, **kw: seen.append((kw.get("o_stage"), kw.get("scheduled"))) or real(*a, **kw))
+    seen = spy(monkeypatch, forward_gluon, "_launch_into", lambda *a, **kw: (kw.get("o_stage"), kw.get("scheduled")))
     q, k, v = rand_qkv(1, 4096, 4096, 4, 2, 128, torch.bfloat16, DEVICE)
     out = flash_attn_func(q, k, v, window_size=(1024, 0))
     assert seen == [(True, True)]
@@ -110,19 +108,9 @@ def test_flash_attn_func_window_takes_the_deal_gpu(monkeypatch):
     assert torch.equal(out, ref)
     plans.clear()
     schedule._CACHE.clear()
-    q2, k2, v2 = (x.clone() for x in (q, k, v))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            gout = flash_attn_func(q2, k2, v2, window_size=(1024, 0))
-    torch.cuda.current_stream().wait_stream(s)
     q3, k3, v3 = rand_qkv(1, 4096, 4096, 4, 2, 128, torch.bfloat16, DEVICE)
-    for dst, src in ((q2, q3), (k2, k3), (v2, v3)):
-        dst.copy_(src)
-    g.replay()
-    torch.cuda.synchronize()
+    gout = graph_replay(lambda q2, k2, v2: flash_attn_func(q2, k2, v2, window_size=(1024, 0)),
+                        [x.clone() for x in (q, k, v)], (q3, k3, v3))
     plans.clear()
     ref3, _ = attention_fwd_gluon(q3, k3, v3, 128 ** -0.5, window=(1024, 0))
     assert torch.equal(gout, ref3)

@@ -34,30 +34,12 @@ import torch  # noqa: E402
 from flashtriton.kernels import bwd_gluon_fused as K  # noqa: E402
 from flashtriton.launchers import backward_gluon, forward_gluon  # noqa: E402
 
+from s42_timing import kernel_ms  # noqa: E402  (best of three CUDA-graph replays, ms a call)
+
 SLOT = K.TIMELINE_SLOTS
 WORD = K.TIMELINE_TILE
 ROW, WGS, TW = K.TIMELINE_ROW, K.TIMELINE_WG, K.TIMELINE_TILE_WORDS
 M32 = 1 << 32
-
-
-def graph_ms(fn, reps=20):
-    """Best of 3 CUDA-graph replays of `reps` calls of fn, ms a call."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(reps):
-            fn()
-    best = float("inf")
-    for _ in range(3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        best = min(best, a.elapsed_time(b) / reps)
-    return best
 
 
 def stats(xs):
@@ -218,7 +200,7 @@ def case(causal, n, b, h, flag_sets, save):
             return n_m
     numel = backward_gluon.fused_timeline_numel(b, n, h, n, h, bm, bn)
     flops = 2.5 * 4 * b * h * n * n * d / (2 if causal else 1)
-    ms0 = graph_ms(ref)
+    ms0 = kernel_ms(ref)
     name = f"{'causal' if causal else 'non-causal'} N={n} B={b} H={h} D=128 bf16"
     print(f"\n[{name}] without stamps: {ms0 * 1e3:.1f} us a backward (zero + kernel + cast), "
           f"{flops / ms0 / 1e9:.0f} TFLOP/s")
@@ -226,7 +208,7 @@ def case(causal, n, b, h, flag_sets, save):
         buf = torch.zeros(numel, dtype=torch.int64, device="cuda")
         run = backward_gluon.prepare_fused(q, k, v, dout, lse, delta, scale, causal, timeline=buf,
                                            timeline_flags=flags)
-        ms = graph_ms(run)
+        ms = kernel_ms(run)
         buf.zero_()
         dq1, dk1, dv1 = (x.clone() for x in run())
         torch.cuda.synchronize()
@@ -243,7 +225,7 @@ def case(causal, n, b, h, flag_sets, save):
                                 buf=cpu.numpy(), ctas=ctas, n=n, b=b, h=h, causal=causal, flags=flags,
                                 tiles=np.array([tiles_of(r) for r in range(ctas)]))
         analyse(name, cpu, ctas, tiles_of, flags)
-    ms1 = graph_ms(ref)
+    ms1 = kernel_ms(ref)
     print(f"  without stamps again: {ms1 * 1e3:.1f} us ({(ms1 / ms0 - 1) * 100:+.1f}%: the timing's noise)")
 
 
