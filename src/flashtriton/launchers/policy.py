@@ -191,9 +191,12 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # (bench/gpu/s42_timeline_probe.py) show the consumers' Q wait a block 1.2 us -> 0.06 us (median). Since session 43
 # windows take the host's longest-first deal too (schedule.window_schedule; the round robin's SM end max / mean was
 # 1.070 at 16k): (1024, 0) 16k 505 -> 535, 4k 481 -> 503 band TFLOP/s (bench/gpu/s43_window_sched_ab.py, s43 call 1).
+# Causal up to 8k since session 43 (bench/gpu/s43_causal8k_ab.py, s43 call 6; kernel-only, three rounds, bitwise):
+# one block -> scheduled O_STAGE 637 / 574 / 581 -> 675 / 622 / 614 bf16 (+5.7-8.4%; cuDNN 611 / 532 / 531), fp16
+# 620 / 575 / 560 -> 654 / 587 / 585 (+2.1-5.5%); predicted +1-4%. 4k inside the range was level in session 42.
 # Launch plans key on the call: plans.clear() after changing it.
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
-    "plain": {128: (1024, 4096)}, "causal": {128: (1024, 2048)}, "window": {128: (4096, 1 << 30)}}
+    "plain": {128: (1024, 4096)}, "causal": {128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
 # Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
 # fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
 # a session-29 helper): BLOCK_D -> the shortest min(Nq, Nk) from which. Measured level (H200,
