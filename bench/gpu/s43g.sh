@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 43, call 8: O_STAGE for the 3-consumer D = 64 kernel (a session-43 helper, offline): its GPU tests, then
-# the A/B (bench/gpu/s43_o_stage3_ab.py, with the plain 2k row).
+# the A/B (bench/gpu/s43_o_stage3_ab.py).
 export PYTHONPATH=$PWD/src
-timeout 200 python -m pytest -q -o addopts="" -m gpu tests/test_fwd_gluon_o_stage3.py -x 2>&1 | tail -4 \
+timeout 150 python -m pytest -q -o addopts="" -m gpu tests/test_fwd_gluon_o_stage3.py -x 2>&1 | tail -4 \
   | tee $OUT/s43g_tests.txt
-cd bench/gpu && timeout 220 python s43_o_stage3_ab.py plain 2>&1 | tee $OUT/s43_o_stage3_ab.txt
+cd bench/gpu && timeout 170 python s43_o_stage3_ab.py 2>&1 | tee $OUT/s43_o_stage3_ab.txt
