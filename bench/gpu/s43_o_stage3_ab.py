@@ -29,6 +29,7 @@ Run (H200, ~100-150 s with compiles):  PYTHONPATH=src python bench/gpu/s43_o_sta
     (plain: also the plain persistent 3-consumer kernel with and without O_STAGE at 2k, ~40 s more)
 GPU tests:  PYTHONPATH=src python -m pytest -o addopts="" -q tests/test_fwd_gluon_o_stage3.py -m gpu
 """
+import os
 import sys
 
 import torch
@@ -64,7 +65,7 @@ def launcher(q, k, v, nc, kw):
 
 def run_case(name, b, n, h, causal, variants):
     torch.manual_seed(0)
-    q, k, v = (torch.randn(b, n, h, D, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    q, k, v = (torch.randn(b, n, h, D, device="cuda", dtype=DTYPE) for _ in range(3))
     flops = (2 if causal else 4) * b * h * n * n * D           # FA2's count (causal: half the square)
     runs, outs = {}, {}
     for vname, (nc, kw) in variants.items():
@@ -83,7 +84,7 @@ def run_case(name, b, n, h, causal, variants):
         runs[vname]()
     torch.cuda.synchronize()
     base = next(iter(variants))
-    lines = [f"{name} (bf16, B={b}, H={h}, D={D}):"]
+    lines = [f"{name} ({str(DTYPE)[6:]}, B={b}, H={h}, D={D}):"]
     for vname, xs in res.items():
         same = ""
         if vname in outs:
@@ -117,11 +118,15 @@ def check():
         assert err < 2e-2 and lerr < 1e-3
 
 
+# S43O_DTYPE=fp16 (the second run, s43 call 9), S43O_N: the causal lengths
+DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}[os.environ.get("S43O_DTYPE", "bf16")]
+
+
 def main():
     print(torch.cuda.get_device_name(), torch.__version__, flush=True)
     check()
     h = 32
-    for n in (2048, 4096, 8192):
+    for n in [int(x) for x in os.environ.get("S43O_N", "2048,4096,8192").split(",")]:
         run_case(f"causal {n}", 16384 // n, n, h, True, CAUSAL_VARIANTS)
     if "plain" in sys.argv[1:]:
         run_case("plain 2048", 8, 2048, h, False, PLAIN_VARIANTS)
