@@ -45,12 +45,6 @@ O_STAGE (session 42): the last 7 rows (PERSISTENT; O through the last K stage): 
 517 / 713 SASS instructions a warp); the 98 earlier variants byte-identical (bench/gluon_fwd_sass_hash.py, which
 now also passes OWN_TILES and O_STAGE: before, the OWN_TILES rows hashed the kernel without it).
 
-O_STAGE3 (session 43, a helper, offline): the last 6 rows (3 consumers, D = 64, PERSISTENT O_STAGE, O through a
-(3, 64, 64) buffer of its own; causal SCHEDULED bf16 / fp16 / negative scale, causal banded, plain bf16 / fp16):
-setmaxnreg 168 / 160 / 160 / 24, 147,848 B shared memory, 3 UTMASTG; spills 312 bytes SCHEDULED (0 in the unmasked
-tile loops, 443 instructions a tile; 5 / 5 / 2 STL + LDL pairs in the masked ones, one tile a block), 416 banded,
-0 plain (tile loops 411). The 105 earlier variants byte-identical (bench/gluon_fwd_sass_hash.py, before / after).
-
 NUM_CONSUMERS = 3 (session 29, offline): the last 5 rows (plain PERSISTENT, D = 64, BLOCK_M 192):
 16 warps, .maxnreg 128, setmaxnreg 168 (default partition = consumer 0) / 160 / 160 / 24
 inside the partitions (256 / 80 outside), 0 spills, 120 KB shared memory (3 stages; 4: 152,
@@ -347,14 +341,6 @@ def main(argv=None):
         (128, "bf16", None, None, False, False, False, True, False, True, False, 2, False, True, False, False, True),
         (64, "bf16", None, None, False, False, False, True, False, False, False, 2, False, False, False, False, True),
         (64, "bf16", None, None, False, False, True, True, True, False, False, 2, False, False, False, False, True),
-        # O_STAGE3 (session 43, a helper): O_STAGE with 3 consumers (D = 64, BLOCK_M 192; O through its own buffer),
-        # causal SCHEDULED (bf16 / fp16 / negative scale), causal banded, plain bf16 / fp16
-        (64, "bf16", None, None, False, False, True, True, True, False, False, 3, False, False, False, False, True),
-        (64, "fp16", None, None, False, False, True, True, True, False, False, 3, False, False, False, False, True),
-        (64, "bf16", None, None, False, True, True, True, True, False, False, 3, False, False, False, False, True),
-        (64, "bf16", None, None, False, False, True, True, False, False, False, 3, False, False, False, False, True),
-        (64, "bf16", None, None, False, False, False, True, False, False, False, 3, False, False, False, False, True),
-        (64, "fp16", None, None, False, False, False, True, False, False, False, 3, False, False, False, False, True),
     ]
     print("| D | dtype | BM, BN, stages | pingpong | neg scale | causal | persistent | window | dropout | warps | "
           "regs (kernel) | setmaxnreg | "

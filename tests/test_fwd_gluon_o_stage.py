@@ -78,8 +78,7 @@ def test_rejects_o_stage_outside_its_variant(kw):
 
 
 def test_rejects_o_stage_with_three_consumers_and_at_d256():
-    # (3 consumers at D = 64 have O_STAGE since session 43: tests/test_fwd_gluon_o_stage3.py; not at D = 128)
-    q, k, v = qkv(d=128, nq=384, nk=384)
+    q, k, v = qkv(d=64, nq=384, nk=384)
     with pytest.raises(ValueError, match="o_stage"):
         forward_gluon.prepare(q, k, v, 0.125, persistent=True, num_consumers=3, o_stage=True)
     q, k, v = qkv(d=256)
@@ -134,7 +133,7 @@ def test_regression_scheduled_deal_under_graph_capture(monkeypatch):
     (dict(persistent=True, causal=True, o_stage=True), True),
     (dict(persistent=True, window=(256, 0), o_stage=True), True),
     (dict(persistent=False, causal=True, o_stage=True), False),       # O_STAGE is persistent only
-    (dict(persistent=True, o_stage=True, num_consumers=3), True),     # 3 consumers: O_STAGE3 (session 43)
+    (dict(persistent=True, o_stage=True, num_consumers=3), False),    # 3 consumers: not in this variant
     (dict(persistent=True, window=(256, 0), o_stage=True, early_q=True), False),
     (dict(persistent=True, causal=True, o_stage=True, dropout_p=0.1, rng=torch.zeros(2, dtype=torch.int64)), False),
 ])

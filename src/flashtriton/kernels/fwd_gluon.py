@@ -305,7 +305,7 @@ LEAN_MASK (a session-30 helper; routed with EARLY_Q for D = 128 windows from 4k 
   variant's SASS is byte-identical (all 71 of bench/gluon_fwd_compile.py's table).
 
 O_STAGE (session 42, 2026-12-03; routed by launchers.policy.GLUON_FWD_O_STAGE after bench/gpu/s42_o_stage_ab.py:
-  D = 128 plain 1k-4k, causal 1k-2k with the host's deal (SCHEDULED), windows from 4k instead of EARLY_Q).
+  D = 128 plain 1k-4k, causal 1k-8k with the host's deal (SCHEDULED), windows from 4k with it too, instead of EARLY_Q).
   The PERSISTENT kernel's block boundary. Without it O leaves through Q's buffer, so the loader can land the next
   block's Q only after both consumers' TMA stores: the TIMELINE stamps (below) measured the consumers waiting 1.2 us
   a block for Q (median, D = 128 causal 2k, blocks of 1-16 tiles of ~1.6 us); EARLY_Q (O by 34 STG a thread from
@@ -323,55 +323,6 @@ O_STAGE (session 42, 2026-12-03; routed by launchers.policy.GLUON_FWD_O_STAGE af
   spills, 224 KB, 2 UTMASTG; without it all 98 variants of bench/gluon_fwd_compile.py's table byte-identical.
   PERSISTENT, 2 consumers, BLOCK_N == BLOCK_M (not D = 256), not with EARLY_Q, SPLIT_EMPTY or DROPOUT (never
   measured with it; static_assert).
-
-O_STAGE3 (session 43, 2026-12-03, a helper, offline; not routed: bench/gpu/s43_o_stage3_ab.py decides): O_STAGE for
-  the NUM_CONSUMERS = 3 kernel (D = 64, CONSUMERS3_CONFIG: BLOCK_M 192, BLOCK_N 128, 3 stages), PERSISTENT, plain or
-  CAUSAL, CAUSAL with the host's longest-first deal (SCHEDULED) or the banded round robin. Issue 4: D = 64 causal
-  2k / 4k at 0.95 / 0.98x cuDNN with the one-block 3-consumer kernel; the 2-consumer O_STAGE lost to it at D = 64
-  (373 / 411 against 392 / 403 TFLOP/s, session 42), so the third consumer and the block boundary must come together.
-  Where O goes. Shared memory of the 3-consumer kernel at D = 64 (bf16 / fp16): Q (3, 64, 64) = 24 KB, K and V
-  3 stages x (128, 64) x 2 = 96 KB: 120 KB of the 227 KB. Session 42's plan (NOTES "Next session (43)", item 5)
-  was O's 192 rows through K_last (128 rows, after every consumer's last S) plus 64 rows of V_last (after every
-  consumer's last P V): a second completion barrier, and both last stages held until the stores. Not needed: one
-  CTA an SM is fixed by the registers (512 threads x 128 = 65536, the whole file), not by shared memory, so O gets
-  a buffer of its own, o_smem (3, 64, 64) = 24 KB, one (64, 64) TMA box a consumer: 144 KB + barriers in all
-  (147,848 B offline). Then: no wait before the O write (nobody else uses o_smem; a consumer's previous store into
-  its slice was waited, tma.store_wait, a block earlier), and the last stage returns right after the last P V as
-  without O_STAGE (the 2-consumer O_STAGE holds it until its store). What remains of O_STAGE is its point: each
-  live consumer arrives on q_free after its tile loops (its last S was its last read of its Q slice), before the
-  last P V, so the next block's Q lands under that P V, the normalisation and the O store.
-  CAUSAL split (as _fwd_consume_causal3, one block a CTA): consumer WG (rows pid_m * 192 + WG * 64 ..) computes
-  n_own = clamp(cdiv(d0 + 64, 128), 1, n_load) tiles, d0 = diag + WG * 64, [1, n_full) unmasked, n_full =
-  clamp((d0 + 1) // 128, 1, n_own), and drains the block's tiles [n_own, n_load) (at most one) after its epilogue
-  (_fwd_skip_tiles on ring tiles t0 + n_own .. t0 + n_load - 1); consumers past the sequence's end (Nq % 192 != 0:
-  at 2k the last block of a head has 128 rows, at 4k 64) run _fwd_drain. The same counts from the same diag:
-  outputs bitwise the one-block 3-consumer kernel's.
-  Barriers: none new, no new arrival rule. q_free: 3 arrivals a block (live consumers after their loops, drained
-  ones at the end of _fwd_drain, after q_bar's wait for the block), so it completes one phase a block and cannot
-  run two phases ahead of any consumer (the next Q needs every consumer's arrival for this one). kv_empty: 3
-  arrivals each ring tile in ring order, each after that consumer's k_ready wait for the tile (in-loop / after the
-  last P V for own tiles, _fwd_skip_tiles / _fwd_drain for the others). The loader is O_STAGE's: the next block's
-  first NUM_STAGES - 1 = 2 tiles, then Q once q_free completes, then the rest. Why not all 3 first: the third
-  tile's stage is the previous block's last tile's, which returns only after the full consumers' last P V and the
-  short consumer's epilogue + drain; loading it before Q would put Q behind them. The second tile's stage
-  (previous block's tile n_load - 2) is the LAST own tile of a consumer with n_own = n_load - 1 (every causal block
-  at Nq = Nk has one: consumers need 3q + 1, 3q + 1, 3q + 2 tiles in block 2q, 3q + 2, 3q + 3, 3q + 3 in block
-  2q + 1), released after its last P V, not in its loop; but its loops end a tile before the others', so that
-  P V normally retires before their last S, when q_free completes: Q is not expected to wait on it. No deadlock: a
-  consumer's work on block b waits only for block b's loads (all issued before the loader turns to block b + 1)
-  and its own TMA store; the loader's waits for block b + 1 need only block-b arrivals.
-  SCHEDULED: launchers/schedule.py causal_schedule with BLOCK_M 192 (n_m = cdiv(Nq, 192); each block priced at its
-  n_load + 1.5 tiles, the partial last block too, though only 1-2 of its consumers compute: overpriced, dealt
-  early, a small effect). Offline (bench/gluon_fwd_compile.py, the O_STAGE3 rows; sm_90a): 16 warps, .maxnreg 128,
-  setmaxnreg 168 / 160 / 160 / 24 as the other 3-consumer kernels, 147,848 B shared memory, 3 UTMASTG, 7 UTMALDG.
-  CAUSAL SCHEDULED (bf16, fp16, negative scale): 108 HGMMA, 6 DEPBAR.LE 1, SPILLS 312 bytes: none in the unmasked
-  tile loops (443 / 443 / 443 SASS instructions a tile against the one-block kernel's 451 / 451 / 447), 5 / 5 / 2
-  STL + LDL pairs in the masked (diagonal) loops, one tile a block (one block: 6 / 6 / 2; 719 / 719 / 689
-  instructions against 717 / 717 / 728), the other 27 pairs outside the loops (block bookkeeping, the peel and the
-  epilogue: ~9 a consumer once a block, against ~4,000 instructions a 9-tile block); the one-block kernel spills
-  160 bytes, 12 pairs outside its loops. CAUSAL banded (_tile_of's arithmetic live too): 416 bytes, 9 / 7 / 1 pairs
-  in the masked loops. Plain: 0 spills, 72 HGMMA, tile loops 411 / 411 / 411 (as without O_STAGE). Without O_STAGE
-  every variant's SASS is byte-identical (all 105 of the table before these rows; bench/gluon_fwd_sass_hash.py).
 
 TIMELINE (a probe, sessions 41-42; bench/gpu/s41_timeline_probe.py, s42_timeline_probe.py): consumer warpgroup 0
   writes %globaltimer at its block's start, Q arrived, K_0 arrived, the peel's S, before the last P V and after the
@@ -1101,7 +1052,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, o_smem=0):
+                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1138,11 +1089,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     LEAN_MASK (WINDOW, session-30 helper, offline): the peel and the masked loops take
     _softmax_step_lean (both edges in one predicate; the right edge alone in the right-edge
     loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
-    arithmetic, fewer instructions.
-    O_STAGE: q_free is arrived on after the tile loops (before the last P V). 2 consumers (q_smem (2, 64, D)):
-    O out through this warpgroup's half of the last K stage, which returns to the loader after the store;
-    3 consumers (q_smem (3, 64, 64), session 43): O out through o_smem[WG] (3, 64, 64), its own buffer, and the
-    last stage returns right after the last P V as without O_STAGE (the kernel docstring, O_STAGE3)."""
+    arithmetic, fewer instructions."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1291,9 +1238,6 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         mbarrier.arrive(kv_empty.index(NUM_STAGES + last))                   # SPLIT_EMPTY: V's stage
     elif not O_STAGE:
         mbarrier.arrive(kv_empty.index(last))
-    elif q_smem.shape[0] == 3:
-        # O_STAGE with 3 consumers (session 43): O has its own buffer (o_smem), so the last stage is free now
-        mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
     if DROPOUT:
@@ -1322,16 +1266,6 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
         if TIMELINE and WG == 0:
             _stamp(TLP, 5)
-    elif O_STAGE and q_smem.shape[0] == 3:
-        # O_STAGE with 3 consumers (session 43): O (HALF_M = 64, D = 64) through this warpgroup's slice of o_smem
-        # (3, 64, 64), a buffer of its own: no barrier to wait for. Its previous block's TMA store finished reading
-        # it before the tma.store_wait below returned, a whole block ago (and a warpgroup bar.sync, before each
-        # mbarrier wait, lies between that wait and this store)
-        o_buf = o_smem.index(WG)
-        o_buf.store(acc.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], o_buf)
-        tma.store_wait(0)
     elif O_STAGE:
         # O through this warpgroup's half of the last tile's K buffer (BLOCK_N = 2 * HALF_M rows, the same 128-byte
         # swizzle as Q / O's boxes): both warpgroups' last S read all of K_last, so write only once q_free's phase
@@ -1491,18 +1425,14 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
                             SCHEDULED: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                             NUM_CONSUMERS: gl.constexpr, O=0, o_stride=0, EARLY_Q: gl.constexpr = False,
                             LEAN_MASK: gl.constexpr = False, TLP=0, TIMELINE: gl.constexpr = False,
-                            O_STAGE: gl.constexpr = False, o_smem=0):
+                            O_STAGE: gl.constexpr = False):
     """PERSISTENT consumer: _fwd_consume on the tiles pid, pid + n_prog, ... (the loader's
     order), t0 the running K / V tile count and it the block count, as in the loader.
     EARLY_Q (2 consumers): q_free after the block's last S, O by global stores (_fwd_consume).
-    NUM_CONSUMERS = 3 (plain, or CAUSAL with O_STAGE): the last query block of a sequence may end inside the
+    NUM_CONSUMERS = 3 (plain only): the last query block of a sequence may end inside the
     block (Nq a multiple of BLOCK_M / 3, not of BLOCK_M); a consumer whose rows lie past
     the sequence's end computes nothing and stores nothing, it only drains the block's
-    tiles (_fwd_drain: the same waits and arrivals, so the phases are unchanged).
-    NUM_CONSUMERS = 3 with CAUSAL (O_STAGE only, session 43): each live consumer computes its own n_own tiles of
-    the block's n_load and drains the rest after its epilogue, exactly as _fwd_consume_causal3 (one block a CTA)
-    does, on ring tiles t0 .. t0 + n_load - 1: the same counts from the same diag, so its rows' arithmetic and
-    outputs are that kernel's bitwise. o_smem: O_STAGE's (3, 64, D) O buffer (3 consumers; else 0)."""
+    tiles (_fwd_drain: the same waits and arrivals, so the phases are unchanged)."""
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS              # rows a consumer (a half with 2)
     t0 = 0
     it = 0
@@ -1520,25 +1450,11 @@ def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_
             n_full = n_full1
         if NUM_CONSUMERS == 3:
             if pid_m * BLOCK_M + WG * HALF_M < seqlen_q:
-                if CAUSAL:
-                    # _fwd_consume_causal3's split: d0 its first row's last visible key, n_own the tiles its last
-                    # row reaches (>= 1), n_full the tiles fully visible to its first row (>= 1, <= n_own); the
-                    # block's tiles [n_own, n_load) (at most one) only drained, after the epilogue
-                    d0 = diag + WG * HALF_M
-                    n_own = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(d0 + HALF_M, 0), BLOCK_N), 1), n_load)
-                    n_full_own = gl.minimum(gl.maximum(gl.maximum(d0 + 1, 0) // BLOCK_N, 1), n_own)
-                    _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
-                                 LSE, q_row, q_col, lse_off, n_own, ONE, n_full_own, diag, ZERO, qk_scale, t0, it & 1,
-                                 ZERO, ZERO, ZERO, ZERO, ZERO,
-                                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, True, False,
-                                 False, ZERO, ZERO, NO, NO, ZERO, NO, O_STAGE, o_smem)
-                    _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0 + n_own, t0 + n_load, NUM_STAGES)
-                else:
-                    _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
-                                 LSE, q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
-                                 RNG, dropout_p, rng_rows, rng_stride, key0,
-                                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW,
-                                 DROPOUT, ZERO, ZERO, NO, NO, ZERO, NO, O_STAGE, o_smem)
+                _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                             q_row, q_col, lse_off, n_load, n_left, n_full, diag, wspan, qk_scale, t0, it & 1,
+                             RNG, dropout_p, rng_rows, rng_stride, key0,
+                             WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, CAUSAL, True, WINDOW,
+                             DROPOUT)
             else:
                 _fwd_drain(q_bar, k_ready, v_ready, kv_empty, q_free, t0, n_load, it & 1, NUM_STAGES)
         else:
@@ -1583,13 +1499,10 @@ def attn_fwd_gluon_kernel(
     gl.static_assert((NUM_CONSUMERS == 2) or (NUM_CONSUMERS == 3), "NUM_CONSUMERS: 2 or 3")
     gl.static_assert(HALF_M * NUM_CONSUMERS == BLOCK_M, "BLOCK_M: a multiple of NUM_CONSUMERS")
     if NUM_CONSUMERS == 3:
-        # the plain PERSISTENT forward, or (session 29, offline) the CAUSAL one block a CTA, or (session 43,
-        # O_STAGE3) the PERSISTENT O_STAGE forward, plain or CAUSAL (SCHEDULED or not)
-        gl.static_assert(((PERSISTENT and not CAUSAL and not SCHEDULED) or (CAUSAL and not PERSISTENT)
-                          or (PERSISTENT and O_STAGE and (CAUSAL or not SCHEDULED)))
-                         and not (WINDOW or DROPOUT or PINGPONG),
-                         "NUM_CONSUMERS = 3: the plain PERSISTENT, the CAUSAL one-block or the PERSISTENT O_STAGE "
-                         "forward only")
+        # the plain PERSISTENT forward, or (session 29, offline) the CAUSAL one block a CTA
+        gl.static_assert(((PERSISTENT and not CAUSAL) or (CAUSAL and not PERSISTENT))
+                         and not (WINDOW or DROPOUT or SCHEDULED or PINGPONG),
+                         "NUM_CONSUMERS = 3: the plain PERSISTENT or the CAUSAL one-block forward only")
     gl.static_assert(not (CAUSAL and WINDOW), "CAUSAL and WINDOW are exclusive (causal is the window (Nq + Nk, 0))")
     # (SCHEDULED with WINDOW, session 42 offline: the host's deal of window blocks, launchers/schedule.py
     # window_schedule; the partitions read any block list the same way)
@@ -1621,11 +1534,9 @@ def attn_fwd_gluon_kernel(
     # captured: the other variants' SASS is unchanged)
     gl.static_assert((not EARLY_Q) or (PERSISTENT and NUM_CONSUMERS == 2 and not DROPOUT),
                      "EARLY_Q: the PERSISTENT 2-consumer forward without dropout")
-    # (3 consumers, session 43: O through a buffer of its own, O_STAGE3 in the docstring; no BLOCK_N rule)
-    gl.static_assert((not O_STAGE) or (PERSISTENT and not EARLY_Q and not SPLIT_EMPTY and not DROPOUT
-                                       and (BLOCK_N == BLOCK_M or NUM_CONSUMERS == 3)),
-                     "O_STAGE: the PERSISTENT forward (2 consumers: BLOCK_N == BLOCK_M), without EARLY_Q / SPLIT_EMPTY "
-                     "/ DROPOUT (not measured)")
+    gl.static_assert((not O_STAGE) or (PERSISTENT and NUM_CONSUMERS == 2 and not EARLY_Q and not SPLIT_EMPTY
+                                       and not DROPOUT and BLOCK_N == BLOCK_M), "O_STAGE: the PERSISTENT "
+                     "2-consumer forward, BLOCK_N == BLOCK_M, without EARLY_Q / SPLIT_EMPTY / DROPOUT (not measured)")
     # LEAN_MASK (a session-30 helper, routed in session 31; launchers.policy.GLUON_FWD_WINDOW_LEAN_MASK): the
     # WINDOW consumers' masked tiles with one compare a score (_softmax_step_lean), bitwise the same
     # D = 128 only: at D = 64 it spilled 8 bytes (one register, once a block; sm_90a offline),
@@ -1703,11 +1614,6 @@ def attn_fwd_gluon_kernel(
         mbarrier.init(q_free, count=NUM_CONSUMERS)
     else:
         q_free = q_bar                               # never touched (PERSISTENT only)
-    if O_STAGE and NUM_CONSUMERS == 3:
-        # O_STAGE3 (session 43): O's own buffer, (3, 64, D) = 24 KB at D = 64, each consumer's slice a TMA store box
-        o_smem = gl.allocate_shared_memory(dtype, [NUM_CONSUMERS, HALF_M, HEAD_DIM], o_desc.layout)
-    else:
-        o_smem = ZERO
     fence_async_shared()
 
     WG0: gl.constexpr = 0
@@ -1735,24 +1641,21 @@ def attn_fwd_gluon_kernel(
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG0, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, ZERO, ZERO,
-                                           NO, NO, ZERO, NO, O_STAGE, o_smem)),
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG1, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, ZERO, ZERO,
-                                           NO, NO, ZERO, NO, O_STAGE, o_smem)),
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,
                                            o_desc, LSE, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                            SCHED, qk_scale, wl, wr, wspan, rng_ptr, drop_p, drop_rows, drop_stride,
                                            WG2, BLOCK_M, BLOCK_N, HEAD_DIM, NUM_STAGES,
-                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS, ZERO, ZERO,
-                                           NO, NO, ZERO, NO, O_STAGE, o_smem)),
+                                           NEG_SCALE, CAUSAL, SCHEDULED, WINDOW, DROPOUT, NUM_CONSUMERS)),
                 (_fwd_load_persistent, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
                                         kv_empty, seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog,
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
-                                        WINDOW, NUM_CONSUMERS, NO, O_STAGE)),
+                                        WINDOW, NUM_CONSUMERS)),
             ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
         else:
             gl.warp_specialize([

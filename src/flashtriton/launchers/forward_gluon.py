@@ -40,9 +40,7 @@ must be a multiple of 64 (BLOCK_M / 3), not of 192: the last query block of a se
 end inside the block (launch_geometry: n_m = cdiv(Nq, 192); the kernel's consumers past the
 end store nothing). Also (session 29, a helper; routed at D = 64 from 4k since session 30 by
 policy.GLUON_FWD_CAUSAL_CONSUMERS) the CAUSAL forward one block a CTA (persistent=False,
-causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule. And (session 43, a
-helper, not routed) the PERSISTENT O_STAGE forward with 3 consumers (persistent=True, o_stage=True; plain or causal,
-causal with or without scheduled=True, the host's deal of the cdiv(Nq, 192) blocks): kernels/fwd_gluon.py O_STAGE3.
+causal=True; grid (cdiv(Nq, 192), B * H), heaviest blocks first), with the same Nq rule.
 
 head dim 256 (a session-31 helper; routed by policy.GLUON_FWD_MIN_N and GLUON_FWD_CAUSAL_MIN_N
 since session 32, plain and causal from 512 since session 33): the kernel's D = 256 tile, DEFAULT_CONFIG[256] =
@@ -235,9 +233,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     kernel's LEAN_MASK (WINDOW's masked tiles with one compare a score, check_lean_mask), passed
     only where window_args leaves the WINDOW kernel (a window that is plain or causal has none).
     split_empty: the kernel's SPLIT_EMPTY (2 consumers; K's and V's stages released apart).
-    o_stage: the kernel's O_STAGE (persistent, without early_q / split_empty / dropout; 2 consumers with BLOCK_N ==
-    BLOCK_M, or 3: check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe,
-    bench/gpu/s42_timeline_probe.py; not with scheduled, whose SCHED argument it takes).
+    o_stage: the kernel's O_STAGE (persistent, 2 consumers, BLOCK_N == BLOCK_M, without early_q / split_empty /
+    dropout: check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe, bench/gpu/
+    s42_timeline_probe.py; not with scheduled, whose SCHED argument it takes).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
     only where window_args leaves the CAUSAL kernel."""
     b, nq, h, d = q.shape
@@ -290,9 +288,9 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     if own_tiles and causal and not windowed:
         extra["OWN_TILES"] = True
     if o_stage:
-        # Q freed before the last P V; O through the last tile's K stage (2 consumers) or its own buffer (3: session
-        # 43, kernels/fwd_gluon.py O_STAGE3); prepare and fwd_into check the rule first
-        assert persistent and not (early_q or split_empty or dropout_p) and (num_consumers == 3 or block_n == block_m)
+        # O through the last tile's K stage, Q freed before the last P V (kernels/fwd_gluon.py O_STAGE; prepare and
+        # fwd_into check the rule first)
+        assert persistent and num_consumers == 2 and not (early_q or split_empty or dropout_p) and block_n == block_m
         extra["O_STAGE"] = True
     if timeline is not None:
         # the TIMELINE probe (sessions 41-42): an int64 (blocks, 8) buffer of the kernel's stamps, passed as SCHED
@@ -364,9 +362,8 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     (policy.gluon_fwd_o_stage says when; taken only where check_o_stage allows it, else the call runs as without:
     bitwise the same outputs)."""
     d = q.shape[-1]
-    # (3 consumers: plain persistent, causal one block a CTA, or (session 43) persistent with O_STAGE, causal or not)
-    if (num_consumers == 3 and (bool(persistent) != bool(causal) or (persistent and bool(o_stage)))
-            and window is None and dropout_p == 0 and d in CONSUMERS3_CONFIG):
+    if (num_consumers == 3 and bool(persistent) != bool(causal) and window is None and dropout_p == 0
+            and d in CONSUMERS3_CONFIG):
         block_m, block_n, stages = CONSUMERS3_CONFIG[d]
     else:
         num_consumers = 2
@@ -378,7 +375,7 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
     split_empty = (d in SPLIT_EMPTY_DEFAULT if split_empty is None else bool(split_empty)) and num_consumers == 2
     own_tiles = (bool(own_tiles) and causal and not persistent and num_consumers == 2 and window is None
                  and dropout_p == 0)
-    o_stage = bool(o_stage) and persistent and (num_consumers == 3 or block_n == block_m) and not early_q \
+    o_stage = bool(o_stage) and persistent and num_consumers == 2 and block_n == block_m and not early_q \
         and not split_empty and dropout_p == 0
     _launch_into(q, k, v, out, lse, softmax_scale, block_m, block_n, stages, False, causal, persistent,
                  scheduled=scheduled and persistent and (causal or window is not None) and dropout_p == 0
@@ -389,26 +386,20 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
                  **(dict(o_stage=True) if o_stage else {}))()
 
 
-def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong,
-                    o_stage=False) -> None:
-    """num_consumers: 2, or 3 for the plain PERSISTENT forward, the CAUSAL forward one block a
-    CTA (persistent=False), or (session 43) the PERSISTENT O_STAGE forward (o_stage=True), plain or causal, the
-    causal one with or without the host's deal (scheduled); without window / dropout / pingpong, at a head dim of
+def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
+    """num_consumers: 2, or 3 for the plain PERSISTENT forward or the CAUSAL forward one block a
+    CTA (persistent=False), without window / dropout / scheduled / pingpong, at a head dim of
     CONSUMERS3_CONFIG; ValueError naming it otherwise. Needs no GPU."""
     if type(num_consumers) is not int or num_consumers not in (2, 3):
         raise ValueError(f"num_consumers: expected 2 or 3, got {num_consumers!r}")
     if num_consumers == 2:
         return
-    # (the 3-consumer kernel has no persistent causal variant without O_STAGE and no one-block plain one: persistent
+    # (the 3-consumer kernel has no persistent causal and no one-block plain variant: persistent
     # causal lost to one block a CTA in session 24, and the plain forward is routed persistent)
-    one_block_causal = causal and not persistent and not scheduled
-    plain_persistent = persistent and not causal and not scheduled
-    o_stage3 = persistent and o_stage is True
-    if not (one_block_causal or plain_persistent or o_stage3) or window is not None or dropout_p != 0 or pingpong:
-        raise ValueError("num_consumers=3: the plain persistent forward or the causal one-block forward only, or "
-                         "the persistent O_STAGE forward (persistent=True without causal, or causal=True without "
-                         "persistent, or persistent=True with o_stage=True, causal or not, scheduled when causal; no "
-                         "window, dropout or pingpong)")
+    if bool(persistent) == bool(causal) or window is not None or dropout_p != 0 or scheduled or pingpong:
+        raise ValueError("num_consumers=3: the plain persistent forward or the causal one-block forward only "
+                         "(persistent=True without causal, or causal=True without persistent; no window, dropout, "
+                         "scheduled or pingpong)")
     if d not in CONSUMERS3_CONFIG:
         raise ValueError(f"num_consumers=3: head dim {d} not supported (one of {sorted(CONSUMERS3_CONFIG)})")
 
@@ -460,23 +451,17 @@ def check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong) -> No
 
 
 def check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d, dropout_p=0.0) -> None:
-    """o_stage (the kernel's O_STAGE, session 42): a bool, True only with persistent=True, without early_q (which
-    stores O from registers instead), split_empty or dropout (never measured with it); with 2 consumers at a head dim
+    """o_stage (the kernel's O_STAGE, session 42): a bool, True only with persistent=True, 2 consumers, a head dim
     whose tile has BLOCK_N == BLOCK_M (DEFAULT_CONFIG: D = 64 / 128; O goes out through the last K stage, which
-    must hold the block's BLOCK_M rows), with 3 (session 43; O through a buffer of its own) at a head dim of
-    CONSUMERS3_CONFIG (D = 64); ValueError naming it otherwise. Needs no GPU."""
+    must hold the block's BLOCK_M rows), without early_q (which stores O from registers instead), split_empty or
+    dropout (never measured with it); ValueError naming it otherwise. Needs no GPU."""
     if not isinstance(o_stage, bool):
         raise ValueError(f"o_stage: expected a bool, got {o_stage!r}")
     if not o_stage:
         return
-    if not (persistent and not early_q and not split_empty and not dropout_p):
-        raise ValueError("o_stage=True: the persistent forward without dropout only (persistent=True; "
-                         "not with early_q=True, split_empty=True or dropout_p > 0)")
-    if num_consumers == 3:
-        if d is not None and d not in CONSUMERS3_CONFIG:
-            raise ValueError(f"o_stage=True with num_consumers=3: head dim {d} not supported (one of "
-                             f"{sorted(CONSUMERS3_CONFIG)})")
-        return
+    if not (persistent and num_consumers == 2 and not early_q and not split_empty and not dropout_p):
+        raise ValueError("o_stage=True: the persistent 2-consumer forward without dropout only (persistent=True; "
+                         "not with num_consumers=3, early_q=True, split_empty=True or dropout_p > 0)")
     if d is not None and (d not in DEFAULT_CONFIG or DEFAULT_CONFIG[d][0] != DEFAULT_CONFIG[d][1]):
         raise ValueError(f"o_stage=True: head dim {d} has no square tile (BLOCK_N == BLOCK_M) to carry O; "
                          f"one of {sorted(x for x, c in DEFAULT_CONFIG.items() if c[0] == c[1])}")
@@ -521,16 +506,15 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     kernel's SPLIT_EMPTY (None: on at SPLIT_EMPTY_DEFAULT's head dims, D = 256; check_split_empty;
     bitwise the same outputs). own_tiles: the CAUSAL one-block kernel's OWN_TILES (check_own_tiles; each
     consumer computes only its rows' key tiles: bitwise the same outputs). o_stage: the PERSISTENT kernel's
-    O_STAGE (check_o_stage; Q freed before the last P V, O out through the last K stage, or with num_consumers=3
-    through a buffer of its own, causal or not, scheduled or not: bitwise the same outputs). Head dim 256: plain /
-    causal only (check_head_dim)."""
+    O_STAGE (check_o_stage; Q freed before the last P V, O out through the last K stage: bitwise the same
+    outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
     check_o_stage(o_stage, persistent, num_consumers, early_q, split_empty, d, dropout_p)
     check_lean_mask(lean_mask, window, dropout_p, num_consumers, d)
-    check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong, o_stage)
+    check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong)
     table = CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG
     block_m, bn, stages = table.get(d, (128, 128, 2))
     block_n = block_n or bn

@@ -90,9 +90,7 @@ def causal_schedule(device, seqlen_q: int, seqlen_k: int, n_bh: int, n_prog: int
     if sched is None:
         if len(_CACHE) >= _CACHE_MAX:       # a few shapes in a run; never grows without bound
             _CACHE.clear()
-        # cdiv: the 3-consumer kernel's 192-row blocks (session 43, O_STAGE3) may end inside the last one (Nq a
-        # multiple of 64); the same as Nq // block_m for the 2-consumer kernel's (Nq a multiple of block_m)
-        n_m = -(-seqlen_q // block_m)
+        n_m = seqlen_q // block_m
         costs = [causal_tiles(m, seqlen_q, seqlen_k, block_m, block_n) + BLOCK_OVERHEAD_TILES for m in range(n_m)]
         sched = pack(lpt_deal(costs, n_bh, n_prog, band)).to(device)
         _CACHE[key] = sched
