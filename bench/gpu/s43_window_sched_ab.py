@@ -6,7 +6,7 @@ H = 16) read SM end times max / mean 1.070, where a static deal's floor is 16 / 
 132 CTAs). Model (schedule.makespan in key tiles + 1.5 a block): round robin 168 against LPT ~160. Prediction:
 +3-5% at 16k, +1-3% at 4k (B = 4), outputs bitwise. Kernel-only CUDA-graph replays, three interleaved rounds.
 
-Run: git apply bench/wip/gluon-window-sched.patch && PYTHONPATH=src python bench/gpu/s43_window_sched_ab.py
+Run: PYTHONPATH=src python bench/gpu/s43_window_sched_ab.py (session 43 call 1 ran it with the patch, now in the tree)
 """
 import torch
 
