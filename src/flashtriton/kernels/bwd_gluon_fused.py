@@ -298,8 +298,8 @@ DQ_SPLIT_M (a session-30 helper, offline; routed for D = 64 plain and causal in 
   byte-identical (bench/gluon_bwd_fused_sass_hash.py).
 
 TIMELINE (session 43, a probe; host prepare_fused(..., timeline=buf, timeline_flags=F), never routed;
-  bench/gpu/s43_bwd_timeline_probe.py, bench/wip/gluon-bwd-timeline.md; measured: bench/NOTES.md "Session 43"). fwd_gluon.py's TIMELINE idea for this
-  kernel: both consumer WGs write %globaltimer stamps into an int64 buffer passed as KEYS (unused without DROPOUT;
+  bench/gpu/s43_bwd_timeline_probe.py, bench/wip/gluon-bwd-timeline.md; measured: bench/NOTES.md "Session 43").
+  fwd_gluon.py's TIMELINE idea for this kernel: both consumer WGs write %globaltimer stamps into an int64 buffer passed as KEYS (unused without DROPOUT;
   static_assert: not with DROPOUT or DEFER_DQ). TIMELINE is a set of flags: 1 (BOUNDS) per-CTA rows: kernel entry
   (the default warps, before the barriers' init), each WG's partition start, K / V arrived, loop end, the epilogue's
   ds_free wait passed, dK / dV stored (store_wait(0)), %smid; 2 (STEPS) per ring tile and WG: the tile's top, Q / dO
