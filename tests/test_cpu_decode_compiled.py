@@ -306,11 +306,12 @@ def _out_lse(inp, lib, monkeypatch, **kw):
 @pytest.mark.parametrize("page", [0, 1, 16])
 def test_prefetch_next_block_matches_touch(monkeypatch, dtype, page):
     """Session 42: head_blk fetches the next block's K / V lines into L2 while it computes the current
-    block (pf_step), and only an item's first block is touched (float32 by default; bf16 with PF_BF16=1,
-    off by default). Prefetches change no value: the default build, the FT_NO_PF build (every block touched
-    first, the earlier scheme), the FT_NO_INREG build (score loads folded into the FMAs as before) and, for
-    bf16, the PF_BF16=1 builds (with PF_TOUCH=1: prefetched and touched) give bitwise the same out and lse,
-    each within the float64 bound. Many blocks
+    block (pf_step), and only an item's first block is touched (float32; bf16 since session 43 too, in two
+    phases per block, PF_SPLIT). Prefetches change no value: the default build, the FT_NO_PF build (every
+    block touched first, the earlier scheme), the FT_NO_INREG build (score loads folded into the FMAs as
+    before) and, for bf16, PF_BF16=0 (touch every block), PF_SPLIT=0 (one-pass prefetch, as float32),
+    PF_TOUCH=1 (prefetched and touched), SPLIT_TOUCH_K=1, PF_DIST_BF16=2 (prefetch two blocks ahead) give
+    bitwise the same out and lse, each within the float64 bound. Many blocks
     per item with ragged tails (next blocks of 1 .. 63 keys, fewer positions than Hk = 8: some heads
     prefetch nothing), the bench's G = 4 and D = 128, contiguous and paged (page 1: every prefetched row
     on its own shuffled page), one and several splits, a window (blocks no row sees are skipped)."""
@@ -319,7 +320,9 @@ def test_prefetch_next_block_matches_touch(monkeypatch, dtype, page):
     default = native.load()
     variants = [native.load_variant("FT_NO_PF"), native.load_variant("FT_NO_INREG")]
     if dtype == torch.bfloat16:
-        variants += [native.load_variant("PF_BF16=1"), native.load_variant("PF_BF16=1", "PF_TOUCH=1")]
+        variants += [native.load_variant(*d) for d in (("PF_BF16=0",), ("PF_SPLIT=0",), ("PF_TOUCH=1",),
+                                                        ("SPLIT_TOUCH_K=1",), ("PF_DIST_BF16=2",),
+                                                        ("PF_SPLIT=0", "PF_DIST_BF16=2"))]
     torch.manual_seed(42 + page)
     lens = [1000, 17, 65, 0, 129]
     inp = _inputs(len(lens), 1, 32, 8, 128, dtype, 1024, lens, page=page)

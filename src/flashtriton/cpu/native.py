@@ -31,7 +31,9 @@ sees are cut into `splits` contiguous pieces; a work item is one (sequence, piec
 all KV heads, so each item reads one contiguous stretch of cache rows. Per block of
 T = 16 keys: the block's K and V rows are first read in address order (the "touch",
 see item(); float32 caches on the AVX-512 step: only an item's first block, the next
-block's lines are prefetched into L2 while a block computes, pf_step), then per KV
+block's lines are prefetched into L2 while a block computes, pf_step; bf16 there: the
+same, in two phases, scores while the block's V is prefetched, then softmax and P @ V
+while the next block's K is), then per KV
 head h, for the R = Sq * G rows r (padded to 4):
 
     s[r, t]  = (q[r] . K[t, h]) * scale    float32 sums of exact products (bf16 inputs:
@@ -127,7 +129,7 @@ typedef uint32_t vu __attribute__((vector_size(64)));
 #define PF_TOUCH 0    /* 1: touch every block even when the previous one prefetched it (measurement knob) */
 #endif
 #ifndef PF_BF16
-#define PF_BF16 0     /* bf16 caches prefetch too (1; off by default: slower, see item()) */
+#define PF_BF16 1     /* bf16 caches prefetch too (session 43: with PF_SPLIT; 0: touch every block) */
 #endif
 #ifndef NSUB_AMX
 #define NSUB_AMX 8  /* bf16 on AMX (head_amx): groups of 16 keys per block and online-softmax step
@@ -137,6 +139,18 @@ typedef uint32_t vu __attribute__((vector_size(64)));
                        32k level within the host's noise (bench/wip/cpu-decode-amx.md) */
 #endif
 #define KP_MAX (NSUB_AMX > NSUB_MAX ? NSUB_AMX : NSUB_MAX)   /* groups of 16 keys per block, any step */
+#ifndef PF_DIST_BF16
+#define PF_DIST_BF16 1  /* bf16 with PF_BF16: blocks ahead the prefetch reads (measurement knob, session 43) */
+#endif
+#ifndef PF_SPLIT
+#define PF_SPLIT 1      /* bf16 with PF_BF16: K phase then V phase per block (item(); 0: one pass, the next block
+                           prefetched as float32 does) */
+#endif
+#ifndef SPLIT_TOUCH_K
+#define SPLIT_TOUCH_K 0   /* measurement knob (session 43): see the touch in item() */
+#endif
+#define SPLIT_ROWS 64   /* PF_SPLIT: Hk * R at most (the scores of a block, 64 x 4 vectors, on the stack) */
+#define PF_RING (PF_DIST_BF16 > 1 ? PF_DIST_BF16 + 1 : 2)   /* pointer arrays item() keeps: blocks j .. j + PFD */
 #define MAXR 256    /* rows per KV head the kernel takes (Python checks) */
 
 static inline vf ld_f32(const void *p) { vf v; memcpy(&v, p, sizeof v); return v; }
@@ -353,11 +367,19 @@ static inline __attribute__((always_inline)) int row_softmax(float *x, int64_t D
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T1
 #endif
-typedef struct { const char *const *kp, *const *vp; int t, t1; int64_t o, span; } pfs_t;
-static inline __attribute__((always_inline)) void pf_step(pfs_t *s, int n) {
+#ifndef PF_HINT_BF16
+#define PF_HINT_BF16 PF_HINT   /* bf16 caches' hint (measurement knob; session 43: _MM_HINT_T0 read 0.91 / 1.02x
+                                  HEAD's time at 32k against T1's 0.85 / 0.91x, one-pass prefetch) */
+#endif
+typedef struct { const char *const *kp, *const *vp; int t, t1; int64_t o, span; } pfs_t;   /* vp 0: kp only */
+static inline __attribute__((always_inline)) void pf_step(pfs_t *s, int n, const int BF16) {
     for (int i = 0; i < n && s->t < s->t1; i++) {
-        _mm_prefetch(s->kp[s->t] + s->o, PF_HINT);
-        _mm_prefetch(s->vp[s->t] + s->o, PF_HINT);
+        if (BF16 && !s->vp) _mm_prefetch(s->kp[s->t] + s->o, PF_HINT_BF16);   /* one array (PF_SPLIT) */
+        else if (BF16) {
+            _mm_prefetch(s->kp[s->t] + s->o, PF_HINT_BF16);
+            _mm_prefetch(s->vp[s->t] + s->o, PF_HINT_BF16);
+        }
+        else { _mm_prefetch(s->kp[s->t] + s->o, PF_HINT); _mm_prefetch(s->vp[s->t] + s->o, PF_HINT); }
         s->o += 64;
         if (s->o >= s->span) { s->o = 0; s->t++; }
     }
@@ -375,21 +397,27 @@ static inline __attribute__((always_inline)) void pf_step(pfs_t *s, int n) {
        gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
-        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS, pfs_t *pfs) {
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS, pfs_t *pfs,
+        const int PHASE, __m512 *sbuf) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
     /* prefetch steps per inner iteration: this head's line pairs over the iterations of one row
        group (score c loops, then P @ V key loops); what is left goes out after the loops */
     int pfn = 0;
     if (pfs->t < pfs->t1) {
-        const int64_t pairs = (pfs->t1 - pfs->t) * ((pfs->span + 63) / 64);
-        const int64_t iters = NS * (T / KG) * NCH + ((DP ? 2 * NCH : NCH) + 3) / 4 * (DP ? (nt + 1) / 2 : nt);
+        const int64_t pairs = (pfs->t1 - pfs->t) * ((pfs->span + 63) / 64);   /* steps: 1 or 2 lines each */
+        const int64_t iters = (PHASE != 2 ? NS * (T / KG) * NCH : 0)
+                            + (PHASE != 1 ? ((DP ? 2 * NCH : NCH) + 3) / 4 * (DP ? (nt + 1) / 2 : nt) : 0);
         pfn = (int)((pairs + iters - 1) / iters);
     }
     for (int64_t r = 0; r < R; r += RG) {
         __m512 P[RG][T], S[RG][NSUB_MAX];
         const __m512 qs = _mm512_set1_ps(a->qscale);
-      for (int sb = 0; sb < NS; sb++) {
+        __m512 *sst = PHASE ? sbuf + (r / RG) * RG * NSUB_MAX : 0;    /* PHASE 1 / 2: this row group's scores */
+        if (PHASE == 2)
+            for (int g = 0; g < RG; g++)
+                for (int sb = 0; sb < NS; sb++) S[g][sb] = sst[g * NSUB_MAX + sb];
+      for (int sb = 0; sb < (PHASE == 2 ? 0 : NS); sb++) {
         const char *const *kps = kp + sb * T;
         const int nts = nt - sb * T;
         if (nts <= 0) { for (int g = 0; g < RG; g++) S[g][sb] = _mm512_setzero_ps(); continue; }
@@ -412,7 +440,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             for (int u = 0; u < KG; u++)
                 for (int g = 0; g < RG; g++) acc[u][g] = _mm512_setzero_ps();
             for (int c = 0; c < NCH; c++) {
-                pf_step(pfs, pfn);
+                pf_step(pfs, pfn, DP);
                 if (DP) {
 #if DPBF16
                     /* as before session 42: INREG here (with the column loop kept rolled) ran 5-8% faster
@@ -440,6 +468,11 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
         }
         for (int g = 0; g < RG; g++) S[g][sb] = _mm512_mul_ps((__m512)reduce16((const vf *)P[g]), qs);
       }
+        if (PHASE == 1) {           /* scores only: softmax and P @ V in the PHASE 2 call */
+            for (int g = 0; g < RG; g++)
+                for (int sb = 0; sb < NS; sb++) sst[g * NSUB_MAX + sb] = S[g][sb];
+            continue;
+        }
         /* online softmax over the NS score vectors (one max, one rescale, one sum per
            T * NS keys); p of keys a row does not see is 0 */
         float pf[RG][T * NSUB_MAX] __attribute__((aligned(64)));
@@ -473,7 +506,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             if (DP) {
 #if DPBF16
                 for (int t = 0; t < nt; t += 2) {
-                    pf_step(pfs, pfn);
+                    pf_step(pfs, pfn, DP);
                     const char *v0 = vp[t] + h * sh;
                     __m512i vv[4];
                     for (int c = 0; c < NC; c += 2) {
@@ -491,7 +524,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
 #endif
             } else {
                 for (int t = 0; t < nt; t++) {
-                    pf_step(pfs, pfn);
+                    pf_step(pfs, pfn, DP);
                     const char *v0 = vp[t] + h * sh;
                     __m512 vv[4];
                     for (int c = 0; c < NC; c++) vv[c] = _mm512_loadu_ps(v0 + (c0 + c) * 64);
@@ -505,7 +538,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                 for (int c = 0; c < NC; c++) _mm512_storeu_ps(x0 + g * W + (c0 + c) * 16, acc[g][c]);
         }
     }
-    pf_step(pfs, 1 << 30);      /* the rest of this head's share (rows without keys skip P @ V) */
+    pf_step(pfs, 1 << 30, DP);      /* the rest of this head's share (rows without keys skip P @ V) */
 }
 #endif
 /* where element d of a row sits in the accumulators of the vdpbf16ps P @ V (above):
@@ -697,48 +730,74 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
        on the Zen 4 VM the touch and the compute ran in series (the touch's loads were 52%
        of the samples even with the cache in L3); prefetching the next block into L2 spread
        over the compute (pf_step) took float32 at L = 8k from 21 to 33 GB/s on 2 threads. */
-    const char *kpb[2][T * KP_MAX], *vpb[2][T * KP_MAX];   /* this block's rows and the next one's */
+    /* rows of this block and of the PFD blocks after it (a ring of PFD + 1 pointer arrays) */
+    const char *kpb[PF_RING][T * KP_MAX], *vpb[PF_RING][T * KP_MAX];
     /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
     const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
     const int TB = (BF16 && AMXD && a->amx) ? T * NSUB_AMX : (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
     const int64_t row_bytes = BF16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
     /* float32 in head_blk (AVX-512): the next block is prefetched while this one computes (pf_step), so
-       only an item's first block is touched. bf16 (PF_BF16 0), AMX and the portable step touch every
-       block: bf16 with the prefetches measured level to 1.25x the time of the touch at L = 8k / 32k
-       (session 42's A/B, bench/wip/cpu-decode-s42.md), float32 0.64-0.88x. */
+       only an item's first block is touched; float32 0.64-0.88x the time of the touch (session 42's A/B,
+       bench/wip/cpu-decode-s42.md). bf16 (vdpbf16ps): the same prefetch in one pass measured level to 1.25x
+       the time at L = 8k / 32k in session 42 and 0.86-0.93x / 1.0-1.16x in session 43, so bf16 takes it split
+       in two phases (PF_SPLIT, below). AMX, PF_BF16 0 and the portable step touch every block. */
 #ifdef FT_NO_PF
     const int PF = 0;
 #else
     const int PF = BLK512 && (!BF16 || (DPBF16 && PF_BF16)) && !(BF16 && AMXD && a->amx);
 #endif
-    int cur = 0;
-    for (int64_t j = j0; j < j1; j += TB) {
+    /* prefetch distance in blocks: block j computes while block j + PFD blocks is prefetched */
+    const int PFD = BF16 ? PF_DIST_BF16 : 1, NR = PFD + 1;
+    const int SPL = BLK512 && DPBF16 && BF16 && PF && PF_SPLIT && Hk * R <= SPLIT_ROWS;   /* two-phase blocks */
+    int64_t bi = 0;                                      /* block index within the item */
+    for (int64_t j = j0; j < j1; j += TB, bi++) {
         const int nt = (int)(j1 - j < TB ? j1 - j : TB);
-        const char **kp = kpb[cur], **vp = vpb[cur];
+        const char **kp = kpb[bi % NR], **vp = vpb[bi % NR];
         const int fresh = !PF || j == j0;
         if (fresh)
             for (int t = 0; t < nt; t++) {
                 kp[t] = row_ptr(a, a->k, b, a->start[b] + j + t);
                 vp[t] = row_ptr(a, a->v, b, a->start[b] + j + t);
             }
-        const int ntn = PF && j + TB < j1 ? (int)(j1 - j - TB < TB ? j1 - j - TB : TB) : 0;
-        const char **kn = kpb[cur ^ 1], **vn = vpb[cur ^ 1];
-        for (int t = 0; t < ntn; t++) {
-            kn[t] = row_ptr(a, a->k, b, a->start[b] + j + TB + t);
-            vn[t] = row_ptr(a, a->v, b, a->start[b] + j + TB + t);
+        /* PFD > 1, an item's start: the blocks between this one and the first one prefetched during a
+           compute get their pointers now and are prefetched (after this block's touch, below) */
+        for (int e = 1; PF && j == j0 && e < PFD; e++) {
+            const int64_t je = j + e * TB;
+            const int ne = je < j1 ? (int)(j1 - je < TB ? j1 - je : TB) : 0;
+            for (int t = 0; t < ne; t++) {
+                kpb[(bi + e) % NR][t] = row_ptr(a, a->k, b, a->start[b] + je + t);
+                vpb[(bi + e) % NR][t] = row_ptr(a, a->v, b, a->start[b] + je + t);
+            }
         }
-        cur ^= 1;
+        const int64_t jn = j + PFD * TB;
+        const int ntn = PF && jn < j1 ? (int)(j1 - jn < TB ? j1 - jn : TB) : 0;
+        const char **kn = kpb[(bi + PFD) % NR], **vn = vpb[(bi + PFD) % NR];
+        for (int t = 0; t < ntn; t++) {
+            kn[t] = row_ptr(a, a->k, b, a->start[b] + jn + t);
+            vn[t] = row_ptr(a, a->v, b, a->start[b] + jn + t);
+        }
 #ifndef FT_NO_TOUCH
         if (fresh || PF_TOUCH) {   /* 4-byte loads: every line is touched, nothing past a row's last byte */
             uint32_t sink = 0;
+            /* SPLIT_TOUCH_K: an item's first split block touches K only (its K phase prefetches its V) */
+            const int konly = SPLIT_TOUCH_K && SPL && !PF_TOUCH;
             for (int t = 0; t < nt; t++)
                 for (int64_t o = 0; o < span; o += 64) {
-                    uint32_t x, y;
-                    memcpy(&x, kp[t] + o, 4); memcpy(&y, vp[t] + o, 4);
+                    uint32_t x, y = 0;
+                    memcpy(&x, kp[t] + o, 4);
+                    if (!konly) memcpy(&y, vp[t] + o, 4);
                     sink += x + y;
                 }
             __asm__ volatile("" : : "r"(sink));   /* keeps the loads (an empty asm reading sink) */
+        }
+#endif
+#if BLK512
+        for (int e = 1; PF && j == j0 && e < PFD; e++) {   /* PFD > 1: the blocks in between, at once */
+            const int64_t je = j + e * TB;
+            const int ne = je < j1 ? (int)(j1 - je < TB ? j1 - je : TB) : 0;
+            pfs_t pe = {kpb[(bi + e) % NR], vpb[(bi + e) % NR], 0, ne, 0, span};
+            pf_step(&pe, 1 << 30, BF16);
         }
 #endif
 #if AMXD
@@ -781,13 +840,43 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             continue;
         }
 #endif
+#if BLK512
+        if (SPL) {
+            /* K phase (scores of every head; V of this block prefetched), then V phase (softmax and P @ V of every
+               head; K of the next block prefetched): the same operations per head as the one-pass step, in the
+               same order, so the same bits. Each phase fetches the 128 KiB (Hk = 8, D = 128) the other phase reads
+               next, instead of the one-pass 256 KiB a block ahead. Session 43, 2026-12-03, the 2-vCPU Zen 4 VM,
+               bench/cpu/s43_decode_pf_sweep.py, 2 threads, 15 rounds, time / HEAD's touch (min, median, per-round
+               median): L = 32k 0.77 / 0.81 / 0.83, L = 8k 0.95 / 0.93 / 0.91; the one-pass prefetch 0.86 / 0.88 /
+               0.88 and 0.97 / 1.07 / 1.11; s42_decode_ab.py, 3 runs of 21 rounds, median time ratio 32k
+               0.82 / 0.85 / 0.86, 8k 1.01 / 0.94 / 0.95 (cpu-decode-bf16-pf.md has every run). Why the split
+               pays and the one pass does not is not settled: neither reaches the overlap a model of compute and
+               fetch rates predicts (the prefetch bookkeeping costs ~16-20% of the compute, cache-resident). */
+            __m512 sb_[SPLIT_ROWS * NSUB_MAX] __attribute__((aligned(64)));
+            /* the K phase prefetches V of block j + PFD - 1 (this block's at PFD = 1) */
+            const int64_t jv = j + (PFD - 1) * TB;
+            const int nv = jv < j1 ? (int)(j1 - jv < TB ? j1 - jv : TB) : 0;
+            const char *const *vpf = vpb[(bi + PFD - 1) % NR];
+            for (int64_t h = 0; h < Hk; h++) {
+                pfs_t pf = {vpf, 0, (int)(h * nv / Hk), (int)((h + 1) * nv / Hk), 0, span};
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 1,
+                         sb_ + h * R * NSUB_MAX);
+            }
+            for (int64_t h = 0; h < Hk; h++) {
+                pfs_t pf = {kn, 0, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 2,
+                         sb_ + h * R * NSUB_MAX);
+            }
+            continue;
+        }
+#endif
         for (int64_t h = 0; h < Hk; h++) {
 #if BLK512
             if (!BF16 || DPBF16) {
                 /* this head's share of the next block: positions [h ntn / Hk, (h + 1) ntn / Hk) */
                 pfs_t pf = {kn, vn, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
                 head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS,
-                         &pf);
+                         &pf, 0, 0);
                 continue;
             }
 #endif
