@@ -71,22 +71,32 @@ def build(source, defines, stem):
     return native._open(native._build(tuple(defines), source=source, stem=stem))
 
 
-def case(dtype, seqlen, libs, rounds, quiet, hq=32, hk=8, d=128):
+def decode_inputs(dtype, seqlen, hq=32, hk=8, d=128):
+    """(q, k, v, params) of one decode step over a seqlen-position cache (seeded by seqlen)."""
     torch.manual_seed(seqlen)
     q = torch.randn(1, 1, hq, d, dtype=dtype)
     k = torch.randn(1, seqlen, hk, d, dtype=dtype)
     v = torch.randn(1, seqlen, hk, d, dtype=dtype)
-    params = AttnParams(1 / math.sqrt(d))
+    return q, k, v, AttnParams(1 / math.sqrt(d))
+
+
+def compiled_call(lib, q, k, v, params, record):
+    """A call of the compiled decode `lib` into its own out / lse; record(out, lse) after each call."""
+    out = torch.empty_like(q)
+    lse = torch.empty(1, q.shape[2], 1)
+
+    def f():
+        decode._attend_compiled(lib, q, k, v, None, None, [0], [k.shape[1]], params, 0, out, lse)
+        record(out, lse)
+    return f
+
+
+def case(dtype, seqlen, libs, rounds, quiet, hq=32, hk=8, d=128):
+    q, k, v, params = decode_inputs(dtype, seqlen, hq, hk, d)
     outs = {}
 
     def ours(lib, name):
-        out = torch.empty_like(q)
-        lse = torch.empty(1, hq, 1)
-
-        def f():
-            decode._attend_compiled(lib, q, k, v, None, None, [0], [seqlen], params, 0, out, lse)
-            outs[name] = out
-        return f
+        return compiled_call(lib, q, k, v, params, lambda out, lse: outs.__setitem__(name, out))
 
     fns = {"sdpa": lambda: F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                           enable_gqa=True),

@@ -10,7 +10,6 @@ Each round calls every build once, in a rotated order (the torch sum over the sa
 the read-bandwidth reference; one SDPA call first per round leaves the caches as the bench does).
 """
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -21,26 +20,16 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import s42_decode_ab as ab  # noqa: E402
-from flashtriton.cpu import decode, native  # noqa: E402
-from flashtriton.launchers.prefill import AttnParams  # noqa: E402
+from flashtriton.cpu import native  # noqa: E402
 
 
 def case(dtype, seqlen, libs, rounds, quiet, after_sdpa=False, hq=32, hk=8, d=128):
-    torch.manual_seed(seqlen)
-    q = torch.randn(1, 1, hq, d, dtype=dtype)
-    k = torch.randn(1, seqlen, hk, d, dtype=dtype)
-    v = torch.randn(1, seqlen, hk, d, dtype=dtype)
-    params = AttnParams(1 / math.sqrt(d))
+    q, k, v, params = ab.decode_inputs(dtype, seqlen, hq, hk, d)
     outs = {}
 
     def ours(lib, name):
-        out = torch.empty_like(q)
-        lse = torch.empty(1, hq, 1)
-
-        def f():
-            decode._attend_compiled(lib, q, k, v, None, None, [0], [seqlen], params, 0, out, lse)
-            outs[name] = (out.clone(), lse.clone())
-        return f
+        return ab.compiled_call(lib, q, k, v, params,
+                                lambda out, lse: outs.__setitem__(name, (out.clone(), lse.clone())))
     fns = {"sum": lambda: (k.view(torch.float32).sum(), v.view(torch.float32).sum())}
     for n, lib in libs.items():
         fns[n] = ours(lib, n)
