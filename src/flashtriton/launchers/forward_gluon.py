@@ -260,7 +260,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     # device cannot be copied there during a CUDA graph capture: the kernel's banded deal then (the same outputs,
     # bitwise; only the order of the blocks differs)
     if windowed:
-        # a window's deal (schedule.window_schedule; session 42, offline): no bands
+        # a window's deal (schedule.window_schedule; written in session 42, routed in session 43): no bands
         deal_args = (o.device, nq, nk, b * h, grid[0], win_left, win_right, block_m, block_n)
         deal, deal_cached = schedule.window_schedule, schedule.window_cached
     else:
