@@ -14,6 +14,7 @@ Every backend is one module with the same functions: see flashtriton.triton_back
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 
 import torch
@@ -64,9 +65,11 @@ def _default_for_type(kind: str) -> str:
     return "reference"
 
 
+@functools.cache
 def cpu_available() -> bool:
     """True once the package flashtriton.cpu exists (a folder without __init__.py, a
-    namespace package, does not count)."""
+    namespace package, does not count). Cached: select() asks on every CPU call, and a
+    find_spec cost ~40 us there right after other work (session 44, bench/wip/cpu-decode-8k.md)."""
     spec = importlib.util.find_spec("flashtriton.cpu")
     return spec is not None and spec.origin is not None and spec.origin.endswith("__init__.py")
 

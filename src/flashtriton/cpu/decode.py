@@ -55,7 +55,7 @@ import torch
 
 from flashtriton import memory
 
-from . import config, engine, native
+from . import config, engine, native, native_prefill
 from .forward import LN2, M_FLOOR, q_scale
 from .rotary import rotate
 from .tiles import LOG2E, Band, alibi_distance, hidden_mask
@@ -140,6 +140,10 @@ def compiled_library(dtype: torch.dtype):
     if dtype == torch.bfloat16 and not config.bf16_products():
         # bf16 products slower than float32 here (config.BF16_PRODUCTS): FMAs on widened K / V
         return native.load_fma()
+    if dtype == torch.bfloat16 and mode == "auto" and not native_prefill.cpu_has_amx():
+        # what the try below ends in without AMX, minus a raised and caught exception per call (cold after
+        # other work: ~30 us, session 44)
+        return native.load()
     if dtype == torch.bfloat16 and mode != "off":
         try:
             return native.load_amx()
@@ -179,17 +183,30 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
     n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself. The host side
     is kept to a few Python lines and no torch op: right after other work (SDPA in the
     benchmark) every torch op runs with cold caches, and ~12 of them cost ~0.3 ms,
-    a fifth of the L = 8k bf16 call (bench/NOTES.md, "Session 4")."""
+    a fifth of the L = 8k bf16 call (bench/NOTES.md, "Session 4"). Session 44
+    (bench/wip/cpu-decode-8k.md): after SDPA the whole host path of a bench call took
+    ~0.55-0.65 ms against the kernel's ~1.6 ms at L = 8k bf16 (cold caches and TLB:
+    every Python line ~10x its warm cost), so this path also avoids the scratch view
+    (_work_ptr) and repeats no stride() call. (A memo of the meta array per call shape
+    read faster in the bench, which repeats one call, but never hits in a decode loop,
+    whose cache length grows every step: not taken.)"""
     batch, sq, nheads, d = q.shape
     hk = k_cache.shape[2]
     group = nheads // hk
-    rows = sq * group
-    padded = -(-rows // 4) * 4           # the kernel takes rows in groups of 4 (empty rows pad)
+    padded = -(-(sq * group) // 4) * 4  # the kernel takes rows in groups of 4 (empty rows pad)
     if q.stride(-1) != 1:
         q = q.contiguous()
+    left, right = params.window_left, params.window_right
+    threads = torch.get_num_threads()
+    paged = block_table is not None
+    if paged:
+        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
+            block_table.to(torch.int32).contiguous()
+        rowids = (0,) * batch
+    else:
+        rowids = tuple(cache_batch_idx.tolist()) if cache_batch_idx is not None else tuple(range(batch))
     # query i of sequence b sees keys [lo, hi) (tiles.Band's rule): i + off - left <= j
     # <= i + off + right, off = n - Sq, 0 <= j < n; klo / khi: the keys some query sees
-    left, right = params.window_left, params.window_right
     rlo, rhi = [], []
     for nb in n:
         nb = max(nb, 0)
@@ -198,34 +215,36 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
             rhi.append(min(nb, i + nb - sq + right + 1) if right >= 0 else nb)
     klo, khi = rlo[::sq], rhi[sq - 1::sq]
     width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
-    threads = torch.get_num_threads()
     if num_splits > 0:
         splits = num_splits
     else:
         splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch), width // config.DECODE_MIN_PIECE))
-    paged = block_table is not None
-    if paged:
-        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
-            block_table.to(torch.int32).contiguous()
-        rowids = [0] * batch
-    else:
-        rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
     vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
     meta = (ctypes.c_int64 * len(vals))(*vals)
     es = k_cache.element_size()
+    ks, qs, os_ = k_cache.stride(), q.stride(), out.stride()
     # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-    work = _scratch("native_work", (batch * splits * hk * padded * (d + 16),), torch.float32)
-    amx = int(bool(lib.amx) and k_cache.dtype == torch.bfloat16)
+    work = _work_ptr(batch * splits * hk * padded * (d + 16))
+    bf16 = k_cache.dtype == torch.bfloat16
+    amx = int(bool(lib.amx) and bf16)
     rc = lib.ft_decode(
-        k_cache.data_ptr(), v_cache.data_ptr(), k_cache.stride(0) * es, k_cache.stride(1) * es,
-        k_cache.stride(2) * es, k_cache.shape[1] if paged else 0, table.data_ptr() if paged else None,
-        table.stride(0) if paged else 0, meta, q.data_ptr(), q.stride(0) * es, q.stride(1) * es, q.stride(2) * es,
-        q_scale(params), batch, hk, sq, group, padded, d, splits, int(k_cache.dtype == torch.bfloat16),
-        work.data_ptr(), out.data_ptr(), out.stride(0) * es, out.stride(1) * es, out.stride(2) * es,
-        lse.data_ptr(), threads, amx)
+        k_cache.data_ptr(), v_cache.data_ptr(), ks[0] * es, ks[1] * es, ks[2] * es, k_cache.shape[1] if paged else 0,
+        table.data_ptr() if paged else None, table.stride(0) if paged else 0, meta, q.data_ptr(), qs[0] * es,
+        qs[1] * es, qs[2] * es, q_scale(params), batch, hk, sq, group, padded, d, splits, int(bf16), work,
+        out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse.data_ptr(), threads, amx)
     if rc != 0:
         raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
-                           f"rows={rows}; 4 out of memory; 5 AMX without the permission)")
+                           f"rows={sq * group}; 4 out of memory; 5 AMX without the permission)")
+
+
+def _work_ptr(numel: int) -> int:
+    """Address of this thread's float32 work buffer of at least numel elements (grown, never shrunk; held for
+    the thread's lifetime, like _scratch, without a torch op per call)."""
+    w = getattr(_local, "work", None)
+    if w is None or w[1] < numel:
+        t = torch.empty(numel, dtype=torch.float32)
+        w = _local.work = (t, numel, t.data_ptr())
+    return w[2]
 
 
 def num_splits_for(n: int, requested: int, nheads_k: int) -> int:

@@ -95,6 +95,9 @@ C_SOURCE = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#ifdef FT_TRACE
+#include <omp.h>
+#endif
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -993,12 +996,23 @@ int ft_decode_amx_permitted(void) {
    contiguous (natural log); work (B, splits, Hk, R, D + 16) float32, 64-byte aligned. R: rows per KV head
    padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
    (decode.py checks first), 4 when out of memory. */
+#ifdef FT_TRACE
+/* measurement knob (session 44): TSC stamps of one call. [0] entry, [1] return; per thread t < 4 at 8 + 64 t:
+   [0] region entry, [1] after the item loop's barrier, [2] merge end, [3] items done, then per item (start, end, id) */
+#include <x86intrin.h>
+uint64_t ft_trace[512];
+uint64_t ft_rdtsc(void) { return __rdtsc(); }
+#define TRACE(i, x) (ft_trace[i] = (x))
+#else
+#define TRACE(i, x) ((void)0)
+#endif
 int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
               const int32_t *table, int64_t table_stride, const int64_t *meta,
               const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
               int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
               float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
     const int64_t W = D + 16, Rreal = Sq * G;
+    TRACE(0, __rdtsc());
     if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
     if (amx && (!bf16 || !AMXD)) return 1;
 #if AMXD
@@ -1014,6 +1028,11 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
     {
+#ifdef FT_TRACE
+        const int tid_ = omp_get_thread_num(), tb_ = 8 + 64 * (tid_ & 3);
+        int ni_ = 0;
+        TRACE(tb_, __rdtsc());
+#endif
         /* per thread: an item's q rows, 64-byte aligned (a 64-byte load across two lines
            costs two) */
         char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + (size_t)KP_MAX * 2 * 16 * D * 2 + 63)
@@ -1034,8 +1053,19 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
             int64_t j0 = klo[b] + s * per, j1 = j0 + per;
             if (j1 > klo[b] + n) j1 = klo[b] + n;
             if (j0 > j1) j0 = j1;
+#ifdef FT_TRACE
+            if (ni_ < 19) { TRACE(tb_ + 4 + 3 * ni_, __rdtsc()); TRACE(tb_ + 6 + 3 * ni_, it); }
+#endif
             fn(&a, b, j0, j1, work + it * per_item, qbuf);
+#ifdef FT_TRACE
+            if (ni_ < 19) TRACE(tb_ + 5 + 3 * ni_++, __rdtsc());
+#endif
         }
+#ifdef FT_TRACE
+        TRACE(tb_ + 3, ni_);
+        #pragma omp barrier
+        TRACE(tb_ + 1, __rdtsc());
+#endif
         free(qbuf);
 #if AMXD
         if (amx) _tile_release();
@@ -1081,7 +1111,11 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
             else
                 memcpy(orow, o, (size_t)D * 4);
         }
+#ifdef FT_TRACE
+        TRACE(tb_ + 2, __rdtsc());
+#endif
     }
+    TRACE(1, __rdtsc());
     return oom ? 4 : 0;
 }
 """
