@@ -150,8 +150,7 @@ def compiled_library(dtype: torch.dtype):
         except native.NativeUnavailable as e:
             if mode == "on":
                 raise
-            from .native_prefill import cpu_has_amx
-            if cpu_has_amx() and not _amx_warned:
+            if native_prefill.cpu_has_amx() and not _amx_warned:
                 _amx_warned = True
                 import warnings
                 warnings.warn(f"flashtriton cpu: the AMX decode kernel is unavailable, using the AVX-512 one ({e})",
@@ -193,20 +192,13 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
     batch, sq, nheads, d = q.shape
     hk = k_cache.shape[2]
     group = nheads // hk
-    padded = -(-(sq * group) // 4) * 4  # the kernel takes rows in groups of 4 (empty rows pad)
+    rows = sq * group
+    padded = -(-rows // 4) * 4           # the kernel takes rows in groups of 4 (empty rows pad)
     if q.stride(-1) != 1:
         q = q.contiguous()
-    left, right = params.window_left, params.window_right
-    threads = torch.get_num_threads()
-    paged = block_table is not None
-    if paged:
-        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
-            block_table.to(torch.int32).contiguous()
-        rowids = (0,) * batch
-    else:
-        rowids = tuple(cache_batch_idx.tolist()) if cache_batch_idx is not None else tuple(range(batch))
     # query i of sequence b sees keys [lo, hi) (tiles.Band's rule): i + off - left <= j
     # <= i + off + right, off = n - Sq, 0 <= j < n; klo / khi: the keys some query sees
+    left, right = params.window_left, params.window_right
     rlo, rhi = [], []
     for nb in n:
         nb = max(nb, 0)
@@ -215,10 +207,18 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
             rhi.append(min(nb, i + nb - sq + right + 1) if right >= 0 else nb)
     klo, khi = rlo[::sq], rhi[sq - 1::sq]
     width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
+    threads = torch.get_num_threads()
     if num_splits > 0:
         splits = num_splits
     else:
         splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch), width // config.DECODE_MIN_PIECE))
+    paged = block_table is not None
+    if paged:
+        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
+            block_table.to(torch.int32).contiguous()
+        rowids = [0] * batch
+    else:
+        rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
     vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
     meta = (ctypes.c_int64 * len(vals))(*vals)
     es = k_cache.element_size()
@@ -234,7 +234,7 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
         out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse.data_ptr(), threads, amx)
     if rc != 0:
         raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
-                           f"rows={sq * group}; 4 out of memory; 5 AMX without the permission)")
+                           f"rows={rows}; 4 out of memory; 5 AMX without the permission)")
 
 
 def _work_ptr(numel: int) -> int:
