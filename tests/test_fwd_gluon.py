@@ -641,7 +641,7 @@ def test_gluon_causal_route_rule(monkeypatch):
     # sessions 24 / 32 (128), 30 (64), 33 (256)
     assert policy.GLUON_FWD_CAUSAL_MIN_N == {128: 2048, 64: 4096, 256: 512}
     # session 42: O_STAGE's range (policy.GLUON_FWD_O_STAGE["causal"][128] from 1k) admits D = 128 at 1k
-    assert rule(q, k, v) and policy.gluon_fwd_o_stage("causal", 128, 1024, 1024)
+    assert rule(q, k, v) and policy.gluon_fwd_o_stage("causal", 128, 1024, 1024, q.dtype)
     assert not rule(*rand_qkv(1, 1024, 16384, 2, 1, 128, torch.bfloat16, "cpu"))        # max(Nq, Nk) past its range
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {})
     assert not rule(q, k, v) and not rule(q64, k64, v64, bd=64)                         # 1k: too short / no entry

@@ -149,14 +149,58 @@ def test_fwd_into_o_stage_guard(monkeypatch, kw, expect):
 def test_o_stage_switch(monkeypatch):
     """Routed in session 42 (bench/gpu/s42_o_stage_ab.py): the table's ranges of min / max(Nq, Nk) by kind and
     head dim."""
+    bf = torch.bfloat16
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {"causal": {128: (2048, 4096)}, "window": {128: (4096, 1 << 30)}})
-    assert policy.gluon_fwd_o_stage("causal", 128, 2048, 2048)
-    assert policy.gluon_fwd_o_stage("causal", 128, 4096, 2048)                  # min(Nq, Nk) 2048, max 4096: in
-    assert not policy.gluon_fwd_o_stage("causal", 128, 8192, 2048)
-    assert not policy.gluon_fwd_o_stage("causal", 128, 1024, 1024)
-    assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048)
-    assert not policy.gluon_fwd_o_stage("plain", 128, 2048, 2048)
-    assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384)
+    assert policy.gluon_fwd_o_stage("causal", 128, 2048, 2048, bf)
+    assert policy.gluon_fwd_o_stage("causal", 128, 4096, 2048, bf)              # min(Nq, Nk) 2048, max 4096: in
+    assert policy.gluon_fwd_o_stage("causal", 128, 4096, 2048, torch.float16)
+    assert not policy.gluon_fwd_o_stage("causal", 128, 8192, 2048, bf)
+    assert not policy.gluon_fwd_o_stage("causal", 128, 1024, 1024, bf)
+    assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048, bf)
+    assert not policy.gluon_fwd_o_stage("plain", 128, 2048, 2048, bf)
+    assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384, bf)
+
+
+def test_o_stage_switch_dtypes():
+    """Session 45 (bench/gpu/s45a.sh): D = 64 causal 4k takes the 2-consumer O_STAGE in bf16 only (fp16 failed the
+    rule); the entries without a dtype restriction hold for both."""
+    bf, hf = torch.bfloat16, torch.float16
+    assert policy.GLUON_FWD_O_STAGE["causal"][64] == (4096, 4096)
+    assert policy.gluon_fwd_o_stage("causal", 64, 4096, 4096, bf)
+    assert not policy.gluon_fwd_o_stage("causal", 64, 4096, 4096, hf)
+    assert not policy.gluon_fwd_o_stage("causal", 64, 8192, 8192, bf)
+    assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048, bf)
+    assert policy.gluon_fwd_o_stage("causal", 128, 4096, 4096, hf) and policy.gluon_fwd_o_stage("causal", 128, 4096,
+                                                                                                 4096, bf)
+
+
+@pytest.mark.parametrize("dtype, expect", [
+    (torch.bfloat16, dict(o_stage=True, persistent=True, scheduled=True, num_consumers=2)),
+    (torch.float16, dict(o_stage=False, persistent=False, scheduled=False, num_consumers=3)),
+])
+def test_route_d64_causal_4k_by_dtype(monkeypatch, dtype, expect):
+    """The dense route at D = 64 causal 4k (the real tables): bf16 runs the 2-consumer O_STAGE with the host's deal,
+    fp16 the 3-consumer one-block kernel (session 45)."""
+    from flashtriton import flash_attn_func
+    from flashtriton.launchers import forward
+    import flashtriton
+
+    monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
+    plans.clear()
+    got = []
+
+    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
+        got.append(kw)
+        out.zero_()
+        lse.zero_()
+    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
+    q, k, v = rand_qkv(1, 4096, 4096, 1, 1, 64, dtype, DEVICE)
+    with flashtriton.use_backend("triton"):
+        flash_attn_func(q, k, v, causal=True)
+    plans.clear()
+    assert len(got) == 1
+    for name, want in expect.items():
+        assert got[0].get(name, False if name != "num_consumers" else 2) == want, (name, got[0])
 
 
 def _routed_fwd_into_kwargs(monkeypatch, **call):
@@ -304,3 +348,22 @@ def test_flash_attn_func_takes_o_stage_gpu(monkeypatch):
     plans.clear()
     ref3, _ = attention_fwd_gluon(q3, k3, v3, 128 ** -0.5, causal=True)
     assert torch.equal(gout, ref3)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype, o_stage", [(torch.bfloat16, True), (torch.float16, None)])
+def test_route_d64_causal_4k_gpu(monkeypatch, dtype, o_stage):
+    """Session 45's route with the real tables: D = 64 causal 4k takes O_STAGE with the host's deal in bf16 and the
+    3-consumer one-block kernel in fp16; the routed output bitwise that one-block kernel's (the same per-row
+    arithmetic), which check() holds to the float64 criterion."""
+    from flashtriton import flash_attn_func
+
+    plans.clear()
+    seen = spy(monkeypatch, forward_gluon, "_launch_into", lambda *a, **kw: kw.get("o_stage"))
+    q, k, v = rand_qkv(1, 4096, 4096, 4, 2, 64, dtype, DEVICE)
+    out = flash_attn_func(q, k, v, causal=True)
+    plans.clear()
+    assert seen == [o_stage]
+    ref, _ = check(q, k, v, causal=True, **({} if o_stage else dict(num_consumers=3)))
+    assert torch.equal(out, ref)

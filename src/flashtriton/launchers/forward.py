@@ -105,7 +105,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         return out, lse
     if gluon_fwd(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         # policy.GLUON_FWD_O_STAGE: PERSISTENT O_STAGE, 2 consumers (causal: with the host's longest-first deal)
-        o_stage = gluon_fwd_o_stage("causal" if causal else "plain", bd, seqlen_q, seqlen_k)
+        o_stage = gluon_fwd_o_stage("causal" if causal else "plain", bd, seqlen_q, seqlen_k, q.dtype)
         persistent = o_stage or gluon_fwd_persistent(causal)
         consumers = 2 if o_stage else gluon_fwd_consumers(bd, causal, persistent)
         forward_gluon.fwd_into(q, k, v, out, lse, params.softmax_scale, causal=causal, persistent=persistent,
@@ -127,7 +127,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
         early = dict(persistent=True, early_q=True) if gluon_fwd_window_early_q(bd, seqlen_q, seqlen_k) else {}
         # policy.GLUON_FWD_O_STAGE (D = 128 from 4k since session 42): PERSISTENT O_STAGE instead of EARLY_Q, with
         # the host's longest-first deal of the window's blocks since session 43 (schedule.window_schedule)
-        if gluon_fwd_o_stage("window", bd, seqlen_q, seqlen_k):
+        if gluon_fwd_o_stage("window", bd, seqlen_q, seqlen_k, q.dtype):
             early = dict(persistent=True, o_stage=True, scheduled=True)
         # policy.GLUON_FWD_WINDOW_LEAN_MASK (the same, with EARLY_Q): the masked tiles' cheaper mask
         lean = dict(lean_mask=True) if gluon_fwd_window_lean_mask(bd, seqlen_q, seqlen_k) else {}

@@ -195,8 +195,15 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # one block -> scheduled O_STAGE 637 / 574 / 581 -> 675 / 622 / 614 bf16 (+5.7-8.4%; cuDNN 611 / 532 / 531), fp16
 # 620 / 575 / 560 -> 654 / 587 / 585 (+2.1-5.5%); predicted +1-4%. 4k inside the range was level in session 42.
 # Launch plans key on the call: plans.clear() after changing it.
+# D = 64 causal 4k, bf16 only (session 45, `bash bench/gpu/s45a.sh`: the 2-consumer O_STAGE scheduled kernel against
+# the routed 3-consumer one-block one, kernel-only, three rounds, bitwise): bf16 419 / 416 / 407 against 404 / 404 /
+# 394 (+3.7 / +3.0 / +3.3%; sessions 43 / 44 +4.3-6.9 / +3.0-5.3%), fp16 418 / 405 / 396 against 403 / 394 / 392
+# (+3.7 / +2.8 / +1.0%: the rule, >= 2% every round, fails again), so the entry is bf16's alone
+# (GLUON_FWD_O_STAGE_DTYPES). cuDNN 435 / 426 / 416 (bf16) in the same rounds.
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
-    "plain": {128: (1024, 4096)}, "causal": {128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
+    "plain": {128: (1024, 4096)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
+# Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype
+GLUON_FWD_O_STAGE_DTYPES: dict[tuple[str, int], frozenset] = {("causal", 64): frozenset({torch.bfloat16})}
 # Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
 # fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
 # a session-29 helper): BLOCK_D -> the shortest min(Nq, Nk) from which. Measured level (H200,
@@ -661,7 +668,7 @@ def gluon_fwd(q, k, v, params: AttnParams, alibi, is_varlen: bool, bd: int, seql
         return False
     block_m, block_n, _ = GLUON_TILES[bd]
     table = GLUON_FWD_CAUSAL_MIN_N if kind == "causal" else GLUON_FWD_MIN_N
-    if bd in table and gluon_fwd_o_stage(kind, bd, seqlen_q, seqlen_k):
+    if bd in table and gluon_fwd_o_stage(kind, bd, seqlen_q, seqlen_k, q.dtype):
         # GLUON_FWD_O_STAGE's range may start below the table's length (causal D = 128: O_STAGE from 1k)
         table = {bd: min(table[bd], GLUON_FWD_O_STAGE[kind][bd][0])}
     if not _gluon_common(q, k, v, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, table, block_m, block_n):
@@ -724,12 +731,14 @@ def gluon_fwd_window_early_q(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
     return _listed_from(GLUON_FWD_WINDOW_EARLY_Q, bd, seqlen_q, seqlen_k)
 
 
-def gluon_fwd_o_stage(kind: str, bd: int, seqlen_q: int, seqlen_k: int) -> bool:
+def gluon_fwd_o_stage(kind: str, bd: int, seqlen_q: int, seqlen_k: int, dtype: torch.dtype) -> bool:
     """Whether a forward that gluon_fwd ("plain" / "causal") or gluon_fwd_window ("window") sent to the Gluon
     kernel runs PERSISTENT with O_STAGE (table GLUON_FWD_O_STAGE: min(Nq, Nk) >= its shortest and max(Nq, Nk) <=
-    its longest)."""
+    its longest; GLUON_FWD_O_STAGE_DTYPES: the dtypes of an entry measured for some only)."""
     span = GLUON_FWD_O_STAGE.get(kind, {}).get(bd)
-    return span is not None and min(seqlen_q, seqlen_k) >= span[0] and max(seqlen_q, seqlen_k) <= span[1]
+    if span is None or dtype not in GLUON_FWD_O_STAGE_DTYPES.get((kind, bd), (dtype,)):
+        return False
+    return min(seqlen_q, seqlen_k) >= span[0] and max(seqlen_q, seqlen_k) <= span[1]
 
 
 def gluon_fwd_window_lean_mask(bd: int, seqlen_q: int, seqlen_k: int) -> bool:
