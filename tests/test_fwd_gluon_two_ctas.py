@@ -177,7 +177,7 @@ _SHAPES = [
     (1, 384, 768, 4, 1),        # Nq < Nk
     (2, 640, 384, 4, 4),        # Nq > Nk: rows that see no key (O = 0, lse = +inf)
 ]
-# (every form bench/gpu/s45_two_ctas_ab.py times, so that its compiles are cached when s45a.sh runs it after these)
+# (every form bench/gpu/s45_two_ctas_ab.py times, so that its compiles are cached when s45b.sh runs it after these)
 _FORMS = [dict(num_consumers=2), dict(num_consumers=2, num_stages=2), dict(num_consumers=2, num_stages=3),
           dict(num_consumers=2, own_tiles=True), dict(num_consumers=1), dict(num_consumers=1, num_stages=2),
           dict(num_consumers=1, block_n=64), dict(num_consumers=1, block_n=64, num_stages=3)]
