@@ -81,14 +81,6 @@ plain / 120 CAUSAL, 16 UTMALDG (24 PERSISTENT), DEPBAR.LE 1 in every tile loop; 
 415 / 413 (406 / 404 without SPLIT_EMPTY), PERSISTENT 412 / 408 without; BLOCK_N 32 x 4 stages 328 /
 323 (half the keys a tile). The last two rows: SPLIT_EMPTY at D = 128 (compiles; not used). The 77
 earlier variants: SASS byte-identical to before (bench/gluon_fwd_sass_hash.py).
-
-TWO_CTAS (session 45, offline): `--two-ctas` prints the causal D = 64 forms compiled for 2 / 3 CTAs an SM
-(kernels/fwd_gluon.py TWO_CTAS, TWO_CTAS_FORMS; compile_fwd(two_ctas=True) passes the form's maxnreg as the compile
-option the launcher passes), with the CTAs an SM the cubin allows (occupancy(): registers x threads, shared memory)
-and whether ptxas serialized the wgmmas (C7512). 2 consumers x BLOCK_N 64 at maxnreg 80: setmaxnreg 112 / 104 / 24,
-72 bytes of spills, wgmma SERIALIZED (a consumer needs 112); 1 consumer: BLOCK_N 128 maxnreg 128 (232 / 24) and
-BLOCK_N 64 maxnreg 80 (136 / 24), 0 spills, asynchronous. A separate table: the 105 rows of `variants` (the SASS
-hash's list) are unchanged and byte-identical to before.
 """
 from __future__ import annotations
 
@@ -105,7 +97,7 @@ from triton.experimental.gluon._runtime import GluonASTSource
 from triton.experimental.gluon.language import NVMMASharedLayout
 
 from flashtriton.bench.compile_report import _NVBIN, resources
-from flashtriton.kernels.fwd_gluon import CONSUMERS3_CONFIG, DEFAULT_CONFIG, TWO_CTAS_FORMS, attn_fwd_gluon_kernel
+from flashtriton.kernels.fwd_gluon import CONSUMERS3_CONFIG, DEFAULT_CONFIG, attn_fwd_gluon_kernel
 
 _DT = {"bf16": tl.bfloat16, "fp16": tl.float16}
 
@@ -120,8 +112,7 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False, two_ctas=False,
-                maxnreg=None):
+                lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -177,19 +168,12 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "O_STAGE" in fn.arg_names:
         sig["O_STAGE"] = "constexpr"
         const["O_STAGE"] = bool(o_stage)
-    # TWO_CTAS (session 45): the flag only when set (the earlier variants' signature, so their SASS hashes compare
-    # with the source before it), and the kernel-wide register cap the launcher passes (TWO_CTAS_FORMS)
-    options = dict(num_warps=4)
-    if two_ctas:
-        sig["TWO_CTAS"] = "constexpr"
-        const["TWO_CTAS"] = True
-        options["maxnreg"] = TWO_CTAS_FORMS[(num_consumers, block_n)][1] if maxnreg is None else maxnreg
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
                          attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))
 
 
 def sass(compiled) -> str:
@@ -404,59 +388,5 @@ def main(argv=None):
                     f.write(c.asm[ext])
 
 
-def occupancy(r, threads: int) -> dict:
-    """CTAs an SM that the cubin's resources allow on sm_90 (H100 / H200): registers (allocated a warp in units of
-    256: regs x 32 rounded up; 65536 an SM), shared memory (228 KB an SM, each CTA its own plus 1 KB the hardware
-    keeps; 227 KB at most a CTA), threads (2048 an SM)."""
-    warp_regs = -(-r["regs"] * 32 // 256) * 256
-    by_regs = 65536 // (warp_regs * threads // 32)
-    by_smem = (228 * 1024) // (r["smem"] + 1024) if r["smem"] <= 227 * 1024 else 0
-    by_threads = 2048 // threads
-    return dict(by_regs=by_regs, by_smem=by_smem, by_threads=by_threads, ctas=min(by_regs, by_smem, by_threads))
-
-
-# TWO_CTAS (session 45): (NUM_CONSUMERS, BLOCK_N, NUM_STAGES, dtype, OWN_TILES, NEG_SCALE), CAUSAL one block, D = 64;
-# maxnreg from fwd_gluon.TWO_CTAS_FORMS (a separate table: bench/gluon_fwd_sass_hash.py hashes `variants` above)
-TWO_CTAS_VARIANTS = [
-    (2, 64, 2, "bf16", False, False), (2, 64, 3, "bf16", False, False), (2, 64, 4, "bf16", False, False),
-    (2, 64, 4, "fp16", False, False), (2, 64, 4, "bf16", True, False),
-    (1, 128, 2, "bf16", False, False), (1, 128, 3, "bf16", False, False), (1, 128, 3, "fp16", False, False),
-    (1, 128, 3, "bf16", False, True),
-    (1, 64, 2, "bf16", False, False), (1, 64, 3, "bf16", False, False), (1, 64, 4, "bf16", False, False),
-    (1, 64, 4, "fp16", False, False),
-]
-
-
-def two_ctas_table():
-    """The TWO_CTAS forms' compile report, with the CTAs an SM their cubin allows (occupancy) and whether ptxas
-    serialized the wgmmas (its C7512 advisory: not enough registers to keep them asynchronous)."""
-    from flashtriton.bench.compile_report import ptxas_log
-    from flashtriton.kernels.fwd_gluon import TWO_CTAS_FORMS
-    print("\n| consumers | BM, BN, stages | dtype | own tiles | neg scale | maxnreg | warps | regs | setmaxnreg | "
-          "spill B | wgmma serialized | smem KB | CTAs/SM (regs, smem) | HGMMA | DEPBAR.LE 1 | tile loops |")
-    print("|" + "---|" * 16)
-    for nc, bn, st, dt, own, neg in TWO_CTAS_VARIANTS:
-        bm, maxnreg, _, ctas = TWO_CTAS_FORMS[(nc, bn)]
-        try:
-            c = compile_fwd(64, dt, bm, bn, st, neg_scale=neg, causal=True, num_consumers=nc, own_tiles=own,
-                            two_ctas=True)
-            r = report(c)
-            ser = "serialized" in ptxas_log(c)
-        except Exception as exc:  # noqa: BLE001  (reported, not fatal)
-            print(f"| {nc} | {(bm, bn, st)} | {dt} | {own} | {neg} | {type(exc).__name__}: "
-                  f"{str(exc).strip().splitlines()[-1][:120]} |", flush=True)
-            continue
-        occ = occupancy(r, r["warps"] * 32)
-        regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
-        print(f"| {nc} | {(bm, bn, st)} | {dt} | {own} | {neg} | {maxnreg} | {r['warps']} | {r['regs']} | {regs} | "
-              f"{r['spill_bytes']} | {'YES' if ser else 'no'} | {r['smem'] / 1024:.1f} | {occ['ctas']} "
-              f"({occ['by_regs']}, {occ['by_smem']}; wanted {ctas}) | {r['hgmma']} | {r['depbar1']} | "
-              f"{', '.join(map(str, r['tile_loops']))} |", flush=True)
-
-
 if __name__ == "__main__":
-    import sys as _sys
-    if "--two-ctas" in _sys.argv:
-        two_ctas_table()
-    else:
-        main()
+    main()

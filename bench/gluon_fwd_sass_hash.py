@@ -4,7 +4,6 @@ header before "Function :" stripped} to a JSON file. Run it before and after a k
 compare the two files (session 29's causal 3-consumer helper: the 61 earlier variants identical).
 
     PYTHONPATH=src python bench/gluon_fwd_sass_hash.py before.json    # ~2 min without Triton's cache
-    python bench/gluon_fwd_sass_hash.py --compare before.json after.json   # (session 45) the variants that differ
 """
 import hashlib
 import json
@@ -36,14 +35,6 @@ def strip(text):
 def key(v):
     return repr(v)
 
-if len(sys.argv) == 4 and sys.argv[1] == "--compare":
-    a, b = (json.load(open(x)) for x in sys.argv[2:])
-    diff = [x for x in a if x in b and a[x] != b[x]]
-    print(f"{len(a)} / {len(b)} variants, {len(set(a) & set(b))} in both, {len(diff)} differ; only in the first: "
-          f"{len(set(a) - set(b))}, only in the second: {len(set(b) - set(a))}")
-    for x in diff:
-        print("DIFFERS", x)
-    sys.exit(1 if diff or set(a) - set(b) else 0)
 if len(sys.argv) != 2:
     sys.exit(__doc__)
 res = {}

@@ -76,8 +76,7 @@ def test_loops_pass_the_right_mask_forms():
     assert forms and forms.groups() == ("BOTH", "LEFT", "BOTH"), peel
     assert code.index("diag = diag + WG * HALF_M") < code.index("    if LEAN_MASK:")      # this half's first row
     win = code[code.index("    if WINDOW:\n        # the window's left-edge"):code.index("    # the last tile's P V")]
-    # (session 45: the non-window loops also pass TWO_CTAS' WAIT_BOTH last)
-    calls = re.findall(r"EARLY_Q(?:, LEAN_MASK, (\w+))?(?:,\s+(?:WAIT_BOTH=)?WAIT_BOTH)?\)", win)
+    calls = re.findall(r"EARLY_Q(?:, LEAN_MASK, (\w+))?\)", win)
     # left edge, unmasked (WINDOW), unmasked (others: no LEAN_MASK), right edge
     assert calls == ["BOTH", "", "", "RIGHT"], calls
     tile = _code(fwd_gluon._consume_tile)

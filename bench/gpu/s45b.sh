@@ -5,6 +5,7 @@
 # the route and cuDNN at 2k / 4k / 8k, bf16 and fp16 (prediction and routing rule in s45_two_ctas_ab.py's docstring:
 # route a form at a length if >= 2% over the route in every round, both dtypes), then the grid's D = 64 causal bf16
 # rows at 2k / 4k / 8k on the new 4k route.
+# The TWO_CTAS code was not taken: it lives in bench/wip/gluon-fwd-two-ctas.patch (git apply it to re-run this).
 export PYTHONPATH=$PWD/src
 nvidia-smi --query-gpu=name,clocks.sm,temperature.gpu --format=csv | tee $OUT/gpu.txt
 timeout 300 python -m pytest -q -o addopts="" -m gpu tests/test_fwd_gluon_two_ctas.py \

@@ -376,30 +376,6 @@ D256 (a session-31 helper, 2026-12-02; routed in session 32: launchers.policy.GL
   SASS: byte-identical to before (all 77 of the table before these rows, addresses stripped;
   bench/gluon_fwd_sass_hash.py).
 
-TWO_CTAS (session 45, 2026-12-04, offline; NOT routed: bench/gpu/s45_two_ctas_ab.py decides; bench/wip/
-  gluon-fwd-two-ctas.md): the CAUSAL one-block forward at D = 64 compiled so that 2 (or 3) CTAs share an SM, one
-  CTA's fixed cost a block (~4.5 us: start, Q wait, the peel, the last P V, the epilogue; sessions 41-44) running
-  under the other's tensor work. Occupancy is set by the launch's `maxnreg` compile option (Triton writes .maxnreg
-  and gives the default partition 3 (2) x maxnreg minus the workers' setmaxnreg): CTAs x threads x maxnreg <= 65536.
-  Forms (TWO_CTAS_FORMS, bench/gluon_fwd_compile.py --two-ctas, sm_90a):
-  - 2 consumers x 64 rows, BLOCK_N 64 (BLOCK_M 128), 384 threads, maxnreg 80: setmaxnreg 112 (consumer 0) / 104
-    (consumer 1) / 24 (loader). A consumer holds S 64 x 64 fp32 (32 registers a thread), O 64 x 64 fp32 (32) and the
-    previous P (16) while both wgmmas fly; it needs 112 (offline: maxnreg 96 with 112 / 152 / 24 or 144 / 120 / 24
-    compiles with 0 spills and asynchronous wgmma), 8 more than 3 x 80 - 24 - 112 = 104 leaves the second one:
-    ptxas serializes every wgmma of the kernel (advisory C7512, "insufficient register resources") and spills 72
-    bytes (104 without WAIT_BOTH). WAIT_BOTH (_consume_tile: both groups retired before the softmax, so P_{j-1} is
-    dead under it) did not lower the need (104 still serialized at maxnreg 96). The form runs, correctly, with
-    synchronous wgmma; overlap then comes only from the SM's four consumer warpgroups. 48-80 KB shared memory.
-  - 1 consumer x 64 rows (NUM_CONSUMERS = 1, the default partition; BLOCK_M 64) and the loader, 256 threads:
-    BLOCK_N 128, maxnreg 128, setmaxnreg 232 / 24, 0 spills, the FA3 overlap (2 DEPBAR.LE 1), 72 / 104 KB (2 / 3
-    stages): 2 CTAs; BLOCK_N 64, maxnreg 80, setmaxnreg 136 / 24, 0 spills, 40-72 KB (2-4 stages): 3 CTAs. Each CTA
-    streams its own K / V: twice the L2 -> SM bytes a FLOP of the 2-consumer kernel, three times the routed
-    3-consumer kernel's.
-  Rows, tiles, masks and arithmetic are those of the 2-consumer CAUSAL kernel at the same BLOCK_N (a 1-consumer
-  block is one of its 64-row halves; tiles hidden from all of a half's rows are p = 0 with alpha = 1 there), so the
-  outputs are bitwise those (tests/test_fwd_gluon_two_ctas.py). The earlier variants' SASS: byte-identical (all 105
-  of bench/gluon_fwd_compile.py's table, bench/gluon_fwd_sass_hash.py --compare).
-
 Compiler facts found (Triton 3.6.0, offline sm_90a compile, bench/gluon_fwd_compile.py,
 2026-12-01):
   - gl.warp_specialize(functions_and_args, worker_num_warps, worker_num_regs): the first
@@ -516,15 +492,6 @@ CONSUMER_REGS_3: gl.constexpr = gl.constexpr(160)
 # one block a CTA): 64 query rows a consumer, 192 a CTA; shared memory Q 24 KB + 3 stages x
 # 32 KB = 120 KB at D = 64.
 CONSUMERS3_CONFIG = {64: (192, 128, 3)}
-# TWO_CTAS (session 45, offline; the TWO_CTAS section of the docstring): the CAUSAL one-block forward at D = 64
-# compiled for 2 or 3 CTAs an SM. Forms (NUM_CONSUMERS, BLOCK_N) -> (BLOCK_M, maxnreg, default NUM_STAGES, CTAs an
-# SM): maxnreg = the largest multiple of 8 with CTAs x threads x maxnreg <= 65536 (the launcher passes it; threads =
-# 128 a consumer warpgroup + 128 for the loader's warp padded to a warpgroup); shared memory Q BLOCK_M x 64 + stages
-# x 2 x BLOCK_N x 64, 2 bytes each, must stay under 227 KB / CTAs less the 1 KB a CTA the hardware keeps
-TWO_CTAS_FORMS = {(2, 64): (128, 80, 4, 2), (1, 128): (64, 128, 3, 2), (1, 64): (64, 80, 4, 3)}
-# the 2-consumer form's worker setmaxnreg: 3 x 80 = 240 a thread-slot, the loader 24, consumer 0 (the default
-# partition) what Triton's allocation leaves it: 240 - 104 - 24 = 112
-CONSUMER_REGS_2CTA: gl.constexpr = gl.constexpr(104)
 LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 
 
@@ -540,8 +507,7 @@ def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_
     # read: its consumer only drains), one barrier for all
     mbarrier.expect(q_bar, NUM_CONSUMERS * q_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
-    if NUM_CONSUMERS >= 2:
-        tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+    tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
     if NUM_CONSUMERS == 3:
         tma.async_copy_global_to_shared(q_desc, [q_row + 2 * HALF_M, q_col], q_bar, q_smem.index(2))
     for j in range(n_tiles):
@@ -1010,7 +976,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
                   q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                  SIDES: gl.constexpr = 0, WAIT_BOTH: gl.constexpr = False):
+                  SIDES: gl.constexpr = 0):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -1030,17 +996,8 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     s_tok = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
     o_tok = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
     _turn_pass(turn, WG, PINGPONG)                                           # PINGPONG: the other's turn
-    gl.static_assert(not (WAIT_BOTH and kv_empty.shape[0] == 2 * NUM_STAGES), "WAIT_BOTH: not with SPLIT_EMPTY")
-    if WAIT_BOTH:
-        # TWO_CTAS (session 45): both groups retired before the softmax, so that P_{j-1} (16 registers a thread at
-        # 64 x 64) is dead while the softmax of S_j runs (with it live the consumer needs 112 registers: at 104 ptxas
-        # serialized every wgmma, C7512, and spilled); the other CTA's warpgroups fill the tensor core meanwhile.
-        # V_{j-1} is released at once. Same arithmetic, same order: outputs bitwise those without it
-        s, acc = warpgroup_mma_wait(0, deps=[s_tok, o_tok])
-        mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
-    else:
-        # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
-        s = warpgroup_mma_wait(1, deps=[s_tok])
+    # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
+    s = warpgroup_mma_wait(1, deps=[s_tok])
     if kv_empty.shape[0] == 2 * NUM_STAGES:
         # SPLIT_EMPTY: K_j no longer read (its S retired): its stage may take K_{j + NUM_STAGES}
         # under this tile's softmax and P V
@@ -1063,12 +1020,11 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     if DROPOUT:
         p = _dropout_tile(p, rk, cb, cs_group, cs_mult, keep_min, key0_g + j * BLOCK_N, dtype, s_layout, CB_ONCE,
                           LEAN_KEEP)
-    if not WAIT_BOTH:
-        acc = warpgroup_mma_wait(0, deps=[o_tok])
-        if kv_empty.shape[0] == 2 * NUM_STAGES:
-            mbarrier.arrive(kv_empty.index(NUM_STAGES + prev))               # SPLIT_EMPTY: V_{j-1} no longer read
-        else:
-            mbarrier.arrive(kv_empty.index(prev))                            # K_{j-1}, V_{j-1} no longer read
+    acc = warpgroup_mma_wait(0, deps=[o_tok])
+    if kv_empty.shape[0] == 2 * NUM_STAGES:
+        mbarrier.arrive(kv_empty.index(NUM_STAGES + prev))                   # SPLIT_EMPTY: V_{j-1} no longer read
+    else:
+        mbarrier.arrive(kv_empty.index(prev))                                # K_{j-1}, V_{j-1} no longer read
     acc = acc * gl.expand_dims(gl.convert_layout(alpha, row_o), 1)
     p16 = gl.convert_layout(p.to(dtype), p_layout)
     return p16, acc, m_i, l_i
@@ -1096,8 +1052,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
-                 WAIT_BOTH: gl.constexpr = False):
+                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1253,8 +1208,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q,
-                                               WAIT_BOTH=WAIT_BOTH)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
     if CAUSAL or WINDOW:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
@@ -1265,8 +1219,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT,
-                                               WAIT_BOTH)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT)
 
     # the last tile's P V
     if TIMELINE and WG == 0:
@@ -1387,7 +1340,7 @@ def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.const
 def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_full, diag, qk_scale,
                      WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
-                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, WAIT_BOTH: gl.constexpr = False):
+                     NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr):
     """OWN_TILES (session 38): a 2-consumer CAUSAL one-block consumer that computes only the key tiles its
     own 64 rows reach and releases the rest unread. The 2-consumer kernel otherwise computes all of the
     block's n_load tiles in both warpgroups, masking to p = 0 the ones wholly above a warpgroup's rows
@@ -1410,8 +1363,7 @@ def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, 
     _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                  q_row, q_col, lse_off, n_own, ONE, n_full_own, diag, ZERO, qk_scale, ZERO, ZERO,
                  ZERO, ZERO, ZERO, ZERO, ZERO,
-                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False,
-                 WAIT_BOTH=WAIT_BOTH)
+                 WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, True, False, False, False)
     _fwd_skip_tiles(k_ready, v_ready, kv_empty, n_own, n_load, NUM_STAGES)
 
 
@@ -1540,12 +1492,11 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
-    TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, TWO_CTAS: gl.constexpr = False,
+    TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
-    gl.static_assert((NUM_CONSUMERS == 2) or (NUM_CONSUMERS == 3) or (NUM_CONSUMERS == 1 and TWO_CTAS),
-                     "NUM_CONSUMERS: 2 or 3 (1: TWO_CTAS only)")
+    gl.static_assert((NUM_CONSUMERS == 2) or (NUM_CONSUMERS == 3), "NUM_CONSUMERS: 2 or 3")
     gl.static_assert(HALF_M * NUM_CONSUMERS == BLOCK_M, "BLOCK_M: a multiple of NUM_CONSUMERS")
     if NUM_CONSUMERS == 3:
         # the plain PERSISTENT forward, or (session 29, offline) the CAUSAL one block a CTA
@@ -1592,15 +1543,6 @@ def attn_fwd_gluon_kernel(
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
     gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
                      "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
-    # TWO_CTAS (session 45, offline; not routed): the CAUSAL one-block forward at D = 64 compiled for 2 (3) CTAs an SM,
-    # 2 consumers at BLOCK_N 64 or 1 consumer (NUM_CONSUMERS = 1, BLOCK_M 64); the launcher passes the form's maxnreg
-    # (TWO_CTAS_FORMS: 80 for 384 threads x 2 CTAs, 128 / 80 for 256 threads x 2 / 3 CTAs). The TWO_CTAS section of
-    # the docstring
-    gl.static_assert((not TWO_CTAS) or (CAUSAL and HEAD_DIM == 64 and NUM_CONSUMERS <= 2
-                                        and (NUM_CONSUMERS == 2 or not OWN_TILES)
-                                        and not (PERSISTENT or PINGPONG or WINDOW or DROPOUT or SPLIT_EMPTY
-                                                 or EARLY_Q or LEAN_MASK or TIMELINE or O_STAGE)),
-                     "TWO_CTAS: the CAUSAL one-block forward at D = 64, 1 or 2 consumers (OWN_TILES with 2)")
     if EARLY_Q:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1755,47 +1697,6 @@ def attn_fwd_gluon_kernel(
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
-    elif TWO_CTAS and NUM_CONSUMERS == 1:
-        # TWO_CTAS, one 64-row consumer (the default partition: setmaxnreg 2 x maxnreg - LOADER_REGS, Triton's
-        # allocation) and the loader; the FA3 overlap as in the 2-consumer kernel (it has the registers)
-        gl.warp_specialize([
-            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
-                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, tl_ptr, TIMELINE)),
-            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
-        ], [LOADER_WARPS], [LOADER_REGS])
-    elif TWO_CTAS and OWN_TILES:
-        # TWO_CTAS (session 45): OWN_TILES' consumers with WAIT_BOTH, the worker at CONSUMER_REGS_2CTA
-        gl.warp_specialize([
-            (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                                q_row, q_col, lse_off, n_load, n_full0, diag, qk_scale,
-                                WG0, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, TWO_CTAS)),
-            (_fwd_consume_own, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                                q_row, q_col, lse_off, n_load, n_full1, diag, qk_scale,
-                                WG1, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, TWO_CTAS)),
-            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
-        ], [4, LOADER_WARPS], [CONSUMER_REGS_2CTA, LOADER_REGS])
-    elif TWO_CTAS:
-        # TWO_CTAS (session 45): the CAUSAL one-block consumers (_fwd_consume) with WAIT_BOTH, the worker at
-        # CONSUMER_REGS_2CTA (the default partition gets 3 x 80 (the form's maxnreg) - CONSUMER_REGS_2CTA - LOADER_REGS)
-        gl.warp_specialize([
-            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
-                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, tl_ptr, TIMELINE, NO, TWO_CTAS)),
-            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
-                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, ZERO, ZERO, NO, LEAN_MASK, tl_ptr, TIMELINE, NO, TWO_CTAS)),
-            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
-        ], [4, LOADER_WARPS], [CONSUMER_REGS_2CTA, LOADER_REGS])
     elif OWN_TILES:
         # CAUSAL one block a CTA, 2 consumers, each computing only its rows' tiles (_fwd_consume_own)
         gl.warp_specialize([

@@ -51,16 +51,6 @@ Nk % 64 == 0. split_empty (default: on at the head dims of fwd_gluon.SPLIT_EMPTY
 256): the kernel's SPLIT_EMPTY, K's and V's ring stages released apart (bitwise the same
 outputs; check_split_empty).
 
-two_ctas=True (prepare / attention_fwd_gluon; session 45, offline, NOT routed: the device A/B bench/gpu/
-s45_two_ctas_ab.py decides): the kernel's TWO_CTAS forms of the causal one-block forward at head dim 64, compiled
-with a kernel-wide register cap (the launch's maxnreg, fwd_gluon.TWO_CTAS_FORMS) so that 2 (or 3) CTAs share an SM:
-num_consumers=2 with block_n 64 (BLOCK_M 128, maxnreg 80; ptxas serializes its wgmmas, see kernels/fwd_gluon.py),
-num_consumers=1 with block_n 128 (BLOCK_M 64, maxnreg 128, 2 CTAs) or 64 (maxnreg 80, 3 CTAs). check_two_ctas:
-causal=True only, no window / dropout / persistent / scheduled / pingpong / early_q / lean_mask / split_empty /
-o_stage, Nq % BLOCK_M == 0, Nk % BLOCK_N == 0, the stages within the form's shared-memory share (ValueError, before
-any launch). Outputs: the arithmetic of the 2-consumer causal kernel at the same BLOCK_N (bitwise, tests/
-test_fwd_gluon_two_ctas.py).
-
 Gluon kernels have no interpreted form (Triton 3.6.0): nothing here runs under
 TRITON_INTERPRET, and the policy never routes there.
 """
@@ -73,7 +63,7 @@ from triton.experimental.gluon import language as gl
 
 from .. import memory
 from ..kernels.fwd_gluon import (CONSUMERS3_CONFIG, DEFAULT_CONFIG, PLAIN_CAUSAL_ONLY, SPLIT_EMPTY_DEFAULT,
-                                 TWO_CTAS_FORMS, attn_fwd_gluon_kernel)
+                                 attn_fwd_gluon_kernel)
 from . import plans, schedule
 from .common import LOG2E
 
@@ -225,7 +215,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
                  band: int | None = None, scheduled: bool = False, window=None, dropout_p: float = 0.0,
                  rng=None, num_consumers: int = 2, early_q: bool = False, lean_mask: bool = False,
                  split_empty: bool = False, own_tiles: bool = False, timeline=None,
-                 o_stage: bool = False, two_ctas: bool = False):
+                 o_stage: bool = False):
     """Descriptors over q, k, v, o (each viewed as (B * N, heads * D) rows) and the launch
     function writing o and lse. q, k, v are copied when their strides do not allow the
     view (the library's route never sends such tensors: rows_view_ok). persistent: grid
@@ -247,8 +237,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     dropout: check_o_stage). timeline: an int64 (blocks, 8) buffer for the kernel's TIMELINE stamps (a probe, bench/gpu/
     s42_timeline_probe.py; not with scheduled, whose SCHED argument it takes).
     own_tiles: the kernel's OWN_TILES (causal one block a CTA, 2 consumers: check_own_tiles), passed
-    only where window_args leaves the CAUSAL kernel. two_ctas: the kernel's TWO_CTAS (check_two_ctas first), with
-    num_consumers 1 or 2 and the form's maxnreg (TWO_CTAS_FORMS[(num_consumers, block_n)]) as a compile option."""
+    only where window_args leaves the CAUSAL kernel."""
     b, nq, h, d = q.shape
     nk, hk = k.shape[1], k.shape[2]
     causal, windowed, win_left, win_right = window_args(window, causal, nq, nk)
@@ -285,15 +274,8 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
     dropout = dropout_p > 0
     # RNG: the call's (seed, offset) with dropout, else any pointer the kernel never reads
     rng_arg = rng if dropout else lse
-    # NUM_CONSUMERS only when not 2: the 2-consumer launches stay as they were (the default)
-    extra = dict(NUM_CONSUMERS=num_consumers) if num_consumers != 2 else {}
-    if two_ctas:
-        # TWO_CTAS (session 45): the register cap that lets 2 (3) CTAs share an SM is a compile option, not a
-        # constexpr (Triton turns it into .maxnreg and sizes the partitions' setmaxnreg from it)
-        assert causal and not (windowed or persistent or scheduled or pingpong or dropout_p or early_q or lean_mask
-                               or split_empty or o_stage), "two_ctas: the causal one-block forward (check_two_ctas)"
-        extra["TWO_CTAS"] = True
-        extra["maxnreg"] = TWO_CTAS_FORMS[(num_consumers, block_n)][1]
+    # NUM_CONSUMERS only when 3: the 2-consumer launches stay as they were (the default)
+    extra = dict(NUM_CONSUMERS=3) if num_consumers == 3 else {}
     if early_q:
         # the kernel stores O at row stride H * D (fwd_gluon: o_rs = nheads * HEAD_DIM)
         assert o.stride(1) == h * d and o.stride(3) == 1, "early_q: o needs packed (B * N, H * D) rows"
@@ -497,51 +479,12 @@ def check_lean_mask(lean_mask, window, dropout_p, num_consumers, d) -> None:
                          "(window=(left, right); no dropout, num_consumers=3 or another head dim)")
 
 
-def check_two_ctas(two_ctas, d, causal, window, persistent, scheduled, pingpong, dropout_p, early_q, lean_mask,
-                   split_empty, o_stage, num_consumers, block_n, num_stages) -> tuple[int, int, int]:
-    """two_ctas (the kernel's TWO_CTAS, session 45): a bool; True only for the causal one-block forward (causal=True;
-    no window, persistent, scheduled, pingpong, dropout, early_q, lean_mask, split_empty or o_stage) at head dim 64
-    (d None: not known yet, checked by the caller's check_inputs first), with num_consumers 1 or 2 and block_n None
-    (the form's default: 64 with 2 consumers, 128 with 1) or one of TWO_CTAS_FORMS' for it, num_stages None or an int
-    >= 2 whose shared memory (Q BLOCK_M x 64 + stages x 2 x BLOCK_N x 64, 2 bytes each) leaves room for the form's
-    CTAs an SM (228 KB an SM, 1 KB a CTA kept by the hardware). Returns (BLOCK_M, BLOCK_N, NUM_STAGES); ValueError
-    naming the argument otherwise. Needs no GPU."""
-    if not isinstance(two_ctas, bool):
-        raise ValueError(f"two_ctas: expected a bool, got {two_ctas!r}")
-    if not two_ctas:
-        raise ValueError("check_two_ctas: two_ctas=True only")
-    if not causal or window is not None or persistent or scheduled or pingpong or dropout_p != 0 or early_q \
-            or lean_mask or split_empty or o_stage:
-        raise ValueError("two_ctas=True: the causal forward one block a CTA only (causal=True; no window, persistent, "
-                         "scheduled, pingpong, dropout, early_q, lean_mask, split_empty or o_stage)")
-    if d is not None and d != 64:
-        raise ValueError(f"two_ctas=True: head dim {d} not supported (64 only: at 128 a consumer needs 240 registers)")
-    if type(num_consumers) is not int or num_consumers not in (1, 2):
-        raise ValueError(f"num_consumers: with two_ctas=True 1 or 2, got {num_consumers!r}")
-    if block_n is None:
-        block_n = 64 if num_consumers == 2 else 128
-    if (num_consumers, block_n) not in TWO_CTAS_FORMS:
-        raise ValueError(f"block_n: {block_n!r} has no two_ctas form with num_consumers={num_consumers} (one of "
-                         f"{sorted(bn for nc, bn in TWO_CTAS_FORMS if nc == num_consumers)})")
-    block_m, _, stages, ctas = TWO_CTAS_FORMS[(num_consumers, block_n)]
-    if num_stages is None:
-        num_stages = stages
-    if isinstance(num_stages, bool) or not isinstance(num_stages, int) or num_stages < 2:
-        raise ValueError(f"num_stages: expected an int >= 2, got {num_stages!r}")
-    smem = (block_m + 2 * num_stages * block_n) * 64 * 2
-    if smem + 1024 > (228 * 1024) // ctas:
-        raise ValueError(f"num_stages: {num_stages} stages take {smem // 1024} KB of shared memory, more than "
-                         f"{ctas} CTAs an SM leave each (two_ctas=True, num_consumers={num_consumers}, "
-                         f"block_n={block_n})")
-    return block_m, block_n, num_stages
-
-
 def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: int | None = None,
             pingpong: bool = False, causal: bool = False, persistent: bool = False,
             num_programs: int | None = None, band: int | None = None, scheduled: bool = False, window=None,
             dropout_p: float = 0.0, rng=None, num_consumers: int = 2, early_q: bool = False,
             lean_mask: bool = False, split_empty: bool | None = None, own_tiles: bool = False,
-            o_stage: bool = False, two_ctas: bool = False):
+            o_stage: bool = False):
     """Checks the call, allocates o and lse, makes the descriptors; returns launch(),
     which runs the kernel (again, into the same o and lse) and returns (o, lse). For
     timing the kernel without the host work (bench/gpu/s23_gluon_fwd_ab.py).
@@ -564,28 +507,8 @@ def prepare(q, k, v, softmax_scale, *, block_n: int | None = None, num_stages: i
     bitwise the same outputs). own_tiles: the CAUSAL one-block kernel's OWN_TILES (check_own_tiles; each
     consumer computes only its rows' key tiles: bitwise the same outputs). o_stage: the PERSISTENT kernel's
     O_STAGE (check_o_stage; Q freed before the last P V, O out through the last K stage: bitwise the same
-    outputs). Head dim 256: plain / causal only (check_head_dim). two_ctas: the causal one-block kernel's TWO_CTAS
-    forms at head dim 64 (check_two_ctas; num_consumers 1 or 2, block_n / num_stages default to the form's)."""
+    outputs). Head dim 256: plain / causal only (check_head_dim)."""
     d = q.shape[-1] if isinstance(q, torch.Tensor) and q.dim() == 4 else None
-    if not isinstance(two_ctas, bool):
-        raise ValueError(f"two_ctas: expected a bool, got {two_ctas!r}")
-    if two_ctas:
-        # (the form's checks first: num_consumers 1 is a two_ctas form only, which check_consumers refuses)
-        block_m, block_n, num_stages = check_two_ctas(two_ctas, d, causal, window, persistent, scheduled, pingpong,
-                                                      dropout_p, early_q, lean_mask, split_empty, o_stage,
-                                                      num_consumers, block_n, num_stages)
-        check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
-        check_inputs(q, k, v, softmax_scale, block_m, block_n)        # (d == 64: check_two_ctas, q 4-D here)
-        if q.device.type != "cuda":
-            raise ValueError(f"q: on {q.device}; attention_fwd_gluon needs a CUDA (Hopper) device")
-        cap = torch.cuda.get_device_capability(q.device)
-        if cap[0] != 9:
-            raise ValueError(f"attention_fwd_gluon needs compute capability 9.x (Hopper), {q.device} has {cap}")
-        b, nq, h, d = q.shape
-        o = memory.empty((b, nq, h, d), q.dtype, q.device)         # NaN under memory.poison_outputs()
-        lse = memory.empty((b, h, nq), torch.float32, q.device)
-        return _launch_into(q, k, v, o, lse, softmax_scale, block_m, block_n, num_stages, False, True,
-                            num_consumers=num_consumers, own_tiles=own_tiles, two_ctas=True)
     check_split_empty(split_empty, num_consumers)
     check_own_tiles(own_tiles, causal, window, persistent, num_consumers, pingpong, dropout_p)
     check_early_q(early_q, persistent, num_consumers, dropout_p, pingpong)
@@ -638,7 +561,7 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
                         num_programs: int | None = None, band: int | None = None, scheduled: bool = False,
                         window=None, dropout_p: float = 0.0, rng=None, num_consumers: int = 2,
                         early_q: bool = False, lean_mask: bool = False, split_empty: bool | None = None,
-                        own_tiles: bool = False, o_stage: bool = False, two_ctas: bool = False):
+                        own_tiles: bool = False, o_stage: bool = False):
     """Attention forward by attn_fwd_gluon_kernel, non-causal or (causal=True) with the
     library's bottom-right causal mask, or (window=(left, right)) with a sliding window
     (flash-attn's window_size, -1 unbounded; window_args). q (B, Nq, H, D), k / v
@@ -648,11 +571,10 @@ def attention_fwd_gluon(q, k, v, softmax_scale, *, block_n: int | None = None, n
     (B, H, Nq) fp32, natural log). block_n / num_stages / pingpong override
     DEFAULT_CONFIG (A/B runs); persistent / num_programs / band / scheduled pick the PERSISTENT kernel
     (prepare); dropout_p / rng: dropout with the library's mask (prepare); num_consumers=3 the
-    three-consumer kernel (plain persistent or causal one-block, D = 64, Nq % 64 == 0; prepare); two_ctas=True the
-    causal D = 64 forward compiled for 2 / 3 CTAs an SM (prepare, check_two_ctas; not routed). Needs a Hopper
+    three-consumer kernel (plain persistent or causal one-block, D = 64, Nq % 64 == 0; prepare). Needs a Hopper
     GPU (sm_90)."""
     return prepare(q, k, v, softmax_scale, block_n=block_n, num_stages=num_stages, pingpong=pingpong,
                    causal=causal, persistent=persistent, num_programs=num_programs, band=band,
                    scheduled=scheduled, window=window, dropout_p=dropout_p, rng=rng, num_consumers=num_consumers,
                    early_q=early_q, lean_mask=lean_mask, split_empty=split_empty, own_tiles=own_tiles,
-                   o_stage=o_stage, two_ctas=two_ctas)()
+                   o_stage=o_stage)()
