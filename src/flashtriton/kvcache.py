@@ -72,6 +72,8 @@ behaviour (reads and writes out of bounds), as in flash-attn.
 A call whose tensor signature and options were seen before (the steps of a decoding loop)
 replays its launch plans straight from the structure memo (_Step): the structure and
 option checks it passed are not repeated, the value checks (when on) run every call.
+The CPU backend's calls do the same with their own steps (_CpuStep): its canonical
+parameters straight into cpu.kvcache_fwd, value checks (when on) every call.
 """
 from __future__ import annotations
 
