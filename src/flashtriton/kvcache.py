@@ -72,6 +72,8 @@ behaviour (reads and writes out of bounds), as in flash-attn.
 A call whose tensor signature and options were seen before (the steps of a decoding loop)
 replays its launch plans straight from the structure memo (_Step): the structure and
 option checks it passed are not repeated, the value checks (when on) run every call.
+The CPU backend's calls do the same with their own steps (_CpuStep): its canonical
+parameters straight into cpu.kvcache_fwd, value checks (when on) every call.
 """
 from __future__ import annotations
 
@@ -530,15 +532,21 @@ def _forget_steps():
 plans.on_clear.append(_forget_steps)
 
 
-def _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
-              return_softmax_lse):
-    """What a step's replay depends on besides its tensors' signature (see _Step), or None
-    where no step is kept (the long way, every time)."""
+def _options_key(softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+                 return_softmax_lse):
+    """The options of a call as a step key's head (both backends' steps), or None where no
+    step is kept: options of another type than the API's defaults take (so that no equal
+    value of a failing type, 1 for True, finds a step) or ALiBi slopes that are no plain
+    tensor. ALiBi enters by its signature (its values are read at replay)."""
     if not (type(causal) is bool and type(rotary_interleaved) is bool and type(return_softmax_lse) is bool
             and type(num_splits) is int and type(softcap) is float
             and (softmax_scale is None or type(softmax_scale) is float)
             and type(window_size) is tuple and len(window_size) == 2
             and type(window_size[0]) is int and type(window_size[1]) is int):
+        return None
+    # a step replays the AttnParams of its first call: no zero passes for the other sign's
+    # (a softmax_scale or softcap of -0.0 beside 0.0 compare equal in the key)
+    if softmax_scale == 0.0 or (softcap == 0.0 and math.copysign(1.0, softcap) < 0.0):
         return None
     if alibi_slopes is None:
         alibi = None
@@ -547,11 +555,19 @@ def _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved
         alibi = (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16 == 0)
     else:
         return None
-    if decode._override or (q.is_cuda and torch.cuda.is_current_stream_capturing()):
+    return (softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits, return_softmax_lse, alibi)
+
+
+def _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+              return_softmax_lse):
+    """What a triton step's replay depends on besides its tensors' signature (see _Step), or
+    None where no step is kept (the long way, every time)."""
+    head = _options_key(softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+                        return_softmax_lse)
+    if head is None or decode._override or (q.is_cuda and torch.cuda.is_current_stream_capturing()):
         return None
-    return (softmax_scale, causal, window_size, softcap, rotary_interleaved, num_splits, return_softmax_lse, alibi,
-            _STEP_ENV(), _checks_override[-1] if _checks_override else None, _KERNEL_VALUE_ROWS,
-            triton.knobs.runtime.interpret, plans.tensor_stream_id(q))
+    return head + (_STEP_ENV(), _checks_override[-1] if _checks_override else None, _KERNEL_VALUE_ROWS,
+                   triton.knobs.runtime.interpret, plans.tensor_stream_id(q))
 
 
 def _replay_step(step: _Step, inputs: tuple, need_lse: bool):
@@ -569,6 +585,41 @@ def _replay_step(step: _Step, inputs: tuple, need_lse: bool):
         _check_rows(rows.cpu().tolist(), *checks.rows_args)   # the one host sync
     plans.stats["replayed"] += 1
     out, lse = step.plan.replay(inputs)
+    return (out, lse) if need_lse else out
+
+
+# The CPU backend's steps (issue 6, session 45). The same memo as the triton backend's
+# (_STRUCTURES by signature, then the step by _options_key), holding what the long way
+# computes from the signature and the options alone: the canonical AttnParams and the
+# rotary rule. A replay skips the structure checks, the option checks and parsing and
+# the index tensors' stride tests, and keeps everything that reads values or settings:
+# the value checks (when on, by the same function as the long way), the backend's
+# selection (before the memo: use_backend, FLASHTRITON_BACKEND) and the whole of
+# cpu.kvcache_fwd (its path and library choice read config and the environment there).
+# Right after other work every Python line runs with cold caches (~10x its warm cost):
+# the front end took ~270 us of the bench's bf16 8k call of ~1.9 ms (session 44,
+# bench/wip/cpu-decode-8k.md); bench/wip/cpu-decode-memo.md has this memo's measurements.
+# A step is not stored (the long way, every call) where the long way copied an index
+# tensor (a strided view), under torch.compile, or with options of unexpected types.
+class _CpuStep:
+    """A CPU call seen before: its AttnParams and whether q rotates per row."""
+    __slots__ = ("params", "per_row_rotary")
+
+    def __init__(self, params, per_row_rotary: bool):
+        self.params, self.per_row_rotary = params, per_row_rotary
+
+
+def _replay_cpu_step(step: _CpuStep, structure: _Structure, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+                     cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_interleaved, alibi_slopes,
+                     num_splits, need_lse):
+    """A CPU step seen before: the value checks (if on), then the backend's kvcache_fwd with
+    the step's params, exactly as the long way calls it."""
+    if _value_checks_on(q.device):
+        _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
+                      structure.capacity, structure.page_size, structure.snew, step.per_row_rotary, structure)
+    out, lse = backends.get("cpu").kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
+                                               cache_batch_idx, cache_leftpad, block_table, step.params,
+                                               rotary_interleaved, alibi_slopes, num_splits, need_lse=need_lse)
     return (out, lse) if need_lse else out
 
 
@@ -637,6 +688,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                 return _replay_step(step, (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                            cache_batch_idx, cache_leftpad, block_table, alibi_slopes),
                                     return_softmax_lse)
+    elif backend == "cpu" and not torch.compiler.is_compiling():
+        signed = _signature(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                            cache_leftpad, block_table)
+        if signed is not None:
+            step_key = _options_key(softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes,
+                                    num_splits, return_softmax_lse)
+        if step_key is not None:
+            structure = _STRUCTURES.get((backend, signed))
+            step = structure.steps.get(step_key) if structure is not None else None
+            if step is not None:
+                return _replay_cpu_step(step, structure, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+                                        cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
+                                        rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse)
     tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
                block_table)
     structure = _checked_structure(*tensors, backend, signed=signed)
@@ -692,7 +756,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
     # (the plan key takes the signature's memo entry: see _STRUCTURES)
-    extra = {"signed": structure} if signed is not None else {}
+    extra = {"signed": structure} if signed is not None and backend == "triton" else {}
     inputs = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
               block_table, alibi_slopes)
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
@@ -700,6 +764,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                                   need_lse=return_softmax_lse, **extra)
     if step_key is not None and all(a is b for a, b in zip(index_in, (cache_seqlens, cache_leftpad, cache_batch_idx,
                                                                       block_table))):
-        _remember_step(structure, step_key, inputs, params, rotary_interleaved, num_splits, return_softmax_lse,
-                       checks, per_row_rotary)
+        if backend == "cpu":
+            if len(structure.steps) >= _STEPS_MAX:
+                structure.steps.clear()
+            structure.steps[step_key] = _CpuStep(params, per_row_rotary)
+        else:
+            _remember_step(structure, step_key, inputs, params, rotary_interleaved, num_splits, return_softmax_lse,
+                           checks, per_row_rotary)
     return (out, lse) if return_softmax_lse else out
