@@ -181,31 +181,18 @@ def test_o_stage_switch_dtypes():
 def test_route_d64_causal_4k_by_dtype(monkeypatch, dtype, expect):
     """The dense route at D = 64 causal 4k (the real tables): bf16 runs the 2-consumer O_STAGE with the host's deal,
     fp16 the 3-consumer one-block kernel (session 45)."""
-    from flashtriton import flash_attn_func
     from flashtriton.launchers import forward
-    import flashtriton
 
     monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
-    plans.clear()
-    got = []
-
-    def fake_fwd_into(q, k, v, out, lse, scale, **kw):
-        got.append(kw)
-        out.zero_()
-        lse.zero_()
-    monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
-    q, k, v = rand_qkv(1, 4096, 4096, 1, 1, 64, dtype, DEVICE)
-    with flashtriton.use_backend("triton"):
-        flash_attn_func(q, k, v, causal=True)
-    plans.clear()
-    assert len(got) == 1
+    got = _routed_fwd_into_kwargs(monkeypatch, n=4096, d=64, dtype=dtype, causal=True)
     for name, want in expect.items():
-        assert got[0].get(name, False if name != "num_consumers" else 2) == want, (name, got[0])
+        assert got.get(name, False if name != "num_consumers" else 2) == want, (name, got)
 
 
-def _routed_fwd_into_kwargs(monkeypatch, **call):
+def _routed_fwd_into_kwargs(monkeypatch, n=512, d=128, dtype=torch.bfloat16, **call):
     """The keyword arguments launchers.forward's route hands to forward_gluon.fwd_into for one flash_attn_func call
-    (B = 1, N = 512, D = 128; CPU: fwd_into replaced by a recorder, the routing switches patched by the caller)."""
+    (B = 1, N = n, H = 2, Hk = 1, D = d; CPU: fwd_into replaced by a recorder, the routing switches patched by the
+    caller)."""
     from flashtriton import flash_attn_func
     import flashtriton
 
@@ -217,7 +204,7 @@ def _routed_fwd_into_kwargs(monkeypatch, **call):
         out.zero_()
         lse.zero_()
     monkeypatch.setattr(forward_gluon, "fwd_into", fake_fwd_into)
-    q, k, v = rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, DEVICE)
+    q, k, v = rand_qkv(1, n, n, 2, 1, d, dtype, DEVICE)
     with flashtriton.use_backend("triton"):
         flash_attn_func(q, k, v, **call)
     plans.clear()

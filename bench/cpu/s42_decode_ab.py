@@ -67,6 +67,13 @@ def wait_quiet(limit_s=20.0, busy=0.15):
     return time.perf_counter() - t0
 
 
+def summary(times, name, base="old"):
+    """(min, median, median of the per-round ratios name / base) of the ms lists times[name] (the A/B tools'
+    summary line: rounds rotate the order, so the per-round ratio cancels a round's drift)."""
+    t = times[name]
+    return min(t), statistics.median(t), statistics.median(b / a for a, b in zip(times[base], t))
+
+
 def build(source, defines, stem):
     return native._open(native._build(tuple(defines), source=source, stem=stem))
 

@@ -54,9 +54,7 @@ def case(dtype, seqlen, libs, rounds, quiet, after_sdpa=False, hq=32, hk=8, d=12
     print(f"{str(dtype).replace('torch.', '')} L={seqlen // 1024}k ({nb / 1e6:.1f} MB), {rounds} rounds, waited "
           f"{waited:.1f} s; bitwise == old: " + ", ".join(f"{n} {s}" for n, s in same.items()), flush=True)
     for n in names:
-        t = times[n]
-        mn, md = min(t), statistics.median(t)
-        rr = statistics.median(b / a for a, b in zip(times["old"], t))
+        mn, md, rr = ab.summary(times, n)
         print(f"  {n:10s} min {mn:8.3f} med {md:8.3f} ms  {nb / mn / 1e6:5.1f} / {nb / md / 1e6:5.1f} GB/s"
               f"  / old: min {mn / min(times['old']):.3f} med {md / statistics.median(times['old']):.3f}"
               f" per-round {rr:.3f}", flush=True)

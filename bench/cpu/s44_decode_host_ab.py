@@ -78,9 +78,7 @@ def case(dtype, seqlen, impls, rounds, flush, tr):
     print(f"{str(dtype).replace('torch.', '')} L={seqlen // 1024}k after {flush}, {rounds} rounds; old == new bitwise: "
           f"{same}", flush=True)
     for n in names:
-        t = times[n]
-        mn, md = min(t), statistics.median(t)
-        rr = statistics.median(b / a for a, b in zip(times["old"], t))
+        mn, md, rr = ab.summary(times, n)
         print(f"  {n:4s} min {mn:7.3f} med {md:7.3f} ms  {nb / mn / 1e6:5.1f} / {nb / md / 1e6:5.1f} GB/s  "
               f"per-round ratio / old {rr:.3f}" + (f"; host (call - kernel) min {min(host[n]) * 1e3:5.0f} med "
                                                    f"{statistics.median(host[n]) * 1e3:5.0f} us" if tr else ""),

@@ -12,7 +12,6 @@ every call's output equals old's first one bitwise.
 import argparse
 import importlib.util
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,9 +75,7 @@ def case(dtype, seqlen, impls, rounds, flush):
     print(f"{str(dtype).replace('torch.', '')} L={seqlen // 1024}k after {flush}, {rounds} rounds, read bandwidth "
           f"{bw:.1f} GB/s; every output == old's bitwise: {same}", flush=True)
     for n in names:
-        t = times[n]
-        mn, md = min(t), statistics.median(t)
-        rr = statistics.median(b / a for a, b in zip(times["old"], t))
+        mn, md, rr = ab.summary(times, n)
         print(f"  {n:4s} min {mn:7.3f} med {md:7.3f} ms  {nb / mn / 1e6:5.1f} / {nb / md / 1e6:5.1f} GB/s "
               f"({100 * nb / md / 1e6 / bw:3.0f}% of the read bandwidth at the median)  per-round ratio / old "
               f"{rr:.3f}", flush=True)
