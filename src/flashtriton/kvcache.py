@@ -648,9 +648,14 @@ def _remember_step(structure: _Structure, step_key: tuple, inputs: tuple, params
                      inputs[8] is not None, inputs[10] is not None,
                      rotary_cos.shape[0] if rotary_cos is not None else None, per_row_rotary)
         step_checks = _StepChecks(check_plan, k_cache.shape[0], structure.page_size, structure.snew, rows_args)
+    _store_step(structure, step_key, _Step(plan, plans.generation, step_checks))
+
+
+def _store_step(structure: _Structure, step_key: tuple, step):
+    """structure.steps[step_key] = step, the memo bounded by _STEPS_MAX (cleared when full)."""
     if len(structure.steps) >= _STEPS_MAX:
         structure.steps.clear()
-    structure.steps[step_key] = _Step(plan, plans.generation, step_checks)
+    structure.steps[step_key] = step
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -675,32 +680,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     # every argument is a tensor or None and cache_seqlens a tensor (an int or None becomes
     # one below; a wrong type: the long way, whose check names it)
     signed = step_key = None
-    if backend == "triton" and not torch.compiler.is_compiling():
+    if backend in ("triton", "cpu") and not torch.compiler.is_compiling():
         signed = _signature(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                             cache_leftpad, block_table)
         if signed is not None:
-            step_key = _step_key(q, softmax_scale, causal, window_size, softcap, rotary_interleaved,
-                                 alibi_slopes, num_splits, return_softmax_lse)
+            options = (softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes, num_splits,
+                       return_softmax_lse)
+            step_key = _step_key(q, *options) if backend == "triton" else _options_key(*options)
         if step_key is not None:
             structure = _STRUCTURES.get((backend, signed))
             step = structure.steps.get(step_key) if structure is not None else None
+            if step is not None and backend == "cpu":
+                return _replay_cpu_step(step, structure, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
+                                        cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
+                                        rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse)
             if step is not None and step.generation == plans.generation:
                 return _replay_step(step, (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                            cache_batch_idx, cache_leftpad, block_table, alibi_slopes),
                                     return_softmax_lse)
-    elif backend == "cpu" and not torch.compiler.is_compiling():
-        signed = _signature(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                            cache_leftpad, block_table)
-        if signed is not None:
-            step_key = _options_key(softmax_scale, causal, window_size, softcap, rotary_interleaved, alibi_slopes,
-                                    num_splits, return_softmax_lse)
-        if step_key is not None:
-            structure = _STRUCTURES.get((backend, signed))
-            step = structure.steps.get(step_key) if structure is not None else None
-            if step is not None:
-                return _replay_cpu_step(step, structure, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
-                                        cache_seqlens, cache_batch_idx, cache_leftpad, block_table,
-                                        rotary_interleaved, alibi_slopes, num_splits, return_softmax_lse)
     tensors = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
                block_table)
     structure = _checked_structure(*tensors, backend, signed=signed)
@@ -765,9 +762,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if step_key is not None and all(a is b for a, b in zip(index_in, (cache_seqlens, cache_leftpad, cache_batch_idx,
                                                                       block_table))):
         if backend == "cpu":
-            if len(structure.steps) >= _STEPS_MAX:
-                structure.steps.clear()
-            structure.steps[step_key] = _CpuStep(params, per_row_rotary)
+            _store_step(structure, step_key, _CpuStep(params, per_row_rotary))
         else:
             _remember_step(structure, step_key, inputs, params, rotary_interleaved, num_splits, return_softmax_lse,
                            checks, per_row_rotary)
