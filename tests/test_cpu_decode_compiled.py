@@ -439,3 +439,27 @@ def test_amx_block_widths(monkeypatch, define):
     inp = _lengths_inputs(torch.bfloat16, 4, 2, 16, leftpad=True, d=128)
     _run_compiled(inp, causal=True, window_size=(40, 0), num_splits=2)
     _run_compiled(inp, window_size=(7, 5))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_no_lse_writes_scratch(dtype):
+    """need_lse=False (return_softmax_lse=False, session 46): the compiled path writes the lse into this thread's
+    scratch and the backend returns None for it; out is bitwise the need_lse=True call's, an lse returned
+    earlier is not touched by a later call without one, and the scratch grows for a larger call."""
+    inp = _inputs(2, 1, 8, 2, 64, dtype, 300, [300, 123])
+    out_lse, lse, _, _ = _run_compiled(inp)
+    kept = lse.clone()
+    args = _copy(inp)
+    from flashtriton.launchers.prefill import AttnParams
+    params = AttnParams(1 / 8, -1, -1, 0.0, 0.0)
+    with flashtriton.use_backend("cpu"):
+        out = flash_attn_with_kvcache(**args)
+        assert torch.equal(out, out_lse) and torch.equal(lse, kept)
+        got = decode.kvcache_fwd(args["q"], args["k_cache"], args["v_cache"], None, None, None, None,
+                                 args["cache_seqlens"], None, None, None, params, True, None, 0, need_lse=False)
+    assert got[1] is None and torch.equal(got[0], out_lse)
+    big = _inputs(3, 2, 16, 2, 64, dtype, 64, [64, 5, 30])            # 96 lse rows > the 16 above
+    _run_compiled(big)
+    with flashtriton.use_backend("cpu"):
+        assert torch.equal(flash_attn_with_kvcache(**_copy(big)), _run_compiled(big)[0])
+    assert decode._local.lse[1] >= 3 * 16 * 2           # (tensor, numel, address): grown to the larger call

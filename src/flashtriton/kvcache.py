@@ -16,7 +16,7 @@ flashtriton.cpu implement the same function):
                 alibi_slopes, num_splits, need_lse=True) -> (out, lse)
 
 need_lse=False (return_softmax_lse=False) lets a backend return a scratch lse that a
-later call may overwrite.
+later call may overwrite, or None.
 
 Everything arrives validated, on q's device, with the caches' dtype equal to q's.
 - q (B, Sq, H, D), NOT yet rotated. Query head h reads KV head h // (H // Hk).

@@ -65,7 +65,9 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
                 cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits, need_lse=True):
     """Backend entry point (see flashtriton.kvcache). Mutates the caches when k_new is
     given. Returns (out like q, lse (B, H, Sq) float32); the lse is computed whatever
-    need_lse says (the merge needs it)."""
+    need_lse says (the merge needs it), and with need_lse=False the compiled path writes it
+    into per-thread scratch and returns None in its place (one torch.empty less a call: cold
+    after other work ~40-65 us, session 46)."""
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k
@@ -85,15 +87,16 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         q = rotate(q, rotary_cos, rotary_sin, cache_seqlens.to(torch.int64)[:, None] + offs[None, :],
                    rotary_interleaved)
     out = memory.empty(q.shape, q.dtype, q.device)
-    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
     global LAST_PATH
     if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
         lib = compiled_library(k_cache.dtype)
         LAST_PATH = "compiled-amx" if lib.amx else "compiled-f32" if lib is native._fma_library.lib else "compiled"
         n = [e + snew - s for e, s in zip(ends, starts)]
+        lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device) if need_lse else None
         _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits,
                          out, lse)
         return out, lse
+    lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
     # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
     qf = torch.empty(batch, nheads_k, seqlen_q, group, head_dim, dtype=torch.float32)
     qf.copy_(q.view(batch, seqlen_q, nheads_k, group, head_dim).permute(0, 2, 1, 3, 4))
@@ -179,14 +182,15 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
 def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse):
     """All sequences through the compiled kernel (native.py has the math): q (B, Sq, H,
     D) as given (rotated); the keys of sequence b are cache positions starts[b] + [0,
-    n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself. The host side
+    n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself (lse None: this
+    thread's scratch, _scratch_ptr). The host side
     is kept to a few Python lines and no torch op: right after other work (SDPA in the
     benchmark) every torch op runs with cold caches, and ~12 of them cost ~0.3 ms,
     a fifth of the L = 8k bf16 call (bench/NOTES.md, "Session 4"). Session 44
     (bench/wip/cpu-decode-8k.md): after SDPA the whole host path of a bench call took
     ~0.55-0.65 ms against the kernel's ~1.6 ms at L = 8k bf16 (cold caches and TLB:
     every Python line ~10x its warm cost), so this path also avoids the scratch view
-    (_work_ptr) and repeats no stride() call. (A memo of the meta array per call shape
+    (_scratch_ptr) and repeats no stride() call. (A memo of the meta array per call shape
     read faster in the bench, which repeats one call, but never hits in a decode loop,
     whose cache length grows every step: not taken.)"""
     batch, sq, nheads, d = q.shape
@@ -224,26 +228,29 @@ def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, sta
     es = k_cache.element_size()
     ks, qs, os_ = k_cache.stride(), q.stride(), out.stride()
     # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-    work = _work_ptr(batch * splits * hk * padded * (d + 16))
+    work = _scratch_ptr("work", batch * splits * hk * padded * (d + 16))
+    lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * nheads * sq)
     bf16 = k_cache.dtype == torch.bfloat16
     amx = int(bool(lib.amx) and bf16)
     rc = lib.ft_decode(
         k_cache.data_ptr(), v_cache.data_ptr(), ks[0] * es, ks[1] * es, ks[2] * es, k_cache.shape[1] if paged else 0,
         table.data_ptr() if paged else None, table.stride(0) if paged else 0, meta, q.data_ptr(), qs[0] * es,
         qs[1] * es, qs[2] * es, q_scale(params), batch, hk, sq, group, padded, d, splits, int(bf16), work,
-        out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse.data_ptr(), threads, amx)
+        out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse_ptr, threads, amx)
     if rc != 0:
         raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
                            f"rows={rows}; 4 out of memory; 5 AMX without the permission)")
 
 
-def _work_ptr(numel: int) -> int:
-    """Address of this thread's float32 work buffer of at least numel elements (grown, never shrunk; held for
-    the thread's lifetime, like _scratch, without a torch op per call)."""
-    w = getattr(_local, "work", None)
+def _scratch_ptr(name: str, numel: int) -> int:
+    """Address of this thread's float32 buffer `name` ("work": the kernel's partial rows; "lse": an lse nobody
+    asked for) of at least numel elements (grown, never shrunk; held for the thread's lifetime, like _scratch,
+    without a torch op per call)."""
+    w = getattr(_local, name, None)
     if w is None or w[1] < numel:
         t = torch.empty(numel, dtype=torch.float32)
-        w = _local.work = (t, numel, t.data_ptr())
+        w = (t, numel, t.data_ptr())
+        setattr(_local, name, w)
     return w[2]
 
 
