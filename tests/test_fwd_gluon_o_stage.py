@@ -161,26 +161,31 @@ def test_o_stage_switch(monkeypatch):
     assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384, bf)
 
 
-def test_o_stage_switch_dtypes():
-    """Session 45 (bench/gpu/s45a.sh): D = 64 causal 4k takes the 2-consumer O_STAGE in bf16 only (fp16 failed the
-    rule); the entries without a dtype restriction hold for both."""
+def test_o_stage_switch_dtypes(monkeypatch):
+    """D = 64 causal 4k takes the 2-consumer O_STAGE in bf16 (session 45, bench/gpu/s45a.sh) and fp16 (session 46,
+    s46b.sh), 2k / 8k not; an entry restricted by GLUON_FWD_O_STAGE_DTYPES holds for the dtypes listed only, the
+    others for both."""
     bf, hf = torch.bfloat16, torch.float16
     assert policy.GLUON_FWD_O_STAGE["causal"][64] == (4096, 4096)
+    assert policy.GLUON_FWD_O_STAGE_DTYPES == {}
+    for dt in (bf, hf):
+        assert policy.gluon_fwd_o_stage("causal", 64, 4096, 4096, dt)
+        assert not policy.gluon_fwd_o_stage("causal", 64, 8192, 8192, dt)
+        assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048, dt)
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE_DTYPES", {("causal", 64): frozenset({bf})})
     assert policy.gluon_fwd_o_stage("causal", 64, 4096, 4096, bf)
     assert not policy.gluon_fwd_o_stage("causal", 64, 4096, 4096, hf)
-    assert not policy.gluon_fwd_o_stage("causal", 64, 8192, 8192, bf)
-    assert not policy.gluon_fwd_o_stage("causal", 64, 2048, 2048, bf)
     assert policy.gluon_fwd_o_stage("causal", 128, 4096, 4096, hf) and policy.gluon_fwd_o_stage("causal", 128, 4096,
                                                                                                  4096, bf)
 
 
 @pytest.mark.parametrize("dtype, expect", [
     (torch.bfloat16, dict(o_stage=True, persistent=True, scheduled=True, num_consumers=2)),
-    (torch.float16, dict(o_stage=False, persistent=False, scheduled=False, num_consumers=3)),
+    (torch.float16, dict(o_stage=True, persistent=True, scheduled=True, num_consumers=2)),
 ])
 def test_route_d64_causal_4k_by_dtype(monkeypatch, dtype, expect):
-    """The dense route at D = 64 causal 4k (the real tables): bf16 runs the 2-consumer O_STAGE with the host's deal,
-    fp16 the 3-consumer one-block kernel (session 45)."""
+    """The dense route at D = 64 causal 4k (the real tables): bf16 (session 45) and fp16 (session 46) run the
+    2-consumer O_STAGE with the host's deal."""
     from flashtriton.launchers import forward
 
     monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
@@ -339,11 +344,11 @@ def test_flash_attn_func_takes_o_stage_gpu(monkeypatch):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("dtype, o_stage", [(torch.bfloat16, True), (torch.float16, None)])
+@pytest.mark.parametrize("dtype, o_stage", [(torch.bfloat16, True), (torch.float16, True)])
 def test_route_d64_causal_4k_gpu(monkeypatch, dtype, o_stage):
-    """Session 45's route with the real tables: D = 64 causal 4k takes O_STAGE with the host's deal in bf16 and the
-    3-consumer one-block kernel in fp16; the routed output bitwise that one-block kernel's (the same per-row
-    arithmetic), which check() holds to the float64 criterion."""
+    """The route with the real tables: D = 64 causal 4k takes O_STAGE with the host's deal in bf16 (session 45) and
+    fp16 (session 46); the routed output bitwise the 2-consumer one-block kernel's (the same per-row arithmetic),
+    which check() holds to the float64 criterion."""
     from flashtriton import flash_attn_func
 
     plans.clear()

@@ -200,10 +200,16 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # 394 (+3.7 / +3.0 / +3.3%; sessions 43 / 44 +4.3-6.9 / +3.0-5.3%), fp16 418 / 405 / 396 against 403 / 394 / 392
 # (+3.7 / +2.8 / +1.0%: the rule, >= 2% every round, fails again), so the entry is bf16's alone
 # (GLUON_FWD_O_STAGE_DTYPES). cuDNN 435 / 426 / 416 (bf16) in the same rounds.
+# fp16 too since session 46 (`bash bench/gpu/s46b.sh`, nine rounds; rule written before the run: median of the
+# per-round ratios >= 1.02 and no round below 1.00): 421 / 416 / 409 / 410 / 395 / 401 / 409 / 417 / 390 against
+# 406 / 403 / 390 / 385 / 390 / 387 / 391 / 394 / 390, median 1.037, lowest 1.000; cuDNN 437 .. 395 (median of the
+# per-round ratios 1.00 after, 0.965 before). 8k stays on the one-block kernel in both dtypes (the 3-consumer
+# O_STAGE3 form: median 1.013 / 1.014 with rounds at 0.978 / 0.985, bench/wip/gluon-fwd-o-stage3.md).
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
     "plain": {128: (1024, 4096)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
-# Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype
-GLUON_FWD_O_STAGE_DTYPES: dict[tuple[str, int], frozenset] = {("causal", 64): frozenset({torch.bfloat16})}
+# Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype.
+# Empty since session 46 (D = 64 causal 4k, bf16's alone in session 45, now holds for fp16 too).
+GLUON_FWD_O_STAGE_DTYPES: dict[tuple[str, int], frozenset] = {}
 # Sliding-window forwards that take the WINDOW variant as PERSISTENT with EARLY_Q (kernels/
 # fwd_gluon.py: the next block's Q loaded under this block's last tile, O by global stores;
 # a session-29 helper): BLOCK_D -> the shortest min(Nq, Nk) from which. Measured level (H200,
