@@ -222,3 +222,40 @@ def test_regression_prefill_grid_warms_up_on_its_first_shape(monkeypatch, tmp_pa
     prefill.main(args + ["--no-warmup"])
     assert events == [("sleep", 0.0), ("shape", 512, False), ("sleep", 0.0), ("shape", 1024, False)]
     assert json.loads((tmp_path / "prefill.json").read_text())["environment"]["warmup"] is False
+
+
+def test_prefill_bench_rotated_rounds(monkeypatch):
+    """--rounds: every provider is checked once, then timed `rounds` times, the order rotated
+    each round (each provider first once in len(providers) rounds); the cell is the median of
+    its rounds, the readings kept. Session 48: one reading a cell let cuDNN's first reading
+    after idle swing a cell 9-10% (bench/NOTES.md)."""
+    assert prefill.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert prefill.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
+    assert prefill.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+    order, readings = [], {"a": [3.0, 1.0, 2.0], "b": [5.0, 6.0, 4.0], "c": [1.0, 1.0, 1.0]}
+
+    def fake_time(fn, q, k, v, dout, causal, modes, device):
+        order.append(fn.name)
+        return {"fwd": readings[fn.name][sum(o == fn.name for o in order) - 1]}
+    monkeypatch.setattr(prefill, "_time_modes", fake_time)
+
+    def prov(name, fail=False):
+        def fn(q, k, v, causal):
+            if fail:
+                raise RuntimeError("unsupported shape")
+            return providers.ours(q, k, v, causal)
+        fn.name = name
+        return fn
+    provs = {"a": prov("a"), "b": prov("b"), "x": prov("x", fail=True), "c": prov("c")}
+    rows = prefill.bench_shape(provs, 1, 32, 2, 16, False, torch.bfloat16, modes=("fwd",), device="cpu", rounds=3)
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    by = {r["provider"]: r for r in rows}
+    assert list(by) == ["a", "b", "x", "c"] and "error" in by["x"] and "fwd_ms" not in by["x"]
+    assert by["a"]["fwd_ms"] == 2.0 and by["a"]["fwd_ms_rounds"] == [3.0, 1.0, 2.0] and by["a"]["rounds"] == 3
+    assert by["b"]["fwd_ms"] == 5.0 and by["c"]["fwd_ms"] == 1.0
+    assert "Cells are medians of rotated timing rounds" in prefill.markdown(rows, dict(
+        device="cpu", sms=0, torch="t", triton="t", date="d"))
+    order.clear()
+    one = prefill.bench_shape(provs, 1, 32, 2, 16, False, torch.bfloat16, modes=("fwd",), device="cpu")
+    assert order == ["a", "b", "c"] and one[0]["fwd_ms"] == 3.0
+    assert "fwd_ms_rounds" not in one[0] and "rounds" not in one[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import statistics
 import time
 from pathlib import Path
 
@@ -60,7 +61,9 @@ def _check(fn, q, k, v, dout, causal, ref):
     return errs[0], max(errs[1:])
 
 
-def _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, seqlen, head_dim):
+def _time_modes(fn, q, k, v, dout, causal, modes, device):
+    """Milliseconds per mode of one provider: {mode: ms}."""
+    times = {}
     for mode in modes:
         if mode == "fwd":
             f = lambda: fn(q, k, v, causal)  # noqa: E731
@@ -69,9 +72,15 @@ def _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, se
             f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
         else:
             f = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
-        ms = common.time_ms(f, device)
-        row[f"{mode}_ms"] = ms
-        row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal, mode) / ms / 1e9
+        times[mode] = common.time_ms(f, device)
+    return times
+
+
+def rotated(names, r):
+    """The providers' timing order in round r: the list rotated left by r, so that over
+    len(names) rounds every provider is timed first once (the note at SETTLE_S)."""
+    r %= max(len(names), 1)
+    return names[r:] + names[:r]
 
 
 def _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout):
@@ -88,41 +97,63 @@ def _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout):
 
 
 def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("fwd", "bwd", "fwd_bwd"),
-                device="cuda", graph_upto=0, layout="bnhd"):
-    """One shape, every provider: check, then time. Up to seqlen graph_upto the forward
-    is also timed as a CUDA-graph replay (fwd_graph_*), which removes host overhead.
-    layout: the memory of q, k, v and dout (_qkv)."""
+                device="cuda", graph_upto=0, layout="bnhd", rounds=1):
+    """One shape, every provider: check them all, then time the ones that passed, in
+    `rounds` rotated rounds (median). Up to seqlen graph_upto the forward is also timed as
+    a CUDA-graph replay (fwd_graph_*), which removes host overhead. layout: the memory of
+    q, k, v and dout (_qkv)."""
     q, k, v = _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout)
     dout = torch.randn_like(q)                                          # the same strides as q
     ref = _reference_slice(q.detach(), k.detach(), v.detach(), dout, causal)
-    rows = []
+    rows, timed = {}, []
     for name, fn in provs.items():
         row = dict(provider=name, dtype=str(dtype).replace("torch.", ""), head_dim=head_dim, causal=causal,
                    seqlen=seqlen, batch=batch, nheads=nheads)
+        rows[name] = row
         if layout != "bnhd":
             row["layout"] = layout
         try:
             row["fwd_err"], row["bwd_err"] = _check(fn, q, k, v, dout, causal, ref)
         except Exception as exc:  # a provider that does not support this shape
             row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-            rows.append(row)
             continue
         if max(row["fwd_err"], row["bwd_err"]) > MAX_REL_ERR[dtype]:
             row["error"] = "accuracy check failed: not timed"
-            rows.append(row)
             continue
-        try:
-            _time_modes(row, fn, q, k, v, dout, causal, modes, device, batch, nheads, seqlen, head_dim)
-        except Exception as exc:  # a provider that fails while timing: recorded, not fatal
-            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+        timed.append(name)
+    # Timing: `rounds` passes over the providers, each in rotated order; a mode's figure is the
+    # median over the rounds (its per-round readings kept as <mode>_ms_rounds when rounds > 1).
+    readings = {name: {m: [] for m in modes} for name in timed}
+    for r in range(rounds):
+        for name in rotated(timed, r):
+            if "error" in rows[name]:
+                continue
+            try:
+                for mode, ms in _time_modes(provs[name], q, k, v, dout, causal, modes, device).items():
+                    readings[name][mode].append(ms)
+            except Exception as exc:  # a provider that fails while timing: recorded, not fatal
+                rows[name]["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    for name in timed:
+        row = rows[name]
+        for mode, ms_list in readings[name].items():
+            if not ms_list or "error" in row:
+                continue
+            ms = statistics.median(ms_list)
+            row[f"{mode}_ms"] = ms
+            row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal,
+                                                           mode) / ms / 1e9
+            if rounds > 1:
+                row[f"{mode}_ms_rounds"] = ms_list
+                row["rounds"] = rounds
         if device == "cuda" and seqlen <= graph_upto:
+            fn = provs[name]
             try:
                 ms = common.graph_time_ms(lambda: fn(q, k, v, causal))
                 row["fwd_graph_ms"] = ms
                 row["fwd_graph_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal) / ms / 1e9
             except Exception as exc:  # a provider that cannot be captured
                 row["graph_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-        rows.append(row)
+    rows = list(rows.values())
     del q, k, v, dout
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -151,7 +182,10 @@ def peak_memory(batch=1, nheads=16, seqlen=32768, head_dim=128, dtype=torch.bflo
 def markdown(rows, env) -> str:
     lines = [f"GPU: {env['device']} ({env.get('sms')} SMs), torch {env['torch']}, triton {env['triton']}, "
              f"{env['date']}. TFLOP/s, forward / backward / forward+backward (FA2 paper FLOP count); "
-             "`x` = error or unsupported.", ""]
+             "`x` = error or unsupported."
+             + (" Cells are medians of rotated timing rounds (every provider timed in each round; rounds "
+                f"per cell: {', '.join(str(n) for n in sorted({r.get('rounds', 1) for r in rows}))})."
+                if any(r.get("rounds", 1) > 1 for r in rows) else ""), ""]
     names = list(dict.fromkeys(r["provider"] for r in rows))
     keyf = lambda r: (r["dtype"], r["head_dim"], r["causal"])  # noqa: E731
     for key in dict.fromkeys(keyf(r) for r in rows):
@@ -278,6 +312,9 @@ def main(argv=None, out_dir=None):
                     help="seconds the GPU idles before each shape (0: none; see SETTLE_S)")
     ap.add_argument("--no-warmup", action="store_true",
                     help="do not run the first shape once, discarded, before the grid (see the note at SETTLE_S)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every provider this many times a shape, in rotated order, and report the median "
+                         "(bench/NOTES.md Session 48: one reading a cell let cuDNN's first reading swing a cell 9-10%%)")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--layout", choices=["bnhd", "bhnd"], default="bnhd",
@@ -300,6 +337,9 @@ def main(argv=None, out_dir=None):
         env["peak_memory"] = peak_memory()
     rows = []
     env["settle_s"] = args.settle
+    if args.rounds < 1:
+        raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
+    env["rounds"] = args.rounds
     env["warmup"] = bool(shapes) and not args.no_warmup
     if env["warmup"]:
         # the first shape once, every provider, results discarded (the note at SETTLE_S)
@@ -309,7 +349,7 @@ def main(argv=None, out_dir=None):
     for dtype, d, causal, n in shapes:
         time.sleep(args.settle)
         rows += bench_shape(provs, TOKENS // n, n, HIDDEN // d, d, causal, dtype, graph_upto=args.graph_upto,
-                            layout=args.layout)
+                            layout=args.layout, rounds=args.rounds)
         common.write_json(out / f"{args.tag}.json", env, rows)  # after every shape: a timeout keeps the rest
         bar.step(f"{dtype} D={d} causal={causal} N={n}")
     md = markdown(rows, env)
