@@ -259,3 +259,25 @@ def test_prefill_bench_rotated_rounds(monkeypatch):
     one = prefill.bench_shape(provs, 1, 32, 2, 16, False, torch.bfloat16, modes=("fwd",), device="cpu")
     assert order == ["a", "b", "c"] and one[0]["fwd_ms"] == 3.0
     assert "fwd_ms_rounds" not in one[0] and "rounds" not in one[0]
+
+
+def test_prefill_grid_times_in_rounds_by_default(monkeypatch, tmp_path):
+    """The grid passes --rounds (default prefill.ROUNDS = 3) to every timed shape and records it in the
+    environment; the warm-up shape runs one round; a count below 1 is an error naming the flag."""
+    events = []
+    _grid_stubs(monkeypatch, tmp_path, events)
+    seen = []
+
+    def shape(provs, b, n, h, d, causal, dtype, **kw):
+        seen.append(kw.get("rounds", 1))
+        return [_row(n, 1.0)]
+    monkeypatch.setattr(prefill, "bench_shape", shape)
+    args = ["--head-dims", "64", "--seqlens", "512", "1024", "--causal", "no", "--settle", "0"]
+    prefill.main(args)
+    assert prefill.ROUNDS == 3 and seen == [1, 3, 3]
+    assert json.loads((tmp_path / "prefill.json").read_text())["environment"]["rounds"] == 3
+    seen.clear()
+    prefill.main(args + ["--rounds", "5", "--no-warmup"])
+    assert seen == [5, 5]
+    with pytest.raises(ValueError, match="^--rounds: must be >= 1"):
+        prefill.main(args + ["--rounds", "0"])

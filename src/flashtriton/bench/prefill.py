@@ -36,6 +36,13 @@ SETTLE_S = 3.0
 # settle does not cover it (nothing ran before the first shape). The warm-up keeps compilation out of the first
 # row but did not lift that cell: with it (session 40, same GPU and versions) the first shape read forward /
 # backward 462 / 333 as later and forward+backward 309, ~0.1 ms a step of host time in the autograd-timed cell.
+# Timing rounds a shape (--rounds): every provider timed this many times, the order rotated each round, the
+# median reported. H200, torch 2.11, triton 3.6, 2026-12-04 (bench/NOTES.md "Session 48"): with one reading a cell
+# the grid always timed ours first after the settle, and every provider's first round reads fastest (ours' forward
+# by 4-18% at D = 128 from 2k: boost clocks after the idle, the 700 W cap later), while cuDNN's first reading after
+# an idle gap sat 9-10% above its median (session 46). Three rounds cost ~10% more grid time (the checks, Flex's
+# compiles and the settle dominate).
+ROUNDS = 3
 # Relative error allowed against float64 (a bf16 attention lands near 3e-3).
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3}
 
@@ -312,9 +319,9 @@ def main(argv=None, out_dir=None):
                     help="seconds the GPU idles before each shape (0: none; see SETTLE_S)")
     ap.add_argument("--no-warmup", action="store_true",
                     help="do not run the first shape once, discarded, before the grid (see the note at SETTLE_S)")
-    ap.add_argument("--rounds", type=int, default=1,
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
                     help="time every provider this many times a shape, in rotated order, and report the median "
-                         "(bench/NOTES.md Session 48: one reading a cell let cuDNN's first reading swing a cell 9-10%%)")
+                         "(see ROUNDS)")
     ap.add_argument("--memory", action="store_true", help="also measure peak memory at B=1, H=16, N=32k, D=128")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--layout", choices=["bnhd", "bhnd"], default="bnhd",
@@ -322,6 +329,8 @@ def main(argv=None, out_dir=None):
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no timing: merge these result files (later rows win) into <out>/<tag>.json/.md/.png")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
     if args.merge:
         return merge(args.merge, Path(args.out or ".") / f"{args.tag}.json")
     if args.smoke:
@@ -337,8 +346,6 @@ def main(argv=None, out_dir=None):
         env["peak_memory"] = peak_memory()
     rows = []
     env["settle_s"] = args.settle
-    if args.rounds < 1:
-        raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
     env["rounds"] = args.rounds
     env["warmup"] = bool(shapes) and not args.no_warmup
     if env["warmup"]:
