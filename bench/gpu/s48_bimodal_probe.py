@@ -2,14 +2,14 @@
 rotated grid (bf16: 0.119 every round; the CUDA-graph replay 0.125). Is it host time or GPU time, and does it need the
 other providers in between? Per dtype: (a) host us per call, 200 calls without sync; (b) do_bench median, ten times
 back to back, ours alone; (c) ten times with one cuDNN call timed between; (d) the kernel under a CUDA graph."""
-import time
-
 import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
 import flashtriton
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from host_probe import host_us
 
 for dtype in (torch.bfloat16, torch.float16):
     q, k, v = (torch.randn(32, 512, 16, 128, dtype=dtype, device="cuda") for _ in range(3))
@@ -19,14 +19,7 @@ for dtype in (torch.bfloat16, torch.float16):
         with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                                   is_causal=True)
-    for _ in range(5):
-        f()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(200):
-        f()
-    host = (time.perf_counter() - t0) / 200 * 1e6
-    torch.cuda.synchronize()
+    host = host_us(f, 200, warmup=5)
     alone = [do_bench(f, warmup=25, rep=100, return_mode="median") for _ in range(10)]
     mixed = []
     for _ in range(10):

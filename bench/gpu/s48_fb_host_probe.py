@@ -2,13 +2,10 @@
 (cuDNN 0.50-0.54) on some machines: host time exposed. Host us per forward, backward and forward+backward call (50
 calls queued without a sync: the GPU queue does not fill), per dtype, and cProfile's top functions by own time
 for 50 forward+backward calls."""
-import cProfile
-import pstats
-import time
-
 import torch
 
 import flashtriton
+from host_probe import host_us, profile_top
 
 for dtype in (torch.bfloat16,):
     q, k, v = (torch.randn(32, 512, 16, 128, dtype=dtype, device="cuda", requires_grad=True) for _ in range(3))
@@ -18,21 +15,6 @@ for dtype in (torch.bfloat16,):
     bwd = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
     fb = lambda: torch.autograd.grad(fwd(), (q, k, v), dout)  # noqa: E731
     for name, f in (("fwd", fwd), ("bwd", bwd), ("fwd_bwd", fb)):
-        for _ in range(5):
-            f()
-        torch.cuda.synchronize()
-        hosts = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            for _ in range(50):
-                f()
-            hosts.append((time.perf_counter() - t0) / 50 * 1e6)
-            torch.cuda.synchronize()
+        hosts = [host_us(f, 50, warmup=5 if i == 0 else 0) for i in range(5)]
         print(f"{dtype} {name}: host us/call {' / '.join(f'{h:.0f}' for h in hosts)}", flush=True)
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(50):
-        fb()
-    pr.disable()
-    torch.cuda.synchronize()
-    pstats.Stats(pr).sort_stats("tottime").print_stats(22)
+    profile_top(fb, 50, 22)
