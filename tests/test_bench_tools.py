@@ -281,3 +281,55 @@ def test_prefill_grid_times_in_rounds_by_default(monkeypatch, tmp_path):
     assert seen == [5, 5]
     with pytest.raises(ValueError, match="^--rounds: must be >= 1"):
         prefill.main(args + ["--rounds", "0"])
+
+
+def test_median_of_rounds_rotates_and_records_errors():
+    """bench.common.median_of_rounds: one call of every unit a round, the order rotated each round,
+    medians per mode, each round's readings kept; a unit that raises is recorded and not called again."""
+    order = []
+    vals = {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 6.0, 4.0])}
+
+    def unit(name):
+        def run():
+            order.append(name)
+            if name == "bad":
+                raise RuntimeError("no such kernel\nmore text")
+            x = next(vals[name])
+            return {"fwd": x, "bwd": 2 * x}
+        return run
+    medians, readings, errors = common.median_of_rounds({n: unit(n) for n in ("a", "bad", "b")}, 3)
+    assert order == ["a", "bad", "b", "b", "a", "b", "a"]
+    assert medians == {"a": {"fwd": 2.0, "bwd": 4.0}, "b": {"fwd": 5.0, "bwd": 10.0}}
+    assert readings["a"]["fwd"] == [3.0, 1.0, 2.0] and readings["bad"] == {}
+    assert errors == {"bad": "RuntimeError: no such kernel"}
+    assert common.rotated(["a", "b", "c"], 1) == ["b", "c", "a"] and common.rotated([], 2) == []
+
+
+def test_features_window_times_in_rotated_rounds(monkeypatch):
+    """bench.features' window case: every configuration is checked, then timed ROUNDS times with the
+    order rotated (session 48), each figure the median of its rounds; the ratio to causal uses those."""
+    from flashtriton.bench import features
+    monkeypatch.setattr(features, "DEVICE", "cpu")
+    monkeypatch.setattr(features, "HEAD_DIM", 32)
+    monkeypatch.setattr(features, "NHEADS", 2)
+    monkeypatch.setattr(features, "ROUNDS", 3)
+    seen = []
+
+    def fake_time3(fn, inputs, dout):
+        if fn not in seen:
+            seen.append(fn)
+        i = seen.index(fn)
+        n = sum(1 for s in calls if s == i)
+        calls.append(i)
+        ms = [[2.0, 1.0, 3.0], [4.0, 4.0, 8.0], [9.0, 7.0, 8.0]][i][n]
+        return {"fwd": ms, "bwd": ms, "fwd_bwd": ms}
+    calls = []
+    monkeypatch.setattr(features, "_time3", fake_time3)
+    rows = []
+    features.bench_window(rows, seqlen=128, left=16, with_flex=False)
+    assert calls == [0, 1, 2, 1, 2, 0, 2, 0, 1]
+    by = {r["provider"]: r for r in rows}
+    w, c = by["flashtriton window (16, 0)"], by["flashtriton causal (full)"]
+    assert w["fwd_ms"] == 2.0 and c["fwd_ms"] == 4.0 and by["sdpa + boolean mask (mem-efficient)"]["fwd_ms"] == 8.0
+    assert w["fwd_vs_causal"] == pytest.approx(w["fwd_tflops"] / c["fwd_tflops"])
+    assert all(r["err"] < 2e-2 for r in (w, c))

@@ -157,6 +157,36 @@ def kernel_times_us(fn, top: int = 6) -> list:
     return sorted(ev, key=lambda x: -x[1])[:top]
 
 
+def rotated(names: list, r: int) -> list:
+    """The timing order in round r: names rotated left by r, so that over len(names) rounds every
+    name is timed first once."""
+    r %= max(len(names), 1)
+    return names[r:] + names[:r]
+
+
+def median_of_rounds(units: dict, rounds: int) -> tuple:
+    """Rotated timing rounds: units {name: fn() -> {mode: ms}}, each called once a round, the order
+    rotated every round (rotated). Returns (medians {name: {mode: ms}}, readings {name: {mode: [ms of
+    each round]}}, errors {name: "Type: first line"}); a unit that raises is recorded in errors and
+    not called again, and has no medians. Why rounds: bench/NOTES.md "Session 48" (every provider's
+    first round after an idle reads fastest on the H200)."""
+    readings: dict = {name: {} for name in units}
+    errors: dict = {}
+    names = list(units)
+    for r in range(rounds):
+        for name in rotated(names, r):
+            if name in errors:
+                continue
+            try:
+                for mode, ms in units[name]().items():
+                    readings[name].setdefault(mode, []).append(ms)
+            except Exception as exc:  # noqa: BLE001  (recorded, not fatal: the other units still run)
+                errors[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    medians = {name: {m: statistics.median(v) for m, v in rd.items()} for name, rd in readings.items()
+               if name not in errors}
+    return medians, readings, errors
+
+
 def short_error(exc) -> str:
     """One line for an A/B script's log: the exception's type and its message's last line."""
     lines = str(exc).strip().splitlines()

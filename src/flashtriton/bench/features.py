@@ -18,7 +18,10 @@ Cases (the targets are those of the feature issue; each row says whether it is m
            against bf16, and SDPA's float32 (memory-efficient kernel).
 
 Every configuration is first checked against a float64 reference on one head, then
-timed with triton.testing.do_bench (median). Results: features.{json,md}.
+timed with triton.testing.do_bench (median), in --rounds rounds (default prefill.ROUNDS) with
+a case's configurations in rotated order each round, the median of the rounds kept (bench/
+NOTES.md "Session 48": the first configuration timed after an idle read fastest). Results:
+features.{json,md}.
 """
 from __future__ import annotations
 
@@ -32,10 +35,11 @@ import torch.nn.functional as F
 
 import flashtriton
 from flashtriton import reference
-from flashtriton.bench import common
+from flashtriton.bench import common, prefill
 
 HEAD_DIM, NHEADS = 128, 16
 DEVICE = "cuda"  # --smoke: "cpu", tiny shapes, to check the harness itself
+ROUNDS = prefill.ROUNDS  # --rounds: timing rounds a case, the order rotated each round, the median kept
 MAX_REL_ERR = {torch.bfloat16: 2e-2, torch.float32: 1e-4}
 
 
@@ -57,6 +61,19 @@ def _grad_fn(fn, inputs, dout):
 def _bwd_fn(fn, inputs, dout):
     out = fn()
     return lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)
+
+
+def _time3(fn, inputs, dout):
+    """{mode: ms} of fn's forward, backward (one retained forward) and forward+backward."""
+    return {"fwd": common.time_ms(fn, DEVICE), "bwd": common.time_ms(_bwd_fn(fn, inputs, dout), DEVICE),
+            "fwd_bwd": common.time_ms(_grad_fn(fn, inputs, dout), DEVICE)}
+
+
+def _timed(units: dict) -> tuple:
+    """common.median_of_rounds over ROUNDS rounds: units {name: fn() -> {mode: ms}}; returns
+    (medians, errors)."""
+    medians, _, errors = common.median_of_rounds(units, ROUNDS)
+    return medians, errors
 
 
 def _check_head0(out, q, k, v, **kw):
@@ -107,10 +124,6 @@ def bench_varlen(rows, causal, total=16384, lo=128, hi=4096, seed=0):
                        window_right=0 if causal else -1)
     useful = {m: sum(common.attention_flops(1, NHEADS, n, n, HEAD_DIM, causal, m) for n in lens)
               for m in ("fwd", "bwd", "fwd_bwd")}
-    ms = {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
-          "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
-    rows.append(_row("varlen", "flashtriton varlen", ms, useful, causal=causal, err=err,
-                     shape=f"{len(lens)} seqs, {total} tokens, lengths {min(lens)}..{mx}"))
     # dense: equal lengths, the same token count
     nseq = len(lens)
     n = total // nseq
@@ -119,9 +132,12 @@ def bench_varlen(rows, causal, total=16384, lo=128, hi=4096, seed=0):
     dfn = lambda: flashtriton.flash_attn_func(bq, bk, bv, causal=causal)  # noqa: E731
     derr = _check_head0(dfn()[:1], bq[:1], bk[:1], bv[:1], window_right=0 if causal else -1)
     dense = {m: common.attention_flops(nseq, NHEADS, n, n, HEAD_DIM, causal, m) for m in ("fwd", "bwd", "fwd_bwd")}
-    dms = {"fwd": common.time_ms(dfn, dev), "bwd": common.time_ms(_bwd_fn(dfn, (bq, bk, bv), bdo), dev),
-           "fwd_bwd": common.time_ms(_grad_fn(dfn, (bq, bk, bv), bdo), dev)}
-    rows.append(_row("varlen", "flashtriton dense (equal lengths)", dms, dense, causal=causal, err=derr,
+    ms, errors = _timed({"varlen": lambda: _time3(fn, (q, k, v), dout), "dense": lambda: _time3(dfn, (bq, bk, bv), bdo)})
+    if errors:
+        raise RuntimeError(f"varlen: timing failed: {errors}")
+    rows.append(_row("varlen", "flashtriton varlen", ms["varlen"], useful, causal=causal, err=err,
+                     shape=f"{len(lens)} seqs, {total} tokens, lengths {min(lens)}..{mx}"))
+    rows.append(_row("varlen", "flashtriton dense (equal lengths)", ms["dense"], dense, causal=causal, err=derr,
                      shape=f"B={nseq} N={n}"))
     for m in ("fwd", "bwd", "fwd_bwd"):
         rows[-2][f"{m}_vs_dense"] = rows[-2][f"{m}_tflops"] / rows[-1][f"{m}_tflops"]
@@ -137,29 +153,23 @@ def bench_window(rows, seqlen=16384, left=1024, with_flex=True):
     tri = {m: _flops_band(seqlen, seqlen, -1, 0, HEAD_DIM, NHEADS, m) for m in ("fwd", "bwd", "fwd_bwd")}
     qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # (B, H, N, D) views for SDPA / Flex
 
-    def time3(fn):
-        return {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
-                "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
-
     def check(out):
         return _check_head0(out, q, k, v, window_left=left, window_right=0)
 
-    ours = lambda: flashtriton.flash_attn_func(q, k, v, window_size=(left, 0))  # noqa: E731
-    causal = lambda: flashtriton.flash_attn_func(q, k, v, causal=True)  # noqa: E731
-    r_w = _row("window", f"flashtriton window ({left}, 0)", time3(ours), band, err=check(ours()))
-    r_c = _row("window", "flashtriton causal (full)", time3(causal), tri,
-               err=_check_head0(causal(), q, k, v, window_right=0))
-    for m in ("fwd", "bwd", "fwd_bwd"):
-        r_w[f"{m}_vs_causal"] = r_w[f"{m}_tflops"] / r_c[f"{m}_tflops"]
-    r_w["target"] = ">= 0.85x causal TFLOP/s; faster than SDPA mask and Flex"
-    rows += [r_w, r_c]
+    # every configuration checked first (Flex compiles here), then all timed in rotated rounds
+    fns, errs, failed = {}, {}, []
+    fns["flashtriton window"] = lambda: flashtriton.flash_attn_func(q, k, v, window_size=(left, 0))  # noqa: E731
+    errs["flashtriton window"] = check(fns["flashtriton window"]())
+    fns["flashtriton causal"] = lambda: flashtriton.flash_attn_func(q, k, v, causal=True)  # noqa: E731
+    errs["flashtriton causal"] = _check_head0(fns["flashtriton causal"](), q, k, v, window_right=0)
     idx = torch.arange(seqlen, device=dev)
     mask = (idx[None, :] <= idx[:, None]) & (idx[None, :] >= idx[:, None] - left)  # (Nq, Nk) bool, True = attend
     sdpa = lambda: F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask).transpose(1, 2)  # noqa: E731
     try:
-        rows.append(_row("window", "sdpa + boolean mask (mem-efficient)", time3(sdpa), band, err=check(sdpa())))
+        errs["sdpa"] = check(sdpa())
+        fns["sdpa"] = sdpa
     except Exception as exc:  # recorded, not fatal
-        rows.append(dict(case="window", provider="sdpa + boolean mask", error=f"{type(exc).__name__}: {exc}"[:160]))
+        failed.append(dict(case="window", provider="sdpa + boolean mask", error=f"{type(exc).__name__}: {exc}"[:160]))
     if with_flex:
         try:
             from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -170,9 +180,28 @@ def bench_window(rows, seqlen=16384, left=1024, with_flex=True):
                 return (j <= i) & (j >= i - left)
             bm = create_block_mask(sliding, None, None, seqlen, seqlen, device=dev)
             fx = lambda: flex(qh, kh, vh, block_mask=bm).transpose(1, 2)  # noqa: E731
-            rows.append(_row("window", "flex (compiled, sliding block mask)", time3(fx), band, err=check(fx())))
+            errs["flex"] = check(fx())
+            fns["flex"] = fx
         except Exception as exc:  # recorded, not fatal
-            rows.append(dict(case="window", provider="flex", error=f"{type(exc).__name__}: {exc}"[:160]))
+            failed.append(dict(case="window", provider="flex", error=f"{type(exc).__name__}: {exc}"[:160]))
+    ms, errors = _timed({name: (lambda f=f: _time3(f, (q, k, v), dout)) for name, f in fns.items()})
+    for name in ("flashtriton window", "flashtriton causal"):
+        if name in errors:
+            raise RuntimeError(f"window: timing {name} failed: {errors[name]}")
+    r_w = _row("window", f"flashtriton window ({left}, 0)", ms["flashtriton window"], band,
+               err=errs["flashtriton window"])
+    r_c = _row("window", "flashtriton causal (full)", ms["flashtriton causal"], tri, err=errs["flashtriton causal"])
+    for m in ("fwd", "bwd", "fwd_bwd"):
+        r_w[f"{m}_vs_causal"] = r_w[f"{m}_tflops"] / r_c[f"{m}_tflops"]
+    r_w["target"] = ">= 0.85x causal TFLOP/s; faster than SDPA mask and Flex"
+    rows += [r_w, r_c]
+    labels = {"sdpa": "sdpa + boolean mask (mem-efficient)", "flex": "flex (compiled, sliding block mask)"}
+    for name, label in labels.items():
+        if name in errors:
+            rows.append(dict(case="window", provider=label, error=errors[name]))
+        elif name in ms:
+            rows.append(_row("window", label, ms[name], band, err=errs[name]))
+    rows += failed
     others = [r for r in rows if r.get("case") == "window" and r["provider"].startswith(("sdpa", "flex"))
               and "fwd_ms" in r]
     r_w["met"] = (all(r_w[f"{m}_vs_causal"] >= 0.85 for m in ("fwd", "bwd", "fwd_bwd"))
@@ -190,9 +219,6 @@ def bench_dropout_determinism(rows, batch=2, seqlen=4096):
               for m in ("fwd", "bwd", "fwd_bwd")}
         base_fn = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal)  # noqa: E731
         err = _check_head0(base_fn(), q, k, v, window_right=0 if causal else -1)
-        base = {"fwd": common.time_ms(base_fn, dev), "bwd": common.time_ms(_bwd_fn(base_fn, (q, k, v), dout), dev),
-                "fwd_bwd": common.time_ms(_grad_fn(base_fn, (q, k, v), dout), dev)}
-        rows.append(_row("dropout", "p = 0 (default backward)", base, fl, causal=causal, shape=shape, err=err))
         # dropout: checked against the reference with the very keep-mask the kernel drew
         drop_fn = lambda: flashtriton.flash_attn_func(q, k, v, dropout_p=0.1, causal=causal)  # noqa: E731
         torch.manual_seed(1)
@@ -203,60 +229,75 @@ def bench_dropout_determinism(rows, batch=2, seqlen=4096):
                                   dropout_mask=keep, window_right=0 if causal else -1)[0]
         derr = common.max_rel_err(out[:, :, :1], ref)
         del probs, keep
-        drop = {"fwd": common.time_ms(drop_fn, dev), "bwd": common.time_ms(_bwd_fn(drop_fn, (q, k, v), dout), dev),
-                "fwd_bwd": common.time_ms(_grad_fn(drop_fn, (q, k, v), dout), dev)}
+        det_fn = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=True)  # noqa: E731
+        ms, errors = _timed({
+            "base": lambda: _time3(base_fn, (q, k, v), dout),
+            "drop": lambda: _time3(drop_fn, (q, k, v), dout),
+            "det": lambda: {"bwd": common.time_ms(_bwd_fn(det_fn, (q, k, v), dout), dev),
+                            "fwd_bwd": common.time_ms(_grad_fn(det_fn, (q, k, v), dout), dev)}})
+        if errors:
+            raise RuntimeError(f"dropout / deterministic: timing failed: {errors}")
+        base, drop, det = ms["base"], ms["drop"], ms["det"]
+        rows.append(_row("dropout", "p = 0 (default backward)", base, fl, causal=causal, shape=shape, err=err))
         r = _row("dropout", "p = 0.1", drop, None, causal=causal, shape=shape, err=derr)
         for m in ("fwd", "bwd", "fwd_bwd"):
-            r[f"{m}_vs_base"] = drop[f"{m}"] / base[m]
+            r[f"{m}_vs_base"] = drop[m] / base[m]
         r["target"] = "fwd+bwd <= 1.15x time of p = 0"
         r["met"] = r["fwd_bwd_vs_base"] <= 1.15
         rows.append(r)
-        det_fn = lambda: flashtriton.flash_attn_func(q, k, v, causal=causal, deterministic=True)  # noqa: E731
-        det = {"bwd": common.time_ms(_bwd_fn(det_fn, (q, k, v), dout), dev),
-               "fwd_bwd": common.time_ms(_grad_fn(det_fn, (q, k, v), dout), dev)}
         r = _row("deterministic", "deterministic=True", det, None, causal=causal, shape=shape)
         for m in det:
             r[f"{m}_vs_base"] = det[m] / base[m]
         rows.append(r)
 
 
+def _with_tf32(fn, tf32: bool):
+    """fn() with FLASHTRITON_ALLOW_TF32 set to tf32 for the call, restored after."""
+    old = os.environ.get("FLASHTRITON_ALLOW_TF32")
+    os.environ["FLASHTRITON_ALLOW_TF32"] = "1" if tf32 else "0"
+    try:
+        return fn()
+    finally:
+        if old is None:
+            os.environ.pop("FLASHTRITON_ALLOW_TF32")
+        else:
+            os.environ["FLASHTRITON_ALLOW_TF32"] = old
+
+
 def bench_fp32(rows, batch=2, seqlen=4096):
     dev = DEVICE
     shape = f"B={batch} H={NHEADS} N={seqlen} D={HEAD_DIM}"
     fl = {m: common.attention_flops(batch, NHEADS, seqlen, seqlen, HEAD_DIM, False, m) for m in ("fwd", "bwd", "fwd_bwd")}
+    units, errs, order = {}, {}, []
     for dt, tf32 in ((torch.bfloat16, False), (torch.float32, False), (torch.float32, True)):
         q, k, v = (torch.randn(batch, seqlen, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True)
                    for _ in range(3))
         dout = torch.randn_like(q)
-        old = os.environ.get("FLASHTRITON_ALLOW_TF32")
-        os.environ["FLASHTRITON_ALLOW_TF32"] = "1" if tf32 else "0"
-        try:
-            fn = lambda: flashtriton.flash_attn_func(q, k, v)  # noqa: E731
-            err = _check_head0(fn(), q, k, v)
-            ms = {"fwd": common.time_ms(fn, dev), "bwd": common.time_ms(_bwd_fn(fn, (q, k, v), dout), dev),
-                  "fwd_bwd": common.time_ms(_grad_fn(fn, (q, k, v), dout), dev)}
-        finally:
-            if old is None:
-                os.environ.pop("FLASHTRITON_ALLOW_TF32")
-            else:
-                os.environ["FLASHTRITON_ALLOW_TF32"] = old
+        fn = lambda q=q, k=k, v=v: flashtriton.flash_attn_func(q, k, v)  # noqa: E731
         name = "flashtriton " + str(dt).replace("torch.", "") + (" (FLASHTRITON_ALLOW_TF32=1)" if tf32 else "")
-        rows.append(_row("float32", name, ms, fl, shape=shape, err=err))
+        errs[name] = _with_tf32(lambda: _check_head0(fn(), q, k, v), tf32)
+        units[name] = lambda fn=fn, q=q, k=k, v=v, dout=dout, tf32=tf32: _with_tf32(
+            lambda: _time3(fn, (q, k, v), dout), tf32)
+        order.append(name)
         if dt == torch.float32 and not tf32:
             qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
-            sd = lambda: F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2)  # noqa: E731
-            ms = {"fwd": common.time_ms(sd, dev), "bwd": common.time_ms(_bwd_fn(sd, (q, k, v), dout), dev),
-                  "fwd_bwd": common.time_ms(_grad_fn(sd, (q, k, v), dout), dev)}
-            rows.append(_row("float32", "sdpa float32 (default backend)", ms, fl, shape=shape, err=_check_head0(sd(), q, k, v)))
-        del q, k, v, dout
-        if dev == "cuda":
-            torch.cuda.empty_cache()
+            sd = lambda qh=qh, kh=kh, vh=vh: F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2)  # noqa: E731
+            name = "sdpa float32 (default backend)"
+            errs[name] = _check_head0(sd(), q, k, v)
+            units[name] = lambda sd=sd, q=q, k=k, v=v, dout=dout: _time3(sd, (q, k, v), dout)
+            order.append(name)
+    ms, errors = _timed(units)
+    if errors:
+        raise RuntimeError(f"float32: timing failed: {errors}")
+    for name in order:
+        rows.append(_row("float32", name, ms[name], fl, shape=shape, err=errs[name]))
 
 
 def markdown(rows, env) -> str:
     lines = [f"# Feature benchmark ({env['device']}, torch {env['torch']}, triton {env['triton']}, {env['date']})",
              "", "bf16, D=128, H=16 unless stated. TFLOP/s count useful FLOPs (FA2 paper's count; for windows,",
-             "only the pairs inside the band). Times: median of triton.testing.do_bench.", ""]
+             "only the pairs inside the band). Times: median of triton.testing.do_bench, then the median of "
+             f"{env.get('rounds', 1)} timing round(s), the configurations of a case in rotated order each round.", ""]
     cols = ["case", "provider", "causal", "shape", "fwd_ms", "bwd_ms", "fwd_bwd_ms", "fwd_tflops", "bwd_tflops",
             "fwd_bwd_tflops", "err"]
     extra = [c for c in ("fwd_vs_dense", "bwd_vs_dense", "fwd_bwd_vs_dense", "fwd_vs_causal", "bwd_vs_causal",
@@ -305,6 +346,9 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--cases", nargs="+", default=["varlen", "window", "dropout", "float32"])
     ap.add_argument("--no-flex", action="store_true")
+    ap.add_argument("--rounds", type=int, default=prefill.ROUNDS,
+                    help="timing rounds a case, the configurations in rotated order each round, the median kept "
+                         "(bench/prefill.py's ROUNDS)")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--replot", metavar="JSON", help="only redraw features.{md,png} next to this results file")
     args = ap.parse_args(argv)
@@ -315,7 +359,10 @@ def main(argv=None):
         (Path(args.replot).parent / "features.md").write_text(markdown(data["rows"], data["environment"]))
         plot(data["rows"], Path(args.replot).parent / "features.png")
         return
-    global DEVICE, HEAD_DIM, NHEADS
+    global DEVICE, HEAD_DIM, NHEADS, ROUNDS
+    if args.rounds < 1:
+        raise ValueError(f"--rounds: must be >= 1, got {args.rounds}")
+    ROUNDS = args.rounds
     if args.smoke:
         DEVICE, HEAD_DIM, NHEADS = "cpu", 32, 2
         sizes = dict(varlen=(512, 32, 128), window=(256, 32), batch_n=(1, 128))
@@ -324,6 +371,7 @@ def main(argv=None):
     else:
         sizes = dict(varlen=(16384, 128, 4096), window=(16384, 1024), batch_n=(2, 4096))
     env = common.environment(DEVICE)
+    env["rounds"] = ROUNDS
     rows: list = []
     out = common.results_dir(DEVICE, args.out)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import time
 from pathlib import Path
 
@@ -83,11 +82,7 @@ def _time_modes(fn, q, k, v, dout, causal, modes, device):
     return times
 
 
-def rotated(names, r):
-    """The providers' timing order in round r: the list rotated left by r, so that over
-    len(names) rounds every provider is timed first once (the note at SETTLE_S)."""
-    r %= max(len(names), 1)
-    return names[r:] + names[:r]
+rotated = common.rotated     # (the name the grid's tests use)
 
 
 def _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout):
@@ -130,22 +125,14 @@ def bench_shape(provs, batch, seqlen, nheads, head_dim, causal, dtype, modes=("f
         timed.append(name)
     # Timing: `rounds` passes over the providers, each in rotated order; a mode's figure is the
     # median over the rounds (its per-round readings kept as <mode>_ms_rounds when rounds > 1).
-    readings = {name: {m: [] for m in modes} for name in timed}
-    for r in range(rounds):
-        for name in rotated(timed, r):
-            if "error" in rows[name]:
-                continue
-            try:
-                for mode, ms in _time_modes(provs[name], q, k, v, dout, causal, modes, device).items():
-                    readings[name][mode].append(ms)
-            except Exception as exc:  # a provider that fails while timing: recorded, not fatal
-                rows[name]["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    units = {name: (lambda fn=provs[name]: _time_modes(fn, q, k, v, dout, causal, modes, device)) for name in timed}
+    medians, readings, errors = common.median_of_rounds(units, rounds)
+    for name, err in errors.items():
+        rows[name]["error"] = err
     for name in timed:
         row = rows[name]
-        for mode, ms_list in readings[name].items():
-            if not ms_list or "error" in row:
-                continue
-            ms = statistics.median(ms_list)
+        for mode, ms in medians.get(name, {}).items():
+            ms_list = readings[name][mode]
             row[f"{mode}_ms"] = ms
             row[f"{mode}_tflops"] = common.attention_flops(batch, nheads, seqlen, seqlen, head_dim, causal,
                                                            mode) / ms / 1e9
