@@ -229,9 +229,8 @@ def test_prefill_bench_rotated_rounds(monkeypatch):
     each round (each provider first once in len(providers) rounds); the cell is the median of
     its rounds, the readings kept. Session 48: one reading a cell let cuDNN's first reading
     after idle swing a cell 9-10% (bench/NOTES.md)."""
-    assert prefill.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
-    assert prefill.rotated(["a", "b", "c"], 1) == ["b", "c", "a"]
-    assert prefill.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
+    assert common.rotated(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert common.rotated(["a", "b", "c"], 4) == ["b", "c", "a"]
     order, readings = [], {"a": [3.0, 1.0, 2.0], "b": [5.0, 6.0, 4.0], "c": [1.0, 1.0, 1.0]}
 
     def fake_time(fn, q, k, v, dout, causal, modes, device):

@@ -157,6 +157,22 @@ def kernel_times_us(fn, top: int = 6) -> list:
     return sorted(ev, key=lambda x: -x[1])[:top]
 
 
+def time_passes(call, inputs, dout, device: str, modes=("fwd", "bwd", "fwd_bwd")) -> dict:
+    """{mode: time_ms} of an attention call: "fwd" call(); "bwd" the gradients of inputs through one
+    retained forward's output; "fwd_bwd" a forward and its gradients a step."""
+    times = {}
+    for mode in modes:
+        if mode == "fwd":
+            f = call
+        elif mode == "bwd":
+            out = call()
+            f = lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)  # noqa: E731
+        else:
+            f = lambda: torch.autograd.grad(call(), inputs, dout)  # noqa: E731
+        times[mode] = time_ms(f, device)
+    return times
+
+
 def rotated(names: list, r: int) -> list:
     """The timing order in round r: names rotated left by r, so that over len(names) rounds every
     name is timed first once."""

@@ -54,19 +54,9 @@ def _flops_band(nq, nk, left, right, head_dim, nheads, mode):
     return 4.0 * nheads * pairs * head_dim * {"fwd": 1.0, "bwd": 2.5, "fwd_bwd": 3.5}[mode]
 
 
-def _grad_fn(fn, inputs, dout):
-    return lambda: torch.autograd.grad(fn(), inputs, dout)
-
-
-def _bwd_fn(fn, inputs, dout):
-    out = fn()
-    return lambda: torch.autograd.grad(out, inputs, dout, retain_graph=True)
-
-
-def _time3(fn, inputs, dout):
+def _time3(fn, inputs, dout, modes=("fwd", "bwd", "fwd_bwd")):
     """{mode: ms} of fn's forward, backward (one retained forward) and forward+backward."""
-    return {"fwd": common.time_ms(fn, DEVICE), "bwd": common.time_ms(_bwd_fn(fn, inputs, dout), DEVICE),
-            "fwd_bwd": common.time_ms(_grad_fn(fn, inputs, dout), DEVICE)}
+    return common.time_passes(fn, inputs, dout, DEVICE, modes)
 
 
 def _timed(units: dict) -> tuple:
@@ -233,8 +223,7 @@ def bench_dropout_determinism(rows, batch=2, seqlen=4096):
         ms, errors = _timed({
             "base": lambda: _time3(base_fn, (q, k, v), dout),
             "drop": lambda: _time3(drop_fn, (q, k, v), dout),
-            "det": lambda: {"bwd": common.time_ms(_bwd_fn(det_fn, (q, k, v), dout), dev),
-                            "fwd_bwd": common.time_ms(_grad_fn(det_fn, (q, k, v), dout), dev)}})
+            "det": lambda: _time3(det_fn, (q, k, v), dout, modes=("bwd", "fwd_bwd"))})
         if errors:
             raise RuntimeError(f"dropout / deterministic: timing failed: {errors}")
         base, drop, det = ms["base"], ms["drop"], ms["det"]
@@ -348,7 +337,7 @@ def main(argv=None):
     ap.add_argument("--no-flex", action="store_true")
     ap.add_argument("--rounds", type=int, default=prefill.ROUNDS,
                     help="timing rounds a case, the configurations in rotated order each round, the median kept "
-                         "(bench/prefill.py's ROUNDS)")
+                         "(prefill.ROUNDS)")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU: checks the harness itself")
     ap.add_argument("--replot", metavar="JSON", help="only redraw features.{md,png} next to this results file")
     args = ap.parse_args(argv)

@@ -69,20 +69,7 @@ def _check(fn, q, k, v, dout, causal, ref):
 
 def _time_modes(fn, q, k, v, dout, causal, modes, device):
     """Milliseconds per mode of one provider: {mode: ms}."""
-    times = {}
-    for mode in modes:
-        if mode == "fwd":
-            f = lambda: fn(q, k, v, causal)  # noqa: E731
-        elif mode == "bwd":
-            out = fn(q, k, v, causal)
-            f = lambda: torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)  # noqa: E731
-        else:
-            f = lambda: torch.autograd.grad(fn(q, k, v, causal), (q, k, v), dout)  # noqa: E731
-        times[mode] = common.time_ms(f, device)
-    return times
-
-
-rotated = common.rotated     # (the name the grid's tests use)
+    return common.time_passes(lambda: fn(q, k, v, causal), (q, k, v), dout, device, modes)
 
 
 def _qkv(batch, seqlen, nheads, head_dim, dtype, device, layout):
