@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from . import backends, ops, validate
+from . import backends, ops, paged, validate
 from .probs import attention_probs
 
 _RNG_HIGH = 2 ** 62
@@ -33,6 +33,59 @@ def _select_backend(device) -> str:
     return backends.select(device)
 
 
+def _check_varlen_structure(q, k, varlen):
+    """cu_seqlens_* and max_seqlen_* of a varlen call (no host sync); returns the batch size.
+    k: the keys' tensor whose dim 0 cu_seqlens_k indexes (None: a paged cache, lengths only)."""
+    cu_q, cu_k, max_q, max_k = varlen
+    validate.cu_seqlens("cu_seqlens_q", cu_q, q.shape[0], q.device, None)
+    batch = cu_q.numel() - 1
+    validate.cu_seqlens("cu_seqlens_k", cu_k, None if k is None else k.shape[0], q.device, batch)
+    for name, m in (("max_seqlen_q", max_q), ("max_seqlen_k", max_k)):
+        if not isinstance(m, int) or m < 0:
+            raise ValueError(f"{name}: must be an int >= 0, got {m!r}")
+    return batch
+
+
+def _check_flags(causal, deterministic):
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
+    if not isinstance(deterministic, bool):
+        raise TypeError(f"deterministic: must be a bool, got {type(deterministic).__name__}")
+
+
+def _attention_paged(q, k_cache, v_cache, block_table, varlen, dropout_p, softmax_scale, causal, window_size,
+                     softcap, alibi_slopes, deterministic, return_attn_probs):
+    """flash_attn_varlen_func with block_table (flashtriton.paged): the forward only."""
+    validate._tensor("q", q)
+    backend = _select_backend(q.device)
+    if isinstance(q, torch.Tensor) and q.dim() != 3:
+        raise ValueError(f"q: expected 3 dims (total, nheads, headdim), got shape {tuple(q.shape)}")
+    batch = _check_varlen_structure(q, None, varlen)
+    paged.check_structure(q, k_cache, v_cache, block_table, batch)
+    # q, k, v's dtype, device, head dim, head counts and unit inner strides, on one page's
+    # (page_block_size, nheads_k, headdim) view of the caches
+    validate.attention_inputs(q, k_cache[0], v_cache[0], varlen=True, backend=backend)
+    validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap,
+                     dropout_p=dropout_p, alibi_slopes=alibi_slopes, q=q, batch=batch)
+    _check_flags(causal, deterministic)
+    if dropout_p > 0:
+        raise NotImplementedError("flash_attn_varlen_func with block_table: dropout_p > 0 is not implemented "
+                                  "(paged KV is forward-only here, as in flash-attn: inference has no dropout)")
+    scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    window_left, window_right = int(window_size[0]), int(window_size[1])
+    if causal:
+        window_right = 0
+    cu_q, cu_k, max_q, max_k = varlen
+    out, lse = ops.attention_paged(q, k_cache, v_cache, block_table, cu_q, cu_k, max_q, max_k, scale, window_left,
+                                   window_right, float(softcap), alibi_slopes, backend)
+    if not return_attn_probs:
+        return out
+    k, _ = paged.gather_kv(k_cache, v_cache, block_table, cu_k)
+    probs = attention_probs(q, k, lse, backend, scale, window_left, window_right, float(softcap), alibi_slopes, 0.0,
+                            None, varlen)
+    return out, lse, probs
+
+
 def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes,
                deterministic, return_attn_probs):
     """Shared body of every prefill entry point. varlen is None or
@@ -46,18 +99,10 @@ def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, s
         max_q = max_k = 0
     else:
         cu_q, cu_k, max_q, max_k = varlen
-        validate.cu_seqlens("cu_seqlens_q", cu_q, q.shape[0], q.device, None)
-        batch = cu_q.numel() - 1
-        validate.cu_seqlens("cu_seqlens_k", cu_k, k.shape[0], q.device, batch)
-        for name, m in (("max_seqlen_q", max_q), ("max_seqlen_k", max_k)):
-            if not isinstance(m, int) or m < 0:
-                raise ValueError(f"{name}: must be an int >= 0, got {m!r}")
+        batch = _check_varlen_structure(q, k, varlen)
     validate.options(softmax_scale=softmax_scale, window_size=window_size, softcap=softcap,
                      dropout_p=dropout_p, alibi_slopes=alibi_slopes, q=q, batch=batch)
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal: must be a bool, got {type(causal).__name__}")
-    if not isinstance(deterministic, bool):
-        raise TypeError(f"deterministic: must be a bool, got {type(deterministic).__name__}")
+    _check_flags(causal, deterministic)
     scale = float(softmax_scale) if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     # ints from here on (validate.options admits bools, as ints: True is an edge of 1; the
     # ops' schemas and forward_gluon.window_args take ints only; review, session 25)
@@ -130,10 +175,17 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None):
     """Variable-length batch without padding: q (total_q, H, D), k and v (total_k, Hk, D),
     cu_seqlens_* (B + 1,) int32 cumulative offsets from 0. Causal masks align bottom-right
-    per sequence. Returns out (total_q, H, D); lse is (H, total_q)."""
+    per sequence. Returns out (total_q, H, D); lse is (H, total_q).
+
+    block_table (B, max_blocks_per_seq) int32: k and v are a paged cache (num_blocks,
+    page_block_size, Hk, D), page_block_size a power of two; key position p of sequence b
+    is row p % page_block_size of page block_table[b, p // page_block_size], and
+    cu_seqlens_k gives the key lengths only. Forward only, as in flash-attn: a backward
+    through it raises NotImplementedError, and so does dropout_p > 0 (flashtriton.paged)."""
     if block_table is not None:
-        raise NotImplementedError("block_table (paged KV) in flash_attn_varlen_func is not implemented; "
-                                  "use flash_attn_with_kvcache for paged caches")
+        return _attention_paged(q, k, v, block_table, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k),
+                                dropout_p, softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic,
+                                return_attn_probs)
     return _attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k), dropout_p,
                       softmax_scale, causal, window_size, softcap, alibi_slopes, deterministic, return_attn_probs)
 

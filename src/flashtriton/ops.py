@@ -190,3 +190,76 @@ def attention(q, k, v, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, 
             return _EagerAttention.apply(q, k, v, args[3:])
         return _forward(*args)          # nothing to differentiate: no autograd node
     return attn_fwd(*args)
+
+
+# ---- flash_attn_varlen_func with block_table (paged KV): the forward only --------------------
+
+_PAGED_NO_BACKWARD = ("flash_attn_varlen_func with block_table: the backward pass is not implemented (paged KV is "
+                      "forward-only, as in flash-attn); run the call under torch.no_grad() or pass unpaged k, v")
+
+
+def _forward_paged(q, k_cache, v_cache, block_table, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi,
+                   backend):
+    """The paged forward outside torch.library and autograd: the values of cu_seqlens_q,
+    cu_seqlens_k and the used block-table entries are checked here, before any launch."""
+    from . import paged
+    varlen = Varlen(cu_q, cu_k, max_q, max_k)
+    validate.cu_seqlens_values("cu_seqlens_q", cu_q, q.shape[0], max_q)
+    paged.check_values(cu_k, block_table, k_cache.shape[0], k_cache.shape[1], max_k)
+    params = AttnParams(scale, wl, wr, softcap)
+    return backends.get(backend).fwd_paged(q, k_cache, v_cache, block_table, params, alibi, varlen)
+
+
+@torch.library.custom_op("flashtriton::attn_fwd_paged", mutates_args=())
+def attn_fwd_paged(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor, cu_seqlens_q: Tensor,
+                   cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
+                   window_left: int, window_right: int, softcap: float, alibi_slopes: Optional[Tensor],
+                   backend: str) -> Tuple[Tensor, Tensor]:
+    return _forward_paged(q, k_cache, v_cache, block_table, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          softmax_scale, window_left, window_right, softcap, alibi_slopes, backend)
+
+
+@attn_fwd_paged.register_fake
+def _(q, k_cache, v_cache, block_table, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
+      window_left, window_right, softcap, alibi_slopes, backend):
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            q.new_empty((q.shape[1], q.shape[0]), dtype=lse_dtype))
+
+
+def _paged_setup_context(ctx, inputs, output):
+    ctx.mark_non_differentiable(output[1])
+
+
+def _paged_backward(ctx, dout, dlse):
+    raise NotImplementedError(_PAGED_NO_BACKWARD)
+
+
+attn_fwd_paged.register_autograd(_paged_backward, setup_context=_paged_setup_context)
+
+
+class _EagerPaged(torch.autograd.Function):
+    """The paged forward with an autograd node whose backward raises (see _PAGED_NO_BACKWARD):
+    a model may run it with parameters that require grad; only a backward through it fails."""
+
+    @staticmethod
+    def forward(ctx, q, k_cache, v_cache, rest):
+        out, lse = _forward_paged(q, k_cache, v_cache, *rest)
+        ctx.mark_non_differentiable(lse)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        raise NotImplementedError(_PAGED_NO_BACKWARD)
+
+
+def attention_paged(q, k_cache, v_cache, block_table, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi,
+                    backend):
+    """The paged forward: flashtriton::attn_fwd_paged when traced or under a mode, the lean
+    eager path otherwise (as attention())."""
+    args = (q, k_cache, v_cache, block_table, cu_q, cu_k, max_q, max_k, scale, wl, wr, softcap, alibi, backend)
+    if _plain_eager(q, k_cache, v_cache):
+        if torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
+            return _EagerPaged.apply(q, k_cache, v_cache, args[3:])
+        return _forward_paged(*args)
+    return attn_fwd_paged(*args)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from . import memory, reference
+from . import memory, paged, reference
 from .launchers.prefill import AttnParams, Varlen
 
 
@@ -52,6 +52,13 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     for r, g in zip(res, grads):
         r.copy_(g)
     return res
+
+
+def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varlen: Varlen):
+    """flash_attn_varlen_func with block_table: the pages gathered into the unpaged varlen
+    layout (flashtriton.paged), then fwd."""
+    k, v = paged.gather_kv(k_cache, v_cache, block_table, varlen.cu_seqlens_k)
+    return fwd(q, k, v, params, alibi, None, varlen)
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:

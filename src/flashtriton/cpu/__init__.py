@@ -5,6 +5,9 @@ Interface (the same as flashtriton.triton_backend and flashtriton.reference_back
   bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen) -> (dq, dk, dv)
   dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
   kvcache_fwd(q, k_cache, v_cache, k_new, v_new, ...) -> (out, lse)   (flash_attn_with_kvcache)
+  fwd_paged(q, k_cache, v_cache, block_table, params, alibi, varlen) -> (out, lse)
+      (flash_attn_varlen_func with block_table: the used pages gathered into the varlen
+      layout, O(total_k) copies, then fwd; the forward's O(N^2) work dominates)
 
 Files:
   engine.py    the float32 matmul (oneDNN through torch, ~2x torch.mm's MKL on AMD)
@@ -51,12 +54,18 @@ multiplies q and the cache in bf16 with bf16 scores (as the same-dtype PyTorch m
 does): a float32 score product would need a float32 copy of every cache byte. Nothing
 materialises N x N; see bench/NOTES.md ("CPU backend") for the design measurements.
 """
+from flashtriton import paged
 from flashtriton.launchers.prefill import AttnParams, Varlen
 
 from .backward import bwd  # noqa: F401
 from .decode import kvcache_fwd  # noqa: F401
 from .dropout import Dropout
 from .forward import fwd  # noqa: F401
+
+
+def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varlen: Varlen):
+    k, v = paged.gather_kv(k_cache, v_cache, block_table, varlen.cu_seqlens_k)
+    return fwd(q, k, v, params, alibi, None, varlen)
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None):

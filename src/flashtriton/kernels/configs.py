@@ -96,6 +96,12 @@ DEFAULTS = {
     # for session 4's (64, 32, 4, 2), (128, 64, 8, 3) 1212-1217, (128, 32, 8, 2) 1380; Flex
     # 1248 in the same process (bench/gpu/s22_window_tiles_ab.py, H200, 2026-11-30).
     "dq_window": {128: Tile(64, 64, 4, 2)},
+    # The paged varlen forward (kernels/fwd_paged.py: pointer loads through the block table,
+    # pipelined by Triton). First choice (session 49): fwd.py's short-sequence tiles, 64-key
+    # tiles so that pages of 64 keys or more need one table lookup a tile; measured in
+    # bench/NOTES.md, "Session 49".
+    "fwd_paged": {16: Tile(128, 64, 4, 3), 32: Tile(128, 64, 4, 3), 64: Tile(128, 64, 4, 3),
+                  128: Tile(128, 64, 8, 3), 256: Tile(64, 64, 4, 2)},
 }
 
 # float32 inputs. Their dots run on FMA units (true fp32, no tensor cores, unless
@@ -112,6 +118,8 @@ DEFAULTS_FP32 = {
              128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
     "dq": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
            128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
+    "fwd_paged": {16: Tile(64, 32, 4, 2), 32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2),
+                  128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 2)},
 }
 
 

@@ -407,7 +407,16 @@ def _span(t: torch.Tensor) -> int:
 def page_gather(opts: DecodeOptions, page_size: int, block_n: int, use_tma: bool, k_cache, v_cache) -> int:
     """The kernel's PAGE_GATHER: 0 the row gather (and every layout that does not gather),
     1 the page gather with int64 offsets, 2 with int32 offsets."""
-    if opts.gather != "pages" or use_tma or not 0 < page_size < block_n:
+    if opts.gather != "pages" or use_tma:
+        return 0
+    return page_gather_kind(page_size, block_n, k_cache, v_cache)
+
+
+def page_gather_kind(page_size: int, block_n: int, k_cache, v_cache) -> int:
+    """PAGE_GATHER for pointer loads of BLOCK_N-key tiles from pages of page_size keys (also
+    the paged varlen forward's, launchers/forward_paged.py): the page gather where pages are
+    smaller than a tile and the caches' strides keep its rows 16-byte aligned, else 0."""
+    if not 0 < page_size < block_n:
         return 0
     for t in (k_cache, v_cache):
         if t.stride(0) % 8 or t.stride(1) % 8 or t.stride(3) != 1:

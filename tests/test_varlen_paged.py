@@ -1,0 +1,214 @@
+"""flash_attn_varlen_func with block_table: packed queries over a paged KV cache.
+
+k_cache, v_cache (num_blocks, page, Hk, D); sequence b's key position p is row p % page
+of page block_table[b, p // page]. The pages are dealt in a random order, and every
+cache row no sequence uses holds NaN: a kernel that reads a row outside its sequence (or
+multiplies a masked probability by such a value) fails the comparison. Checked against
+the float64 reference of the same keys packed contiguously, on every kernel backend and
+the reference backend. Forward only, as in flash-attn.
+"""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton import flash_attn_varlen_func, paged
+
+from conftest import DEVICE, kernel_backends
+from helpers import assert_close, cu_seqlens, rand_varlen, reference_pair, reference_probs
+
+BACKENDS = kernel_backends() + ["reference"]
+
+
+def paged_cache(k, v, lens_k, page, spare_blocks=2, table_cols=None):
+    """(k_cache, v_cache, block_table) holding the packed (total_k, Hk, D) k and v: pages in
+    a random order, unused rows NaN, table entries past a sequence's pages set to -1 (never
+    followed)."""
+    blocks = [(n + page - 1) // page for n in lens_k]
+    cols = table_cols or max(max(blocks), 1)
+    num_blocks = sum(blocks) + spare_blocks
+    order = torch.randperm(num_blocks).tolist()
+    shape = (num_blocks, page) + tuple(k.shape[1:])
+    k_cache = torch.full(shape, float("nan"), dtype=k.dtype, device=k.device)
+    v_cache = torch.full(shape, float("nan"), dtype=v.dtype, device=v.device)
+    table = torch.full((len(lens_k), cols), -1, dtype=torch.int32)
+    start = 0
+    for b, n in enumerate(lens_k):
+        for j in range(blocks[b]):
+            blk = order.pop()
+            table[b, j] = blk
+            rows = min(page, n - j * page)
+            k_cache[blk, :rows] = k[start + j * page:start + j * page + rows]
+            v_cache[blk, :rows] = v[start + j * page:start + j * page + rows]
+        start += n
+    return k_cache, v_cache, table.to(k.device)
+
+
+CASES = [
+    # lens_q, lens_k, (H, Hk), D, dtype, page, options
+    ([17, 1, 40], [17, 30, 1], (4, 4), 40, torch.float16, 16, dict()),
+    ([17, 1, 40], [17, 70, 1], (4, 2), 80, torch.bfloat16, 64, dict(causal=True)),
+    ([113, 17], [17, 113], (4, 1), 96, torch.float16, 1, dict(causal=True)),
+    ([33, 70, 5], [70, 33, 5], (4, 2), 40, torch.bfloat16, 8, dict(causal=True, window_size=(8, -1))),
+    ([50, 9], [64, 30], (4, 2), 80, torch.float16, 256, dict(window_size=(6, 4))),
+    ([40, 17], [40, 60], (4, 2), 96, torch.float16, 32, dict(alibi="bh", softcap=3.0)),
+    ([17, 65], [65, 17], (4, 1), 40, torch.bfloat16, 16, dict(causal=True, alibi="h", softcap=8.0,
+                                                              window_size=(20, -1))),
+    ([0, 17, 5], [20, 0, 9], (4, 2), 64, torch.bfloat16, 16, dict(causal=True)),   # empty sequences
+    ([1, 1, 1], [1, 7, 113], (4, 2), 64, torch.float16, 64, dict(causal=True)),    # decode-like rows
+    ([20, 33], [45, 70], (2, 1), 192, torch.bfloat16, 32, dict()),
+    ([30, 9], [40, 12], (4, 2), 64, torch.float32, 16, dict(causal=True)),
+]
+
+
+def _slopes(batch, nheads, per_batch):
+    shape = (batch, nheads) if per_batch else (nheads,)
+    return (torch.rand(shape) * 0.3 + 0.05).to(DEVICE)
+
+
+def _check_paged(backend, lens_q, lens_k, heads, d, dtype, page, opts):
+    opts = dict(opts)
+    alibi = opts.pop("alibi", None)
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    if alibi is not None:
+        opts["alibi_slopes"] = _slopes(len(lens_q), heads[0], alibi == "bh")
+    k_cache, v_cache, table = paged_cache(k, v, lens_k, page)
+    with flashtriton.use_backend(backend):
+        out, lse, probs = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, block_table=table,
+                                                 return_attn_probs=True, **opts)
+    causal = opts.pop("causal", False)
+    wl, wr = opts.pop("window_size", (-1, -1))
+    ref_kw = dict(softmax_scale=d ** -0.5, window_left=wl, window_right=0 if causal else wr, **opts)
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], **ref_kw)
+    assert out.shape == q.shape and out.dtype == dtype
+    assert lse.shape == (q.shape[1], q.shape[0]) and lse.dtype == torch.float32
+    assert_close("out", out, truth["out"], lowp["out"], 2, dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, dtype)
+    p64 = reference_probs(q, k, varlen, **ref_kw)
+    assert probs.shape == p64.shape
+    assert_close("S_dmask", probs.float(), p64, reference_probs(q, k, varlen, **ref_kw).to(dtype), 2, dtype)
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,dtype,page,opts", CASES)
+def test_varlen_paged(backend, lens_q, lens_k, heads, d, dtype, page, opts):
+    _check_paged(backend, lens_q, lens_k, heads, d, dtype, page, opts)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_varlen_paged_bitwise_repeatable(backend):
+    (q, k, v), varlen = rand_varlen([40, 17], [60, 33], 4, 2, 64, torch.bfloat16, DEVICE)
+    k_cache, v_cache, table = paged_cache(k, v, [60, 33], 16)
+    with flashtriton.use_backend(backend):
+        first = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, causal=True, block_table=table)
+        again = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, causal=True, block_table=table)
+    assert torch.equal(first, again)
+
+
+@pytest.mark.parametrize("backend", kernel_backends())
+def test_varlen_paged_rows_without_keys_give_zero(backend):
+    """A window that leaves some rows no key: those rows are 0 (never NaN), lse +inf, as
+    in the unpaged varlen forward."""
+    (q, k, v), varlen = rand_varlen([9, 5], [3, 4], 2, 1, 32, torch.float16, DEVICE)
+    k_cache, v_cache, table = paged_cache(k, v, [3, 4], 4)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, window_size=(0, 0), block_table=table)
+    # bottom-right: in sequence 0 query i sits on key i - 6; rows 0-5 see no key
+    assert not out.isnan().any()
+    assert torch.equal(out[:6], torch.zeros_like(out[:6]))
+    assert (out[6:9].abs().sum(dim=(1, 2)) > 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_varlen_paged_backward_raises(backend):
+    """Forward-only, as in flash-attn: inputs that require grad run the forward; a backward
+    through it raises NotImplementedError."""
+    (q, k, v), varlen = rand_varlen([17, 5], [20, 9], 4, 2, 32, torch.float16, DEVICE)
+    k_cache, v_cache, table = paged_cache(k, v, [20, 9], 8)
+    q.requires_grad_(True)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, block_table=table)
+        with torch.no_grad():
+            plain = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, block_table=table)
+    assert torch.equal(out.detach(), plain)
+    with pytest.raises(NotImplementedError, match="block_table: the backward pass is not implemented"):
+        out.sum().backward()
+
+
+def _inputs(page=8, lens_q=(17, 5), lens_k=(20, 9)):
+    (q, k, v), varlen = rand_varlen(list(lens_q), list(lens_k), 4, 2, 32, torch.float16, DEVICE)
+    k_cache, v_cache, table = paged_cache(k, v, list(lens_k), page)
+    return q, k_cache, v_cache, table, varlen
+
+
+def test_varlen_paged_dropout_not_implemented(no_launch):
+    q, kc, vc, table, varlen = _inputs()
+    with pytest.raises(NotImplementedError, match="dropout_p > 0"):
+        flash_attn_varlen_func(q, kc, vc, *varlen, dropout_p=0.1, block_table=table)
+
+
+@pytest.fixture
+def no_launch(monkeypatch):
+    """Every backend's paged forward replaced by a tripwire: reaching one fails the test."""
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a backend was called: validation did not stop the bad input")
+    for name in BACKENDS:
+        monkeypatch.setattr(flashtriton.backends.get(name), "fwd_paged", tripwire)
+
+
+@pytest.mark.parametrize("make,exc,match", [
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t.long(), vl), TypeError, "block_table: dtype must be int32"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t[:1], vl), ValueError, r"block_table: shape must be \(batch"),
+    (lambda q, kc, vc, t, vl: (q, kc[:, :6], vc[:, :6], t, vl), ValueError, "power of two"),
+    (lambda q, kc, vc, t, vl: (q, kc[0], vc[0], t, vl), ValueError, "k: with block_table, expected 4 dims"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc[..., :16], t, vl), ValueError, "v: shape"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t, vl[:3] + (5,)), ValueError, "max_seqlen_k: 5 is less than"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t, (vl[0], vl[1] + 1) + vl[2:]), ValueError,
+     "cu_seqlens_k: must start at 0"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t, (vl[0], vl[1].flip(0)) + vl[2:]), ValueError,
+     "cu_seqlens_k: must start at 0"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t[:, :2], (vl[0], torch.tensor([0, 20, 40], dtype=torch.int32,
+                                                                          device=DEVICE), 17, 20)),
+     ValueError, "more than its block_table row holds"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t.masked_fill(t == t[0, 1], kc.shape[0]), vl), ValueError,
+     r"block_table: entry \[0, 1\] is \d+; used entries must be block indices"),
+    (lambda q, kc, vc, t, vl: (q, kc, vc, t.masked_fill(t == t[1, 0], -3), vl), ValueError,
+     r"block_table: entry \[1, 0\] is -3"),
+    (lambda q, kc, vc, t, vl: (q, kc.float(), vc.float(), t, vl), TypeError, "k: dtype"),
+    (lambda q, kc, vc, t, vl: (q[..., :16], kc, vc, t, vl), ValueError, "k: head dim"),
+])
+def test_varlen_paged_bad_input(no_launch, make, exc, match):
+    """Each broken rule raises before any backend runs, naming the argument."""
+    q, kc, vc, table, varlen = make(*_inputs())
+    with pytest.raises(exc, match=match):
+        flash_attn_varlen_func(q, kc, vc, *varlen, block_table=table)
+
+
+def test_varlen_paged_unused_table_entries_are_not_checked():
+    """Entries past a sequence's pages may hold anything (paged_cache writes -1 there)."""
+    q, kc, vc, table, varlen = _inputs(page=4, lens_k=(20, 3))
+    assert (table[1, 1:] == -1).all()
+    out = flash_attn_varlen_func(q, kc, vc, *varlen, block_table=table)
+    assert not out.isnan().any()
+
+
+def test_gather_kv_matches_the_packed_keys():
+    (q, k, v), varlen = rand_varlen([3, 4, 2], [13, 0, 40], 2, 2, 16, torch.float32, DEVICE)
+    k_cache, v_cache, table = paged_cache(k, v, [13, 0, 40], 8)
+    kg, vg = paged.gather_kv(k_cache, v_cache, table, varlen[1])
+    assert torch.equal(kg, k) and torch.equal(vg, v)
+
+
+def test_varlen_paged_compiles_fullgraph():
+    """torch.compile traces the paged call through its registered op (fake kernel) without a
+    graph break; same result as eager."""
+    q, kc, vc, table, varlen = _inputs()
+    cu_q, cu_k, mq, mk = varlen
+
+    def f(q, kc, vc, table, cu_q, cu_k):
+        return flash_attn_varlen_func(q, kc, vc, cu_q, cu_k, mq, mk, causal=True, block_table=table)
+
+    with flashtriton.use_backend("reference"):
+        eager = f(q, kc, vc, table, cu_q, cu_k)
+        compiled = torch.compile(f, fullgraph=True, backend="eager")(q, kc, vc, table, cu_q, cu_k)
+    assert torch.equal(eager, compiled)
