@@ -332,3 +332,22 @@ def test_features_window_times_in_rotated_rounds(monkeypatch):
     assert w["fwd_ms"] == 2.0 and c["fwd_ms"] == 4.0 and by["sdpa + boolean mask (mem-efficient)"]["fwd_ms"] == 8.0
     assert w["fwd_vs_causal"] == pytest.approx(w["fwd_tflops"] / c["fwd_tflops"])
     assert all(r["err"] < 2e-2 for r in (w, c))
+
+
+def test_features_paged_checks_and_compares_to_packed(monkeypatch):
+    """bench.features' paged case (session 49): the packed call and each page size are checked
+    against float64 and timed forward-only in rotated rounds; fwd_vs_packed is the TFLOP/s ratio."""
+    from flashtriton.bench import common as bench_common
+    from flashtriton.bench import features
+    monkeypatch.setattr(features, "DEVICE", "cpu")
+    monkeypatch.setattr(features, "HEAD_DIM", 32)
+    monkeypatch.setattr(features, "NHEADS", 2)
+    monkeypatch.setattr(features, "ROUNDS", 1)
+    fake = iter([2.0, 4.0, 5.0])
+    monkeypatch.setattr(bench_common, "time_ms", lambda fn, device: (fn(), next(fake))[1])
+    rows = []
+    features.bench_paged(rows, True, total=300, lo=32, hi=128, pages=(64, 8))
+    assert [r["provider"] for r in rows] == ["packed k, v (varlen)", "paged, page 64", "paged, page 8"]
+    assert [r["fwd_ms"] for r in rows] == [2.0, 4.0, 5.0]
+    assert rows[1]["fwd_vs_packed"] == pytest.approx(0.5) and rows[2]["fwd_vs_packed"] == pytest.approx(0.4)
+    assert all(r["err"] < 2e-2 for r in rows)

@@ -14,6 +14,9 @@ Cases (the targets are those of the feature issue; each row says whether it is m
            FlexAttention with a sliding-window block mask.
   dropout  p = 0.1 against p = 0, forward+backward, target <= 1.15x time.
   determ.  deterministic=True against the default backward (reported, no target).
+  paged    the varlen batch, forward only, with k and v in a paged cache (block_table;
+           pages of 256 and 16 keys dealt in random order) against packed k, v
+           (reported, no target).
   float32  float32 inputs (exact fp32 dots, and with FLASHTRITON_ALLOW_TF32=1)
            against bf16, and SDPA's float32 (memory-efficient kernel).
 
@@ -133,6 +136,62 @@ def bench_varlen(rows, causal, total=16384, lo=128, hi=4096, seed=0):
         rows[-2][f"{m}_vs_dense"] = rows[-2][f"{m}_tflops"] / rows[-1][f"{m}_tflops"]
     rows[-2]["target"] = ">= 0.9x dense TFLOP/s"
     rows[-2]["met"] = all(rows[-2][f"{m}_vs_dense"] >= 0.9 for m in ("fwd", "bwd", "fwd_bwd"))
+
+
+def _paged(k, v, lens, page, seed):
+    """(k_cache, v_cache, block_table) with the packed k, v's sequences in pages of `page`
+    keys dealt in a random order (as a serving engine's allocator leaves them)."""
+    blocks = [(n + page - 1) // page for n in lens]
+    order = torch.randperm(sum(blocks), generator=torch.Generator().manual_seed(seed)).tolist()
+    shape = (sum(blocks), page) + tuple(k.shape[1:])
+    kc, vc = k.new_zeros(shape), v.new_zeros(shape)
+    table = torch.zeros(len(lens), max(blocks), dtype=torch.int32)
+    start = 0
+    for b, n in enumerate(lens):
+        for j in range(blocks[b]):
+            blk = order.pop()
+            table[b, j] = blk
+            rows = min(page, n - j * page)
+            kc[blk, :rows] = k[start + j * page:start + j * page + rows]
+            vc[blk, :rows] = v[start + j * page:start + j * page + rows]
+        start += n
+    return kc, vc, table.to(k.device)
+
+
+def bench_paged(rows, causal, total=16384, lo=128, hi=4096, seed=0, pages=(256, 16)):
+    """The varlen case's batch, forward only, with the keys and values in a paged cache
+    (flash_attn_varlen_func's block_table) against the same call on packed k, v."""
+    lens = _random_lengths(total, lo, hi, seed)
+    dev, dt = DEVICE, torch.bfloat16
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device=dev)
+    q, k, v = (torch.randn(total, NHEADS, HEAD_DIM, device=dev, dtype=dt) for _ in range(3))
+    mx = max(lens)
+    j = lens.index(mx)
+    a, b = cu[j].item(), cu[j + 1].item()
+    useful = {"fwd": sum(common.attention_flops(1, NHEADS, n, n, HEAD_DIM, causal, "fwd") for n in lens)}
+    calls = {"packed k, v (varlen)": lambda: flashtriton.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx,
+                                                                                 causal=causal)}
+    for page in pages:
+        kc, vc, table = _paged(k, v, lens, page, seed)
+        calls[f"paged, page {page}"] = (lambda kc=kc, vc=vc, table=table: flashtriton.flash_attn_varlen_func(
+            q, kc, vc, cu, cu, mx, mx, causal=causal, block_table=table))
+    errs = {}
+    with torch.no_grad():
+        for name, fn in calls.items():
+            out = fn()
+            errs[name] = _check_head0(out[a:b].unsqueeze(0), q[a:b].unsqueeze(0), k[a:b].unsqueeze(0),
+                                      v[a:b].unsqueeze(0), window_right=0 if causal else -1)
+        ms, errors = _timed({name: (lambda fn=fn: {"fwd": common.time_ms(fn, DEVICE)}) for name, fn in calls.items()})
+    if errors:
+        raise RuntimeError(f"paged: timing failed: {errors}")
+    base = None
+    for name in calls:
+        rows.append(_row("paged", name, ms[name], useful, causal=causal, err=errs[name],
+                         shape=f"{len(lens)} seqs, {total} tokens, lengths {min(lens)}..{mx}"))
+        if base is None:
+            base = rows[-1]
+        else:
+            rows[-1]["fwd_vs_packed"] = rows[-1]["fwd_tflops"] / base["fwd_tflops"]
 
 
 def bench_window(rows, seqlen=16384, left=1024, with_flex=True):
@@ -290,7 +349,7 @@ def markdown(rows, env) -> str:
     cols = ["case", "provider", "causal", "shape", "fwd_ms", "bwd_ms", "fwd_bwd_ms", "fwd_tflops", "bwd_tflops",
             "fwd_bwd_tflops", "err"]
     extra = [c for c in ("fwd_vs_dense", "bwd_vs_dense", "fwd_bwd_vs_dense", "fwd_vs_causal", "bwd_vs_causal",
-                         "fwd_bwd_vs_causal", "fwd_vs_base", "bwd_vs_base", "fwd_bwd_vs_base", "met", "error")
+                         "fwd_bwd_vs_causal", "fwd_vs_packed", "fwd_vs_base", "bwd_vs_base", "fwd_bwd_vs_base", "met", "error")
              if any(c in r for r in rows)]
     fmt_rows = []
     for r in rows:
@@ -310,10 +369,10 @@ def plot(rows, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    cases = list(dict.fromkeys(r["case"] for r in rows if "fwd_bwd_ms" in r or "bwd_ms" in r))
+    cases = list(dict.fromkeys(r["case"] for r in rows if any(f"{m}_ms" in r for m in ("fwd", "bwd", "fwd_bwd"))))
     fig, axes = plt.subplots(1, len(cases), figsize=(5.2 * len(cases), 4.6), squeeze=False)
     for ax, case in zip(axes[0], cases):
-        sel = [r for r in rows if r["case"] == case and ("fwd_bwd_ms" in r or "bwd_ms" in r)]
+        sel = [r for r in rows if r["case"] == case and any(f"{m}_ms" in r for m in ("fwd", "bwd", "fwd_bwd"))]
         labels = [r["provider"] + ("" if r.get("causal") in (None, "") else (" causal" if r["causal"] else ""))
                   for r in sel]
         for j, mode in enumerate(("fwd", "bwd", "fwd_bwd")):
@@ -374,6 +433,10 @@ def main(argv=None):
             bench_varlen(rows, False, *sizes["varlen"])
             save()
             bench_varlen(rows, True, *sizes["varlen"])
+        elif case == "paged":
+            bench_paged(rows, False, *sizes["varlen"])
+            save()
+            bench_paged(rows, True, *sizes["varlen"])
         elif case == "window":
             bench_window(rows, *sizes["window"], with_flex=not args.no_flex)
         elif case == "dropout":
