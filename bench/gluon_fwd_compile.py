@@ -112,7 +112,8 @@ def desc_type(dtype: str, rows: int, head_dim: int) -> str:
 def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stages=None, neg_scale=False,
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
-                lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False):
+                lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False,
+                varlen=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -120,7 +121,7 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     sig = dict(q_desc=desc_type(dtype, wg_m, head_dim), k_desc=desc_type(dtype, bn, head_dim),
                v_desc=desc_type(dtype, bn, head_dim), o_desc=desc_type(dtype, wg_m, head_dim),
                LSE="*fp32", seqlen_q="i32", seqlen_k="i32", nheads="i32", group="i32", qk_scale="fp32",
-               **({"batch": "i32", "band": "i32", "SCHED": "*i32" if scheduled else ("*i64" if timeline else "*fp32")}
+               **({"batch": "i32", "band": "i32", "SCHED": "*i32" if (scheduled or varlen) else ("*i64" if timeline else "*fp32")}
                   if batch_param else {}),
                **({"win_left": "i32", "win_right": "i32"} if window_params else {}),
                **({"RNG": "*i64", "dropout_p": "fp32", "rng_rows": "i32", "rng_stride": "i32"}
@@ -168,9 +169,12 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if "O_STAGE" in fn.arg_names:
         sig["O_STAGE"] = "constexpr"
         const["O_STAGE"] = bool(o_stage)
+    if "VARLEN" in fn.arg_names:
+        sig["VARLEN"] = "constexpr"
+        const["VARLEN"] = bool(varlen)
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
-    attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if early_q else {}
+    attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if (early_q or varlen) else {}
     src = GluonASTSource(fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()},
                          attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4))

@@ -446,7 +446,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                                warpgroup_mma_wait)
 
 from .common import (DROPOUT_GROUP, dropout_col_seeds, dropout_group_key, dropout_group_mult, dropout_in_group_key,
-                     dropout_keep_scale, dropout_row_key, dropout_threshold)
+                     dropout_keep_scale, dropout_row_key, dropout_threshold, find_sequence)
 
 
 LN2: gl.constexpr = gl.constexpr(0.6931471805599453)
@@ -649,6 +649,50 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
 
 
 @gluon.jit
+def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
+                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """VARLEN (session 49): _tile_coords of a packed batch's slot (a query block of one
+    sequence; slot < SCHED[batch], the blocks of all sequences). SCHED packs the host's int32
+    tables (launchers/forward_gluon.fwd_varlen_into): [0, B] the cumulative query-block counts
+    (fwd.py's CU_BLOCKS), [B + 1, 2B + 1] cu_seqlens_q, [2B + 2, 3B + 2] cu_seqlens_k. Rows and
+    columns index the (total, heads * D) views. The sequence's key tiles are cdiv(Nk_b,
+    BLOCK_N) (>= 1: a sequence without keys loads one tile and masks it all); rows past the
+    sequence's keys are the next sequence's (or TMA's zeros) and are masked: CAUSAL by the
+    diagonal itself (a row i < Nq_b sees keys up to i + Nk_b - Nq_b <= Nk_b - 1), else by
+    KEY_BOUND (diag = Nk_b - 1 for every row, n_full the whole tiles). CAUSAL: the sequence's
+    blocks heaviest first (the slot's block reversed, as fwd.py). Returns _tile_coords' tuple
+    and row_lim, the rows of the block inside the sequence."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    b = find_sequence(SCHED, slot, batch)
+    blk0 = gl.load(SCHED + b)
+    q_start = gl.load(SCHED + batch + 1 + b)
+    seqlen_q = gl.load(SCHED + batch + 2 + b) - q_start
+    k_start = gl.load(SCHED + 2 * batch + 2 + b)
+    seqlen_k = gl.load(SCHED + 2 * batch + 3 + b) - k_start
+    block = slot - blk0
+    if CAUSAL:
+        block = gl.load(SCHED + b + 1) - blk0 - 1 - block
+    q_row = q_start + block * BLOCK_M
+    q_col = h * HEAD_DIM
+    kv_row = k_start
+    kv_col = (h // group) * HEAD_DIM
+    n_tiles = gl.maximum(gl.cdiv(seqlen_k, BLOCK_N), 1)
+    if CAUSAL:
+        diag = block * BLOCK_M + seqlen_k - seqlen_q
+        n_load = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), 1), n_tiles)
+        n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
+        n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
+    else:
+        diag = seqlen_k - 1
+        n_load = n_tiles
+        n_full0 = gl.minimum(gl.maximum(seqlen_k // BLOCK_N, 1), n_load)
+        n_full1 = n_full0
+    lse_off = h.to(gl.int64) * total_q + q_row
+    row_lim = seqlen_q - block * BLOCK_M
+    return q_row, q_col, kv_row, kv_col, n_load, ONE, ONE, n_full0, n_full1, diag, lse_off, ZERO, row_lim
+
+
+@gluon.jit
 def _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, g, offs_n, kv_col,
              NUM_STAGES: gl.constexpr):
     """PERSISTENT loader: K / V tile number g of this CTA's running count (all its blocks'
@@ -765,17 +809,22 @@ def _masked_softmax_tail(s, m_i, l_i):
 
 
 @gluon.jit
-def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, WINDOW: gl.constexpr):
+def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, WINDOW: gl.constexpr,
+                         KEY_BOUND: gl.constexpr = False):
     """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
     c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
     tile's first key index; the others are -inf. The scale is applied before the mask, so
     a negative softmax_scale needs no special case. A row with no visible key so far keeps
     m = -inf: the exponents then use 0 instead (p = 0, alpha = 0, l stays 0) instead of
     exp2(-inf - -inf) = NaN. WINDOW: also c >= lim0 + r - wspan (wspan = win_left +
-    win_right: the row's first visible key), the window's left edge."""
+    win_right: the row's first visible key), the window's left edge. KEY_BOUND (VARLEN without
+    CAUSAL): c <= lim0 for every row (lim0: the sequence's last key from the tile's first)."""
     HALF_M: gl.constexpr = s.shape[0]
     BLOCK_N: gl.constexpr = s.shape[1]
-    rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
+    if KEY_BOUND:
+        rows = gl.full([HALF_M], 0, gl.int32, gl.SliceLayout(1, s_layout)) + lim0  # (HALF_M,) one bound
+    else:
+        rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
     visible = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)             # (HALF_M, BLOCK_N)
     if WINDOW:
@@ -976,7 +1025,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
                   q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                  SIDES: gl.constexpr = 0):
+                  SIDES: gl.constexpr = 0, KEY_BOUND: gl.constexpr = False):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
@@ -1014,7 +1063,7 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                                                     SIDES)
         else:
             p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
-                                                      WINDOW)
+                                                      WINDOW, KEY_BOUND)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
@@ -1052,7 +1101,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr, CAUSAL: gl.constexpr,
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False):
+                 TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
+                 VARLEN: gl.constexpr = False, KEY_BOUND: gl.constexpr = False, row_lim=0):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1089,7 +1139,13 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     LEAN_MASK (WINDOW, session-30 helper, offline): the peel and the masked loops take
     _softmax_step_lean (both edges in one predicate; the right edge alone in the right-edge
     loop; the left edge alone in the peel when diag >= BLOCK_N - 1): the same kept scores and
-    arithmetic, fewer instructions."""
+    arithmetic, fewer instructions.
+    VARLEN (session 49): one block of a packed sequence; row_lim = the rows of the block that
+    exist (the sequence's Nq - the block's first row, may be < 0 for a warpgroup past the end):
+    O leaves by masked stores from registers into O (rows o_stride elements apart) and lse by
+    masked stores, so no row of the next sequence is written. KEY_BOUND (VARLEN without CAUSAL):
+    diag is the sequence's last key for every row (not offset by the warpgroup), the peel and
+    the tiles [n_full, n_tiles) (the ragged last key tile) are masked against it."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1105,7 +1161,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     l_i = gl.full([HALF_M], 0.0, gl.float32, row_s)
     acc = gl.zeros([HALF_M, HEAD_DIM], gl.float32, o_layout)                 # (HALF_M, HEAD_DIM)
     s_zero = gl.zeros([HALF_M, BLOCK_N], gl.float32, s_layout)               # (HALF_M, BLOCK_N), never read
-    diag = diag + WG * HALF_M                                                # this warpgroup's first row's
+    if not KEY_BOUND:
+        diag = diag + WG * HALF_M                                            # this warpgroup's first row's
     # _consume_tile takes the ring index g = t0 + j and masks against diag_g - g * BLOCK_N,
     # so diag_g = diag + t0 * BLOCK_N gives the block's own diag - j * BLOCK_N (int32: fine
     # while a CTA's K / V tiles stay under 2^31 / BLOCK_N = 16.7M)
@@ -1176,8 +1233,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT)
         else:
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
-    elif CAUSAL or WINDOW:
-        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW)
+    elif CAUSAL or WINDOW or KEY_BOUND:
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW, KEY_BOUND)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
@@ -1209,7 +1266,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
-    if CAUSAL or WINDOW:
+    if CAUSAL or WINDOW or KEY_BOUND:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
         # (LEAN_MASK: these tiles lie at or past n_left, so every row's left bound is at or before
@@ -1219,7 +1276,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, True, s_layout, p_layout, row_o, WINDOW,
-                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT)
+                                               DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q, LEAN_MASK, RIGHT,
+                                               KEY_BOUND)
 
     # the last tile's P V
     if TIMELINE and WG == 0:
@@ -1244,8 +1302,9 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         l_out = l_i * (1.0 - dropout_p)                                      # kept values scale by 1 / (1 - p)
     else:
         l_out = l_i
-    if CAUSAL or WINDOW:
-        # rows that see no key (only when Nq > Nk (+ win_right)): l = 0 and acc = 0; O = 0, lse = +inf
+    if CAUSAL or WINDOW or KEY_BOUND:
+        # rows that see no key (only when Nq > Nk (+ win_right); VARLEN: a sequence without keys):
+        # l = 0 and acc = 0; O = 0, lse = +inf
         seen = l_i > 0.0
         acc = acc / gl.expand_dims(gl.convert_layout(gl.where(seen, l_out, 1.0), row_o), 1)
         lse = gl.where(seen, (m_i + gl.log2(l_i)) * LN2, float("inf"))     # (HALF_M,)
@@ -1255,8 +1314,19 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     offs_m = gl.arange(0, HALF_M, layout=row_s)
     # this warpgroup's rows: WG * HALF_M on (the first GPU run, 2026-12-01, stored both halves
     # at offs_m alone: rows HALF_M.. never written, rows ..HALF_M raced; the output was right)
-    gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
-    if EARLY_Q:
+    if VARLEN:
+        gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse, mask=WG * HALF_M + offs_m < row_lim)
+    else:
+        gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
+    if VARLEN:
+        # masked stores from the accumulator's registers (EARLY_Q's form): a TMA store of the
+        # block's last rows would write over the next sequence's
+        r_o = WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)                                      # (HALF_M,)
+        rows_o = (q_row + r_o).to(gl.int64) * o_stride
+        cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
+        gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype),
+                 mask=gl.expand_dims(r_o < row_lim, 1))
+    elif EARLY_Q:
         # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
         # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
         # bytes (4-byte stores, 32 a thread at D = 128, once a block). Row offsets in int64:
@@ -1492,7 +1562,7 @@ def attn_fwd_gluon_kernel(
     PERSISTENT: gl.constexpr = False, SCHEDULED: gl.constexpr = False, WINDOW: gl.constexpr = False,
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
-    TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
+    TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1543,7 +1613,16 @@ def attn_fwd_gluon_kernel(
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
     gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
                      "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
-    if EARLY_Q:
+    # VARLEN (session 49; launchers/forward_gluon.fwd_varlen_into): a packed batch, one block a CTA,
+    # grid (slots, H), q / k / v / o descriptors over the (total, heads * D) views, seqlen_q = total_q
+    # (lse is (H, total_q)), SCHED the int32 tables of _tile_coords_varlen (+ CAUSAL: the slots'
+    # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN)
+    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (PERSISTENT or WINDOW or DROPOUT or PINGPONG
+                                                                   or EARLY_Q or O_STAGE or OWN_TILES or SPLIT_EMPTY
+                                                                   or TIMELINE) and HEAD_DIM != 256),
+                     "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, D = 64 / 128")
+    KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL)
+    if EARLY_Q or VARLEN:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
         # here so that the compiler knows it a multiple of HEAD_DIM and packs each thread's
@@ -1573,7 +1652,16 @@ def attn_fwd_gluon_kernel(
         drop_p = ZERO
         drop_rows = ZERO
         drop_stride = ZERO
-    if not PERSISTENT:
+    if VARLEN:
+        slot = gl.program_id(0)
+        h_v = gl.program_id(1)
+        if CAUSAL:
+            slot = gl.load(SCHED + 3 * (batch + 1) + slot)             # heaviest first (fwd.py's ORDER)
+        if slot >= gl.load(SCHED + batch):
+            return                                                     # the grid is an upper bound
+        q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim = \
+            _tile_coords_varlen(SCHED, slot, batch, h_v, seqlen_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+    elif not PERSISTENT:
         # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
         # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
         # first, as fwd_ws.py's HEAVY_FIRST). WINDOW: blocks of (nearly) equal cost, in order
@@ -1697,6 +1785,21 @@ def attn_fwd_gluon_kernel(
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
+    elif VARLEN:
+        gl.warp_specialize([
+            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                            q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
+                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim)),
+            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
+                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
+                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim)),
+            (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     elif OWN_TILES:
         # CAUSAL one block a CTA, 2 consumers, each computing only its rows' tiles (_fwd_consume_own)
         gl.warp_specialize([

@@ -19,7 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
-                     gluon_fwd_o_stage, gluon_fwd_persistent,
+                     gluon_fwd_o_stage, gluon_fwd_persistent, gluon_fwd_varlen,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
@@ -100,6 +100,10 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k)))
 
+    if is_varlen and gluon_fwd_varlen(q, k, v, params, alibi, bd, varlen):
+        # policy.GLUON_FWD_VARLEN_MIN_N (session 49): the Gluon kernel's VARLEN variant, one block a CTA
+        forward_gluon.fwd_varlen_into(q, k, v, out, lse, varlen, params.softmax_scale, causal=causal)
+        return out, lse
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse

@@ -386,6 +386,50 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
                  **(dict(o_stage=True) if o_stage else {}))()
 
 
+def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int) -> torch.Tensor:
+    """The VARLEN kernel's SCHED: int32 [cumulative query-block counts (B + 1), cu_seqlens_q (B + 1),
+    cu_seqlens_k (B + 1)] and, causal, the n_slots slots' dispatch order, heaviest first
+    (launchers/common._heaviest_first, fwd.py's). Built on the device without a host sync and
+    remembered on cu_seqlens_q with cu_seqlens_k's stamp (launchers/common._cached_map)."""
+    from .common import _cached_map, _cu_blocks, _heaviest_first, _stamp
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+
+    def make():
+        cu_blocks = _cu_blocks(cu_q, block_m)
+        parts = [cu_blocks, cu_q.to(torch.int32), cu_k.to(torch.int32)]
+        if causal:
+            parts.append(_heaviest_first(varlen, cu_blocks, n_slots, block_m))
+        return torch.cat(parts).contiguous()
+    return _cached_map(cu_q, ("gluon_varlen", block_m, causal, n_slots, _stamp(cu_k)), make)
+
+
+def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = False) -> None:
+    """The VARLEN kernel (kernels/fwd_gluon.py, session 49) over a packed batch: q, out (total_q,
+    H, D), k, v (total_k, Hk, D), lse (H, total_q), all allocated; DEFAULT_CONFIG's tile, one query
+    block of one sequence a CTA, grid (cdiv(total_q, BLOCK_M) + B, H) (an upper bound: spare CTAs
+    return at once), causal heaviest first across the batch. The route (launchers.forward, where
+    policy.gluon_fwd_varlen accepts the call) guarantees packed, 16-byte aligned rows
+    (rows_view_ok of the (1, total, H, D) views), bf16 / fp16, D in {64, 128}, total_q, total_k > 0."""
+    total_q, h, d = q.shape
+    total_k, hk = k.shape[0], k.shape[1]
+    batch = varlen.cu_seqlens_q.numel() - 1
+    block_m, block_n, stages = DEFAULT_CONFIG[d]
+    n_slots = -(-total_q // block_m) + batch
+    table = varlen_tables(varlen, block_m, causal, n_slots)
+    wg_rows = block_m // 2
+    _, q_desc = _desc(q.unsqueeze(0), wg_rows)
+    _, k_desc = _desc(k.unsqueeze(0), block_n)
+    _, v_desc = _desc(v.unsqueeze(0), block_n)
+    _, o_desc = _desc(out.unsqueeze(0), wg_rows)
+    assert out.stride(0) == h * d and out.stride(2) == 1, "out: packed (total, H, D) rows (the kernel's O stores)"
+    with torch.cuda.device(out.device):
+        plans.launch(attn_fwd_gluon_kernel, (n_slots, h),
+                     q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
+                     float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, lse, 0.0, 0, 0, out,
+                     HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
+                     NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True, num_warps=4)
+
+
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:
     """num_consumers: 2, or 3 for the plain PERSISTENT forward or the CAUSAL forward one block a
     CTA (persistent=False), without window / dropout / scheduled / pingpong, at a head dim of

@@ -623,6 +623,32 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
     return _warp_spec_switch(q)
 
 
+# Packed (varlen) forwards on the Gluon kernel's VARLEN variant (session 49; kernels/fwd_gluon.py,
+# launchers/forward_gluon.fwd_varlen_into): BLOCK_D -> the shortest max_seqlen_q from which a plain or
+# canonical causal packed batch takes it, instead of fwd_ws_varlen.py (plain) or fwd.py (causal). First
+# setting from the dense kernel's GLUON_FWD_MIN_N at D = 128; the measurement that keeps or moves it:
+# bench/NOTES.md, "Session 49".
+GLUON_FWD_VARLEN_MIN_N = {128: 1024}
+
+
+def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> bool:
+    """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi, softcap, dropout or
+    window (plain, or the canonical causal mask), bf16 / fp16, head_dim == BLOCK_D with an entry
+    in GLUON_FWD_VARLEN_MIN_N, max_seqlen_q >= the entry, tokens in both q and k, q, k, v
+    readable as (total, heads * D) rows without a copy, H <= 65535 (the grid's second
+    dimension); never under the interpreter; then warp_spec_applies' switch."""
+    kind = gluon_kind(params)
+    if (kind == "window" or bd not in GLUON_FWD_VARLEN_MIN_N or q.shape[-1] != bd or interpreting()
+            or varlen.max_seqlen_q < GLUON_FWD_VARLEN_MIN_N[bd] or q.shape[0] == 0 or k.shape[0] == 0
+            or q.shape[1] > 65535):
+        return False
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and q.dtype in (torch.bfloat16, torch.float16)
+            and all(rows_view_ok(t.unsqueeze(0)) for t in (q, k, v))):
+        return False
+    return _warp_spec_switch(q)
+
+
 def gluon_fwd_persistent(causal: bool) -> bool:
     """Whether a forward that gluon_fwd routes runs the PERSISTENT kernel
     (GLUON_FWD_PERSISTENT)."""

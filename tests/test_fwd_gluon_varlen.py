@@ -1,0 +1,130 @@
+"""kernels/fwd_gluon.py VARLEN (session 49): packed batches (flash_attn_varlen_func) on the Gluon forward, one
+query block of one sequence a CTA, plain or causal, D = 128 / 64. Host side launchers/forward_gluon.fwd_varlen_into
+(varlen_tables), route launchers.policy.gluon_fwd_varlen (GLUON_FWD_VARLEN_MIN_N).
+
+CPU: the SCHED tables (layout, the causal dispatch order), the policy's contract. GPU (Hopper): through the public
+API against float64 with the repo criterion, outputs poisoned first (conftest), ragged lengths (not multiples of the
+tiles), empty sequences, Nq != Nk both ways (rows that see no key: O = 0, lse = +inf), GQA, bf16 / fp16; rows of the
+next sequence never written (a check of the block after each sequence's end); the route taken (spy); bitwise
+repeatable.
+"""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton.launchers import forward_gluon, policy
+from flashtriton.launchers.common import AttnParams, Varlen
+
+from conftest import DEVICE
+from helpers import assert_close, cu_seqlens, rand_varlen, reference_pair, spy
+from test_fwd_gluon import hopper
+
+
+# ---------------------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------------------
+def test_varlen_tables_layout():
+    """SCHED = [cumulative 128-row block counts | cu_seqlens_q | cu_seqlens_k] (+ causal: the slots' order,
+    heaviest first, spare slots last): what _tile_coords_varlen reads at offsets 0, B + 1, 2B + 2, 3B + 3."""
+    lens_q, lens_k = [300, 0, 128, 5], [300, 7, 200, 5]
+    vl = Varlen(cu_seqlens(lens_q, "cpu"), cu_seqlens(lens_k, "cpu"), 300, 300)
+    n_slots = -(-sum(lens_q) // 128) + 4
+    plain = forward_gluon.varlen_tables(vl, 128, False, n_slots)
+    assert plain.dtype == torch.int32
+    assert plain.tolist() == [0, 3, 3, 4, 5] + [0, 300, 300, 428, 433] + [0, 300, 307, 507, 512]
+    causal = forward_gluon.varlen_tables(vl, 128, True, n_slots)
+    order = causal[15:].tolist()
+    assert causal[:15].tolist() == plain.tolist() and sorted(order) == list(range(n_slots))
+    # the heaviest slot first: sequence 0's last block (the kernel reverses blocks: slot 0 is block 2, 300 keys)
+    assert order[0] == 0 and set(order[-(n_slots - 5):]) == set(range(5, n_slots))
+
+
+def test_policy_contract():
+    """gluon_fwd_varlen: plain or canonical causal only, bf16 / fp16, a head dim of the table, max_seqlen_q at
+    its entry or more; never under the interpreter (which this CPU run is, or no GPU at all)."""
+    q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
+    k = v = torch.empty(4096, 2, 128, dtype=torch.bfloat16)
+    vl = Varlen(cu_seqlens([2048, 2048], "cpu"), cu_seqlens([2048, 2048], "cpu"), 2048, 2048)
+    p = AttnParams(0.1)
+    assert not policy.gluon_fwd_varlen(q, k, v, p, None, 128, vl)      # the interpreter, or a CPU tensor
+    assert set(policy.GLUON_FWD_VARLEN_MIN_N) <= {64, 128}
+
+
+# ---------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------
+CASES = [
+    # lens_q, lens_k, (H, Hk), D, causal
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, False),
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, True),
+    ([1024, 0, 513, 17], [1024, 9, 513, 17], (4, 4), 128, True),        # an empty query sequence
+    ([1030, 40], [0, 70], (2, 1), 128, False),                          # keys of sequence 0: none
+    ([1030, 40], [700, 1500], (4, 1), 128, True),                       # Nq > Nk: rows with no key
+    ([1500, 64], [3000, 64], (4, 2), 64, True),
+    ([1500, 64], [3000, 64], (4, 2), 64, False),
+]
+
+
+@pytest.fixture
+def gluon_varlen_on(monkeypatch):
+    """Route every D = 64 / 128 packed call here (the table's lengths lowered to 1) and record the route."""
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {128: 1, 64: 1})
+    return spy(monkeypatch, forward_gluon, "fwd_varlen_into")
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,causal", CASES)
+def test_varlen_matches_reference_gpu(gluon_varlen_on, dtype, lens_q, lens_k, heads, d, causal):
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)
+    assert len(gluon_varlen_on) == 1, "the call did not take the Gluon VARLEN kernel"
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=d ** -0.5,
+                                 window_right=0 if causal else -1)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert_close("out", out, truth["out"], lowp["out"], 2, dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, dtype)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_writes_no_row_of_the_next_sequence_gpu(gluon_varlen_on, causal):
+    """Each sequence's last block ends inside it: the kernel's masked stores leave the next sequence's rows alone.
+    Checked by running the sequences one at a time into one output buffer's slices: equal to the packed call."""
+    lens = [1100, 300, 1029]
+    (q, k, v), varlen = rand_varlen(lens, lens, 4, 2, 128, torch.bfloat16, DEVICE)
+    packed = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal)
+    start = 0
+    for n in lens:
+        one = flashtriton.flash_attn_varlen_func(q[start:start + n], k[start:start + n], v[start:start + n],
+                                                 cu_seqlens([n], DEVICE), cu_seqlens([n], DEVICE), n, n,
+                                                 causal=causal)
+        assert torch.equal(one, packed[start:start + n])
+        start += n
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_repeatable_gpu(gluon_varlen_on):
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 8, 2, 128, torch.bfloat16, DEVICE)
+    a = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
+    b = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
+    assert torch.equal(a, b) and len(gluon_varlen_on) == 2
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_route_by_default_gpu(monkeypatch):
+    """At the table's length the default route takes the kernel; below it, not; nor with a window or ALiBi."""
+    calls = spy(monkeypatch, forward_gluon, "fwd_varlen_into")
+    n = policy.GLUON_FWD_VARLEN_MIN_N[128]
+    (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
+    assert len(calls) == 1
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=(64, 0))
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, alibi_slopes=torch.rand(4, device=DEVICE))
+    (q, k, v), varlen = rand_varlen([n - 1, 100], [n - 1, 100], 4, 2, 128, torch.bfloat16, DEVICE)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
+    assert len(calls) == 1
