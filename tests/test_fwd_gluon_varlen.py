@@ -29,7 +29,7 @@ def test_varlen_tables_layout():
     lens_q, lens_k = [300, 0, 128, 5], [300, 7, 200, 5]
     vl = Varlen(cu_seqlens(lens_q, "cpu"), cu_seqlens(lens_k, "cpu"), 300, 300)
     n_slots = -(-sum(lens_q) // 128) + 4
-    plain = forward_gluon.varlen_tables(vl, 128, False, n_slots)
+    plain = forward_gluon.varlen_tables(vl, 128, False, n_slots, order=False)
     assert plain.dtype == torch.int32
     assert plain.tolist() == [0, 3, 3, 4, 5] + [0, 300, 300, 428, 433] + [0, 300, 307, 507, 512]
     causal = forward_gluon.varlen_tables(vl, 128, True, n_slots)
@@ -37,6 +37,9 @@ def test_varlen_tables_layout():
     assert causal[:15].tolist() == plain.tolist() and sorted(order) == list(range(n_slots))
     # the heaviest slot first: sequence 0's last block (the kernel reverses blocks: slot 0 is block 2, 300 keys)
     assert order[0] == 0 and set(order[-(n_slots - 5):]) == set(range(5, n_slots))
+    # plain: by the sequence's keys, longest first (sequence 2, 200 keys, before sequence 3's 5), stable
+    by_keys = forward_gluon.varlen_tables(vl, 128, False, n_slots)[15:].tolist()
+    assert by_keys[:5] == [0, 1, 2, 3, 4] and sorted(by_keys) == list(range(n_slots))
 
 
 def test_policy_contract():
@@ -47,7 +50,8 @@ def test_policy_contract():
     vl = Varlen(cu_seqlens([2048, 2048], "cpu"), cu_seqlens([2048, 2048], "cpu"), 2048, 2048)
     p = AttnParams(0.1)
     assert not policy.gluon_fwd_varlen(q, k, v, p, None, 128, vl)      # the interpreter, or a CPU tensor
-    assert set(policy.GLUON_FWD_VARLEN_MIN_N) <= {64, 128}
+    assert set(policy.GLUON_FWD_VARLEN_MIN_N) == {"plain", "causal"}
+    assert all(set(t) <= {64, 128} for t in policy.GLUON_FWD_VARLEN_MIN_N.values())
 
 
 # ---------------------------------------------------------------------------------------
@@ -68,7 +72,7 @@ CASES = [
 @pytest.fixture
 def gluon_varlen_on(monkeypatch):
     """Route every D = 64 / 128 packed call here (the table's lengths lowered to 1) and record the route."""
-    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {128: 1, 64: 1})
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {"plain": {128: 1, 64: 1}, "causal": {128: 1, 64: 1}})
     return spy(monkeypatch, forward_gluon, "fwd_varlen_into")
 
 
@@ -107,6 +111,22 @@ def test_varlen_writes_no_row_of_the_next_sequence_gpu(gluon_varlen_on, causal):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("fast,order", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_variants_match_reference_gpu(gluon_varlen_on, monkeypatch, fast, order, causal):
+    """forward_gluon.VARLEN_FAST / VARLEN_PLAIN_ORDER off (the defaults are on: the tests above), against float64."""
+    monkeypatch.setattr(forward_gluon, "VARLEN_FAST", fast)
+    monkeypatch.setattr(forward_gluon, "VARLEN_PLAIN_ORDER", order)
+    (q, k, v), varlen = rand_varlen([1100, 0, 300, 2049], [1100, 5, 300, 2049], 4, 2, 128, torch.float16, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=128 ** -0.5,
+                                 window_right=0 if causal else -1)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.float16)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, torch.float16)
+
+
+@pytest.mark.gpu
+@hopper
 def test_varlen_repeatable_gpu(gluon_varlen_on):
     (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 8, 2, 128, torch.bfloat16, DEVICE)
     a = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
@@ -119,12 +139,13 @@ def test_varlen_repeatable_gpu(gluon_varlen_on):
 def test_varlen_route_by_default_gpu(monkeypatch):
     """At the table's length the default route takes the kernel; below it, not; nor with a window or ALiBi."""
     calls = spy(monkeypatch, forward_gluon, "fwd_varlen_into")
-    n = policy.GLUON_FWD_VARLEN_MIN_N[128]
+    n = max(policy.GLUON_FWD_VARLEN_MIN_N["plain"][128], policy.GLUON_FWD_VARLEN_MIN_N["causal"][128])
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
     assert len(calls) == 1
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=(64, 0))
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, alibi_slopes=torch.rand(4, device=DEVICE))
+    n = policy.GLUON_FWD_VARLEN_MIN_N["plain"][128]
     (q, k, v), varlen = rand_varlen([n - 1, 100], [n - 1, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
     assert len(calls) == 1

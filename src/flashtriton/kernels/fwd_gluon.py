@@ -1102,7 +1102,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
                  TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
-                 VARLEN: gl.constexpr = False, KEY_BOUND: gl.constexpr = False, row_lim=0):
+                 VARLEN: gl.constexpr = False, KEY_BOUND: gl.constexpr = False, row_lim=0,
+                 VARLEN_FAST: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1145,7 +1146,9 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     O leaves by masked stores from registers into O (rows o_stride elements apart) and lse by
     masked stores, so no row of the next sequence is written. KEY_BOUND (VARLEN without CAUSAL):
     diag is the sequence's last key for every row (not offset by the warpgroup), the peel and
-    the tiles [n_full, n_tiles) (the ragged last key tile) are masked against it."""
+    the tiles [n_full, n_tiles) (the ragged last key tile) are masked against it. VARLEN_FAST: the peel
+    unmasked when the sequence's keys fill it (KEY_BOUND; a uniform branch), and O of a warpgroup whose
+    rows all exist by TMA through its Q half (the dense kernel's epilogue)."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1233,6 +1236,12 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT)
         else:
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
+    elif KEY_BOUND and VARLEN_FAST:
+        if diag >= BLOCK_N - 1:
+            p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
+        else:
+            p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW,
+                                                      KEY_BOUND)
     elif CAUSAL or WINDOW or KEY_BOUND:
         p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW, KEY_BOUND)
     else:
@@ -1318,14 +1327,17 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse, mask=WG * HALF_M + offs_m < row_lim)
     else:
         gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
-    if VARLEN:
-        # masked stores from the accumulator's registers (EARLY_Q's form): a TMA store of the
-        # block's last rows would write over the next sequence's
-        r_o = WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)                                      # (HALF_M,)
-        rows_o = (q_row + r_o).to(gl.int64) * o_stride
-        cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
-        gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype),
-                 mask=gl.expand_dims(r_o < row_lim, 1))
+    if VARLEN and VARLEN_FAST:
+        if row_lim >= (WG + 1) * HALF_M:
+            # every row of this half exists: TMA through its Q half, as the dense kernel
+            q.store(acc.to(dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
+            tma.store_wait(0)
+        else:
+            _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout)
+    elif VARLEN:
+        _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout)
     elif EARLY_Q:
         # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
         # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
@@ -1359,6 +1371,19 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         if PERSISTENT:
             # this half of Q's buffer is free for the next block's Q (the loader waits for both)
             mbarrier.arrive(q_free)
+
+
+@gluon.jit
+def _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG: gl.constexpr, HALF_M: gl.constexpr,
+                HEAD_DIM: gl.constexpr, o_layout: gl.constexpr):
+    """VARLEN: this warpgroup's O rows below row_lim by masked stores from the accumulator's
+    registers (EARLY_Q's form): a TMA store of a block's last rows would write over the next
+    sequence's."""
+    r_o = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, o_layout))               # (HALF_M,)
+    rows_o = (q_row + r_o).to(gl.int64) * o_stride
+    cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                 # (HEAD_DIM,)
+    gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(O.dtype.element_ty),
+             mask=gl.expand_dims(r_o < row_lim, 1))
 
 
 @gluon.jit
@@ -1563,6 +1588,7 @@ def attn_fwd_gluon_kernel(
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
     TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
+    VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1655,7 +1681,7 @@ def attn_fwd_gluon_kernel(
     if VARLEN:
         slot = gl.program_id(0)
         h_v = gl.program_id(1)
-        if CAUSAL:
+        if VARLEN_ORDER:
             slot = gl.load(SCHED + 3 * (batch + 1) + slot)             # heaviest first (fwd.py's ORDER)
         if slot >= gl.load(SCHED + batch):
             return                                                     # the grid is an upper bound
@@ -1791,12 +1817,14 @@ def attn_fwd_gluon_kernel(
                             q_row, q_col, lse_off, n_load, n_left0, n_full0, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim)),
+                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
+                            VARLEN_FAST)),
             (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim)),
+                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
+                            VARLEN_FAST)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

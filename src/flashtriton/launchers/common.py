@@ -308,7 +308,8 @@ def _cu_blocks(cu_seqlens: torch.Tensor, block: int) -> torch.Tensor:
     return torch.cat([n.new_zeros(1), torch.cumsum(n, 0)]).to(torch.int32)
 
 
-def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, block_m: int) -> torch.Tensor:
+def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, block_m: int,
+                    causal: bool = True) -> torch.Tensor:
     """Varlen causal forward: the dispatch order of the query-block programs, by their
     number of visible keys, most first (longest-processing-time first), on the device
     and without a host sync.
@@ -319,7 +320,8 @@ def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, bl
     (8 sequences, 293..3774) ran at 0.80x the TFLOP/s of the dense kernel, whose grid
     already starts every head's heaviest block first. Slot g runs program order[g];
     the kernel maps a program to (sequence, block) as before, including its own
-    heaviest-first reversal inside a sequence, which the work estimate mirrors."""
+    heaviest-first reversal inside a sequence, which the work estimate mirrors. causal=False
+    (the Gluon VARLEN forward's plain order, session 49): a block's work is its sequence's keys."""
     dev = cu_blocks.device
     g = torch.arange(n_programs, device=dev, dtype=torch.int32)
     seq = torch.searchsorted(cu_blocks[1:], g, right=True)             # == batch: a spare program
@@ -330,7 +332,7 @@ def _heaviest_first(varlen: Varlen, cu_blocks: torch.Tensor, n_programs: int, bl
     nk = (varlen.cu_seqlens_k[1:] - varlen.cu_seqlens_k[:-1])[s]
     first, count = cu_blocks[s], cu_blocks[s + 1] - cu_blocks[s]
     block = count - 1 - (g - first)                                    # the kernel's reversal
-    visible = ((block + 1) * block_m + nk - nq).clamp(min=0)
+    visible = ((block + 1) * block_m + nk - nq).clamp(min=0) if causal else nk
     work = torch.where(valid, torch.minimum(visible, nk), torch.full_like(nk, -1))
     return torch.sort(work, descending=True, stable=True).indices.to(torch.int32)
 

@@ -386,21 +386,30 @@ def fwd_into(q, k, v, out, lse, softmax_scale, causal: bool = False, persistent:
                  **(dict(o_stage=True) if o_stage else {}))()
 
 
-def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int) -> torch.Tensor:
+# The VARLEN kernel's plain (non-causal) calls dispatched longest sequence first too (a block's cost is its
+# sequence's key count; session 49's A/B, bench/gpu/s49_varlen_ab.py: bench/NOTES.md "Session 49").
+VARLEN_PLAIN_ORDER = True
+# The VARLEN kernel's VARLEN_FAST: the peeled tile unmasked when it is whole (plain calls) and full blocks' O by TMA
+# (session 49, the same A/B).
+VARLEN_FAST = True
+
+
+def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
     """The VARLEN kernel's SCHED: int32 [cumulative query-block counts (B + 1), cu_seqlens_q (B + 1),
-    cu_seqlens_k (B + 1)] and, causal, the n_slots slots' dispatch order, heaviest first
-    (launchers/common._heaviest_first, fwd.py's). Built on the device without a host sync and
-    remembered on cu_seqlens_q with cu_seqlens_k's stamp (launchers/common._cached_map)."""
+    cu_seqlens_k (B + 1)] and, with order, the n_slots slots' dispatch order, heaviest first
+    (launchers/common._heaviest_first: fwd.py's for causal, by the sequence's keys for plain calls). Built on
+    the device without a host sync and remembered on cu_seqlens_q with cu_seqlens_k's stamp
+    (launchers/common._cached_map)."""
     from .common import _cached_map, _cu_blocks, _heaviest_first, _stamp
     cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
 
     def make():
         cu_blocks = _cu_blocks(cu_q, block_m)
         parts = [cu_blocks, cu_q.to(torch.int32), cu_k.to(torch.int32)]
-        if causal:
-            parts.append(_heaviest_first(varlen, cu_blocks, n_slots, block_m))
+        if order:
+            parts.append(_heaviest_first(varlen, cu_blocks, n_slots, block_m, causal))
         return torch.cat(parts).contiguous()
-    return _cached_map(cu_q, ("gluon_varlen", block_m, causal, n_slots, _stamp(cu_k)), make)
+    return _cached_map(cu_q, ("gluon_varlen", block_m, causal, n_slots, order, _stamp(cu_k)), make)
 
 
 def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = False) -> None:
@@ -415,7 +424,8 @@ def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = Fal
     batch = varlen.cu_seqlens_q.numel() - 1
     block_m, block_n, stages = DEFAULT_CONFIG[d]
     n_slots = -(-total_q // block_m) + batch
-    table = varlen_tables(varlen, block_m, causal, n_slots)
+    order = bool(causal) or VARLEN_PLAIN_ORDER
+    table = varlen_tables(varlen, block_m, causal, n_slots, order)
     wg_rows = block_m // 2
     _, q_desc = _desc(q.unsqueeze(0), wg_rows)
     _, k_desc = _desc(k.unsqueeze(0), block_n)
@@ -427,7 +437,8 @@ def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = Fal
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
                      float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, lse, 0.0, 0, 0, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
-                     NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True, num_warps=4)
+                     NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
+                     VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), num_warps=4)
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:

@@ -624,23 +624,25 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 
 
 # Packed (varlen) forwards on the Gluon kernel's VARLEN variant (session 49; kernels/fwd_gluon.py,
-# launchers/forward_gluon.fwd_varlen_into): BLOCK_D -> the shortest max_seqlen_q from which a plain or
-# canonical causal packed batch takes it, instead of fwd_ws_varlen.py (plain) or fwd.py (causal). First
-# setting from the dense kernel's GLUON_FWD_MIN_N at D = 128; the measurement that keeps or moves it:
-# bench/NOTES.md, "Session 49".
-GLUON_FWD_VARLEN_MIN_N = {128: 1024}
+# launchers/forward_gluon.fwd_varlen_into): kind ("plain" / "causal") -> BLOCK_D -> the shortest max_seqlen_q
+# from which a packed batch takes it, instead of fwd_ws_varlen.py (plain) or fwd.py (causal). H200, bf16,
+# H = 16, 16k tokens in random lengths, five rotated rounds (bench/gpu/s49_varlen_ab.py, s49/call3), VARLEN
+# against the route before: plain 0.75x at lengths 128..512 (longest 501), 1.28 / 1.20 / 1.16 / 1.20x at
+# 256..1024 (978) / 512..2048 / 128..4096 / 1024..8192; causal 1.12 / 1.18 / 1.24 / 1.22 / 1.31x. So plain
+# from 768 (between the two first ranges' longest), causal from 480.
+GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768}, "causal": {128: 480}}
 
 
 def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> bool:
     """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi, softcap, dropout or
     window (plain, or the canonical causal mask), bf16 / fp16, head_dim == BLOCK_D with an entry
-    in GLUON_FWD_VARLEN_MIN_N, max_seqlen_q >= the entry, tokens in both q and k, q, k, v
+    in GLUON_FWD_VARLEN_MIN_N[kind], max_seqlen_q >= the entry, tokens in both q and k, q, k, v
     readable as (total, heads * D) rows without a copy, H <= 65535 (the grid's second
     dimension); never under the interpreter; then warp_spec_applies' switch."""
     kind = gluon_kind(params)
-    if (kind == "window" or bd not in GLUON_FWD_VARLEN_MIN_N or q.shape[-1] != bd or interpreting()
-            or varlen.max_seqlen_q < GLUON_FWD_VARLEN_MIN_N[bd] or q.shape[0] == 0 or k.shape[0] == 0
-            or q.shape[1] > 65535):
+    table = GLUON_FWD_VARLEN_MIN_N.get(kind, {})
+    if (bd not in table or q.shape[-1] != bd or interpreting() or varlen.max_seqlen_q < table[bd]
+            or q.shape[0] == 0 or k.shape[0] == 0 or q.shape[1] > 65535):
         return False
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
             and q.dtype in (torch.bfloat16, torch.float16)
