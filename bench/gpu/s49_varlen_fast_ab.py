@@ -1,10 +1,14 @@
-"""Session 49, call 4: the Gluon VARLEN forward's VARLEN_FAST (unmasked whole peel for plain calls, full blocks' O by
+"""Session 49, calls 4-5: the Gluon VARLEN forward's VARLEN_FAST (unmasked whole peel for plain calls, full blocks' O by
 TMA) and plain longest-first order (forward_gluon.VARLEN_FAST, VARLEN_PLAIN_ORDER) against the kernel without them
 ("v1", call 3's) and the route before the kernel ("before"), bf16, D = 128, H = 16, 16k tokens in random lengths, five
-rotated rounds. Rule written before the run: keep both on if the median of v2 / v1 >= 1.00 at 128..4096 (the feature
-case's lengths), plain and causal, and no range reads below 0.98. Writes $OUT/varlen_fast_ab.json."""
+rotated rounds. Rule written before call 4: keep both on if the median of v2 / v1 >= 1.00 at 128..4096 (the feature
+case's lengths), plain and causal, and no range reads below 0.98. Call 5 (`--split`): "fast" (VARLEN_FAST alone) and
+"order" (the plain order alone) too; rule written before it: plain calls take the config with the highest median at
+128..4096 unless it reads more than 2% below v1 at another range; causal calls keep VARLEN_FAST if fast >= v1 at
+128..4096 and >= 0.98x at the others. Writes $OUT/varlen_fast_ab.json."""
 import json
 import os
+import sys
 
 import torch
 
@@ -21,6 +25,9 @@ CONFIGS = {"v2": (ON, True, True), "v1": (ON, False, False), "before": ({}, True
 
 def main():
     res = []
+    if "--split" in sys.argv:
+        CONFIGS.update({"fast": (ON, True, False), "order": (ON, False, True)})
+        RANGES[:] = RANGES[:3]
     for lo, hi in RANGES:
         for causal in (False, True):
             lens = _random_lengths(16384, lo, hi, 0)
@@ -51,6 +58,7 @@ def main():
             row["v2_over_v1_rounds"] = [b_ / a_ for a_, b_ in zip(reads["v2"]["fwd"], reads["v1"]["fwd"])]
             row["v2_over_before"] = row["v2_tflops"] / row["before_tflops"]
             res.append(row)
+            print(" ".join(f"{n} {row[n + '_tflops']:6.1f}" for n in med), flush=True)
             print(f"{lo:5d}..{hi:5d} causal={causal!s:5} v2 {row['v2_tflops']:6.1f} v1 {row['v1_tflops']:6.1f} "
                   f"before {row['before_tflops']:6.1f}  v2/v1 {row['v2_over_v1']:.3f} "
                   f"({min(row['v2_over_v1_rounds']):.3f}-{max(row['v2_over_v1_rounds']):.3f})  v2/before "
