@@ -1,5 +1,5 @@
 """kernels/fwd_gluon.py VARLEN (session 49): packed batches (flash_attn_varlen_func) on the Gluon forward, one
-query block of one sequence a CTA, plain or causal, D = 128 / 64. Host side launchers/forward_gluon.fwd_varlen_into
+query block of one sequence a CTA, plain or causal, D = 128 / 64. Host side launchers/forward_gluon.fwd_varlen
 (varlen_tables), route launchers.policy.gluon_fwd_varlen (GLUON_FWD_VARLEN_MIN_N).
 
 CPU: the SCHED tables (layout, the causal dispatch order), the policy's contract. GPU (Hopper): through the public
@@ -73,7 +73,7 @@ CASES = [
 def gluon_varlen_on(monkeypatch):
     """Route every D = 64 / 128 packed call here (the table's lengths lowered to 1) and record the route."""
     monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {"plain": {128: 1, 64: 1}, "causal": {128: 1, 64: 1}})
-    return spy(monkeypatch, forward_gluon, "fwd_varlen_into")
+    return spy(monkeypatch, forward_gluon, "fwd_varlen")
 
 
 @pytest.mark.gpu
@@ -138,7 +138,7 @@ def test_varlen_repeatable_gpu(gluon_varlen_on):
 @hopper
 def test_varlen_route_by_default_gpu(monkeypatch):
     """At the table's length the default route takes the kernel; below it, not; nor with a window or ALiBi."""
-    calls = spy(monkeypatch, forward_gluon, "fwd_varlen_into")
+    calls = spy(monkeypatch, forward_gluon, "fwd_varlen")
     n = max(policy.GLUON_FWD_VARLEN_MIN_N["plain"][128], policy.GLUON_FWD_VARLEN_MIN_N["causal"][128])
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
@@ -149,3 +149,27 @@ def test_varlen_route_by_default_gpu(monkeypatch):
     (q, k, v), varlen = rand_varlen([n - 1, 100], [n - 1, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
     assert len(calls) == 1
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_plan_replay_gpu(gluon_varlen_on, monkeypatch, causal):
+    """With launch plans on (FLASHTRITON_PLANS=1; the tests run with them off), the second call of a signature
+    replays the first's launch with its own q, k, v and SCHED table: other lengths (same totals, same batch) give
+    their own reference's result, bitwise the launcher's."""
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 4, 2, 128, torch.bfloat16, DEVICE)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal)
+    before = plans.stats["replayed"]
+    (q2, k2, v2), varlen2 = rand_varlen([2000, 1400, 49], [2000, 1400, 49], 4, 2, 128, torch.bfloat16, DEVICE)
+    out = flashtriton.flash_attn_varlen_func(q2, k2, v2, *varlen2, causal=causal)
+    assert plans.stats["replayed"] == before + 1, "the second call did not replay"
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+    again = flashtriton.flash_attn_varlen_func(q2, k2, v2, *varlen2, causal=causal)
+    assert torch.equal(out, again)
+    truth, lowp = reference_pair(q2, k2, v2, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
+                                 window_right=0 if causal else -1)
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)

@@ -14,7 +14,7 @@ import flashtriton
 from flashtriton import flash_attn_varlen_func, paged
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, cu_seqlens, rand_varlen, reference_pair, reference_probs
+from helpers import assert_close, rand_varlen, reference_pair, reference_probs
 
 BACKENDS = kernel_backends() + ["reference"]
 

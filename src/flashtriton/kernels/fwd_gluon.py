@@ -653,7 +653,7 @@ def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.cons
                         BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
     """VARLEN (session 49): _tile_coords of a packed batch's slot (a query block of one
     sequence; slot < SCHED[batch], the blocks of all sequences). SCHED packs the host's int32
-    tables (launchers/forward_gluon.fwd_varlen_into): [0, B] the cumulative query-block counts
+    tables (launchers/forward_gluon.fwd_varlen): [0, B] the cumulative query-block counts
     (fwd.py's CU_BLOCKS), [B + 1, 2B + 1] cu_seqlens_q, [2B + 2, 3B + 2] cu_seqlens_k. Rows and
     columns index the (total, heads * D) views. The sequence's key tiles are cdiv(Nk_b,
     BLOCK_N) (>= 1: a sequence without keys loads one tile and masks it all); rows past the
@@ -1639,7 +1639,7 @@ def attn_fwd_gluon_kernel(
     # and D = 64 windows do not take the Gluon kernel (launchers.policy.GLUON_FWD_WINDOW_MIN_N)
     gl.static_assert((not LEAN_MASK) or (WINDOW and NUM_CONSUMERS == 2 and not DROPOUT and HEAD_DIM == 128),
                      "LEAN_MASK: the 2-consumer WINDOW forward at D = 128, without dropout")
-    # VARLEN (session 49; launchers/forward_gluon.fwd_varlen_into): a packed batch, one block a CTA,
+    # VARLEN (session 49; launchers/forward_gluon.fwd_varlen): a packed batch, one block a CTA,
     # grid (slots, H), q / k / v / o descriptors over the (total, heads * D) views, seqlen_q = total_q
     # (lse is (H, total_q)), SCHED the int32 tables of _tile_coords_varlen (+ CAUSAL: the slots'
     # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN)

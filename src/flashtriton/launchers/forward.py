@@ -26,6 +26,13 @@ from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
     (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
+    if varlen is not None:
+        # policy.GLUON_FWD_VARLEN_MIN_N (session 49): the Gluon kernel's VARLEN variant, one block a CTA, through a
+        # launch plan of its own (forward_gluon.fwd_varlen)
+        vl = _unit_stride_varlen(varlen)
+        p = _effective_window(params, vl.max_seqlen_q, vl.max_seqlen_k)
+        if gluon_fwd_varlen(q, k, v, p, alibi, block_d(q.shape[-1]), vl):
+            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=p.window_right == 0)
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
@@ -100,10 +107,6 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k)))
 
-    if is_varlen and gluon_fwd_varlen(q, k, v, params, alibi, bd, varlen):
-        # policy.GLUON_FWD_VARLEN_MIN_N (session 49): the Gluon kernel's VARLEN variant, one block a CTA
-        forward_gluon.fwd_varlen_into(q, k, v, out, lse, varlen, params.softmax_scale, causal=causal)
-        return out, lse
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse

@@ -419,26 +419,47 @@ def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool 
     return _cached_map(cu_q, ("gluon_varlen", block_m, causal, n_slots, order, _stamp(cu_k)), make)
 
 
-def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = False) -> None:
-    """The VARLEN kernel (kernels/fwd_gluon.py, session 49) over a packed batch: q, out (total_q,
-    H, D), k, v (total_k, Hk, D), lse (H, total_q), all allocated; DEFAULT_CONFIG's tile, one query
-    block of one sequence a CTA, grid (cdiv(total_q, BLOCK_M) + B, H) (an upper bound: spare CTAs
-    return at once), causal heaviest first across the batch. The route (launchers.forward, where
-    policy.gluon_fwd_varlen accepts the call) guarantees packed, 16-byte aligned rows
-    (rows_view_ok of the (1, total, H, D) views), bf16 / fp16, D in {64, 128}, total_q, total_k > 0."""
+def _rows_desc(x: torch.Tensor, rows: int):
+    """A descriptor over x (total, heads, D) read as (total, heads * D) rows, with x itself as its base (so that a
+    launch plan rebinds it to the next call's tensor: launchers/plans.py places a descriptor by its base). x has
+    packed, 16-byte aligned rows (the route's rows_view_ok)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    total, h, d = x.shape
+    return TensorDescriptor(x, [total, h * d], [x.stride(0), 1], [rows, d], _box_layout(rows, d, x.dtype))
+
+
+def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
+    """The VARLEN kernel (kernels/fwd_gluon.py, session 49) over a packed batch: q (total_q, H, D), k, v (total_k,
+    Hk, D); returns (out like q, lse (H, total_q) fp32). DEFAULT_CONFIG's tile, one query block of one sequence a
+    CTA, grid (cdiv(total_q, BLOCK_M) + B, H) (an upper bound: spare CTAs return at once), blocks heaviest first
+    across the batch (varlen_tables). The route (launchers.forward, where policy.gluon_fwd_varlen accepts the call)
+    guarantees packed, 16-byte aligned rows (rows_view_ok of the (1, total, H, D) views), bf16 / fp16, D in {64,
+    128}, total_q, total_k > 0, unit-stride cu_seqlens.
+    The call replays a launch plan (launchers/plans.py) keyed on q, k, v and the SCHED table as inputs: the table
+    holds everything the launch reads of cu_seqlens (its values never reach the host here), so unlike the other
+    varlen launchers this one is replayable. Measured why (s49 calls 4-5): without it the route's host time (four
+    descriptors, Triton's binder for ~40 arguments) passed the kernel's ~0.25 ms on the device machine."""
     total_q, h, d = q.shape
-    total_k, hk = k.shape[0], k.shape[1]
     batch = varlen.cu_seqlens_q.numel() - 1
-    block_m, block_n, stages = DEFAULT_CONFIG[d]
+    block_m = DEFAULT_CONFIG[d][0]
     n_slots = -(-total_q // block_m) + batch
     order = bool(causal) or VARLEN_PLAIN_ORDER
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
+    inputs = (q, k, v, table)
+    key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST)))
+    return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
+                                                           order))
+
+
+def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool):
+    total_q, h, d = q.shape
+    total_k, hk = k.shape[0], k.shape[1]
+    block_m, block_n, stages = DEFAULT_CONFIG[d]
+    out = memory.empty(q.shape, q.dtype, q.device)
+    lse = memory.empty((h, total_q), torch.float32, q.device)
     wg_rows = block_m // 2
-    _, q_desc = _desc(q.unsqueeze(0), wg_rows)
-    _, k_desc = _desc(k.unsqueeze(0), block_n)
-    _, v_desc = _desc(v.unsqueeze(0), block_n)
-    _, o_desc = _desc(out.unsqueeze(0), wg_rows)
-    assert out.stride(0) == h * d and out.stride(2) == 1, "out: packed (total, H, D) rows (the kernel's O stores)"
+    q_desc, o_desc = _rows_desc(q, wg_rows), _rows_desc(out, wg_rows)
+    k_desc, v_desc = _rows_desc(k, block_n), _rows_desc(v, block_n)
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, (n_slots, h),
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
@@ -446,6 +467,7 @@ def fwd_varlen_into(q, k, v, out, lse, varlen, softmax_scale, causal: bool = Fal
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
                      NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
                      VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), num_warps=4)
+    return out, lse
 
 
 def check_consumers(num_consumers, d, persistent, causal, window, dropout_p, scheduled, pingpong) -> None:

@@ -624,7 +624,7 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 
 
 # Packed (varlen) forwards on the Gluon kernel's VARLEN variant (session 49; kernels/fwd_gluon.py,
-# launchers/forward_gluon.fwd_varlen_into): kind ("plain" / "causal") -> BLOCK_D -> the shortest max_seqlen_q
+# launchers/forward_gluon.fwd_varlen): kind ("plain" / "causal") -> BLOCK_D -> the shortest max_seqlen_q
 # from which a packed batch takes it, instead of fwd_ws_varlen.py (plain) or fwd.py (causal). H200, bf16,
 # H = 16, 16k tokens in random lengths, five rotated rounds (bench/gpu/s49_varlen_ab.py, s49/call3), VARLEN
 # against the route before: plain 0.75x at lengths 128..512 (longest 501), 1.28 / 1.20 / 1.16 / 1.20x at
