@@ -70,13 +70,14 @@ def test_loops_pass_the_right_mask_forms():
     the right-edge loop RIGHT; _consume_tile hands SIDES to _softmax_step_lean only under
     LEAN_MASK (else the old step)."""
     code = _code(fwd_gluon._fwd_consume)
-    peel = code[code.index("    if LEAN_MASK:"):code.index("    elif CAUSAL or WINDOW:")]
+    # (session 49: VARLEN's KEY_BOUND peel sits between the LEAN_MASK peel and the masked one)
+    peel = code[code.index("    if LEAN_MASK:"):code.index("    elif KEY_BOUND and VARLEN_FAST:")]
     step = r"p, m_i, l_i, alpha = _softmax_step_lean\(s, m_i, l_i, qk_scale, diag, wspan, s_layout, (\w+)\)"
     forms = re.search(rf"if PERSISTENT:\s+{step}\s+elif diag >= BLOCK_N - 1:\s+{step}\s+else:\s+{step}", peel)
     assert forms and forms.groups() == ("BOTH", "LEFT", "BOTH"), peel
     assert code.index("diag = diag + WG * HALF_M") < code.index("    if LEAN_MASK:")      # this half's first row
     win = code[code.index("    if WINDOW:\n        # the window's left-edge"):code.index("    # the last tile's P V")]
-    calls = re.findall(r"EARLY_Q(?:, LEAN_MASK, (\w+))?\)", win)
+    calls = re.findall(r"EARLY_Q(?:, LEAN_MASK, (\w+))?(?:,\s*KEY_BOUND)?\)", win)
     # left edge, unmasked (WINDOW), unmasked (others: no LEAN_MASK), right edge
     assert calls == ["BOTH", "", "", "RIGHT"], calls
     tile = _code(fwd_gluon._consume_tile)
