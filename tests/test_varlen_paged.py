@@ -19,28 +19,10 @@ from helpers import assert_close, rand_varlen, reference_pair, reference_probs
 BACKENDS = kernel_backends() + ["reference"]
 
 
-def paged_cache(k, v, lens_k, page, spare_blocks=2, table_cols=None):
-    """(k_cache, v_cache, block_table) holding the packed (total_k, Hk, D) k and v: pages in
-    a random order, unused rows NaN, table entries past a sequence's pages set to -1 (never
-    followed)."""
-    blocks = [(n + page - 1) // page for n in lens_k]
-    cols = table_cols or max(max(blocks), 1)
-    num_blocks = sum(blocks) + spare_blocks
-    order = torch.randperm(num_blocks).tolist()
-    shape = (num_blocks, page) + tuple(k.shape[1:])
-    k_cache = torch.full(shape, float("nan"), dtype=k.dtype, device=k.device)
-    v_cache = torch.full(shape, float("nan"), dtype=v.dtype, device=v.device)
-    table = torch.full((len(lens_k), cols), -1, dtype=torch.int32)
-    start = 0
-    for b, n in enumerate(lens_k):
-        for j in range(blocks[b]):
-            blk = order.pop()
-            table[b, j] = blk
-            rows = min(page, n - j * page)
-            k_cache[blk, :rows] = k[start + j * page:start + j * page + rows]
-            v_cache[blk, :rows] = v[start + j * page:start + j * page + rows]
-        start += n
-    return k_cache, v_cache, table.to(k.device)
+def paged_cache(k, v, lens_k, page):
+    """The packed k, v in a paged cache (flashtriton.paged.scatter_to_pages): pages in a random order, two spare
+    pages, every unused row NaN, table entries past a sequence's pages -1."""
+    return paged.scatter_to_pages(k, v, lens_k, page, fill=float("nan"), spare_blocks=2)
 
 
 CASES = [

@@ -177,14 +177,7 @@ def _check_structure(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_se
             raise ValueError(f"{name}: the last (headdim) dimension must have stride 1, got stride {t.stride(-1)}")
 
     if block_table is not None:
-        validate._tensor("block_table", block_table)
-        if block_table.dtype != torch.int32:
-            raise TypeError(f"block_table: dtype must be int32, got {block_table.dtype}")
-        if block_table.dim() != 2 or block_table.shape[0] != batch or block_table.shape[1] == 0:
-            raise ValueError(f"block_table: shape must be (batch, max_blocks_per_seq) = ({batch}, >= 1), "
-                             f"got {tuple(block_table.shape)}")
-        if block_table.device != q.device:
-            raise ValueError(f"block_table: on {block_table.device} but q is on {q.device}")
+        validate.block_table(block_table, batch, q.device)
         if cache_batch_idx is not None:
             raise ValueError("cache_batch_idx: must be None with a paged cache (block_table given); "
                              "the block table already maps every sequence to its pages")

@@ -15,6 +15,8 @@ backward raises NotImplementedError (flashtriton.ops.attention_paged).
 - gather_kv: contiguous (total_k, Hk, D) copies of the keys and values; what the
   reference and CPU backends compute on, and return_attn_probs. The triton backend
   reads the pages in place (kernels/fwd_paged.py).
+- scatter_to_pages: the reverse, packed k, v into a new paged cache with the pages in a
+  random order (the tests, the feature benchmark).
 """
 from __future__ import annotations
 
@@ -37,14 +39,7 @@ def check_structure(q, k_cache, v_cache, block_table, batch: int):
     if k_cache.shape[0] == 0 or page == 0 or page & (page - 1):
         raise ValueError(f"k: with block_table, num_blocks must be >= 1 and page_block_size (dim 1) a power of "
                          f"two, got shape {tuple(k_cache.shape)}")
-    validate._tensor("block_table", block_table)
-    if block_table.dtype != torch.int32:
-        raise TypeError(f"block_table: dtype must be int32, got {block_table.dtype}")
-    if block_table.dim() != 2 or block_table.shape[0] != batch or block_table.shape[1] == 0:
-        raise ValueError(f"block_table: shape must be (batch, max_blocks_per_seq) = ({batch}, >= 1), "
-                         f"got {tuple(block_table.shape)}")
-    if block_table.device != q.device:
-        raise ValueError(f"block_table: on {block_table.device} but q is on {q.device}")
+    validate.block_table(block_table, batch, q.device)
 
 
 def _table_rows(cu_k: torch.Tensor, block_table: torch.Tensor, num_blocks: int, page: int) -> torch.Tensor:
@@ -102,3 +97,28 @@ def gather_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.T
     rows = block_table.to(torch.int64)[seq, pos // page] * page + pos % page
     return (k_cache.reshape(num_blocks * page, hk, d).index_select(0, rows),
             v_cache.reshape(num_blocks * page, hk, d).index_select(0, rows))
+
+
+def scatter_to_pages(k: torch.Tensor, v: torch.Tensor, lens, page: int, *, fill: float = 0.0, spare_blocks: int = 0,
+                     generator: torch.Generator | None = None):
+    """(k_cache, v_cache, block_table) holding the packed (total_k, Hk, D) k and v, whose sequences have the
+    lengths `lens`: each sequence's keys in pages of `page` rows dealt in a random order (as a serving engine's
+    allocator leaves them), spare_blocks pages more, every row no sequence uses set to `fill` (NaN in the tests:
+    a kernel that reads such a row fails them), table entries past a sequence's pages -1 (never followed)."""
+    blocks = [(n + page - 1) // page for n in lens]
+    num_blocks = sum(blocks) + spare_blocks
+    order = torch.randperm(num_blocks, generator=generator).tolist()
+    shape = (num_blocks, page) + tuple(k.shape[1:])
+    k_cache = torch.full(shape, fill, dtype=k.dtype, device=k.device)
+    v_cache = torch.full(shape, fill, dtype=v.dtype, device=v.device)
+    table = torch.full((len(lens), max(max(blocks, default=0), 1)), -1, dtype=torch.int32)
+    start = 0
+    for b, n in enumerate(lens):
+        for j in range(blocks[b]):
+            blk = order.pop()
+            table[b, j] = blk
+            rows = min(page, n - j * page)
+            k_cache[blk, :rows] = k[start + j * page:start + j * page + rows]
+            v_cache[blk, :rows] = v[start + j * page:start + j * page + rows]
+        start += n
+    return k_cache, v_cache, table.to(k.device)

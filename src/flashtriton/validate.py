@@ -127,6 +127,20 @@ def options(*, softmax_scale, window_size, softcap, dropout_p, alibi_slopes, q, 
             raise ValueError("alibi_slopes: the last dimension must have stride 1")
 
 
+def block_table(table, batch: int, device):
+    """A paged cache's block table (flash_attn_with_kvcache, flash_attn_varlen_func): int32
+    (batch, max_blocks_per_seq >= 1) on the queries' device. Its entries are checked inside
+    the ops (a host read), where the sequences' lengths are known."""
+    _tensor("block_table", table)
+    if table.dtype != torch.int32:
+        raise TypeError(f"block_table: dtype must be int32, got {table.dtype}")
+    if table.dim() != 2 or table.shape[0] != batch or table.shape[1] == 0:
+        raise ValueError(f"block_table: shape must be (batch, max_blocks_per_seq) = ({batch}, >= 1), "
+                         f"got {tuple(table.shape)}")
+    if table.device != device:
+        raise ValueError(f"block_table: on {table.device} but q is on {device}")
+
+
 def cu_seqlens(name: str, cu: torch.Tensor, total: int, device, batch: int | None):
     """Structure of a cu_seqlens tensor (no host sync); its values are checked by
     cu_seqlens_values inside the op, just before launch."""

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 import flashtriton
-from flashtriton import reference
+from flashtriton import paged, reference
 from flashtriton.bench import common, prefill
 
 HEAD_DIM, NHEADS = 128, 16
@@ -138,26 +138,6 @@ def bench_varlen(rows, causal, total=16384, lo=128, hi=4096, seed=0):
     rows[-2]["met"] = all(rows[-2][f"{m}_vs_dense"] >= 0.9 for m in ("fwd", "bwd", "fwd_bwd"))
 
 
-def _paged(k, v, lens, page, seed):
-    """(k_cache, v_cache, block_table) with the packed k, v's sequences in pages of `page`
-    keys dealt in a random order (as a serving engine's allocator leaves them)."""
-    blocks = [(n + page - 1) // page for n in lens]
-    order = torch.randperm(sum(blocks), generator=torch.Generator().manual_seed(seed)).tolist()
-    shape = (sum(blocks), page) + tuple(k.shape[1:])
-    kc, vc = k.new_zeros(shape), v.new_zeros(shape)
-    table = torch.zeros(len(lens), max(blocks), dtype=torch.int32)
-    start = 0
-    for b, n in enumerate(lens):
-        for j in range(blocks[b]):
-            blk = order.pop()
-            table[b, j] = blk
-            rows = min(page, n - j * page)
-            kc[blk, :rows] = k[start + j * page:start + j * page + rows]
-            vc[blk, :rows] = v[start + j * page:start + j * page + rows]
-        start += n
-    return kc, vc, table.to(k.device)
-
-
 def bench_paged(rows, causal, total=16384, lo=128, hi=4096, seed=0, pages=(256, 16)):
     """The varlen case's batch, forward only, with the keys and values in a paged cache
     (flash_attn_varlen_func's block_table) against the same call on packed k, v."""
@@ -172,7 +152,7 @@ def bench_paged(rows, causal, total=16384, lo=128, hi=4096, seed=0, pages=(256, 
     calls = {"packed k, v (varlen)": lambda: flashtriton.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx,
                                                                                  causal=causal)}
     for page in pages:
-        kc, vc, table = _paged(k, v, lens, page, seed)
+        kc, vc, table = paged.scatter_to_pages(k, v, lens, page, generator=torch.Generator().manual_seed(seed))
         calls[f"paged, page {page}"] = (lambda kc=kc, vc=vc, table=table: flashtriton.flash_attn_varlen_func(
             q, kc, vc, cu, cu, mx, mx, causal=causal, block_table=table))
     errs = {}
