@@ -14,7 +14,7 @@ import flashtriton
 from flashtriton import flash_attn_varlen_func, paged
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, rand_varlen, reference_pair, reference_probs
+from helpers import assert_close, rand_varlen, reference_pair, reference_probs, spy
 
 BACKENDS = kernel_backends() + ["reference"]
 
@@ -194,3 +194,16 @@ def test_varlen_paged_compiles_fullgraph():
         eager = f(q, kc, vc, table, cu_q, cu_k)
         compiled = torch.compile(f, fullgraph=True, backend="eager")(q, kc, vc, table, cu_q, cu_k)
     assert torch.equal(eager, compiled)
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="the Triton launcher's load paths")
+@pytest.mark.parametrize("tma", [True, False])
+def test_varlen_paged_tma_and_pointer_loads(monkeypatch, tma):
+    """Pages of at least a tile take TMA loads (forward_paged.PAGED_KV_TMA, session 49), smaller ones pointer loads;
+    with the switch off, pointer loads everywhere. Both against float64 (NaN in every unused cache row)."""
+    from flashtriton.launchers import forward_paged, plans
+    monkeypatch.setattr(forward_paged, "PAGED_KV_TMA", tma)
+    seen = spy(monkeypatch, plans, "launch", lambda kernel, grid, *a, **kw: kw.get("KV_TMA"))
+    for page in (64, 8):
+        _check_paged("triton", [40, 17], [70, 33], (4, 2), 64, torch.bfloat16, page, dict(causal=True))
+    assert seen == [tma, False], seen

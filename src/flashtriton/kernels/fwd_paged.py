@@ -6,7 +6,9 @@ cu_seqlens_q. The keys and values stay where the cache keeps them: k_cache, v_ca
 page BLOCK_TABLE[b, p // PAGE_SIZE]; sequence b has cu_seqlens_k[b + 1] - cu_seqlens_k[b]
 keys (cu_seqlens_k gives lengths only: it does not address k). Nothing is gathered or
 copied: each key tile is read in place, one table lookup a tile when a page holds a whole
-tile (PAGE_SIZE >= BLOCK_N), page by page otherwise (kernels/decode.py's page gather).
+tile (PAGE_SIZE >= BLOCK_N; KV_TMA: by TMA through descriptors of the caches viewed as
+(num_blocks * PAGE_SIZE, Hk * D) rows, as the decode kernel), page by page otherwise
+(kernels/decode.py's page gather).
 
 One program owns BLOCK_M query rows of one (sequence, head), as in kernels/fwd.py: the
 grid is (heads, query blocks of all sequences), and CU_BLOCKS maps a program to its
@@ -30,21 +32,21 @@ NO_SPECIALIZE = ["batch", "window_left", "window_right"]
 
 @triton.jit
 def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
-                 K_CACHE, V_CACHE, bt_row, k_head, v_head, hk,
+                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, page_rows,
                  stride_kb, stride_kn, stride_vb, stride_vn,
                  seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                  PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                  HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr):
+                 DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr, KV_TMA: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         acc, l_i, m_i = _attend_cache_tile(
             acc, l_i, m_i, q, offs_m, slope_log2, start_n,
-            K_CACHE, V_CACHE, 0, 0, bt_row, 0, k_head, v_head, hk, 0,
+            K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, 0, k_head, v_head, hk, page_rows,
             stride_kb, stride_kn, stride_vb, stride_vn,
             0, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
             HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP,
-            False, DOT_PRECISION, PAGE_GATHER)
+            KV_TMA, DOT_PRECISION, PAGE_GATHER)
     return acc, l_i, m_i
 
 
@@ -53,6 +55,7 @@ def attn_fwd_paged_kernel(
     Q, K_CACHE, V_CACHE, O, LSE,     # q (total_q, H, D); caches (num_blocks, PAGE_SIZE, Hk, D); o like q; lse (H, total_q)
     CU_Q, CU_K, CU_BLOCKS,           # (B + 1,) int32: query offsets, key lengths (cumulative), query-block counts
     BLOCK_TABLE, ALIBI,              # (B, max_blocks) int32; (B, H) or (H,) fp32 slopes
+    K_DESC, V_DESC,                  # KV_TMA: host descriptors of the caches as (num_blocks * PAGE_SIZE, Hk * D)
     stride_qt, stride_qh,
     stride_kb, stride_kn, stride_kh,
     stride_vb, stride_vn, stride_vh,
@@ -63,7 +66,7 @@ def attn_fwd_paged_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGE_SIZE: tl.constexpr, PAGE_GATHER: tl.constexpr,
     HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, KV_TMA: tl.constexpr = False,
 ):
     h = tl.program_id(0)
     pid = tl.program_id(1)
@@ -103,20 +106,23 @@ def attn_fwd_paged_kernel(
     # tiles cut by the window's left edge, then the fully visible ones, then the diagonal /
     # right edge and the ragged last tile (masked tiles read no row outside [0, seqlen_k))
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, full_lo,
-                                 K_CACHE, V_CACHE, bt_row, k_head, v_head, hk, stride_kb, stride_kn, stride_vb,
-                                 stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
                                  window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER)
+                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
+                                 KV_TMA)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_lo, full_hi,
-                                 K_CACHE, V_CACHE, bt_row, k_head, v_head, hk, stride_kb, stride_kn, stride_vb,
-                                 stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
                                  window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER)
+                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
+                                 KV_TMA)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_hi, hi,
-                                 K_CACHE, V_CACHE, bt_row, k_head, v_head, hk, stride_kb, stride_kn, stride_vb,
-                                 stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
                                  window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER)
+                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
+                                 KV_TMA)
 
     # The one normalisation; a row that saw no key outputs 0 with lse = +inf (as kernels/fwd.py).
     empty = l_i == 0.0

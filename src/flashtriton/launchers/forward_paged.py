@@ -17,7 +17,11 @@ from ..kernels.fwd_paged import attn_fwd_paged_kernel
 from . import plans
 from .common import (AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks, _dot_precision,
                      _effective_window, _unit_stride_varlen, block_d, interpreting)
-from .decode import page_gather_kind
+from .decode import _kv_descriptor, _tma_ready, page_gather_kind
+
+# Key / value tiles by TMA where a page holds whole tiles (PAGE_SIZE >= BLOCK_N) and the caches are contiguous with a
+# 16-byte aligned base (decode's rule, _tma_ready); else pointer loads. Session 49: bench/NOTES.md "Session 49".
+PAGED_KV_TMA = True
 
 
 def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varlen: Varlen):
@@ -42,6 +46,11 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
     # an upper bound of the programs a head needs: sum over sequences of ceil(len / BLOCK_M)
     grid = (nheads, triton.cdiv(total_q, tile.block_m) + batch)
+    use_tma = (PAGED_KV_TMA and page_size >= tile.block_n and _tma_ready(k_cache) and _tma_ready(v_cache))
+    if use_tma:
+        k_desc, v_desc = _kv_descriptor(k_cache, tile.block_n, bd), _kv_descriptor(v_cache, tile.block_n, bd)
+    else:
+        k_desc, v_desc = k_cache, v_cache  # unused
     stride_ab, stride_ah = _alibi_strides(alibi)
     sc = _common_scalars(params, alibi)
     for name in ("dropout_p", "HAS_DROPOUT"):   # (no dropout here: flashtriton.paged refuses it)
@@ -49,7 +58,7 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     plans.launch(
         attn_fwd_paged_kernel, grid,
         q, k_cache, v_cache, out, lse, cu_q, varlen.cu_seqlens_k, cu_blocks, block_table,
-        alibi if alibi is not None else lse,
+        alibi if alibi is not None else lse, k_desc, v_desc,
         q.stride(0), q.stride(1),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -57,7 +66,8 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
         lse.stride(0), block_table.stride(0), stride_ab, stride_ah,
         nheads, nheads // nheads_k, batch,
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-        PAGE_SIZE=page_size, PAGE_GATHER=page_gather_kind(page_size, tile.block_n, k_cache, v_cache),
+        PAGE_SIZE=page_size, KV_TMA=use_tma,
+        PAGE_GATHER=0 if use_tma else page_gather_kind(page_size, tile.block_n, k_cache, v_cache),
         DOT_PRECISION=_dot_precision(q.dtype),
         num_warps=tile.num_warps, num_stages=tile.num_stages, **sc)
     return out, lse
