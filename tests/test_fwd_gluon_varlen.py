@@ -8,6 +8,11 @@ tiles), empty sequences, Nq != Nk both ways (rows that see no key: O = 0, lse = 
 next sequence never written (a check of the block after each sequence's end); the route taken (spy); bitwise
 repeatable.
 """
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -52,6 +57,38 @@ def test_policy_contract():
     assert not policy.gluon_fwd_varlen(q, k, v, p, None, 128, vl)      # the interpreter, or a CPU tensor
     assert set(policy.GLUON_FWD_VARLEN_MIN_N) == {"plain", "causal"}
     assert all(set(t) <= {64, 128} for t in policy.GLUON_FWD_VARLEN_MIN_N.values())
+
+
+_COMPILE = r"""
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import gluon_fwd_compile as g
+out = []
+for causal in (False, True):
+    c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True)
+    r = g.report(c)
+    text = g.sass(c)
+    out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
+                    local=len(re.findall(r"\b(?:LDL|STL)\b", text)), utmastg=r["utmastg"]))
+print(json.dumps(out))
+"""
+
+
+def test_varlen_compiles_offline():
+    """sm_90a, no GPU: the plain and causal VARLEN kernels (VARLEN_FAST, ordered) have no spills and no local
+    memory, HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked) each under 800 SASS instructions a
+    warp, and the full blocks' O TMA stores (2 UTMASTG)."""
+    pytest.importorskip("triton.experimental.gluon")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", _COMPILE, os.path.join(root, "bench")], capture_output=True,
+                         text=True, env=dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src")),
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    for r in json.loads(res.stdout.strip().splitlines()[-1]):
+        assert r["spill"] == 0 and r["local"] == 0, r
+        assert r["hgmma"] > 0 and r["hmma"] == 0, r
+        assert len(r["loops"]) == 4 and all(n < 800 for n in r["loops"]), r
+        assert r["utmastg"] == 2, r
 
 
 # ---------------------------------------------------------------------------------------
