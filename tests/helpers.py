@@ -278,3 +278,19 @@ def graph_replay(fn, inputs, new_inputs):
     g.replay()
     torch.cuda.synchronize()
     return out
+
+
+def offline_compile(script: str, *args: str, timeout: int = 900):
+    """Runs `script` (Python source; sys.argv[1] is the repo's bench folder, then args) in a subprocess with the
+    Triton interpreter off and src on the path, for sm_90a compiles without a GPU (bench/gluon_fwd_compile.py and
+    kin); returns the JSON that its last line of output prints. Fails the test with its stderr's tail otherwise."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    res = subprocess.run([sys.executable, "-c", script, os.path.join(root, "bench"), *args], capture_output=True,
+                         text=True, env=dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src")),
+                         timeout=timeout)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])

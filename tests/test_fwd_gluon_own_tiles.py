@@ -11,10 +11,7 @@ exactly) and within the float64 criterion, at D = 256 (BLOCK_N 64: warpgroup 0 s
 block) with and without SPLIT_EMPTY, at D = 128 with BLOCK_N 64, Nq != Nk both ways (rows that see no
 key: O = 0, lse = +inf), GQA, negative scale; outputs NaN-poisoned before each call (conftest).
 """
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -22,7 +19,7 @@ import torch
 from flashtriton.launchers import forward_gluon, plans, policy
 from flashtriton.launchers.forward_gluon import attention_fwd_gluon, check_own_tiles
 
-from helpers import rand_qkv
+from helpers import offline_compile, rand_qkv
 from test_fwd_gluon import check, hopper
 from test_fwd_gluon_d256 import _recorded
 
@@ -126,12 +123,7 @@ def test_own_tiles_compiles_offline():
     four tile loops (unmasked and masked, a consumer) each under 600 SASS instructions a warp, 192 KB +
     barriers of shared memory."""
     pytest.importorskip("triton.experimental.gluon")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    res = subprocess.run([sys.executable, "-c", _COMPILE, os.path.join(root, "bench")], capture_output=True,
-                         text=True, env=dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src")),
-                         timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    r = json.loads(res.stdout.strip().splitlines()[-1])
+    r = offline_compile(_COMPILE)
     assert r["spill"] == 0 and r["local"] == 0, r
     assert r["hgmma"] > 0 and r["hmma"] == 0, r
     assert len(r["loops"]) == 4 and all(n < 600 for n in r["loops"]), r

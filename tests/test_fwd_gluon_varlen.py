@@ -8,11 +8,6 @@ tiles), empty sequences, Nq != Nk both ways (rows that see no key: O = 0, lse = 
 next sequence never written (a check of the block after each sequence's end); the route taken (spy); bitwise
 repeatable.
 """
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -21,7 +16,7 @@ from flashtriton.launchers import forward_gluon, policy
 from flashtriton.launchers.common import AttnParams, Varlen
 
 from conftest import DEVICE
-from helpers import assert_close, cu_seqlens, rand_varlen, reference_pair, spy
+from helpers import assert_close, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
 from test_fwd_gluon import hopper
 
 
@@ -79,12 +74,7 @@ def test_varlen_compiles_offline():
     memory, HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked) each under 800 SASS instructions a
     warp, and the full blocks' O TMA stores (2 UTMASTG)."""
     pytest.importorskip("triton.experimental.gluon")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    res = subprocess.run([sys.executable, "-c", _COMPILE, os.path.join(root, "bench")], capture_output=True,
-                         text=True, env=dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.path.join(root, "src")),
-                         timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
-    for r in json.loads(res.stdout.strip().splitlines()[-1]):
+    for r in offline_compile(_COMPILE):
         assert r["spill"] == 0 and r["local"] == 0, r
         assert r["hgmma"] > 0 and r["hmma"] == 0, r
         assert len(r["loops"]) == 4 and all(n < 800 for n in r["loops"]), r
