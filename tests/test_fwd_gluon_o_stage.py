@@ -59,9 +59,12 @@ def test_consumer_frees_q_before_the_last_pv_and_the_stage_after_the_store():
     assert arrive < code.index("mbarrier.wait(v_ready.index(last)")
     epi = code[code.index("    elif O_STAGE:\n"):]
     epi = epi[:epi.index("    else:")]
-    order = [epi.index(s) for s in ("mbarrier.wait(q_free, q_phase)", "k_smem.index(last).slice(", "tma.store_wait(0)",
+    order = [epi.index(s) for s in ("mbarrier.wait(q_free, q_phase)", "_store_o_tma(o_desc, k_smem.index(last).slice(",
                                     "mbarrier.arrive(kv_empty.index(last))")]
     assert order == sorted(order)
+    # (session 49: the store is _store_o_tma, which returns only after the TMA store completed)
+    store = _code(fwd_gluon._store_o_tma)
+    assert store.rstrip().endswith("tma.store_wait(0)"), store
 
 
 @pytest.mark.parametrize("kw", [

@@ -58,7 +58,7 @@ def _attention_paged(q, k_cache, v_cache, block_table, varlen, dropout_p, softma
     """flash_attn_varlen_func with block_table (flashtriton.paged): the forward only."""
     validate._tensor("q", q)
     backend = _select_backend(q.device)
-    if isinstance(q, torch.Tensor) and q.dim() != 3:
+    if q.dim() != 3:
         raise ValueError(f"q: expected 3 dims (total, nheads, headdim), got shape {tuple(q.shape)}")
     batch = _check_varlen_structure(q, None, varlen)
     paged.check_structure(q, k_cache, v_cache, block_table, batch)

@@ -15,7 +15,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import backends, validate
+from . import backends, paged, validate
 from .launchers.prefill import AttnParams, Varlen
 
 
@@ -202,7 +202,6 @@ def _forward_paged(q, k_cache, v_cache, block_table, cu_q, cu_k, max_q, max_k, s
                    backend):
     """The paged forward outside torch.library and autograd: the values of cu_seqlens_q,
     cu_seqlens_k and the used block-table entries are checked here, before any launch."""
-    from . import paged
     varlen = Varlen(cu_q, cu_k, max_q, max_k)
     validate.cu_seqlens_values("cu_seqlens_q", cu_q, q.shape[0], max_q)
     paged.check_values(cu_k, block_table, k_cache.shape[0], k_cache.shape[1], max_k)

@@ -1330,22 +1330,13 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     if VARLEN and VARLEN_FAST:
         if row_lim >= (WG + 1) * HALF_M:
             # every row of this half exists: TMA through its Q half, as the dense kernel
-            q.store(acc.to(dtype))
-            fence_async_shared()
-            tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
-            tma.store_wait(0)
+            _store_o_tma(o_desc, q, acc, q_row + WG * HALF_M, q_col)
         else:
-            _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout)
+            _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout, True)
     elif VARLEN:
-        _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout)
+        _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG, HALF_M, HEAD_DIM, o_layout, True)
     elif EARLY_Q:
-        # O (HALF_M, HEAD_DIM) straight from the wgmma accumulator layout: each thread holds 2
-        # rows x HEAD_DIM / 8 column pairs, so a warp's store writes 8 rows x 16 contiguous
-        # bytes (4-byte stores, 32 a thread at D = 128, once a block). Row offsets in int64:
-        # (B * Nq) * H * D may pass 2^31 elements
-        rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=row_o)).to(gl.int64) * o_stride   # (HALF_M,)
-        cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                    # (HEAD_DIM,)
-        gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(dtype))
+        _store_rows(O, acc, q_row, q_col, o_stride, ZERO, WG, HALF_M, HEAD_DIM, o_layout, False)
         if TIMELINE and WG == 0:
             _stamp(TLP, 5)
     elif O_STAGE:
@@ -1353,19 +1344,12 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         # swizzle as Q / O's boxes): both warpgroups' last S read all of K_last, so write only once q_free's phase
         # of this block completed (both arrived above); the stage goes back to the loader after the store
         mbarrier.wait(q_free, q_phase)
-        o_buf = k_smem.index(last).slice(WG * HALF_M, HALF_M)
-        o_buf.store(acc.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], o_buf)
-        tma.store_wait(0)
+        _store_o_tma(o_desc, k_smem.index(last).slice(WG * HALF_M, HALF_M), acc, q_row + WG * HALF_M, q_col)
         mbarrier.arrive(kv_empty.index(last))
         if TIMELINE and WG == 0:
             _stamp(TLP, 5)
     else:
-        q.store(acc.to(dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [q_row + WG * HALF_M, q_col], q)
-        tma.store_wait(0)
+        _store_o_tma(o_desc, q, acc, q_row + WG * HALF_M, q_col)
         if TIMELINE and WG == 0:
             _stamp(TLP, 5)
         if PERSISTENT:
@@ -1374,16 +1358,38 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
 
 
 @gluon.jit
+def _store_o_tma(o_desc, buf, acc, row, col):
+    """O (HALF_M, HEAD_DIM) of one warpgroup through the shared buffer buf (its Q half, or O_STAGE's
+    half of the last K stage) by TMA at [row, col] of o's (rows, heads * D) view; returns after the
+    store completed (buf is free again)."""
+    buf.store(acc.to(buf.dtype))
+    fence_async_shared()
+    tma.async_copy_shared_to_global(o_desc, [row, col], buf)
+    tma.store_wait(0)
+
+
+@gluon.jit
 def _store_rows(O, acc, q_row, q_col, o_stride, row_lim, WG: gl.constexpr, HALF_M: gl.constexpr,
-                HEAD_DIM: gl.constexpr, o_layout: gl.constexpr):
-    """VARLEN: this warpgroup's O rows below row_lim by masked stores from the accumulator's
-    registers (EARLY_Q's form): a TMA store of a block's last rows would write over the next
-    sequence's."""
-    r_o = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, o_layout))               # (HALF_M,)
-    rows_o = (q_row + r_o).to(gl.int64) * o_stride
+                HEAD_DIM: gl.constexpr, o_layout: gl.constexpr, MASKED: gl.constexpr):
+    """O (HALF_M, HEAD_DIM) of warpgroup WG straight from the wgmma accumulator layout into O's rows
+    q_row + WG * HALF_M.. (o_stride elements apart): each thread holds 2 rows x HEAD_DIM / 8 column pairs,
+    so a warp's store writes 8 rows x 16 contiguous bytes (4-byte stores, 32 a thread at D = 128, once a
+    block). Row offsets in int64: (B * Nq) * H * D may pass 2^31 elements. EARLY_Q: every row; VARLEN
+    (MASKED): the block's rows below row_lim only, since a TMA store of a block's last rows would write
+    over the next sequence's. (Each form keeps the index arithmetic it was measured with: the SASS of both
+    is byte-identical to their inline forms before this helper, session 49.)"""
+    if MASKED:
+        r_o = WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, o_layout))           # (HALF_M,)
+        rows_o = (q_row + r_o).to(gl.int64) * o_stride
+    else:
+        rows_o = (q_row + WG * HALF_M + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, o_layout))).to(gl.int64) \
+            * o_stride
     cols_o = q_col + gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, o_layout))                 # (HEAD_DIM,)
-    gl.store(O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0), acc.to(O.dtype.element_ty),
-             mask=gl.expand_dims(r_o < row_lim, 1))
+    ptrs = O + gl.expand_dims(rows_o, 1) + gl.expand_dims(cols_o, 0)
+    if MASKED:
+        gl.store(ptrs, acc.to(O.dtype.element_ty), mask=gl.expand_dims(r_o < row_lim, 1))
+    else:
+        gl.store(ptrs, acc.to(O.dtype.element_ty))
 
 
 @gluon.jit

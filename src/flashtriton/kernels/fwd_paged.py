@@ -32,7 +32,7 @@ NO_SPECIALIZE = ["batch", "window_left", "window_right"]
 
 @triton.jit
 def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
-                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, page_rows,
+                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
                  stride_kb, stride_kn, stride_vb, stride_vn,
                  seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -42,7 +42,7 @@ def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
     for start_n in range(lo, hi, BLOCK_N):
         acc, l_i, m_i = _attend_cache_tile(
             acc, l_i, m_i, q, offs_m, slope_log2, start_n,
-            K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, 0, k_head, v_head, hk, page_rows,
+            K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, 0, k_head, v_head, hk, PAGE_SIZE,
             stride_kb, stride_kn, stride_vb, stride_vn,
             0, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
             HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP,
@@ -52,7 +52,7 @@ def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
 def attn_fwd_paged_kernel(
-    Q, K_CACHE, V_CACHE, O, LSE,     # q (total_q, H, D); caches (num_blocks, PAGE_SIZE, Hk, D); o like q; lse (H, total_q)
+    Q, K_CACHE, V_CACHE, O, LSE,     # q, o (total_q, H, D); caches (num_blocks, PAGE_SIZE, Hk, D); lse (H, total_q)
     CU_Q, CU_K, CU_BLOCKS,           # (B + 1,) int32: query offsets, key lengths (cumulative), query-block counts
     BLOCK_TABLE, ALIBI,              # (B, max_blocks) int32; (B, H) or (H,) fp32 slopes
     K_DESC, V_DESC,                  # KV_TMA: host descriptors of the caches as (num_blocks * PAGE_SIZE, Hk * D)
@@ -103,26 +103,28 @@ def attn_fwd_paged_kernel(
     v_head = hk.to(tl.int64) * stride_vh
     lo, full_lo, full_hi, hi = kv_tile_ranges(start_m, seqlen_q, seqlen_k, diag, window_left, window_right,
                                               BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT)
-    # tiles cut by the window's left edge, then the fully visible ones, then the diagonal /
-    # right edge and the ragged last tile (masked tiles read no row outside [0, seqlen_k))
+    # tiles cut by the window's left edge (masked), the fully visible ones, then the diagonal /
+    # right edge and the ragged last tile (masked; masked tiles read no row outside [0, seqlen_k)).
+    # Three calls, not a static_range over the three ranges: that form compiled to other SASS for
+    # sm_90a (register allocation; session 49, offline) than the one measured on the H200.
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, full_lo,
-                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
-                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                 window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
-                                 KV_TMA)
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
+                                 softcap_scale, softcap_out, window_left, window_right, offs_d,
+                                 HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_lo, full_hi,
-                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
-                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                 window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
-                                 KV_TMA)
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
+                                 softcap_scale, softcap_out, window_left, window_right, offs_d,
+                                 HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT, HAS_RIGHT,
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_hi, hi,
-                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk, PAGE_SIZE,
-                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left,
-                                 window_right, offs_d, HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT,
-                                 HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER,
-                                 KV_TMA)
+                                 K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
+                                 stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
+                                 softcap_scale, softcap_out, window_left, window_right, offs_d,
+                                 HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
 
     # The one normalisation; a row that saw no key outputs 0 with lse = +inf (as kernels/fwd.py).
     empty = l_i == 0.0

@@ -66,7 +66,7 @@ from .. import memory
 from ..kernels.fwd_gluon import (CONSUMERS3_CONFIG, DEFAULT_CONFIG, PLAIN_CAUSAL_ONLY, SPLIT_EMPTY_DEFAULT,
                                  attn_fwd_gluon_kernel)
 from . import plans, schedule
-from .common import LOG2E
+from .common import LOG2E, _cached_map, _cu_blocks, _heaviest_first, _stamp
 
 _DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
@@ -93,8 +93,8 @@ def _rows_view(x: torch.Tensor):
 
 @functools.lru_cache(maxsize=None)
 def _box_layout(rows: int, d: int, dtype: torch.dtype):
-    """The shared layout of a (rows, d) box: get_default_for costs ~12 us a call on the CI CPU, four a launch
-    (session 49: the varlen route, which launch plans do not replay, builds its descriptors every call)."""
+    """The shared layout of a (rows, d) box: get_default_for costs ~12 us a call on the CI CPU, and a launch
+    that no plan replays (a plan's first call, CUDA-graph capture, FLASHTRITON_PLANS=0) builds four (session 49)."""
     return gl.NVMMASharedLayout.get_default_for([rows, d], _DTYPES[dtype])
 
 
@@ -407,7 +407,6 @@ def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool 
     (launchers/common._heaviest_first: fwd.py's for causal, by the sequence's keys for plain calls). Built on
     the device without a host sync and remembered on cu_seqlens_q with cu_seqlens_k's stamp
     (launchers/common._cached_map)."""
-    from .common import _cached_map, _cu_blocks, _heaviest_first, _stamp
     cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
 
     def make():
