@@ -94,7 +94,8 @@ def fp32_desc_type(rows: int, cols: int, split_m: bool = False) -> str:
 
 
 def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, causal=False, dropout=False,
-                  window=False, wide=False, defer=False, splitm=False, band=0, timeline=0):
+                  window=False, wide=False, defer=False, splitm=False, band=0, timeline=0, varlen=False,
+                  order=True):
     """kernels/bwd_gluon_fused.py's attn_bwd_fused_gluon_kernel. dropout: DROPOUT with the key
     table (*i32), rng_rows (i32) and dropout_p (fp32); without it those three are None
     constexprs, as the launcher passes them (no kernel parameters: the PTX of the variants
@@ -107,7 +108,8 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     D; the dq_accum box (BLOCK_M / 2, D), 128-byte swizzle); left out otherwise. band: BAND (session
     36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0. timeline: TIMELINE=timeline (session 43
     probe: 1 stamps + the hand-over wait sum, 2 also the other wait sums) with KEYS the int64 stamp buffer (*i64,
-    no dropout); left out when 0."""
+    no dropout); left out when 0. varlen: VARLEN (session 50, a packed batch: SCHED *i32, batch i32, DK / DV
+    pointers of the dtype; VARLEN_ORDER=order); left out otherwise."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -139,6 +141,10 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     if timeline:
         sig["TIMELINE"] = "constexpr"
         const["TIMELINE"] = timeline
+    if varlen:
+        ptr = "*bf16" if dtype == "bf16" else "*fp16"
+        sig.update(SCHED="*i32", batch="i32", DK=ptr, DV=ptr, VARLEN="constexpr", VARLEN_ORDER="constexpr")
+        const.update(VARLEN=True, VARLEN_ORDER=order)
     if not dropout:
         const.update(rng_rows=None, dropout_p=None)
         if not timeline:
@@ -264,6 +270,35 @@ def window_table(dump=None):
                     f.write(c.asm[ext])
             with open(os.path.join(dump, f"{name}.sass"), "w") as f:
                 f.write(text)
+
+
+def varlen_table(dump=None):
+    """--fused --varlen (session 50): the VARLEN variants (a packed batch, the 64-row tile, plain with ROTATE and
+    CAUSAL, the dispatch order on) against the dense kernel of the same kind: fused_table's figures plus
+    window_table's tile-loop counts."""
+    print("| D | dtype | kind | variant | regs (kernel) | setmaxnreg | spill B | smem KB | HGMMA | UTMAREDG | UTMASTG | "
+          "tile loops: instr (masked region / visible path), LDL + STL |")
+    print("|" + "---|" * 12)
+    for d, dt in ((128, "bf16"), (128, "fp16"), (64, "bf16")):
+        st = FUSED_CONFIG[d][2]
+        for causal in (False, True):
+            for varlen in (False, True):
+                c = compile_fused(d, dt, st, not causal, causal, False, varlen=varlen)
+                r, text = report(c)
+                loops = "; ".join(f"{lp['n']} ({lp['masked']} / {lp['n'] - lp['masked']}), {lp['ldl'] + lp['stl']}"
+                                  for lp in tile_loops(text))
+                regs = ", ".join(f"{a} {n}" for a, n in r["setmaxnreg"])
+                print(f"| {d} | {dt} | {'causal' if causal else 'plain'} | {'VARLEN' if varlen else 'dense'} | "
+                      f"{r['regs']} | {regs} | {r['spill_bytes']} | {r['smem'] / 1024:.0f} | {r['hgmma']} | "
+                      f"{text.count('UTMAREDG')} | {r['utmastg']} | {loops} |", flush=True)
+                if dump and varlen:
+                    os.makedirs(dump, exist_ok=True)
+                    name = f"fused_d{d}_{dt}_varlen{'_causal' if causal else ''}"
+                    for ext in ("ttgir", "ptx"):
+                        with open(os.path.join(dump, f"{name}.{ext}"), "w") as f:
+                            f.write(c.asm[ext])
+                    with open(os.path.join(dump, f"{name}.sass"), "w") as f:
+                        f.write(text)
 
 
 def wide_table(dump=None):
@@ -619,6 +654,8 @@ def main(argv=None):
     ap.add_argument("--timeline", action="store_true",
                     help="--fused: the TIMELINE probe (session 43) at its flag sets against the kernel without it, "
                          "and through the JIT binder with the launcher's arguments")
+    ap.add_argument("--varlen", action="store_true",
+                    help="--fused: the VARLEN variants (session 50, a packed batch) against the dense kernel")
     ap.add_argument("--wide", action="store_true",
                     help="--fused: only the WIDE tile (BLOCK_M = 128 at D = 64, session 30) against today's D = 64")
     ap.add_argument("--defer", action="store_true",
@@ -636,6 +673,9 @@ def main(argv=None):
         return
     if args.fused and args.defer:
         defer_table(args.dump)
+        return
+    if args.fused and args.varlen:
+        varlen_table(args.dump)
         return
     if args.fused and args.wide:
         wide_table(args.dump)

@@ -386,7 +386,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                                warpgroup_mma_wait)
 
 from .bwd_gluon import CONSUMER_REGS, LOADER_REGS, LOADER_WARPS, LOG2E, _block_coords
-from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold
+from .common import DROPOUT_GROUP, dropout_group_mult, dropout_threshold, find_sequence
 
 # (BLOCK_M, BLOCK_N, NUM_STAGES) per head dim: as bwd_gluon.DEFAULT_CONFIG (shared memory
 # in the module doc: 192 KB at D = 128 with 2 stages, 144 KB at D = 64 with 4)
@@ -534,6 +534,45 @@ def fused_window_keep(offs_c, offs_r, rel, wspan):
     (5 local accesses a tile in the loops), this one 20 (none in the loops)."""
     t = tl.expand_dims(offs_r, 0) - tl.expand_dims(offs_c - rel, 1)
     return t.to(tl.uint32, bitcast=True) <= wspan.to(tl.uint32, bitcast=True)
+
+
+# VARLEN (session 50): a packed batch's index arithmetic, @triton.jit (as the window's) so that
+# tests/test_bwd_gluon_varlen.py runs this very function under TRITON_INTERPRET=1 in a mirror of the
+# kernel's tile schedule and checks it against the packed batch's (sequence, key, row) pairs.
+@triton.jit
+def fused_varlen_coords(SCHED, slot, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
+                        ROTATE: tl.constexpr):
+    """(q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot) of key-block slot `slot` of a packed batch
+    (slot < SCHED[batch]): its sequence's first query and key rows in the packed (total, heads * D) views and
+    its query / key counts, the block's first key inside the sequence, the first query tile it visits per head
+    and how many (>= 1), and ROTATE's first tile (0 under CAUSAL or without ROTATE). SCHED (int32, the host's
+    launchers/backward_gluon.fused_varlen_table): [0, B] the cumulative key-block counts, [B + 1, 2B + 1]
+    cu_seqlens_q, [2B + 2, 3B + 2] cu_seqlens_k. The sequence's query tiles are cdiv(Nq_b, BLOCK_M); the last
+    one's rows past Nq_b (the next sequence's, or TMA's zeros) are masked by the kernel through lse = +inf
+    (P = 0, dS = 0). A sequence without queries visits one tile, all of its rows past the sequence: dK = dV = 0.
+    CAUSAL (bottom-right, per sequence): from the first tile whose last row sees the block's first key, as
+    bwd_gluon._block_coords. (The divisions see non-negative operands only.)"""
+    b = find_sequence(SCHED, slot, batch)
+    blk0 = tl.load(SCHED + b)
+    n_kb = tl.load(SCHED + b + 1) - blk0
+    q_start = tl.load(SCHED + batch + 1 + b)
+    seqlen_q = tl.load(SCHED + batch + 2 + b) - q_start
+    k_start = tl.load(SCHED + 2 * batch + 2 + b)
+    seqlen_k = tl.load(SCHED + 2 * batch + 3 + b) - k_start
+    n = slot - blk0
+    n0 = n * BLOCK_N
+    n_q_tiles = tl.cdiv(seqlen_q, BLOCK_M)
+    if CAUSAL:
+        j0 = tl.cdiv(tl.maximum(n0 - (seqlen_k - seqlen_q) - BLOCK_M + 1, 0), BLOCK_M)
+        j0 = tl.minimum(j0, tl.maximum(n_q_tiles - 1, 0))      # (never binds, as _block_coords')
+    else:
+        j0 = n0 * 0
+    n_m = tl.maximum(n_q_tiles - j0, 1)
+    if ROTATE and not CAUSAL:
+        rot = (n * n_m) // n_kb
+    else:
+        rot = n0 * 0
+    return q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot
 
 
 @gluon.jit
@@ -754,13 +793,46 @@ def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem
 
 
 @gluon.jit
+def _fused_load_varlen(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, group,
+                       SCHED, slot, batch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                       NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+    """VARLEN's loader (session 50): _fused_load's ring over one packed sequence's query tiles. K / V rows of
+    the block past the sequence's keys are the next sequence's (or TMA's zeros): the consumers mask them
+    (KEY_BOUND; under CAUSAL the diagonal hides them). Q / dO rows of the last tile past the sequence's queries
+    likewise (lse = +inf there)."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = fused_varlen_coords(SCHED, slot, batch, BLOCK_M,
+                                                                                 BLOCK_N, CAUSAL, ROTATE)
+    hk = gl.program_id(1)
+    kv_row = k_start + n0
+    kv_col = hk * HEAD_DIM
+    mbarrier.expect(kv_bar, 4 * k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [kv_row, kv_col], kv_bar, k_smem.index(0))
+    tma.async_copy_global_to_shared(k_desc, [kv_row + HALF_N, kv_col], kv_bar, k_smem.index(1))
+    tma.async_copy_global_to_shared(v_desc, [kv_row, kv_col], kv_bar, v_smem.index(0))
+    tma.async_copy_global_to_shared(v_desc, [kv_row + HALF_N, kv_col], kv_bar, v_smem.index(1))
+    STAGE_BYTES: gl.constexpr = 2 * q_desc.block_type.nbytes                    # Q, dO
+    for g in range(group * n_m):
+        hh, j = _tile_row(g, n_m, rot)
+        h = hk * group + hh
+        row = q_start + (j0 + j) * BLOCK_M                  # the tile's first query row (packed)
+        stage = g % NUM_STAGES
+        mbarrier.wait(empty.index(stage), ((g // NUM_STAGES) & 1) ^ 1)
+        bar = ready.index(stage)
+        mbarrier.expect(bar, STAGE_BYTES)
+        tma.async_copy_global_to_shared(q_desc, [row, h * HEAD_DIM], bar, q_smem.index(stage))
+        tma.async_copy_global_to_shared(do_desc, [row, h * HEAD_DIM], bar, do_smem.index(stage))
+
+
+@gluon.jit
 def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty, ds_ready, ds_free,
                 dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale, rel, LSE, DELTA, vec, dq_row, dq_col,
                 WG: gl.constexpr, NUM_STAGES: gl.constexpr, MASKED: gl.constexpr, s_layout: gl.constexpr,
                 a_layout: gl.constexpr, KEYS=None, rk_at=0, ck=0, mk=0, dropout_p=0.0,
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
-                DQ_SPLIT_M: gl.constexpr = False, tl_row=0, TIMELINE: gl.constexpr = 0):
+                DQ_SPLIT_M: gl.constexpr = False, tl_row=0, TIMELINE: gl.constexpr = 0,
+                KEY_BOUND: gl.constexpr = False, VARLEN: gl.constexpr = False, row_lim=0):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -786,7 +858,11 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     (row, col)); the caller drains the last tile's dQ (_fused_dq_drain). Without DQ_PREV
     (tile 0): dK retired, the stage released, a WG barrier (below).
     TIMELINE (session 43 probe; not with DEFER): KEYS the stamp buffer, tl_row the CTA's row (_tl_row); into the
-    tile's record (_tl_tile) STEPS its TT_TOP / TT_Q / TT_S stamps, HAND / WAITS the timed waits."""
+    tile's record (_tl_tile) STEPS its TT_TOP / TT_Q / TT_S stamps, HAND / WAITS the timed waits.
+    VARLEN (session 50, _fused_consume_varlen): the tile's rows r >= row_lim lie past its sequence: their lse
+    loads as +inf and delta as 0 (P = 0, dS = 0: no gradient reaches or leaves them; their dq_accum rows, the
+    next sequence's, get exact zeros added). KEY_BOUND (VARLEN without CAUSAL, with MASKED): rel is the count
+    of the half's keys inside the sequence; keys c >= rel masked (x = -inf) where rel < HALF_N."""
     dtype: gl.constexpr = k_smem.dtype
     col: gl.constexpr = gl.SliceLayout(0, s_layout)
     BLOCK_M: gl.constexpr = s_zero.shape[1]
@@ -805,8 +881,13 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     if TIMELINE & TL_F_STEPS:
         _tl_tile(KEYS, WG, TT_TOP, g, tl_row)
     offs_m = vec + gl.arange(0, BLOCK_M, layout=vec_layout)                 # (BLOCK_M,)
-    lse_c = gl.load(LSE + offs_m)
-    delta_c = gl.load(DELTA + offs_m)
+    if VARLEN:
+        in_seq = gl.arange(0, BLOCK_M, layout=vec_layout) < row_lim          # rows of the tile's sequence
+        lse_c = gl.load(LSE + offs_m, mask=in_seq, other=float("inf"))
+        delta_c = gl.load(DELTA + offs_m, mask=in_seq, other=0.0)
+    else:
+        lse_c = gl.load(LSE + offs_m)
+        delta_c = gl.load(DELTA + offs_m)
     if DROPOUT:
         # the tile's row keys, one a thread as lse (the query axis: columns of S^T)
         rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout)).to(gl.uint32, bitcast=True)
@@ -839,6 +920,11 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
                 offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
                 x = gl.where(fused_window_keep(offs_c, offs_r, rel, wspan), x, float("-inf"))   # (HALF_N, BLOCK_M)
+        elif KEY_BOUND:
+            # VARLEN plain: the sequence's last key block; keys c >= rel are the next sequence's
+            if rel < HALF_N:
+                offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
+                x = gl.where(gl.expand_dims(offs_c < rel, 1), x, float("-inf"))   # (HALF_N, BLOCK_M)
         else:
             if rel < HALF_N - 1:
                 offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
@@ -1188,6 +1274,99 @@ def _fused_consume(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem
         _tl_stamp(KEYS, WG, TL_END)
 
 
+@gluon.jit
+def _store_half_rows(half, PTR, row0, col0, row_stride, n_rows):
+    """VARLEN's epilogue for a ragged key block: the (HALF_N, D) 16-bit tile in shared memory `half` stored to
+    the rows row0 .. row0 + n_rows - 1 (n_rows < HALF_N, may be <= 0) of PTR's (total, heads * D) rows at column
+    col0, by masked pointer stores (a TMA store would write the next sequence's rows too). 16-byte vectors,
+    a row D / 8 threads; the WG's shared-memory stores of the tile made and barriered by the caller."""
+    HALF_N: gl.constexpr = half.shape[0]
+    HEAD_DIM: gl.constexpr = half.shape[1]
+    TPR: gl.constexpr = HEAD_DIM // 8                                        # threads a row
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPR, TPR], [4, 1], [1, 0])
+    vals = half.load(layout)                                                 # (HALF_N, D)
+    offs_r = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, layout))
+    offs_d = gl.arange(0, HEAD_DIM, layout=gl.SliceLayout(0, layout))
+    rows = (row0 + offs_r).to(gl.int64) * row_stride + col0                 # (HALF_N,)
+    ptrs = PTR + (gl.expand_dims(rows, 1) + gl.expand_dims(offs_d, 0))     # (HALF_N, D)
+    keep = gl.expand_dims(offs_r < n_rows, 1) & gl.expand_dims(offs_d < HEAD_DIM, 0)
+    gl.store(ptrs, vals, mask=keep)
+
+
+@gluon.jit
+def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, total_q, nheads_k, group,
+                          softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG: gl.constexpr,
+                          HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+    """VARLEN's consumer WG (session 50): _fused_consume's plain / CAUSAL loops over one packed sequence's
+    query tiles (fused_varlen_coords; every tile MASKED-capable: CAUSAL's diagonal select, or KEY_BOUND on
+    the sequence's last key block), lse / delta (H, total_q) by masked loads (rows past the sequence: +inf /
+    0), dq reduce-added at the packed rows; the epilogue stores dK / dV by TMA for a whole half, by masked
+    stores (_store_half_rows) for a half past the sequence's last key. The barrier protocol is _fused_consume's:
+    both WGs visit every ring tile."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    DQ_N: gl.constexpr = HEAD_DIM // 2
+    dtype: gl.constexpr = k_smem.dtype
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_M, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    q_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, DQ_N, 16])
+    a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = fused_varlen_coords(SCHED, slot, batch, BLOCK_M,
+                                                                                 BLOCK_N, CAUSAL, ROTATE)
+    hk = gl.program_id(1)
+    dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
+    dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
+    s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
+    dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
+    key_lim = seqlen_k - n0 - WG * HALF_N                                    # the half's keys in the sequence
+    mbarrier.wait(kv_bar, 0)
+    n_tiles = group * n_m
+    if CAUSAL:
+        # _fused_consume's CAUSAL loop: rel the tile's first row + Nk_b - Nq_b - the half's first key
+        rel0 = j0 * BLOCK_M + (seqlen_k - seqlen_q) - (n0 + WG * HALF_N)
+        for g in range(n_tiles):
+            hh = g // n_m
+            j = g - hh * n_m
+            h = hk * group + hh
+            m = (j0 + j) * BLOCK_M                                           # the tile's first row in the sequence
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
+                                 rel0 + j * BLOCK_M, LSE, DELTA, h * total_q + q_start + m, q_start + m,
+                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, True, s_layout, a_layout,
+                                 VARLEN=True, row_lim=seqlen_q - m)
+    else:
+        for g in range(n_tiles):
+            hh, j = _tile_row(g, n_m, rot)
+            h = hk * group + hh
+            m = j * BLOCK_M
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
+                                 key_lim, LSE, DELTA, h * total_q + q_start + m, q_start + m,
+                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, True, s_layout, a_layout,
+                                 KEY_BOUND=True, VARLEN=True, row_lim=seqlen_q - m)
+    # epilogue: _fused_consume's (the last tile's ds_free phase before K_WG is overwritten)
+    last = n_tiles - 1
+    mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
+    row = k_start + n0 + WG * HALF_N
+    k_half = k_smem.index(WG)
+    v_half = v_smem.index(WG)
+    k_half.store((dk * softmax_scale).to(dtype))
+    v_half.store(dv.to(dtype))
+    if key_lim >= HALF_N:
+        fence_async_shared()
+        tma.async_copy_shared_to_global(dk_desc, [row, hk * HEAD_DIM], k_half)
+        tma.async_copy_shared_to_global(dv_desc, [row, hk * HEAD_DIM], v_half)
+    else:
+        gl.thread_barrier()            # the WG's stores of both tiles made before any thread reads them back
+        _store_half_rows(k_half, DK, row, hk * HEAD_DIM, nheads_k * HEAD_DIM, key_lim)
+        _store_half_rows(v_half, DV, row, hk * HEAD_DIM, nheads_k * HEAD_DIM, key_lim)
+    tma.store_wait(0)        # also the last dQ reduce (dq_stage must outlive it)
+
+
 # win_left / win_right not specialised (as fwd_gluon.py's): every window shares one compiled
 # kernel a variant; without WINDOW the launcher passes them as None (constexprs: no parameters)
 @gluon.jit(do_not_specialize=["win_left", "win_right"])
@@ -1204,9 +1383,18 @@ def attn_bwd_fused_gluon_kernel(
     CAUSAL: gl.constexpr = False, ROTATE: gl.constexpr = True, DROPOUT: gl.constexpr = False,
     WINDOW: gl.constexpr = False, DEFER_DQ: gl.constexpr = False, DQ_SPLIT_M: gl.constexpr = False,
     BAND: gl.constexpr = 0, TIMELINE: gl.constexpr = 0,
+    SCHED=None, batch=None,     # VARLEN: the int32 table (fused_varlen_coords; + the dispatch order), B
+    DK=None, DV=None,           # VARLEN: dk / dv (total_k, Hk, D), for the ragged key blocks' masked stores
+    VARLEN: gl.constexpr = False, VARLEN_ORDER: gl.constexpr = False,
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
     # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
+    # VARLEN (session 50; launchers/backward_gluon.fused_varlen_into): a packed batch, grid (slots, Hk), slot
+    # program_id(0) (through the table's dispatch order with VARLEN_ORDER) one key block of one sequence
+    # (fused_varlen_coords), an upper bound: spare slots return at once. seqlen_q / seqlen_k are total_q /
+    # total_k, q / dout / dq_accum (total_q, H * D) rows, k / v / dk / dv (total_k, Hk * D), lse / delta
+    # (H, total_q). The plain / CAUSAL 64-row tile only, no dropout, window, DEFER_DQ, DQ_SPLIT_M, BAND or
+    # TIMELINE (not compiled or measured).
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
@@ -1220,6 +1408,14 @@ def attn_bwd_fused_gluon_kernel(
     gl.static_assert(not TL or (not DROPOUT and not DEFER_DQ), "TIMELINE: not with DROPOUT or DEFER_DQ")
     if TL & TL_F_BOUNDS:
         _tl_stamp(KEYS, 0, TL_ENTRY)          # (the default warps: consumer WG 0's)
+    if VARLEN:
+        gl.static_assert(BLOCK_M == 64 and not (WINDOW or DROPOUT or DEFER_DQ or DQ_SPLIT_M or BAND or TL),
+                         "VARLEN: the plain / CAUSAL 64-row tile only (not compiled or measured otherwise)")
+        slot = gl.program_id(0)
+        if VARLEN_ORDER:
+            slot = gl.load(SCHED + 3 * (batch + 1) + slot)            # the host's dispatch order
+        if slot >= gl.load(SCHED + batch):
+            return                                                    # the grid is an upper bound
     dtype: gl.constexpr = q_desc.dtype
     # dS^T buffers (each two halves) and ds_ready / ds_free pairs (DEFER_DQ: DEFER_DS, 2)
     NUM_DS: gl.constexpr = DEFER_DS if DEFER_DQ else 2
@@ -1268,21 +1464,36 @@ def attn_bwd_fused_gluon_kernel(
 
     WG0: gl.constexpr = 0
     WG1: gl.constexpr = 1
-    gl.warp_specialize([
-        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
-                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, TL)),
-        (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
-                          ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
-                          nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
-                          BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
-                          DQ_SPLIT_M, BAND, TL)),
-        (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
-                       seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                       ROTATE, WINDOW, BAND)),
-    ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    if VARLEN:
+        gl.warp_specialize([
+            (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
+                                     empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
+                                     nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG0,
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+            (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
+                                     empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
+                                     nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG1,
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+            (_fused_load_varlen, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready,
+                                  empty, group, SCHED, slot, batch, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                                  ROTATE)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
+    else:
+        gl.warp_specialize([
+            (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                              ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                              nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG0, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                              DQ_SPLIT_M, BAND, TL)),
+            (_fused_consume, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready, empty,
+                              ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q, seqlen_k, nheads,
+                              nheads_k, group, softmax_scale, qk_scale, KEYS, rng_rows, dropout_p, wl, wr, WG1, HEAD_DIM,
+                              BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, DROPOUT, WINDOW, DEFER_DQ, NUM_DS,
+                              DQ_SPLIT_M, BAND, TL)),
+            (_fused_load, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty,
+                           seqlen_q, seqlen_k, nheads_k, group, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
+                           ROTATE, WINDOW, BAND)),
+        ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
 
     mbarrier.invalidate(kv_bar)
     for i in gl.static_range(NUM_STAGES):

@@ -13,7 +13,7 @@ import torch
 import triton
 
 from .. import memory
-from . import backward_gluon, backward_gluon_d256, plans
+from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -24,8 +24,8 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      block_d, host_descriptors, interpreting, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
 from .policy import (_bwd_ws_tiles, _warp_spec_forced, gluon_bwd_d256, gluon_bwd_d256_split,
-                     gluon_bwd_d256_split_band, gluon_bwd_d256_split_tile, gluon_bwd_fused, warp_spec_mode,
-                     warp_spec_varlen)
+                     gluon_bwd_d256_split_band, gluon_bwd_d256_split_tile, gluon_bwd_fused, gluon_bwd_fused_varlen,
+                     warp_spec_mode, warp_spec_varlen)
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
@@ -35,12 +35,37 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
     dq is reduce-added in fp32 in whatever order the key blocks reach L2 (its last bits vary
     run to run; dk and dv stay bitwise).
     A dense call seen before replays its launch plan (launchers/plans.py)."""
+    if varlen is not None:
+        # a packed batch: the fused Gluon VARLEN route replays a launch plan keyed on its SCHED table as an
+        # input (the table holds all the launches read of cu_seqlens); every other varlen route runs as is
+        varlen = _unit_stride_varlen(varlen)
+        table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
+        if table is None:
+            return _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
+        inputs = (dout, q, k, v, out, lse, table)
+        key = plans.plan_key("bwd_varlen_gluon", inputs, params)
+        return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen, table))
     inputs = (dout, q, k, v, out, lse, alibi, rng)
-    key = plans.plan_key("bwd", inputs, params) if varlen is None else None
+    key = plans.plan_key("bwd", inputs, params)
     return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
 
 
-def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+def _fused_varlen_table(dout, q, k, v, lse, params: AttnParams, alibi, varlen: Varlen):
+    """The SCHED table of the fused Gluon VARLEN backward (backward_gluon_varlen.fused_varlen_table) where
+    policy.gluon_bwd_fused_varlen routes the packed call, else None."""
+    eff = _effective_window(params, varlen.max_seqlen_q, varlen.max_seqlen_k)
+    bd = block_d(q.shape[-1])
+    if not gluon_bwd_fused_varlen(q, k, v, dout, lse, eff, alibi, bd, varlen):
+        return None
+    batch = varlen.cu_seqlens_q.numel() - 1
+    n_slots = backward_gluon_varlen.varlen_slots(k.shape[0], batch, 128)
+    return backward_gluon_varlen.fused_varlen_table(varlen, eff.window_right == 0, n_slots,
+                                                    backward_gluon_varlen.VARLEN_ORDER)
+
+
+def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None,
+         table=None):
+    """table: the fused Gluon VARLEN route's SCHED (bwd decided the route), else None."""
     varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     dout, q, k, v = (_descriptor_ready(t) for t in (dout, q, k, v))
@@ -72,6 +97,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     rng_arg = _dropout_keys(rng, nheads, rng_rows, rng_stride) if params.dropout_p > 0 else dummy
     cu_q = varlen.cu_seqlens_q if is_varlen else dummy
     cu_k = varlen.cu_seqlens_k if is_varlen else dummy
+    # (the preprocess reads rows without cu_seqlens, IS_VARLEN=False: its unused pointer is the dummy, so that a
+    # plan of the fused VARLEN route can place every argument)
     scalars = _common_scalars(params, alibi)
     common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
                   n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
@@ -86,10 +113,18 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         # here, so no program is spent on padding up to max_seqlen_q.
         pre_batch, pre_rows = (1, total_q) if is_varlen else (batch, seqlen_q)
         plans.launch(bwd_preprocess_kernel, (pre_batch * nheads, triton.cdiv(pre_rows, pre_block)),
-            out, dout, delta, cu_q, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
+            out, dout, delta, dummy, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
             stride_lb, stride_lh, nheads, pre_rows,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False,
             **(dict(DQ_ACCUM=dq_accum) if dq_accum is not None else {}))
+
+    if table is not None:
+        # (a packed batch: the fused Gluon kernel's VARLEN variant, plain or the canonical causal mask; the
+        # preprocess runs first, inside fused_varlen_into)
+        backward_gluon_varlen.fused_varlen_into(q, k, v, dout, lse, delta, params.softmax_scale,
+                                                params.window_right == 0, dq, dk, dv, varlen, table,
+                                                preprocess=preprocess)
+        return dq, dk, dv
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):
         # (the preprocess runs inside fused_into, first: with

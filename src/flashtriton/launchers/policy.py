@@ -651,6 +651,40 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
     return _warp_spec_switch(q)
 
 
+# The fused Gluon backward's VARLEN variant (session 50; kernels/bwd_gluon_fused.py VARLEN,
+# launchers/backward_gluon.fused_varlen_into): packed backwards by gluon_kind ("plain" / "causal") and
+# head dim -> the shortest max_seqlen_q that takes it (deterministic=False only: dq reduce-added in fp32
+# as the dense fused kernel's). Before it packed backwards ran bwd_ws_varlen.py (plain) / bwd.py (causal).
+# Set from the H200 A/B of session 50 (bench/gpu/s50_bwd_varlen_ab.py; bench/NOTES.md "Session 50").
+GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 0}, "causal": {128: 0}}
+
+
+def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: int, varlen) -> bool:
+    """Whether a packed backward (params through _effective_window) takes the fused Gluon kernel's VARLEN
+    variant: deterministic=False, no ALiBi, softcap, dropout or window (plain, or the canonical causal mask),
+    bf16 / fp16, head_dim == BLOCK_D with an entry in GLUON_BWD_FUSED_VARLEN_MIN_N[kind] and max_seqlen_q >= it,
+    tokens in both q and k, q, k, v, dout readable as (total, heads * D) rows without a copy and dout of q's
+    dtype, lse (H, total_q) packed fp32, Hk <= 65535 (the grid's second dimension), H * total_q and total *
+    heads * D below 2^31 (the kernel's int32 offsets); never under the interpreter; then the warp-specialized
+    kernels' switch."""
+    if params.deterministic:
+        return False
+    kind = gluon_kind(params)
+    table = GLUON_BWD_FUSED_VARLEN_MIN_N.get(kind, {})
+    if (bd not in table or q.shape[-1] != bd or interpreting() or varlen.max_seqlen_q < table[bd]
+            or q.dim() != 3 or q.shape[0] == 0 or k.shape[0] == 0 or k.shape[1] > 65535):
+        return False
+    total_q, h, d = q.shape
+    total_k, hk = k.shape[0], k.shape[1]
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and q.dtype in (torch.bfloat16, torch.float16) and dout.dtype == q.dtype
+            and all(rows_view_ok(t.unsqueeze(0)) for t in (q, k, v, dout))
+            and lse.dtype == torch.float32 and lse.is_contiguous() and tuple(lse.shape) == (h, total_q)
+            and h * total_q < 2 ** 31 and max(total_q * h, total_k * hk) * d < 2 ** 31):
+        return False
+    return _warp_spec_switch(q)
+
+
 def gluon_fwd_persistent(causal: bool) -> bool:
     """Whether a forward that gluon_fwd routes runs the PERSISTENT kernel
     (GLUON_FWD_PERSISTENT)."""

@@ -1,0 +1,120 @@
+"""Host side of the fused Gluon backward's VARLEN variant (kernels/bwd_gluon_fused.py, session 50): a packed
+batch's dq, dk, dv in one kernel plus the zero and the cast of the fp32 dq accumulator, as the dense fused route
+(launchers/backward_gluon.fused_into) does for (B, N, H, D) batches.
+
+    fused_varlen_table(varlen, causal, n_slots, order=True)
+        the kernel's SCHED (int32, on the device, no host sync; remembered on cu_seqlens_q): the cumulative
+        key-block counts, cu_seqlens_q, cu_seqlens_k, and with order the slots' dispatch order
+    fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal, dq, dk, dv, varlen, table,
+                      preprocess=None)
+        the route (launchers/backward.py, where policy.gluon_bwd_fused_varlen accepts the call)
+
+Layout: q, dout, dq (total_q, H, D); k, v, dk, dv (total_k, Hk, D); lse, delta (H, total_q) fp32 (the packed
+forward's lse; the preprocess writes delta so). One CTA a (key block of BLOCK_N = 128 keys of one sequence, KV
+head): grid (cdiv(total_k, 128) + B, Hk), an upper bound on the blocks (spare CTAs return at once), so nothing
+about cu_seqlens reaches the host. The grid is not max_seqlen_k / 128 x B: no CTA is spent on padding.
+
+NON-DETERMINISTIC dq, as the dense fused kernel's (the fp32 reduce-adds of the key blocks arrive in any order);
+dk / dv deterministic. deterministic=True calls never come here (policy).
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import memory
+from ..kernels.bwd_gluon_fused import FUSED_CONFIG, dq_stage_layout, k_layout
+from .backward_gluon import _run_fused
+from .common import LOG2E, Varlen, _cached_map, _cu_blocks, _stamp
+from .forward_gluon import _box_layout
+
+__all__ = ["VARLEN_ORDER", "fused_varlen_table", "fused_varlen_into", "varlen_slots"]
+
+# The dispatch order of the key-block slots: heaviest first (the most query tiles a block visits), as the
+# varlen forwards' (launchers/common._heaviest_first). Without it, slots in sequence order.
+VARLEN_ORDER = True
+
+
+def varlen_slots(total_k: int, batch: int, block_n: int) -> int:
+    """The grid's slots: an upper bound on the key blocks of any batch of `batch` sequences holding total_k keys
+    (each sequence wastes at most one partial block)."""
+    return -(-total_k // block_n) + batch
+
+
+def _slot_order(varlen: Varlen, cu_kb: torch.Tensor, n_slots: int, block_m: int, block_n: int,
+                causal: bool) -> torch.Tensor:
+    """The slots' dispatch order, by the query tiles each key block visits a head, most first (stable: a
+    sequence's blocks keep their order among equals); spare slots last. On the device, no host sync. Mirrors
+    kernels/bwd_gluon_fused.fused_varlen_coords' n_m."""
+    dev = cu_kb.device
+    g = torch.arange(n_slots, device=dev, dtype=torch.int32)
+    batch = cu_kb.numel() - 1
+    seq = torch.searchsorted(cu_kb[1:], g, right=True)                 # == batch: a spare slot
+    valid = seq < batch
+    s = seq.clamp(max=batch - 1)
+    nq = (varlen.cu_seqlens_q[1:] - varlen.cu_seqlens_q[:-1])[s]
+    nk = (varlen.cu_seqlens_k[1:] - varlen.cu_seqlens_k[:-1])[s]
+    n_q_tiles = (nq + block_m - 1) // block_m
+    if causal:
+        n0 = (g - cu_kb[s]) * block_n
+        first = (n0 - (nk - nq) - block_m + 1).clamp(min=0)
+        j0 = torch.minimum((first + block_m - 1) // block_m, (n_q_tiles - 1).clamp(min=0))
+        work = (n_q_tiles - j0).clamp(min=1)
+    else:
+        work = n_q_tiles.clamp(min=1)
+    work = torch.where(valid, work, torch.full_like(work, -1))
+    return torch.sort(work, descending=True, stable=True).indices.to(torch.int32)
+
+
+def fused_varlen_table(varlen: Varlen, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
+    """The VARLEN kernel's SCHED: int32 [cumulative key-block counts (B + 1), cu_seqlens_q (B + 1), cu_seqlens_k
+    (B + 1)] and, with order, the n_slots slots' dispatch order (_slot_order). Built on the device without a host
+    sync and remembered on cu_seqlens_q with cu_seqlens_k's stamp (launchers/common._cached_map: a model passes
+    the same cu_seqlens to every layer)."""
+    cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
+    block_m, block_n = 64, 128                     # FUSED_CONFIG's tile (both head dims)
+
+    def make():
+        cu_kb = _cu_blocks(cu_k, block_n)
+        parts = [cu_kb, cu_q.to(torch.int32), cu_k.to(torch.int32)]
+        if order:
+            parts.append(_slot_order(varlen, cu_kb, n_slots, block_m, block_n, causal))
+        return torch.cat(parts).contiguous()
+    return _cached_map(cu_q, ("gluon_bwd_varlen", bool(causal), n_slots, bool(order), _stamp(cu_k)), make)
+
+
+def _rows_desc(x: torch.Tensor, rows: int, layout=None):
+    """A Gluon descriptor over x (total, heads, D) as (total, heads * D) rows, box (rows, D), x itself its base
+    (a launch plan rebinds it by its base). layout: the shared layout (default: forward_gluon's for the box)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    total, h, d = x.shape
+    return TensorDescriptor(x, [total, h * d], [x.stride(0), 1], [rows, d],
+                            layout if layout is not None else _box_layout(rows, d, x.dtype))
+
+
+def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, varlen: Varlen,
+                      table: torch.Tensor, preprocess=None) -> None:
+    """The route (policy.gluon_bwd_fused_varlen has accepted the call: packed 16-byte rows, bf16 / fp16, D in
+    FUSED_CONFIG, lse (H, total_q) packed): the preprocess (delta; the caller's closure), then the zero of the
+    fp32 dq accumulator, the VARLEN kernel and the cast (backward_gluon._run_fused), into dq, dk, dv (contiguous,
+    shaped like q, k, v). table: fused_varlen_table(varlen, causal, varlen_slots(...), VARLEN_ORDER)."""
+    total_q, h, d = q.shape
+    total_k, hk = k.shape[0], k.shape[1]
+    batch = varlen.cu_seqlens_q.numel() - 1
+    block_m, block_n, stages = FUSED_CONFIG[d]
+    n_slots = varlen_slots(total_k, batch, block_n)
+    dq_accum = memory.empty((total_q, h, d), torch.float32, q.device)       # zeroed by _run_fused's launch
+    klay = k_layout(d)
+    half = block_n // 2
+    q_desc, do_desc = _rows_desc(q, block_m), _rows_desc(dout, block_m)
+    k_desc, v_desc = _rows_desc(k, half, klay), _rows_desc(v, half)
+    dk_desc, dv_desc = _rows_desc(dk, half, klay), _rows_desc(dv, half)
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    dq_desc = TensorDescriptor(dq_accum, [total_q, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
+    scale = float(softmax_scale)
+    args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
+            total_q, total_k, h, hk, h // hk, scale, scale * LOG2E, None, None, None, None, None)
+    order = table.numel() > 3 * (batch + 1)
+    kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages, CAUSAL=bool(causal),
+                  ROTATE=not causal, DROPOUT=False, SCHED=table, batch=batch, DK=dk, DV=dv, VARLEN=True,
+                  VARLEN_ORDER=order, num_warps=4)
+    _run_fused(dq, dk, dv, dq_accum, (n_slots, hk), args, kwargs, replayable=True, preprocess=preprocess)

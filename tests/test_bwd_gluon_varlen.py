@@ -1,0 +1,349 @@
+"""kernels/bwd_gluon_fused.py VARLEN (session 50): packed batches' backward (flash_attn_varlen_func) on the fused
+Gluon kernel, one key block of one sequence a CTA, plain or causal. Host side
+launchers/backward_gluon_varlen.py (fused_varlen_table, fused_varlen_into), route
+launchers.policy.gluon_bwd_fused_varlen (GLUON_BWD_FUSED_VARLEN_MIN_N), plan in launchers/backward.bwd.
+
+CPU (CI, under the interpreter): the SCHED table's layout and dispatch order; the kernel's index arithmetic
+(fused_varlen_coords, the very function it runs) in an interpreted mirror of the loops and masks, against the packed
+batch's visible (row, key) pairs: every pair kept exactly once, nothing past a sequence kept; the policy's contract;
+an offline sm_90a compile. GPU (Hopper): through the public API against float64 (gradients within 3x PyTorch's
+same-dtype error), outputs poisoned first (conftest), ragged lengths, empty sequences, Nq != Nk both ways, GQA,
+bf16 / fp16; dk / dv of each sequence bitwise those of the sequence alone (no row of another sequence touched);
+the route taken (spy); the launch plan's replay.
+"""
+import os
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+import flashtriton
+from flashtriton import reference
+from flashtriton.kernels import bwd_gluon_fused
+from flashtriton.launchers import backward_gluon_varlen, policy
+from flashtriton.launchers.common import AttnParams, Varlen
+
+from conftest import DEVICE, HAS_CUDA
+from helpers import assert_close, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
+
+IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
+INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+hopper = pytest.mark.skipif(not IS_HOPPER or INTERPRETING,
+                            reason="needs a Hopper GPU (compute capability 9.x), not the interpreter")
+
+BLOCK_M, BLOCK_N = 64, 128          # FUSED_CONFIG's tile (both head dims)
+
+
+def _varlen(lens_q, lens_k, device="cpu"):
+    return Varlen(cu_seqlens(lens_q, device), cu_seqlens(lens_k, device), max(lens_q), max(lens_k))
+
+
+# ---------------------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------------------
+def test_varlen_table_layout():
+    """SCHED = [cumulative 128-key block counts | cu_seqlens_q | cu_seqlens_k | the slots' order]: what
+    fused_varlen_coords reads at offsets 0, B + 1, 2B + 2 and the kernel's VARLEN_ORDER at 3B + 3."""
+    lens_q, lens_k = [300, 0, 128, 5], [300, 7, 200, 0]
+    vl = _varlen(lens_q, lens_k)
+    n_slots = backward_gluon_varlen.varlen_slots(sum(lens_k), 4, BLOCK_N)
+    assert n_slots == 4 + 4
+    plain = backward_gluon_varlen.fused_varlen_table(vl, False, n_slots, order=False)
+    assert plain.dtype == torch.int32
+    assert plain.tolist() == [0, 3, 4, 6, 6] + [0, 300, 300, 428, 433] + [0, 300, 307, 507, 507]
+    order = backward_gluon_varlen.fused_varlen_table(vl, False, n_slots)[15:].tolist()
+    # plain: a block visits its sequence's query tiles: sequence 0 (5 tiles) first, then 2 (2), then the
+    # queryless sequence 1 (one masked tile), spare slots last
+    assert order == [0, 1, 2, 4, 5, 3, 6, 7]
+    causal = backward_gluon_varlen.fused_varlen_table(vl, True, n_slots)
+    assert causal[:15].tolist() == plain.tolist()
+    # causal, sequence 0 (Nq = Nk = 300): block 0 sees 5 tiles, block 1 (keys 128..) 3, block 2 (256..) 1
+    c_order = causal[15:].tolist()
+    assert c_order[0] == 0 and sorted(c_order) == list(range(n_slots)) and c_order[-2:] == [6, 7]
+
+
+@triton.jit
+def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.constexpr, CAUSAL: tl.constexpr,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """One (slot, ring tile t of head 0, consumer WG) a program, grid (slots, max tiles, 2): the kernel's slot (the
+    order table with ORDER), its coordinates (fused_varlen_coords), the tile's query tile as the loops take it
+    (CAUSAL: j0 + t; plain: ROTATE's (t + rot) % n_m), then _fused_tile's effective mask: rows past the sequence
+    (lse = +inf), CAUSAL's select where rel < HALF_N - 1, KEY_BOUND's where the half's key count is below HALF_N.
+    Adds 1 to VISIT[packed key, packed row] of every kept pair (VISIT padded past both totals by a block, so a
+    kept pair past the batch lands there); COORDS[slot] = the eight coordinates (slot in the order's sense)."""
+    HALF_N: tl.constexpr = BLOCK_N // 2
+    slot = tl.program_id(0)
+    t = tl.program_id(1)
+    WG = tl.program_id(2)
+    if ORDER:
+        slot = tl.load(SCHED + 3 * (batch + 1) + slot)
+    if slot < tl.load(SCHED + batch):
+        q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = bwd_gluon_fused.fused_varlen_coords(
+            SCHED, slot, batch, BLOCK_M, BLOCK_N, CAUSAL, True)
+        if t == 0 and WG == 0:
+            base = COORDS + slot * 8
+            tl.store(base + 0, q_start)
+            tl.store(base + 1, k_start)
+            tl.store(base + 2, seqlen_q)
+            tl.store(base + 3, seqlen_k)
+            tl.store(base + 4, n0)
+            tl.store(base + 5, j0)
+            tl.store(base + 6, n_m)
+            tl.store(base + 7, rot)
+        if t < n_m:
+            if CAUSAL:
+                j = t
+            else:
+                j = (t % n_m + rot) % n_m
+            m = (j0 + j) * BLOCK_M
+            offs_c = tl.arange(0, HALF_N)
+            offs_r = tl.arange(0, BLOCK_M)
+            keep = (offs_r < seqlen_q - m)[None, :] & (offs_c >= 0)[:, None]           # lse = +inf past Nq_b
+            if CAUSAL:
+                rel = j0 * BLOCK_M + (seqlen_k - seqlen_q) - (n0 + WG * HALF_N) + j * BLOCK_M
+                if rel < HALF_N - 1:
+                    keep = keep & ((offs_c - rel)[:, None] <= offs_r[None, :])
+            else:
+                key_lim = seqlen_k - n0 - WG * HALF_N
+                if key_lim < HALF_N:
+                    keep = keep & (offs_c < key_lim)[:, None]
+            keys = k_start + n0 + WG * HALF_N + offs_c
+            rows = q_start + m + offs_r
+            at = keys[:, None] * (total_q + BLOCK_N) + rows[None, :]
+            tl.store(VISIT + at, tl.load(VISIT + at) + keep.to(tl.int32))
+
+
+def _mirror(lens_q, lens_k, causal, order):
+    vl = _varlen(lens_q, lens_k)
+    batch = len(lens_q)
+    total_q, total_k = sum(lens_q), sum(lens_k)
+    n_slots = backward_gluon_varlen.varlen_slots(total_k, batch, BLOCK_N)
+    table = backward_gluon_varlen.fused_varlen_table(vl, causal, n_slots, order=order)
+    visit = torch.zeros(total_k + BLOCK_N, total_q + BLOCK_N, dtype=torch.int32)
+    coords = torch.full((n_slots, 8), -1, dtype=torch.int32)
+    max_tiles = max(1, max(-(-n // BLOCK_M) for n in lens_q))
+    _varlen_schedule_mirror[(n_slots, max_tiles, 2)](table, visit, coords, batch, total_q, ORDER=order,
+                                                      CAUSAL=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    return visit, coords, table
+
+
+def _packed_visible(lens_q, lens_k, causal):
+    """(total_k + BLOCK_N, total_q + BLOCK_N) int32: 1 where packed key j is visible to packed row i (its own
+    sequence, bottom-right causal mask per sequence), 0 elsewhere (the padding included)."""
+    total_q, total_k = sum(lens_q), sum(lens_k)
+    vis = torch.zeros(total_k + BLOCK_N, total_q + BLOCK_N, dtype=torch.int32)
+    cq = ck = 0
+    for nq, nk in zip(lens_q, lens_k):
+        m = reference.visible_mask(nq, nk, -1, 0 if causal else -1, "cpu")
+        block = torch.ones(nq, nk, dtype=torch.int32) if m is None else m.to(torch.int32)
+        vis[ck:ck + nk, cq:cq + nq] = block.t()
+        cq += nq
+        ck += nk
+    return vis
+
+
+# (lens_q, lens_k): ragged lengths, an empty query sequence, an empty key sequence, Nq > Nk (rows that see no key
+# under causal), Nq < Nk, one block, lengths on the tile grid, one long sequence among short ones
+SCHEDULES = [
+    ([300, 0, 128, 5], [300, 7, 200, 0]),
+    ([1, 17, 113, 1023], [1, 17, 113, 1023]),
+    ([200, 64, 129], [60, 300, 129]),
+    ([64, 128, 256], [128, 128, 256]),
+    ([513, 3], [1200, 250]),
+    ([0, 70, 0], [130, 0, 5]),
+]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("order", [True, False])
+@pytest.mark.parametrize("lens_q,lens_k", SCHEDULES)
+def test_varlen_schedule_keeps_each_visible_pair_once(lens_q, lens_k, causal, order):
+    """The kernel's tiles and masks keep every visible (row, key) pair of the packed batch exactly once and no
+    other pair (none of the next sequence's rows or keys, none past the batch); every key block of every
+    sequence has its slot; the dispatch order's work is the slot's n_m."""
+    if not INTERPRETING:
+        pytest.skip("the interpreted mirror (CPU)")
+    visit, coords, table = _mirror(lens_q, lens_k, causal, order)
+    assert torch.equal(visit, _packed_visible(lens_q, lens_k, causal))
+    n_blocks = table[len(lens_q)].item()
+    assert n_blocks == sum(-(-n // BLOCK_N) for n in lens_k)
+    assert (coords[:n_blocks] >= 0).all() and (coords[n_blocks:] == -1).all()
+    assert (coords[:n_blocks, 6] >= 1).all()                                  # n_m >= 1 (the barrier protocol)
+    if order:
+        ordered = coords[table[3 * (len(lens_q) + 1):].long()[:n_blocks], 6]
+        assert (ordered[:-1] >= ordered[1:]).all(), "the dispatch order is not heaviest first"
+
+
+def test_policy_contract():
+    """gluon_bwd_fused_varlen: deterministic=False, plain or the canonical causal mask, no ALiBi / softcap /
+    dropout, a head dim of the table; never under the interpreter (which this CPU run is, or no GPU at all)."""
+    q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
+    k = v = torch.empty(4096, 2, 128, dtype=torch.bfloat16)
+    lse = torch.empty(4, 4096)
+    vl = _varlen([2048, 2048], [2048, 2048])
+    assert not policy.gluon_bwd_fused_varlen(q, k, v, q, lse, AttnParams(0.1), None, 128, vl)
+    assert not policy.gluon_bwd_fused_varlen(q, k, v, q, lse, AttnParams(0.1, deterministic=True), None, 128, vl)
+    assert set(policy.GLUON_BWD_FUSED_VARLEN_MIN_N) <= {"plain", "causal"}
+    assert all(set(t) <= set(bwd_gluon_fused.FUSED_CONFIG) for t in policy.GLUON_BWD_FUSED_VARLEN_MIN_N.values())
+
+
+_COMPILE = r"""
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import gluon_bwd_compile as g
+out = []
+for causal in (False, True):
+    c = g.compile_fused(128, "bf16", None, not causal, causal, False, varlen=True)
+    r, text = g.report(c)
+    loops = g.tile_loops(text)
+    out.append(dict(loops=[lp["n"] for lp in loops], local_in_loops=sum(lp["ldl"] + lp["stl"] for lp in loops),
+                    spill=r["spill_bytes"], hgmma=r["hgmma"], utmaredg=text.count("UTMAREDG"),
+                    smem=r["smem"]))
+print(json.dumps(out))
+"""
+
+
+def test_varlen_compiles_offline():
+    """sm_90a, no GPU: the plain and causal VARLEN kernels at D = 128 compile with two consumer tile loops each,
+    no local memory inside them (the few spilled bytes are the CTA's coordinates, kept across the loop), under
+    600 SASS instructions a warp a tile, HGMMA and the dQ TMA reduce, in the dense kernel's shared memory."""
+    pytest.importorskip("triton.experimental.gluon")
+    for r in offline_compile(_COMPILE):
+        assert len(r["loops"]) == 2 and all(n < 600 for n in r["loops"]), r
+        assert r["local_in_loops"] == 0 and r["spill"] <= 128, r
+        assert r["hgmma"] > 0 and r["utmaredg"] >= 1 and r["smem"] <= 227 * 1024, r
+
+
+# ---------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------
+CASES = [
+    # lens_q, lens_k, (H, Hk), D, causal
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, False),
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, True),
+    ([1024, 0, 513, 17], [1024, 9, 513, 17], (4, 4), 128, True),        # an empty query sequence
+    ([1030, 40], [0, 70], (2, 1), 128, False),                          # keys of sequence 0: none
+    ([1030, 40], [700, 1500], (4, 1), 128, True),                       # Nq > Nk: rows with no key
+    ([600, 1, 113], [1500, 17, 1023], (4, 2), 128, False),              # Nq < Nk
+    ([1500, 64], [3000, 64], (4, 2), 64, True),
+    ([1500, 64], [3000, 64], (4, 2), 64, False),
+]
+
+
+@pytest.fixture
+def fused_varlen_on(monkeypatch):
+    """Route every D = 64 / 128 packed backward here (the table's lengths lowered to 1) and record the route."""
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_VARLEN_MIN_N", {"plain": {128: 1, 64: 1}, "causal": {128: 1, 64: 1}})
+    return spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
+
+
+def _grads(q, k, v, varlen, dout, causal):
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    out = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal)
+    return torch.autograd.grad(out, (q, k, v), dout)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,causal", CASES)
+def test_varlen_bwd_matches_reference_gpu(fused_varlen_on, dtype, lens_q, lens_k, heads, d, causal):
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    dout = torch.randn_like(q)
+    dq, dk, dv = _grads(q, k, v, varlen, dout, causal)
+    assert len(fused_varlen_on) == 1, "the backward did not take the fused Gluon VARLEN kernel"
+    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=d ** -0.5,
+                                 window_right=0 if causal else -1)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
+        assert_close(name, g, truth[name], lowp[name], 3, dtype)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_bwd_sequences_independent_gpu(fused_varlen_on, causal):
+    """dk / dv of each sequence of the packed call are bitwise those of the sequence alone (dk / dv are
+    deterministic, and a key block's tiles are the same either way): no masked store, TMA store or reduce of one
+    sequence reaches another's rows. dq (fp32 sums in any order) within 3x PyTorch's error of the reference."""
+    lens = [1100, 300, 1029, 5]
+    (q, k, v), varlen = rand_varlen(lens, lens, 4, 2, 128, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q)
+    dq, dk, dv = _grads(q, k, v, varlen, dout, causal)
+    start = 0
+    for n in lens:
+        sl = slice(start, start + n)
+        one = _grads(q[sl], k[sl], v[sl], (cu_seqlens([n], DEVICE), cu_seqlens([n], DEVICE), n, n), dout[sl],
+                     causal)
+        assert torch.equal(one[1], dk[sl]) and torch.equal(one[2], dv[sl])
+        start += n
+    assert len(fused_varlen_on) == 1 + len(lens)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("order", [False, True])
+def test_varlen_bwd_order_off_matches_reference_gpu(fused_varlen_on, monkeypatch, order):
+    """backward_gluon_varlen.VARLEN_ORDER off (slots in sequence order) and on, causal fp16, GQA 4 / 1."""
+    monkeypatch.setattr(backward_gluon_varlen, "VARLEN_ORDER", order)
+    (q, k, v), varlen = rand_varlen([1100, 0, 300, 2049], [1100, 5, 300, 2049], 4, 1, 128, torch.float16, DEVICE)
+    dout = torch.randn_like(q)
+    dq, dk, dv = _grads(q, k, v, varlen, dout, True)
+    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=128 ** -0.5, window_right=0)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert_close(name, g, truth[name], lowp[name], 3, torch.float16)
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_bwd_repeatable_gpu(fused_varlen_on):
+    """dk / dv bitwise repeatable; dq repeats up to fp32 summation order."""
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 8, 2, 128, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q)
+    a = _grads(q, k, v, varlen, dout, True)
+    b = _grads(q, k, v, varlen, dout, True)
+    assert torch.equal(a[1], b[1]) and torch.equal(a[2], b[2])
+    assert (a[0].float() - b[0].float()).abs().max().item() <= 1e-2
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_bwd_route_by_default_gpu(monkeypatch):
+    """At the table's length the default route takes the kernel; not with deterministic=True, a window or ALiBi."""
+    calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
+    table = policy.GLUON_BWD_FUSED_VARLEN_MIN_N
+    n = max(1, max(t[128] for t in table.values() if 128 in t))
+    (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    for kw, taken in ((dict(causal=True), "causal" in table), (dict(), "plain" in table),
+                      (dict(causal=True, deterministic=True), False), (dict(window_size=(64, 0)), False),
+                      (dict(alibi_slopes=torch.rand(4, device=DEVICE)), False)):
+        before = len(calls)
+        flashtriton.flash_attn_varlen_func(q, k, v, *varlen, **kw).sum().backward()
+        assert len(calls) == before + int(taken), kw
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_bwd_plan_replay_gpu(fused_varlen_on, monkeypatch, causal):
+    """With launch plans on (FLASHTRITON_PLANS=1; the tests run with them off), the second backward of a signature
+    replays the first's launches with its own tensors and SCHED table: other lengths (same totals, same batch)
+    give their own reference's gradients."""
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 4, 2, 128, torch.bfloat16, DEVICE)
+    _grads(q, k, v, varlen, torch.randn_like(q), causal)
+    (q2, k2, v2), varlen2 = rand_varlen([2000, 1400, 49], [2000, 1400, 49], 4, 2, 128, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q2)
+    q2, k2, v2 = (t.detach().requires_grad_(True) for t in (q2, k2, v2))
+    out = flashtriton.flash_attn_varlen_func(q2, k2, v2, *varlen2, causal=causal)
+    before = plans.stats["replayed"]                  # (after the forward, which may replay a plan of its own)
+    grads = torch.autograd.grad(out, (q2, k2, v2), dout)
+    assert plans.stats["replayed"] == before + 1, "the second backward did not replay"
+    assert any(key[0] == "bwd_varlen_gluon" for key in plans._PLANS)
+    truth, lowp = reference_pair(q2, k2, v2, dout, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
+                                 window_right=0 if causal else -1)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
