@@ -264,18 +264,22 @@ def test_varlen_bwd_matches_reference_gpu(fused_varlen_on, dtype, lens_q, lens_k
 @hopper
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_bwd_sequences_independent_gpu(fused_varlen_on, causal):
-    """dk / dv of each sequence of the packed call are bitwise those of the sequence alone (dk / dv are
-    deterministic, and a key block's tiles are the same either way): no masked store, TMA store or reduce of one
-    sequence reaches another's rows. dq (fp32 sums in any order) within 3x PyTorch's error of the reference."""
+    """dk / dv of each sequence of the packed backward are bitwise those of the sequence's backward alone, from the
+    same forward's out / lse (dk / dv are deterministic, and a key block's tiles are the same either way): no
+    masked store, TMA store or reduce of one sequence reaches another's rows."""
+    from flashtriton.launchers import backward
     lens = [1100, 300, 1029, 5]
     (q, k, v), varlen = rand_varlen(lens, lens, 4, 2, 128, torch.bfloat16, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)
     dout = torch.randn_like(q)
-    dq, dk, dv = _grads(q, k, v, varlen, dout, causal)
+    params = AttnParams(128 ** -0.5, window_right=0 if causal else -1, deterministic=False)
+    dq, dk, dv = backward.bwd(dout, q, k, v, out, lse, params, varlen=Varlen(*varlen))
     start = 0
     for n in lens:
         sl = slice(start, start + n)
-        one = _grads(q[sl], k[sl], v[sl], (cu_seqlens([n], DEVICE), cu_seqlens([n], DEVICE), n, n), dout[sl],
-                     causal)
+        cu = cu_seqlens([n], DEVICE)
+        one = backward.bwd(dout[sl], q[sl], k[sl], v[sl], out[sl], lse[:, sl].contiguous(), params,
+                           varlen=Varlen(cu, cu, n, n))
         assert torch.equal(one[1], dk[sl]) and torch.equal(one[2], dv[sl])
         start += n
     assert len(fused_varlen_on) == 1 + len(lens)
@@ -313,7 +317,7 @@ def test_varlen_bwd_route_by_default_gpu(monkeypatch):
     """At the table's length the default route takes the kernel; not with deterministic=True, a window or ALiBi."""
     calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
     table = policy.GLUON_BWD_FUSED_VARLEN_MIN_N
-    n = max(1, max(t[128] for t in table.values() if 128 in t))
+    n = max(1, max(t[128] for t in table.values() if 128 in t))        # max_seqlen_q at the entries
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
     for kw, taken in ((dict(causal=True), "causal" in table), (dict(), "plain" in table),
                       (dict(causal=True, deterministic=True), False), (dict(window_size=(64, 0)), False),
@@ -321,6 +325,21 @@ def test_varlen_bwd_route_by_default_gpu(monkeypatch):
         before = len(calls)
         flashtriton.flash_attn_varlen_func(q, k, v, *varlen, **kw).sum().backward()
         assert len(calls) == before + int(taken), kw
+
+
+@pytest.mark.gpu
+@hopper
+def test_regression_expanded_dout_takes_fused_varlen_route_gpu(fused_varlen_on):
+    """out.sum().backward() hands the backward an expanded dout (stride 0), which TMA cannot read: session 50's
+    first GPU run found such calls off the fused route (the policy saw the raw dout). launchers/backward.bwd now
+    copies it first (common._descriptor_ready): the route is taken and the gradients are right."""
+    (q, k, v), varlen = rand_varlen([300, 700], [300, 700], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True).sum().backward()
+    assert len(fused_varlen_on) == 1
+    truth, lowp = reference_pair(q, k, v, torch.ones_like(q), varlen=varlen[:2], softmax_scale=128 ** -0.5,
+                                 window_right=0)
+    for name, g in (("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -60,7 +60,8 @@ sys.path.insert(0, sys.argv[1])
 import gluon_fwd_compile as g
 out = []
 for causal in (False, True):
-    c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True)
+    c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
+                      varlen_tail=causal)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
@@ -70,7 +71,8 @@ print(json.dumps(out))
 
 
 def test_varlen_compiles_offline():
-    """sm_90a, no GPU: the plain and causal VARLEN kernels (VARLEN_FAST, ordered) have no spills and no local
+    """sm_90a, no GPU: the plain and causal VARLEN kernels (VARLEN_FAST, ordered; causal with VARLEN_TAIL, as
+    routed) have no spills and no local
     memory, HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked) each under 800 SASS instructions a
     warp, and the full blocks' O TMA stores (2 UTMASTG)."""
     pytest.importorskip("triton.experimental.gluon")
@@ -150,6 +152,26 @@ def test_varlen_variants_match_reference_gpu(gluon_varlen_on, monkeypatch, fast,
                                  window_right=0 if causal else -1)
     assert_close("out", out, truth["out"], lowp["out"], 2, torch.float16)
     assert_close("lse", lse, truth["lse"], lowp["lse"], 2, torch.float16)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("tail", [False, True])
+@pytest.mark.parametrize("causal", [False, True])
+def test_varlen_tail_matches_reference_gpu(gluon_varlen_on, monkeypatch, tail, causal):
+    """forward_gluon.VARLEN_TAIL on and off for both kinds (session 50; the default: causal only): sequences whose
+    last block's second half lies wholly past the end (300, 17, 2049: tails of 44, 17 and 1 rows) and one whose does
+    not (1100: 76 rows), against float64; the rows of the next sequence untouched (each sequence's output is the
+    sequence's own)."""
+    monkeypatch.setattr(forward_gluon, "VARLEN_TAIL", frozenset({"plain", "causal"}) if tail else frozenset())
+    lens = [1100, 300, 17, 2049]
+    (q, k, v), varlen = rand_varlen(lens, lens, 4, 2, 128, torch.bfloat16, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=128 ** -0.5,
+                                 window_right=0 if causal else -1)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, torch.bfloat16)
 
 
 @pytest.mark.gpu

@@ -1438,6 +1438,32 @@ def _fwd_skip_tiles(k_ready, v_ready, kv_empty, g_lo, g_hi, NUM_STAGES: gl.const
 
 
 @gluon.jit
+def _fwd_consume_tail(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                      q_row, q_col, lse_off, n_tiles, n_left, n_full, diag, wspan, qk_scale, t0, q_phase,
+                      RNG, dropout_p, rng_rows, rng_stride, key0,
+                      WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                      NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, PINGPONG: gl.constexpr,
+                      CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
+                      O, o_stride, EARLY_Q: gl.constexpr, LEAN_MASK: gl.constexpr, TLP, TIMELINE: gl.constexpr,
+                      O_STAGE: gl.constexpr, VARLEN: gl.constexpr, KEY_BOUND: gl.constexpr, row_lim,
+                      VARLEN_FAST: gl.constexpr):
+    """VARLEN_TAIL (session 50): the second consumer of a VARLEN block, whose HALF_M rows may all lie past the
+    sequence's end (the last block of a sequence whose tail holds at most HALF_M rows): then it computes and
+    stores nothing and only releases the block's ring tiles (_fwd_skip_tiles: the waits and arrivals, so the
+    ring's phases are those of _fwd_consume), and the first consumer runs alone on the tensor cores; otherwise
+    _fwd_consume itself. (The one-block kernel: no q_free to arrive on, PINGPONG off.)"""
+    if row_lim > WG * HALF_M:
+        _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                     q_row, q_col, lse_off, n_tiles, n_left, n_full, diag, wspan, qk_scale, t0, q_phase,
+                     RNG, dropout_p, rng_rows, rng_stride, key0,
+                     WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+                     DROPOUT, O, o_stride, EARLY_Q, LEAN_MASK, TLP, TIMELINE, O_STAGE, VARLEN, KEY_BOUND, row_lim,
+                     VARLEN_FAST)
+    else:
+        _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0, t0 + n_tiles, NUM_STAGES)
+
+
+@gluon.jit
 def _fwd_consume_own(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                      q_row, q_col, lse_off, n_load, n_full, diag, qk_scale,
                      WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
@@ -1594,7 +1620,7 @@ def attn_fwd_gluon_kernel(
     DROPOUT: gl.constexpr = False, NUM_CONSUMERS: gl.constexpr = 2, EARLY_Q: gl.constexpr = False,
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
     TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
-    VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False,
+    VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False, VARLEN_TAIL: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1825,12 +1851,13 @@ def attn_fwd_gluon_kernel(
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                             DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
                             VARLEN_FAST)),
-            (_fwd_consume, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
-                            q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
-                            rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
-                            HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
-                            DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
-                            VARLEN_FAST)),
+            (_fwd_consume_tail if VARLEN_TAIL else _fwd_consume,
+             (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+              q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
+              rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
+              HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
+              DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
+              VARLEN_FAST)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

@@ -39,6 +39,9 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         # a packed batch: the fused Gluon VARLEN route replays a launch plan keyed on its SCHED table as an
         # input (the table holds all the launches read of cu_seqlens); every other varlen route runs as is
         varlen = _unit_stride_varlen(varlen)
+        # (an incoming gradient that TMA cannot read, such as out.sum()'s expanded ones, copied once here, before
+        # the plan: the copy is the plan's input, not a step it would have to replay)
+        dout = _descriptor_ready(dout)
         table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
         if table is None:
             return _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)

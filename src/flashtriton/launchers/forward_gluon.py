@@ -399,6 +399,13 @@ VARLEN_PLAIN_ORDER = True
 # The VARLEN kernel's VARLEN_FAST: the peeled tile unmasked when it is whole (plain calls) and full blocks' O by TMA
 # (session 49, the same A/B).
 VARLEN_FAST = True
+# The VARLEN kernel's VARLEN_TAIL (session 50), by kind: the second consumer of a block whose rows all lie past its
+# sequence's end only releases the ring (kernels/fwd_gluon._fwd_consume_tail). Measured (H200, 2026-12-04, bf16,
+# D = 128, H = 16, 16k tokens, forward alone, five rotated rounds; bench/gpu/s50_varlen_tail_ab.py, s50 call 3), on
+# / off: causal 128..4096 1.031 (467 / 453 TFLOP/s), 128..512 1.040, 512..2048 1.029; plain 1.004, 1.000, 0.983.
+# The pre-registered rule (median >= 1.00 at 128..4096 both kinds, no range below 0.99) failed on plain's
+# 512..2048: plain stays off; causal, where all three ranges gained 3-4%, takes it (a split decided after the run).
+VARLEN_TAIL = frozenset({"causal"})
 
 
 def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
@@ -445,12 +452,15 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
     order = bool(causal) or VARLEN_PLAIN_ORDER
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
     inputs = (q, k, v, table)
-    key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST)))
+    tail = ("causal" if causal else "plain") in VARLEN_TAIL
+    key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
+                                                      tail))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order))
+                                                           order, tail))
 
 
-def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool):
+def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
+                     tail: bool = False):
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     block_m, block_n, stages = DEFAULT_CONFIG[d]
@@ -465,7 +475,8 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
                      float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, lse, 0.0, 0, 0, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
                      NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
-                     VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), num_warps=4)
+                     VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST),
+                     **(dict(VARLEN_TAIL=True) if tail else {}), num_warps=4)
     return out, lse
 
 

@@ -655,8 +655,14 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # launchers/backward_gluon.fused_varlen_into): packed backwards by gluon_kind ("plain" / "causal") and
 # head dim -> the shortest max_seqlen_q that takes it (deterministic=False only: dq reduce-added in fp32
 # as the dense fused kernel's). Before it packed backwards ran bwd_ws_varlen.py (plain) / bwd.py (causal).
-# Set from the H200 A/B of session 50 (bench/gpu/s50_bwd_varlen_ab.py; bench/NOTES.md "Session 50").
-GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 0}, "causal": {128: 0}}
+# Measured (H200, 2026-12-04, bf16, 16k tokens in random lengths lo..hi, the backward alone, five rotated rounds;
+# bench/gpu/s50_bwd_varlen_ab.py, s50 call 2): on / off (TFLOP/s) at D = 128, H = 16: plain 64..256 1.87x (110 /
+# 59), 128..512 1.97x, 256..1024 1.70x, 512..2048 1.20x (398 / 332), 128..4096 1.13x (444 / 392), 1024..8192 1.24x
+# (479 / 386); causal 1.77x, 2.06x, 1.98x, 1.52x (321 / 211), 1.44x (397 / 277), 1.41x (444 / 314); every round
+# >= 1.07x. D = 64, H = 32: plain 256..1024 1.22x, 128..4096 1.14x (350 / 308); causal 1.53x, 1.37x (327 / 238).
+# The pre-registered rule (the smallest max_seqlen of a measured range from which all longer ranges win in every
+# round): D = 128 from 250 (the shortest range's longest sequence), D = 64 from 978.
+GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 250, 64: 978}, "causal": {128: 250, 64: 978}}
 
 
 def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: int, varlen) -> bool:
