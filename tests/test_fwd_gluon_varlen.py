@@ -60,8 +60,9 @@ sys.path.insert(0, sys.argv[1])
 import gluon_fwd_compile as g
 out = []
 for causal in (False, True):
+    # as routed: plain PERSISTENT (EARLY_Q), causal one block a CTA with VARLEN_TAIL
     c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
-                      varlen_tail=causal)
+                      varlen_tail=causal, persistent=not causal, early_q=not causal)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
@@ -71,16 +72,18 @@ print(json.dumps(out))
 
 
 def test_varlen_compiles_offline():
-    """sm_90a, no GPU: the plain and causal VARLEN kernels (VARLEN_FAST, ordered; causal with VARLEN_TAIL, as
-    routed) have no spills and no local
-    memory, HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked) each under 800 SASS instructions a
-    warp, and the full blocks' O TMA stores (2 UTMASTG)."""
+    """sm_90a, no GPU: the VARLEN kernels as routed (VARLEN_FAST, ordered; plain PERSISTENT with EARLY_Q, causal one
+    block a CTA with VARLEN_TAIL): HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked) each under
+    800 SASS instructions a warp; causal: no spills, no local memory, the full blocks' O TMA stores (2 UTMASTG);
+    plain PERSISTENT: O by register stores (no UTMASTG), at most 16 spill bytes (4 local accesses, once a CTA or a
+    block, as the dense PERSISTENT kernel's; none in the tile loops)."""
     pytest.importorskip("triton.experimental.gluon")
-    for r in offline_compile(_COMPILE):
-        assert r["spill"] == 0 and r["local"] == 0, r
+    plain, causal = offline_compile(_COMPILE)
+    for r in (plain, causal):
         assert r["hgmma"] > 0 and r["hmma"] == 0, r
         assert len(r["loops"]) == 4 and all(n < 800 for n in r["loops"]), r
-        assert r["utmastg"] == 2, r
+    assert causal["spill"] == 0 and causal["local"] == 0 and causal["utmastg"] == 2, causal
+    assert plain["spill"] <= 16 and plain["local"] <= 4 and plain["utmastg"] == 0, plain
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,6 +159,26 @@ def test_varlen_variants_match_reference_gpu(gluon_varlen_on, monkeypatch, fast,
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d", [c[:4] for c in CASES if not c[4]])
+def test_varlen_persistent_matches_reference_gpu(gluon_varlen_on, monkeypatch, persistent, lens_q, lens_k, heads, d):
+    """forward_gluon.VARLEN_PERSISTENT (session 50; the default for plain calls) on and off: the PERSISTENT
+    kernel's VARLEN blocks (EARLY_Q, masked register stores of O) against float64, and bitwise the one-block
+    kernel's output (the same arithmetic a block, O stored another way)."""
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, torch.bfloat16, DEVICE)
+    monkeypatch.setattr(forward_gluon, "VARLEN_PERSISTENT", frozenset({"plain"}) if persistent else frozenset())
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, return_attn_probs=True)
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=d ** -0.5)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, torch.bfloat16)
+    monkeypatch.setattr(forward_gluon, "VARLEN_PERSISTENT", frozenset() if persistent else frozenset({"plain"}))
+    other, lse2, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, return_attn_probs=True)
+    assert torch.equal(out, other) and torch.equal(lse, lse2)
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("tail", [False, True])
 @pytest.mark.parametrize("causal", [False, True])
 def test_varlen_tail_matches_reference_gpu(gluon_varlen_on, monkeypatch, tail, causal):
@@ -164,6 +187,7 @@ def test_varlen_tail_matches_reference_gpu(gluon_varlen_on, monkeypatch, tail, c
     not (1100: 76 rows), against float64; the rows of the next sequence untouched (each sequence's output is the
     sequence's own)."""
     monkeypatch.setattr(forward_gluon, "VARLEN_TAIL", frozenset({"plain", "causal"}) if tail else frozenset())
+    monkeypatch.setattr(forward_gluon, "VARLEN_PERSISTENT", frozenset())      # (the one-block kernel's option)
     lens = [1100, 300, 17, 2049]
     (q, k, v), varlen = rand_varlen(lens, lens, 4, 2, 128, torch.bfloat16, DEVICE)
     out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)

@@ -1327,7 +1327,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse, mask=WG * HALF_M + offs_m < row_lim)
     else:
         gl.store(LSE + lse_off + WG * HALF_M + offs_m, lse)
-    if VARLEN and VARLEN_FAST:
+    if VARLEN and VARLEN_FAST and not EARLY_Q:
         if row_lim >= (WG + 1) * HALF_M:
             # every row of this half exists: TMA through its Q half, as the dense kernel
             _store_o_tma(o_desc, q, acc, q_row + WG * HALF_M, q_col)
@@ -1544,6 +1544,85 @@ def _fwd_consume_causal3(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_emp
 
 
 @gluon.jit
+def _varlen_block(SCHED, i, n_slots, batch, VARLEN_ORDER: gl.constexpr):
+    """VARLEN PERSISTENT (session 50): (slot, head) of the CTA's block i of the (slots, H) blocks, slot fastest
+    (a head's blocks, neighbours in the heaviest-first order, share a sequence's K / V in L2), through the
+    table's dispatch order with VARLEN_ORDER; slot >= SCHED[batch] is a spare (the grid's upper bound)."""
+    slot = i % n_slots
+    h = i // n_slots
+    if VARLEN_ORDER:
+        slot = gl.load(SCHED + 3 * (batch + 1) + slot)
+    return slot, h
+
+
+@gluon.jit
+def _fwd_load_persistent_varlen(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free, k_ready, v_ready,
+                                kv_empty, total_q, group, n_slots, nheads, pid, n_prog, SCHED, batch,
+                                HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                                NUM_STAGES: gl.constexpr, VARLEN_ORDER: gl.constexpr):
+    """VARLEN PERSISTENT loader (session 50; plain, EARLY_Q): _fwd_load_persistent's EARLY_Q order (the block's
+    first K / V tile, then Q once both consumers' last S of the previous block read theirs, then the rest) over
+    the CTA's blocks pid, pid + n_prog, ... of a packed batch (_varlen_block, _tile_coords_varlen), spares
+    skipped by every partition alike."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    t0 = 0
+    it = 0
+    n_blocks = gl.load(SCHED + batch)
+    for i in range(pid, n_slots * nheads, n_prog):
+        slot, h = _varlen_block(SCHED, i, n_slots, batch, VARLEN_ORDER)
+        if slot < n_blocks:
+            q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim = \
+                _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, False)
+            n_pre = gl.minimum(n_load, 1)
+            for j in range(0, n_pre):
+                _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
+                         kv_col, NUM_STAGES)
+            mbarrier.wait(q_free, (it & 1) ^ 1)
+            mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [q_row, q_col], q_bar, q_smem.index(0))
+            tma.async_copy_global_to_shared(q_desc, [q_row + HALF_M, q_col], q_bar, q_smem.index(1))
+            for j in range(n_pre, n_load):
+                _load_kv(k_desc, v_desc, k_smem, v_smem, k_ready, v_ready, kv_empty, t0 + j, kv_row + j * BLOCK_N,
+                         kv_col, NUM_STAGES)
+            t0 += n_load
+            it += 1
+
+
+@gluon.jit
+def _fwd_consume_persistent_varlen(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc,
+                                   LSE, total_q, group, n_slots, nheads, pid, n_prog, SCHED, batch, qk_scale, O,
+                                   o_stride, WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                                   HEAD_DIM: gl.constexpr, NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr,
+                                   VARLEN_ORDER: gl.constexpr, VARLEN_FAST: gl.constexpr):
+    """VARLEN PERSISTENT consumer (session 50; plain, EARLY_Q): _fwd_consume on the loader's blocks with the
+    one-block VARLEN kernel's per-block arguments (KEY_BOUND, row_lim), q_free arrived after the block's last S
+    (EARLY_Q) and O by masked stores from registers (VARLEN_FAST's peel; not its TMA store, Q's buffer being the
+    next block's by then)."""
+    HALF_M: gl.constexpr = BLOCK_M // 2
+    t0 = 0
+    it = 0
+    n_blocks = gl.load(SCHED + batch)
+    for i in range(pid, n_slots * nheads, n_prog):
+        slot, h = _varlen_block(SCHED, i, n_slots, batch, VARLEN_ORDER)
+        if slot < n_blocks:
+            q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim = \
+                _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, False)
+            if WG == 0:
+                n_left = n_left0
+                n_full = n_full0
+            else:
+                n_left = n_left1
+                n_full = n_full1
+            _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
+                         q_row, q_col, lse_off, n_load, n_left, n_full, diag, ZERO, qk_scale, t0, it & 1,
+                         ZERO, ZERO, ZERO, ZERO, key0,
+                         WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, False, False, True, False, False,
+                         O, o_stride, True, False, ZERO, False, False, True, True, row_lim, VARLEN_FAST)
+            t0 += n_load
+            it += 1
+
+
+@gluon.jit
 def _fwd_consume_persistent(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
                             seqlen_q, seqlen_k, nheads, group, n_m, n_bh, band, pid, n_prog, SCHED, qk_scale,
                             win_left, win_right, wspan, RNG, dropout_p, rng_rows, rng_stride,
@@ -1675,10 +1754,12 @@ def attn_fwd_gluon_kernel(
     # grid (slots, H), q / k / v / o descriptors over the (total, heads * D) views, seqlen_q = total_q
     # (lse is (H, total_q)), SCHED the int32 tables of _tile_coords_varlen (+ CAUSAL: the slots'
     # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN)
-    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (PERSISTENT or WINDOW or DROPOUT or PINGPONG
-                                                                   or EARLY_Q or O_STAGE or OWN_TILES or SPLIT_EMPTY
-                                                                   or TIMELINE) and HEAD_DIM != 256),
-                     "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, D = 64 / 128")
+    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or PINGPONG or O_STAGE
+                                                                   or OWN_TILES or SPLIT_EMPTY or TIMELINE)
+                                       and HEAD_DIM != 256 and PERSISTENT == EARLY_Q
+                                       and not (PERSISTENT and (CAUSAL or VARLEN_TAIL))),
+                     "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, or plain PERSISTENT with "
+                     "EARLY_Q (session 50), D = 64 / 128")
     KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL)
     if EARLY_Q or VARLEN:
         o_ptr = O
@@ -1710,7 +1791,7 @@ def attn_fwd_gluon_kernel(
         drop_p = ZERO
         drop_rows = ZERO
         drop_stride = ZERO
-    if VARLEN:
+    if VARLEN and not PERSISTENT:
         slot = gl.program_id(0)
         h_v = gl.program_id(1)
         if VARLEN_ORDER:
@@ -1803,6 +1884,24 @@ def attn_fwd_gluon_kernel(
                                         SCHED, wl, wr, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, SCHEDULED,
                                         WINDOW, NUM_CONSUMERS)),
             ], [4, 4, LOADER_WARPS], [CONSUMER_REGS_3, CONSUMER_REGS_3, LOADER_REGS])
+        elif VARLEN:
+            # (session 50) a packed batch, plain: the (slots, H) blocks, slots = cdiv(total_q, BLOCK_M) + B (an
+            # upper bound; spares skipped), each partition walking the CTA's list (_varlen_block)
+            n_slots = gl.cdiv(seqlen_q, BLOCK_M) + batch
+            gl.warp_specialize([
+                (_fwd_consume_persistent_varlen, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn,
+                                                  q_free, o_desc, LSE, seqlen_q, group, n_slots, nheads, pid, n_prog,
+                                                  SCHED, batch, qk_scale, o_ptr, o_rs, WG0, BLOCK_M, BLOCK_N,
+                                                  HEAD_DIM, NUM_STAGES, NEG_SCALE, VARLEN_ORDER, VARLEN_FAST)),
+                (_fwd_consume_persistent_varlen, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn,
+                                                  q_free, o_desc, LSE, seqlen_q, group, n_slots, nheads, pid, n_prog,
+                                                  SCHED, batch, qk_scale, o_ptr, o_rs, WG1, BLOCK_M, BLOCK_N,
+                                                  HEAD_DIM, NUM_STAGES, NEG_SCALE, VARLEN_ORDER, VARLEN_FAST)),
+                (_fwd_load_persistent_varlen, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, q_free,
+                                               k_ready, v_ready, kv_empty, seqlen_q, group, n_slots, nheads, pid,
+                                               n_prog, SCHED, batch, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES,
+                                               VARLEN_ORDER)),
+            ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
         else:
             gl.warp_specialize([
                 (_fwd_consume_persistent, (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free,

@@ -66,7 +66,7 @@ from .. import memory
 from ..kernels.fwd_gluon import (CONSUMERS3_CONFIG, DEFAULT_CONFIG, PLAIN_CAUSAL_ONLY, SPLIT_EMPTY_DEFAULT,
                                  attn_fwd_gluon_kernel)
 from . import plans, schedule
-from .common import LOG2E, _cached_map, _cu_blocks, _heaviest_first, _stamp
+from .common import LOG2E, _cached_map, _cu_blocks, _heaviest_first, _stamp, sm_count
 
 _DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
@@ -406,6 +406,10 @@ VARLEN_FAST = True
 # The pre-registered rule (median >= 1.00 at 128..4096 both kinds, no range below 0.99) failed on plain's
 # 512..2048: plain stays off; causal, where all three ranges gained 3-4%, takes it (a split decided after the run).
 VARLEN_TAIL = frozenset({"causal"})
+# The VARLEN kernel PERSISTENT (session 50), by kind (plain only: the kernel has no persistent causal VARLEN): one CTA
+# an SM walking the (slots, H) blocks, the next block's first K / V tile and Q loaded under this one's last tile and
+# epilogue (EARLY_Q: O by masked register stores). Set by bench/gpu/s50_varlen_persistent_ab.py.
+VARLEN_PERSISTENT = frozenset({"plain"})
 
 
 def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
@@ -452,15 +456,16 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
     order = bool(causal) or VARLEN_PLAIN_ORDER
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
     inputs = (q, k, v, table)
-    tail = ("causal" if causal else "plain") in VARLEN_TAIL
+    persistent = not causal and "plain" in VARLEN_PERSISTENT
+    tail = not persistent and ("causal" if causal else "plain") in VARLEN_TAIL
     key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
-                                                      tail))
+                                                      tail, persistent))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order, tail))
+                                                           order, tail, persistent))
 
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
-                     tail: bool = False):
+                     tail: bool = False, persistent: bool = False):
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     block_m, block_n, stages = DEFAULT_CONFIG[d]
@@ -469,14 +474,20 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
     wg_rows = block_m // 2
     q_desc, o_desc = _rows_desc(q, wg_rows), _rows_desc(out, wg_rows)
     k_desc, v_desc = _rows_desc(k, block_n), _rows_desc(v, block_n)
+    if persistent:
+        # (one CTA an SM over the (slots, H) blocks; EARLY_Q: the PERSISTENT kernel's Q-early order)
+        grid = (min(sm_count(q.device), n_slots * h),)
+        extra = dict(PERSISTENT=True, EARLY_Q=True)
+    else:
+        grid = (n_slots, h)
+        extra = dict(VARLEN_TAIL=True) if tail else {}
     with torch.cuda.device(out.device):
-        plans.launch(attn_fwd_gluon_kernel, (n_slots, h),
+        plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
                      float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, lse, 0.0, 0, 0, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
                      NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
-                     VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST),
-                     **(dict(VARLEN_TAIL=True) if tail else {}), num_warps=4)
+                     VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), **extra, num_warps=4)
     return out, lse
 
 
