@@ -59,10 +59,10 @@ import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import gluon_fwd_compile as g
 out = []
-# as routed (one block a CTA, VARLEN_HEADS_FAST; causal with VARLEN_TAIL), then the plain PERSISTENT option (EARLY_Q)
+# as routed (one block a CTA; causal with VARLEN_TAIL), then the plain PERSISTENT option (EARLY_Q)
 for causal, persistent in ((False, False), (True, False), (False, True)):
     c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
-                      varlen_tail=causal, persistent=persistent, early_q=persistent, heads_fast=not persistent)
+                      varlen_tail=causal, persistent=persistent, early_q=persistent)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
@@ -72,9 +72,9 @@ print(json.dumps(out))
 
 
 def test_varlen_compiles_offline():
-    """sm_90a, no GPU: the VARLEN kernels as routed (one block a CTA, VARLEN_FAST, ordered, VARLEN_HEADS_FAST; causal
-    with VARLEN_TAIL) and the plain PERSISTENT option (EARLY_Q): HGMMA and no HMMA, four tile loops (a consumer's
-    unmasked and masked) each under 800 SASS instructions a warp; one block: no spills, no local memory, the full
+    """sm_90a, no GPU: the VARLEN kernels as routed (one block a CTA, VARLEN_FAST, ordered; causal with VARLEN_TAIL)
+    and the plain PERSISTENT option (EARLY_Q): HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked)
+    each under 800 SASS instructions a warp; one block: no spills, no local memory, the full
     blocks' O TMA stores (2 UTMASTG); PERSISTENT: O by register stores (no UTMASTG), at most 16 spill bytes (4 local
     accesses, once a CTA or a block, as the dense PERSISTENT kernel's; none in the tile loops)."""
     pytest.importorskip("triton.experimental.gluon")
@@ -144,16 +144,12 @@ def test_varlen_writes_no_row_of_the_next_sequence_gpu(gluon_varlen_on, causal):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("fast,order,heads_fast", [(False, False, True), (True, False, True), (False, True, True),
-                                                  (True, True, False)])
+@pytest.mark.parametrize("fast,order", [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("causal", [False, True])
-def test_varlen_variants_match_reference_gpu(gluon_varlen_on, monkeypatch, fast, order, heads_fast, causal):
-    """forward_gluon.VARLEN_FAST / VARLEN_PLAIN_ORDER / VARLEN_HEADS_FAST off (the defaults are on: the tests above),
-    against float64."""
+def test_varlen_variants_match_reference_gpu(gluon_varlen_on, monkeypatch, fast, order, causal):
+    """forward_gluon.VARLEN_FAST / VARLEN_PLAIN_ORDER off (the defaults are on: the tests above), against float64."""
     monkeypatch.setattr(forward_gluon, "VARLEN_FAST", fast)
     monkeypatch.setattr(forward_gluon, "VARLEN_PLAIN_ORDER", order)
-    monkeypatch.setattr(forward_gluon, "VARLEN_HEADS_FAST",
-                        frozenset({"plain", "causal"}) if heads_fast else frozenset())
     (q, k, v), varlen = rand_varlen([1100, 0, 300, 2049], [1100, 5, 300, 2049], 4, 2, 128, torch.float16, DEVICE)
     out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=causal, return_attn_probs=True)
     truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=128 ** -0.5,

@@ -1700,7 +1700,6 @@ def attn_fwd_gluon_kernel(
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
     TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
     VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False, VARLEN_TAIL: gl.constexpr = False,
-    VARLEN_HEADS_FAST: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1793,14 +1792,10 @@ def attn_fwd_gluon_kernel(
         drop_rows = ZERO
         drop_stride = ZERO
     if VARLEN and not PERSISTENT:
-        if VARLEN_HEADS_FAST:
-            # (session 50) grid (H, slots): every head's block of a slot before the next slot, so the dispatch
-            # order (heaviest first) holds across heads, not within each head's pass
-            slot = gl.program_id(1)
-            h_v = gl.program_id(0)
-        else:
-            slot = gl.program_id(0)
-            h_v = gl.program_id(1)
+        # (slot fastest: a head's blocks, neighbours in the heaviest-first order, share its sequences' K / V in L2;
+        # session 50 measured grid (H, slots) 5-11% slower, bench/gpu/s50_varlen_heads_ab.py)
+        slot = gl.program_id(0)
+        h_v = gl.program_id(1)
         if VARLEN_ORDER:
             slot = gl.load(SCHED + 3 * (batch + 1) + slot)             # heaviest first (fwd.py's ORDER)
         if slot >= gl.load(SCHED + batch):

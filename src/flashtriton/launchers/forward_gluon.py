@@ -415,10 +415,6 @@ VARLEN_TAIL = frozenset({"causal"})
 # sequence's key count: 1 to 64 tiles), where one block a CTA is dealt longest first by the hardware as CTAs
 # retire. Not routed (empty); kept as a tested option for a dynamic deal.
 VARLEN_PERSISTENT: frozenset = frozenset()
-# The VARLEN kernel's VARLEN_HEADS_FAST (session 50), by kind: grid (H, slots) instead of (slots, H), so that the
-# heaviest-first order runs across all heads (every head's heaviest blocks first, the lightest last) rather than
-# within each head's pass. Set by bench/gpu/s50_varlen_heads_ab.py.
-VARLEN_HEADS_FAST = frozenset({"plain", "causal"})
 
 
 def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
@@ -468,15 +464,14 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
     kind = "causal" if causal else "plain"
     persistent = not causal and "plain" in VARLEN_PERSISTENT
     tail = not persistent and kind in VARLEN_TAIL
-    heads_fast = not persistent and kind in VARLEN_HEADS_FAST and n_slots <= 65535     # (the grid's y limit)
     key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
-                                                      tail, persistent, heads_fast))
+                                                      tail, persistent))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order, tail, persistent, heads_fast))
+                                                           order, tail, persistent))
 
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
-                     tail: bool = False, persistent: bool = False, heads_fast: bool = False):
+                     tail: bool = False, persistent: bool = False):
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     block_m, block_n, stages = DEFAULT_CONFIG[d]
@@ -490,10 +485,8 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
         grid = (min(sm_count(q.device), n_slots * h),)
         extra = dict(PERSISTENT=True, EARLY_Q=True)
     else:
-        grid = (h, n_slots) if heads_fast else (n_slots, h)
+        grid = (n_slots, h)
         extra = dict(VARLEN_TAIL=True) if tail else {}
-        if heads_fast:
-            extra["VARLEN_HEADS_FAST"] = True
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
