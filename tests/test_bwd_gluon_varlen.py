@@ -64,12 +64,13 @@ def test_varlen_table_layout():
 
 
 @triton.jit
-def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.constexpr, CAUSAL: tl.constexpr,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, win_left, win_right, ORDER: tl.constexpr,
+                            CAUSAL: tl.constexpr, WINDOW: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     """One (slot, ring tile t of head 0, consumer WG) a program, grid (slots, max tiles, 2): the kernel's slot (the
     order table with ORDER), its coordinates (fused_varlen_coords), the tile's query tile as the loops take it
     (CAUSAL: j0 + t; plain: ROTATE's (t + rot) % n_m), then _fused_tile's effective mask: rows past the sequence
-    (lse = +inf), CAUSAL's select where rel < HALF_N - 1, KEY_BOUND's where the half's key count is below HALF_N.
+    (lse = +inf), CAUSAL's select where rel < HALF_N - 1, KEY_BOUND's where the half's key count is below HALF_N,
+    WINDOW's (the kernel's own fused_window_edge / fused_window_keep) with KEY_BOUND's.
     Adds 1 to VISIT[packed key, packed row] of every kept pair (VISIT padded past both totals by a block, so a
     kept pair past the batch lands there); COORDS[slot] = the eight coordinates (slot in the order's sense)."""
     HALF_N: tl.constexpr = BLOCK_N // 2
@@ -80,7 +81,7 @@ def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.cons
         slot = tl.load(SCHED + 3 * (batch + 1) + slot)
     if slot < tl.load(SCHED + batch):
         q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = bwd_gluon_fused.fused_varlen_coords(
-            SCHED, slot, batch, BLOCK_M, BLOCK_N, CAUSAL, True)
+            SCHED, slot, batch, BLOCK_M, BLOCK_N, CAUSAL, True, win_left, win_right, WINDOW)
         if t == 0 and WG == 0:
             base = COORDS + slot * 8
             tl.store(base + 0, q_start)
@@ -92,7 +93,7 @@ def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.cons
             tl.store(base + 6, n_m)
             tl.store(base + 7, rot)
         if t < n_m:
-            if CAUSAL:
+            if CAUSAL or WINDOW:
                 j = t
             else:
                 j = (t % n_m + rot) % n_m
@@ -100,7 +101,14 @@ def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.cons
             offs_c = tl.arange(0, HALF_N)
             offs_r = tl.arange(0, BLOCK_M)
             keep = (offs_r < seqlen_q - m)[None, :] & (offs_c >= 0)[:, None]           # lse = +inf past Nq_b
-            if CAUSAL:
+            if WINDOW:
+                rel = j0 * BLOCK_M + (seqlen_k - seqlen_q) + win_right - (n0 + WG * HALF_N) + j * BLOCK_M
+                wspan = win_left + win_right
+                key_lim = seqlen_k - n0 - WG * HALF_N
+                if bwd_gluon_fused.fused_window_edge(rel, wspan, HALF_N, BLOCK_M) | (key_lim < HALF_N):
+                    keep = keep & bwd_gluon_fused.fused_window_keep(offs_c, offs_r, rel, wspan) \
+                        & (offs_c < key_lim)[:, None]
+            elif CAUSAL:
                 rel = j0 * BLOCK_M + (seqlen_k - seqlen_q) - (n0 + WG * HALF_N) + j * BLOCK_M
                 if rel < HALF_N - 1:
                     keep = keep & ((offs_c - rel)[:, None] <= offs_r[None, :])
@@ -114,28 +122,34 @@ def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, ORDER: tl.cons
             tl.store(VISIT + at, tl.load(VISIT + at) + keep.to(tl.int32))
 
 
-def _mirror(lens_q, lens_k, causal, order):
+def _mirror(lens_q, lens_k, causal, order, window=None):
     vl = _varlen(lens_q, lens_k)
+    win = None if window is None else backward_gluon_varlen.varlen_window(window, vl)
     batch = len(lens_q)
     total_q, total_k = sum(lens_q), sum(lens_k)
     n_slots = backward_gluon_varlen.varlen_slots(total_k, batch, BLOCK_N)
-    table = backward_gluon_varlen.fused_varlen_table(vl, causal, n_slots, order=order)
+    table = backward_gluon_varlen.fused_varlen_table(vl, causal, n_slots, order=order, window=win)
     visit = torch.zeros(total_k + BLOCK_N, total_q + BLOCK_N, dtype=torch.int32)
     coords = torch.full((n_slots, 8), -1, dtype=torch.int32)
     max_tiles = max(1, max(-(-n // BLOCK_M) for n in lens_q))
-    _varlen_schedule_mirror[(n_slots, max_tiles, 2)](table, visit, coords, batch, total_q, ORDER=order,
-                                                      CAUSAL=causal, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    wl, wr = win if win is not None else (0, 0)
+    _varlen_schedule_mirror[(n_slots, max_tiles, 2)](table, visit, coords, batch, total_q, wl, wr, ORDER=order,
+                                                      CAUSAL=causal, WINDOW=win is not None, BLOCK_M=BLOCK_M,
+                                                      BLOCK_N=BLOCK_N)
     return visit, coords, table
 
 
-def _packed_visible(lens_q, lens_k, causal):
+def _packed_visible(lens_q, lens_k, causal, window=None):
     """(total_k + BLOCK_N, total_q + BLOCK_N) int32: 1 where packed key j is visible to packed row i (its own
     sequence, bottom-right causal mask per sequence), 0 elsewhere (the padding included)."""
     total_q, total_k = sum(lens_q), sum(lens_k)
     vis = torch.zeros(total_k + BLOCK_N, total_q + BLOCK_N, dtype=torch.int32)
     cq = ck = 0
     for nq, nk in zip(lens_q, lens_k):
-        m = reference.visible_mask(nq, nk, -1, 0 if causal else -1, "cpu")
+        if window is not None:
+            m = reference.visible_mask(nq, nk, window[0], window[1], "cpu")
+        else:
+            m = reference.visible_mask(nq, nk, -1, 0 if causal else -1, "cpu")
         block = torch.ones(nq, nk, dtype=torch.int32) if m is None else m.to(torch.int32)
         vis[ck:ck + nk, cq:cq + nq] = block.t()
         cq += nq
@@ -173,6 +187,25 @@ def test_varlen_schedule_keeps_each_visible_pair_once(lens_q, lens_k, causal, or
     if order:
         ordered = coords[table[3 * (len(lens_q) + 1):].long()[:n_blocks], 6]
         assert (ordered[:-1] >= ordered[1:]).all(), "the dispatch order is not heaviest first"
+
+
+# (left, right), -1 unbounded (the effective window: edges reaching past every sequence already -1)
+WINDOWS = [(256, 0), (100, 37), (-1, 64), (64, -1)]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("lens_q,lens_k", SCHEDULES)
+def test_varlen_window_schedule_keeps_each_band_pair_once(lens_q, lens_k, window):
+    """The WINDOW variant's tiles (the band's, per sequence) and masks (the band's edges, the sequence's last key)
+    keep every pair of each sequence's band exactly once and nothing else; the order's work is the slot's n_m."""
+    if not INTERPRETING:
+        pytest.skip("the interpreted mirror (CPU)")
+    visit, coords, table = _mirror(lens_q, lens_k, False, True, window)
+    assert torch.equal(visit, _packed_visible(lens_q, lens_k, False, window))
+    n_blocks = table[len(lens_q)].item()
+    assert (coords[:n_blocks, 6] >= 1).all()
+    ordered = coords[table[3 * (len(lens_q) + 1):].long()[:n_blocks], 6]
+    assert (ordered[:-1] >= ordered[1:]).all(), "the dispatch order is not heaviest first"
 
 
 def test_policy_contract():
@@ -234,7 +267,8 @@ CASES = [
 @pytest.fixture
 def fused_varlen_on(monkeypatch):
     """Route every D = 64 / 128 packed backward here (the table's lengths lowered to 1) and record the route."""
-    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_VARLEN_MIN_N", {"plain": {128: 1, 64: 1}, "causal": {128: 1, 64: 1}})
+    monkeypatch.setattr(policy, "GLUON_BWD_FUSED_VARLEN_MIN_N",
+                        {kind: {128: 1, 64: 1} for kind in ("plain", "causal", "window")})
     return spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
 
 
@@ -255,6 +289,35 @@ def test_varlen_bwd_matches_reference_gpu(fused_varlen_on, dtype, lens_q, lens_k
     assert len(fused_varlen_on) == 1, "the backward did not take the fused Gluon VARLEN kernel"
     truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=d ** -0.5,
                                  window_right=0 if causal else -1)
+    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
+        assert_close(name, g, truth[name], lowp[name], 3, dtype)
+
+
+WINDOW_CASES = [
+    # lens_q, lens_k, (H, Hk), D, window
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, (256, 0)),
+    ([1024, 0, 513, 17], [1024, 9, 513, 17], (4, 4), 128, (100, 37)),   # an empty query sequence; right > 0
+    ([1030, 40], [700, 1500], (4, 1), 128, (-1, 64)),                   # Nq > Nk: rows with no key
+    ([600, 1, 113], [1500, 17, 1023], (4, 2), 128, (64, -1)),
+    ([1500, 64], [3000, 64], (4, 2), 64, (256, 0)),
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,window", WINDOW_CASES)
+def test_varlen_bwd_window_matches_reference_gpu(fused_varlen_on, dtype, lens_q, lens_k, heads, d, window):
+    """The VARLEN WINDOW variant (session 50) through the API against float64 (3x criterion), outputs poisoned."""
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    dout = torch.randn_like(q)
+    q_, k_, v_ = (t.detach().requires_grad_(True) for t in (q, k, v))
+    out = flashtriton.flash_attn_varlen_func(q_, k_, v_, *varlen, window_size=window)
+    dq, dk, dv = torch.autograd.grad(out, (q_, k_, v_), dout)
+    assert len(fused_varlen_on) == 1, "the backward did not take the fused Gluon VARLEN kernel"
+    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=d ** -0.5,
+                                 window_left=window[0], window_right=window[1])
     for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
         assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
         assert_close(name, g, truth[name], lowp[name], 3, dtype)

@@ -541,7 +541,7 @@ def fused_window_keep(offs_c, offs_r, rel, wspan):
 # kernel's tile schedule and checks it against the packed batch's (sequence, key, row) pairs.
 @triton.jit
 def fused_varlen_coords(SCHED, slot, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr,
-                        ROTATE: tl.constexpr):
+                        ROTATE: tl.constexpr, win_left=0, win_right=0, WINDOW: tl.constexpr = False):
     """(q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot) of key-block slot `slot` of a packed batch
     (slot < SCHED[batch]): its sequence's first query and key rows in the packed (total, heads * D) views and
     its query / key counts, the block's first key inside the sequence, the first query tile it visits per head
@@ -551,7 +551,9 @@ def fused_varlen_coords(SCHED, slot, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
     one's rows past Nq_b (the next sequence's, or TMA's zeros) are masked by the kernel through lse = +inf
     (P = 0, dS = 0). A sequence without queries visits one tile, all of its rows past the sequence: dK = dV = 0.
     CAUSAL (bottom-right, per sequence): from the first tile whose last row sees the block's first key, as
-    bwd_gluon._block_coords. (The divisions see non-negative operands only.)"""
+    bwd_gluon._block_coords. WINDOW (win_left / win_right >= 0, an unbounded side past every sequence): the band's
+    query tiles of the block, fused_window_tiles' rule on the sequence's cdiv(Nq_b, BLOCK_M) tiles (a block no
+    row sees visits one tile, masked whole). (The divisions see non-negative operands only.)"""
     b = find_sequence(SCHED, slot, batch)
     blk0 = tl.load(SCHED + b)
     n_kb = tl.load(SCHED + b + 1) - blk0
@@ -562,13 +564,20 @@ def fused_varlen_coords(SCHED, slot, batch, BLOCK_M: tl.constexpr, BLOCK_N: tl.c
     n = slot - blk0
     n0 = n * BLOCK_N
     n_q_tiles = tl.cdiv(seqlen_q, BLOCK_M)
-    if CAUSAL:
-        j0 = tl.cdiv(tl.maximum(n0 - (seqlen_k - seqlen_q) - BLOCK_M + 1, 0), BLOCK_M)
-        j0 = tl.minimum(j0, tl.maximum(n_q_tiles - 1, 0))      # (never binds, as _block_coords')
+    if WINDOW:
+        lo = n0 - (seqlen_k - seqlen_q) - win_right
+        hi = n0 + (BLOCK_N - 1) - (seqlen_k - seqlen_q) + win_left
+        j0 = tl.minimum(tl.maximum(lo, 0) // BLOCK_M, tl.maximum(n_q_tiles - 1, 0))
+        j1 = tl.minimum(tl.cdiv(tl.maximum(hi + 1, 0), BLOCK_M), n_q_tiles)
+        n_m = tl.maximum(j1 - j0, 1)
     else:
-        j0 = n0 * 0
-    n_m = tl.maximum(n_q_tiles - j0, 1)
-    if ROTATE and not CAUSAL:
+        if CAUSAL:
+            j0 = tl.cdiv(tl.maximum(n0 - (seqlen_k - seqlen_q) - BLOCK_M + 1, 0), BLOCK_M)
+            j0 = tl.minimum(j0, tl.maximum(n_q_tiles - 1, 0))      # (never binds, as _block_coords')
+        else:
+            j0 = n0 * 0
+        n_m = tl.maximum(n_q_tiles - j0, 1)
+    if ROTATE and not (CAUSAL or WINDOW):
         rot = (n * n_m) // n_kb
     else:
         rot = n0 * 0
@@ -795,14 +804,16 @@ def _fused_load(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem
 @gluon.jit
 def _fused_load_varlen(q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready, empty, group,
                        SCHED, slot, batch, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                       NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+                       NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr, win_left=0, win_right=0,
+                       WINDOW: gl.constexpr = False):
     """VARLEN's loader (session 50): _fused_load's ring over one packed sequence's query tiles. K / V rows of
     the block past the sequence's keys are the next sequence's (or TMA's zeros): the consumers mask them
     (KEY_BOUND; under CAUSAL the diagonal hides them). Q / dO rows of the last tile past the sequence's queries
     likewise (lse = +inf there)."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = fused_varlen_coords(SCHED, slot, batch, BLOCK_M,
-                                                                                 BLOCK_N, CAUSAL, ROTATE)
+                                                                                 BLOCK_N, CAUSAL, ROTATE, win_left,
+                                                                                 win_right, WINDOW)
     hk = gl.program_id(1)
     kv_row = k_start + n0
     kv_col = hk * HEAD_DIM
@@ -832,7 +843,7 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
                 DROPOUT: gl.constexpr = False, wspan=0, WINDOW: gl.constexpr = False, DEFER: gl.constexpr = False,
                 DQ_PREV: gl.constexpr = False, NUM_DS: gl.constexpr = 2, cargs=None,
                 DQ_SPLIT_M: gl.constexpr = False, tl_row=0, TIMELINE: gl.constexpr = 0,
-                KEY_BOUND: gl.constexpr = False, VARLEN: gl.constexpr = False, row_lim=0):
+                KEY_BOUND: gl.constexpr = False, VARLEN: gl.constexpr = False, row_lim=0, key_lim=0):
     """Ring tile g of consumer WG: dV += P^T dO, dK += dS^T Q (unscaled) for its 64 keys,
     dQ[:, D-half WG] of the tile reduce-added at dq_accum[dq_row.., dq_col..] (scaled);
     releases the ring stage (empty) and the dS^T buffer (ds_free). vec: the flat (B, H, Nq)
@@ -862,7 +873,8 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
     VARLEN (session 50, _fused_consume_varlen): the tile's rows r >= row_lim lie past its sequence: their lse
     loads as +inf and delta as 0 (P = 0, dS = 0: no gradient reaches or leaves them; their dq_accum rows, the
     next sequence's, get exact zeros added). KEY_BOUND (VARLEN without CAUSAL, with MASKED): rel is the count
-    of the half's keys inside the sequence; keys c >= rel masked (x = -inf) where rel < HALF_N."""
+    of the half's keys inside the sequence; keys c >= rel masked (x = -inf) where rel < HALF_N. With WINDOW that
+    count is key_lim (rel is the band's edge): the select where the tile crosses an edge or key_lim < HALF_N."""
     dtype: gl.constexpr = k_smem.dtype
     col: gl.constexpr = gl.SliceLayout(0, s_layout)
     BLOCK_M: gl.constexpr = s_zero.shape[1]
@@ -914,7 +926,14 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         # select and its 16 indices stay out of the fully visible tiles (offline: 40 ->
         # 16 spill bytes at D = 128 against an unconditional mask)
         HALF_N: gl.constexpr = s.shape[0]
-        if WINDOW:
+        if WINDOW and KEY_BOUND:
+            # VARLEN's window (session 50): the band's edges and the sequence's last key
+            if fused_window_edge(rel, wspan, HALF_N, BLOCK_M) | (key_lim < HALF_N):
+                offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
+                offs_r = cols_smem.load(col)                                         # (BLOCK_M,)
+                keep = fused_window_keep(offs_c, offs_r, rel, wspan) & gl.expand_dims(offs_c < key_lim, 1)
+                x = gl.where(keep, x, float("-inf"))                                 # (HALF_N, BLOCK_M)
+        elif WINDOW:
             # kept iff rel - wspan <= c - r <= rel; the select only on a tile crossing an edge
             if fused_window_edge(rel, wspan, HALF_N, BLOCK_M):
                 offs_c = gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))    # key in the half
@@ -1298,13 +1317,15 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
                           ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, total_q, nheads_k, group,
                           softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG: gl.constexpr,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr):
+                          NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr, win_left=0,
+                          win_right=0, WINDOW: gl.constexpr = False):
     """VARLEN's consumer WG (session 50): _fused_consume's plain / CAUSAL loops over one packed sequence's
     query tiles (fused_varlen_coords; every tile MASKED-capable: CAUSAL's diagonal select, or KEY_BOUND on
     the sequence's last key block), lse / delta (H, total_q) by masked loads (rows past the sequence: +inf /
     0), dq reduce-added at the packed rows; the epilogue stores dK / dV by TMA for a whole half, by masked
     stores (_store_half_rows) for a half past the sequence's last key. The barrier protocol is _fused_consume's:
-    both WGs visit every ring tile."""
+    both WGs visit every ring tile. WINDOW: _fused_consume's WINDOW loop on the band's tiles of the sequence
+    (fused_varlen_coords), with KEY_BOUND as well (a right edge past the diagonal reaches keys past the sequence)."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     dtype: gl.constexpr = k_smem.dtype
@@ -1316,7 +1337,8 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
                                                        instr_shape=[16, DQ_N, 16])
     a_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
     q_start, k_start, seqlen_q, seqlen_k, n0, j0, n_m, rot = fused_varlen_coords(SCHED, slot, batch, BLOCK_M,
-                                                                                 BLOCK_N, CAUSAL, ROTATE)
+                                                                                 BLOCK_N, CAUSAL, ROTATE, win_left,
+                                                                                 win_right, WINDOW)
     hk = gl.program_id(1)
     dk = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
     dv = gl.zeros([HALF_N, HEAD_DIM], gl.float32, o_layout)                  # (HALF_N, D)
@@ -1325,7 +1347,23 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
     key_lim = seqlen_k - n0 - WG * HALF_N                                    # the half's keys in the sequence
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
-    if CAUSAL:
+    if WINDOW:
+        # _fused_consume's WINDOW loop: rel the band's upper edge from the tile's first row and the half's first
+        # key, rel - wspan its lower one; keys past the sequence by KEY_BOUND (key_lim) on the last key block
+        rel0 = j0 * BLOCK_M + (seqlen_k - seqlen_q) + win_right - (n0 + WG * HALF_N)
+        wspan = win_left + win_right
+        for g in range(n_tiles):
+            hh = g // n_m
+            j = g - hh * n_m
+            h = hk * group + hh
+            m = (j0 + j) * BLOCK_M
+            dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
+                                 ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
+                                 rel0 + j * BLOCK_M, LSE, DELTA, h * total_q + q_start + m, q_start + m,
+                                 h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, True, s_layout, a_layout,
+                                 wspan=wspan, WINDOW=True, KEY_BOUND=True, VARLEN=True, row_lim=seqlen_q - m,
+                                 key_lim=key_lim)
+    elif CAUSAL:
         # _fused_consume's CAUSAL loop: rel the tile's first row + Nk_b - Nq_b - the half's first key
         rel0 = j0 * BLOCK_M + (seqlen_k - seqlen_q) - (n0 + WG * HALF_N)
         for g in range(n_tiles):
@@ -1393,7 +1431,7 @@ def attn_bwd_fused_gluon_kernel(
     # program_id(0) (through the table's dispatch order with VARLEN_ORDER) one key block of one sequence
     # (fused_varlen_coords), an upper bound: spare slots return at once. seqlen_q / seqlen_k are total_q /
     # total_k, q / dout / dq_accum (total_q, H * D) rows, k / v / dk / dv (total_k, Hk * D), lse / delta
-    # (H, total_q). The plain / CAUSAL 64-row tile only, no dropout, window, DEFER_DQ, DQ_SPLIT_M, BAND or
+    # (H, total_q). The plain / CAUSAL / WINDOW 64-row tile only, no dropout, DEFER_DQ, DQ_SPLIT_M, BAND or
     # TIMELINE (not compiled or measured).
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
@@ -1409,8 +1447,8 @@ def attn_bwd_fused_gluon_kernel(
     if TL & TL_F_BOUNDS:
         _tl_stamp(KEYS, 0, TL_ENTRY)          # (the default warps: consumer WG 0's)
     if VARLEN:
-        gl.static_assert(BLOCK_M == 64 and not (WINDOW or DROPOUT or DEFER_DQ or DQ_SPLIT_M or BAND or TL),
-                         "VARLEN: the plain / CAUSAL 64-row tile only (not compiled or measured otherwise)")
+        gl.static_assert(BLOCK_M == 64 and not (DROPOUT or DEFER_DQ or DQ_SPLIT_M or BAND or TL),
+                         "VARLEN: the plain / CAUSAL / WINDOW 64-row tile only (not compiled or measured otherwise)")
         slot = gl.program_id(0)
         if VARLEN_ORDER:
             slot = gl.load(SCHED + 3 * (batch + 1) + slot)            # the host's dispatch order
@@ -1469,14 +1507,14 @@ def attn_bwd_fused_gluon_kernel(
             (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
                                      empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
                                      nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG0,
-                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW)),
             (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
                                      empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
                                      nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG1,
-                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE)),
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW)),
             (_fused_load_varlen, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready,
                                   empty, group, SCHED, slot, batch, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
-                                  ROTATE)),
+                                  ROTATE, wl, wr, WINDOW)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     else:
         gl.warp_specialize([

@@ -25,7 +25,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
 from .policy import (_bwd_ws_tiles, _warp_spec_forced, gluon_bwd_d256, gluon_bwd_d256_split,
                      gluon_bwd_d256_split_band, gluon_bwd_d256_split_tile, gluon_bwd_fused, gluon_bwd_fused_varlen,
-                     warp_spec_mode, warp_spec_varlen)
+                     gluon_kind, warp_spec_mode, warp_spec_varlen)
 
 def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (dq, dk, dv) shaped like q, k, v. Bitwise deterministic when
@@ -62,8 +62,17 @@ def _fused_varlen_table(dout, q, k, v, lse, params: AttnParams, alibi, varlen: V
         return None
     batch = varlen.cu_seqlens_q.numel() - 1
     n_slots = backward_gluon_varlen.varlen_slots(k.shape[0], batch, 128)
-    return backward_gluon_varlen.fused_varlen_table(varlen, eff.window_right == 0, n_slots,
-                                                    backward_gluon_varlen.VARLEN_ORDER)
+    window = _varlen_window(eff, varlen)
+    return backward_gluon_varlen.fused_varlen_table(varlen, eff.window_right == 0 and window is None, n_slots,
+                                                    backward_gluon_varlen.VARLEN_ORDER, window)
+
+
+def _varlen_window(params: AttnParams, varlen: Varlen):
+    """The fused VARLEN backward's (win_left, win_right) for a call whose effective window (params through
+    _effective_window) is neither none nor the canonical causal one, else None."""
+    if gluon_kind(params) != "window":
+        return None
+    return backward_gluon_varlen.varlen_window((params.window_left, params.window_right), varlen)
 
 
 def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None,
@@ -124,9 +133,10 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     if table is not None:
         # (a packed batch: the fused Gluon kernel's VARLEN variant, plain or the canonical causal mask; the
         # preprocess runs first, inside fused_varlen_into)
+        window = _varlen_window(params, varlen)
         backward_gluon_varlen.fused_varlen_into(q, k, v, dout, lse, delta, params.softmax_scale,
-                                                params.window_right == 0, dq, dk, dv, varlen, table,
-                                                preprocess=preprocess)
+                                                params.window_right == 0 and window is None, dq, dk, dv, varlen,
+                                                table, preprocess=preprocess, window=window)
         return dq, dk, dv
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):

@@ -2,12 +2,14 @@
 batch's dq, dk, dv in one kernel plus the zero and the cast of the fp32 dq accumulator, as the dense fused route
 (launchers/backward_gluon.fused_into) does for (B, N, H, D) batches.
 
-    fused_varlen_table(varlen, causal, n_slots, order=True)
+    fused_varlen_table(varlen, causal, n_slots, order=True, window=None)
         the kernel's SCHED (int32, on the device, no host sync; remembered on cu_seqlens_q): the cumulative
         key-block counts, cu_seqlens_q, cu_seqlens_k, and with order the slots' dispatch order
     fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal, dq, dk, dv, varlen, table,
-                      preprocess=None)
+                      preprocess=None, window=None)
         the route (launchers/backward.py, where policy.gluon_bwd_fused_varlen accepts the call)
+    varlen_window(window, varlen)
+        the kernel's (win_left, win_right) of a windowed call
 
 Layout: q, dout, dq (total_q, H, D); k, v, dk, dv (total_k, Hk, D); lse, delta (H, total_q) fp32 (the packed
 forward's lse; the preprocess writes delta so). One CTA a (key block of BLOCK_N = 128 keys of one sequence, KV
@@ -27,7 +29,7 @@ from .backward_gluon import _run_fused
 from .common import LOG2E, Varlen, _cached_map, _cu_blocks, _stamp
 from .forward_gluon import _box_layout
 
-__all__ = ["VARLEN_ORDER", "fused_varlen_table", "fused_varlen_into", "varlen_slots"]
+__all__ = ["VARLEN_ORDER", "fused_varlen_table", "fused_varlen_into", "varlen_slots", "varlen_window"]
 
 # The dispatch order of the key-block slots: heaviest first (the most query tiles a block visits), as the
 # varlen forwards' (launchers/common._heaviest_first). Without it, slots in sequence order.
@@ -40,11 +42,19 @@ def varlen_slots(total_k: int, batch: int, block_n: int) -> int:
     return -(-total_k // block_n) + batch
 
 
+def varlen_window(window, varlen: Varlen) -> tuple[int, int]:
+    """The WINDOW variant's (win_left, win_right) >= 0 from a call's effective window (left, right), -1 unbounded
+    (launchers.common._effective_window over the batch's max_seqlen): an unbounded side as max_seqlen_q +
+    max_seqlen_k, past every key of every sequence and small enough for the kernel's int32 index arithmetic."""
+    unbounded = varlen.max_seqlen_q + varlen.max_seqlen_k
+    return tuple(int(w) if w >= 0 else unbounded for w in window)
+
+
 def _slot_order(varlen: Varlen, cu_kb: torch.Tensor, n_slots: int, block_m: int, block_n: int,
-                causal: bool) -> torch.Tensor:
+                causal: bool, window=None) -> torch.Tensor:
     """The slots' dispatch order, by the query tiles each key block visits a head, most first (stable: a
     sequence's blocks keep their order among equals); spare slots last. On the device, no host sync. Mirrors
-    kernels/bwd_gluon_fused.fused_varlen_coords' n_m."""
+    kernels/bwd_gluon_fused.fused_varlen_coords' n_m (window: its (win_left, win_right), varlen_window's)."""
     dev = cu_kb.device
     g = torch.arange(n_slots, device=dev, dtype=torch.int32)
     batch = cu_kb.numel() - 1
@@ -54,7 +64,14 @@ def _slot_order(varlen: Varlen, cu_kb: torch.Tensor, n_slots: int, block_m: int,
     nq = (varlen.cu_seqlens_q[1:] - varlen.cu_seqlens_q[:-1])[s]
     nk = (varlen.cu_seqlens_k[1:] - varlen.cu_seqlens_k[:-1])[s]
     n_q_tiles = (nq + block_m - 1) // block_m
-    if causal:
+    if window is not None:
+        n0 = (g - cu_kb[s]) * block_n
+        lo = n0 - (nk - nq) - window[1]
+        hi = n0 + block_n - 1 - (nk - nq) + window[0]
+        j0 = torch.minimum(lo.clamp(min=0) // block_m, (n_q_tiles - 1).clamp(min=0))
+        j1 = torch.minimum(((hi + 1).clamp(min=0) + block_m - 1) // block_m, n_q_tiles)
+        work = (j1 - j0).clamp(min=1)
+    elif causal:
         n0 = (g - cu_kb[s]) * block_n
         first = (n0 - (nk - nq) - block_m + 1).clamp(min=0)
         j0 = torch.minimum((first + block_m - 1) // block_m, (n_q_tiles - 1).clamp(min=0))
@@ -65,11 +82,12 @@ def _slot_order(varlen: Varlen, cu_kb: torch.Tensor, n_slots: int, block_m: int,
     return torch.sort(work, descending=True, stable=True).indices.to(torch.int32)
 
 
-def fused_varlen_table(varlen: Varlen, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
+def fused_varlen_table(varlen: Varlen, causal: bool, n_slots: int, order: bool = True, window=None) -> torch.Tensor:
     """The VARLEN kernel's SCHED: int32 [cumulative key-block counts (B + 1), cu_seqlens_q (B + 1), cu_seqlens_k
     (B + 1)] and, with order, the n_slots slots' dispatch order (_slot_order). Built on the device without a host
     sync and remembered on cu_seqlens_q with cu_seqlens_k's stamp (launchers/common._cached_map: a model passes
-    the same cu_seqlens to every layer)."""
+    the same cu_seqlens to every layer). window: the WINDOW variant's (win_left, win_right) (varlen_window), for
+    the order's work."""
     cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
     block_m, block_n = 64, 128                     # FUSED_CONFIG's tile (both head dims)
 
@@ -77,9 +95,11 @@ def fused_varlen_table(varlen: Varlen, causal: bool, n_slots: int, order: bool =
         cu_kb = _cu_blocks(cu_k, block_n)
         parts = [cu_kb, cu_q.to(torch.int32), cu_k.to(torch.int32)]
         if order:
-            parts.append(_slot_order(varlen, cu_kb, n_slots, block_m, block_n, causal))
+            parts.append(_slot_order(varlen, cu_kb, n_slots, block_m, block_n, causal, window))
         return torch.cat(parts).contiguous()
-    return _cached_map(cu_q, ("gluon_bwd_varlen", bool(causal), n_slots, bool(order), _stamp(cu_k)), make)
+    key = ("gluon_bwd_varlen", bool(causal), n_slots, bool(order), None if window is None else tuple(window),
+           _stamp(cu_k))
+    return _cached_map(cu_q, key, make)
 
 
 def _rows_desc(x: torch.Tensor, rows: int, layout=None):
@@ -92,11 +112,12 @@ def _rows_desc(x: torch.Tensor, rows: int, layout=None):
 
 
 def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, varlen: Varlen,
-                      table: torch.Tensor, preprocess=None) -> None:
+                      table: torch.Tensor, preprocess=None, window=None) -> None:
     """The route (policy.gluon_bwd_fused_varlen has accepted the call: packed 16-byte rows, bf16 / fp16, D in
     FUSED_CONFIG, lse (H, total_q) packed): the preprocess (delta; the caller's closure), then the zero of the
     fp32 dq accumulator, the VARLEN kernel and the cast (backward_gluon._run_fused), into dq, dk, dv (contiguous,
-    shaped like q, k, v). table: fused_varlen_table(varlen, causal, varlen_slots(...), VARLEN_ORDER)."""
+    shaped like q, k, v). table: fused_varlen_table(varlen, causal, varlen_slots(...), VARLEN_ORDER, window).
+    window: None, or the WINDOW variant's (win_left, win_right) (varlen_window; causal False)."""
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     batch = varlen.cu_seqlens_q.numel() - 1
@@ -112,9 +133,12 @@ def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq
     dq_desc = TensorDescriptor(dq_accum, [total_q, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
     scale = float(softmax_scale)
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
-            total_q, total_k, h, hk, h // hk, scale, scale * LOG2E, None, None, None, None, None)
+            total_q, total_k, h, hk, h // hk, scale, scale * LOG2E, None, None, None,
+            *(window if window is not None else (None, None)))
     order = table.numel() > 3 * (batch + 1)
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages, CAUSAL=bool(causal),
-                  ROTATE=not causal, DROPOUT=False, SCHED=table, batch=batch, DK=dk, DV=dv, VARLEN=True,
-                  VARLEN_ORDER=order, num_warps=4)
+                  ROTATE=not causal and window is None, DROPOUT=False, SCHED=table, batch=batch, DK=dk, DV=dv,
+                  VARLEN=True, VARLEN_ORDER=order, num_warps=4)
+    if window is not None:
+        kwargs["WINDOW"] = True          # (absent otherwise: the binder's key of the plain / CAUSAL variants)
     _run_fused(dq, dk, dv, dq_accum, (n_slots, hk), args, kwargs, replayable=True, preprocess=preprocess)

@@ -667,7 +667,8 @@ GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 250, 64: 978}, "causal": {128: 25
 
 def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: int, varlen) -> bool:
     """Whether a packed backward (params through _effective_window) takes the fused Gluon kernel's VARLEN
-    variant: deterministic=False, no ALiBi, softcap, dropout or window (plain, or the canonical causal mask),
+    variant: deterministic=False, no ALiBi, softcap or dropout, a kind (gluon_kind: plain, the canonical causal
+    mask, or a sliding window: the kernel's VARLEN WINDOW) the table lists,
     bf16 / fp16, head_dim == BLOCK_D with an entry in GLUON_BWD_FUSED_VARLEN_MIN_N[kind] and max_seqlen_q >= it,
     tokens in both q and k, q, k, v, dout readable as (total, heads * D) rows without a copy and dout of q's
     dtype, lse (H, total_q) packed fp32, Hk <= 65535 (the grid's second dimension), H * total_q and total *
