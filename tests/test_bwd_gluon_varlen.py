@@ -209,7 +209,7 @@ def test_varlen_window_schedule_keeps_each_band_pair_once(lens_q, lens_k, window
 
 
 def test_policy_contract():
-    """gluon_bwd_fused_varlen: deterministic=False, plain or the canonical causal mask, no ALiBi / softcap /
+    """gluon_bwd_fused_varlen: deterministic=False, plain, the canonical causal mask or a window, no ALiBi / softcap /
     dropout, a head dim of the table; never under the interpreter (which this CPU run is, or no GPU at all)."""
     q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
     k = v = torch.empty(4096, 2, 128, dtype=torch.bfloat16)
@@ -217,7 +217,7 @@ def test_policy_contract():
     vl = _varlen([2048, 2048], [2048, 2048])
     assert not policy.gluon_bwd_fused_varlen(q, k, v, q, lse, AttnParams(0.1), None, 128, vl)
     assert not policy.gluon_bwd_fused_varlen(q, k, v, q, lse, AttnParams(0.1, deterministic=True), None, 128, vl)
-    assert set(policy.GLUON_BWD_FUSED_VARLEN_MIN_N) <= {"plain", "causal"}
+    assert set(policy.GLUON_BWD_FUSED_VARLEN_MIN_N) <= {"plain", "causal", "window"}
     assert all(set(t) <= set(bwd_gluon_fused.FUSED_CONFIG) for t in policy.GLUON_BWD_FUSED_VARLEN_MIN_N.values())
 
 
@@ -377,13 +377,15 @@ def test_varlen_bwd_repeatable_gpu(fused_varlen_on):
 @pytest.mark.gpu
 @hopper
 def test_varlen_bwd_route_by_default_gpu(monkeypatch):
-    """At the table's length the default route takes the kernel; not with deterministic=True, a window or ALiBi."""
+    """At the table's length the default route takes the kernel (a window too, where the table lists it); not with
+    deterministic=True or ALiBi."""
     calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
     table = policy.GLUON_BWD_FUSED_VARLEN_MIN_N
     n = max(1, max(t[128] for t in table.values() if 128 in t))        # max_seqlen_q at the entries
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
     for kw, taken in ((dict(causal=True), "causal" in table), (dict(), "plain" in table),
-                      (dict(causal=True, deterministic=True), False), (dict(window_size=(64, 0)), False),
+                      (dict(causal=True, deterministic=True), False),
+                      (dict(window_size=(64, 0)), 128 in table.get("window", {})),
                       (dict(alibi_slopes=torch.rand(4, device=DEVICE)), False)):
         before = len(calls)
         flashtriton.flash_attn_varlen_func(q, k, v, *varlen, **kw).sum().backward()

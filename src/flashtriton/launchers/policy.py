@@ -662,7 +662,14 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # >= 1.07x. D = 64, H = 32: plain 256..1024 1.22x, 128..4096 1.14x (350 / 308); causal 1.53x, 1.37x (327 / 238).
 # The pre-registered rule (the smallest max_seqlen of a measured range from which all longer ranges win in every
 # round): D = 128 from 250 (the shortest range's longest sequence), D = 64 from 978.
-GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 250, 64: 978}, "causal": {128: 250, 64: 978}}
+# "window" (the VARLEN WINDOW variant; s50 call 7, bench/gpu/s50_bwd_varlen_window_ab.py, the same protocol, windows
+# (1024, 0) and (256, 256)), on / off (band TFLOP/s) at D = 128: 512..2048 1.56x (324 / 208) and 1.48x, 128..4096
+# 1.54x (356 / 231) and 1.49x, 1024..8192 1.49x and 1.51x, 256..1024 (256, 256) 1.49x; every round >= 1.47x. (At
+# 256..1024 the window (1024, 0) reaches past every sequence: a causal call, not this kind; both arms ran the same
+# route, 0.996x.) D = 64, (1024, 0) at 128..4096: 1.43x. The rule read strictly (both windows in a range): D = 128
+# from 1706, D = 64 from 3774.
+GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 250, 64: 978}, "causal": {128: 250, 64: 978},
+                                "window": {128: 1706, 64: 3774}}
 
 
 def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: int, varlen) -> bool:
