@@ -317,6 +317,26 @@ TIMELINE (session 43, a probe; host prepare_fused(..., timeline=buf, timeline_fl
   the probe's shapes plain 0 / 28 / 64, causal 8 / 8 / 20, no local access in any tile loop. Without TIMELINE the
   36 variants of bench/gluon_bwd_fused_sass_hash.py, BAND and the launcher's JIT-bound kernels: SASS byte-identical.
 
+VARLEN (session 50; host launchers/backward_gluon_varlen.py, route policy.gluon_bwd_fused_varlen; measured
+  bench/gpu/s50_bwd_varlen_ab.py, s50_bwd_varlen_window_ab.py; bench/NOTES.md "Session 50"). A packed batch (q, dout,
+  dq_accum (total_q, H * D) rows, k, v, dk, dv (total_k, Hk * D), lse / delta (H, total_q)): one CTA a (key block of
+  128 keys of one sequence, KV head), grid (cdiv(total_k, 128) + B, Hk), an upper bound (spare slots return before
+  any allocation); the slot through the host's dispatch order (VARLEN_ORDER: the most query tiles first), decoded by
+  fused_varlen_coords (@triton.jit: the CPU tests run it in an interpreted mirror of the loops and masks). Its own
+  partitions (_fused_load_varlen, _fused_consume_varlen) around the dense _fused_tile, so the dense variants' SASS
+  is unchanged (all 39 of bench/gluon_bwd_fused_sass_hash.py). Plain (ROTATE per sequence), CAUSAL and WINDOW (per
+  sequence: the band's query tiles of the block), the 64-row tile, D = 64 / 128, no dropout.
+  Ragged edges: the last query tile's rows past the sequence load lse = +inf and delta = 0 (masked pointer loads),
+  so P = dS = 0 there: their dq_accum rows (the next sequence's) get exact zeros, their Q / dO rows (the next
+  sequence's, or TMA's zeros past total_q) add nothing to dK / dV. Keys past the sequence: KEY_BOUND's select on the
+  last key block (plain; WINDOW with the band's, a right edge past the diagonal reaching them), the diagonal itself
+  under CAUSAL (an unmasked causal tile holds only keys < Nk_b). A sequence without queries visits one tile past
+  its end: dK = dV = 0. dK / dV of a half wholly inside the sequence by TMA (as the dense kernel), of a ragged half
+  by masked pointer stores read back from its shared-memory tile (_store_half_rows): a TMA store would write the
+  next sequence's rows. Offline (bench/gluon_bwd_compile.py --fused --varlen; 193 KB at D = 128): spill D = 128
+  plain 96 bytes (the CTA's coordinates kept across the loop, outside the tile loops), causal 8, WINDOW 8; D = 64
+  0; tile loops 532 / 525 (plain), 548 / 548 (causal), 616 / 616 (WINDOW) instructions a warp at D = 128.
+
 Compiler facts found (Triton 3.6.0, offline sm_90a, 2026-12-01):
   - Register pressure: the first version (P^T's 16-bit A operand made before dP^T's wait,
     as bwd_gluon.py does; fp32 staging with the default 128-byte swizzle) spilled 228
