@@ -124,7 +124,7 @@ def _varlen_schedule_mirror(SCHED, VISIT, COORDS, batch, total_q, win_left, win_
 
 def _mirror(lens_q, lens_k, causal, order, window=None):
     vl = _varlen(lens_q, lens_k)
-    win = None if window is None else backward_gluon_varlen.varlen_window(window, vl)
+    win = None if window is None else backward_gluon_varlen.varlen_window(window, sum(lens_q), sum(lens_k))
     batch = len(lens_q)
     total_q, total_k = sum(lens_q), sum(lens_k)
     n_slots = backward_gluon_varlen.varlen_slots(total_k, batch, BLOCK_N)
@@ -206,6 +206,28 @@ def test_varlen_window_schedule_keeps_each_band_pair_once(lens_q, lens_k, window
     assert (coords[:n_blocks, 6] >= 1).all()
     ordered = coords[table[3 * (len(lens_q) + 1):].long()[:n_blocks], 6]
     assert (ordered[:-1] >= ordered[1:]).all(), "the dispatch order is not heaviest first"
+
+
+def test_regression_varlen_plan_key_holds_the_effective_window(monkeypatch):
+    """Session 50's review: the fused VARLEN route's plan was keyed on the call's raw params, so a batch whose
+    max_seqlen puts the window (1024, 0) past every sequence (a causal call: the CAUSAL kernel recorded) and a batch
+    of the same shapes where it is a window would share a plan and replay the CAUSAL kernel. The key now holds the
+    window in effect: different there, equal where the effective windows agree."""
+    from flashtriton.launchers import backward, plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    q = torch.randn(2000, 2, 64)
+    table = torch.zeros(20, dtype=torch.int32)
+    inputs = (q, q, q, q, q, torch.zeros(2, 2000), table)
+    params = AttnParams(0.125, window_left=1024, window_right=0)
+    short = _varlen([1000, 1000], [1000, 1000])          # max 1000: the window reaches past every sequence
+    long_ = _varlen([1900, 100], [1900, 100])             # max 1900: a window
+    other = _varlen([1800, 200], [1800, 200])
+    k_short, k_long, k_other = (backward.varlen_plan_key(inputs, params, v) for v in (short, long_, other))
+    if not plans.triton.knobs.runtime.interpret:
+        pytest.skip("plan keys of CPU tensors: the interpreter's (FLASHTRITON_PLANS=1)")
+    assert k_short is not None and k_short != k_long and k_long == k_other
+    # and the window's unbounded side comes from the shapes alone
+    assert backward_gluon_varlen.varlen_window((-1, 64), 2000, 2000) == (4000, 64)
 
 
 def test_policy_contract():
@@ -404,6 +426,30 @@ def test_regression_expanded_dout_takes_fused_varlen_route_gpu(fused_varlen_on):
     truth, lowp = reference_pair(q, k, v, torch.ones_like(q), varlen=varlen[:2], softmax_scale=128 ** -0.5,
                                  window_right=0)
     for name, g in (("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
+        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+def test_regression_varlen_window_plan_not_shared_with_causal_gpu(fused_varlen_on, monkeypatch):
+    """With launch plans on: a window (1024, 0) over sequences of at most 1000 is a causal call (its plan records
+    the CAUSAL kernel); the same shapes with a 1900-long sequence make it a window, which must not replay that plan
+    (session 50's review: the key now holds the effective window). Gradients against float64."""
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    window = (1024, 0)
+    (q, k, v), varlen = rand_varlen([1000, 1000], [1000, 1000], 4, 2, 128, torch.bfloat16, DEVICE)
+    q, k, v = (t.requires_grad_(True) for t in (q, k, v))
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=window).sum().backward()
+    (q2, k2, v2), varlen2 = rand_varlen([1900, 100], [1900, 100], 4, 2, 128, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q2)
+    q2_, k2_, v2_ = (t.detach().requires_grad_(True) for t in (q2, k2, v2))
+    out = flashtriton.flash_attn_varlen_func(q2_, k2_, v2_, *varlen2, window_size=window)
+    grads = torch.autograd.grad(out, (q2_, k2_, v2_), dout)
+    truth, lowp = reference_pair(q2, k2, v2, dout, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
+                                 window_left=window[0], window_right=window[1])
+    for name, g in zip(("dq", "dk", "dv"), grads):
         assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
 
 

@@ -46,11 +46,22 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         if table is None:
             return _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
         inputs = (dout, q, k, v, out, lse, table)
-        key = plans.plan_key("bwd_varlen_gluon", inputs, params)
+        key = varlen_plan_key(inputs, params, varlen)
         return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen, table))
     inputs = (dout, q, k, v, out, lse, alibi, rng)
     key = plans.plan_key("bwd", inputs, params)
     return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
+
+
+def varlen_plan_key(inputs, params: AttnParams, varlen: Varlen):
+    """The fused VARLEN route's plan key: the inputs' signature (the SCHED table among them), params, and the window
+    in effect (params through _effective_window over the batch's max_seqlen). Without the last, two calls of the
+    same shapes whose max_seqlen puts a window past every sequence in one (a causal call) and not in the other
+    would share a plan (session 50's review; tests/test_bwd_gluon_varlen.py::test_regression_varlen_plan_key_
+    holds_the_effective_window). The kernel's arguments depend on nothing else of cu_seqlens: the window's
+    unbounded side is total_q + total_k (backward_gluon_varlen.varlen_window)."""
+    eff = _effective_window(params, varlen.max_seqlen_q, varlen.max_seqlen_k)
+    return plans.plan_key("bwd_varlen_gluon", inputs, (params, eff.window_left, eff.window_right))
 
 
 def _fused_varlen_table(dout, q, k, v, lse, params: AttnParams, alibi, varlen: Varlen):
@@ -62,17 +73,17 @@ def _fused_varlen_table(dout, q, k, v, lse, params: AttnParams, alibi, varlen: V
         return None
     batch = varlen.cu_seqlens_q.numel() - 1
     n_slots = backward_gluon_varlen.varlen_slots(k.shape[0], batch, 128)
-    window = _varlen_window(eff, varlen)
+    window = _varlen_window(eff, q.shape[0], k.shape[0])
     return backward_gluon_varlen.fused_varlen_table(varlen, eff.window_right == 0 and window is None, n_slots,
                                                     backward_gluon_varlen.VARLEN_ORDER, window)
 
 
-def _varlen_window(params: AttnParams, varlen: Varlen):
+def _varlen_window(params: AttnParams, total_q: int, total_k: int):
     """The fused VARLEN backward's (win_left, win_right) for a call whose effective window (params through
     _effective_window) is neither none nor the canonical causal one, else None."""
     if gluon_kind(params) != "window":
         return None
-    return backward_gluon_varlen.varlen_window((params.window_left, params.window_right), varlen)
+    return backward_gluon_varlen.varlen_window((params.window_left, params.window_right), total_q, total_k)
 
 
 def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None,
@@ -133,7 +144,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     if table is not None:
         # (a packed batch: the fused Gluon kernel's VARLEN variant, plain or the canonical causal mask; the
         # preprocess runs first, inside fused_varlen_into)
-        window = _varlen_window(params, varlen)
+        window = _varlen_window(params, total_q, total_k)
         backward_gluon_varlen.fused_varlen_into(q, k, v, dout, lse, delta, params.softmax_scale,
                                                 params.window_right == 0 and window is None, dq, dk, dv, varlen,
                                                 table, preprocess=preprocess, window=window)

@@ -42,12 +42,12 @@ def varlen_slots(total_k: int, batch: int, block_n: int) -> int:
     return -(-total_k // block_n) + batch
 
 
-def varlen_window(window, varlen: Varlen) -> tuple[int, int]:
+def varlen_window(window, total_q: int, total_k: int) -> tuple[int, int]:
     """The WINDOW variant's (win_left, win_right) >= 0 from a call's effective window (left, right), -1 unbounded
-    (launchers.common._effective_window over the batch's max_seqlen): an unbounded side as max_seqlen_q +
-    max_seqlen_k, past every key of every sequence and small enough for the kernel's int32 index arithmetic."""
-    unbounded = varlen.max_seqlen_q + varlen.max_seqlen_k
-    return tuple(int(w) if w >= 0 else unbounded for w in window)
+    (launchers.common._effective_window over the batch's max_seqlen): an unbounded side as total_q + total_k,
+    past every key of every sequence, small enough for the kernel's int32 index arithmetic (the policy bounds the
+    totals), and fixed by the shapes, so that a launch plan's recorded value fits every batch of the signature."""
+    return tuple(int(w) if w >= 0 else total_q + total_k for w in window)
 
 
 def _slot_order(varlen: Varlen, cu_kb: torch.Tensor, n_slots: int, block_m: int, block_n: int,
