@@ -300,6 +300,15 @@ def _grads(q, k, v, varlen, dout, causal):
     return torch.autograd.grad(out, (q, k, v), dout)
 
 
+def _check_grads(grads, q, k, v, dout, varlen, dtype, **kw):
+    """dq, dk, dv against float64 (the repo criterion for gradients: 3x PyTorch's same-dtype error), none NaN (an
+    unwritten, poisoned element included). kw: the mask (window_left / window_right)."""
+    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=q.shape[-1] ** -0.5, **kw)
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
+        assert_close(name, g, truth[name], lowp[name], 3, dtype)
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
@@ -309,11 +318,7 @@ def test_varlen_bwd_matches_reference_gpu(fused_varlen_on, dtype, lens_q, lens_k
     dout = torch.randn_like(q)
     dq, dk, dv = _grads(q, k, v, varlen, dout, causal)
     assert len(fused_varlen_on) == 1, "the backward did not take the fused Gluon VARLEN kernel"
-    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=d ** -0.5,
-                                 window_right=0 if causal else -1)
-    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
-        assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
-        assert_close(name, g, truth[name], lowp[name], 3, dtype)
+    _check_grads((dq, dk, dv), q, k, v, dout, varlen, dtype, window_right=0 if causal else -1)
 
 
 WINDOW_CASES = [
@@ -338,11 +343,7 @@ def test_varlen_bwd_window_matches_reference_gpu(fused_varlen_on, dtype, lens_q,
     out = flashtriton.flash_attn_varlen_func(q_, k_, v_, *varlen, window_size=window)
     dq, dk, dv = torch.autograd.grad(out, (q_, k_, v_), dout)
     assert len(fused_varlen_on) == 1, "the backward did not take the fused Gluon VARLEN kernel"
-    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=d ** -0.5,
-                                 window_left=window[0], window_right=window[1])
-    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
-        assert not torch.isnan(g).any(), f"{name}: unwritten (NaN-poisoned) or NaN"
-        assert_close(name, g, truth[name], lowp[name], 3, dtype)
+    _check_grads((dq, dk, dv), q, k, v, dout, varlen, dtype, window_left=window[0], window_right=window[1])
 
 
 @pytest.mark.gpu
@@ -379,9 +380,7 @@ def test_varlen_bwd_order_off_matches_reference_gpu(fused_varlen_on, monkeypatch
     (q, k, v), varlen = rand_varlen([1100, 0, 300, 2049], [1100, 5, 300, 2049], 4, 1, 128, torch.float16, DEVICE)
     dout = torch.randn_like(q)
     dq, dk, dv = _grads(q, k, v, varlen, dout, True)
-    truth, lowp = reference_pair(q, k, v, dout, varlen=varlen[:2], softmax_scale=128 ** -0.5, window_right=0)
-    for name, g in (("dq", dq), ("dk", dk), ("dv", dv)):
-        assert_close(name, g, truth[name], lowp[name], 3, torch.float16)
+    _check_grads((dq, dk, dv), q, k, v, dout, varlen, torch.float16, window_right=0)
 
 
 @pytest.mark.gpu
@@ -423,10 +422,7 @@ def test_regression_expanded_dout_takes_fused_varlen_route_gpu(fused_varlen_on):
     (q, k, v), varlen = rand_varlen([300, 700], [300, 700], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True).sum().backward()
     assert len(fused_varlen_on) == 1
-    truth, lowp = reference_pair(q, k, v, torch.ones_like(q), varlen=varlen[:2], softmax_scale=128 ** -0.5,
-                                 window_right=0)
-    for name, g in (("dq", q.grad), ("dk", k.grad), ("dv", v.grad)):
-        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
+    _check_grads((q.grad, k.grad, v.grad), q, k, v, torch.ones_like(q), varlen, torch.bfloat16, window_right=0)
 
 
 @pytest.mark.gpu
@@ -447,10 +443,7 @@ def test_regression_varlen_window_plan_not_shared_with_causal_gpu(fused_varlen_o
     q2_, k2_, v2_ = (t.detach().requires_grad_(True) for t in (q2, k2, v2))
     out = flashtriton.flash_attn_varlen_func(q2_, k2_, v2_, *varlen2, window_size=window)
     grads = torch.autograd.grad(out, (q2_, k2_, v2_), dout)
-    truth, lowp = reference_pair(q2, k2, v2, dout, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
-                                 window_left=window[0], window_right=window[1])
-    for name, g in zip(("dq", "dk", "dv"), grads):
-        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
+    _check_grads(grads, q2, k2, v2, dout, varlen2, torch.bfloat16, window_left=window[0], window_right=window[1])
 
 
 @pytest.mark.gpu
@@ -473,7 +466,4 @@ def test_varlen_bwd_plan_replay_gpu(fused_varlen_on, monkeypatch, causal):
     grads = torch.autograd.grad(out, (q2, k2, v2), dout)
     assert plans.stats["replayed"] == before + 1, "the second backward did not replay"
     assert any(key[0] == "bwd_varlen_gluon" for key in plans._PLANS)
-    truth, lowp = reference_pair(q2, k2, v2, dout, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
-                                 window_right=0 if causal else -1)
-    for name, g in zip(("dq", "dk", "dv"), grads):
-        assert_close(name, g, truth[name], lowp[name], 3, torch.bfloat16)
+    _check_grads(grads, q2, k2, v2, dout, varlen2, torch.bfloat16, window_right=0 if causal else -1)
