@@ -32,7 +32,7 @@ INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 hopper = pytest.mark.skipif(not IS_HOPPER or INTERPRETING,
                             reason="needs a Hopper GPU (compute capability 9.x), not the interpreter")
 
-BLOCK_M, BLOCK_N = 64, 128          # FUSED_CONFIG's tile (both head dims)
+BLOCK_M, BLOCK_N = backward_gluon_varlen.BLOCK_M, backward_gluon_varlen.BLOCK_N
 
 
 def _varlen(lens_q, lens_k, device="cpu"):
@@ -47,7 +47,7 @@ def test_varlen_table_layout():
     fused_varlen_coords reads at offsets 0, B + 1, 2B + 2 and the kernel's VARLEN_ORDER at 3B + 3."""
     lens_q, lens_k = [300, 0, 128, 5], [300, 7, 200, 0]
     vl = _varlen(lens_q, lens_k)
-    n_slots = backward_gluon_varlen.varlen_slots(sum(lens_k), 4, BLOCK_N)
+    n_slots = backward_gluon_varlen.varlen_slots(sum(lens_k), 4)
     assert n_slots == 4 + 4
     plain = backward_gluon_varlen.fused_varlen_table(vl, False, n_slots, order=False)
     assert plain.dtype == torch.int32
@@ -127,7 +127,7 @@ def _mirror(lens_q, lens_k, causal, order, window=None):
     win = None if window is None else backward_gluon_varlen.varlen_window(window, sum(lens_q), sum(lens_k))
     batch = len(lens_q)
     total_q, total_k = sum(lens_q), sum(lens_k)
-    n_slots = backward_gluon_varlen.varlen_slots(total_k, batch, BLOCK_N)
+    n_slots = backward_gluon_varlen.varlen_slots(total_k, batch)
     table = backward_gluon_varlen.fused_varlen_table(vl, causal, n_slots, order=order, window=win)
     visit = torch.zeros(total_k + BLOCK_N, total_q + BLOCK_N, dtype=torch.int32)
     coords = torch.full((n_slots, 8), -1, dtype=torch.int32)

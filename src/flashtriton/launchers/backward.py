@@ -72,7 +72,7 @@ def _fused_varlen_table(dout, q, k, v, lse, params: AttnParams, alibi, varlen: V
     if not gluon_bwd_fused_varlen(q, k, v, dout, lse, eff, alibi, bd, varlen):
         return None
     batch = varlen.cu_seqlens_q.numel() - 1
-    n_slots = backward_gluon_varlen.varlen_slots(k.shape[0], batch, 128)
+    n_slots = backward_gluon_varlen.varlen_slots(k.shape[0], batch)
     window = _varlen_window(eff, q.shape[0], k.shape[0])
     return backward_gluon_varlen.fused_varlen_table(varlen, eff.window_right == 0 and window is None, n_slots,
                                                     backward_gluon_varlen.VARLEN_ORDER, window)

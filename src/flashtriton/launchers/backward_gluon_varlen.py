@@ -34,12 +34,16 @@ __all__ = ["VARLEN_ORDER", "fused_varlen_table", "fused_varlen_into", "varlen_sl
 # The dispatch order of the key-block slots: heaviest first (the most query tiles a block visits), as the
 # varlen forwards' (launchers/common._heaviest_first). Without it, slots in sequence order.
 VARLEN_ORDER = True
+# The VARLEN variant's tile, one for every head dim (the kernel's static_assert: the 64-row tile): 64 query rows a
+# ring tile, 128 keys a CTA. The table, the grid and the launch all read it from here.
+BLOCK_M, BLOCK_N = 64, 128
+assert all(cfg[:2] == (BLOCK_M, BLOCK_N) for cfg in FUSED_CONFIG.values()), "FUSED_CONFIG's tile changed"
 
 
-def varlen_slots(total_k: int, batch: int, block_n: int) -> int:
+def varlen_slots(total_k: int, batch: int) -> int:
     """The grid's slots: an upper bound on the key blocks of any batch of `batch` sequences holding total_k keys
     (each sequence wastes at most one partial block)."""
-    return -(-total_k // block_n) + batch
+    return -(-total_k // BLOCK_N) + batch
 
 
 def varlen_window(window, total_q: int, total_k: int) -> tuple[int, int]:
@@ -89,7 +93,7 @@ def fused_varlen_table(varlen: Varlen, causal: bool, n_slots: int, order: bool =
     the same cu_seqlens to every layer). window: the WINDOW variant's (win_left, win_right) (varlen_window), for
     the order's work."""
     cu_q, cu_k = varlen.cu_seqlens_q, varlen.cu_seqlens_k
-    block_m, block_n = 64, 128                     # FUSED_CONFIG's tile (both head dims)
+    block_m, block_n = BLOCK_M, BLOCK_N
 
     def make():
         cu_kb = _cu_blocks(cu_k, block_n)
@@ -121,8 +125,8 @@ def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     batch = varlen.cu_seqlens_q.numel() - 1
-    block_m, block_n, stages = FUSED_CONFIG[d]
-    n_slots = varlen_slots(total_k, batch, block_n)
+    block_m, block_n, stages = BLOCK_M, BLOCK_N, FUSED_CONFIG[d][2]
+    n_slots = varlen_slots(total_k, batch)
     dq_accum = memory.empty((total_q, h, d), torch.float32, q.device)       # zeroed by _run_fused's launch
     klay = k_layout(d)
     half = block_n // 2
