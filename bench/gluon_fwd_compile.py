@@ -113,7 +113,7 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
                 lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False,
-                varlen=False, varlen_fast=False, varlen_order=False, varlen_tail=False):
+                varlen=False, varlen_fast=False, varlen_order=False, varlen_tail=False, varlen_half=False):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -180,6 +180,9 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if varlen_tail:
         sig["VARLEN_TAIL"] = "constexpr"        # (session 50; left out otherwise, as the launcher does)
         const["VARLEN_TAIL"] = True
+    if varlen_half:
+        sig["VARLEN_HALF"] = "constexpr"        # (session 51; left out otherwise, as the launcher does)
+        const["VARLEN_HALF"] = True
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if (early_q or varlen) else {}

@@ -59,10 +59,12 @@ import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import gluon_fwd_compile as g
 out = []
-# as routed (one block a CTA; causal with VARLEN_TAIL), then the plain PERSISTENT option (EARLY_Q)
-for causal, persistent in ((False, False), (True, False), (False, True)):
+# as routed (one block a CTA; causal with VARLEN_TAIL, plain with VARLEN_HALF), then the plain PERSISTENT option
+# (EARLY_Q), then plain without VARLEN_HALF
+for causal, persistent, half in ((False, False, True), (True, False, False), (False, True, False),
+                                 (False, False, False)):
     c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
-                      varlen_tail=causal, persistent=persistent, early_q=persistent)
+                      varlen_tail=causal, persistent=persistent, early_q=persistent, varlen_half=half)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
@@ -72,17 +74,20 @@ print(json.dumps(out))
 
 
 def test_varlen_compiles_offline():
-    """sm_90a, no GPU: the VARLEN kernels as routed (one block a CTA, VARLEN_FAST, ordered; causal with VARLEN_TAIL)
-    and the plain PERSISTENT option (EARLY_Q): HGMMA and no HMMA, four tile loops (a consumer's unmasked and masked)
-    each under 800 SASS instructions a warp; one block: no spills, no local memory, the full
-    blocks' O TMA stores (2 UTMASTG); PERSISTENT: O by register stores (no UTMASTG), at most 16 spill bytes (4 local
-    accesses, once a CTA or a block, as the dense PERSISTENT kernel's; none in the tile loops)."""
+    """sm_90a, no GPU: the VARLEN kernels as routed (one block a CTA, VARLEN_FAST, ordered; causal with VARLEN_TAIL,
+    plain with VARLEN_HALF), the plain PERSISTENT option (EARLY_Q) and plain without VARLEN_HALF: HGMMA and no HMMA,
+    four tile loops (a consumer's unmasked and masked; VARLEN_HALF's half-width step adds wgmmas, and its barrier
+    wait's retry branch spans the masked loop, which the scan counts as a fifth) each under 800 SASS instructions a
+    warp; one block: no spills, no local memory, the full blocks' O TMA stores (2 UTMASTG); PERSISTENT: O by
+    register stores (no UTMASTG), at most 16 spill bytes (4 local accesses, once a CTA or a block, as the dense
+    PERSISTENT kernel's; none in the tile loops)."""
     pytest.importorskip("triton.experimental.gluon")
-    plain, causal, persistent = offline_compile(_COMPILE)
-    for r in (plain, causal, persistent):
+    plain, causal, persistent, no_half = offline_compile(_COMPILE)
+    for r in (plain, causal, persistent, no_half):
         assert r["hgmma"] > 0 and r["hmma"] == 0, r
-        assert len(r["loops"]) == 4 and all(n < 800 for n in r["loops"]), r
-    for r in (plain, causal):
+        assert len(r["loops"]) in ((4, 5) if r is plain else (4,)) and all(n < 800 for n in r["loops"]), r
+    assert plain["hgmma"] > no_half["hgmma"], (plain, no_half)       # the half-width S and P V wgmmas
+    for r in (plain, causal, no_half):
         assert r["spill"] == 0 and r["local"] == 0 and r["utmastg"] == 2, r
     assert persistent["spill"] <= 16 and persistent["local"] <= 4 and persistent["utmastg"] == 0, persistent
 
@@ -247,3 +252,46 @@ def test_varlen_plan_replay_gpu(gluon_varlen_on, monkeypatch, causal):
     truth, lowp = reference_pair(q2, k2, v2, varlen=varlen2[:2], softmax_scale=128 ** -0.5,
                                  window_right=0 if causal else -1)
     assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+
+
+# keys per sequence: remainders mod 128 of 64 (the last tile half-width), 65 (not), 1 (half), 0 (whole tiles), a
+# sequence of one key tile (100: the peel, never half-width), 192 (64: half); queries other lengths (Nq != Nk)
+HALF_CASES = [
+    ([300, 17, 129, 256, 100, 192], [448, 321, 129, 256, 100, 192], (4, 2), 128),
+    ([448, 321, 129, 256, 100, 192], [448, 321, 129, 256, 100, 192], (4, 4), 128),
+    ([1000, 70, 600], [1088, 65, 577], (4, 1), 64),
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("half", [False, True])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d", HALF_CASES)
+def test_varlen_half_matches_reference_gpu(gluon_varlen_on, monkeypatch, half, lens_q, lens_k, heads, d):
+    """forward_gluon.VARLEN_HALF on and off (session 51; the default: plain): last key tiles holding 1, 64, 65 and
+    128 keys, a one-tile sequence, Nq != Nk, GQA, D = 128 / 64, against float64, outputs poisoned first."""
+    monkeypatch.setattr(forward_gluon, "VARLEN_HALF", frozenset({"plain"}) if half else frozenset())
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, torch.bfloat16, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, return_attn_probs=True)
+    assert len(gluon_varlen_on) == 1, "the call did not take the Gluon VARLEN kernel"
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=d ** -0.5)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_half_plan_keyed_on_the_flag_gpu(gluon_varlen_on, monkeypatch):
+    """With launch plans on, a call with VARLEN_HALF switched records its own plan (the A/B toggles it between
+    calls of the same inputs) instead of replaying the other arm's."""
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    (q, k, v), varlen = rand_varlen([448, 321], [448, 321], 4, 2, 128, torch.bfloat16, DEVICE)
+    monkeypatch.setattr(forward_gluon, "VARLEN_HALF", frozenset({"plain"}))
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
+    before = plans.stats["replayed"]
+    monkeypatch.setattr(forward_gluon, "VARLEN_HALF", frozenset())
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
+    assert plans.stats["replayed"] == before, "the flag's other arm replayed the first plan"

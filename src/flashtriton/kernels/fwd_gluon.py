@@ -1025,12 +1025,13 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
                   s_layout: gl.constexpr, p_layout: gl.constexpr, row_o: gl.constexpr, WINDOW: gl.constexpr,
                   DROPOUT: gl.constexpr, CB_ONCE: gl.constexpr, LEAN_KEEP: gl.constexpr,
                   q_free=0, q_last=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
-                  SIDES: gl.constexpr = 0, KEY_BOUND: gl.constexpr = False):
+                  SIDES: gl.constexpr = 0, KEY_BOUND: gl.constexpr = False, KEY_HALF: gl.constexpr = False):
     """Tile j >= 1 of one consumer: S_j = Q K_j^T and O += P_{j-1} V_{j-1} in flight
     together, the softmax of S_j (masked when MASKED) under the P V wgmma, stage j - 1
     released, O rescaled. Returns (P_j as the A operand, O, m, l). DROPOUT: P_j dropped
     (_dropout_tile) after l took its undropped sum; key0_g + j * BLOCK_N is the tile's
-    first key index.
+    first key index. KEY_HALF (VARLEN_HALF): tile j computed BLOCK_N / 2 keys wide (S of
+    the K stage's first half; s_zero, s_layout and the returned P that width).
     Session 27, H200: a never-taken branch before the full wgmma wait (so that ptxas keeps
     the wait below the softmax's exponentials, under this consumer's P V) measured 1-3.4%
     slower (bench/NOTES.md, "Session 27", call 1: the other consumer already fills those
@@ -1042,7 +1043,13 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
     mbarrier.wait(k_ready.index(stage), (j // NUM_STAGES) & 1)
     mbarrier.wait(v_ready.index(prev), ((j - 1) // NUM_STAGES) & 1)
     _turn_wait(turn, j, WG, PINGPONG)
-    s_tok = warpgroup_mma(q, k_smem.index(stage).permute((1, 0)), s_zero, use_acc=False, is_async=True)
+    if KEY_HALF:
+        # (VARLEN_HALF) the sequence's last key tile, at most BLOCK_N / 2 keys: S of its first half only
+        # (s_zero and s_layout are the (HALF_M, BLOCK_N / 2) ones)
+        k_tile = k_smem.index(stage).slice(0, BLOCK_N // 2)                 # (BLOCK_N / 2, HEAD_DIM) smem
+    else:
+        k_tile = k_smem.index(stage)                                        # (BLOCK_N, HEAD_DIM) smem
+    s_tok = warpgroup_mma(q, k_tile.permute((1, 0)), s_zero, use_acc=False, is_async=True)
     o_tok = warpgroup_mma(p16, v_smem.index(prev), acc, is_async=True)
     _turn_pass(turn, WG, PINGPONG)                                           # PINGPONG: the other's turn
     # S_j done (groups retire in order), P V still running: softmax of tile j meanwhile
@@ -1080,6 +1087,43 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 
 
 @gluon.jit
+def _consume_last_half(half, g, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, p16, acc, m_i, l_i, qk_scale,
+                       diag_g, WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                       NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, s_layout: gl.constexpr,
+                       p_layout: gl.constexpr, row_o: gl.constexpr):
+    """KEY_HALF (VARLEN_HALF, session 51; _fwd_consume's doc): the block's last P V wgmmas, from ring tile g (the
+    sequence's last key tile) on. half: tile g holds at most BLOCK_N / 2 of the sequence's keys and is not the peel
+    (the loops stopped before it, p16 is tile g - 1's P): its S (HALF_M, BLOCK_N / 2) against the K stage's first
+    half, masked against the key bound (diag_g), the P V of tile g - 1 in flight meanwhile (_consume_tile with
+    KEY_HALF), then its own P V against V's first half. Otherwise (the loops ran through tile g, p16 is its P):
+    tile g's P V, as _fwd_consume without KEY_HALF. Both release tile g's stage once. Returns (O, m, l)."""
+    HALF_N: gl.constexpr = BLOCK_N // 2
+    last = g % NUM_STAGES
+    if half:
+        sh_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                            instr_shape=[16, HALF_N, 16])
+        row_sh: gl.constexpr = gl.SliceLayout(1, sh_layout)
+        sh_zero = gl.zeros([HALF_M, HALF_N], gl.float32, sh_layout)          # (HALF_M, HALF_N), never read
+        # m, l in the half-width S's row layout (the same rows a thread: a relabelling) and back
+        ph16, acc, m_h, l_h = _consume_tile(g, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, sh_zero, p16,
+                                            acc, gl.convert_layout(m_i, row_sh), gl.convert_layout(l_i, row_sh),
+                                            qk_scale, diag_g, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, ZERO, WG,
+                                            BLOCK_N, NUM_STAGES, NEG_SCALE, False, True, sh_layout, p_layout, row_o,
+                                            False, False, False, False, KEY_BOUND=True, KEY_HALF=True)
+        m_i = gl.convert_layout(m_h, gl.SliceLayout(1, s_layout))
+        l_i = gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
+        mbarrier.wait(v_ready.index(last), (g // NUM_STAGES) & 1)
+        o_tok = warpgroup_mma(ph16, v_smem.index(last).slice(0, HALF_N), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+    else:
+        mbarrier.wait(v_ready.index(last), (g // NUM_STAGES) & 1)
+        o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+    mbarrier.arrive(kv_empty.index(last))
+    return acc, m_i, l_i
+
+
+@gluon.jit
 def _stamp(TLP, slot, SMID: gl.constexpr = False):
     """TIMELINE (session 41 probe): %globaltimer (ns), or %smid, into TLP[slot], TLP the block's row of the int64
     (blocks, 8) buffer (one-block kernel: the CTA's linear id; PERSISTENT, session 42: pid_bh * n_m + pid_m). Every
@@ -1103,7 +1147,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
                  TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
                  VARLEN: gl.constexpr = False, KEY_BOUND: gl.constexpr = False, row_lim=0,
-                 VARLEN_FAST: gl.constexpr = False):
+                 VARLEN_FAST: gl.constexpr = False, KEY_HALF: gl.constexpr = False):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1148,7 +1192,13 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     diag is the sequence's last key for every row (not offset by the warpgroup), the peel and
     the tiles [n_full, n_tiles) (the ragged last key tile) are masked against it. VARLEN_FAST: the peel
     unmasked when the sequence's keys fill it (KEY_BOUND; a uniform branch), and O of a warpgroup whose
-    rows all exist by TMA through its Q half (the dense kernel's epilogue)."""
+    rows all exist by TMA through its Q half (the dense kernel's epilogue).
+    KEY_HALF (VARLEN_HALF, KEY_BOUND only, session 51): when the sequence's last key tile holds at most BLOCK_N / 2
+    keys and is not the peel (n_tiles >= 2; a uniform branch, the same for both consumers), its S and P V wgmmas
+    run BLOCK_N / 2 keys wide (_consume_last_half; the loader still lands the whole tile, so the barriers and the
+    ring's phases are unchanged). Its other half holds keys past the sequence, masked to p = 0 without KEY_HALF:
+    every row keeps the same scores; only the order of l's sum over the tile's columns (and the wgmma's over its
+    keys) changes with the width, so the outputs are close to, not bitwise, those without it."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1275,12 +1325,18 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
                                                NEG_SCALE, PINGPONG, False, s_layout, p_layout, row_o, WINDOW,
                                                DROPOUT, CB_ONCE, LEAN_KEEP, q_free, q_last, EARLY_Q)
+    if KEY_HALF:
+        # the last key tile at most half full and not the peel: computed BLOCK_N / 2 wide, after the loop below
+        half = (n_tiles > 1) & (diag - (n_tiles - 1) * BLOCK_N < BLOCK_N // 2)
+        n_main = n_tiles - half.to(gl.int32)
+    else:
+        n_main = n_tiles
     if CAUSAL or WINDOW or KEY_BOUND:
         # the diagonal tiles (and, for the upper warpgroup, tiles hidden from all its rows
         # that the lower one needs: masked to p = 0, still waited for and released)
         # (LEAN_MASK: these tiles lie at or past n_left, so every row's left bound is at or before
         # their first key: the right compare alone, SIDES = RIGHT)
-        for j in range(t0 + n_full, t0 + n_tiles):
+        for j in range(t0 + n_full, t0 + n_main):
             p16, acc, m_i, l_i = _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero,
                                                p16, acc, m_i, l_i, qk_scale, diag_g, wspan, rk, cb, cs_group, cs_mult,
                                                keep_min, key0_g, WG, BLOCK_N, NUM_STAGES,
@@ -1291,20 +1347,25 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     # the last tile's P V
     if TIMELINE and WG == 0:
         _stamp(TLP, 4)
-    if O_STAGE:
-        # O_STAGE (session 42): the last tile's S was this warpgroup's last read of Q: the next block's Q may land
-        # under this P V and the epilogue (O leaves through the last K stage, below)
-        mbarrier.arrive(q_free)
-    last = (t0 + n_tiles - 1) % NUM_STAGES
-    mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
-    _turn_wait(turn, t0 + n_tiles, WG, PINGPONG)
-    o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
-    _turn_pass(turn, WG, PINGPONG)
-    acc = warpgroup_mma_wait(0, deps=[o_tok])
-    if kv_empty.shape[0] == 2 * NUM_STAGES:
-        mbarrier.arrive(kv_empty.index(NUM_STAGES + last))                   # SPLIT_EMPTY: V's stage
-    elif not O_STAGE:
-        mbarrier.arrive(kv_empty.index(last))
+    if KEY_HALF:
+        acc, m_i, l_i = _consume_last_half(half, t0 + n_tiles - 1, q, k_smem, v_smem, k_ready, v_ready, kv_empty,
+                                           turn, p16, acc, m_i, l_i, qk_scale, diag_g, WG, HALF_M, BLOCK_N,
+                                           NUM_STAGES, NEG_SCALE, s_layout, p_layout, row_o)
+    else:
+        if O_STAGE:
+            # O_STAGE (session 42): the last tile's S was this warpgroup's last read of Q: the next block's Q may land
+            # under this P V and the epilogue (O leaves through the last K stage, below)
+            mbarrier.arrive(q_free)
+        last = (t0 + n_tiles - 1) % NUM_STAGES
+        mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
+        _turn_wait(turn, t0 + n_tiles, WG, PINGPONG)
+        o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
+        _turn_pass(turn, WG, PINGPONG)
+        acc = warpgroup_mma_wait(0, deps=[o_tok])
+        if kv_empty.shape[0] == 2 * NUM_STAGES:
+            mbarrier.arrive(kv_empty.index(NUM_STAGES + last))                   # SPLIT_EMPTY: V's stage
+        elif not O_STAGE:
+            mbarrier.arrive(kv_empty.index(last))
 
     # epilogue: normalise once, lse in natural log, O through TMA from this half of Q's buffer
     if DROPOUT:
@@ -1446,7 +1507,7 @@ def _fwd_consume_tail(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                       CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                       O, o_stride, EARLY_Q: gl.constexpr, LEAN_MASK: gl.constexpr, TLP, TIMELINE: gl.constexpr,
                       O_STAGE: gl.constexpr, VARLEN: gl.constexpr, KEY_BOUND: gl.constexpr, row_lim,
-                      VARLEN_FAST: gl.constexpr):
+                      VARLEN_FAST: gl.constexpr, KEY_HALF: gl.constexpr = False):
     """VARLEN_TAIL (session 50): the second consumer of a VARLEN block, whose HALF_M rows may all lie past the
     sequence's end (the last block of a sequence whose tail holds at most HALF_M rows): then it computes and
     stores nothing and only releases the block's ring tiles (_fwd_skip_tiles: the waits and arrivals, so the
@@ -1458,7 +1519,7 @@ def _fwd_consume_tail(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                      RNG, dropout_p, rng_rows, rng_stride, key0,
                      WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                      DROPOUT, O, o_stride, EARLY_Q, LEAN_MASK, TLP, TIMELINE, O_STAGE, VARLEN, KEY_BOUND, row_lim,
-                     VARLEN_FAST)
+                     VARLEN_FAST, KEY_HALF)
     else:
         _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0, t0 + n_tiles, NUM_STAGES)
 
@@ -1700,6 +1761,7 @@ def attn_fwd_gluon_kernel(
     LEAN_MASK: gl.constexpr = False, SPLIT_EMPTY: gl.constexpr = False, OWN_TILES: gl.constexpr = False,
     TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
     VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False, VARLEN_TAIL: gl.constexpr = False,
+    VARLEN_HALF: gl.constexpr = False,
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1761,6 +1823,10 @@ def attn_fwd_gluon_kernel(
                      "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, or plain PERSISTENT with "
                      "EARLY_Q (session 50), D = 64 / 128")
     KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL)
+    # VARLEN_HALF (session 51): a plain packed block's last key tile, when at most half full, computed BLOCK_N / 2
+    # keys wide (_fwd_consume's KEY_HALF)
+    gl.static_assert((not VARLEN_HALF) or (KEY_BOUND and not PERSISTENT),
+                     "VARLEN_HALF: the plain VARLEN forward one block a CTA")
     if EARLY_Q or VARLEN:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1951,14 +2017,14 @@ def attn_fwd_gluon_kernel(
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                             DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
-                            VARLEN_FAST)),
+                            VARLEN_FAST, VARLEN_HALF)),
             (_fwd_consume_tail if VARLEN_TAIL else _fwd_consume,
              (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
               q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
               rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
               HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
               DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
-              VARLEN_FAST)),
+              VARLEN_FAST, VARLEN_HALF)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])

@@ -415,6 +415,9 @@ VARLEN_TAIL = frozenset({"causal"})
 # sequence's key count: 1 to 64 tiles), where one block a CTA is dealt longest first by the hardware as CTAs
 # retire. Not routed (empty); kept as a tested option for a dynamic deal.
 VARLEN_PERSISTENT: frozenset = frozenset()
+# The VARLEN kernel's VARLEN_HALF (session 51; plain only: KEY_BOUND): a block's last key tile, when it holds at most
+# BLOCK_N / 2 of the sequence's keys, computed BLOCK_N / 2 keys wide (kernels/fwd_gluon._consume_last_half).
+VARLEN_HALF = frozenset({"plain"})
 
 
 def varlen_tables(varlen, block_m: int, causal: bool, n_slots: int, order: bool = True) -> torch.Tensor:
@@ -464,14 +467,15 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
     kind = "causal" if causal else "plain"
     persistent = not causal and "plain" in VARLEN_PERSISTENT
     tail = not persistent and kind in VARLEN_TAIL
+    half = not persistent and not causal and "plain" in VARLEN_HALF
     key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
-                                                      tail, persistent))
+                                                      tail, persistent, half))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order, tail, persistent))
+                                                           order, tail, persistent, half))
 
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
-                     tail: bool = False, persistent: bool = False):
+                     tail: bool = False, persistent: bool = False, half: bool = False):
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     block_m, block_n, stages = DEFAULT_CONFIG[d]
@@ -487,6 +491,8 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
     else:
         grid = (n_slots, h)
         extra = dict(VARLEN_TAIL=True) if tail else {}
+        if half:
+            extra["VARLEN_HALF"] = True
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
