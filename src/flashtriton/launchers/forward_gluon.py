@@ -416,7 +416,12 @@ VARLEN_TAIL = frozenset({"causal"})
 # retire. Not routed (empty); kept as a tested option for a dynamic deal.
 VARLEN_PERSISTENT: frozenset = frozenset()
 # The VARLEN kernel's VARLEN_HALF (session 51; plain only: KEY_BOUND): a block's last key tile, when it holds at most
-# BLOCK_N / 2 of the sequence's keys, computed BLOCK_N / 2 keys wide (kernels/fwd_gluon._consume_last_half).
+# BLOCK_N / 2 of the sequence's keys, computed BLOCK_N / 2 keys wide (kernels/fwd_gluon._consume_last_half). Measured
+# (H200, 2026-12-04, bf16, D = 128, H = 16, 16k tokens, forward alone, five rotated rounds; bench/gpu/
+# s51_varlen_half_ab.py, s51 call 1), on / off: 128..4096 1.021 (551 / 540 TFLOP/s) and 1.023 (a second draw),
+# 512..2048 1.015, 1024..8192 1.012; outputs bitwise equal (the half tile's other columns were exact zeros, summed
+# last). Routed by the pre-registered rule on the ranges this kernel serves (128..512 and D = 64 are below
+# policy.GLUON_FWD_VARLEN_MIN_N: both arms ran the same other kernel there, 0.989 / 1.000).
 VARLEN_HALF = frozenset({"plain"})
 
 
