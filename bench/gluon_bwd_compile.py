@@ -109,7 +109,7 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
     36, CAUSAL: rank-major bands of heads on a 1-D grid); left out when 0. timeline: TIMELINE=timeline (session 43
     probe: 1 stamps + the hand-over wait sum, 2 also the other wait sums) with KEYS the int64 stamp buffer (*i64,
     no dropout); left out when 0. varlen: VARLEN (session 50, a packed batch: SCHED *i32, batch i32, DK / DV
-    pointers of the dtype; VARLEN_ORDER=order); left out otherwise."""
+    pointers of the dtype; VARLEN_ORDER=order; with dropout also rng_stride, i32, session 51); left out otherwise."""
     bm, bn, st = (FUSED_WIDE_CONFIG if wide else FUSED_CONFIG)[head_dim]
     st = num_stages or st
     fn = attn_bwd_fused_gluon_kernel
@@ -145,6 +145,8 @@ def compile_fused(head_dim=128, dtype="bf16", num_stages=None, rotate=True, caus
         ptr = "*bf16" if dtype == "bf16" else "*fp16"
         sig.update(SCHED="*i32", batch="i32", DK=ptr, DV=ptr, VARLEN="constexpr", VARLEN_ORDER="constexpr")
         const.update(VARLEN=True, VARLEN_ORDER=order)
+        if dropout:
+            sig["rng_stride"] = "i32"           # (session 51: the packed table's column count)
     if not dropout:
         const.update(rng_rows=None, dropout_p=None)
         if not timeline:

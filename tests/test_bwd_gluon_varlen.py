@@ -25,7 +25,7 @@ from flashtriton.launchers import backward_gluon_varlen, policy
 from flashtriton.launchers.common import AttnParams, Varlen
 
 from conftest import DEVICE, HAS_CUDA
-from helpers import assert_close, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
+from helpers import assert_close, check_attention, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
 
 IS_HOPPER = HAS_CUDA and torch.cuda.get_device_capability()[0] == 9
 INTERPRETING = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -231,8 +231,9 @@ def test_regression_varlen_plan_key_holds_the_effective_window(monkeypatch):
 
 
 def test_policy_contract():
-    """gluon_bwd_fused_varlen: deterministic=False, plain, the canonical causal mask or a window, no ALiBi / softcap /
-    dropout, a head dim of the table; never under the interpreter (which this CPU run is, or no GPU at all)."""
+    """gluon_bwd_fused_varlen: deterministic=False, plain, the canonical causal mask or a window, no ALiBi / softcap,
+    dropout only plain / causal at GLUON_BWD_FUSED_VARLEN_DROPOUT's head dims (session 51), a head dim of the table;
+    never under the interpreter (which this CPU run is, or no GPU at all)."""
     q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
     k = v = torch.empty(4096, 2, 128, dtype=torch.bfloat16)
     lse = torch.empty(4, 4096)
@@ -241,6 +242,20 @@ def test_policy_contract():
     assert not policy.gluon_bwd_fused_varlen(q, k, v, q, lse, AttnParams(0.1, deterministic=True), None, 128, vl)
     assert set(policy.GLUON_BWD_FUSED_VARLEN_MIN_N) <= {"plain", "causal", "window"}
     assert all(set(t) <= set(bwd_gluon_fused.FUSED_CONFIG) for t in policy.GLUON_BWD_FUSED_VARLEN_MIN_N.values())
+    assert policy.GLUON_BWD_FUSED_VARLEN_DROPOUT <= set(bwd_gluon_fused.FUSED_CONFIG)
+
+
+def test_varlen_dropout_refuses_a_window_or_a_missing_table():
+    """fused_varlen_into with dropout_p > 0: the key table is required and a window refused (the VARLEN WINDOW
+    variant has no dropout), ValueError before any launch."""
+    (q, k, v), varlen = rand_varlen([300, 200], [300, 200], 2, 1, 128, torch.bfloat16, "cpu")
+    vl = Varlen(*varlen)
+    z = torch.empty(0)
+    with pytest.raises(ValueError, match="keys"):
+        backward_gluon_varlen.fused_varlen_into(q, k, v, q, z, z, 0.1, False, q, k, v, vl, z, dropout_p=0.2)
+    with pytest.raises(ValueError, match="window"):
+        backward_gluon_varlen.fused_varlen_into(q, k, v, q, z, z, 0.1, False, q, k, v, vl, z, dropout_p=0.2,
+                                                keys=z, window=(64, 0))
 
 
 _COMPILE = r"""
@@ -248,8 +263,8 @@ import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import gluon_bwd_compile as g
 out = []
-for causal in (False, True):
-    c = g.compile_fused(128, "bf16", None, not causal, causal, False, varlen=True)
+for causal, dropout in ((False, False), (True, False), (False, True), (True, True)):
+    c = g.compile_fused(128, "bf16", None, not causal, causal, dropout, varlen=True)
     r, text = g.report(c)
     loops = g.tile_loops(text)
     out.append(dict(loops=[lp["n"] for lp in loops], local_in_loops=sum(lp["ldl"] + lp["stl"] for lp in loops),
@@ -262,11 +277,16 @@ print(json.dumps(out))
 def test_varlen_compiles_offline():
     """sm_90a, no GPU: the plain and causal VARLEN kernels at D = 128 compile with two consumer tile loops each,
     no local memory inside them (the few spilled bytes are the CTA's coordinates, kept across the loop), under
-    600 SASS instructions a warp a tile, HGMMA and the dQ TMA reduce, in the dense kernel's shared memory."""
+    600 SASS instructions a warp a tile, HGMMA and the dQ TMA reduce, in the dense kernel's shared memory. With
+    DROPOUT (session 51): the same loops, the keep hash adding at most 600 instructions a tile, and spills as the
+    dense DROPOUT kernel's (104 / 160 bytes plain / causal) give or take a few registers."""
     pytest.importorskip("triton.experimental.gluon")
-    for r in offline_compile(_COMPILE):
-        assert len(r["loops"]) == 2 and all(n < 600 for n in r["loops"]), r
-        assert r["local_in_loops"] == 0 and r["spill"] <= 128, r
+    for i, r in enumerate(offline_compile(_COMPILE)):
+        dropout = i >= 2
+        assert len(r["loops"]) == 2 and all(n < (1200 if dropout else 600) for n in r["loops"]), r
+        assert r["spill"] <= (256 if dropout else 128), r
+        if not dropout:
+            assert r["local_in_loops"] == 0, r
         assert r["hgmma"] > 0 and r["utmaredg"] >= 1 and r["smem"] <= 227 * 1024, r
 
 
@@ -467,3 +487,69 @@ def test_varlen_bwd_plan_replay_gpu(fused_varlen_on, monkeypatch, causal):
     assert plans.stats["replayed"] == before + 1, "the second backward did not replay"
     assert any(key[0] == "bwd_varlen_gluon" for key in plans._PLANS)
     _check_grads(grads, q2, k2, v2, dout, varlen2, torch.bfloat16, window_right=0 if causal else -1)
+
+
+DROPOUT_CASES = [
+    # lens_q, lens_k, (H, Hk), D, causal
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, False),
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, True),
+    ([600, 1, 113], [1500, 17, 1023], (4, 2), 128, False),              # Nq < Nk, keys past max_seqlen_k's tile
+    ([1030, 0, 40], [700, 9, 1500], (4, 1), 128, True),                 # Nq > Nk, an empty query sequence
+    ([1500, 64], [3000, 64], (4, 2), 64, True),
+    ([1500, 64], [3000, 64], (4, 2), 64, False),
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,causal", DROPOUT_CASES)
+def test_varlen_bwd_dropout_matches_reference_gpu(fused_varlen_on, lens_q, lens_k, heads, d, causal):
+    """DROPOUT (session 51): out, lse and dq, dk, dv against float64 under the call's own keep mask (the backend's
+    dropout_mask for the seed, checked against S_dmask's signs), through the fused VARLEN route with dropout."""
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, torch.bfloat16, DEVICE)
+    res = check_attention("triton", q, k, v, varlen=varlen, dropout_p=0.17, seed=sum(lens_q), causal=causal)
+    assert not res["keep"].all()
+    assert len(fused_varlen_on) == 1, "the backward did not take the fused VARLEN route"
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_bwd_dropout_route_by_default_gpu(monkeypatch):
+    """At the table's length a dropout backward takes the fused VARLEN kernel at the listed head dims; with a window
+    it does not (the VARLEN WINDOW variant has no dropout)."""
+    calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
+    n = max(policy.GLUON_BWD_FUSED_VARLEN_MIN_N["plain"][128], policy.GLUON_BWD_FUSED_VARLEN_MIN_N["causal"][128])
+    (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, dropout_p=0.1, causal=True).sum().backward()
+    assert len(calls) == int(128 in policy.GLUON_BWD_FUSED_VARLEN_DROPOUT)
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, dropout_p=0.1, window_size=(64, 0)).sum().backward()
+    assert len(calls) == int(128 in policy.GLUON_BWD_FUSED_VARLEN_DROPOUT)
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_bwd_dropout_plan_replay_gpu(fused_varlen_on, monkeypatch):
+    """With launch plans on: the second dropout backward of a signature replays the first's launches (the key table's
+    launch included) with its own rng state: the gradients are those of its own mask (the seed's), bitwise the
+    launcher's without plans."""
+    from flashtriton.launchers import plans
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 4, 2, 128, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q)
+
+    def grads(seed):
+        qq, kk, vv = (t.detach().requires_grad_(True) for t in (q, k, v))
+        torch.manual_seed(seed)
+        out = flashtriton.flash_attn_varlen_func(qq, kk, vv, *varlen, dropout_p=0.2, causal=True)
+        return torch.autograd.grad(out, (qq, kk, vv), dout)
+
+    grads(1)
+    before = plans.stats["replayed"]
+    replayed = grads(2)
+    assert plans.stats["replayed"] >= before + 1, "the second backward did not replay"
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+    again = grads(2)
+    assert all(torch.equal(a, b) for a, b in zip(replayed[1:], again[1:]))     # dk, dv (dq: reduce order)
+    other = grads(3)
+    assert not torch.equal(other[2], again[2])                                 # another seed, another mask

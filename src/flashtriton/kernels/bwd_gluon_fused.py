@@ -492,6 +492,14 @@ def fused_rk_at(seqlen_k, seqlen_q, rng_rows, b, h, m):
 
 
 @triton.jit
+def fused_varlen_rk_at(rng_stride, rng_rows, h, row):
+    """VARLEN (session 51): table index of the row key of packed query row `row` (q_start + the row in its
+    sequence) of query head h, in the packed batch's table (rng_rows = total_q, rng_stride = max_seqlen_k: bwd.py's
+    rk at rng_stride + h * rng_rows + q_start + offs_m)."""
+    return rng_stride + h * rng_rows + row
+
+
+@triton.jit
 def fused_keep_t(rk, ck, mk, threshold):
     """keep^T (keys x queries), boolean, of the transposed tile: ck (HALF_N,) on the row
     (key) axis, rk (BLOCK_M,) on the column (query) axis; kernels.common.dropout_keep_keys
@@ -921,8 +929,13 @@ def _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem
         lse_c = gl.load(LSE + offs_m)
         delta_c = gl.load(DELTA + offs_m)
     if DROPOUT:
-        # the tile's row keys, one a thread as lse (the query axis: columns of S^T)
-        rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout)).to(gl.uint32, bitcast=True)
+        # the tile's row keys, one a thread as lse (the query axis: columns of S^T); VARLEN: rows past the
+        # sequence not read (past the table's head at the batch's last rows; their p is 0 anyway)
+        if VARLEN:
+            rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout), mask=in_seq,
+                           other=0).to(gl.uint32, bitcast=True)
+        else:
+            rk_c = gl.load(KEYS + rk_at + gl.arange(0, BLOCK_M, layout=vec_layout)).to(gl.uint32, bitcast=True)
         keep_frac = 1.0 - dropout_p
         delta_c = delta_c * keep_frac                                        # (1 - p) delta
     if TIMELINE & TL_F_WAITS:
@@ -1338,14 +1351,20 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
                           softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG: gl.constexpr,
                           HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                           NUM_STAGES: gl.constexpr, CAUSAL: gl.constexpr, ROTATE: gl.constexpr, win_left=0,
-                          win_right=0, WINDOW: gl.constexpr = False):
+                          win_right=0, WINDOW: gl.constexpr = False, KEYS=0, rng_rows=0, rng_stride=0,
+                          dropout_p=0.0, DROPOUT: gl.constexpr = False):
     """VARLEN's consumer WG (session 50): _fused_consume's plain / CAUSAL loops over one packed sequence's
     query tiles (fused_varlen_coords; every tile MASKED-capable: CAUSAL's diagonal select, or KEY_BOUND on
     the sequence's last key block), lse / delta (H, total_q) by masked loads (rows past the sequence: +inf /
     0), dq reduce-added at the packed rows; the epilogue stores dK / dV by TMA for a whole half, by masked
     stores (_store_half_rows) for a half past the sequence's last key. The barrier protocol is _fused_consume's:
     both WGs visit every ring tile. WINDOW: _fused_consume's WINDOW loop on the band's tiles of the sequence
-    (fused_varlen_coords), with KEY_BOUND as well (a right edge past the diagonal reaches keys past the sequence)."""
+    (fused_varlen_coords), with KEY_BOUND as well (a right edge past the diagonal reaches keys past the sequence).
+    DROPOUT (plain / CAUSAL, session 51): the packed batch's key table (launchers.common._dropout_keys with
+    rng_rows = total_q, rng_stride = max_seqlen_k, as the packed forwards draw the mask): column keys by the key's
+    index in its sequence (n0 + ..., read where < rng_stride: keys past the sequence are masked anyway), row keys
+    by the packed row (fused_varlen_rk_at), the block's group multiplier from its n0; then _fused_tile's DROPOUT
+    math, as the dense kernel's."""
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     dtype: gl.constexpr = k_smem.dtype
@@ -1365,6 +1384,13 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
     s_zero = gl.zeros([HALF_N, BLOCK_M], gl.float32, s_layout)               # never read (use_acc=False)
     dq_zero = gl.zeros([BLOCK_M, DQ_N], gl.float32, q_layout)                # never read (use_acc=False)
     key_lim = seqlen_k - n0 - WG * HALF_N                                    # the half's keys in the sequence
+    ck = 0
+    mk = 0
+    if DROPOUT:
+        gl.static_assert(BLOCK_N == DROPOUT_GROUP and not WINDOW, "VARLEN DROPOUT: plain / CAUSAL, one group a block")
+        mk = fused_group_mult(KEYS, rng_stride, nheads_k * group, rng_rows, n0)
+        offs_ck = n0 + WG * HALF_N + gl.arange(0, HALF_N, layout=gl.SliceLayout(1, s_layout))
+        ck = gl.load(KEYS + offs_ck, mask=offs_ck < rng_stride, other=0).to(gl.uint32, bitcast=True)
     mbarrier.wait(kv_bar, 0)
     n_tiles = group * n_m
     if WINDOW:
@@ -1391,27 +1417,38 @@ def _fused_consume_varlen(q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, co
             j = g - hh * n_m
             h = hk * group + hh
             m = (j0 + j) * BLOCK_M                                           # the tile's first row in the sequence
+            rk_at = 0
+            if DROPOUT:
+                rk_at = fused_varlen_rk_at(rng_stride, rng_rows, h, q_start + m)
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
                                  rel0 + j * BLOCK_M, LSE, DELTA, h * total_q + q_start + m, q_start + m,
                                  h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, True, s_layout, a_layout,
-                                 VARLEN=True, row_lim=seqlen_q - m)
+                                 KEYS, rk_at, ck, mk, dropout_p, DROPOUT, VARLEN=True, row_lim=seqlen_q - m)
     else:
         for g in range(n_tiles):
             hh, j = _tile_row(g, n_m, rot)
             h = hk * group + hh
             m = j * BLOCK_M
+            rk_at = 0
+            if DROPOUT:
+                rk_at = fused_varlen_rk_at(rng_stride, rng_rows, h, q_start + m)
             dk, dv = _fused_tile(g, k_smem, v_smem, q_smem, do_smem, ds_smem, dq_stage, cols_smem, ready, empty,
                                  ds_ready, ds_free, dq_desc, dk, dv, s_zero, dq_zero, qk_scale, softmax_scale,
                                  key_lim, LSE, DELTA, h * total_q + q_start + m, q_start + m,
                                  h * HEAD_DIM + WG * DQ_N, WG, NUM_STAGES, True, s_layout, a_layout,
-                                 KEY_BOUND=True, VARLEN=True, row_lim=seqlen_q - m)
+                                 KEYS, rk_at, ck, mk, dropout_p, DROPOUT, KEY_BOUND=True, VARLEN=True,
+                                 row_lim=seqlen_q - m)
     # epilogue: _fused_consume's (the last tile's ds_free phase before K_WG is overwritten)
     last = n_tiles - 1
     mbarrier.wait(ds_free.index(last % 2), (last // 2) & 1)
     row = k_start + n0 + WG * HALF_N
     k_half = k_smem.index(WG)
     v_half = v_smem.index(WG)
+    if DROPOUT:
+        keep_frac = 1.0 - dropout_p
+        dk = dk / keep_frac                                                  # bwd_ws.py: the loop's 1 / (1 - p)
+        dv = dv / keep_frac
     k_half.store((dk * softmax_scale).to(dtype))
     v_half.store(dv.to(dtype))
     if key_lim >= HALF_N:
@@ -1444,6 +1481,7 @@ def attn_bwd_fused_gluon_kernel(
     SCHED=None, batch=None,     # VARLEN: the int32 table (fused_varlen_coords; + the dispatch order), B
     DK=None, DV=None,           # VARLEN: dk / dv (total_k, Hk, D), for the ragged key blocks' masked stores
     VARLEN: gl.constexpr = False, VARLEN_ORDER: gl.constexpr = False,
+    rng_stride=None,            # VARLEN with DROPOUT: the key table's column count, max_seqlen_k (dense: Nk)
 ):
     # grid (Nk / BLOCK_N, B * Hk): program_id(0) the key block, program_id(1) batch x KV head;
     # BAND > 0 (CAUSAL): (Nk / BLOCK_N * B * Hk,), rank-major bands of BAND heads (_fused_pids)
@@ -1451,8 +1489,8 @@ def attn_bwd_fused_gluon_kernel(
     # program_id(0) (through the table's dispatch order with VARLEN_ORDER) one key block of one sequence
     # (fused_varlen_coords), an upper bound: spare slots return at once. seqlen_q / seqlen_k are total_q /
     # total_k, q / dout / dq_accum (total_q, H * D) rows, k / v / dk / dv (total_k, Hk * D), lse / delta
-    # (H, total_q). The plain / CAUSAL / WINDOW 64-row tile only, no dropout, DEFER_DQ, DQ_SPLIT_M, BAND or
-    # TIMELINE (not compiled or measured).
+    # (H, total_q). The plain / CAUSAL / WINDOW 64-row tile only, no DEFER_DQ, DQ_SPLIT_M, BAND or TIMELINE (not
+    # compiled or measured); DROPOUT (session 51) plain / CAUSAL, with rng_stride (the packed table's layout).
     HALF_N: gl.constexpr = BLOCK_N // 2
     DQ_N: gl.constexpr = HEAD_DIM // 2
     gl.static_assert(HALF_N == 64, "two consumer warpgroups of 64 keys each")
@@ -1467,7 +1505,7 @@ def attn_bwd_fused_gluon_kernel(
     if TL & TL_F_BOUNDS:
         _tl_stamp(KEYS, 0, TL_ENTRY)          # (the default warps: consumer WG 0's)
     if VARLEN:
-        gl.static_assert(BLOCK_M == 64 and not (DROPOUT or DEFER_DQ or DQ_SPLIT_M or BAND or TL),
+        gl.static_assert(BLOCK_M == 64 and not (DEFER_DQ or DQ_SPLIT_M or BAND or TL),
                          "VARLEN: the plain / CAUSAL / WINDOW 64-row tile only (not compiled or measured otherwise)")
         slot = gl.program_id(0)
         if VARLEN_ORDER:
@@ -1527,11 +1565,13 @@ def attn_bwd_fused_gluon_kernel(
             (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
                                      empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
                                      nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG0,
-                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW)),
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW,
+                                     KEYS, rng_rows, rng_stride, dropout_p, DROPOUT)),
             (_fused_consume_varlen, (q_smem, do_smem, k_smem, v_smem, ds_smem, dq_stage, cols_smem, kv_bar, ready,
                                      empty, ds_ready, ds_free, dk_desc, dv_desc, dq_desc, LSE, DELTA, seqlen_q,
                                      nheads_k, group, softmax_scale, qk_scale, SCHED, slot, batch, DK, DV, WG1,
-                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW)),
+                                     HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL, ROTATE, wl, wr, WINDOW,
+                                     KEYS, rng_rows, rng_stride, dropout_p, DROPOUT)),
             (_fused_load_varlen, (q_desc, do_desc, k_desc, v_desc, q_smem, do_smem, k_smem, v_smem, kv_bar, ready,
                                   empty, group, SCHED, slot, batch, HEAD_DIM, BLOCK_M, BLOCK_N, NUM_STAGES, CAUSAL,
                                   ROTATE, wl, wr, WINDOW)),

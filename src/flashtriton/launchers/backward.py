@@ -45,7 +45,8 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
         if table is None:
             return _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
-        inputs = (dout, q, k, v, out, lse, table)
+        # (rng: a dropout call's (seed, offset) tensor, which the plan's key-table launch reads; None otherwise)
+        inputs = (dout, q, k, v, out, lse, table, rng)
         key = varlen_plan_key(inputs, params, varlen)
         return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen, table))
     inputs = (dout, q, k, v, out, lse, alibi, rng)
@@ -145,9 +146,13 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         # (a packed batch: the fused Gluon kernel's VARLEN variant, plain or the canonical causal mask; the
         # preprocess runs first, inside fused_varlen_into)
         window = _varlen_window(params, total_q, total_k)
+        # (with dropout, session 51: the key table rng_arg, rng_rows = total_q and rng_stride = max_seqlen_k, the
+        # packed forwards' layout)
         backward_gluon_varlen.fused_varlen_into(q, k, v, dout, lse, delta, params.softmax_scale,
                                                 params.window_right == 0 and window is None, dq, dk, dv, varlen,
-                                                table, preprocess=preprocess, window=window)
+                                                table, preprocess=preprocess, window=window,
+                                                dropout_p=params.dropout_p,
+                                                keys=rng_arg if params.dropout_p > 0 else None)
         return dq, dk, dv
 
     if gluon_bwd_fused(q, k, v, dout, lse, params, alibi, is_varlen, bd, seqlen_q, seqlen_k):

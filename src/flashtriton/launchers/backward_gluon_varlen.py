@@ -6,7 +6,7 @@ batch's dq, dk, dv in one kernel plus the zero and the cast of the fp32 dq accum
         the kernel's SCHED (int32, on the device, no host sync; remembered on cu_seqlens_q): the cumulative
         key-block counts, cu_seqlens_q, cu_seqlens_k, and with order the slots' dispatch order
     fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal, dq, dk, dv, varlen, table,
-                      preprocess=None, window=None)
+                      preprocess=None, window=None, dropout_p=0.0, keys=None)
         the route (launchers/backward.py, where policy.gluon_bwd_fused_varlen accepts the call)
     varlen_window(window, varlen)
         the kernel's (win_left, win_right) of a windowed call
@@ -116,12 +116,20 @@ def _rows_desc(x: torch.Tensor, rows: int, layout=None):
 
 
 def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq, dk, dv, varlen: Varlen,
-                      table: torch.Tensor, preprocess=None, window=None) -> None:
+                      table: torch.Tensor, preprocess=None, window=None, dropout_p: float = 0.0,
+                      keys: torch.Tensor | None = None) -> None:
     """The route (policy.gluon_bwd_fused_varlen has accepted the call: packed 16-byte rows, bf16 / fp16, D in
     FUSED_CONFIG, lse (H, total_q) packed): the preprocess (delta; the caller's closure), then the zero of the
     fp32 dq accumulator, the VARLEN kernel and the cast (backward_gluon._run_fused), into dq, dk, dv (contiguous,
     shaped like q, k, v). table: fused_varlen_table(varlen, causal, varlen_slots(...), VARLEN_ORDER, window).
-    window: None, or the WINDOW variant's (win_left, win_right) (varlen_window; causal False)."""
+    window: None, or the WINDOW variant's (win_left, win_right) (varlen_window; causal False).
+    dropout_p > 0 (session 51; plain or causal, no window): the backward of the packed dropout forward whose key
+    table is keys (launchers.common._dropout_keys(rng, H, total_q, max(max_seqlen_k, 1)): the packed layout, row
+    keys by packed row, column keys by the key's index in its sequence), the kernel's DROPOUT."""
+    dropout = dropout_p > 0
+    if dropout and (window is not None or keys is None):
+        raise ValueError("dropout_p > 0: needs keys (the call's key table) and takes no window (the kernel's "
+                         "WINDOW variant has no dropout)")
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     batch = varlen.cu_seqlens_q.numel() - 1
@@ -136,13 +144,16 @@ def fused_varlen_into(q, k, v, dout, lse, delta, softmax_scale, causal: bool, dq
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     dq_desc = TensorDescriptor(dq_accum, [total_q, h * d], [h * d, 1], [block_m, d // 2], dq_stage_layout(block_m))
     scale = float(softmax_scale)
+    drop_args = (keys, total_q, float(dropout_p)) if dropout else (None, None, None)
     args = (q_desc, do_desc, k_desc, v_desc, dk_desc, dv_desc, dq_desc, lse, delta,
-            total_q, total_k, h, hk, h // hk, scale, scale * LOG2E, None, None, None,
+            total_q, total_k, h, hk, h // hk, scale, scale * LOG2E, *drop_args,
             *(window if window is not None else (None, None)))
     order = table.numel() > 3 * (batch + 1)
     kwargs = dict(HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages, CAUSAL=bool(causal),
-                  ROTATE=not causal and window is None, DROPOUT=False, SCHED=table, batch=batch, DK=dk, DV=dv,
+                  ROTATE=not causal and window is None, DROPOUT=dropout, SCHED=table, batch=batch, DK=dk, DV=dv,
                   VARLEN=True, VARLEN_ORDER=order, num_warps=4)
+    if dropout:
+        kwargs["rng_stride"] = max(int(varlen.max_seqlen_k), 1)     # (the table's columns; absent otherwise)
     if window is not None:
         kwargs["WINDOW"] = True          # (absent otherwise: the binder's key of the plain / CAUSAL variants)
     _run_fused(dq, dk, dv, dq_accum, (n_slots, hk), args, kwargs, replayable=True, preprocess=preprocess)

@@ -670,12 +670,17 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # from 1706, D = 64 from 3774.
 GLUON_BWD_FUSED_VARLEN_MIN_N = {"plain": {128: 250, 64: 978}, "causal": {128: 250, 64: 978},
                                 "window": {128: 1706, 64: 3774}}
+# The head dims whose packed dropout backwards (plain or causal; the VARLEN WINDOW variant takes no dropout) take the
+# fused VARLEN kernel's DROPOUT (session 51), at GLUON_BWD_FUSED_VARLEN_MIN_N's lengths.
+GLUON_BWD_FUSED_VARLEN_DROPOUT: frozenset[int] = frozenset({64, 128})
 
 
 def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: int, varlen) -> bool:
     """Whether a packed backward (params through _effective_window) takes the fused Gluon kernel's VARLEN
-    variant: deterministic=False, no ALiBi, softcap or dropout, a kind (gluon_kind: plain, the canonical causal
-    mask, or a sliding window: the kernel's VARLEN WINDOW) the table lists,
+    variant: deterministic=False, no ALiBi or softcap, a kind (gluon_kind: plain, the canonical causal
+    mask, or a sliding window: the kernel's VARLEN WINDOW) the table lists; dropout (session 51) only plain or
+    causal at a head dim of GLUON_BWD_FUSED_VARLEN_DROPOUT, with the key table's int32 indices (max_seqlen_k +
+    H * total_q + 1 entries) below 2^31,
     bf16 / fp16, head_dim == BLOCK_D with an entry in GLUON_BWD_FUSED_VARLEN_MIN_N[kind] and max_seqlen_q >= it,
     tokens in both q and k, q, k, v, dout readable as (total, heads * D) rows without a copy and dout of q's
     dtype, lse (H, total_q) packed fp32, Hk <= 65535 (the grid's second dimension), H * total_q and total *
@@ -690,7 +695,10 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
         return False
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
-    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+    if params.dropout_p > 0 and (kind == "window" or bd not in GLUON_BWD_FUSED_VARLEN_DROPOUT
+                                 or max(varlen.max_seqlen_k, 1) + h * total_q + 1 > 2 ** 31):
+        return False
+    if not (alibi is None and params.softcap == 0
             and q.dtype in (torch.bfloat16, torch.float16) and dout.dtype == q.dtype
             and all(rows_view_ok(t.unsqueeze(0)) for t in (q, k, v, dout))
             and lse.dtype == torch.float32 and lse.is_contiguous() and tuple(lse.shape) == (h, total_q)
