@@ -16,7 +16,7 @@ from flashtriton.launchers import forward_gluon, policy
 from flashtriton.launchers.common import AttnParams, Varlen
 
 from conftest import DEVICE
-from helpers import assert_close, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
+from helpers import assert_close, check_attention, cu_seqlens, offline_compile, rand_varlen, reference_pair, spy
 from test_fwd_gluon import hopper
 
 
@@ -60,17 +60,26 @@ sys.path.insert(0, sys.argv[1])
 import gluon_fwd_compile as g
 out = []
 # as routed (one block a CTA; causal with VARLEN_TAIL, plain with VARLEN_HALF), then the plain PERSISTENT option
-# (EARLY_Q), then plain without VARLEN_HALF
-for causal, persistent, half in ((False, False, True), (True, False, False), (False, True, False),
-                                 (False, False, False)):
+# (EARLY_Q), then plain without VARLEN_HALF, then DROPOUT plain / causal
+for causal, persistent, half, dropout in ((False, False, True, False), (True, False, False, False),
+                                          (False, True, False, False), (False, False, False, False),
+                                          (False, False, False, True), (True, False, False, True)):
     c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
-                      varlen_tail=causal, persistent=persistent, early_q=persistent, varlen_half=half)
+                      varlen_tail=causal, persistent=persistent, early_q=persistent, varlen_half=half,
+                      dropout=dropout)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
                     local=len(re.findall(r"\b(?:LDL|STL)\b", text)), utmastg=r["utmastg"]))
 print(json.dumps(out))
 """
+
+
+def test_varlen_dropout_needs_the_rng():
+    """fwd_varlen with dropout_p > 0 and no rng state: ValueError naming it, before any launch."""
+    (q, k, v), varlen = rand_varlen([300, 200], [300, 200], 2, 1, 128, torch.bfloat16, "cpu")
+    with pytest.raises(ValueError, match="rng"):
+        forward_gluon.fwd_varlen(q, k, v, Varlen(*varlen), 0.1, dropout_p=0.2)
 
 
 def test_varlen_compiles_offline():
@@ -82,7 +91,12 @@ def test_varlen_compiles_offline():
     register stores (no UTMASTG), at most 16 spill bytes (4 local accesses, once a CTA or a block, as the dense
     PERSISTENT kernel's; none in the tile loops)."""
     pytest.importorskip("triton.experimental.gluon")
-    plain, causal, persistent, no_half = offline_compile(_COMPILE)
+    plain, causal, persistent, no_half, drop_plain, drop_causal = offline_compile(_COMPILE)
+    for r in (drop_plain, drop_causal):
+        # DROPOUT (session 51): the keep hash in the loops; D = 128 plain spills 40 bytes (one local access in the
+        # second consumer's loops), causal 8
+        assert r["hgmma"] > 0 and r["hmma"] == 0 and len(r["loops"]) == 4, r
+        assert all(n < 1200 for n in r["loops"]) and r["spill"] <= 64 and r["local"] <= 12, r
     for r in (plain, causal, persistent, no_half):
         assert r["hgmma"] > 0 and r["hmma"] == 0, r
         assert len(r["loops"]) in ((4, 5) if r is plain else (4,)) and all(n < 800 for n in r["loops"]), r
@@ -295,3 +309,49 @@ def test_varlen_half_plan_keyed_on_the_flag_gpu(gluon_varlen_on, monkeypatch):
     monkeypatch.setattr(forward_gluon, "VARLEN_HALF", frozenset())
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
     assert plans.stats["replayed"] == before, "the flag's other arm replayed the first plan"
+
+
+DROPOUT_CASES = [
+    # lens_q, lens_k, (H, Hk), D, causal
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, False),
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, True),
+    ([600, 1, 113], [1500, 17, 1023], (4, 2), 128, False),              # Nq < Nk
+    ([1030, 0, 40], [700, 9, 1500], (4, 1), 128, True),                 # Nq > Nk, an empty query sequence
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,causal", DROPOUT_CASES)
+def test_varlen_dropout_matches_reference_gpu(gluon_varlen_on, monkeypatch, lens_q, lens_k, heads, d, causal):
+    """DROPOUT (session 51): out, lse (and the gradients, whichever backward runs) against float64 under the call's
+    own keep mask (the backend's dropout_mask for the seed, checked against S_dmask's signs), through the Gluon
+    VARLEN forward with dropout."""
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_DROPOUT", frozenset({64, 128}))
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, torch.bfloat16, DEVICE)
+    res = check_attention("triton", q, k, v, varlen=varlen, dropout_p=0.17, seed=sum(lens_k), causal=causal)
+    assert not res["keep"].all()
+    assert len(gluon_varlen_on) == 1, "the forward did not take the Gluon VARLEN kernel"
+
+
+@pytest.mark.gpu
+@hopper
+def test_varlen_dropout_plan_replay_gpu(gluon_varlen_on, monkeypatch):
+    """With launch plans on, the second dropout forward of a signature replays the first's launch with its own rng
+    state: its output is the launcher's without plans for that seed, another seed's differs."""
+    from flashtriton.launchers import plans
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_DROPOUT", frozenset({128}))
+    monkeypatch.setenv("FLASHTRITON_PLANS", "1")
+    plans.clear()
+    (q, k, v), varlen = rand_varlen([1100, 300, 2049], [1100, 300, 2049], 4, 2, 128, torch.bfloat16, DEVICE)
+
+    def run(seed):
+        torch.manual_seed(seed)
+        return flashtriton.flash_attn_varlen_func(q, k, v, *varlen, dropout_p=0.2)
+
+    run(1)
+    before = plans.stats["replayed"]
+    out = run(2)
+    assert plans.stats["replayed"] == before + 1, "the second call did not replay"
+    monkeypatch.setenv("FLASHTRITON_PLANS", "0")
+    assert torch.equal(out, run(2)) and not torch.equal(out, run(3))

@@ -1815,18 +1815,20 @@ def attn_fwd_gluon_kernel(
     # VARLEN (session 49; launchers/forward_gluon.fwd_varlen): a packed batch, one block a CTA,
     # grid (slots, H), q / k / v / o descriptors over the (total, heads * D) views, seqlen_q = total_q
     # (lse is (H, total_q)), SCHED the int32 tables of _tile_coords_varlen (+ CAUSAL: the slots'
-    # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN)
-    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (WINDOW or DROPOUT or PINGPONG or O_STAGE
+    # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN). DROPOUT (session 51,
+    # one block a CTA): the packed counter layout (rng_rows = total_q, rng_stride = max_seqlen_k): rows by the packed
+    # row (q_row), columns by the key's index in its sequence (key0 = 0), as the packed Triton forwards draw it
+    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (WINDOW or PINGPONG or O_STAGE
                                                                    or OWN_TILES or SPLIT_EMPTY or TIMELINE)
                                        and HEAD_DIM != 256 and PERSISTENT == EARLY_Q
-                                       and not (PERSISTENT and (CAUSAL or VARLEN_TAIL))),
+                                       and not (PERSISTENT and (CAUSAL or VARLEN_TAIL or DROPOUT))),
                      "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, or plain PERSISTENT with "
-                     "EARLY_Q (session 50), D = 64 / 128")
+                     "EARLY_Q (session 50, no dropout), D = 64 / 128")
     KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL)
     # VARLEN_HALF (session 51): a plain packed block's last key tile, when at most half full, computed BLOCK_N / 2
     # keys wide (_fwd_consume's KEY_HALF)
-    gl.static_assert((not VARLEN_HALF) or (KEY_BOUND and not PERSISTENT),
-                     "VARLEN_HALF: the plain VARLEN forward one block a CTA")
+    gl.static_assert((not VARLEN_HALF) or (KEY_BOUND and not (PERSISTENT or DROPOUT)),
+                     "VARLEN_HALF: the plain VARLEN forward one block a CTA, without dropout")
     if EARLY_Q or VARLEN:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed

@@ -32,7 +32,9 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         vl = _unit_stride_varlen(varlen)
         p = _effective_window(params, vl.max_seqlen_q, vl.max_seqlen_k)
         if gluon_fwd_varlen(q, k, v, p, alibi, block_d(q.shape[-1]), vl):
-            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=p.window_right == 0)
+            # (with dropout, session 51: the call's rng state, the packed counter layout)
+            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=p.window_right == 0,
+                                            dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None)
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))

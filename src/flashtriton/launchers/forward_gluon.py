@@ -451,7 +451,7 @@ def _rows_desc(x: torch.Tensor, rows: int):
     return TensorDescriptor(x, [total, h * d], [x.stride(0), 1], [rows, d], _box_layout(rows, d, x.dtype))
 
 
-def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
+def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: float = 0.0, rng=None):
     """The VARLEN kernel (kernels/fwd_gluon.py, session 49) over a packed batch: q (total_q, H, D), k, v (total_k,
     Hk, D); returns (out like q, lse (H, total_q) fp32). DEFAULT_CONFIG's tile, one query block of one sequence a
     CTA, grid (cdiv(total_q, BLOCK_M) + B, H) (an upper bound: spare CTAs return at once), blocks heaviest first
@@ -461,26 +461,33 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False):
     The call replays a launch plan (launchers/plans.py) keyed on q, k, v and the SCHED table as inputs: the table
     holds everything the launch reads of cu_seqlens (its values never reach the host here), so unlike the other
     varlen launchers this one is replayable. Measured why (s49 calls 4-5): without it the route's host time (four
-    descriptors, Triton's binder for ~40 arguments) passed the kernel's ~0.25 ms on the device machine."""
+    descriptors, Triton's binder for ~40 arguments) passed the kernel's ~0.25 ms on the device machine.
+    dropout_p > 0 (session 51; one block a CTA, VARLEN_HALF off): the kernel's DROPOUT with the call's rng state
+    (an int64 (seed, offset) device tensor, an input of the plan) in the packed counter layout (rng_rows = total_q,
+    rng_stride = max(max_seqlen_k, 1): launchers/forward.dropout_mask's for a packed batch)."""
+    dropout = dropout_p > 0
+    if dropout and rng is None:
+        raise ValueError("rng: dropout_p > 0 needs the call's rng state (an int64 (seed, offset) tensor)")
     total_q, h, d = q.shape
     batch = varlen.cu_seqlens_q.numel() - 1
     block_m = DEFAULT_CONFIG[d][0]
     n_slots = -(-total_q // block_m) + batch
     order = bool(causal) or VARLEN_PLAIN_ORDER
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
-    inputs = (q, k, v, table)
+    inputs = (q, k, v, table, rng if dropout else None)
     kind = "causal" if causal else "plain"
-    persistent = not causal and "plain" in VARLEN_PERSISTENT
+    persistent = not causal and not dropout and "plain" in VARLEN_PERSISTENT
     tail = not persistent and kind in VARLEN_TAIL
-    half = not persistent and not causal and "plain" in VARLEN_HALF
+    half = not persistent and not causal and not dropout and "plain" in VARLEN_HALF
+    drop = (float(dropout_p), max(int(varlen.max_seqlen_k), 1)) if dropout else None
     key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
-                                                      tail, persistent, half))
+                                                      tail, persistent, half, drop))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order, tail, persistent, half))
+                                                           order, tail, persistent, half, drop, rng))
 
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
-                     tail: bool = False, persistent: bool = False, half: bool = False):
+                     tail: bool = False, persistent: bool = False, half: bool = False, drop=None, rng=None):
     total_q, h, d = q.shape
     total_k, hk = k.shape[0], k.shape[1]
     block_m, block_n, stages = DEFAULT_CONFIG[d]
@@ -498,10 +505,15 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
         extra = dict(VARLEN_TAIL=True) if tail else {}
         if half:
             extra["VARLEN_HALF"] = True
+    if drop is not None:
+        extra["DROPOUT"] = True
+        drop_args = (rng, drop[0], total_q, drop[1])       # RNG, dropout_p, rng_rows, rng_stride
+    else:
+        drop_args = (lse, 0.0, 0, 0)
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
-                     float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, lse, 0.0, 0, 0, out,
+                     float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, *drop_args, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
                      NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
                      VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), **extra, num_warps=4)

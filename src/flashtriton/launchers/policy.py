@@ -631,11 +631,15 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 # 256..1024 (978) / 512..2048 / 128..4096 / 1024..8192; causal 1.12 / 1.18 / 1.24 / 1.22 / 1.31x. So plain
 # from 768 (between the two first ranges' longest), causal from 480.
 GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768}, "causal": {128: 480}}
+# The head dims whose packed dropout forwards (plain or causal) take the Gluon VARLEN kernel's DROPOUT (session 51),
+# at GLUON_FWD_VARLEN_MIN_N's lengths.
+GLUON_FWD_VARLEN_DROPOUT: frozenset[int] = frozenset({128})
 
 
 def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> bool:
-    """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi, softcap, dropout or
-    window (plain, or the canonical causal mask), bf16 / fp16, head_dim == BLOCK_D with an entry
+    """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi, softcap or window (plain, or
+    the canonical causal mask), dropout only at GLUON_FWD_VARLEN_DROPOUT's head dims (session 51), bf16 / fp16,
+    head_dim == BLOCK_D with an entry
     in GLUON_FWD_VARLEN_MIN_N[kind], max_seqlen_q >= the entry, tokens in both q and k, q, k, v
     readable as (total, heads * D) rows without a copy, H <= 65535 (the grid's second
     dimension); never under the interpreter; then warp_spec_applies' switch."""
@@ -644,7 +648,8 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
     if (bd not in table or q.shape[-1] != bd or interpreting() or varlen.max_seqlen_q < table[bd]
             or q.shape[0] == 0 or k.shape[0] == 0 or q.shape[1] > 65535):
         return False
-    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+    if not (alibi is None and params.softcap == 0
+            and (params.dropout_p == 0 or bd in GLUON_FWD_VARLEN_DROPOUT)
             and q.dtype in (torch.bfloat16, torch.float16)
             and all(rows_view_ok(t.unsqueeze(0)) for t in (q, k, v))):
         return False
