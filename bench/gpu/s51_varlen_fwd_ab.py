@@ -42,7 +42,7 @@ def case(d, h, lo, hi, causal, dropout):
                 policy.GLUON_FWD_VARLEN_MIN_N = BASE_MIN_N
                 policy.GLUON_FWD_VARLEN_DROPOUT = frozenset({d}) if on else frozenset()
             else:
-                policy.GLUON_FWD_VARLEN_MIN_N = {kind: dict(t, **({d: 1} if on else {}))
+                policy.GLUON_FWD_VARLEN_MIN_N = {kind: {**t, **({d: 1} if on else {})}
                                                  for kind, t in BASE_MIN_N.items()}
             return flashtriton.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=causal,
                                                       dropout_p=P if dropout else 0.0)
