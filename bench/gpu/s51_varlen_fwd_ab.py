@@ -39,7 +39,8 @@ def case(d, h, lo, hi, causal, dropout):
     for name, on in (("gluon", True), ("before", False)):
         def fn(on=on):
             if dropout:
-                policy.GLUON_FWD_VARLEN_MIN_N = BASE_MIN_N
+                # (the head dim listed from length 1 in both arms: D = 64 has no entry of its own)
+                policy.GLUON_FWD_VARLEN_MIN_N = {kind: {**t, d: 1} for kind, t in BASE_MIN_N.items()}
                 policy.GLUON_FWD_VARLEN_DROPOUT = frozenset({d}) if on else frozenset()
             else:
                 policy.GLUON_FWD_VARLEN_MIN_N = {kind: {**t, **({d: 1} if on else {})}
