@@ -630,9 +630,18 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 # against the route before: plain 0.75x at lengths 128..512 (longest 501), 1.28 / 1.20 / 1.16 / 1.20x at
 # 256..1024 (978) / 512..2048 / 128..4096 / 1024..8192; causal 1.12 / 1.18 / 1.24 / 1.22 / 1.31x. So plain
 # from 768 (between the two first ranges' longest), causal from 480.
-GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768}, "causal": {128: 480}}
+# D = 64 (session 51; bench/gpu/s51_varlen_fwd_ab.py / _ab2.py, s51 calls 4-5, H = 32, the same protocol), VARLEN /
+# the route before: plain 64..256 1.06x, 128..512 1.02x, 256..1024 1.05x, 512..2048 1.08x, 128..4096 1.11x (398 /
+# 359 TFLOP/s), 1024..8192 1.08x; causal 1.08 / 1.02 / 1.06 / 1.07 / 1.06 / 1.09x; every round >= 1.016x. The
+# pre-registered rule (the smallest max_seqlen of a range from which every longer range wins, every round >= 0.98):
+# from 250 (the shortest range's longest sequence) for both kinds.
+GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768, 64: 250}, "causal": {128: 480, 64: 250}}
 # The head dims whose packed dropout forwards (plain or causal) take the Gluon VARLEN kernel's DROPOUT (session 51),
-# at GLUON_FWD_VARLEN_MIN_N's lengths.
+# at GLUON_FWD_VARLEN_MIN_N's lengths. Measured (s51 calls 4-5, p = 0.1, the same protocol), on / off: D = 128 plain
+# 512..2048 1.38x (390 / 284 TFLOP/s), 128..4096 1.23x (426 / 346), 1024..8192 1.14x; causal 1.20x, 1.24x (369 /
+# 298), 1.31x; every round >= 1.13x; plain outputs bitwise the route before's (the same mask). D = 64 (H = 32): plain
+# 256..1024 1.09x, 128..4096 1.27x, causal 0.95x (every round below 1) and 1.16x: the rule (every range and round
+# wins) fails on D = 64's causal 256..1024, so D = 64 dropout forwards keep the Triton kernels.
 GLUON_FWD_VARLEN_DROPOUT: frozenset[int] = frozenset({128})
 
 
