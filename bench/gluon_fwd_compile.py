@@ -113,7 +113,8 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
                 pingpong=False, causal=False, persistent=False, batch_param=True, scheduled=False, window=False,
                 window_params=True, dropout=False, dropout_params=True, num_consumers=2, early_q=False,
                 lean_mask=False, split_empty=False, own_tiles=False, timeline=False, o_stage=False,
-                varlen=False, varlen_fast=False, varlen_order=False, varlen_tail=False, varlen_half=False):
+                varlen=False, varlen_fast=False, varlen_order=False, varlen_tail=False, varlen_half=False,
+                page_size=0):
     bm, bn, st = (CONSUMERS3_CONFIG if num_consumers == 3 else DEFAULT_CONFIG)[head_dim]
     bm, bn, st = block_m or bm, block_n or bn, num_stages or st
     fn = attn_fwd_gluon_kernel
@@ -183,6 +184,10 @@ def compile_fwd(head_dim=128, dtype="bf16", block_m=None, block_n=None, num_stag
     if varlen_half:
         sig["VARLEN_HALF"] = "constexpr"        # (session 51; left out otherwise, as the launcher does)
         const["VARLEN_HALF"] = True
+    if page_size:
+        # VARLEN_PAGED (session 51): the block table, its row stride, the page size; left out otherwise
+        sig.update(BLOCK_TABLE="*i32", bt_stride="i32", PAGE_SIZE="constexpr")
+        const["PAGE_SIZE"] = page_size
     # EARLY_Q: O 16-byte aligned, as the JIT specialises a torch tensor's pointer (the
     # kernel's 4-byte O stores need it; the TMA paths do not read this pointer)
     attrs = {(fn.arg_names.index("O"),): [["tt.divisibility", 16]]} if (early_q or varlen) else {}

@@ -501,7 +501,11 @@ LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 @gluon.jit
 def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
               q_row, q_col, kv_row, kv_col, n_tiles,
-              HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr):
+              HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
+              BT=0, PAGE: gl.constexpr = 0):
+    # PAGE (VARLEN_PAGED, session 51): K / V tile j of the sequence from its page: row BT[j * BLOCK_N // PAGE] * PAGE
+    # + j * BLOCK_N % PAGE of the caches' (blocks * PAGE, Hk * D) views (BT: the sequence's block-table row; PAGE a
+    # multiple of BLOCK_N, so a tile never straddles pages); the entry read before the stage's wait
     # Q: the consumers' slices (two halves; NUM_CONSUMERS = 3, CAUSAL: three 64-row thirds, a
     # third past the sequence's end reading the next sequence's rows or TMA's zero fill, never
     # read: its consumer only drains), one barrier for all
@@ -513,9 +517,14 @@ def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_
     for j in range(n_tiles):
         stage = j % NUM_STAGES
         phase = (j // NUM_STAGES) & 1
+        if PAGE:
+            page_row = gl.load(BT + (j * BLOCK_N) // PAGE) * PAGE + (j * BLOCK_N) % PAGE
         # both consumers released this stage's previous tile (a fresh barrier passes parity 1)
         mbarrier.wait(kv_empty.index(stage), phase ^ 1)
-        offs_n = kv_row + j * BLOCK_N
+        if PAGE:
+            offs_n = page_row
+        else:
+            offs_n = kv_row + j * BLOCK_N
         mbarrier.expect(k_ready.index(stage), k_desc.block_type.nbytes)
         tma.async_copy_global_to_shared(k_desc, [offs_n, kv_col], k_ready.index(stage), k_smem.index(stage))
         if kv_empty.shape[0] == 2 * NUM_STAGES:
@@ -1087,10 +1096,34 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
 
 
 @gluon.jit
+def _zero_v_tail(v_tile, lim):
+    """VARLEN_PAGED (session 51): rows lim .. BLOCK_N - 1 of a landed V stage (BLOCK_N, D) set to 0 before this
+    consumer's P V reads it. A paged cache's rows past a sequence (the rest of its last page) may hold anything,
+    NaN included: their scores are masked to p = 0, but 0 * NaN is NaN in the wgmma. By 16-row chunks (the ones
+    reaching past lim: loaded, selected, stored back), then the async-proxy fence and a warpgroup barrier before the
+    wgmma. Both consumers zero the same rows of the same stage (idempotent: each writes zeros where the other's
+    wgmma may be reading zeros or the TMA's data it never uses... only rows past lim, which it also zeroed first); the
+    stage goes back to the loader only after both consumers' arrivals, each made after its own stores."""
+    BLOCK_N: gl.constexpr = v_tile.shape[0]
+    HEAD_DIM: gl.constexpr = v_tile.shape[1]
+    CH: gl.constexpr = 16
+    TPR: gl.constexpr = HEAD_DIM // 8                                        # threads a row, 16-byte vectors
+    layout: gl.constexpr = gl.BlockedLayout([1, 8], [32 // TPR, TPR], [4, 1], [1, 0])
+    for c in gl.static_range(BLOCK_N // CH):
+        if (c + 1) * CH > lim:
+            chunk = v_tile.slice(c * CH, CH)                                 # (CH, D) smem
+            x = chunk.load(layout)
+            rows = c * CH + gl.arange(0, CH, layout=gl.SliceLayout(1, layout))
+            chunk.store(gl.where(gl.expand_dims(rows >= lim, 1), gl.zeros_like(x), x))
+    fence_async_shared()
+    gl.thread_barrier()
+
+
+@gluon.jit
 def _consume_last_half(half, g, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, p16, acc, m_i, l_i, qk_scale,
                        diag_g, WG: gl.constexpr, HALF_M: gl.constexpr, BLOCK_N: gl.constexpr,
                        NUM_STAGES: gl.constexpr, NEG_SCALE: gl.constexpr, s_layout: gl.constexpr,
-                       p_layout: gl.constexpr, row_o: gl.constexpr):
+                       p_layout: gl.constexpr, row_o: gl.constexpr, PAGED: gl.constexpr = False, kv_lim=0):
     """KEY_HALF (VARLEN_HALF, session 51; _fwd_consume's doc): the block's last P V wgmmas, from ring tile g (the
     sequence's last key tile) on. half: tile g holds at most BLOCK_N / 2 of the sequence's keys and is not the peel
     (the loops stopped before it, p16 is tile g - 1's P): its S (HALF_M, BLOCK_N / 2) against the K stage's first
@@ -1113,10 +1146,14 @@ def _consume_last_half(half, g, q, k_smem, v_smem, k_ready, v_ready, kv_empty, t
         m_i = gl.convert_layout(m_h, gl.SliceLayout(1, s_layout))
         l_i = gl.convert_layout(l_h, gl.SliceLayout(1, s_layout))
         mbarrier.wait(v_ready.index(last), (g // NUM_STAGES) & 1)
+        if PAGED:
+            _zero_v_tail(v_smem.index(last), kv_lim)
         o_tok = warpgroup_mma(ph16, v_smem.index(last).slice(0, HALF_N), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=[o_tok])
     else:
         mbarrier.wait(v_ready.index(last), (g // NUM_STAGES) & 1)
+        if PAGED:
+            _zero_v_tail(v_smem.index(last), kv_lim)
         o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
         acc = warpgroup_mma_wait(0, deps=[o_tok])
     mbarrier.arrive(kv_empty.index(last))
@@ -1147,7 +1184,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
                  O=0, o_stride=0, EARLY_Q: gl.constexpr = False, LEAN_MASK: gl.constexpr = False,
                  TLP=0, TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False,
                  VARLEN: gl.constexpr = False, KEY_BOUND: gl.constexpr = False, row_lim=0,
-                 VARLEN_FAST: gl.constexpr = False, KEY_HALF: gl.constexpr = False):
+                 VARLEN_FAST: gl.constexpr = False, KEY_HALF: gl.constexpr = False, PAGED: gl.constexpr = False,
+                 kv_lim=0):
     """One consumer warpgroup on one block: n_tiles K / V tiles (the loader's count), the
     first n_full (>= 1) with the plain softmax, the rest masked (CAUSAL; n_full == n_tiles
     otherwise). Tile 0 is peeled (nothing to overlap) and masked when CAUSAL. diag (CAUSAL):
@@ -1198,7 +1236,10 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     run BLOCK_N / 2 keys wide (_consume_last_half; the loader still lands the whole tile, so the barriers and the
     ring's phases are unchanged). Its other half holds keys past the sequence, masked to p = 0 without KEY_HALF:
     every row keeps the same scores; only the order of l's sum over the tile's columns (and the wgmma's over its
-    keys) changes with the width, so the outputs are close to, not bitwise, those without it."""
+    keys) changes with the width, so the outputs are close to, not bitwise, those without it.
+    PAGED (VARLEN_PAGED, session 51): K / V from a paged cache; kv_lim the sequence's keys in the block's last loaded
+    tile (<= 0: none): before the last P V, V's rows from kv_lim on are zeroed (_zero_v_tail: a page's rows past the
+    sequence may hold NaN). Every earlier tile lies wholly inside the sequence's keys."""
     dtype: gl.constexpr = q_smem.dtype
     # wgmma accumulators of one warpgroup: S (HALF_M, BLOCK_N), O (HALF_M, HEAD_DIM)
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
@@ -1350,7 +1391,7 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
     if KEY_HALF:
         acc, m_i, l_i = _consume_last_half(half, t0 + n_tiles - 1, q, k_smem, v_smem, k_ready, v_ready, kv_empty,
                                            turn, p16, acc, m_i, l_i, qk_scale, diag_g, WG, HALF_M, BLOCK_N,
-                                           NUM_STAGES, NEG_SCALE, s_layout, p_layout, row_o)
+                                           NUM_STAGES, NEG_SCALE, s_layout, p_layout, row_o, PAGED, kv_lim)
     else:
         if O_STAGE:
             # O_STAGE (session 42): the last tile's S was this warpgroup's last read of Q: the next block's Q may land
@@ -1358,6 +1399,8 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
             mbarrier.arrive(q_free)
         last = (t0 + n_tiles - 1) % NUM_STAGES
         mbarrier.wait(v_ready.index(last), ((t0 + n_tiles - 1) // NUM_STAGES) & 1)
+        if PAGED:
+            _zero_v_tail(v_smem.index(last), kv_lim)
         _turn_wait(turn, t0 + n_tiles, WG, PINGPONG)
         o_tok = warpgroup_mma(p16, v_smem.index(last), acc, is_async=True)
         _turn_pass(turn, WG, PINGPONG)
@@ -1507,7 +1550,8 @@ def _fwd_consume_tail(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                       CAUSAL: gl.constexpr, PERSISTENT: gl.constexpr, WINDOW: gl.constexpr, DROPOUT: gl.constexpr,
                       O, o_stride, EARLY_Q: gl.constexpr, LEAN_MASK: gl.constexpr, TLP, TIMELINE: gl.constexpr,
                       O_STAGE: gl.constexpr, VARLEN: gl.constexpr, KEY_BOUND: gl.constexpr, row_lim,
-                      VARLEN_FAST: gl.constexpr, KEY_HALF: gl.constexpr = False):
+                      VARLEN_FAST: gl.constexpr, KEY_HALF: gl.constexpr = False, PAGED: gl.constexpr = False,
+                      kv_lim=0):
     """VARLEN_TAIL (session 50): the second consumer of a VARLEN block, whose HALF_M rows may all lie past the
     sequence's end (the last block of a sequence whose tail holds at most HALF_M rows): then it computes and
     stores nothing and only releases the block's ring tiles (_fwd_skip_tiles: the waits and arrivals, so the
@@ -1519,7 +1563,7 @@ def _fwd_consume_tail(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                      RNG, dropout_p, rng_rows, rng_stride, key0,
                      WG, HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                      DROPOUT, O, o_stride, EARLY_Q, LEAN_MASK, TLP, TIMELINE, O_STAGE, VARLEN, KEY_BOUND, row_lim,
-                     VARLEN_FAST, KEY_HALF)
+                     VARLEN_FAST, KEY_HALF, PAGED, kv_lim)
     else:
         _fwd_skip_tiles(k_ready, v_ready, kv_empty, t0, t0 + n_tiles, NUM_STAGES)
 
@@ -1762,6 +1806,8 @@ def attn_fwd_gluon_kernel(
     TIMELINE: gl.constexpr = False, O_STAGE: gl.constexpr = False, VARLEN: gl.constexpr = False,
     VARLEN_ORDER: gl.constexpr = False, VARLEN_FAST: gl.constexpr = False, VARLEN_TAIL: gl.constexpr = False,
     VARLEN_HALF: gl.constexpr = False,
+    BLOCK_TABLE=None, bt_stride=None,   # VARLEN_PAGED: the block table (B, max_blocks) int32, its row stride
+    PAGE_SIZE: gl.constexpr = 0,        # VARLEN_PAGED (session 51): the cache's page size (a multiple of BLOCK_N)
 ):
     HALF_M: gl.constexpr = BLOCK_M // NUM_CONSUMERS          # rows a consumer warpgroup (a half with 2)
     dtype: gl.constexpr = q_desc.dtype
@@ -1829,6 +1875,12 @@ def attn_fwd_gluon_kernel(
     # keys wide (_fwd_consume's KEY_HALF)
     gl.static_assert((not VARLEN_HALF) or (KEY_BOUND and not (PERSISTENT or DROPOUT)),
                      "VARLEN_HALF: the plain VARLEN forward one block a CTA, without dropout")
+    # VARLEN_PAGED (session 51; launchers/forward_gluon.fwd_varlen_paged): K / V from a paged cache, k_desc / v_desc
+    # over its (blocks * PAGE_SIZE, Hk * D) view, tile rows through BLOCK_TABLE (_fwd_load's PAGE), the last tile's V
+    # rows past the sequence zeroed (_zero_v_tail); cu_seqlens_k in SCHED gives the key lengths only
+    PAGED: gl.constexpr = PAGE_SIZE > 0
+    gl.static_assert((not PAGED) or (VARLEN and not (PERSISTENT or DROPOUT) and PAGE_SIZE % BLOCK_N == 0),
+                     "VARLEN_PAGED: the VARLEN forward one block a CTA, no dropout, pages of whole key tiles")
     if EARLY_Q or VARLEN:
         o_ptr = O
         # o's row stride: nheads * HEAD_DIM (the launcher passes packed rows only), computed
@@ -1870,6 +1922,14 @@ def attn_fwd_gluon_kernel(
             return                                                     # the grid is an upper bound
         q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim = \
             _tile_coords_varlen(SCHED, slot, batch, h_v, seqlen_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+        if PAGED:
+            b_pg = find_sequence(SCHED, slot, batch)
+            bt_row = BLOCK_TABLE + b_pg.to(gl.int64) * bt_stride              # the sequence's block-table row
+            seqlen_k_pg = gl.load(SCHED + 2 * batch + 3 + b_pg) - gl.load(SCHED + 2 * batch + 2 + b_pg)
+            kv_lim = seqlen_k_pg - (n_load - 1) * BLOCK_N                      # its keys in the last loaded tile
+        else:
+            bt_row = ZERO
+            kv_lim = ZERO
     elif not PERSISTENT:
         # grid (n_m, B * H), one block a CTA. Query block fastest (one head's blocks share
         # K / V in L2); CAUSAL: the last blocks see the most key tiles and go first (heavy
@@ -2019,16 +2079,17 @@ def attn_fwd_gluon_kernel(
                             rng_ptr, drop_p, drop_rows, drop_stride, key0, WG0,
                             HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
                             DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
-                            VARLEN_FAST, VARLEN_HALF)),
+                            VARLEN_FAST, VARLEN_HALF, PAGED, kv_lim)),
             (_fwd_consume_tail if VARLEN_TAIL else _fwd_consume,
              (q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn, q_free, o_desc, LSE,
               q_row, q_col, lse_off, n_load, n_left1, n_full1, diag, wspan, qk_scale, ZERO, ZERO,
               rng_ptr, drop_p, drop_rows, drop_stride, key0, WG1,
               HALF_M, BLOCK_N, HEAD_DIM, NUM_STAGES, NEG_SCALE, PINGPONG, CAUSAL, PERSISTENT, WINDOW,
               DROPOUT, o_ptr, o_rs, NO, NO, tl_ptr, TIMELINE, NO, VARLEN, KEY_BOUND, row_lim,
-              VARLEN_FAST, VARLEN_HALF)),
+              VARLEN_FAST, VARLEN_HALF, PAGED, kv_lim)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
-                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS)),
+                         q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS,
+                         bt_row, PAGE_SIZE)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     elif OWN_TILES:
         # CAUSAL one block a CTA, 2 consumers, each computing only its rows' tiles (_fwd_consume_own)

@@ -486,16 +486,51 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
                                                            order, tail, persistent, half, drop, rng))
 
 
-def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
-                     tail: bool = False, persistent: bool = False, half: bool = False, drop=None, rng=None):
+def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, causal: bool = False):
+    """The VARLEN kernel's VARLEN_PAGED variant (session 51): fwd_varlen with k, v in a paged cache (num_blocks,
+    page, Hk, D) read in place through block_table (B, max_blocks) int32 (flash_attn_varlen_func(...,
+    block_table=)); cu_seqlens_k holds the key lengths. K / V tiles by TMA from descriptors over the caches'
+    (num_blocks * page, Hk * D) views, each tile's page looked up by the loader; the last tile's V rows past the
+    sequence zeroed in shared memory (a page's rest may hold NaN). The route (launchers/forward_paged, where
+    policy.gluon_fwd_paged accepts the call) guarantees what fwd_varlen's does for q, and contiguous, 16-byte
+    aligned caches, page a multiple of BLOCK_N, block_table with unit column stride, no dropout. A launch plan keyed
+    on q, the caches, the SCHED table and block_table as inputs (the table's values never reach the host)."""
     total_q, h, d = q.shape
-    total_k, hk = k.shape[0], k.shape[1]
+    batch = varlen.cu_seqlens_q.numel() - 1
+    block_m = DEFAULT_CONFIG[d][0]
+    n_slots = -(-total_q // block_m) + batch
+    order = bool(causal) or VARLEN_PLAIN_ORDER
+    table = varlen_tables(varlen, block_m, causal, n_slots, order)
+    inputs = (q, k_cache, v_cache, table, block_table)
+    tail = ("causal" if causal else "plain") in VARLEN_TAIL
+    half = not causal and "plain" in VARLEN_HALF
+    page = k_cache.shape[1]
+    key = plans.plan_key("fwd_varlen_paged_gluon", inputs, (float(softmax_scale), bool(causal), order,
+                                                            bool(VARLEN_FAST), tail, half, page))
+    return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k_cache, v_cache, table, batch, n_slots, softmax_scale,
+                                                           causal, order, tail, False, half,
+                                                           paged=(block_table, page)))
+
+
+def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
+                     tail: bool = False, persistent: bool = False, half: bool = False, drop=None, rng=None,
+                     paged=None):
+    total_q, h, d = q.shape
     block_m, block_n, stages = DEFAULT_CONFIG[d]
     out = memory.empty(q.shape, q.dtype, q.device)
     lse = memory.empty((h, total_q), torch.float32, q.device)
     wg_rows = block_m // 2
     q_desc, o_desc = _rows_desc(q, wg_rows), _rows_desc(out, wg_rows)
-    k_desc, v_desc = _rows_desc(k, block_n), _rows_desc(v, block_n)
+    if paged is not None:
+        # (VARLEN_PAGED: k, v are the caches (num_blocks, page, Hk, D), read as (num_blocks * page, Hk * D) rows)
+        from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+        nb, page, hk = k.shape[0], k.shape[1], k.shape[2]
+        total_k = nb * page
+        k_desc, v_desc = (TensorDescriptor(x, [total_k, hk * d], [hk * d, 1], [block_n, d],
+                                           _box_layout(block_n, d, x.dtype)) for x in (k, v))
+    else:
+        total_k, hk = k.shape[0], k.shape[1]
+        k_desc, v_desc = _rows_desc(k, block_n), _rows_desc(v, block_n)
     if persistent:
         # (one CTA an SM over the (slots, H) blocks; EARLY_Q: the PERSISTENT kernel's Q-early order)
         grid = (min(sm_count(q.device), n_slots * h),)
@@ -510,6 +545,8 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
         drop_args = (rng, drop[0], total_q, drop[1])       # RNG, dropout_p, rng_rows, rng_stride
     else:
         drop_args = (lse, 0.0, 0, 0)
+    if paged is not None:
+        extra.update(BLOCK_TABLE=paged[0], bt_stride=paged[0].stride(0), PAGE_SIZE=paged[1])
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,

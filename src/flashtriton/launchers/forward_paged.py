@@ -18,6 +18,8 @@ from . import plans
 from .common import (AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks, _dot_precision,
                      _effective_window, _unit_stride_varlen, block_d, interpreting)
 from .decode import _kv_descriptor, _tma_ready, page_gather_kind
+from . import forward_gluon
+from .policy import gluon_fwd_paged
 
 # Key / value tiles by TMA where a page holds whole tiles (PAGE_SIZE >= BLOCK_N) and the caches are contiguous with a
 # 16-byte aligned base (decode's rule, _tma_ready); else pointer loads. Session 49: bench/NOTES.md "Session 49".
@@ -33,6 +35,10 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     page_size, nheads_k = k_cache.shape[1], k_cache.shape[2]
     batch = varlen.cu_seqlens_q.numel() - 1
     params = _effective_window(params, varlen.max_seqlen_q, varlen.max_seqlen_k)
+    if gluon_fwd_paged(q, k_cache, v_cache, block_table, params, alibi, block_d(head_dim), varlen):
+        # (session 51: the Gluon VARLEN kernel's VARLEN_PAGED, plain or the canonical causal mask; its own launch plan)
+        return forward_gluon.fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, params.softmax_scale,
+                                              causal=params.window_right == 0)
     out = memory.empty(q.shape, q.dtype, q.device)
     lse = memory.empty((nheads, total_q), torch.float32, q.device)
     if total_q == 0:

@@ -665,6 +665,35 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
     return _warp_spec_switch(q)
 
 
+# Paged packed forwards (flash_attn_varlen_func(..., block_table=)) on the Gluon VARLEN kernel's VARLEN_PAGED
+# (session 51; launchers/forward_gluon.fwd_varlen_paged) instead of kernels/fwd_paged.py: kind -> head dims, at
+# GLUON_FWD_VARLEN_MIN_N's lengths, pages a multiple of the kernel's key tile.
+GLUON_FWD_PAGED: dict[str, frozenset[int]] = {"plain": frozenset({64, 128}), "causal": frozenset({64, 128})}
+
+
+def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, bd: int, varlen) -> bool:
+    """Whether a paged packed forward (params through _effective_window) takes the Gluon VARLEN_PAGED kernel: no
+    ALiBi, softcap, dropout or window (plain, or the canonical causal mask), head_dim == BLOCK_D listed in
+    GLUON_FWD_PAGED[kind] and in GLUON_FWD_VARLEN_MIN_N[kind] with max_seqlen_q at its entry or more, bf16 / fp16,
+    q readable as (total_q, H * D) rows without a copy, contiguous caches with 16-byte aligned bases, the page a
+    multiple of the kernel's key tile (a tile never straddles pages), num_blocks * page below 2^31 (the TMA row
+    coordinate), block_table int32 with unit column stride, H <= 65535; never under the interpreter; then the
+    warp-specialized kernels' switch."""
+    kind = gluon_kind(params)
+    table = GLUON_FWD_VARLEN_MIN_N.get(kind, {})
+    if (bd not in GLUON_FWD_PAGED.get(kind, ()) or bd not in table or q.shape[-1] != bd or interpreting()
+            or varlen.max_seqlen_q < table[bd] or q.shape[0] == 0 or q.shape[1] > 65535):
+        return False
+    page = k_cache.shape[1]
+    if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
+            and q.dtype in (torch.bfloat16, torch.float16) and rows_view_ok(q.unsqueeze(0))
+            and all(c.dtype == q.dtype and c.is_contiguous() and c.data_ptr() % 16 == 0 for c in (k_cache, v_cache))
+            and page % GLUON_TILES[bd][1] == 0 and k_cache.shape[0] * page < 2 ** 31
+            and block_table.dtype == torch.int32 and block_table.stride(1) == 1):
+        return False
+    return _warp_spec_switch(q)
+
+
 # The fused Gluon backward's VARLEN variant (session 50; kernels/bwd_gluon_fused.py VARLEN,
 # launchers/backward_gluon.fused_varlen_into): packed backwards by gluon_kind ("plain" / "causal") and
 # head dim -> the shortest max_seqlen_q that takes it (deterministic=False only: dq reduce-added in fp32
