@@ -22,6 +22,10 @@ from flashtriton.launchers import forward_gluon
 H = 16
 CASES = [(128, 128, 4096, 0), (128, 128, 4096, 1), (128, 128, 512, 0), (128, 512, 2048, 0), (128, 1024, 8192, 0),
          (64, 128, 4096, 0)]
+# (session 51, call 7: D = 64 now takes the VARLEN forward from 250; S51_HALF_D64=1 measures its ranges, with the
+# same rule: keep VARLEN_HALF at D = 64 if 128..4096's median >= 1.00 and no range below 0.99)
+if os.environ.get("S51_HALF_D64"):
+    CASES = [(64, 128, 4096, 0), (64, 128, 4096, 1), (64, 128, 512, 0), (64, 512, 2048, 0), (64, 1024, 8192, 0)]
 
 
 def main():
@@ -59,7 +63,8 @@ def main():
         print(f"D={d} {lo:5d}..{hi:5d} seed {seed} half {row.get('half_tflops', 0):6.1f}  off "
               f"{row.get('off_tflops', 0):6.1f}  ratio {row.get('ratio', 0):.4f}  diff {diff:.2e}  err {errs}  "
               f"{errors or ''}", flush=True)
-    with open(os.path.join(os.environ.get("OUT", "/tmp"), "varlen_half_ab.json"), "w") as fh:
+    name = "varlen_half_ab_d64.json" if os.environ.get("S51_HALF_D64") else "varlen_half_ab.json"
+    with open(os.path.join(os.environ.get("OUT", "/tmp"), name), "w") as fh:
         json.dump(res, fh, indent=1)
 
 

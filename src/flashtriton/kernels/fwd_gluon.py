@@ -1878,7 +1878,8 @@ def attn_fwd_gluon_kernel(
     # VARLEN_PAGED (session 51; launchers/forward_gluon.fwd_varlen_paged): K / V from a paged cache, k_desc / v_desc
     # over its (blocks * PAGE_SIZE, Hk * D) view, tile rows through BLOCK_TABLE (_fwd_load's PAGE), the last tile's V
     # rows past the sequence zeroed (_zero_v_tail); cu_seqlens_k in SCHED gives the key lengths only
-    PAGED: gl.constexpr = PAGE_SIZE > 0
+    # (an offline compile that leaves PAGE_SIZE out of its signature binds None: no default is applied there)
+    PAGED: gl.constexpr = PAGE_SIZE is not None and PAGE_SIZE > 0
     gl.static_assert((not PAGED) or (VARLEN and not (PERSISTENT or DROPOUT) and PAGE_SIZE % BLOCK_N == 0),
                      "VARLEN_PAGED: the VARLEN forward one block a CTA, no dropout, pages of whole key tiles")
     if EARLY_Q or VARLEN:
