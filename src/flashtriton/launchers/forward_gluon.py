@@ -421,7 +421,9 @@ VARLEN_PERSISTENT: frozenset = frozenset()
 # s51_varlen_half_ab.py, s51 call 1), on / off: 128..4096 1.021 (551 / 540 TFLOP/s) and 1.023 (a second draw),
 # 512..2048 1.015, 1024..8192 1.012; outputs bitwise equal (the half tile's other columns were exact zeros, summed
 # last). Routed by the pre-registered rule on the ranges this kernel serves (128..512 and D = 64 are below
-# policy.GLUON_FWD_VARLEN_MIN_N: both arms ran the same other kernel there, 0.989 / 1.000).
+# policy.GLUON_FWD_VARLEN_MIN_N: both arms ran the same other kernel there, 0.989 / 1.000). D = 64 (routed from 250
+# since s51 call 4; s51 call 7, S51_HALF_D64=1): 128..4096 1.027 and 1.011 (two draws), 128..512 1.031, 512..2048
+# 1.023, 1024..8192 1.014, outputs bitwise: the same rule holds, kept for both head dims.
 VARLEN_HALF = frozenset({"plain"})
 
 
