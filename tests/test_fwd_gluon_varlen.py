@@ -50,7 +50,7 @@ def test_policy_contract():
     vl = Varlen(cu_seqlens([2048, 2048], "cpu"), cu_seqlens([2048, 2048], "cpu"), 2048, 2048)
     p = AttnParams(0.1)
     assert not policy.gluon_fwd_varlen(q, k, v, p, None, 128, vl)      # the interpreter, or a CPU tensor
-    assert set(policy.GLUON_FWD_VARLEN_MIN_N) == {"plain", "causal"}
+    assert set(policy.GLUON_FWD_VARLEN_MIN_N) <= {"plain", "causal", "window"}
     assert all(set(t) <= {64, 128} for t in policy.GLUON_FWD_VARLEN_MIN_N.values())
 
 
@@ -61,12 +61,13 @@ import gluon_fwd_compile as g
 out = []
 # as routed (one block a CTA; causal with VARLEN_TAIL, plain with VARLEN_HALF), then the plain PERSISTENT option
 # (EARLY_Q), then plain without VARLEN_HALF, then DROPOUT plain / causal
-for causal, persistent, half, dropout in ((False, False, True, False), (True, False, False, False),
-                                          (False, True, False, False), (False, False, False, False),
-                                          (False, False, False, True), (True, False, False, True)):
+for causal, persistent, half, dropout, window in ((False, False, True, False, False), (True, False, False, False, False),
+                                                  (False, True, False, False, False), (False, False, False, False, False),
+                                                  (False, False, False, True, False), (True, False, False, True, False),
+                                                  (False, False, False, False, True)):
     c = g.compile_fwd(128, "bf16", causal=causal, varlen=True, varlen_fast=True, varlen_order=True,
                       varlen_tail=causal, persistent=persistent, early_q=persistent, varlen_half=half,
-                      dropout=dropout)
+                      dropout=dropout, window=window)
     r = g.report(c)
     text = g.sass(c)
     out.append(dict(loops=r["tile_loops"], spill=r["spill_bytes"], hgmma=r["hgmma"], hmma=r["hmma"],
@@ -91,7 +92,10 @@ def test_varlen_compiles_offline():
     register stores (no UTMASTG), at most 16 spill bytes (4 local accesses, once a CTA or a block, as the dense
     PERSISTENT kernel's; none in the tile loops)."""
     pytest.importorskip("triton.experimental.gluon")
-    plain, causal, persistent, no_half, drop_plain, drop_causal = offline_compile(_COMPILE)
+    plain, causal, persistent, no_half, drop_plain, drop_causal, window = offline_compile(_COMPILE)
+    # WINDOW (session 51): three loops a consumer (left edge, unmasked, right edge), no spills
+    assert window["hgmma"] > 0 and window["hmma"] == 0 and len(window["loops"]) == 6, window
+    assert all(n < 900 for n in window["loops"]) and window["spill"] == 0 and window["local"] == 0, window
     for r in (drop_plain, drop_causal):
         # DROPOUT (session 51): the keep hash in the loops; D = 128 plain spills 40 bytes (one local access in the
         # second consumer's loops), causal 8
@@ -230,18 +234,23 @@ def test_varlen_repeatable_gpu(gluon_varlen_on):
 @pytest.mark.gpu
 @hopper
 def test_varlen_route_by_default_gpu(monkeypatch):
-    """At the table's length the default route takes the kernel; below it, not; nor with a window or ALiBi."""
+    """At the table's length the default route takes the kernel; below it, not; nor with ALiBi or a window with a
+    right edge; a window (left, 0) where the table lists windows (session 51)."""
     calls = spy(monkeypatch, forward_gluon, "fwd_varlen")
     n = max(policy.GLUON_FWD_VARLEN_MIN_N["plain"][128], policy.GLUON_FWD_VARLEN_MIN_N["causal"][128])
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, causal=True)
     assert len(calls) == 1
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=(64, 0))
+    window_routed = n >= policy.GLUON_FWD_VARLEN_MIN_N.get("window", {}).get(128, 1 << 30)
+    assert len(calls) == 1 + int(window_routed)
+    calls.clear()
+    flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=(64, 64))
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen, alibi_slopes=torch.rand(4, device=DEVICE))
     n = policy.GLUON_FWD_VARLEN_MIN_N["plain"][128]
     (q, k, v), varlen = rand_varlen([n - 1, 100], [n - 1, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     flashtriton.flash_attn_varlen_func(q, k, v, *varlen)
-    assert len(calls) == 1
+    assert len(calls) == 0
 
 
 @pytest.mark.gpu
@@ -355,3 +364,41 @@ def test_varlen_dropout_plan_replay_gpu(gluon_varlen_on, monkeypatch):
     assert plans.stats["replayed"] == before + 1, "the second call did not replay"
     monkeypatch.setenv("FLASHTRITON_PLANS", "0")
     assert torch.equal(out, run(2)) and not torch.equal(out, run(3))
+
+
+WINDOW_CASES = [
+    # lens_q, lens_k, (H, Hk), D, window (left, 0)
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, (256, 0)),
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, (1000, 0)),
+    ([1030, 0, 40, 17], [700, 9, 1500, 17], (4, 1), 128, (64, 0)),     # Nq > Nk (rows with no key), Nq < Nk, empty
+    ([600, 129, 113], [1500, 129, 1023], (4, 4), 128, (127, 0)),
+    ([1500, 64], [3000, 64], (4, 2), 64, (300, 0)),
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,window", WINDOW_CASES)
+def test_varlen_window_matches_reference_gpu(gluon_varlen_on, monkeypatch, dtype, lens_q, lens_k, heads, d, window):
+    """WINDOW (session 51): a sliding window (left, 0) per packed sequence on the VARLEN kernel, against float64,
+    outputs poisoned first: the band's tiles of each sequence (t_lo .. t_hi), its left edge masked, rows that see no
+    key O = 0 / lse = +inf."""
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {kind: {128: 1, 64: 1} for kind in ("plain", "causal",
+                                                                                               "window")})
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, dtype, DEVICE)
+    out, lse, _ = flashtriton.flash_attn_varlen_func(q, k, v, *varlen, window_size=window, return_attn_probs=True)
+    assert len(gluon_varlen_on) == 1, "the call did not take the Gluon VARLEN kernel"
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=d ** -0.5, window_left=window[0],
+                                 window_right=0)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any(), "unwritten (NaN-poisoned) output"
+    assert_close("out", out, truth["out"], lowp["out"], 2, dtype)
+    assert_close("lse", lse, truth["lse"], lowp["lse"], 2, dtype)
+
+
+def test_varlen_window_rule():
+    """fwd_varlen's window: (left >= 0, 0) only, not with causal or dropout (ValueError before any launch)."""
+    (q, k, v), varlen = rand_varlen([300, 200], [300, 200], 2, 1, 128, torch.bfloat16, "cpu")
+    for kw in (dict(window=(64, 8)), dict(window=(-1, 0)), dict(window=(64, 0), causal=True)):
+        with pytest.raises(ValueError, match="window"):
+            forward_gluon.fwd_varlen(q, k, v, Varlen(*varlen), 0.1, **kw)

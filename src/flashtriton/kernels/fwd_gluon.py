@@ -659,7 +659,7 @@ def _tile_coords(pid_m, pid_bh, seqlen_q, seqlen_k, nheads, group, win_left, win
 
 @gluon.jit
 def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr,
-                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+                        BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr, win_left=0, WINDOW: gl.constexpr = False):
     """VARLEN (session 49): _tile_coords of a packed batch's slot (a query block of one
     sequence; slot < SCHED[batch], the blocks of all sequences). SCHED packs the host's int32
     tables (launchers/forward_gluon.fwd_varlen): [0, B] the cumulative query-block counts
@@ -670,7 +670,12 @@ def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.cons
     diagonal itself (a row i < Nq_b sees keys up to i + Nk_b - Nq_b <= Nk_b - 1), else by
     KEY_BOUND (diag = Nk_b - 1 for every row, n_full the whole tiles). CAUSAL: the sequence's
     blocks heaviest first (the slot's block reversed, as fwd.py). Returns _tile_coords' tuple
-    and row_lim, the rows of the block inside the sequence."""
+    and row_lim, the rows of the block inside the sequence.
+    WINDOW (session 51): a sliding window (win_left, 0) per sequence (right edge 0 only, the launcher's rule: a
+    row's band then ends at its diagonal, i + Nk_b - Nq_b <= Nk_b - 1, so no row of the sequence sees a key past
+    it and no key bound is needed; rows past the sequence's end may, but they are never stored). _tile_coords'
+    WINDOW split on the sequence's cdiv(Nk_b, BLOCK_N) tiles: the block's tiles [t_lo, t_hi), n_left / n_full per
+    warpgroup, diag from tile t_lo's first key, key0 = t_lo * BLOCK_N (the loader's kv_row includes it)."""
     HALF_M: gl.constexpr = BLOCK_M // 2
     b = find_sequence(SCHED, slot, batch)
     blk0 = gl.load(SCHED + b)
@@ -686,11 +691,28 @@ def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.cons
     kv_row = k_start
     kv_col = (h // group) * HEAD_DIM
     n_tiles = gl.maximum(gl.cdiv(seqlen_k, BLOCK_N), 1)
+    n_left0 = ONE
+    n_left1 = ONE
+    key0 = ZERO
     if CAUSAL:
         diag = block * BLOCK_M + seqlen_k - seqlen_q
         n_load = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), 1), n_tiles)
         n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N, 1), n_load)
         n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N, 1), n_load)
+    elif WINDOW:
+        # _tile_coords' WINDOW with win_right = 0 (hi = diag)
+        diag = block * BLOCK_M + seqlen_k - seqlen_q
+        lo = diag - win_left
+        t_lo = gl.minimum(gl.maximum(lo, 0) // BLOCK_N, n_tiles - 1)
+        t_hi = gl.minimum(gl.cdiv(gl.maximum(diag + BLOCK_M, 0), BLOCK_N), n_tiles)
+        n_load = gl.maximum(t_hi - t_lo, 1)
+        kv_row = kv_row + t_lo * BLOCK_N
+        n_left0 = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(lo + HALF_M - 1, 0), BLOCK_N) - t_lo, 1), n_load)
+        n_left1 = gl.minimum(gl.maximum(gl.cdiv(gl.maximum(lo + BLOCK_M - 1, 0), BLOCK_N) - t_lo, 1), n_load)
+        n_full0 = gl.minimum(gl.maximum(gl.maximum(diag + 1, 0) // BLOCK_N - t_lo, n_left0), n_load)
+        n_full1 = gl.minimum(gl.maximum(gl.maximum(diag + HALF_M + 1, 0) // BLOCK_N - t_lo, n_left1), n_load)
+        diag = diag - t_lo * BLOCK_N
+        key0 = t_lo * BLOCK_N
     else:
         diag = seqlen_k - 1
         n_load = n_tiles
@@ -698,7 +720,7 @@ def _tile_coords_varlen(SCHED, slot, batch, h, total_q, group, HEAD_DIM: gl.cons
         n_full1 = n_full0
     lse_off = h.to(gl.int64) * total_q + q_row
     row_lim = seqlen_q - block * BLOCK_M
-    return q_row, q_col, kv_row, kv_col, n_load, ONE, ONE, n_full0, n_full1, diag, lse_off, ZERO, row_lim
+    return q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim
 
 
 @gluon.jit
@@ -1864,13 +1886,15 @@ def attn_fwd_gluon_kernel(
     # dispatch order, heaviest first, after them); O by masked stores (_fwd_consume's VARLEN). DROPOUT (session 51,
     # one block a CTA): the packed counter layout (rng_rows = total_q, rng_stride = max_seqlen_k): rows by the packed
     # row (q_row), columns by the key's index in its sequence (key0 = 0), as the packed Triton forwards draw it
-    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (WINDOW or PINGPONG or O_STAGE
+    # WINDOW (session 51, one block a CTA, no dropout): the window (win_left, 0) per sequence (_tile_coords_varlen)
+    gl.static_assert((not VARLEN) or (NUM_CONSUMERS == 2 and not (PINGPONG or O_STAGE
                                                                    or OWN_TILES or SPLIT_EMPTY or TIMELINE)
                                        and HEAD_DIM != 256 and PERSISTENT == EARLY_Q
-                                       and not (PERSISTENT and (CAUSAL or VARLEN_TAIL or DROPOUT))),
+                                       and not (PERSISTENT and (CAUSAL or VARLEN_TAIL or DROPOUT or WINDOW))
+                                       and not (WINDOW and (CAUSAL or DROPOUT or LEAN_MASK))),
                      "VARLEN: the 2-consumer plain / CAUSAL forward one block a CTA, or plain PERSISTENT with "
                      "EARLY_Q (session 50, no dropout), D = 64 / 128")
-    KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL)
+    KEY_BOUND: gl.constexpr = VARLEN and (not CAUSAL) and (not WINDOW)
     # VARLEN_HALF (session 51): a plain packed block's last key tile, when at most half full, computed BLOCK_N / 2
     # keys wide (_fwd_consume's KEY_HALF)
     gl.static_assert((not VARLEN_HALF) or (KEY_BOUND and not (PERSISTENT or DROPOUT)),
@@ -1922,7 +1946,8 @@ def attn_fwd_gluon_kernel(
         if slot >= gl.load(SCHED + batch):
             return                                                     # the grid is an upper bound
         q_row, q_col, kv_row, kv_col, n_load, n_left0, n_left1, n_full0, n_full1, diag, lse_off, key0, row_lim = \
-            _tile_coords_varlen(SCHED, slot, batch, h_v, seqlen_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL)
+            _tile_coords_varlen(SCHED, slot, batch, h_v, seqlen_q, group, HEAD_DIM, BLOCK_M, BLOCK_N, CAUSAL, wl,
+                                WINDOW)
         if PAGED:
             b_pg = find_sequence(SCHED, slot, batch)
             bt_row = BLOCK_TABLE + b_pg.to(gl.int64) * bt_stride              # the sequence's block-table row

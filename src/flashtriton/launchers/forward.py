@@ -32,9 +32,12 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
         vl = _unit_stride_varlen(varlen)
         p = _effective_window(params, vl.max_seqlen_q, vl.max_seqlen_k)
         if gluon_fwd_varlen(q, k, v, p, alibi, block_d(q.shape[-1]), vl):
-            # (with dropout, session 51: the call's rng state, the packed counter layout)
-            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=p.window_right == 0,
-                                            dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None)
+            # (with dropout, session 51: the call's rng state, the packed counter layout; a sliding window (left, 0),
+            # session 51: the kernel's WINDOW, the effective window's left side)
+            kind = gluon_kind(p)
+            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
+                                            dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
+                                            window=(int(p.window_left), 0) if kind == "window" else None)
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))

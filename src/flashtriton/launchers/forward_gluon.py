@@ -453,7 +453,8 @@ def _rows_desc(x: torch.Tensor, rows: int):
     return TensorDescriptor(x, [total, h * d], [x.stride(0), 1], [rows, d], _box_layout(rows, d, x.dtype))
 
 
-def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: float = 0.0, rng=None):
+def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: float = 0.0, rng=None,
+               window=None):
     """The VARLEN kernel (kernels/fwd_gluon.py, session 49) over a packed batch: q (total_q, H, D), k, v (total_k,
     Hk, D); returns (out like q, lse (H, total_q) fp32). DEFAULT_CONFIG's tile, one query block of one sequence a
     CTA, grid (cdiv(total_q, BLOCK_M) + B, H) (an upper bound: spare CTAs return at once), blocks heaviest first
@@ -466,10 +467,15 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
     descriptors, Triton's binder for ~40 arguments) passed the kernel's ~0.25 ms on the device machine.
     dropout_p > 0 (session 51; one block a CTA, VARLEN_HALF off): the kernel's DROPOUT with the call's rng state
     (an int64 (seed, offset) device tensor, an input of the plan) in the packed counter layout (rng_rows = total_q,
-    rng_stride = max(max_seqlen_k, 1): launchers/forward.dropout_mask's for a packed batch)."""
+    rng_stride = max(max_seqlen_k, 1): launchers/forward.dropout_mask's for a packed batch).
+    window (session 51): None, or a sliding window (win_left >= 0, 0) per sequence (the kernel's VARLEN WINDOW; not
+    with causal or dropout): the effective window of the call (launchers.common._effective_window over max_seqlen),
+    which the plan's key holds."""
     dropout = dropout_p > 0
     if dropout and rng is None:
         raise ValueError("rng: dropout_p > 0 needs the call's rng state (an int64 (seed, offset) tensor)")
+    if window is not None and (causal or dropout or len(window) != 2 or window[0] < 0 or window[1] != 0):
+        raise ValueError(f"window: expected (win_left >= 0, 0) without causal or dropout, got {window!r}")
     total_q, h, d = q.shape
     batch = varlen.cu_seqlens_q.numel() - 1
     block_m = DEFAULT_CONFIG[d][0]
@@ -478,14 +484,17 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
     inputs = (q, k, v, table, rng if dropout else None)
     kind = "causal" if causal else "plain"
-    persistent = not causal and not dropout and "plain" in VARLEN_PERSISTENT
+    if window is not None:
+        kind = "window"
+    persistent = kind == "plain" and not dropout and "plain" in VARLEN_PERSISTENT
     tail = not persistent and kind in VARLEN_TAIL
-    half = not persistent and not causal and not dropout and "plain" in VARLEN_HALF
+    half = not persistent and kind == "plain" and not dropout and "plain" in VARLEN_HALF
     drop = (float(dropout_p), max(int(varlen.max_seqlen_k), 1)) if dropout else None
+    win = None if window is None else (int(window[0]), 0)
     key = plans.plan_key("fwd_varlen_gluon", inputs, (float(softmax_scale), bool(causal), order, bool(VARLEN_FAST),
-                                                      tail, persistent, half, drop))
+                                                      tail, persistent, half, drop, win))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k, v, table, batch, n_slots, softmax_scale, causal,
-                                                           order, tail, persistent, half, drop, rng))
+                                                           order, tail, persistent, half, drop, rng, window=win))
 
 
 def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, causal: bool = False):
@@ -516,7 +525,7 @@ def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, ca
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,
                      tail: bool = False, persistent: bool = False, half: bool = False, drop=None, rng=None,
-                     paged=None):
+                     paged=None, window=None):
     total_q, h, d = q.shape
     block_m, block_n, stages = DEFAULT_CONFIG[d]
     out = memory.empty(q.shape, q.dtype, q.device)
@@ -549,10 +558,15 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
         drop_args = (lse, 0.0, 0, 0)
     if paged is not None:
         extra.update(BLOCK_TABLE=paged[0], bt_stride=paged[0].stride(0), PAGE_SIZE=paged[1])
+    if window is not None:
+        extra["WINDOW"] = True
+        win_args = window                                  # win_left, win_right (0)
+    else:
+        win_args = (0, 0)
     with torch.cuda.device(out.device):
         plans.launch(attn_fwd_gluon_kernel, grid,
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
-                     float(softmax_scale) * LOG2E, batch, 1, table, 0, 0, *drop_args, out,
+                     float(softmax_scale) * LOG2E, batch, 1, table, *win_args, *drop_args, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
                      NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
                      VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), **extra, num_warps=4)

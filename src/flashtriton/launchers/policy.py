@@ -635,7 +635,9 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 # 359 TFLOP/s), 1024..8192 1.08x; causal 1.08 / 1.02 / 1.06 / 1.07 / 1.06 / 1.09x; every round >= 1.016x. The
 # pre-registered rule (the smallest max_seqlen of a range from which every longer range wins, every round >= 0.98):
 # from 250 (the shortest range's longest sequence) for both kinds.
-GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768, 64: 250}, "causal": {128: 480, 64: 250}}
+# "window" (session 51): sliding windows (left, 0) on the kernel's VARLEN WINDOW (windows with a right edge keep the
+# Triton kernels), routed after the A/B below.
+GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768, 64: 250}, "causal": {128: 480, 64: 250}, "window": {128: 1, 64: 1}}
 # The head dims whose packed dropout forwards (plain or causal) take the Gluon VARLEN kernel's DROPOUT (session 51),
 # at GLUON_FWD_VARLEN_MIN_N's lengths. Measured (s51 calls 4-5, p = 0.1, the same protocol), on / off: D = 128 plain
 # 512..2048 1.38x (390 / 284 TFLOP/s), 128..4096 1.23x (426 / 346), 1024..8192 1.14x; causal 1.20x, 1.24x (369 /
@@ -646,8 +648,9 @@ GLUON_FWD_VARLEN_DROPOUT: frozenset[int] = frozenset({128})
 
 
 def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> bool:
-    """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi, softcap or window (plain, or
-    the canonical causal mask), dropout only at GLUON_FWD_VARLEN_DROPOUT's head dims (session 51), bf16 / fp16,
+    """Whether a packed forward takes the Gluon VARLEN kernel: no ALiBi or softcap, plain, the canonical causal
+    mask or (session 51) a sliding window (left, 0) without dropout, dropout only at GLUON_FWD_VARLEN_DROPOUT's head
+    dims (session 51), bf16 / fp16,
     head_dim == BLOCK_D with an entry
     in GLUON_FWD_VARLEN_MIN_N[kind], max_seqlen_q >= the entry, tokens in both q and k, q, k, v
     readable as (total, heads * D) rows without a copy, H <= 65535 (the grid's second
@@ -657,6 +660,8 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
     if (bd not in table or q.shape[-1] != bd or interpreting() or varlen.max_seqlen_q < table[bd]
             or q.shape[0] == 0 or k.shape[0] == 0 or q.shape[1] > 65535):
         return False
+    if kind == "window" and (params.window_right != 0 or params.dropout_p > 0):
+        return False                       # (the VARLEN WINDOW variant: (left, 0) windows without dropout)
     if not (alibi is None and params.softcap == 0
             and (params.dropout_p == 0 or bd in GLUON_FWD_VARLEN_DROPOUT)
             and q.dtype in (torch.bfloat16, torch.float16)
