@@ -636,7 +636,11 @@ def warp_spec_varlen(q, params: AttnParams, alibi, bd: int, kernel: str = "fwd")
 # pre-registered rule (the smallest max_seqlen of a range from which every longer range wins, every round >= 0.98):
 # from 250 (the shortest range's longest sequence) for both kinds.
 # "window" (session 51): sliding windows (left, 0) on the kernel's VARLEN WINDOW (windows with a right edge keep the
-# Triton kernels), routed after the A/B below.
+# Triton kernels). Measured (bench/gpu/s51_varlen_window_fwd_ab.py, s51 call 8, the same protocol), on / off (the
+# Triton route, kernels/fwd.py): D = 128 (1024, 0) 512..2048 1.26x, 128..4096 1.21x, 1024..8192 1.23x, (256, 0)
+# 128..4096 1.27x; D = 64 (H = 32) 128..4096 1.009x / 1.002x (level); every round >= 1.16x at D = 128, >= 1.000x at
+# D = 64. Both head dims pass the pre-registered rule (every range median >= 1.00, every round >= 0.98): from any
+# length.
 GLUON_FWD_VARLEN_MIN_N = {"plain": {128: 768, 64: 250}, "causal": {128: 480, 64: 250}, "window": {128: 1, 64: 1}}
 # The head dims whose packed dropout forwards (plain or causal) take the Gluon VARLEN kernel's DROPOUT (session 51),
 # at GLUON_FWD_VARLEN_MIN_N's lengths. Measured (s51 calls 4-5, p = 0.1, the same protocol), on / off: D = 128 plain
