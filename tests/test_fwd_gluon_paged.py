@@ -30,13 +30,13 @@ def _paged(k, v, lens_k, page):
 # ---------------------------------------------------------------------------------------
 def test_policy_contract():
     """gluon_fwd_paged: never under the interpreter or on CPU tensors; the tables name plain / causal and head dims
-    the VARLEN forward has."""
+    the VARLEN forward has (windows: (left, 0) only, session 51)."""
     q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
     kc = vc = torch.empty(40, 256, 2, 128, dtype=torch.bfloat16)
     table = torch.zeros(2, 20, dtype=torch.int32)
     vl = Varlen(cu_seqlens([2048, 2048], "cpu"), cu_seqlens([2048, 2048], "cpu"), 2048, 2048)
     assert not policy.gluon_fwd_paged(q, kc, vc, table, AttnParams(0.1), None, 128, vl)
-    assert set(policy.GLUON_FWD_PAGED) <= {"plain", "causal"}
+    assert set(policy.GLUON_FWD_PAGED) <= {"plain", "causal", "window"}
     assert all(d in (64, 128) for t in policy.GLUON_FWD_PAGED.values() for d in t)
 
 
@@ -85,8 +85,9 @@ CASES = [
 @pytest.fixture
 def paged_on(monkeypatch):
     """Route every D = 64 / 128 paged forward here (the varlen table's lengths lowered to 1) and record the route."""
-    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {"plain": {128: 1, 64: 1}, "causal": {128: 1, 64: 1}})
-    monkeypatch.setattr(policy, "GLUON_FWD_PAGED", {"plain": frozenset({64, 128}), "causal": frozenset({64, 128})})
+    kinds = ("plain", "causal", "window")
+    monkeypatch.setattr(policy, "GLUON_FWD_VARLEN_MIN_N", {kind: {128: 1, 64: 1} for kind in kinds})
+    monkeypatch.setattr(policy, "GLUON_FWD_PAGED", {kind: frozenset({64, 128}) for kind in kinds})
     return spy(monkeypatch, forward_gluon, "fwd_varlen_paged")
 
 
@@ -113,18 +114,19 @@ def test_paged_matches_reference_gpu(paged_on, lens_q, lens_k, heads, d, dtype, 
 @pytest.mark.gpu
 @hopper
 def test_paged_route_by_default_gpu(monkeypatch):
-    """At the varlen table's length the default route takes the kernel for pages of whole tiles; not for a page of
-    64 (a tile would straddle pages), nor with a window or ALiBi."""
+    """At the varlen table's length the default route takes the kernel for pages of whole tiles, a window (left, 0)
+    included; not for a page of 64 (a tile would straddle pages), nor with a window's right edge or ALiBi."""
     calls = spy(monkeypatch, forward_gluon, "fwd_varlen_paged")
     n = max(policy.GLUON_FWD_VARLEN_MIN_N["plain"][128], policy.GLUON_FWD_VARLEN_MIN_N["causal"][128])
     (q, k, v), varlen = rand_varlen([n, 100], [n, 100], 4, 2, 128, torch.bfloat16, DEVICE)
     for page, kw, taken in ((256, dict(causal=True), "causal"), (256, dict(), "plain"), (64, dict(), None),
-                            (256, dict(window_size=(64, 0)), None),
+                            (256, dict(window_size=(64, 0)), "window"), (256, dict(window_size=(64, 64)), None),
                             (256, dict(alibi_slopes=torch.rand(4, device=DEVICE)), None)):
         k_cache, v_cache, table = _paged(k, v, [n, 100], page)
         before = len(calls)
         flash_attn_varlen_func(q, k_cache, v_cache, *varlen, block_table=table, **kw)
-        want = taken is not None and 128 in policy.GLUON_FWD_PAGED.get(taken, ())
+        want = (taken is not None and 128 in policy.GLUON_FWD_PAGED.get(taken, ())
+                and n >= policy.GLUON_FWD_VARLEN_MIN_N.get(taken, {}).get(128, 1 << 30))
         assert len(calls) == before + int(want), (page, kw)
 
 
@@ -147,3 +149,28 @@ def test_paged_plan_replay_gpu(paged_on, monkeypatch):
     assert plans.stats["replayed"] == before + 1, "the second call did not replay"
     truth, lowp = reference_pair(q2, k2, v2, varlen=varlen2[:2], softmax_scale=128 ** -0.5)
     assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+
+
+WINDOW_CASES = [
+    # lens_q, lens_k, (H, Hk), D, page, window (left, 0)
+    ([1100, 300, 2049], [1100, 300, 2049], (4, 2), 128, 256, (1000, 0)),
+    ([1030, 0, 40, 17], [700, 9, 1500, 17], (4, 1), 128, 128, (64, 0)),   # Nq > Nk, Nq < Nk, an empty sequence
+    ([1500, 64], [3000, 64], (4, 2), 64, 512, (300, 0)),
+]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("lens_q,lens_k,heads,d,page,window", WINDOW_CASES)
+def test_paged_window_matches_reference_gpu(paged_on, lens_q, lens_k, heads, d, page, window):
+    """A sliding window (left, 0) over a paged cache (session 51): the loader's tiles start at the band's first
+    key tile (key0), the last one's rows past the sequence zeroed; against float64 and bitwise the packed route's."""
+    (q, k, v), varlen = rand_varlen(lens_q, lens_k, *heads, d, torch.bfloat16, DEVICE)
+    k_cache, v_cache, table = _paged(k, v, lens_k, page)
+    out = flash_attn_varlen_func(q, k_cache, v_cache, *varlen, window_size=window, block_table=table)
+    assert len(paged_on) == 1, "the call did not take the Gluon VARLEN_PAGED kernel"
+    truth, lowp = reference_pair(q, k, v, varlen=varlen[:2], softmax_scale=d ** -0.5, window_left=window[0],
+                                 window_right=0)
+    assert not torch.isnan(out).any()
+    assert_close("out", out, truth["out"], lowp["out"], 2, torch.bfloat16)
+    assert torch.equal(out, flash_attn_varlen_func(q, k, v, *varlen, window_size=window))

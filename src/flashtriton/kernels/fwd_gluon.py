@@ -502,10 +502,11 @@ LOADER_WARPS: gl.constexpr = gl.constexpr(1)
 def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
               q_row, q_col, kv_row, kv_col, n_tiles,
               HALF_M: gl.constexpr, BLOCK_N: gl.constexpr, NUM_STAGES: gl.constexpr, NUM_CONSUMERS: gl.constexpr,
-              BT=0, PAGE: gl.constexpr = 0):
-    # PAGE (VARLEN_PAGED, session 51): K / V tile j of the sequence from its page: row BT[j * BLOCK_N // PAGE] * PAGE
-    # + j * BLOCK_N % PAGE of the caches' (blocks * PAGE, Hk * D) views (BT: the sequence's block-table row; PAGE a
-    # multiple of BLOCK_N, so a tile never straddles pages); the entry read before the stage's wait
+              BT=0, PAGE: gl.constexpr = 0, key0=0):
+    # PAGE (VARLEN_PAGED, session 51): the block's K / V tile j, the sequence's keys key = key0 + j * BLOCK_N on (key0:
+    # the block's first loaded key, t_lo * BLOCK_N with WINDOW), from its page: row BT[key // PAGE] * PAGE + key %
+    # PAGE of the caches' (blocks * PAGE, Hk * D) views (BT: the sequence's block-table row; PAGE a multiple of
+    # BLOCK_N, so a tile never straddles pages); the entry read before the stage's wait
     # Q: the consumers' slices (two halves; NUM_CONSUMERS = 3, CAUSAL: three 64-row thirds, a
     # third past the sequence's end reading the next sequence's rows or TMA's zero fill, never
     # read: its consumer only drains), one barrier for all
@@ -518,7 +519,7 @@ def _fwd_load(q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_
         stage = j % NUM_STAGES
         phase = (j // NUM_STAGES) & 1
         if PAGE:
-            page_row = gl.load(BT + (j * BLOCK_N) // PAGE) * PAGE + (j * BLOCK_N) % PAGE
+            page_row = gl.load(BT + (key0 + j * BLOCK_N) // PAGE) * PAGE + (key0 + j * BLOCK_N) % PAGE
         # both consumers released this stage's previous tile (a fresh barrier passes parity 1)
         mbarrier.wait(kv_empty.index(stage), phase ^ 1)
         if PAGE:
@@ -1123,9 +1124,9 @@ def _zero_v_tail(v_tile, lim):
     consumer's P V reads it. A paged cache's rows past a sequence (the rest of its last page) may hold anything,
     NaN included: their scores are masked to p = 0, but 0 * NaN is NaN in the wgmma. By 16-row chunks (the ones
     reaching past lim: loaded, selected, stored back), then the async-proxy fence and a warpgroup barrier before the
-    wgmma. Both consumers zero the same rows of the same stage (idempotent: each writes zeros where the other's
-    wgmma may be reading zeros or the TMA's data it never uses... only rows past lim, which it also zeroed first); the
-    stage goes back to the loader only after both consumers' arrivals, each made after its own stores."""
+    wgmma. Both consumers zero the same rows of the same stage: the other's wgmma reads those rows only after its own
+    stores of the same zeros, so whichever store lands last it reads 0 (a benign race: equal values); the stage goes
+    back to the loader only after both consumers' arrivals, each made after its own stores and wgmma."""
     BLOCK_N: gl.constexpr = v_tile.shape[0]
     HEAD_DIM: gl.constexpr = v_tile.shape[1]
     CH: gl.constexpr = 16
@@ -1952,7 +1953,7 @@ def attn_fwd_gluon_kernel(
             b_pg = find_sequence(SCHED, slot, batch)
             bt_row = BLOCK_TABLE + b_pg.to(gl.int64) * bt_stride              # the sequence's block-table row
             seqlen_k_pg = gl.load(SCHED + 2 * batch + 3 + b_pg) - gl.load(SCHED + 2 * batch + 2 + b_pg)
-            kv_lim = seqlen_k_pg - (n_load - 1) * BLOCK_N                      # its keys in the last loaded tile
+            kv_lim = seqlen_k_pg - key0 - (n_load - 1) * BLOCK_N               # its keys in the last loaded tile
         else:
             bt_row = ZERO
             kv_lim = ZERO
@@ -2115,7 +2116,7 @@ def attn_fwd_gluon_kernel(
               VARLEN_FAST, VARLEN_HALF, PAGED, kv_lim)),
             (_fwd_load, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty,
                          q_row, q_col, kv_row, kv_col, n_load, HALF_M, BLOCK_N, NUM_STAGES, NUM_CONSUMERS,
-                         bt_row, PAGE_SIZE)),
+                         bt_row, PAGE_SIZE, key0)),
         ], [4, LOADER_WARPS], [CONSUMER_REGS, LOADER_REGS])
     elif OWN_TILES:
         # CAUSAL one block a CTA, 2 consumers, each computing only its rows' tiles (_fwd_consume_own)

@@ -497,7 +497,7 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
                                                            order, tail, persistent, half, drop, rng, window=win))
 
 
-def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, causal: bool = False):
+def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, causal: bool = False, window=None):
     """The VARLEN kernel's VARLEN_PAGED variant (session 51): fwd_varlen with k, v in a paged cache (num_blocks,
     page, Hk, D) read in place through block_table (B, max_blocks) int32 (flash_attn_varlen_func(...,
     block_table=)); cu_seqlens_k holds the key lengths. K / V tiles by TMA from descriptors over the caches'
@@ -505,7 +505,10 @@ def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, ca
     sequence zeroed in shared memory (a page's rest may hold NaN). The route (launchers/forward_paged, where
     policy.gluon_fwd_paged accepts the call) guarantees what fwd_varlen's does for q, and contiguous, 16-byte
     aligned caches, page a multiple of BLOCK_N, block_table with unit column stride, no dropout. A launch plan keyed
-    on q, the caches, the SCHED table and block_table as inputs (the table's values never reach the host)."""
+    on q, the caches, the SCHED table and block_table as inputs (the table's values never reach the host). window:
+    fwd_varlen's (a sliding window (left, 0), the plan's key holding it)."""
+    if window is not None and (causal or len(window) != 2 or window[0] < 0 or window[1] != 0):
+        raise ValueError(f"window: expected (win_left >= 0, 0) without causal, got {window!r}")
     total_q, h, d = q.shape
     batch = varlen.cu_seqlens_q.numel() - 1
     block_m = DEFAULT_CONFIG[d][0]
@@ -513,14 +516,16 @@ def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, ca
     order = bool(causal) or VARLEN_PLAIN_ORDER
     table = varlen_tables(varlen, block_m, causal, n_slots, order)
     inputs = (q, k_cache, v_cache, table, block_table)
-    tail = ("causal" if causal else "plain") in VARLEN_TAIL
-    half = not causal and "plain" in VARLEN_HALF
+    kind = "window" if window is not None else ("causal" if causal else "plain")
+    tail = kind in VARLEN_TAIL
+    half = kind == "plain" and "plain" in VARLEN_HALF
     page = k_cache.shape[1]
+    win = None if window is None else (int(window[0]), 0)
     key = plans.plan_key("fwd_varlen_paged_gluon", inputs, (float(softmax_scale), bool(causal), order,
-                                                            bool(VARLEN_FAST), tail, half, page))
+                                                            bool(VARLEN_FAST), tail, half, page, win))
     return plans.run(key, inputs, lambda: _fwd_varlen_body(q, k_cache, v_cache, table, batch, n_slots, softmax_scale,
                                                            causal, order, tail, False, half,
-                                                           paged=(block_table, page)))
+                                                           paged=(block_table, page), window=win))
 
 
 def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, causal: bool, order: bool,

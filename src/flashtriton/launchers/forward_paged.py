@@ -19,7 +19,7 @@ from .common import (AttnParams, Varlen, _alibi_strides, _cached_map, _common_sc
                      _effective_window, _unit_stride_varlen, block_d, interpreting)
 from .decode import _kv_descriptor, _tma_ready, page_gather_kind
 from . import forward_gluon
-from .policy import gluon_fwd_paged
+from .policy import gluon_fwd_paged, gluon_kind
 
 # Key / value tiles by TMA where a page holds whole tiles (PAGE_SIZE >= BLOCK_N) and the caches are contiguous with a
 # 16-byte aligned base (decode's rule, _tma_ready); else pointer loads. Session 49: bench/NOTES.md "Session 49".
@@ -37,8 +37,10 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     params = _effective_window(params, varlen.max_seqlen_q, varlen.max_seqlen_k)
     if gluon_fwd_paged(q, k_cache, v_cache, block_table, params, alibi, block_d(head_dim), varlen):
         # (session 51: the Gluon VARLEN kernel's VARLEN_PAGED, plain or the canonical causal mask; its own launch plan)
+        kind = gluon_kind(params)
         return forward_gluon.fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, params.softmax_scale,
-                                              causal=params.window_right == 0)
+                                              causal=kind == "causal",
+                                              window=(int(params.window_left), 0) if kind == "window" else None)
     out = memory.empty(q.shape, q.dtype, q.device)
     lse = memory.empty((nheads, total_q), torch.float32, q.device)
     if total_q == 0:

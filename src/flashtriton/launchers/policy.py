@@ -682,12 +682,14 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # 1024..8192 page 512 1.95x; causal 1.60x, 1.60x, 1.55x, 1.63x; D = 64 (H = 32) 128..4096 page 256 plain 1.20x,
 # causal 1.11x; every round >= 1.10x. Against the same batch packed: 0.95-1.01x (the Triton kernel: 0.51-0.62x at
 # D = 128). Every (kind, D) passes the pre-registered rule.
-GLUON_FWD_PAGED: dict[str, frozenset[int]] = {"plain": frozenset({64, 128}), "causal": frozenset({64, 128})}
+# "window" (windows (left, 0), as the packed VARLEN WINDOW): tested on the GPU, its A/B in s51 call 9.
+GLUON_FWD_PAGED: dict[str, frozenset[int]] = {"plain": frozenset({64, 128}), "causal": frozenset({64, 128}),
+                                              "window": frozenset({64, 128})}
 
 
 def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, bd: int, varlen) -> bool:
     """Whether a paged packed forward (params through _effective_window) takes the Gluon VARLEN_PAGED kernel: no
-    ALiBi, softcap, dropout or window (plain, or the canonical causal mask), head_dim == BLOCK_D listed in
+    ALiBi, softcap or dropout, plain, the canonical causal mask or a window (left, 0), head_dim == BLOCK_D listed in
     GLUON_FWD_PAGED[kind] and in GLUON_FWD_VARLEN_MIN_N[kind] with max_seqlen_q at its entry or more, bf16 / fp16,
     q readable as (total_q, H * D) rows without a copy, contiguous caches with 16-byte aligned bases, the page a
     multiple of the kernel's key tile (a tile never straddles pages), num_blocks * page below 2^31 (the TMA row
@@ -698,6 +700,8 @@ def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi,
     if (bd not in GLUON_FWD_PAGED.get(kind, ()) or bd not in table or q.shape[-1] != bd or interpreting()
             or varlen.max_seqlen_q < table[bd] or q.shape[0] == 0 or q.shape[1] > 65535):
         return False
+    if kind == "window" and params.window_right != 0:
+        return False                       # (the VARLEN WINDOW variant: windows (left, 0))
     page = k_cache.shape[1]
     if not (alibi is None and params.softcap == 0 and params.dropout_p == 0
             and q.dtype in (torch.bfloat16, torch.float16) and rows_view_ok(q.unsqueeze(0))
