@@ -682,9 +682,11 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # 1024..8192 page 512 1.95x; causal 1.60x, 1.60x, 1.55x, 1.63x; D = 64 (H = 32) 128..4096 page 256 plain 1.20x,
 # causal 1.11x; every round >= 1.10x. Against the same batch packed: 0.95-1.01x (the Triton kernel: 0.51-0.62x at
 # D = 128). Every (kind, D) passes the pre-registered rule.
-# "window" (windows (left, 0), as the packed VARLEN WINDOW): tested on the GPU, its A/B in s51 call 9.
+# "window" (windows (left, 0), as the packed VARLEN WINDOW; bench/gpu/s51_paged_window_ab.py, s51 call 9, 128..4096):
+# D = 128 page 256 (1024, 0) 1.51x the Triton paged kernel (0.294 / 0.444 ms), (256, 0) 1.40x, page 512 1.52x, every
+# round >= 1.39x, 0.93-0.97x the packed window; D = 64 0.993x (every round): D = 128 only, by the rule.
 GLUON_FWD_PAGED: dict[str, frozenset[int]] = {"plain": frozenset({64, 128}), "causal": frozenset({64, 128}),
-                                              "window": frozenset({64, 128})}
+                                              "window": frozenset({128})}
 
 
 def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, bd: int, varlen) -> bool:
