@@ -474,14 +474,7 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
     dropout = dropout_p > 0
     if dropout and rng is None:
         raise ValueError("rng: dropout_p > 0 needs the call's rng state (an int64 (seed, offset) tensor)")
-    if window is not None and (causal or dropout or len(window) != 2 or window[0] < 0 or window[1] != 0):
-        raise ValueError(f"window: expected (win_left >= 0, 0) without causal or dropout, got {window!r}")
-    total_q, h, d = q.shape
-    batch = varlen.cu_seqlens_q.numel() - 1
-    block_m = DEFAULT_CONFIG[d][0]
-    n_slots = -(-total_q // block_m) + batch
-    order = bool(causal) or VARLEN_PLAIN_ORDER
-    table = varlen_tables(varlen, block_m, causal, n_slots, order)
+    batch, n_slots, order, table = _varlen_launch_table(q, varlen, causal, window, dropout)
     inputs = (q, k, v, table, rng if dropout else None)
     kind = "causal" if causal else "plain"
     if window is not None:
@@ -497,6 +490,19 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
                                                            order, tail, persistent, half, drop, rng, window=win))
 
 
+def _varlen_launch_table(q, varlen, causal: bool, window, dropout: bool):
+    """fwd_varlen / fwd_varlen_paged's common start: the window's rule (None, or (win_left >= 0, 0) without causal
+    or dropout: ValueError), then (batch, n_slots, order, SCHED table) of the call."""
+    if window is not None and (causal or dropout or len(window) != 2 or window[0] < 0 or window[1] != 0):
+        raise ValueError(f"window: expected (win_left >= 0, 0) without causal or dropout, got {window!r}")
+    total_q, _, d = q.shape
+    batch = varlen.cu_seqlens_q.numel() - 1
+    block_m = DEFAULT_CONFIG[d][0]
+    n_slots = -(-total_q // block_m) + batch
+    order = bool(causal) or VARLEN_PLAIN_ORDER
+    return batch, n_slots, order, varlen_tables(varlen, block_m, causal, n_slots, order)
+
+
 def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, causal: bool = False, window=None):
     """The VARLEN kernel's VARLEN_PAGED variant (session 51): fwd_varlen with k, v in a paged cache (num_blocks,
     page, Hk, D) read in place through block_table (B, max_blocks) int32 (flash_attn_varlen_func(...,
@@ -507,14 +513,7 @@ def fwd_varlen_paged(q, k_cache, v_cache, block_table, varlen, softmax_scale, ca
     aligned caches, page a multiple of BLOCK_N, block_table with unit column stride, no dropout. A launch plan keyed
     on q, the caches, the SCHED table and block_table as inputs (the table's values never reach the host). window:
     fwd_varlen's (a sliding window (left, 0), the plan's key holding it)."""
-    if window is not None and (causal or len(window) != 2 or window[0] < 0 or window[1] != 0):
-        raise ValueError(f"window: expected (win_left >= 0, 0) without causal, got {window!r}")
-    total_q, h, d = q.shape
-    batch = varlen.cu_seqlens_q.numel() - 1
-    block_m = DEFAULT_CONFIG[d][0]
-    n_slots = -(-total_q // block_m) + batch
-    order = bool(causal) or VARLEN_PLAIN_ORDER
-    table = varlen_tables(varlen, block_m, causal, n_slots, order)
+    batch, n_slots, order, table = _varlen_launch_table(q, varlen, causal, window, False)
     inputs = (q, k_cache, v_cache, table, block_table)
     kind = "window" if window is not None else ("causal" if causal else "plain")
     tail = kind in VARLEN_TAIL
