@@ -76,7 +76,9 @@ def consumer_tiles(t0, n_tiles, n_left, n_full):
     assert len(ranges) == 4        # WINDOW's two, the plain branch's (not WINDOW's), the masked one
     ranges = [ranges[0], ranges[1], ranges[3]]
     tile_pred = re.search(r"mbarrier\.arrive\(q_free, pred=([^)]+)\)", _code(fwd_gluon._consume_tile)).group(1)
-    env = dict(t0=t0, n_tiles=n_tiles, n_left=n_left, n_full=n_full)
+    # the masked loop ends at n_main: n_tiles, unless KEY_HALF (session 51: plain VARLEN only, never with WINDOW)
+    assert re.search(r"else:\n\s+n_main = n_tiles\n", code), "n_main's default changed"
+    env = dict(t0=t0, n_tiles=n_tiles, n_left=n_left, n_full=n_full, n_main=n_tiles)
     ql = _ev(q_last, **env)
     out = [(t0, bool(_ev(peel_pred, **env)))]
     for lo, hi in ranges:
