@@ -40,6 +40,28 @@ def test_policy_contract():
     assert all(d in (64, 128) for t in policy.GLUON_FWD_PAGED.values() for d in t)
 
 
+def test_policy_rules_off_the_interpreter(monkeypatch):
+    """gluon_fwd_paged's rules with the interpreter and the GPU switch stubbed (CPU tensors stand in): a valid call
+    passes; a page of 64 keys (a tile would straddle pages), a table without columns (the loader reads each
+    sequence's first entry), a non-contiguous cache, ALiBi, dropout, a window with a right edge and fp32 do not."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "_warp_spec_switch", lambda q: True)
+    vl = Varlen(cu_seqlens([2048, 2048], "cpu"), cu_seqlens([2048, 2048], "cpu"), 2048, 2048)
+    q = torch.empty(4096, 4, 128, dtype=torch.bfloat16)
+    kc = torch.empty(40, 256, 2, 128, dtype=torch.bfloat16)
+    table = torch.zeros(2, 20, dtype=torch.int32)
+    ok = dict(q=q, k_cache=kc, v_cache=kc, block_table=table, params=AttnParams(0.1), alibi=None, bd=128, varlen=vl)
+    assert policy.gluon_fwd_paged(**ok)
+    assert policy.gluon_fwd_paged(**dict(ok, params=AttnParams(0.1, 64, 0)))             # a window (64, 0)
+    for bad in (dict(k_cache=torch.empty(80, 64, 2, 128, dtype=torch.bfloat16)),
+                dict(block_table=torch.zeros(2, 0, dtype=torch.int32)),
+                dict(v_cache=torch.empty(40, 256, 4, 128, dtype=torch.bfloat16)[:, :, :2]),
+                dict(alibi=torch.rand(4)), dict(params=AttnParams(0.1, dropout_p=0.1)),
+                dict(params=AttnParams(0.1, 64, 64)),
+                dict(q=q.float(), k_cache=kc.float(), v_cache=kc.float())):
+        assert not policy.gluon_fwd_paged(**dict(ok, **bad)), list(bad)
+
+
 _COMPILE = r"""
 import json, re, sys
 sys.path.insert(0, sys.argv[1])

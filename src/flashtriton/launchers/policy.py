@@ -695,8 +695,9 @@ def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi,
     GLUON_FWD_PAGED[kind] and in GLUON_FWD_VARLEN_MIN_N[kind] with max_seqlen_q at its entry or more, bf16 / fp16,
     q readable as (total_q, H * D) rows without a copy, contiguous caches with 16-byte aligned bases, the page a
     multiple of the kernel's key tile (a tile never straddles pages), num_blocks * page below 2^31 (the TMA row
-    coordinate), block_table int32 with unit column stride, H <= 65535; never under the interpreter; then the
-    warp-specialized kernels' switch."""
+    coordinate), block_table int32 with unit column stride and at least one column (the loader reads a sequence's
+    first entry even when it has no keys), H <= 65535; never under the interpreter; then the warp-specialized
+    kernels' switch."""
     kind = gluon_kind(params)
     table = GLUON_FWD_VARLEN_MIN_N.get(kind, {})
     if (bd not in GLUON_FWD_PAGED.get(kind, ()) or bd not in table or q.shape[-1] != bd or interpreting()
@@ -709,7 +710,7 @@ def gluon_fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi,
             and q.dtype in (torch.bfloat16, torch.float16) and rows_view_ok(q.unsqueeze(0))
             and all(c.dtype == q.dtype and c.is_contiguous() and c.data_ptr() % 16 == 0 for c in (k_cache, v_cache))
             and page % GLUON_TILES[bd][1] == 0 and k_cache.shape[0] * page < 2 ** 31
-            and block_table.dtype == torch.int32 and block_table.stride(1) == 1):
+            and block_table.dtype == torch.int32 and block_table.stride(1) == 1 and block_table.shape[1] >= 1):
         return False
     return _warp_spec_switch(q)
 
