@@ -102,10 +102,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fp16", action="store_true")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cells", nargs="*", default=None, help="D:causal:N entries, e.g. 128:0:512 (default: all)")
     args = ap.parse_args()
     dtype = torch.float16 if args.fp16 else torch.bfloat16
     route_plans = {}
     for d, causal, n, cands in cases():
+        if args.cells and f"{d}:{int(causal)}:{n}" not in args.cells:
+            continue
         h = 2048 // d
         b = 16384 // n
         provs = {"route": providers.ours}
