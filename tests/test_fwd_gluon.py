@@ -598,6 +598,8 @@ def test_gluon_route_rule(monkeypatch):
     for p in (common.AttnParams(0.1, window_left=64), common.AttnParams(0.1, softcap=3.0),
               common.AttnParams(0.1, dropout_p=0.1)):
         assert not rule(q, k, v, p)
+    # (session 52) D = 128 plain from 512: GLUON_FWD_O_STAGE["plain"]'s range starts below GLUON_FWD_MIN_N[128]
+    assert rule(*rand_qkv(1, 512, 512, 2, 1, 128, torch.bfloat16, "cpu"))
     monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {})
     assert not rule(q, k, v, common.AttnParams(0.1, window_right=0))
     assert not rule(q, k, v, alibi=torch.ones(2)) and not rule(q, k, v, varlen=True)

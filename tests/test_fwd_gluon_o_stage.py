@@ -164,6 +164,20 @@ def test_o_stage_switch(monkeypatch):
     assert policy.gluon_fwd_o_stage("window", 128, 16384, 16384, bf)
 
 
+def test_o_stage_plain_d128_from_512():
+    """D = 128 plain forwards take the O_STAGE persistent kernel from min(Nq, Nk) 512 (session 52,
+    bench/gpu/s52_short_routes_grid.py: 1.08-1.10x fwd_ws.py at 512 under the grid's protocol, both dtypes) up to 4k;
+    gluon_fwd admits 512 through that range although GLUON_FWD_MIN_N[128] is 1k."""
+    bf = torch.bfloat16
+    assert policy.GLUON_FWD_O_STAGE["plain"][128] == (512, 4096)
+    for dt in (bf, torch.float16):
+        assert policy.gluon_fwd_o_stage("plain", 128, 512, 512, dt)
+        assert policy.gluon_fwd_o_stage("plain", 128, 512, 4096, dt)
+    assert not policy.gluon_fwd_o_stage("plain", 128, 256, 512, bf)
+    assert not policy.gluon_fwd_o_stage("plain", 128, 512, 8192, bf)
+    assert not policy.gluon_fwd_o_stage("plain", 64, 512, 512, bf)
+
+
 def test_o_stage_switch_dtypes(monkeypatch):
     """D = 64 causal 4k takes the 2-consumer O_STAGE in bf16 (session 45, bench/gpu/s45a.sh) and fp16 (session 46,
     s46b.sh), 2k / 8k not; an entry restricted by GLUON_FWD_O_STAGE_DTYPES holds for the dtypes listed only, the
@@ -361,4 +375,24 @@ def test_route_d64_causal_4k_gpu(monkeypatch, dtype, o_stage):
     plans.clear()
     assert seen == [o_stage]
     ref, _ = check(q, k, v, causal=True, **({} if o_stage else dict(num_consumers=3)))
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("b, nq, nk, h, hk", [(8, 512, 512, 4, 4), (2, 512, 1024, 8, 2), (1, 640, 512, 2, 1)])
+def test_route_d128_plain_512_gpu(monkeypatch, dtype, b, nq, nk, h, hk):
+    """The route with the real tables (session 52): D = 128 plain calls from min(Nq, Nk) 512 take the persistent
+    O_STAGE kernel (they took fwd_ws.py before); its output and lse pass the float64 criterion (check), and the
+    routed output is bitwise the one-block kernel's (the same per-row arithmetic); GQA and Nq != Nk both ways."""
+    from flashtriton import flash_attn_func
+
+    plans.clear()
+    seen = spy(monkeypatch, forward_gluon, "_launch_into", lambda *a, **kw: (kw.get("o_stage"), kw.get("persistent")))
+    q, k, v = rand_qkv(b, nq, nk, h, hk, 128, dtype, DEVICE)
+    out = flash_attn_func(q, k, v)
+    plans.clear()
+    assert seen == [(True, True)], seen
+    ref, _ = check(q, k, v)
     assert torch.equal(out, ref)
