@@ -209,8 +209,8 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # with its L2 flush, eager, five rotated rounds, the candidate the library's route with this table patched; rule
 # written before the run: median per-round ratio >= 1.03, no round below 1.00, bf16 and fp16): 512 against the route
 # before (fwd_ws.py) bf16 480 / 446 TFLOP/s (median ratio 1.085, lowest 1.064; again 1.084 / 1.041), fp16 467 / 422
-# (1.097 / 1.025); cuDNN 481 / 485 / 462 in the same rounds; graph replays 481 / 446. (The one-block-free plain
-# persistent kernel without O_STAGE: 0.97-0.99x the route there.)
+# (1.097 / 1.025); cuDNN 481 / 485 / 462 in the same rounds; graph replays 481 / 446. (The plain persistent
+# kernel without O_STAGE: 0.97-0.99x the route there.)
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
     "plain": {128: (512, 4096)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
 # Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype.
