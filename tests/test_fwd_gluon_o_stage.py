@@ -175,7 +175,13 @@ def test_o_stage_plain_d128_from_512():
         assert policy.gluon_fwd_o_stage("plain", 128, 512, 4096, dt)
     assert not policy.gluon_fwd_o_stage("plain", 128, 256, 512, bf)
     assert not policy.gluon_fwd_o_stage("plain", 128, 512, 8192, bf)
-    assert not policy.gluon_fwd_o_stage("plain", 64, 512, 512, bf)
+    # D = 64 plain 512 / 1k (session 52 calls 8-9), the 2-consumer O_STAGE kernel; from 2k the 3-consumer one
+    assert policy.GLUON_FWD_O_STAGE["plain"][64] == (512, 1024)
+    for dt in (bf, torch.float16):
+        assert policy.gluon_fwd_o_stage("plain", 64, 512, 1024, dt)
+    assert not policy.gluon_fwd_o_stage("plain", 64, 1024, 2048, bf)
+    assert not policy.gluon_fwd_o_stage("plain", 64, 256, 512, bf)
+    assert not policy.gluon_fwd_o_stage("plain", 256, 512, 512, bf)
 
 
 def test_o_stage_switch_dtypes(monkeypatch):
@@ -381,11 +387,14 @@ def test_route_d64_causal_4k_gpu(monkeypatch, dtype, o_stage):
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("d", [128, 64])
 @pytest.mark.parametrize("b, nq, nk, h, hk", [(8, 512, 512, 4, 4), (2, 512, 1024, 8, 2), (1, 640, 512, 2, 1)])
-def test_route_d128_plain_512_gpu(monkeypatch, dtype, b, nq, nk, h, hk):
-    """The route with the real tables (session 52): D = 128 plain calls from min(Nq, Nk) 512 take the persistent
-    O_STAGE kernel (they took fwd_ws.py before); its output and lse pass the float64 criterion (check), and the
-    routed output is bitwise the one-block kernel's (the same per-row arithmetic); GQA and Nq != Nk both ways."""
+def test_route_d128_plain_512_gpu(monkeypatch, dtype, d, b, nq, nk, h, hk):
+    """The route with the real tables (session 52): D = 128 plain calls from min(Nq, Nk) 512 (to 4k) and D = 64
+    plain ones from 512 to 1k take the persistent 2-consumer O_STAGE kernel (they took fwd_ws.py before); its output
+    and lse pass the float64 criterion (check), and the routed output is bitwise the one-block 2-consumer kernel's
+    (the same per-row arithmetic); GQA and Nq != Nk both ways. (The D = 64 cases were added after the session's
+    last GPU call: first GPU run in the next session.)"""
     from flashtriton import flash_attn_func
 
     plans.clear()
@@ -393,7 +402,7 @@ def test_route_d128_plain_512_gpu(monkeypatch, dtype, b, nq, nk, h, hk):
     # test read it from the keywords and failed on the route it meant to check)
     seen = spy(monkeypatch, forward_gluon, "_launch_into",
                lambda *a, **kw: (kw.get("o_stage"), a[11] if len(a) > 11 else kw.get("persistent")))
-    q, k, v = rand_qkv(b, nq, nk, h, hk, 128, dtype, DEVICE)
+    q, k, v = rand_qkv(b, nq, nk, h, hk, d, dtype, DEVICE)
     out = flash_attn_func(q, k, v)
     plans.clear()
     assert seen == [(True, True)], seen

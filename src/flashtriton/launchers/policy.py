@@ -210,9 +210,13 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # written before the run: median per-round ratio >= 1.03, no round below 1.00, bf16 and fp16): 512 against the route
 # before (fwd_ws.py) bf16 480 / 446 TFLOP/s (median ratio 1.085, lowest 1.064; again 1.084 / 1.041), fp16 467 / 422
 # (1.097 / 1.025); cuDNN 481 / 485 / 462 in the same rounds; graph replays 481 / 446. (The plain persistent
-# kernel without O_STAGE: 0.97-0.99x the route there.)
+# kernel without O_STAGE: 0.97-0.99x the route there.) D = 64 plain 512 / 1k too (calls 8-9, the same protocol and
+# rule; the 2-consumer O_STAGE kernel, not the routed 3-consumer one, which read 0.94 / 1.01x the route there):
+# against fwd_ws.py bf16 361 / 346 (median ratio 1.043, lowest 1.032) and 406 / 386 (1.052 / 1.044), fp16 358 / 344
+# (1.044 / 1.035) and 391 / 377 (1.065 / 1.011); cuDNN 379 / 415 (bf16), 374 / 405 (fp16). From 2k the 3-consumer
+# kernel stays (session 42: the 2-consumer O_STAGE kernel 460 against its 493 at plain 2k).
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
-    "plain": {128: (512, 4096)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
+    "plain": {128: (512, 4096), 64: (512, 1024)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
 # Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype.
 # Empty since session 46 (D = 64 causal 4k, bf16's alone in session 45, now holds for fp16 too).
 GLUON_FWD_O_STAGE_DTYPES: dict[tuple[str, int], frozenset] = {}
