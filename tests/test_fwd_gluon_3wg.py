@@ -195,6 +195,9 @@ def test_route_passes_num_consumers(monkeypatch, table, expect):
 
     monkeypatch.setattr(forward, "gluon_fwd", lambda *a: True)
     monkeypatch.setattr(policy, "GLUON_FWD_CONSUMERS", dict(table))
+    # (session 52: D = 64 plain 512 / 1k run O_STAGE, which takes 2 consumers whatever this table says; that route has
+    # its own tests in test_fwd_gluon_o_stage.py)
+    monkeypatch.setattr(policy, "GLUON_FWD_O_STAGE", {})
     plans.clear()
     got = []
 
