@@ -14,8 +14,16 @@ float64 criterion, not bitwise the old (p rounded once instead of twice), m / ls
 RULE: take FOLD if no case reads below 0.99x by the median of five rounds and the window or a causal 1k / 2k case
 reads >= 1.01x; then the Gluon forward GPU suites on the new tree.
 
-    git worktree add /tmp/old HEAD~N    # the tree before the patch
-    PYTHONPATH=src python bench/gpu/s52_fold_ab.py --old /tmp/old --new . [--rounds 5]
+HALVES (bench/wip/gluon-fwd-fold-halves.patch, FOLD plus HALVES): the causal masked step by the tile's two 64-column
+halves, one of which needs no compare (offline: 441 / 601 SASS a masked tile on the aligned diagonal's two consumers
+against FOLD's 651 and the old 713; unmasked 490). PREDICTION for FOLD+HALVES over the old (half of the SASS model):
+causal D = 128 1k +4%, 2k +2.5%, 8k +0.5%, D = 128 causal 512 on the O_STAGE kernel +6% (then re-run
+s52_short_routes_grid.py: it may pass the rule against fwd_ws.py), D = 64 causal 4k +1.5%; the window as FOLD's.
+
+    git worktree add /tmp/old HEAD; git worktree add /tmp/fold HEAD; git worktree add /tmp/halves HEAD
+    git -C /tmp/fold apply $PWD/bench/wip/gluon-fwd-fold.patch
+    git -C /tmp/halves apply $PWD/bench/wip/gluon-fwd-fold-halves.patch
+    PYTHONPATH=src python bench/gpu/s52_fold_ab.py --old /tmp/old --new fold=/tmp/fold --new halves=/tmp/halves
 """
 import argparse
 import json
@@ -60,23 +68,31 @@ def run_tree(tree, tag):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--old", required=True)
-    ap.add_argument("--new", required=True)
+    ap.add_argument("--new", action="append", required=True, help="name=path (repeatable)")
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
-    trees = {"old": a.old, "new": a.new}
-    got = {t: [] for t in trees}
+    trees = {"old": a.old}
+    for item in a.new:
+        name, _, path = item.partition("=")
+        trees[name if path else "new"] = path or name
+    names = list(trees)
+    got = {t: [] for t in names}
     for r in range(a.rounds):
-        for t in (["old", "new"] if r % 2 == 0 else ["new", "old"]):
+        for t in names[r % len(names):] + names[:r % len(names)]:
             got[t].append(run_tree(trees[t], t))
     import torch
     for name, d, n, kind in CASES:
         o = [x[name] for x in got["old"]]
-        nw = [x[name] for x in got["new"]]
-        ratio = [a_ / b_ for a_, b_ in zip(o, nw)]          # > 1: new faster
-        diff = (torch.load(f"/tmp/s52fold-old-{name}.pt").float() - torch.load(f"/tmp/s52fold-new-{name}.pt").float()).abs().max()
-        print(f"{name:9s} old {statistics.median(o):.4f} ms new {statistics.median(nw):.4f} ms; new/old speed per round "
-              f"{' / '.join(f'{x:.3f}' for x in ratio)}, median {statistics.median(ratio):.3f}, lowest {min(ratio):.3f}; "
-              f"max |new - old| (head 0 of batch 0) {diff:.2e}", flush=True)
+        line = f"{name:9s} old {statistics.median(o):.4f} ms"
+        for t in names[1:]:
+            nw = [x[name] for x in got[t]]
+            ratio = [a_ / b_ for a_, b_ in zip(o, nw)]          # > 1: t faster
+            diff = (torch.load(f"/tmp/s52fold-old-{name}.pt").float()
+                    - torch.load(f"/tmp/s52fold-{t}-{name}.pt").float()).abs().max()
+            line += (f"; {t} {statistics.median(nw):.4f} ms, speed / old per round "
+                     f"{' / '.join(f'{x:.3f}' for x in ratio)} (median {statistics.median(ratio):.3f}, lowest "
+                     f"{min(ratio):.3f}), max |{t} - old| {diff:.2e}")
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
