@@ -389,7 +389,7 @@ def test_route_d64_causal_4k_gpu(monkeypatch, dtype, o_stage):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("d", [128, 64])
 @pytest.mark.parametrize("b, nq, nk, h, hk", [(8, 512, 512, 4, 4), (2, 512, 1024, 8, 2), (1, 640, 512, 2, 1)])
-def test_route_d128_plain_512_gpu(monkeypatch, dtype, d, b, nq, nk, h, hk):
+def test_route_plain_o_stage_short_gpu(monkeypatch, dtype, d, b, nq, nk, h, hk):
     """The route with the real tables (session 52): D = 128 plain calls from min(Nq, Nk) 512 (to 4k) and D = 64
     plain ones from 512 to 1k take the persistent 2-consumer O_STAGE kernel (they took fwd_ws.py before); its output
     and lse pass the float64 criterion (check), and the routed output is bitwise the one-block 2-consumer kernel's

@@ -476,9 +476,7 @@ def fwd_varlen(q, k, v, varlen, softmax_scale, causal: bool = False, dropout_p: 
         raise ValueError("rng: dropout_p > 0 needs the call's rng state (an int64 (seed, offset) tensor)")
     batch, n_slots, order, table = _varlen_launch_table(q, varlen, causal, window, dropout)
     inputs = (q, k, v, table, rng if dropout else None)
-    kind = "causal" if causal else "plain"
-    if window is not None:
-        kind = "window"
+    kind = "window" if window is not None else ("causal" if causal else "plain")
     persistent = kind == "plain" and not dropout and "plain" in VARLEN_PERSISTENT
     tail = not persistent and kind in VARLEN_TAIL
     half = not persistent and kind == "plain" and not dropout and "plain" in VARLEN_HALF

@@ -216,7 +216,8 @@ GLUON_FWD_WINDOW_MIN_N: dict[int, int] = {128: 4096}
 # (1.044 / 1.035) and 391 / 377 (1.065 / 1.011); cuDNN 379 / 415 (bf16), 374 / 405 (fp16). From 2k the 3-consumer
 # kernel stays (session 42: the 2-consumer O_STAGE kernel 460 against its 493 at plain 2k).
 GLUON_FWD_O_STAGE: dict[str, dict[int, tuple[int, int]]] = {
-    "plain": {128: (512, 4096), 64: (512, 1024)}, "causal": {64: (4096, 4096), 128: (1024, 8192)}, "window": {128: (4096, 1 << 30)}}
+    "plain": {128: (512, 4096), 64: (512, 1024)}, "causal": {64: (4096, 4096), 128: (1024, 8192)},
+    "window": {128: (4096, 1 << 30)}}
 # Entries of GLUON_FWD_O_STAGE that hold for some dtypes only: (kind, BLOCK_D) -> the dtypes; absent = every dtype.
 # Empty since session 46 (D = 64 causal 4k, bf16's alone in session 45, now holds for fp16 too).
 GLUON_FWD_O_STAGE_DTYPES: dict[tuple[str, int], frozenset] = {}
