@@ -408,3 +408,39 @@ def test_route_plain_o_stage_short_gpu(monkeypatch, dtype, d, b, nq, nk, h, hk):
     assert seen == [(True, True)], seen
     ref, _ = check(q, k, v)
     assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("scale, neg", [(0.125, False), (0.0, True), (-0.1, True)])
+@pytest.mark.parametrize("kw", [dict(causal=True), dict(window=(256, 0), lean_mask=True)])
+def test_zero_scale_takes_the_neg_scale_step(monkeypatch, scale, neg, kw):
+    """(FOLD, session 52) the masked steps fold a positive scale into the exponent, where a hidden score's -inf
+    times a zero scale would be NaN: the launcher passes NEG_SCALE for scale <= 0 (the old masked step, the scale
+    applied before the mask), False only for a positive one."""
+    got = []
+    monkeypatch.setattr(torch.cuda, "device", lambda device: contextlib.nullcontext())
+    monkeypatch.setattr(plans, "launch", lambda kernel, grid, *a, **k2: got.append(k2))
+    q, k, v = qkv()
+    lse = torch.empty(1, 4, 512, dtype=torch.float32)
+    forward_gluon._launch_into(q, k, v, torch.empty_like(q), lse, scale, BM, BN, 3, False, **kw)()
+    assert len(got) == 1 and got[0]["NEG_SCALE"] is neg, got
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("kw", [dict(causal=True), dict(window=(256, 0), lean_mask=True),
+                                dict(causal=True, persistent=True, o_stage=True, scheduled=True)])
+@pytest.mark.parametrize("scale", [-0.09, 0.11])
+def test_masked_steps_any_scale_gpu(kw, scale):
+    """(FOLD, session 52) the masked steps at a negative and a positive scale against float64 (check): the folded
+    form for a positive scale, the old one for a negative; rows past the diagonal and the window's left edge. A zero
+    scale never reaches these kernels: check_inputs refuses it (below) and the policy routes it to the Triton kernel
+    (session 53's first GPU run of this test had a 0.0 case, which met that ValueError)."""
+    q, k, v = rand_qkv(1, 1024, 1024, 2, 2, 128, torch.bfloat16, DEVICE)
+    check(q, k, v, scale=scale, **kw)
+
+
+def test_gluon_forward_refuses_zero_scale():
+    """A zero scale is refused before any launch, naming the argument (the policy sends it elsewhere)."""
+    q, k, v = qkv()
+    with pytest.raises(ValueError, match="softmax_scale"):
+        forward_gluon.check_inputs(q, k, v, 0.0, BM, BN)

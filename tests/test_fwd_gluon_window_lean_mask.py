@@ -72,7 +72,7 @@ def test_loops_pass_the_right_mask_forms():
     code = _code(fwd_gluon._fwd_consume)
     # (session 49: VARLEN's KEY_BOUND peel sits between the LEAN_MASK peel and the masked one)
     peel = code[code.index("    if LEAN_MASK:"):code.index("    elif KEY_BOUND and VARLEN_FAST:")]
-    step = r"p, m_i, l_i, alpha = _softmax_step_lean\(s, m_i, l_i, qk_scale, diag, wspan, s_layout, (\w+)\)"
+    step = r"p, m_i, l_i, alpha = _softmax_step_lean\(s, m_i, l_i, qk_scale, diag, wspan, s_layout, (\w+), NEG_SCALE\)"
     forms = re.search(rf"if PERSISTENT:\s+{step}\s+elif diag >= BLOCK_N - 1:\s+{step}\s+else:\s+{step}", peel)
     assert forms and forms.groups() == ("BOTH", "LEFT", "BOTH"), peel
     assert code.index("diag = diag + WG * HALF_M") < code.index("    if LEAN_MASK:")      # this half's first row
@@ -81,7 +81,7 @@ def test_loops_pass_the_right_mask_forms():
     # left edge, unmasked (WINDOW), unmasked (others: no LEAN_MASK), right edge
     assert calls == ["BOTH", "", "", "RIGHT"], calls
     tile = _code(fwd_gluon._consume_tile)
-    assert "if LEAN_MASK:" in tile and "SIDES)" in tile
+    assert "if LEAN_MASK:" in tile and "SIDES, NEG_SCALE)" in tile
     assert re.search(r"else:\s+p, m_i, l_i, alpha = _softmax_step_masked", tile)
     assert (fwd_gluon.BOTH, fwd_gluon.RIGHT, fwd_gluon.LEFT) == (0, 1, 2)
 
@@ -115,8 +115,17 @@ def test_lean_step_keeps_the_masked_arithmetic():
     lean = _code(fwd_gluon._softmax_step_lean)
     old = _code(fwd_gluon._softmax_step_masked)
     last = lambda src: [ln.strip() for ln in src.splitlines() if ln.strip()][-1]
-    assert last(lean) == last(old) == "return _masked_softmax_tail(s, m_i, l_i)"
+    assert last(lean) == "return _masked_softmax_tail(s, m_i, l_i)"
+    assert "return _masked_softmax_tail(s, m_i, l_i)" in old
     assert "m_new" in _code(fwd_gluon._masked_softmax_tail)
+    # (FOLD, session 52) a positive scale: both steps mask the raw scores and end in _masked_softmax_tail_raw, whose
+    # max is scaled per row and whose exponent takes the scale in its FFMA
+    assert lean.count("return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)") == 1
+    assert "return _masked_softmax_tail_raw(gl.where(visible, s, float(\"-inf\")), m_i, l_i, qk_scale)" in old
+    raw = _code(fwd_gluon._masked_softmax_tail_raw)
+    assert "gl.max(s, axis=1) * qk_scale" in raw and "gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))" in raw
+    assert re.search(r"_window_select\(s, gl\.expand_dims\(cols, 0\), gl\.expand_dims\(rows - wspan, 1\), "
+                     r"gl\.expand_dims\(rows, 1\)\)", lean)
     assert re.search(r"_window_select\(s \* qk_scale, gl\.expand_dims\(cols, 0\), gl\.expand_dims\(rows - wspan, 1\),"
                      r"\s+gl\.expand_dims\(rows, 1\)\)", lean)
     assert re.search(r"gl\.where\(gl\.expand_dims\(cols, 0\) <= gl\.expand_dims\(rows, 1\), s \* qk_scale, "

@@ -827,6 +827,23 @@ def _turn_pass(turn, WG: gl.constexpr, PINGPONG: gl.constexpr):
 
 
 @gluon.jit
+def _masked_softmax_tail_raw(s, m_i, l_i, qk_scale):
+    """_masked_softmax_tail for a positive qk_scale with s the RAW scores (-inf where hidden): the scale folded into
+    the exponent's FFMA (exp2(s * qk_scale - m)), as the unmasked _softmax_step does, instead of one FMUL an
+    element before the max. m and alpha are bitwise _masked_softmax_tail's on fl(s * qk_scale) (for qk_scale > 0,
+    x -> fl(x * qk_scale) is monotonic: max(fl(s * c)) = fl(max(s) * c)); p is rounded once instead of twice (the
+    unmasked step's arithmetic). Hidden scores: -inf * qk_scale - m = -inf, p = 0. A zero scale would give
+    -inf * 0 = NaN: the launchers pass NEG_SCALE = (softmax_scale <= 0), so a zero scale takes the old step.
+    (FOLD, session 52, offline.)"""
+    m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)                   # (HALF_M,)
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = gl.exp2(m_i - m_use)
+    p = gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))                     # (HALF_M, BLOCK_N), 0 where hidden
+    l_i = l_i * alpha + gl.sum(p, axis=1)
+    return p, m_new, l_i, alpha
+
+
+@gluon.jit
 def _masked_softmax_tail(s, m_i, l_i):
     """The online-softmax update of a masked tile (s: (HALF_M, BLOCK_N) scores in log2 units,
     -inf where hidden), shared by _softmax_step_masked and _softmax_step_lean. A row with no
@@ -842,7 +859,7 @@ def _masked_softmax_tail(s, m_i, l_i):
 
 @gluon.jit
 def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, WINDOW: gl.constexpr,
-                         KEY_BOUND: gl.constexpr = False):
+                         KEY_BOUND: gl.constexpr = False, NEG_SCALE: gl.constexpr = True):
     """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
     c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
     tile's first key index; the others are -inf. The scale is applied before the mask, so
@@ -861,8 +878,11 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     visible = gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1)             # (HALF_M, BLOCK_N)
     if WINDOW:
         visible = visible & (gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1))
-    s = gl.where(visible, s * qk_scale, float("-inf"))                        # log2 units
-    return _masked_softmax_tail(s, m_i, l_i)
+    if NEG_SCALE:
+        s = gl.where(visible, s * qk_scale, float("-inf"))                    # log2 units
+        return _masked_softmax_tail(s, m_i, l_i)
+    # (FOLD) a positive scale: the raw scores masked, the scale folded into the exponent
+    return _masked_softmax_tail_raw(gl.where(visible, s, float("-inf")), m_i, l_i, qk_scale)
 
 
 @triton.jit
@@ -877,7 +897,8 @@ def _window_select(x, c, lo, hi):
 
 
 @gluon.jit
-def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, SIDES: gl.constexpr):
+def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexpr, SIDES: gl.constexpr,
+                       NEG_SCALE: gl.constexpr = True):
     """LEAN_MASK (WINDOW only; a session-30 helper, offline): _softmax_step_masked(...,
     WINDOW=True) with a cheaper mask and otherwise its arithmetic op for op (the kept scores
     fl(s * qk_scale), the max, m_use, the exponents, l: bitwise the same p, m, l, alpha).
@@ -901,6 +922,15 @@ def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexp
     BLOCK_N: gl.constexpr = s.shape[1]
     rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
+    if not NEG_SCALE:
+        # (FOLD) a positive scale: the raw scores masked, the scale folded into the exponent
+        if SIDES == BOTH:
+            s = _window_select(s, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1), gl.expand_dims(rows, 1))
+        elif SIDES == RIGHT:
+            s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, float("-inf"))
+        else:
+            s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s, float("-inf"))
+        return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)
     if SIDES == BOTH:
         s = _window_select(s * qk_scale, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1),
                            gl.expand_dims(rows, 1))
@@ -1099,10 +1129,10 @@ def _consume_tile(j, q, k_smem, v_smem, k_ready, v_ready, kv_empty, turn, s_zero
         if LEAN_MASK:
             # WINDOW's cheaper mask (_softmax_step_lean): one compare a score, one-sided past n_left
             p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
-                                                    SIDES)
+                                                    SIDES, NEG_SCALE)
         else:
             p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag - j * BLOCK_N, wspan, s_layout,
-                                                      WINDOW, KEY_BOUND)
+                                                      WINDOW, KEY_BOUND, NEG_SCALE)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:
@@ -1345,19 +1375,20 @@ def _fwd_consume(q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, kv_empty, turn
         # One block a CTA only: the second copy of the peel's softmax spilled 88-92 bytes in the
         # PERSISTENT kernels (sm_90a, offline), which take both edges always
         if PERSISTENT:
-            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH, NEG_SCALE)
         elif diag >= BLOCK_N - 1:
-            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT)
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, LEFT, NEG_SCALE)
         else:
-            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH)
+            p, m_i, l_i, alpha = _softmax_step_lean(s, m_i, l_i, qk_scale, diag, wspan, s_layout, BOTH, NEG_SCALE)
     elif KEY_BOUND and VARLEN_FAST:
         if diag >= BLOCK_N - 1:
             p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
         else:
             p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW,
-                                                      KEY_BOUND)
+                                                      KEY_BOUND, NEG_SCALE)
     elif CAUSAL or WINDOW or KEY_BOUND:
-        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW, KEY_BOUND)
+        p, m_i, l_i, alpha = _softmax_step_masked(s, m_i, l_i, qk_scale, diag, wspan, s_layout, WINDOW, KEY_BOUND,
+                                                  NEG_SCALE)
     else:
         p, m_i, l_i, alpha = _softmax_step(s, m_i, l_i, qk_scale, NEG_SCALE)
     if DROPOUT:

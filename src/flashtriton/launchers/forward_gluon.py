@@ -310,7 +310,7 @@ def _launch_into(q, k, v, o, lse, softmax_scale, block_m: int, block_n: int, num
             plans.launch(attn_fwd_gluon_kernel, grid,
                 q_desc, k_desc, v_desc, o_desc, lse, nq, nk, h, h // hk, qk_scale, b, band, sched, win_left,
                 win_right, rng_arg, float(dropout_p), b * nq, nk, o, HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n,
-                NUM_STAGES=num_stages, NEG_SCALE=softmax_scale < 0, PINGPONG=pingpong, CAUSAL=bool(causal),
+                NUM_STAGES=num_stages, NEG_SCALE=softmax_scale <= 0, PINGPONG=pingpong, CAUSAL=bool(causal),
                 PERSISTENT=bool(persistent), SCHEDULED=bool(scheduled), WINDOW=windowed, DROPOUT=dropout,
                 num_warps=4, **extra)
         return o, lse
@@ -570,7 +570,7 @@ def _fwd_varlen_body(q, k, v, table, batch: int, n_slots: int, softmax_scale, ca
                      q_desc, k_desc, v_desc, o_desc, lse, total_q, total_k, h, h // hk,
                      float(softmax_scale) * LOG2E, batch, 1, table, *win_args, *drop_args, out,
                      HEAD_DIM=d, BLOCK_M=block_m, BLOCK_N=block_n, NUM_STAGES=stages,
-                     NEG_SCALE=softmax_scale < 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
+                     NEG_SCALE=softmax_scale <= 0, PINGPONG=False, CAUSAL=bool(causal), VARLEN=True,
                      VARLEN_ORDER=order, VARLEN_FAST=bool(VARLEN_FAST), **extra, num_warps=4)
     return out, lse
 
