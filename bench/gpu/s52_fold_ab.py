@@ -34,6 +34,13 @@ import sys
 
 CASES = [("c128-512", 128, 512, "causal"), ("c128-1k", 128, 1024, "causal"), ("c128-2k", 128, 2048, "causal"),
          ("c128-8k", 128, 8192, "causal"), ("c64-4k", 64, 4096, "causal"), ("w128-16k", 128, 16384, "window")]
+# Session 53: FOLD for kernels/fwd.py's masked tiles (bench/wip/fwd-py-fold.patch; `--cases fwd_py`): the cells
+# fwd.py runs (D = 64 causal up to 2k; a (256, 0) window at 2k, below the Gluon window's 4k) and a control on
+# fwd_ws.py (D = 128 causal 512). Prediction and rule: bench/wip/fwd-py-fold.md.
+CASE_SETS = {"gluon": CASES,
+             "fwd_py": [("c64-512", 64, 512, "causal"), ("c64-1k", 64, 1024, "causal"),
+                        ("c64-2k", 64, 2048, "causal"), ("w128-2k-256", 128, 2048, "window256"),
+                        ("c128-512", 128, 512, "causal")]}
 
 CHILD = r'''
 import json, sys, torch
@@ -45,7 +52,7 @@ for name, d, n, kind in json.loads(sys.argv[1]):
     h, b = 2048 // d, 16384 // n
     torch.manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
-    kw = dict(causal=True) if kind == "causal" else dict(window_size=(1024, 0))
+    kw = dict(causal=True) if kind == "causal" else dict(window_size=(int(kind[6:] or 1024), 0))
     with torch.no_grad():
         out = flash_attn_func(q, k, v, **kw)
         ms = kernel_ms(lambda: flash_attn_func(q, k, v, **kw))
@@ -55,9 +62,9 @@ print("RESULT " + json.dumps(res))
 '''
 
 
-def run_tree(tree, tag):
+def run_tree(tree, tag, cases=CASES):
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.abspath(tree), "src"))
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(CASES), tag], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cases), tag], env=env, capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if not line:
@@ -70,7 +77,9 @@ def main():
     ap.add_argument("--old", required=True)
     ap.add_argument("--new", action="append", required=True, help="name=path (repeatable)")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--cases", choices=sorted(CASE_SETS), default="gluon")
     a = ap.parse_args()
+    cases = CASE_SETS[a.cases]
     trees = {"old": a.old}
     for item in a.new:
         name, _, path = item.partition("=")
@@ -79,9 +88,9 @@ def main():
     got = {t: [] for t in names}
     for r in range(a.rounds):
         for t in names[r % len(names):] + names[:r % len(names)]:
-            got[t].append(run_tree(trees[t], t))
+            got[t].append(run_tree(trees[t], t, cases))
     import torch
-    for name, d, n, kind in CASES:
+    for name, d, n, kind in cases:
         o = [x[name] for x in got["old"]]
         line = f"{name:9s} old {statistics.median(o):.4f} ms"
         for t in names[1:]:
