@@ -834,7 +834,9 @@ def _masked_softmax_tail_raw(s, m_i, l_i, qk_scale):
     x -> fl(x * qk_scale) is monotonic: max(fl(s * c)) = fl(max(s) * c)); p is rounded once instead of twice (the
     unmasked step's arithmetic). Hidden scores: -inf * qk_scale - m = -inf, p = 0. A zero scale would give
     -inf * 0 = NaN: the launchers pass NEG_SCALE = (softmax_scale <= 0), so a zero scale takes the old step.
-    (FOLD, session 52, offline.)"""
+    (FOLD, session 52 offline; measured and taken in session 53, H200, five rotated rounds of alternated source
+    trees, bench/gpu/s52_fold_ab.py: causal D = 128 1k / 2k / 8k 1.028 / 1.014 / 1.014x, window (1024, 0) 16k
+    1.012x, D = 64 causal 4k 1.017x; bench/NOTES.md "Session 53".)"""
     m_new = gl.maximum(m_i, gl.max(s, axis=1) * qk_scale)                   # (HALF_M,)
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = gl.exp2(m_i - m_use)
