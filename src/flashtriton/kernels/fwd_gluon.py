@@ -864,8 +864,10 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
                          KEY_BOUND: gl.constexpr = False, NEG_SCALE: gl.constexpr = True):
     """_softmax_step on a diagonal tile (CAUSAL): score (r, c) of the tile is kept iff
     c <= lim0 + r, where lim0 = (last key index visible to the tile's first row) minus the
-    tile's first key index; the others are -inf. The scale is applied before the mask, so
-    a negative softmax_scale needs no special case. A row with no visible key so far keeps
+    tile's first key index; the others are -inf. NEG_SCALE (softmax_scale <= 0): the scale is
+    applied before the mask, so a negative or zero scale needs no special case; otherwise (FOLD)
+    the raw scores are masked and the scale folds into the exponent (_masked_softmax_tail_raw).
+    A row with no visible key so far keeps
     m = -inf: the exponents then use 0 instead (p = 0, alpha = 0, l stays 0) instead of
     exp2(-inf - -inf) = NaN. WINDOW: also c >= lim0 + r - wspan (wspan = win_left +
     win_right: the row's first visible key), the window's left edge. KEY_BOUND (VARLEN without
