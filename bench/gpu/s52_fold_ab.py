@@ -40,7 +40,12 @@ CASES = [("c128-512", 128, 512, "causal"), ("c128-1k", 128, 1024, "causal"), ("c
 CASE_SETS = {"gluon": CASES,
              "fwd_py": [("c64-512", 64, 512, "causal"), ("c64-1k", 64, 1024, "causal"),
                         ("c64-2k", 64, 2048, "causal"), ("w128-2k-256", 128, 2048, "window256"),
-                        ("c128-512", 128, 512, "causal")]}
+                        ("c128-512", 128, 512, "causal")],
+             # (session 53, bench/wip/bwd-py-fold.patch) forward+backward where kernels/bwd.py runs the masked
+             # tiles: D = 128 causal 512 (below the fused Gluon backward's 1k), a deterministic causal 1k, a
+             # (256, 0) window at 1k (windowed backwards below 2k); control: causal 2k (the fused Gluon kernel)
+             "bwd_py": [("b128c-512", 128, 512, "bwd-causal"), ("b128c-1k-det", 128, 1024, "bwd-causal-det"),
+                        ("b128w-1k", 128, 1024, "bwd-window256"), ("b128c-2k", 128, 2048, "bwd-causal")]}
 
 CHILD = r'''
 import json, sys, torch
@@ -52,6 +57,19 @@ for name, d, n, kind in json.loads(sys.argv[1]):
     h, b = 2048 // d, 16384 // n
     torch.manual_seed(0)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    if kind.startswith("bwd-"):
+        # forward+backward: bwd-causal[-det] / bwd-window<left>
+        mask = kind[4:].replace("-det", "")
+        kw = dict(causal=True) if mask == "causal" else dict(window_size=(int(mask[6:]), 0))
+        kw["deterministic"] = kind.endswith("-det")
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        dout = torch.randn_like(q)
+        step = lambda: torch.autograd.grad(flash_attn_func(q, k, v, **kw), (q, k, v), dout)
+        dq = step()[0]
+        ms = kernel_ms(step)
+        torch.save(dq[0, :, 0].cpu(), f"/tmp/s52fold-{sys.argv[2]}-{name}.pt")
+        res[name] = ms
+        continue
     kw = dict(causal=True) if kind == "causal" else dict(window_size=(int(kind[6:] or 1024), 0))
     with torch.no_grad():
         out = flash_attn_func(q, k, v, **kw)
