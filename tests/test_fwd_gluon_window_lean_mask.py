@@ -108,28 +108,32 @@ def test_peel_left_form_needs_no_right_compare(nq, nk, left, right):
 
 
 def test_lean_step_keeps_the_masked_arithmetic():
-    """_softmax_step_lean's update after the mask is _softmax_step_masked's: both end in the one
-    _masked_softmax_tail (bitwise the same p, m, l, alpha), and the two-sided select keeps
-    lo <= c <= hi with lo = the row's last key - wspan, hi = its last key: the old mask's two
-    compares."""
+    """_softmax_step_lean's update after the mask is _softmax_step_masked's: both scale the scores before the mask
+    under NEG_SCALE and end in the one _masked_softmax_tail (bitwise the same p, m, l, alpha), or (FOLD, session 52)
+    mask the raw scores and end in _masked_softmax_tail_raw, whose max is scaled per row and whose exponent takes
+    the scale in its FFMA; and the two-sided select keeps lo <= c <= hi with lo = the row's last key - wspan, hi =
+    its last key: the old mask's two compares."""
     lean = _code(fwd_gluon._softmax_step_lean)
     old = _code(fwd_gluon._softmax_step_masked)
-    last = lambda src: [ln.strip() for ln in src.splitlines() if ln.strip()][-1]
-    assert last(lean) == "return _masked_softmax_tail(s, m_i, l_i)"
-    assert "return _masked_softmax_tail(s, m_i, l_i)" in old
+    lines = lambda src: [ln.strip() for ln in src.splitlines() if ln.strip()]
+    for step in (lean, old):
+        ln = lines(step)
+        assert ln[-1] == "return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)", ln[-1]
+        tail = ln.index("return _masked_softmax_tail(s, m_i, l_i)")
+        assert ln[tail - 1] == "if NEG_SCALE:"
+        scaled = [i for i, x in enumerate(ln) if x.startswith("s = s * qk_scale")]
+        assert len(scaled) == 1 and ln[scaled[0] - 1] == "if NEG_SCALE:" and scaled[0] < tail - 1, ln
+        assert not any("s * qk_scale" in x for i, x in enumerate(ln) if i != scaled[0] and x.startswith("s ="))
     assert "m_new" in _code(fwd_gluon._masked_softmax_tail)
-    # (FOLD, session 52) a positive scale: both steps mask the raw scores and end in _masked_softmax_tail_raw, whose
-    # max is scaled per row and whose exponent takes the scale in its FFMA
-    assert lean.count("return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)") == 1
-    assert "return _masked_softmax_tail_raw(gl.where(visible, s, float(\"-inf\")), m_i, l_i, qk_scale)" in old
     raw = _code(fwd_gluon._masked_softmax_tail_raw)
     assert "gl.max(s, axis=1) * qk_scale" in raw and "gl.exp2(s * qk_scale - gl.expand_dims(m_use, 1))" in raw
     assert re.search(r"_window_select\(s, gl\.expand_dims\(cols, 0\), gl\.expand_dims\(rows - wspan, 1\), "
                      r"gl\.expand_dims\(rows, 1\)\)", lean)
-    assert re.search(r"_window_select\(s \* qk_scale, gl\.expand_dims\(cols, 0\), gl\.expand_dims\(rows - wspan, 1\),"
-                     r"\s+gl\.expand_dims\(rows, 1\)\)", lean)
-    assert re.search(r"gl\.where\(gl\.expand_dims\(cols, 0\) <= gl\.expand_dims\(rows, 1\), s \* qk_scale, "
+    assert re.search(r"gl\.where\(gl\.expand_dims\(cols, 0\) <= gl\.expand_dims\(rows, 1\), s, float\(\"-inf\"\)\)",
+                     lean)
+    assert re.search(r"gl\.where\(gl\.expand_dims\(cols, 0\) >= gl\.expand_dims\(rows - wspan, 1\), s, "
                      r"float\(\"-inf\"\)\)", lean)
+    assert 's = gl.where(visible, s, float("-inf"))' in old
     src = open(fwd_gluon.__file__).read()                          # (a triton.jit function: interpreted here)
     ptx = src[src.index("def _window_select("):src.index("def _softmax_step_lean(")]
     assert "setp.ge.s32 k, $2, $3; setp.le.and.s32 k, $2, $4, k; selp.f32 $0, $1, 0fFF800000, k;" in ptx

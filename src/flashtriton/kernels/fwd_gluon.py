@@ -883,10 +883,12 @@ def _softmax_step_masked(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.conste
     if WINDOW:
         visible = visible & (gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1))
     if NEG_SCALE:
-        s = gl.where(visible, s * qk_scale, float("-inf"))                    # log2 units
+        s = s * qk_scale                                                      # log2 units before the mask
+    s = gl.where(visible, s, float("-inf"))
+    if NEG_SCALE:
         return _masked_softmax_tail(s, m_i, l_i)
     # (FOLD) a positive scale: the raw scores masked, the scale folded into the exponent
-    return _masked_softmax_tail_raw(gl.where(visible, s, float("-inf")), m_i, l_i, qk_scale)
+    return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)
 
 
 @triton.jit
@@ -926,23 +928,18 @@ def _softmax_step_lean(s, m_i, l_i, qk_scale, lim0, wspan, s_layout: gl.constexp
     BLOCK_N: gl.constexpr = s.shape[1]
     rows = lim0 + gl.arange(0, HALF_M, layout=gl.SliceLayout(1, s_layout))   # (HALF_M,) last visible column
     cols = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))         # (BLOCK_N,)
-    if not NEG_SCALE:
-        # (FOLD) a positive scale: the raw scores masked, the scale folded into the exponent
-        if SIDES == BOTH:
-            s = _window_select(s, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1), gl.expand_dims(rows, 1))
-        elif SIDES == RIGHT:
-            s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, float("-inf"))
-        else:
-            s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s, float("-inf"))
-        return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)
+    if NEG_SCALE:
+        s = s * qk_scale                                                      # log2 units before the mask
     if SIDES == BOTH:
-        s = _window_select(s * qk_scale, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1),
-                           gl.expand_dims(rows, 1))
+        s = _window_select(s, gl.expand_dims(cols, 0), gl.expand_dims(rows - wspan, 1), gl.expand_dims(rows, 1))
     elif SIDES == RIGHT:
-        s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s * qk_scale, float("-inf"))
+        s = gl.where(gl.expand_dims(cols, 0) <= gl.expand_dims(rows, 1), s, float("-inf"))
     else:
-        s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s * qk_scale, float("-inf"))
-    return _masked_softmax_tail(s, m_i, l_i)
+        s = gl.where(gl.expand_dims(cols, 0) >= gl.expand_dims(rows - wspan, 1), s, float("-inf"))
+    if NEG_SCALE:
+        return _masked_softmax_tail(s, m_i, l_i)
+    # (FOLD) a positive scale: the raw scores masked, the scale folded into the exponent
+    return _masked_softmax_tail_raw(s, m_i, l_i, qk_scale)
 
 # ---------------------------------------------------------------------------------------
 # Dropout (DROPOUT): the library's mask, bitwise (kernels/common.py dropout_keep)
