@@ -349,6 +349,31 @@ def test_regression_score_loads_in_registers(monkeypatch):
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+def test_bf16_scores_q_in_registers(monkeypatch, d):
+    """Session 54: with vdpbf16ps and D <= 128 the score loop holds a row group's q in registers for the
+    whole block (QREG) and takes 2 keys a step, adding reduce16's first level in registers (KQ = 2);
+    GCC had folded a q load into every product. The same products summed in the same order: bitwise the
+    out and lse of the QREG=0 build (q loaded per product, 4 keys a step) and of KQ=1 (no in-register
+    first level), on D = 64 / 96 / 128 (the new loop) and 256 (the old one), G = 4 and G = 8 (two row
+    groups), two query rows (Sq = 2: causal rows), ragged lengths (partial 16-key groups, a block with
+    no live key in a step), several splits and a window."""
+    if not (native.load().ft_blk512() and native.load().ft_dpbf16()):
+        pytest.skip("built without AVX-512 BF16")
+    if _AMX_ON[0]:
+        pytest.skip("the AVX-512 step's score loop (AMX runs head_amx)")
+    torch.manual_seed(d)
+    variants = [native.load_variant("QREG=0"), native.load_variant("KQ=1")]
+    lens = [300, 17, 64, 0, 129]
+    for sq, hq in ((1, 16), (1, 32), (2, 16)):
+        inp = _inputs(len(lens), sq, hq, 4, d, torch.bfloat16, 320, lens)
+        for kw in ({}, {"num_splits": 3}, {"causal": True, "window_size": (40, 0), "num_splits": 2}):
+            want = _out_lse(inp, native.load(), monkeypatch, **kw)
+            for lib in variants:
+                got = _out_lse(inp, lib, monkeypatch, **kw)
+                assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (sq, hq, kw)
+
+
 # --- the AMX step (bf16 caches, head_amx): selection, shapes, repeatability -------------------------------
 
 def _need_amx():

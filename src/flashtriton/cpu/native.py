@@ -215,11 +215,16 @@ static inline vf c4(vf a, vf b) { return SHUF2(a, b, 0, 1, 16, 17, 4, 5, 20, 21,
                                        + SHUF2(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31); }
 static inline vf c2(vf a, vf b) { return SHUF2(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30)
                                        + SHUF2(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31); }
-static inline vf reduce16(const vf *P) {
-    vf w[8], x[4];
-    for (int i = 0; i < 8; i++) w[i] = c16(P[2 * i], P[2 * i + 1]);
+/* reduce16's levels after the first, from w[i] = c16(P[2 i], P[2 i + 1]) */
+static inline vf reduce16_w(const vf *w) {
+    vf x[4];
     for (int i = 0; i < 4; i++) x[i] = c8(w[2 * i], w[2 * i + 1]);
     return c2(c4(x[0], x[1]), c4(x[2], x[3]));
+}
+static inline vf reduce16(const vf *P) {
+    vf w[8];
+    for (int i = 0; i < 8; i++) w[i] = c16(P[2 * i], P[2 * i + 1]);
+    return reduce16_w(w);
 }
 static const int BITREV4[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
 
@@ -323,6 +328,13 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #ifndef KG
 #define KG 4        /* keys per score step of head_blk */
 #endif
+#ifndef QREG
+#define QREG 1      /* bf16 scores (vdpbf16ps) with D <= 128: a row group's q (RG x D / 32 vectors) held in
+                       registers for the whole block, KQ keys a step (below) */
+#endif
+#ifndef KQ
+#define KQ 2        /* QREG: keys per score step (KQ x RG accumulators + 16 q + KQ K registers of the 32) */
+#endif
 /* One row's online-softmax step over ns score vectors of T keys (s[0..ns), scaled to log2 units):
    keys outside [t0, t1) of the block get p = 0; x is the row's state (x[0..D) the unnormalised
    accumulator, x[D] the running max m, x[D + 1] the running sum l). Writes p[0..ns) (all 0 when the
@@ -404,12 +416,13 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
         const int PHASE, __m512 *sbuf) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
+    const int QR = DPBF16 && QREG && DP && NCH <= 4;   /* q in registers (the score loop below) */
     /* prefetch steps per inner iteration: this head's line pairs over the iterations of one row
        group (score c loops, then P @ V key loops); what is left goes out after the loops */
     int pfn = 0;
     if (pfs->t < pfs->t1) {
         const int64_t pairs = (pfs->t1 - pfs->t) * ((pfs->span + 63) / 64);   /* steps: 1 or 2 lines each */
-        const int64_t iters = (PHASE != 2 ? NS * (T / KG) * NCH : 0)
+        const int64_t iters = (PHASE != 2 ? NS * (T / (QR ? KQ : KG)) * NCH : 0)
                             + (PHASE != 1 ? ((DP ? 2 * NCH : NCH) + 3) / 4 * (DP ? (nt + 1) / 2 : nt) : 0);
         pfn = (int)((pairs + iters - 1) / iters);
     }
@@ -420,10 +433,66 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
         if (PHASE == 2)
             for (int g = 0; g < RG; g++)
                 for (int sb = 0; sb < NS; sb++) S[g][sb] = sst[g * NSUB_MAX + sb];
+#if DPBF16
+        /* QR: the row group's q, RG x NCH vectors, loaded once a block and pinned in registers (INREG):
+           GCC otherwise folds a q load into every vdpbf16ps (16 q + 4 K loads a 16 products at KG = 4,
+           and the score loop ran at ~38% of the kernel's samples against P @ V's ~24% for as many
+           products; session 54, perf on the 2-vCPU Zen 4 VM). The same products summed in the same
+           order per (key, row): the same bits. */
+        __m512bh qv[RG][4];
+        if (QR && PHASE != 2)
+            for (int g = 0; g < RG; g++)
+                for (int c = 0; c < NCH; c++) {
+                    qv[g][c] = (__m512bh)_mm512_loadu_si512(qh + ((r + g) * D + c * 32) * 2);
+                    INREG(qv[g][c]);
+                }
+#endif
       for (int sb = 0; sb < (PHASE == 2 ? 0 : NS); sb++) {
         const char *const *kps = kp + sb * T;
         const int nts = nt - sb * T;
         if (nts <= 0) { for (int g = 0; g < RG; g++) S[g][sb] = _mm512_setzero_ps(); continue; }
+#if DPBF16
+        if (QR) {
+            /* (KQ = 2: slots i0, i0 + 1 are the pair reduce16's first level adds, so it runs here in
+               registers, W[g][i0 / 2] = c16(P[g][i0], P[g][i0 + 1]), and the block stores half the vectors) */
+            vf W[RG][T / 2];
+            for (int i0 = 0; i0 < T; i0 += KQ) {
+                const char *kr[KQ];
+                int live = 0;
+                for (int u = 0; u < KQ; u++) {
+                    const int t = BITREV4[i0 + u];
+                    kr[u] = (t < nts ? kps[t] : kps[0]) + h * sh;     /* past nts: any real row, result dropped */
+                    live |= t < nts;
+                }
+                if (!live) {
+                    for (int u = 0; u < KQ; u++)
+                        for (int g = 0; g < RG; g++) P[g][i0 + u] = _mm512_setzero_ps();
+                    if (KQ == 2)
+                        for (int g = 0; g < RG; g++) W[g][i0 / 2] = (vf){0};
+                    continue;
+                }
+                __m512 acc[KQ][RG];
+                for (int u = 0; u < KQ; u++)
+                    for (int g = 0; g < RG; g++) acc[u][g] = _mm512_setzero_ps();
+                #pragma GCC unroll 4
+                for (int c = 0; c < NCH; c++) {     /* unrolled: qv[g][c] must name a register */
+                    pf_step(pfs, pfn, DP);
+                    __m512bh kb[KQ];
+                    for (int u = 0; u < KQ; u++) kb[u] = (__m512bh)_mm512_loadu_si512(kr[u] + c * 64);
+                    for (int g = 0; g < RG; g++)
+                        for (int u = 0; u < KQ; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv[g][c]);
+                }
+                for (int u = 0; u < KQ; u++)
+                    for (int g = 0; g < RG; g++)
+                        P[g][i0 + u] = BITREV4[i0 + u] < nts ? acc[u][g] : _mm512_setzero_ps();
+                if (KQ == 2)
+                    for (int g = 0; g < RG; g++) W[g][i0 / 2] = c16((vf)P[g][i0], (vf)P[g][i0 + 1]);
+            }
+            for (int g = 0; g < RG; g++)
+                S[g][sb] = _mm512_mul_ps((__m512)(KQ == 2 ? reduce16_w(W[g]) : reduce16((const vf *)P[g])), qs);
+            continue;
+        }
+#endif
         /* KG keys at a time: each q vector loaded once serves KG keys (KG x RG
            accumulators; loads, not FMAs, bound a loop that reloads q per key) */
         for (int i0 = 0; i0 < T; i0 += KG) {
