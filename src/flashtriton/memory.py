@@ -50,6 +50,18 @@ def empty(shape, dtype, device) -> torch.Tensor:
     return t
 
 
+def empty_like(t: torch.Tensor) -> torch.Tensor:
+    """empty(t.shape, t.dtype, t.device), contiguous, by torch.empty_like: the same tensor, but right after other
+    work (cold caches) ~25-30 us where torch.empty with shape / dtype / device took ~55-60 (session 54, the CPU
+    decode's output: bench/cpu/s54_cold_alloc_probe.py). The hook sees empty()'s spec, so a replay makes the same."""
+    if _poison:
+        return empty(t.shape, t.dtype, t.device)
+    out = torch.empty_like(t, memory_format=torch.contiguous_format)
+    if alloc_hook is not None:
+        alloc_hook(out, "empty", (t.shape, t.dtype, t.device))
+    return out
+
+
 def arange_i32(n: int, device) -> torch.Tensor:
     """0, 1, ..., n - 1 as int32 (a kernel's row indices)."""
     t = torch.arange(n, dtype=torch.int32, device=device)

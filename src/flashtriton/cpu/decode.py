@@ -86,7 +86,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         offs = torch.arange(seqlen_q) if per_row else torch.zeros(seqlen_q, dtype=torch.int64)
         q = rotate(q, rotary_cos, rotary_sin, cache_seqlens.to(torch.int64)[:, None] + offs[None, :],
                    rotary_interleaved)
-    out = memory.empty(q.shape, q.dtype, q.device)
+    out = memory.empty_like(q)
     global LAST_PATH
     if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
         lib = compiled_library(k_cache.dtype)
