@@ -17,8 +17,13 @@ with other jobs slows both alike) and reports the median of whole calls.
 
 SDPA runs on the same tensors: (B, N, H, D) views transposed to (B, H, N, D), and for
 decode the (B, L, Hk, D) cache transposed to (B, Hk, L, D) with enable_gqa=True.
-Decode bandwidth = K and V bytes of the attended positions / time; the machine's read
-bandwidth is measured in the same run (the best of a few sums over a 512 MiB tensor).
+Decode bandwidth = K and V bytes of the attended positions / time. The machine's read
+bandwidth is measured in the same run twice: at the start (the best of a few sums over a
+512 MiB tensor) and alongside each decode row (a sum over a 256 MiB tensor timed in the
+row's own interleaved rounds, median). The decode's share is taken of the higher of the
+two: session 54 found the VM's read bandwidth switching between ~36 and ~60 GB/s over
+tens of seconds, and the start figure alone had always caught the lower mode since
+session 42 (bench/NOTES.md, "Session 54").
 
     python -m flashtriton.bench.cpu            # about a minute on 2 cores
     python -m flashtriton.bench.cpu --quick    # small shapes, a smoke test of the harness
@@ -176,6 +181,19 @@ def bench_fwd_bwd(dtype, b, h, n, d):
                  path=f"{_forward_path()} forward, {_backward_path()} backward")]
 
 
+_READ_BUF: list = []
+
+
+def _read_alongside():
+    """One sum over a 256 MiB float32 tensor (allocated and touched once per process): the read bandwidth timed
+    in a decode row's own rounds."""
+    if not _READ_BUF:
+        x = torch.rand(256 * 2 ** 20 // 4)
+        x.sum()
+        _READ_BUF.append(x)
+    return _READ_BUF[0].sum()
+
+
 def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
     q = torch.randn(1, 1, hq, d, dtype=dtype)
     k_cache = torch.randn(1, seqlen, hk, d, dtype=dtype)
@@ -194,14 +212,17 @@ def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
         _checked(err, dtype, f"decode L={seqlen}")
         from flashtriton.cpu import decode as cpu_decode
         path = cpu_decode.LAST_PATH     # "compiled" (cpu/native.py) or "ops" (torch ops)
-        ms = time_interleaved({"ours": ours, "sdpa": lambda: _sdpa(q, k_cache, v_cache, gqa=True)})
+        _read_alongside()
+        ms = time_interleaved({"ours": ours, "sdpa": lambda: _sdpa(q, k_cache, v_cache, gqa=True),
+                               "read": _read_alongside})
     a, t = ms["ours"], ms["sdpa"]
     nbytes = 2 * seqlen * hk * d * k_cache.element_size()
     gbs = nbytes / (a / 1e3) / 1e9
-    pct = 100 * gbs / bandwidth
+    read_gbs = _READ_BUF[0].numel() * 4 / (ms["read"] / 1e3) / 1e9
+    pct = 100 * gbs / max(bandwidth, read_gbs)
     return [_row("decode", dtype, f"B=1 Hq={hq} Hk={hk} D={d} L={seqlen // 1024}k", a, t, err,
                  ">= 5x SDPA, >= 50% BW", t / a >= 5 and pct >= 50, gbs=round(gbs, 1), bw_pct=round(pct, 1),
-                 path=path)]
+                 read_gbs=round(read_gbs, 1), path=path)]
 
 
 def bench_small(dtype, b=4, h=12, n=512, d=64):
@@ -215,16 +236,17 @@ def bench_small(dtype, b=4, h=12, n=512, d=64):
                  path=_forward_path())]
 
 
-COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "bw_pct", "rel_err", "target", "met",
-           "path"]
-HEADERS = ["case", "dtype", "shape", "ours (us)", "torch SDPA (us)", "SDPA / ours", "GB/s", "% read BW",
-           "rel. err", "target", "met", "path"]
+COLUMNS = ["case", "dtype", "shape", "ours_us", "torch_us", "ratio", "gbs", "read_gbs", "bw_pct", "rel_err", "target",
+           "met", "path"]
+HEADERS = ["case", "dtype", "shape", "ours (us)", "torch SDPA (us)", "SDPA / ours", "GB/s", "read GB/s alongside",
+           "% read BW", "rel. err", "target", "met", "path"]
 
 
 def markdown(rows, env) -> str:
     lines = [f"# CPU benchmark ({env['date']})", "",
              f"torch {env['torch']}, {env['device']}, {env['threads']} threads, float32 engine: {env['engine']}, "
-             f"read bandwidth measured in this run: {env['read_gbs']} GB/s.", "",
+             f"read bandwidth measured at the start of this run: {env['read_gbs']} GB/s (decode rows: % of the "
+             f"higher of it and the read bandwidth timed alongside the row).", "",
              f"Decode path: {env['decode_path']} ({env['decode_build']}).", "",
              common.markdown_table([dict(r, met="yes" if r["met"] else "NO",
                                          ratio=(f"{r['ratio']:.2f}" if r.get("ratio") else None),
