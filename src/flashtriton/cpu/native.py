@@ -399,6 +399,19 @@ static inline __attribute__((always_inline)) void pf_step(pfs_t *s, int n, const
         if (s->o >= s->span) { s->o = 0; s->t++; }
     }
 }
+/* The rows (at byte offset off: a head) of the n keys in score slots i0 .. i0 + n - 1 (slot i holds key
+   bitrev4(i) of a 16-key group whose first nts keys are real); a slot past nts gets any real row (its result is
+   dropped). Returns whether any slot is real. */
+static inline __attribute__((always_inline)) int key_rows(const char *const *kps, int i0, const int n, int nts,
+                                                         int64_t off, const char **kr) {
+    int live = 0;
+    for (int u = 0; u < n; u++) {
+        const int t = BITREV4[i0 + u];
+        kr[u] = (t < nts ? kps[t] : kps[0]) + off;
+        live |= t < nts;
+    }
+    return live;
+}
 /* One block of nt <= T keys, KV head h, every row r < R of the head, AVX-512:
    (1) scores, RG rows at a time: one accumulator per (row, key) over the D / 32 (bf16:
        vdpbf16ps on bf16 q and K) or D / 16 (float32: FMA) column vectors, q in
@@ -458,13 +471,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             vf W[RG][T / 2];
             for (int i0 = 0; i0 < T; i0 += KQ) {
                 const char *kr[KQ];
-                int live = 0;
-                for (int u = 0; u < KQ; u++) {
-                    const int t = BITREV4[i0 + u];
-                    kr[u] = (t < nts ? kps[t] : kps[0]) + h * sh;     /* past nts: any real row, result dropped */
-                    live |= t < nts;
-                }
-                if (!live) {
+                if (!key_rows(kps, i0, KQ, nts, h * sh, kr)) {
                     for (int u = 0; u < KQ; u++)
                         for (int g = 0; g < RG; g++) P[g][i0 + u] = _mm512_setzero_ps();
                     if (KQ == 2)
@@ -497,13 +504,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
            accumulators; loads, not FMAs, bound a loop that reloads q per key) */
         for (int i0 = 0; i0 < T; i0 += KG) {
             const char *kr[KG];
-            int live = 0;
-            for (int u = 0; u < KG; u++) {
-                const int t = BITREV4[i0 + u];
-                kr[u] = (t < nts ? kps[t] : kps[0]) + h * sh;     /* past nts: any real row, result dropped */
-                live |= t < nts;
-            }
-            if (!live) {
+            if (!key_rows(kps, i0, KG, nts, h * sh, kr)) {
                 for (int u = 0; u < KG; u++)
                     for (int g = 0; g < RG; g++) P[g][i0 + u] = _mm512_setzero_ps();
                 continue;
