@@ -123,3 +123,27 @@ def test_regression_fp32_long_sequence_gpu(d):
     q, k, v = rand_qkv(1, 1500, 1500, 2, 1, d, torch.float32, "cuda")
     with flashtriton.use_backend("triton"):
         check_attention("triton", q, k, v, causal=True)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="known gap (session 54): the CPU backend's fp32 path exceeds the criterion at D = 256 and "
+                          "with sharper-than-default softmax scales; bench/NOTES.md 'Session 54'")
+@pytest.mark.parametrize("d,scale", [(256, 0.3), (64, 0.3), (128, 0.3)])
+def test_cpu_fp32_sharp_softmax_known_gap(d, scale):
+    """A known defect kept visible (strict xfail: it fails the suite once fixed, so the mark goes): fp32 on the CPU
+    backend, B = 2, Nq = 64, Nk = 257, GQA 8 / 4. Session 54's fuzz found out at 2.2x the same-dtype error at D = 256
+    (the criterion allows 2x) and gradients at 3.9-7x (3x allowed) with softmax_scale 0.15-0.3; bf16 passes on the
+    same grid. The gradients pass when the forward and the backward both take the torch-ops path (their score
+    products then sum in the same order) and fail when either is the compiled kernel: the backward recomputes S in
+    another order than the one the forward's lse came from."""
+    if "cpu" not in kernel_backends():
+        pytest.skip("the CPU backend's gap")
+    if "avx512f" not in open("/proc/cpuinfo").read():
+        pytest.skip("measured on the AVX-512 compiled paths (another CPU's kernels sum in other orders)")
+    from flashtriton.cpu import forward as cpu_forward
+    q, k, v = rand_qkv(2, 64, 257, 8, 4, d, torch.float32, DEVICE)
+    try:
+        check_attention("cpu", q, k, v, softmax_scale=scale)
+    finally:
+        if cpu_forward.LAST_PATH != "compiled":
+            pytest.skip(f"the gap is the compiled forward's; this run took {cpu_forward.LAST_PATH}")
