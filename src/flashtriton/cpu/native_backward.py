@@ -28,17 +28,18 @@ threads.
 
 Per item (float32 throughout; sizes for rows = n_q * G, W keys per block, R rows per block):
 
-    pack   Qs = q * q_scale (rows x DP, q_scale = softmax_scale * log2 e), Qs^T (D x LT), dO (rows
+    pack   Qs = q (rows x DP; unscaled since session 54), Qs^T (D x LT), dO (rows
            x DP), dO^T (D x LT), delta = rowsum(dO * O), lse2 = lse * log2 e; K, V of the piece
            (nk x DP); DP = D rounded up to 16, zero padded; LT = rows + 64, zero padded
     for each key block j of W keys:                       dK_j = dV_j = 0 (W x DP)
         for each block i of R rows that sees block j:     (the exact query range: causal / window
                                                            bands start at the first row that sees j)
-            S^T  = K_j Qs_i^T                (W x R)      log2 units, scale folded into Qs
+            S^T  = (K_j Qs_i^T) q_scale      (W x R)      log2 units (q_scale = softmax_scale log2 e),
+                                                          summed as the forward's qk_f32: the same bits
             dP^T = V_j dO_i^T                (W x R)
             P^T  = exp2(S^T - lse2), 0 where hidden;  dS^T = P^T (dP^T - delta), 0 where hidden
             dV_j += P^T dO_i;  dK_j += dS^T Qs_i;  dQ_i += dS K_j
-        dk = dK_j / log2 e (Qs carries q_scale: softmax_scale / q_scale = 1 / log2 e), dv = dV_j
+        dk = softmax_scale * dK_j, dv = dV_j
     dq = softmax_scale * dQ
 
 Every product is the AVX-512 "broadcast one A element, FMA a 16-lane row of B" form with B's rows
@@ -285,7 +286,7 @@ static void pack_rows(const bargs_t *a, const int64_t *sq, int64_t hk, const row
         const int64_t i = r / G, g = r % G, src = ((q0 + i) * H + h0 + g) * D;
         float *qs = Qs + r * DP, *dd = dO + r * DP;
         for (int64_t d = 0; d < D; d++) {
-            qs[d] = a->q[src + d] * a->q_scale;
+            qs[d] = a->q[src + d];      /* unscaled: S^T sums as the forward's qk_f32, then times q_scale */
             dd[d] = a->dout[src + d];
         }
         for (int64_t d = D; d < DP; d++) qs[d] = dd[d] = 0.0f;
@@ -354,7 +355,8 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
         for (int64_t d = D; d < DP; d++) kk[d] = vv[d] = 0.0f;
     }
     PROF_ADD(0, tp0);
-    const float dk_scale = 0.6931471805599453f;     /* 1 / log2 e: Qs carries softmax_scale * log2 e */
+    const float dk_scale = a->scale;                /* Qs is q unscaled (pack_rows) */
+    const __m512 qsc = _mm512_set1_ps(a->q_scale);  /* S^T = K Q^T times softmax_scale log2 e: the forward's S */
     for (int64_t j0 = pj0; j0 < pj1; j0 += W) {
         const int64_t j1 = mn(pj1, j0 + W), w = j1 - j0;
         const float *Kj = Kp + (j0 - pj0) * DP, *Vj = Vp + (j0 - pj0) * DP;
@@ -387,7 +389,8 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
                         _mm512_storeu_ps(y + c, _mm512_setzero_ps());
                         continue;
                     }
-                    const __m512 x = _mm512_sub_ps(_mm512_loadu_ps(s + c), _mm512_loadu_ps(lse2 + rb + c));
+                    const __m512 x = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c), qsc),
+                                                   _mm512_loadu_ps(lse2 + rb + c));
                     const __m512 pv = _mm512_maskz_mov_ps(vis, vexp2(x));
                     const __m512 dy = _mm512_sub_ps(_mm512_loadu_ps(y + c), _mm512_loadu_ps(delta + rb + c));
                     _mm512_storeu_ps(s + c, pv);

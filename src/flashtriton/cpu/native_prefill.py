@@ -308,23 +308,38 @@ static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, 
     }
 }
 
-/* S[r][0..32) = scale * (q[r] . k[j]) for QR rows and one block of 32 keys */
+/* S[r][0..32) = scale * (q[r] . k[j]) for QR rows and one block of 32 keys. The dot products are summed as
+   the float32 backward sums S^T = K Q^T (native_backward.py): FMA chains of QK_PIECE terms in d order from zero,
+   the pieces added in order, then one multiply by the scale. So the backward recomputes bitwise the scores the
+   forward's lse came from. Before session 54 one chain ran over all of D here while the backward summed 64-term
+   pieces of q pre-multiplied by the scale: the two differed by a few ulps of |S|, which every P of a row
+   inherited, and sharp rows magnified it (gradients 3-7x PyTorch's float32 error at softmax scales 0.15-0.3 and
+   at D = 256; test_regression_fp32_scores_match_backward). */
+#define QK_PIECE 64     /* = native_backward.py's KC */
 static inline __attribute__((always_inline)) void qk_f32(const float *Q, int64_t DP, const float *kb, int64_t D,
                                                         float scale, float *S) {
-    __m512 c0[QR], c1[QR];
-    for (int r = 0; r < QR; r++) { c0[r] = _mm512_setzero_ps(); c1[r] = _mm512_setzero_ps(); }
-    for (int64_t d = 0; d < D; d++) {
-        const __m512 k0 = _mm512_loadu_ps(kb + d * 32), k1 = _mm512_loadu_ps(kb + d * 32 + 16);
+    __m512 t0[QR], t1[QR];
+    for (int64_t d0 = 0; d0 < D; d0 += QK_PIECE) {
+        const int64_t d1 = d0 + QK_PIECE < D ? d0 + QK_PIECE : D;
+        __m512 c0[QR], c1[QR];
+        for (int r = 0; r < QR; r++) { c0[r] = _mm512_setzero_ps(); c1[r] = _mm512_setzero_ps(); }
+        for (int64_t d = d0; d < d1; d++) {
+            const __m512 k0 = _mm512_loadu_ps(kb + d * 32), k1 = _mm512_loadu_ps(kb + d * 32 + 16);
+            for (int r = 0; r < QR; r++) {
+                const __m512 x = _mm512_set1_ps(Q[r * DP + d]);
+                c0[r] = _mm512_fmadd_ps(x, k0, c0[r]);
+                c1[r] = _mm512_fmadd_ps(x, k1, c1[r]);
+            }
+        }
         for (int r = 0; r < QR; r++) {
-            const __m512 x = _mm512_set1_ps(Q[r * DP + d]);
-            c0[r] = _mm512_fmadd_ps(x, k0, c0[r]);
-            c1[r] = _mm512_fmadd_ps(x, k1, c1[r]);
+            t0[r] = d0 ? _mm512_add_ps(t0[r], c0[r]) : c0[r];
+            t1[r] = d0 ? _mm512_add_ps(t1[r], c1[r]) : c1[r];
         }
     }
     const __m512 sc = _mm512_set1_ps(scale);
     for (int r = 0; r < QR; r++) {
-        _mm512_storeu_ps(S + r * KT, _mm512_mul_ps(c0[r], sc));
-        _mm512_storeu_ps(S + r * KT + 16, _mm512_mul_ps(c1[r], sc));
+        _mm512_storeu_ps(S + r * KT, _mm512_mul_ps(t0[r], sc));
+        _mm512_storeu_ps(S + r * KT + 16, _mm512_mul_ps(t1[r], sc));
     }
 }
 
