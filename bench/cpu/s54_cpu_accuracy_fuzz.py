@@ -3,7 +3,9 @@ against float64 within 2x the same-dtype reference's error (reference.attention 
 gradients within 3x (reference.attention_grad in the dtype). Random dtype, head dim 32-256, GQA, lengths 1-300,
 causal, windows, softcap, ALiBi, softmax scales None / 0.3 / -0.2. Prints each failure and a count.
 
-    PYTHONPATH=src python bench/cpu/s54_cpu_accuracy_fuzz.py SEED SECONDS [bf16|fp16|fp32]
+    PYTHONPATH=src python bench/cpu/s54_cpu_accuracy_fuzz.py SEED SECONDS [bf16|fp16|fp32|any] [cpu|triton]
+
+(triton: the GPU kernels on CUDA tensors; not yet run there.)
 
 Session 54 (200 s per seed): fp32 failed often (gradients 4-10x, out up to 2.7x, with scales sharper than
 1/sqrt(d) and at D = 256; bench/NOTES.md), bf16 / fp16 only in degenerate cases (a single key, where the
@@ -16,7 +18,10 @@ import torch
 import flashtriton
 from flashtriton import flash_attn_func, flash_attn_varlen_func, reference
 from helpers import max_err, ATOL_FLOOR
-seed = int(sys.argv[1]); dur = float(sys.argv[2]); only = sys.argv[3] if len(sys.argv) > 3 else None
+seed = int(sys.argv[1]); dur = float(sys.argv[2])
+only = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "any" else None
+backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
+dev = "cuda" if backend == "triton" else "cpu"
 rng = random.Random(seed); torch.manual_seed(seed)
 fails = 0; n = 0; t_end = time.time() + dur
 while time.time() < t_end:
@@ -33,14 +38,18 @@ while time.time() < t_end:
     n += 1
     q = torch.randn(b, nq, h, d, dtype=dtype); k = torch.randn(b, nk, hk, d, dtype=dtype); v = torch.randn_like(k)
     dout = torch.randn(b, nq, h, d, dtype=dtype)
+    if alibi is not None:
+        alibi = alibi.to(dev)
     sc = scale if scale is not None else 1 / math.sqrt(d)
     wl, wr = ws[0], (0 if causal else ws[1])
     kw = dict(softmax_scale=sc, window_left=wl, window_right=wr, softcap=softcap, alibi_slopes=alibi)
     try:
-        qq, kk, vv = (t.clone().requires_grad_() for t in (q, k, v))
-        with flashtriton.use_backend("cpu"):
+        qq, kk, vv = (t.to(dev).requires_grad_() for t in (q, k, v))
+        with flashtriton.use_backend(backend):
             o = flash_attn_func(qq, kk, vv, softmax_scale=scale, causal=causal, window_size=ws, softcap=softcap, alibi_slopes=alibi)
-        gr = torch.autograd.grad(o, (qq, kk, vv), dout)
+        gr = [g.cpu() for g in torch.autograd.grad(o, (qq, kk, vv), dout.to(dev))]
+        o = o.cpu()
+        kw["alibi_slopes"] = None if alibi is None else alibi.cpu()
         res = []
         for cast in (torch.float64, dtype):
             a = [t.to(cast) for t in (q, k, v)]
