@@ -389,8 +389,11 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
                         _mm512_storeu_ps(y + c, _mm512_setzero_ps());
                         continue;
                     }
-                    const __m512 x = _mm512_sub_ps(_mm512_mul_ps(_mm512_loadu_ps(s + c), qsc),
-                                                   _mm512_loadu_ps(lse2 + rb + c));
+                    /* the forward's S: the product rounded on its own (the empty asm keeps -ffp-contract from
+                       fusing it into the subtraction, as GCC 12 did: one vfmsub, not the forward's bits) */
+                    __m512 sq = _mm512_mul_ps(_mm512_loadu_ps(s + c), qsc);
+                    __asm__("" : "+v"(sq));
+                    const __m512 x = _mm512_sub_ps(sq, _mm512_loadu_ps(lse2 + rb + c));
                     const __m512 pv = _mm512_maskz_mov_ps(vis, vexp2(x));
                     const __m512 dy = _mm512_sub_ps(_mm512_loadu_ps(y + c), _mm512_loadu_ps(delta + rb + c));
                     _mm512_storeu_ps(s + c, pv);
