@@ -212,7 +212,6 @@ def bench_decode(dtype, seqlen, bandwidth, hq=32, hk=8, d=128):
         _checked(err, dtype, f"decode L={seqlen}")
         from flashtriton.cpu import decode as cpu_decode
         path = cpu_decode.LAST_PATH     # "compiled" (cpu/native.py) or "ops" (torch ops)
-        _read_alongside()
         ms = time_interleaved({"ours": ours, "sdpa": lambda: _sdpa(q, k_cache, v_cache, gqa=True),
                                "read": _read_alongside})
     a, t = ms["ours"], ms["sdpa"]
