@@ -22,7 +22,7 @@ import triton.language as tl
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, find_sequence,
-                     kv_tile_ranges, head_rows_desc, q_tile_ranges, qk_dot, scores_log2, softcap_tanh, tile_load, tile_store)
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -100,7 +100,7 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
     # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
     # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
-    qkT = qk_dot(k, q, DOT_PRECISION)                               # (BLOCK_N, BLOCK_M)
+    qkT = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)     # (BLOCK_N, BLOCK_M)
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
                      MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
@@ -131,7 +131,7 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
     # not); P^T and dS^T go through shared memory to become dV's and dK's A operands.
-    qk = qk_dot(q, k, DOT_PRECISION)                                # (BLOCK_M, BLOCK_N)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
@@ -345,7 +345,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
         ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
-    qk = qk_dot(q, k, DOT_PRECISION)                                # (BLOCK_M, BLOCK_N)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)

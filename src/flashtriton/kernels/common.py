@@ -13,43 +13,6 @@ LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
-def _column_halves(x):
-    """(R, C) -> its columns [0, C / 2) and [C / 2, C), as two (R, C / 2) tensors."""
-    R: tl.constexpr = x.shape[0]
-    C: tl.constexpr = x.shape[1]
-    return tl.split(tl.permute(tl.reshape(x, (R, 2, C // 2)), (0, 2, 1)))
-
-
-@triton.jit
-def qk_dot(a, b, DOT_PRECISION: tl.constexpr):
-    """a (R, BLOCK_D) . b (C, BLOCK_D)^T -> (R, C) fp32: the raw scores (or their transpose).
-
-    True-fp32 inputs sum the head dim in four quarters, ((q0 + q1) + (q2 + q3)), each one
-    FMA chain: Triton's ieee dot is a single FMA chain over BLOCK_D per score, whose
-    rounding grows with D, and cuBLAS's one-query (gemv) fp32 math sums in parts - against
-    it the Nq = 1 forward read 2-9x its error at D = 64-192 with sharp scales (session 55,
-    H200, bench/gpu/s55_fp32_probe.py; the criterion allows 2x). Every kernel that
-    recomputes the scores (bwd.py) calls this too, so the backward's P is the forward's.
-    bf16 / fp16 and tf32 take the one dot.
-    """
-    BLOCK_D: tl.constexpr = a.shape[1]
-    if a.dtype == tl.float32 and DOT_PRECISION == "ieee" and BLOCK_D >= 64:
-        a0, a1 = _column_halves(a)
-        b0, b1 = _column_halves(b)
-        a00, a01 = _column_halves(a0)
-        a10, a11 = _column_halves(a1)
-        b00, b01 = _column_halves(b0)
-        b10, b11 = _column_halves(b1)
-        lo = (tl.dot(a00, tl.trans(b00), input_precision=DOT_PRECISION)
-              + tl.dot(a01, tl.trans(b01), input_precision=DOT_PRECISION))
-        hi = (tl.dot(a10, tl.trans(b10), input_precision=DOT_PRECISION)
-              + tl.dot(a11, tl.trans(b11), input_precision=DOT_PRECISION))
-        return lo + hi
-    else:
-        return tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION)
-
-
-@triton.jit
 def softcap_tanh(qk, softcap_scale):
     """tanh(qk * softmax_scale / softcap), written with exp2 so that it runs everywhere.
 

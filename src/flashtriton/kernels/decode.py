@@ -46,8 +46,6 @@ every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
 import triton
 import triton.language as tl
 
-from .common import qk_dot
-
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 
@@ -159,7 +157,7 @@ def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale,
     krel (1, N): the keys' positions in the slice; valid (1, N): keys that exist (only
     used when MASKED, which also applies the window; unmasked tiles are fully visible).
     """
-    qk = qk_dot(q, k, DOT_PRECISION)                                # (BLOCK_M, N)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, N)
     if HAS_SOFTCAP:
         # softcap * tanh(scale * qk / softcap), in log2 units; tanh(x) = 1 - 2 / (e^2x + 1)
         s = (1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)) * softcap_out

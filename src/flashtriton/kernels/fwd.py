@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, qk_dot, scores_log2, tile_load,
+                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
                      tile_store)
 
 
@@ -33,7 +33,7 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
-    qk = qk_dot(q, k, DOT_PRECISION)                                # (BLOCK_M, BLOCK_N)
+    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
     if MASKED or HAS_ALIBI or HAS_SOFTCAP:
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                         softcap_scale, softcap_out, slope_log2, window_left, window_right,
