@@ -37,7 +37,10 @@ int main(int argc, char **argv) {
     float lse[32];
     double *ts = malloc(reps * sizeof(double));
     const char *fl = getenv("FLUSH"); int64_t fn = fl ? atoll(fl) << 20 : 0;
-    volatile float *fbuf = fn ? calloc(fn / 4, 4) : 0; float fsink = 0;
+    /* session 55: written once, so that every page is its own (a calloc'ed buffer reads the kernel's one zero
+       page: sessions 42-54's FLUSH runs evicted nothing and timed a warm cache) */
+    volatile float *fbuf = fn ? malloc(fn) : 0; float fsink = 0;
+    for (int64_t i = 0; i < fn / 4; i++) fbuf[i] = (float)(i & 7);
     for (int r = -2; r < reps; r++) {
         if (fn) { float s0 = 0; for (int64_t i = 0; i < fn / 4; i += 16) s0 += fbuf[i]; fsink += s0; }
         double t0 = now();
