@@ -142,15 +142,17 @@ def test_regression_fp32_scores_match_backward(d, scale):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [128, 192])
 @pytest.mark.parametrize("scale", [-0.2, 0.2])
-def test_fp32_one_query_sharp_scale(backend, d, scale):
-    """Session 55: on the H200 the one-query fp32 forward (kernels/fwd.py) read 2-9x the error of PyTorch's fp32
+def test_fp32_one_query_sharp_scale(request, backend, d, scale):
+    """Session 55: on the H200 the one-query fp32 forward (kernels/fwd.py) read 1.4-9x the error of PyTorch's fp32
     math there at scales of +-0.2 (cuBLAS sums a one-row product in parts; Triton's ieee dot is one FMA chain over
     the head dim): 14 of bench/gpu/s55_fp32_probe.py's 48 such cells (D = 64 / 128 / 192) failed the criterion.
     Summing the head dim in quarters (bench/wip/fp32-qk-quarters.diff) brought the probe to 1 of 72 but still
     failed D = 192 here and slowed the fp32 forward+backward 1.4-1.7x: not taken, so the Triton backend on a GPU
-    is an expected failure (README Limitations). The CPU, reference and interpreted backends must pass."""
+    is an expected failure (README Limitations), still run so that a fix shows as XPASS. The CPU, reference and
+    interpreted backends must pass."""
     if backend == "triton" and DEVICE == "cuda":
-        pytest.xfail("GPU fp32 one-query forward: one FMA chain over D against cuBLAS's gemv (session 55)")
+        request.applymarker(pytest.mark.xfail(
+            reason="GPU fp32 one-query forward: one FMA chain over D against cuBLAS's gemv (session 55)"))
     for seed in range(4):
         torch.manual_seed(seed)
         q, k, v = rand_qkv(2, 1, 113, 4, 2, d, torch.float32, DEVICE)
