@@ -595,11 +595,13 @@ def _replay_step(step: _Step, inputs: tuple, need_lse: bool):
 # A step is not stored (the long way, every call) where the long way copied an index
 # tensor (a strided view), under torch.compile, or with options of unexpected types.
 class _CpuStep:
-    """A CPU call seen before: its AttnParams and whether q rotates per row."""
-    __slots__ = ("params", "per_row_rotary")
+    """A CPU call seen before: its AttnParams, whether q rotates per row, and the compiled
+    kernel's launch (cpu/decode.py's CompiledLaunch, set by kvcache_fwd; None on the
+    torch-ops paths): kvcache_fwd's `memo`."""
+    __slots__ = ("params", "per_row_rotary", "launch")
 
     def __init__(self, params, per_row_rotary: bool):
-        self.params, self.per_row_rotary = params, per_row_rotary
+        self.params, self.per_row_rotary, self.launch = params, per_row_rotary, None
 
 
 def _replay_cpu_step(step: _CpuStep, structure: _Structure, q, k_cache, v_cache, k, v, rotary_cos, rotary_sin,
@@ -612,7 +614,8 @@ def _replay_cpu_step(step: _CpuStep, structure: _Structure, q, k_cache, v_cache,
                       structure.capacity, structure.page_size, structure.snew, step.per_row_rotary, structure)
     out, lse = backends.get("cpu").kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,
                                                cache_batch_idx, cache_leftpad, block_table, step.params,
-                                               rotary_interleaved, alibi_slopes, num_splits, need_lse=need_lse)
+                                               rotary_interleaved, alibi_slopes, num_splits, need_lse=need_lse,
+                                               memo=step)
     return (out, lse) if need_lse else out
 
 
@@ -745,8 +748,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     module = backends.get(backend)
     if not hasattr(module, "kvcache_fwd"):
         raise NotImplementedError(f"flash_attn_with_kvcache: the {backend} backend does not implement kvcache_fwd")
-    # (the plan key takes the signature's memo entry: see _STRUCTURES)
-    extra = {"signed": structure} if signed is not None and backend == "triton" else {}
+    # (the plan key takes the signature's memo entry: see _STRUCTURES; a CPU step takes the
+    # compiled launch this call builds)
+    cpu_step = _CpuStep(params, per_row_rotary) if step_key is not None and backend == "cpu" else None
+    extra = {"signed": structure} if signed is not None and backend == "triton" else \
+        {"memo": cpu_step} if cpu_step is not None else {}
     inputs = (q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
               block_table, alibi_slopes)
     out, lse = module.kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
@@ -755,7 +761,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if step_key is not None and all(a is b for a, b in zip(index_in, (cache_seqlens, cache_leftpad, cache_batch_idx,
                                                                       block_table))):
         if backend == "cpu":
-            _store_step(structure, step_key, _CpuStep(params, per_row_rotary))
+            _store_step(structure, step_key, cpu_step)
         else:
             _remember_step(structure, step_key, inputs, params, rotary_interleaved, num_splits, return_softmax_lse,
                            checks, per_row_rotary)

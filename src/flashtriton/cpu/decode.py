@@ -62,12 +62,17 @@ from .tiles import LOG2E, Band, alibi_distance, hidden_mask
 
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
-                cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits, need_lse=True):
+                cache_leftpad, block_table, params, rotary_interleaved, alibi_slopes, num_splits, need_lse=True,
+                memo=None):
     """Backend entry point (see flashtriton.kvcache). Mutates the caches when k_new is
     given. Returns (out like q, lse (B, H, Sq) float32); the lse is computed whatever
     need_lse says (the merge needs it), and with need_lse=False the compiled path writes it
     into per-thread scratch and returns None in its place (one torch.empty less a call: cold
-    after other work ~40-65 us, session 46)."""
+    after other work ~40-65 us, session 46).
+
+    memo: None, or an object whose attribute `launch` holds this call's CompiledLaunch
+    between calls (kvcache.py's _CpuStep: calls of one tensor signature and one set of
+    options); a launch built under other settings (CompiledLaunch.current) is rebuilt."""
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k
@@ -88,13 +93,16 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
                    rotary_interleaved)
     out = memory.empty_like(q)
     global LAST_PATH
-    if compiled_ok(k_cache, v_cache, params, alibi_slopes, head_dim, seqlen_q * group):
-        lib = compiled_library(k_cache.dtype)
-        LAST_PATH = "compiled-amx" if lib.amx else "compiled-f32" if lib is native._fma_library.lib else "compiled"
+    launch = memo.launch if memo is not None else None
+    if launch is None or not launch.current():
+        launch = compiled_launch(q, k_cache, v_cache, params, alibi_slopes, out)
+        if memo is not None:
+            memo.launch = launch
+    if launch is not None:
+        LAST_PATH = launch.path
         n = [e + snew - s for e, s in zip(ends, starts)]
         lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device) if need_lse else None
-        _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits,
-                         out, lse)
+        launch.run(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, num_splits, out, lse)
         return out, lse
     lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
     # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
@@ -179,67 +187,110 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
     return ok
 
 
-def _attend_compiled(lib, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, params, num_splits, out, lse):
-    """All sequences through the compiled kernel (native.py has the math): q (B, Sq, H,
-    D) as given (rotated); the keys of sequence b are cache positions starts[b] + [0,
-    n[b]); the kernel writes out (B, Sq, H, D) and lse (B, H, Sq) itself (lse None: this
-    thread's scratch, _scratch_ptr). The host side
-    is kept to a few Python lines and no torch op: right after other work (SDPA in the
-    benchmark) every torch op runs with cold caches, and ~12 of them cost ~0.3 ms,
-    a fifth of the L = 8k bf16 call (bench/NOTES.md, "Session 4"). Session 44
-    (bench/wip/cpu-decode-8k.md): after SDPA the whole host path of a bench call took
-    ~0.55-0.65 ms against the kernel's ~1.6 ms at L = 8k bf16 (cold caches and TLB:
-    every Python line ~10x its warm cost), so this path also avoids the scratch view
-    (_scratch_ptr) and repeats no stride() call. (A memo of the meta array per call shape
-    read faster in the bench, which repeats one call, but never hits in a decode loop,
+class CompiledLaunch:
+    """What the compiled kernel (native.py has the math) takes from a call's structure alone -
+    the library, the path label, the cache and output strides in bytes, the scale, the flags -
+    built once by compiled_launch and reused by every call of the same tensor signature and
+    options (kvcache.py's _CpuStep holds it): right after other work (SDPA in the benchmark)
+    every Python line runs with cold caches (~3-5 us a call), and compiled_ok +
+    compiled_library alone cost ~70 us there (session 56, bench/NOTES.md). run() keeps the
+    per-call work: the key ranges from the lengths, the split count, the pointers. The host
+    side is a few Python lines and no torch op: ~12 cold torch ops cost ~0.3 ms, a fifth of
+    the L = 8k bf16 call (bench/NOTES.md, "Session 4"), so run() reads no scratch view
+    (_scratch_ptr) and repeats no stride() of the cache. (A memo of the meta array per call
+    shape read faster in the bench, which repeats one call, but never hits in a decode loop,
     whose cache length grows every step: not taken.)"""
-    batch, sq, nheads, d = q.shape
-    hk = k_cache.shape[2]
-    group = nheads // hk
-    rows = sq * group
-    padded = -(-rows // 4) * 4           # the kernel takes rows in groups of 4 (empty rows pad)
-    if q.stride(-1) != 1:
-        q = q.contiguous()
-    # query i of sequence b sees keys [lo, hi) (tiles.Band's rule): i + off - left <= j
-    # <= i + off + right, off = n - Sq, 0 <= j < n; klo / khi: the keys some query sees
-    left, right = params.window_left, params.window_right
+    __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
+                 "out_bytes", "scale", "bf16", "amx", "left", "right")
+
+    def __init__(self, lib, q, k_cache, params, out):
+        _, sq, nheads, d = q.shape
+        self.lib, self.modes = lib, _modes()
+        self.path = "compiled-amx" if lib.amx else "compiled-f32" if lib is native._fma_library.lib else "compiled"
+        self.hk = k_cache.shape[2]
+        self.sq, self.group, self.d = sq, nheads // self.hk, d
+        self.padded = -(-sq * self.group // 4) * 4    # the kernel takes rows in groups of 4 (empty rows pad)
+        self.es = es = k_cache.element_size()      # q and out have the cache's dtype (kvcache.py checks)
+        self.k_bytes = tuple(x * es for x in k_cache.stride()[:3])
+        self.page_rows = k_cache.shape[1]             # a paged call's page size
+        self.out_bytes = tuple(x * es for x in out.stride()[:3])
+        self.scale = q_scale(params)
+        self.bf16 = k_cache.dtype == torch.bfloat16
+        self.amx = int(bool(lib.amx) and self.bf16)
+        self.left, self.right = params.window_left, params.window_right
+
+    def current(self) -> bool:
+        """Whether the settings that chose this launch are still the settings (compiled_ok,
+        compiled_library): the decode path, the AMX mode and the bf16 products' mode."""
+        return self.modes == _modes()
+
+    def run(self, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, num_splits, out, lse):
+        """All sequences through the kernel: q (B, Sq, H, D) as given (rotated); the keys of
+        sequence b are cache positions starts[b] + [0, n[b]); the kernel writes out (B, Sq,
+        H, D) and lse (B, H, Sq) itself (lse None: this thread's scratch, _scratch_ptr)."""
+        batch, sq, hk, d = len(n), self.sq, self.hk, self.d
+        qs = q.stride()
+        if qs[3] != 1:
+            q = q.contiguous()
+            qs = q.stride()
+        rlo, rhi, klo, khi = _key_ranges(n, sq, self.left, self.right)
+        width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
+        threads = torch.get_num_threads()
+        if num_splits > 0:
+            splits = num_splits
+        else:
+            splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch),
+                                width // config.DECODE_MIN_PIECE))
+        paged = block_table is not None
+        if paged:
+            table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
+                block_table.to(torch.int32).contiguous()
+            rowids = [0] * batch
+        else:
+            rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
+        vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
+        meta = (ctypes.c_int64 * len(vals))(*vals)
+        es, ks, os_ = self.es, self.k_bytes, self.out_bytes
+        # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
+        work = _scratch_ptr("work", batch * splits * hk * self.padded * (d + 16))
+        lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * sq)
+        rc = self.lib.ft_decode(
+            k_cache.data_ptr(), v_cache.data_ptr(), ks[0], ks[1], ks[2], self.page_rows if paged else 0,
+            table.data_ptr() if paged else None, table.stride(0) if paged else 0, meta, q.data_ptr(), qs[0] * es,
+            qs[1] * es, qs[2] * es, self.scale, batch, hk, sq, self.group, self.padded, d, splits, int(self.bf16),
+            work, out.data_ptr(), os_[0], os_[1], os_[2], lse_ptr, threads, self.amx)
+        if rc != 0:
+            raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
+                               f"rows={sq * self.group}; 4 out of memory; 5 AMX without the permission)")
+
+
+def _modes() -> tuple:
+    """The settings compiled_ok and compiled_library read (a CompiledLaunch is current while they hold)."""
+    return config.DECODE_PATH, config.DECODE_AMX, config.BF16_PRODUCTS
+
+
+def compiled_launch(q, k_cache, v_cache, params, alibi, out):
+    """The CompiledLaunch of this call (q as the kernel reads it: rotated; out as allocated),
+    or None where the call takes the torch-ops paths (compiled_ok)."""
+    if not compiled_ok(k_cache, v_cache, params, alibi, q.shape[3], q.shape[1] * (q.shape[2] // k_cache.shape[2])):
+        return None
+    return CompiledLaunch(compiled_library(k_cache.dtype), q, k_cache, params, out)
+
+
+def _key_ranges(n, sq, left, right):
+    """Per sequence b (n[b] keys) and query i: query i sees keys [lo, hi) (tiles.Band's rule:
+    i + off - left <= j <= i + off + right, off = n - Sq, 0 <= j < n). Returns the flat
+    lists rlo, rhi (b-major, B * Sq) and klo, khi (B): the keys some query of b sees."""
+    if left < 0 and right < 0:              # no window: every query sees [0, n)
+        khi = [max(nb, 0) for nb in n]
+        return [0] * (len(n) * sq), khi if sq == 1 else [h for h in khi for _ in range(sq)], [0] * len(n), khi
     rlo, rhi = [], []
     for nb in n:
         nb = max(nb, 0)
         for i in range(sq):
             rlo.append(max(0, i + nb - sq - left) if left >= 0 else 0)
             rhi.append(min(nb, i + nb - sq + right + 1) if right >= 0 else nb)
-    klo, khi = rlo[::sq], rhi[sq - 1::sq]
-    width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
-    threads = torch.get_num_threads()
-    if num_splits > 0:
-        splits = num_splits
-    else:
-        splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch), width // config.DECODE_MIN_PIECE))
-    paged = block_table is not None
-    if paged:
-        table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
-            block_table.to(torch.int32).contiguous()
-        rowids = [0] * batch
-    else:
-        rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
-    vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
-    meta = (ctypes.c_int64 * len(vals))(*vals)
-    es = k_cache.element_size()
-    ks, qs, os_ = k_cache.stride(), q.stride(), out.stride()
-    # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-    work = _scratch_ptr("work", batch * splits * hk * padded * (d + 16))
-    lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * nheads * sq)
-    bf16 = k_cache.dtype == torch.bfloat16
-    amx = int(bool(lib.amx) and bf16)
-    rc = lib.ft_decode(
-        k_cache.data_ptr(), v_cache.data_ptr(), ks[0] * es, ks[1] * es, ks[2] * es, k_cache.shape[1] if paged else 0,
-        table.data_ptr() if paged else None, table.stride(0) if paged else 0, meta, q.data_ptr(), qs[0] * es,
-        qs[1] * es, qs[2] * es, q_scale(params), batch, hk, sq, group, padded, d, splits, int(bf16), work,
-        out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse_ptr, threads, amx)
-    if rc != 0:
-        raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
-                           f"rows={rows}; 4 out of memory; 5 AMX without the permission)")
+    return rlo, rhi, rlo[::sq], rhi[sq - 1::sq]
 
 
 def _scratch_ptr(name: str, numel: int) -> int:
