@@ -117,12 +117,18 @@ class value_checks(contextlib.ContextDecorator):
 def _value_checks_on(device: torch.device) -> bool:
     if torch.compiler.is_compiling():
         return False
-    if _checks_override:
-        if not _checks_override[-1]:
-            return False
-    elif envvars.value("FLASHTRITON_KVCACHE_CHECKS", "1") == "0":
+    if not _checks_switch():
         return False
     return not (device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
+def _checks_switch() -> bool:
+    """value_checks() innermost, else FLASHTRITON_KVCACHE_CHECKS (a CPU step's replay asks this
+    alone: it runs eagerly, where torch.compiler.is_compiling() costs ~12 us cold after other
+    work, session 56)."""
+    if _checks_override:
+        return _checks_override[-1]
+    return envvars.value("FLASHTRITON_KVCACHE_CHECKS", "1") != "0"
 
 
 def _index_tensor(name, t, batch, device):
@@ -608,8 +614,9 @@ def _replay_cpu_step(step: _CpuStep, structure: _Structure, q, k_cache, v_cache,
                      cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_interleaved, alibi_slopes,
                      num_splits, need_lse):
     """A CPU step seen before: the value checks (if on), then the backend's kvcache_fwd with
-    the step's params, exactly as the long way calls it."""
-    if _value_checks_on(q.device):
+    the step's params, exactly as the long way calls it. (Called only outside torch.compile,
+    on CPU tensors: what _value_checks_on adds to _checks_switch does not apply.)"""
+    if _checks_switch():
         _check_values(q, k_cache, cache_seqlens, cache_batch_idx, cache_leftpad, block_table, rotary_cos,
                       structure.capacity, structure.page_size, structure.snew, step.per_row_rotary, structure)
     out, lse = backends.get("cpu").kvcache_fwd(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens,

@@ -47,7 +47,6 @@ slower, while this lock-step form stays on OpenMP's own threads.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 import threading
 
@@ -78,8 +77,6 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     group = nheads // nheads_k
     if params.dropout_p > 0:
         raise NotImplementedError("flash_attn_with_kvcache: dropout is not supported (dropout_p must be 0)")
-    ends = cache_seqlens.tolist()
-    starts = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
     snew = k_new.shape[1] if k_new is not None else 0
     if snew:
         _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
@@ -100,10 +97,12 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
             memo.launch = launch
     if launch is not None:
         LAST_PATH = launch.path
-        n = [e + snew - s for e, s in zip(ends, starts)]
         lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device) if need_lse else None
-        launch.run(q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, num_splits, out, lse)
+        launch.run(q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, snew, num_splits,
+                   out, lse)
         return out, lse
+    ends = cache_seqlens.tolist()
+    starts = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
     lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device)
     # (B, Hk, Sq * G, D) float32 rows r = i * G + g, scaled into log2 units
     qf = torch.empty(batch, nheads_k, seqlen_q, group, head_dim, dtype=torch.float32)
@@ -224,41 +223,38 @@ class CompiledLaunch:
         compiled_library): the decode path, the AMX mode and the bf16 products' mode."""
         return self.modes == _modes()
 
-    def run(self, q, k_cache, v_cache, cache_batch_idx, block_table, starts, n, num_splits, out, lse):
+    def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, snew, num_splits,
+            out, lse):
         """All sequences through the kernel: q (B, Sq, H, D) as given (rotated); the keys of
-        sequence b are cache positions starts[b] + [0, n[b]); the kernel writes out (B, Sq,
-        H, D) and lse (B, H, Sq) itself (lse None: this thread's scratch, _scratch_ptr)."""
-        batch, sq, hk, d = len(n), self.sq, self.hk, self.d
+        sequence b are cache positions start + [0, cache_seqlens[b] + snew - start), start =
+        cache_leftpad[b] (0 without); the index tensors int32 (B,) with unit stride (kvcache.py
+        copies strided views) - the kernel reads their values itself (ft_decode_lens) and
+        derives each query's key range and the split count; it writes out (B, Sq, H, D) and
+        lse (B, H, Sq) (lse None: this thread's scratch, _scratch_ptr)."""
+        batch, sq, hk, d = q.shape[0], self.sq, self.hk, self.d
         qs = q.stride()
         if qs[3] != 1:
             q = q.contiguous()
             qs = q.stride()
-        rlo, rhi, klo, khi = _key_ranges(n, sq, self.left, self.right)
-        width = max([h - l_ for l_, h in zip(klo, khi)], default=0)
         threads = torch.get_num_threads()
-        if num_splits > 0:
-            splits = num_splits
-        else:
-            splits = max(1, min(-(-config.DECODE_ITEMS_PER_THREAD * threads // batch),
-                                width // config.DECODE_MIN_PIECE))
+        # the work rows of the most splits the kernel may pick (ft_decode_lens: min(this, width / piece))
+        most = num_splits if num_splits > 0 else max(1, -(-config.DECODE_ITEMS_PER_THREAD * threads // batch))
         paged = block_table is not None
         if paged:
             table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
                 block_table.to(torch.int32).contiguous()
-            rowids = [0] * batch
-        else:
-            rowids = cache_batch_idx.tolist() if cache_batch_idx is not None else range(batch)
-        vals = [*starts, *rowids, *klo, *khi, *rlo, *rhi]
-        meta = (ctypes.c_int64 * len(vals))(*vals)
         es, ks, os_ = self.es, self.k_bytes, self.out_bytes
         # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-        work = _scratch_ptr("work", batch * splits * hk * self.padded * (d + 16))
+        work = _scratch_ptr("work", batch * most * hk * self.padded * (d + 16))
         lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * sq)
-        rc = self.lib.ft_decode(
+        rc = self.lib.ft_decode_lens(
             k_cache.data_ptr(), v_cache.data_ptr(), ks[0], ks[1], ks[2], self.page_rows if paged else 0,
-            table.data_ptr() if paged else None, table.stride(0) if paged else 0, meta, q.data_ptr(), qs[0] * es,
-            qs[1] * es, qs[2] * es, self.scale, batch, hk, sq, self.group, self.padded, d, splits, int(self.bf16),
-            work, out.data_ptr(), os_[0], os_[1], os_[2], lse_ptr, threads, self.amx)
+            table.data_ptr() if paged else None, table.stride(0) if paged else 0, cache_seqlens.data_ptr(),
+            cache_leftpad.data_ptr() if cache_leftpad is not None else None,
+            cache_batch_idx.data_ptr() if cache_batch_idx is not None else None, snew, self.left, self.right,
+            q.data_ptr(), qs[0] * es, qs[1] * es, qs[2] * es, self.scale, batch, hk, sq, self.group, self.padded, d,
+            num_splits, config.DECODE_ITEMS_PER_THREAD, config.DECODE_MIN_PIECE, int(self.bf16), work,
+            out.data_ptr(), os_[0], os_[1], os_[2], lse_ptr, threads, self.amx)
         if rc != 0:
             raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
                                f"rows={sq * self.group}; 4 out of memory; 5 AMX without the permission)")
@@ -275,22 +271,6 @@ def compiled_launch(q, k_cache, v_cache, params, alibi, out):
     if not compiled_ok(k_cache, v_cache, params, alibi, q.shape[3], q.shape[1] * (q.shape[2] // k_cache.shape[2])):
         return None
     return CompiledLaunch(compiled_library(k_cache.dtype), q, k_cache, params, out)
-
-
-def _key_ranges(n, sq, left, right):
-    """Per sequence b (n[b] keys) and query i: query i sees keys [lo, hi) (tiles.Band's rule:
-    i + off - left <= j <= i + off + right, off = n - Sq, 0 <= j < n). Returns the flat
-    lists rlo, rhi (b-major, B * Sq) and klo, khi (B): the keys some query of b sees."""
-    if left < 0 and right < 0:              # no window: every query sees [0, n)
-        khi = [max(nb, 0) for nb in n]
-        return [0] * (len(n) * sq), khi if sq == 1 else [h for h in khi for _ in range(sq)], [0] * len(n), khi
-    rlo, rhi = [], []
-    for nb in n:
-        nb = max(nb, 0)
-        for i in range(sq):
-            rlo.append(max(0, i + nb - sq - left) if left >= 0 else 0)
-            rhi.append(min(nb, i + nb - sq + right + 1) if right >= 0 else nb)
-    return rlo, rhi, rlo[::sq], rhi[sq - 1::sq]
 
 
 def _scratch_ptr(name: str, numel: int) -> int:

@@ -1188,6 +1188,55 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     TRACE(1, __rdtsc());
     return oom ? 4 : 0;
 }
+
+/* ft_decode with the key ranges and the split count derived here from the int32 index tensors (session 56:
+   on the host, lens.tolist(), the range lists and the meta array took ~50-80 us of a cold L = 8k call).
+   Sequence b: start = leftpad ? leftpad[b] : 0, n = lens[b] + snew - start keys at cache positions start +
+   [0, n); cache row rows ? rows[b] : b (0 when paged: the table maps its pages); query i (of Sq) sees keys
+   [lo, hi) by tiles.Band's rule (i + off - left <= j <= i + off + right, off = n - Sq, 0 <= j < n; a negative
+   left / right: unbounded); klo / khi: the keys some query of b sees.
+   splits: splits_req when > 0, else max(1, min(ceil(per_thread * nthreads / B), width / min_piece)), width the
+   widest [klo, khi); work must hold the most (splits_req, else max(1, ceil(per_thread * nthreads / B))). */
+int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+                   const int32_t *table, int64_t table_stride, const int32_t *lens, const int32_t *leftpad,
+                   const int32_t *rows, int64_t snew, int64_t left, int64_t right,
+                   const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
+                   int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
+                   int64_t per_thread, int64_t min_piece, int64_t bf16,
+                   float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
+    if (B <= 0) return 0;
+    int64_t stack_meta[64];
+    const int64_t need = B * (4 + 2 * Sq);
+    int64_t *meta = need <= 64 ? stack_meta : malloc((size_t)need * sizeof(int64_t));
+    if (!meta) return 4;
+    int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
+    int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
+    int64_t width = 0;
+    for (int64_t b = 0; b < B; b++) {
+        start[b] = leftpad ? leftpad[b] : 0;
+        row[b] = table ? 0 : rows ? rows[b] : b;
+        int64_t nb = (int64_t)lens[b] + snew - start[b];
+        if (nb < 0) nb = 0;
+        for (int64_t i = 0; i < Sq; i++) {
+            int64_t lo = 0, hi = nb;
+            if (left >= 0) { lo = i + nb - Sq - left; if (lo < 0) lo = 0; }
+            if (right >= 0) { hi = i + nb - Sq + right + 1; if (hi > nb) hi = nb; }
+            rlo[b * Sq + i] = lo; rhi[b * Sq + i] = hi;
+        }
+        klo[b] = rlo[b * Sq]; khi[b] = rhi[b * Sq + Sq - 1];
+        if (b == 0 || khi[b] - klo[b] > width) width = khi[b] - klo[b];
+    }
+    int64_t splits = splits_req;
+    if (splits <= 0) {
+        splits = (per_thread * nthreads + B - 1) / B;
+        if (width / min_piece < splits) splits = width / min_piece;
+        if (splits < 1) splits = 1;
+    }
+    const int rc = ft_decode(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk, Sq,
+                             G, R, D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx);
+    if (meta != stack_meta) free(meta);
+    return rc;
+}
 """
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno"]
@@ -1272,6 +1321,10 @@ def _open(path: str, amx: bool = False):
                               i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                               ctypes.c_int]
     lib.ft_decode.restype = ctypes.c_int
+    lib.ft_decode_lens.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, ptr, i64, i64, i64, ptr, i64,
+                                   i64, i64, ctypes.c_float, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, ptr,
+                                   ptr, i64, i64, i64, ptr, ctypes.c_int, ctypes.c_int]
+    lib.ft_decode_lens.restype = ctypes.c_int
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
