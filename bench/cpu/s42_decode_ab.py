@@ -12,11 +12,12 @@ call runs right after a different one (caches as the bench leaves them: its deco
 SDPA); per function: min and median ms over the rounds, GB/s = K + V bytes / time, and the decode's
 GB/s as % of the sum's. Before each round it waits (up to 20 s) for the machine to be idle (other
 users' jobs on the 2 vCPUs turned 2-thread calls into 10-20 ms scheduler quanta). Both builds run
-decode._attend_compiled (the host side the library calls go through); outputs are checked against
+ft_decode (kernel_call: the kernel's own entry point, any build); outputs are checked against
 float64 (flashtriton.reference_decode) and old against new bitwise (the session-42 changes keep the
 arithmetic order).
 """
 import argparse
+import ctypes
 import math
 import os
 import statistics
@@ -28,7 +29,8 @@ import torch.nn.functional as F
 
 from flashtriton import reference_decode
 from flashtriton.bench import common
-from flashtriton.cpu import decode, native
+from flashtriton.cpu import config, decode, native
+from flashtriton.cpu.forward import q_scale
 from flashtriton.launchers.prefill import AttnParams
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -87,13 +89,34 @@ def decode_inputs(dtype, seqlen, hq=32, hk=8, d=128):
     return q, k, v, AttnParams(1 / math.sqrt(d))
 
 
+def kernel_call(lib, q, k, v, params, out, lse, splits=0):
+    """One ft_decode call of `lib` (any build: its entry point predates session 56's ft_decode_lens) over the
+    whole cache, B = 1, no window; splits 0: cpu/config's default rule (decode.py's)."""
+    n, hk, d = k.shape[1], k.shape[2], k.shape[3]
+    sq, group = q.shape[1], q.shape[2] // hk
+    padded = -(-sq * group // 4) * 4
+    threads = torch.get_num_threads()
+    if splits <= 0:
+        splits = max(1, min(config.DECODE_ITEMS_PER_THREAD * threads, n // config.DECODE_MIN_PIECE))
+    meta = (ctypes.c_int64 * (4 + 2 * sq))(0, 0, 0, n, *([0] * sq), *([n] * sq))
+    es = k.element_size()
+    ks, qs, os_ = k.stride(), q.stride(), out.stride()
+    work = decode._scratch_ptr("work", splits * hk * padded * (d + 16))
+    bf16 = k.dtype == torch.bfloat16
+    rc = lib.ft_decode(k.data_ptr(), v.data_ptr(), ks[0] * es, ks[1] * es, ks[2] * es, 0, None, 0, meta, q.data_ptr(),
+                       qs[0] * es, qs[1] * es, qs[2] * es, q_scale(params), 1, hk, sq, group, padded, d, splits,
+                       int(bf16), work, out.data_ptr(), os_[0] * es, os_[1] * es, os_[2] * es, lse.data_ptr(), threads,
+                       int(bool(lib.amx) and bf16))
+    assert rc == 0, rc
+
+
 def compiled_call(lib, q, k, v, params, record):
     """A call of the compiled decode `lib` into its own out / lse; record(out, lse) after each call."""
     out = torch.empty_like(q)
     lse = torch.empty(1, q.shape[2], 1)
 
     def f():
-        decode._attend_compiled(lib, q, k, v, None, None, [0], [k.shape[1]], params, 0, out, lse)
+        kernel_call(lib, q, k, v, params, out, lse)
         record(out, lse)
     return f
 

@@ -1,4 +1,4 @@
-"""Per-call split (session 44): the bench's decode call and decode._attend_compiled alone, after SDPA / a read flush:
+"""Per-call split (session 44): the bench's decode call and the kernel call alone (s42_decode_ab.kernel_call; decode._attend_compiled until session 56), after SDPA / a read flush:
 wall time against the C kernel's own time (FT_TRACE build swapped in), i.e. the host share.
 
     PYTHONPATH=src python bench/cpu/s44_decode_call_split.py --L 8192 --rounds 15 --flush sdpa,read
@@ -30,7 +30,7 @@ def ours():
         return flashtriton.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
 out = torch.empty_like(q); lse = torch.empty(1, 32, 1)
 p = ab.decode_inputs(dt, 64)[3]
-direct = lambda: decode._attend_compiled(lib, q, kc, vc, None, None, [0], [a.L], p, 0, out, lse)
+direct = lambda: ab.kernel_call(lib, q, kc, vc, p, out, lse)
 ours(); direct()
 e0, t0 = lib.ft_rdtsc(), time.perf_counter()
 time.sleep(0.2)

@@ -26,7 +26,7 @@ def wrap(mod, name):
         s = rd(); r = f(*a, **k); stamps.append((name, s, rd())); return r
     setattr(mod, name, w)
 wrap(kvcache, "_checked_structure"); wrap(validate, "options"); wrap(validate, "_tensor"); wrap(backends, "select")
-wrap(backends, "get"); wrap(fcpu, "kvcache_fwd"); wrap(decode, "compiled_ok"); wrap(decode, "_attend_compiled")
+wrap(backends, "get"); wrap(fcpu, "kvcache_fwd"); wrap(decode, "compiled_ok"); wrap(decode.CompiledLaunch, "run")
 wrap(decode, "compiled_library"); wrap(native, "load_amx"); wrap(memory, "empty"); wrap(decode, "_scratch")
 wrap(flashtriton, "use_backend"); wrap(kvcache, "_attn_params")
 dt = torch.bfloat16

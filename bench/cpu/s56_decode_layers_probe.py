@@ -39,7 +39,7 @@ def lean():
 def compiled():
     n = lens.tolist()
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    decode.compiled_launch(q, kc, vc, params, None, out).run(q, kc, vc, None, None, [0], n, 0, out, None)
+    decode.compiled_launch(q, kc, vc, params, None, out).run(q, kc, vc, lens, None, None, None, 0, 0, out, None)
     return out
 def fwd():
     return cpu.kvcache_fwd(q, kc, vc, None, None, None, None, lens, None, None, None, params, True, None, 0,

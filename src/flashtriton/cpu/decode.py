@@ -17,7 +17,7 @@ order (log2 units inside):
     lse = (M + log2 L) * ln 2
 
 The default path (config.DECODE_PATH = "compiled", FLASHTRITON_CPU_DECODE) is the C
-kernel of native.py (_attend_compiled): the same split-KV online softmax, fused into
+kernel of native.py (CompiledLaunch): the same split-KV online softmax, fused into
 one streaming pass over the cache, for bf16 / float32 caches without softcap / ALiBi
 (compiled_ok lists the conditions); 2-3x the torch-ops paths below at L = 8k-32k.
 Everything else, or FLASHTRITON_CPU_DECODE=ops, takes the torch-ops paths.

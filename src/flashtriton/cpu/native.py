@@ -1328,7 +1328,7 @@ def _open(path: str, amx: bool = False):
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
-    lib.amx = amx       # bf16 calls on this library run the AMX step (decode._attend_compiled passes it)
+    lib.amx = amx       # bf16 calls on this library run the AMX step (decode.CompiledLaunch passes it)
     lib.ft_dpbf16.argtypes = []
     lib.ft_dpbf16.restype = ctypes.c_int
     lib.ft_blk512.argtypes = []
