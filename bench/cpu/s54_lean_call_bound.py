@@ -36,13 +36,14 @@ def lean():
 def api():
     return flashtriton.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
 sdpa = lambda: F.scaled_dot_product_attention(q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2), enable_gqa=True)
-with flashtriton.use_backend("cpu"), kvcache.value_checks(False):
-    a = api(); b = lean()
-    assert torch.equal(a, b), "lean != api"
-    fns = {"api": api, "lean": lean}
-    t = {n: [] for n in fns}
-    for r in range(int(sys.argv[1])):
-        for n in (list(fns) if r % 2 else list(fns)[::-1]):
-            sdpa(); t0 = time.perf_counter(); fns[n](); t[n].append((time.perf_counter() - t0) * 1e6)
-for n in fns: print(n, "med %.0f min %.0f us" % (statistics.median(t[n]), min(t[n])))
-print("per-round lean/api", statistics.median(b / a for a, b in zip(t["api"], t["lean"])))
+if __name__ == "__main__":      # (bench/cpu/s56_decode_layers_probe.py imports the set-up above)
+    with flashtriton.use_backend("cpu"), kvcache.value_checks(False):
+        a = api(); b = lean()
+        assert torch.equal(a, b), "lean != api"
+        fns = {"api": api, "lean": lean}
+        t = {n: [] for n in fns}
+        for r in range(int(sys.argv[1])):
+            for n in (list(fns) if r % 2 else list(fns)[::-1]):
+                sdpa(); t0 = time.perf_counter(); fns[n](); t[n].append((time.perf_counter() - t0) * 1e6)
+    for n in fns: print(n, "med %.0f min %.0f us" % (statistics.median(t[n]), min(t[n])))
+    print("per-round lean/api", statistics.median(b / a for a, b in zip(t["api"], t["lean"])))
