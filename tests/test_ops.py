@@ -1,6 +1,7 @@
 """The torch.library ops: opcheck, fake (meta) shapes, torch.compile with fullgraph
 forward and backward, and the choice of backend (backends.select, use_backend).
 """
+import contextlib
 import math
 
 import pytest
@@ -343,6 +344,23 @@ def test_select_precedence(monkeypatch):
             raise RuntimeError("boom")
     assert backends.select(cpu) == "reference" and not backends._override  # restored after an exception
     assert flashtriton.use_backend is backends.use_backend
+
+
+def test_select_device_kinds(monkeypatch):
+    """select() tells the device kinds apart by comparing with torch.device("cpu") before it reads
+    device.type (session 56: cheaper with cold caches): CPU devices in every spelling, CUDA and meta."""
+    monkeypatch.delenv("FLASHTRITON_BACKEND", raising=False)
+    for dev in (torch.device("cpu"), torch.empty(1).device, torch.device("cpu", 0)):
+        assert backends.select(dev) == backends.default_for(torch.device("cpu"))
+    assert backends.select(torch.device("meta")) == "reference"
+    with flashtriton.use_backend("cpu" if backends.cpu_available() else "reference"):
+        with pytest.raises(ValueError, match="needs CPU tensors") if backends.cpu_available() else \
+                contextlib.nullcontext():
+            backends.select(torch.device("cuda", 0))
+    with flashtriton.use_backend("triton"):
+        if not backends._interpreting():
+            with pytest.raises(ValueError, match="needs CUDA tensors"):
+                backends.select(torch.device("cpu"))
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)

@@ -23,6 +23,7 @@ from . import envvars
 
 NAMES = ("triton", "cpu", "reference")
 _override: list[str] = []
+_CPU = torch.device("cpu")
 # FLASHTRITON_BACKEND now (envvars.reader: one dict lookup; envvars.value encodes the name
 # on every call, ~0.3 us of a replayed decode step on the CI CPU, 2026-12-01)
 _env_backend = envvars.reader(("FLASHTRITON_BACKEND",))
@@ -78,8 +79,10 @@ def select(device: torch.device) -> str:
     """The backend for tensors on `device`: the innermost use_backend(), else
     FLASHTRITON_BACKEND, else the device's default. Raises if it cannot run there."""
     # (not traced: under torch.compile the API reads the variable itself, for dynamo's guards)
-    # (device.type read once: it builds a new str each time, ~0.15 us on the CI CPU)
-    kind = device.type
+    # (device.type read once: it builds a new str each time, ~0.15 us on the CI CPU and ~22 us
+    # with cold caches right after other work, where comparing with a torch.device costs ~2:
+    # the CPU decode's bench row, session 56, bench/NOTES.md)
+    kind = "cpu" if device == _CPU else device.type
     name = _override[-1] if _override else _env_backend()[0] or _default_for_type(kind)
     if name not in NAMES:
         raise ValueError(f"FLASHTRITON_BACKEND: must be one of {NAMES}, got {name!r}")
