@@ -193,12 +193,12 @@ class CompiledLaunch:
     options (kvcache.py's _CpuStep holds it): right after other work (SDPA in the benchmark)
     every Python line runs with cold caches (~3-5 us a call), and compiled_ok +
     compiled_library alone cost ~70 us there (session 56, bench/NOTES.md). run() keeps the
-    per-call work: the key ranges from the lengths, the split count, the pointers. The host
-    side is a few Python lines and no torch op: ~12 cold torch ops cost ~0.3 ms, a fifth of
-    the L = 8k bf16 call (bench/NOTES.md, "Session 4"), so run() reads no scratch view
-    (_scratch_ptr) and repeats no stride() of the cache. (A memo of the meta array per call
-    shape read faster in the bench, which repeats one call, but never hits in a decode loop,
-    whose cache length grows every step: not taken.)"""
+    per-call work - the pointers, the thread count, the work buffer - and the kernel derives
+    the key ranges and the split count from the index tensors itself (ft_decode_lens: no
+    lens.tolist() or range lists in Python, session 56). The host side is a few Python lines
+    and no torch op: ~12 cold torch ops cost ~0.3 ms, a fifth of the L = 8k bf16 call
+    (bench/NOTES.md, "Session 4"), so run() reads no scratch view (_scratch_ptr) and repeats
+    no stride() of the cache."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
                  "out_bytes", "scale", "bf16", "amx", "left", "right")
 
