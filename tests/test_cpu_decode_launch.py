@@ -67,6 +67,7 @@ CASES = [  # (batch, sq, heads, Hk, lens, capacity, window (left, right), leftpa
     (2, 4, 8, 1, [200, 3], 256, (-1, 0), [17, 0], 0, 0, 0),
     (3, 2, 8, 2, [90, 150, 33], 160, (10, 2), [0, 60, 1], 2, 0, 0),
     (2, 1, 8, 2, [1000, 640], 1024, (-1, -1), None, 0, 64, 0),
+    (2, 2, 8, 2, [1000, 639], 1024, (-1, 0), None, 3, 64, 0),      # appended into pages, one crossing
     (1, 1, 32, 8, [4096], 4096, (-1, -1), None, 0, 0, 0),
     (3, 1, 8, 2, [3000, 2900, 2500], 3072, (-1, -1), None, 0, 0, 0),   # ceil(items x threads / B) splits
 ]
@@ -86,10 +87,22 @@ def test_kernel_key_ranges_match_python_rule(case, dtype, monkeypatch):
     lse = torch.full((batch, h, sq), float("nan"))
     launch = decode.compiled_launch(q, inp["k_cache"], inp["v_cache"], params, None, out)
     assert launch is not None
+    hk = inp["k_cache"].shape[2]
+    k_new = torch.randn(batch, snew, hk, 64, dtype=dtype) if snew else None
+    v_new = torch.randn(batch, snew, hk, 64, dtype=dtype) if snew else None
     launch.run(q, inp["k_cache"], inp["v_cache"], inp["cache_seqlens"], inp.get("cache_leftpad"), None,
-               inp.get("block_table"), snew, splits, out, lse)
+               inp.get("block_table"), k_new, v_new, splits, out, lse)
+    for i in range(snew):        # the kernel wrote the new tokens at lens[b] + i (pages: through the table)
+        for b, n in enumerate(lens):
+            pos = n + i
+            if page:
+                blk, slot = int(inp["block_table"][b, pos // page]), pos % page
+            else:
+                blk, slot = b, pos
+            assert torch.equal(inp["k_cache"][blk, slot], k_new[b, i])
+            assert torch.equal(inp["v_cache"][blk, slot], v_new[b, i])
     want, want_lse = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
-    _by_python_rule(launch, inp, snew, splits, want, want_lse)
+    _by_python_rule(launch, inp, snew, splits, want, want_lse)      # (over the caches as the kernel left them)
     assert not out.isnan().any() and not lse.isnan().any()
     assert torch.equal(out, want) and torch.equal(lse, want_lse)
 

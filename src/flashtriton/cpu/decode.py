@@ -78,7 +78,23 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     if params.dropout_p > 0:
         raise NotImplementedError("flash_attn_with_kvcache: dropout is not supported (dropout_p must be 0)")
     snew = k_new.shape[1] if k_new is not None else 0
-    if snew:
+    out = memory.empty_like(q)                  # (q's shape: the same before and after its rotation)
+    global LAST_PATH
+    launch = memo.launch if memo is not None else None
+    if launch is None or not launch.current():
+        launch = compiled_launch(q, k_cache, v_cache, params, alibi_slopes, out)
+        if memo is not None:
+            memo.launch = launch
+    if snew and launch is not None:
+        # the compiled kernel writes the new tokens into the caches itself (ft_decode_lens); k rotated here
+        if rotary_cos is not None:
+            pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(snew)[None, :]     # (B, Snew)
+            k_new = rotate(k_new, rotary_cos, rotary_sin, pos, rotary_interleaved)
+        if k_new.dtype != k_cache.dtype or k_new.stride(3) != 1:
+            k_new = k_new.to(k_cache.dtype).contiguous()
+        if v_new.dtype != v_cache.dtype or v_new.stride(3) != 1:
+            v_new = v_new.to(v_cache.dtype).contiguous()
+    elif snew:
         _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 block_table, rotary_interleaved)
     if rotary_cos is not None:
@@ -88,18 +104,11 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         offs = torch.arange(seqlen_q) if per_row else torch.zeros(seqlen_q, dtype=torch.int64)
         q = rotate(q, rotary_cos, rotary_sin, cache_seqlens.to(torch.int64)[:, None] + offs[None, :],
                    rotary_interleaved)
-    out = memory.empty_like(q)
-    global LAST_PATH
-    launch = memo.launch if memo is not None else None
-    if launch is None or not launch.current():
-        launch = compiled_launch(q, k_cache, v_cache, params, alibi_slopes, out)
-        if memo is not None:
-            memo.launch = launch
     if launch is not None:
         LAST_PATH = launch.path
         lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device) if need_lse else None
-        launch.run(q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, snew, num_splits,
-                   out, lse)
+        launch.run(q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table,
+                   k_new if snew else None, v_new if snew else None, num_splits, out, lse)
         return out, lse
     ends = cache_seqlens.tolist()
     starts = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
@@ -223,10 +232,12 @@ class CompiledLaunch:
         compiled_library): the decode path, the AMX mode and the bf16 products' mode."""
         return self.modes == _modes()
 
-    def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, snew, num_splits,
-            out, lse):
-        """All sequences through the kernel: q (B, Sq, H, D) as given (rotated); the keys of
-        sequence b are cache positions start + [0, cache_seqlens[b] + snew - start), start =
+    def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, k_new, v_new,
+            num_splits, out, lse):
+        """All sequences through the kernel: q (B, Sq, H, D) as given (rotated); k_new / v_new
+        (B, Snew, Hk, D) in the caches' dtype with unit-stride rows (k_new rotated), or None:
+        written by the kernel at cache positions cache_seqlens[b] + [0, Snew) first. The keys of
+        sequence b are cache positions start + [0, cache_seqlens[b] + Snew - start), start =
         cache_leftpad[b] (0 without); the index tensors int32 (B,) with unit stride (kvcache.py
         copies strided views) - the kernel reads their values itself (ft_decode_lens) and
         derives each query's key range and the split count; it writes out (B, Sq, H, D) and
@@ -244,6 +255,9 @@ class CompiledLaunch:
             table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
                 block_table.to(torch.int32).contiguous()
         es, ks, os_ = self.es, self.k_bytes, self.out_bytes
+        snew = k_new.shape[1] if k_new is not None else 0
+        kns = (k_new.stride(0) * es, k_new.stride(1) * es, k_new.stride(2) * es) if snew else (0, 0, 0)
+        vns = (v_new.stride(0) * es, v_new.stride(1) * es, v_new.stride(2) * es) if snew else (0, 0, 0)
         # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
         work = _scratch_ptr("work", batch * most * hk * self.padded * (d + 16))
         lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * sq)
@@ -251,7 +265,8 @@ class CompiledLaunch:
             k_cache.data_ptr(), v_cache.data_ptr(), ks[0], ks[1], ks[2], self.page_rows if paged else 0,
             table.data_ptr() if paged else None, table.stride(0) if paged else 0, cache_seqlens.data_ptr(),
             cache_leftpad.data_ptr() if cache_leftpad is not None else None,
-            cache_batch_idx.data_ptr() if cache_batch_idx is not None else None, snew, self.left, self.right,
+            cache_batch_idx.data_ptr() if cache_batch_idx is not None else None, snew,
+            k_new.data_ptr() if snew else None, v_new.data_ptr() if snew else None, *kns, *vns, self.left, self.right,
             q.data_ptr(), qs[0] * es, qs[1] * es, qs[2] * es, self.scale, batch, hk, sq, self.group, self.padded, d,
             num_splits, config.DECODE_ITEMS_PER_THREAD, config.DECODE_MIN_PIECE, int(self.bf16), work,
             out.data_ptr(), os_[0], os_[1], os_[2], lse_ptr, threads, self.amx)

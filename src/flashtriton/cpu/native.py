@@ -1196,10 +1196,15 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
    [lo, hi) by tiles.Band's rule (i + off - left <= j <= i + off + right, off = n - Sq, 0 <= j < n; a negative
    left / right: unbounded); klo / khi: the keys some query of b sees.
    splits: splits_req when > 0, else max(1, min(ceil(per_thread * nthreads / B), width / min_piece)), width the
-   widest [klo, khi); work must hold the most (splits_req, else max(1, ceil(per_thread * nthreads / B))). */
+   widest [klo, khi); work must hold the most (splits_req, else max(1, ceil(per_thread * nthreads / B))).
+   k_new / v_new (not null: snew new tokens, byte strides knb / kns / knh and vnb / vns / vnh, the caches' dtype,
+   rows of D contiguous, k_new already rotated) are copied into the caches at positions lens[b] + [0, snew) of
+   sequence b's row (its pages when paged) before any key is read (session 56: the host's index writes took
+   ~0.1-0.2 ms of a cold call). */
 int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
                    const int32_t *table, int64_t table_stride, const int32_t *lens, const int32_t *leftpad,
-                   const int32_t *rows, int64_t snew, int64_t left, int64_t right,
+                   const int32_t *rows, int64_t snew, const char *k_new, const char *v_new, int64_t knb, int64_t kns,
+                   int64_t knh, int64_t vnb, int64_t vns, int64_t vnh, int64_t left, int64_t right,
                    const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
                    int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
                    int64_t per_thread, int64_t min_piece, int64_t bf16,
@@ -1225,6 +1230,16 @@ int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t
         }
         klo[b] = rlo[b * Sq]; khi[b] = rhi[b * Sq + Sq - 1];
         if (b == 0 || khi[b] - klo[b] > width) width = khi[b] - klo[b];
+        /* k_new / v_new (B, snew, Hk, D), already rotated: written at cache positions lens[b] + i first */
+        for (int64_t i = 0; k_new && i < snew; i++) {
+            const int64_t pos = (int64_t)lens[b] + i;
+            const int64_t off = table ? (int64_t)table[b * table_stride + pos / page] * sb + (pos % page) * sp
+                                      : row[b] * sb + pos * sp;
+            for (int64_t h = 0; h < Hk; h++) {
+                memcpy((char *)k + off + h * sh, k_new + b * knb + i * kns + h * knh, (size_t)D * (bf16 ? 2 : 4));
+                memcpy((char *)v + off + h * sh, v_new + b * vnb + i * vns + h * vnh, (size_t)D * (bf16 ? 2 : 4));
+            }
+        }
     }
     int64_t splits = splits_req;
     if (splits <= 0) {
@@ -1321,9 +1336,10 @@ def _open(path: str, amx: bool = False):
                               i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                               ctypes.c_int]
     lib.ft_decode.restype = ctypes.c_int
-    lib.ft_decode_lens.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, ptr, i64, i64, i64, ptr, i64,
-                                   i64, i64, ctypes.c_float, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, ptr,
-                                   ptr, i64, i64, i64, ptr, ctypes.c_int, ctypes.c_int]
+    lib.ft_decode_lens.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, ptr, i64, ptr, ptr, i64, i64,
+                                   i64, i64, i64, i64, i64, i64, ptr, i64, i64, i64, ctypes.c_float, i64, i64, i64,
+                                   i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
+                                   ctypes.c_int]
     lib.ft_decode_lens.restype = ctypes.c_int
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
