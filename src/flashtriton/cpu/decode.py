@@ -88,12 +88,9 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
     if snew and launch is not None:
         # the compiled kernel writes the new tokens into the caches itself (ft_decode_lens); k rotated here
         if rotary_cos is not None:
-            pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(snew)[None, :]     # (B, Snew)
-            k_new = rotate(k_new, rotary_cos, rotary_sin, pos, rotary_interleaved)
-        if k_new.dtype != k_cache.dtype or k_new.stride(3) != 1:
-            k_new = k_new.to(k_cache.dtype).contiguous()
-        if v_new.dtype != v_cache.dtype or v_new.stride(3) != 1:
-            v_new = v_new.to(v_cache.dtype).contiguous()
+            k_new = rotate(k_new, rotary_cos, rotary_sin, _new_positions(cache_seqlens, snew), rotary_interleaved)
+        k_new, v_new = (t if t.dtype == k_cache.dtype and t.stride(3) == 1 else t.to(k_cache.dtype).contiguous()
+                        for t in (k_new, v_new))
     elif snew:
         _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 block_table, rotary_interleaved)
@@ -546,11 +543,16 @@ def _scratch(name: str, shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return buf[:n].view(shape)
 
 
+def _new_positions(cache_seqlens, snew: int) -> torch.Tensor:
+    """(B, Snew) int64: the cache positions end + i of the new tokens (rotated there, written there)."""
+    return cache_seqlens.to(torch.int64)[:, None] + torch.arange(snew)[None, :]
+
+
 def _append(k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, block_table,
             interleaved):
     """Writes k_new (rotated at positions end + i) and v_new into the caches, in place."""
     batch, snew = k_new.shape[:2]
-    pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(snew)[None, :]   # (B, Snew)
+    pos = _new_positions(cache_seqlens, snew)
     if rotary_cos is not None:
         k_new = rotate(k_new, rotary_cos, rotary_sin, pos, interleaved)
     if block_table is not None:
