@@ -40,7 +40,7 @@ def lean2():
 
 def compiled():
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
-    decode.compiled_launch(q, kc, vc, params, None, out).run(q, kc, vc, lens, None, None, None, 0, 0, out, None)
+    decode.compiled_launch(q, kc, vc, params, None, out).run(q, kc, vc, lens, None, None, None, None, None, 0, out, None)
     return out
 
 
