@@ -18,7 +18,7 @@
      b64m<M>     blocks of 64 positions per phase computed in mini-blocks of M positions, touching the next mini-block
                  of the stream (the schedule of bench/wip/cpu-decode-blk-stream.diff); burst: the touches of a head
                  at once; scr<S>: each row also loads (and, SCRST = 1, stores) 4 lines of an S KiB scratch (L1 traffic
-                 standing in for the kernel's q, scores and accumulator state)
+                 standing in for the kernel's q, scores and accumulator state); pf64scr<S>: pf64 with that scratch
    Results and what they decided: bench/NOTES.md, "Session 57". */
 #include <immintrin.h>
 #include <omp.h>
@@ -120,6 +120,13 @@ static double run(int scheme, long C) {
                     for (long t = b; t < b + C; t++) {
                         const char *r = scheme == 4 ? l1buf + ((t * HK + h) & 15) * ROW : X + t * POSB + h * ROW;
                         for (long o = 0; o < ROW; o += 64) a = line(r + o, a);
+                        if (SCR) {   /* as in scheme 6 */
+                            char *c = scr[id] + ((t * HK + h) * 256) % (SCR * 1024);
+                            for (int e = 0; e < 4; e++) {
+                                __m512 y = _mm512_load_ps((float *)(c + 64 * e));
+                                if (SCRST) _mm512_store_ps((float *)(c + 64 * e), _mm512_add_ps(y, a)); else a = _mm512_add_ps(a, y);
+                            }
+                        }
                         if (scheme == 2) pf(&s, per);
                         if (scheme >= 3) x = tch(&s, per, x);
                     }
@@ -170,14 +177,14 @@ int main(int argc, char **argv) {
         {"t8", 3, 8, 0}, {"t16", 3, 16, 0}, {"t64", 3, 64, 0}, {"tL1_16", 4, 16, 0}, {"tL1_64", 4, 64, 0},
         {"t2d4", 5, 2, 4}, {"t2d16", 5, 2, 16}, {"b64m4", 6, 64, 4}, {"b64m2", 6, 64, 2}, {"b64m8", 6, 64, 8},
         {"b64m4burst", 7, 64, 4}, {"b64m4scr8", 8, 64, 4}, {"b64m4scr16", 9, 64, 4}, {"b64m4scr24", 10, 64, 4},
-        {"b64m4scr32", 11, 64, 4}};
+        {"b64m4scr32", 11, 64, 4}, {"pf64scr8", 12, 64, 0}, {"pf64scr16", 13, 64, 0}};
     const int NSCH = sizeof S / sizeof S[0], RN = argc > 2 ? atoi(argv[2]) : 9;
     double g[32][64];
     for (int i = 0; i < RN; i++)
         for (int j = 0; j < NSCH; j++) {
             DIST = M = S[j].dist;
-            SCR = S[j].scheme >= 8 ? 8 * (S[j].scheme - 7) : 0;
-            g[j][i] = run(S[j].scheme >= 8 ? 6 : S[j].scheme, S[j].C);
+            SCR = S[j].scheme >= 12 ? 8 * (S[j].scheme - 11) : S[j].scheme >= 8 ? 8 * (S[j].scheme - 7) : 0;
+            g[j][i] = run(S[j].scheme >= 12 ? 2 : S[j].scheme >= 8 ? 6 : S[j].scheme, S[j].C);
         }
     printf("W%d, %d rounds, median GB/s:", W, RN);
     for (int j = 0; j < NSCH; j++) {
