@@ -47,3 +47,25 @@ def test_regression_ab_tool_sides_skip_value_checks(monkeypatch, capsys):
     tool.case(torch.bfloat16, 256, impls, 2, "none")
     assert checked == {"old": 0, "new": 0}
     assert "every output == old's bitwise: True" in capsys.readouterr().out
+
+
+def test_regression_layer_probe_variants_match_the_api():
+    """bench/cpu/s56_decode_layers_probe.py's variants call the compiled launch and the kernel directly; session 56
+    extended CompiledLaunch.run() (k_new / v_new) and the probe's `compiled` variant stopped running (a TypeError
+    found in session 57). Every variant must run and give the API's output bitwise."""
+    from flashtriton.cpu import decode
+    if not decode.compiled_ok(torch.empty(1, 8, 8, 128, dtype=torch.bfloat16),
+                              torch.empty(1, 8, 8, 128, dtype=torch.bfloat16),
+                              kvcache._attn_params(128 ** -0.5, -1, -1, 0.0), None, 128, 4):
+        pytest.skip("the compiled decode kernel does not take this CPU's bf16")
+    sys.path.insert(0, os.path.join(ROOT, "bench", "cpu"))
+    try:
+        import s56_decode_layers_probe as probe
+    finally:
+        sys.path.pop(0)
+    import flashtriton
+    with flashtriton.use_backend("cpu"), kvcache.value_checks(False):
+        ref = probe.api()
+        for name in ("fwd", "compiled", "lean2"):
+            assert torch.equal(getattr(probe, name)(), ref), name
+        assert torch.equal(probe.lean(), ref)
