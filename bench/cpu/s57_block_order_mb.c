@@ -18,7 +18,8 @@
      b64m<M>     blocks of 64 positions per phase computed in mini-blocks of M positions, touching the next mini-block
                  of the stream (the schedule of bench/wip/cpu-decode-blk-stream.diff); burst: the touches of a head
                  at once; scr<S>: each row also loads (and, SCRST = 1, stores) 4 lines of an S KiB scratch (L1 traffic
-                 standing in for the kernel's q, scores and accumulator state); pf64scr<S>: pf64 with that scratch
+                 standing in for the kernel's q, scores and accumulator state); pf64scr<S>: pf64 with that scratch;
+                 pf64mix<k>: pf64 with every k-th line a demand load instead of its prefetch (mix4scr8: and the scratch)
    Results and what they decided: bench/NOTES.md, "Session 57". */
 #include <immintrin.h>
 #include <omp.h>
@@ -50,7 +51,14 @@ static inline __m512 line(const char *p, __m512 a) {
 }
 /* prefetch state: the lines of [pb, pb + n) in address order, `per` of them after each row */
 typedef struct { const char *p; long o, n; } pf_t;
-static inline void pf(pf_t *s, int k) { for (int i = 0; i < k && s->o < s->n; i++, s->o += 64) _mm_prefetch(s->p + s->o, _MM_HINT_T1); }
+static int MIX = 0;   /* pf: every MIX-th line a demand load instead of the prefetch (0: none) */
+static unsigned msink;
+static inline void pf(pf_t *s, int k) {
+    for (int i = 0; i < k && s->o < s->n; i++, s->o += 64) {
+        if (MIX && (s->o / 64) % MIX == 0) msink += *(const volatile unsigned *)(s->p + s->o);
+        else _mm_prefetch(s->p + s->o, _MM_HINT_T1);
+    }
+}
 static unsigned tsink;
 /* scheme 3: a demand load of each line (4 bytes, summed) in place of the prefetch */
 static inline unsigned tch(pf_t *s, int k, unsigned x) {
@@ -177,14 +185,17 @@ int main(int argc, char **argv) {
         {"t8", 3, 8, 0}, {"t16", 3, 16, 0}, {"t64", 3, 64, 0}, {"tL1_16", 4, 16, 0}, {"tL1_64", 4, 64, 0},
         {"t2d4", 5, 2, 4}, {"t2d16", 5, 2, 16}, {"b64m4", 6, 64, 4}, {"b64m2", 6, 64, 2}, {"b64m8", 6, 64, 8},
         {"b64m4burst", 7, 64, 4}, {"b64m4scr8", 8, 64, 4}, {"b64m4scr16", 9, 64, 4}, {"b64m4scr24", 10, 64, 4},
-        {"b64m4scr32", 11, 64, 4}, {"pf64scr8", 12, 64, 0}, {"pf64scr16", 13, 64, 0}};
+        {"b64m4scr32", 11, 64, 4}, {"pf64scr8", 12, 64, 0}, {"pf64scr16", 13, 64, 0},
+        {"pf64mix2", 22, 64, 2}, {"pf64mix4", 24, 64, 4}, {"pf64mix8", 28, 64, 8}, {"pf64mix4scr8", 44, 64, 4}};
     const int NSCH = sizeof S / sizeof S[0], RN = argc > 2 ? atoi(argv[2]) : 9;
     double g[32][64];
     for (int i = 0; i < RN; i++)
         for (int j = 0; j < NSCH; j++) {
             DIST = M = S[j].dist;
-            SCR = S[j].scheme >= 12 ? 8 * (S[j].scheme - 11) : S[j].scheme >= 8 ? 8 * (S[j].scheme - 7) : 0;
-            g[j][i] = run(S[j].scheme >= 12 ? 2 : S[j].scheme >= 8 ? 6 : S[j].scheme, S[j].C);
+            const int sc = S[j].scheme;
+            MIX = sc >= 20 ? (sc >= 40 ? sc - 40 : sc - 20) : 0;
+            SCR = sc >= 40 ? 8 : sc >= 20 ? 0 : sc >= 12 ? 8 * (sc - 11) : sc >= 8 ? 8 * (sc - 7) : 0;
+            g[j][i] = run(sc >= 12 ? 2 : sc >= 8 ? 6 : sc, S[j].C);
         }
     printf("W%d, %d rounds, median GB/s:", W, RN);
     for (int j = 0; j < NSCH; j++) {
