@@ -274,9 +274,17 @@ def test_unimplemented_features(no_launch):
     # (block_table is implemented since session 49: unpaged 3-D k / v with a table are bad input)
     raises(ValueError, r"^k: with block_table, expected 4 dims", flash_attn_varlen_func, q, k, v, *varlen,
            block_table=block_table)
-    if not backends.cpu_available():
+
+
+def test_cpu_backend_missing_package(no_launch, monkeypatch):
+    """An installation without flashtriton.cpu (cpu_available() False): the default for CPU tensors is the
+    reference backend, and asking for the CPU backend names the missing package (session 57: the message still
+    said "not implemented yet", and the branch of test_unimplemented_features that checked it never ran)."""
+    monkeypatch.setattr(backends, "cpu_available", lambda: False)
+    assert backends._default_for_type("cpu") == "reference"
+    if DEVICE == "cpu":
         with flashtriton.use_backend("cpu"):
-            raises(NotImplementedError, r"^backend 'cpu': the CPU backend is not implemented yet",
+            raises(RuntimeError, r"^backend 'cpu': the package flashtriton.cpu is missing from this installation",
                    flash_attn_func, *qkv())
 
 

@@ -94,7 +94,8 @@ def select(device: torch.device) -> str:
         if kind != "cpu":
             raise ValueError(f"backend 'cpu': needs CPU tensors, got tensors on {device}")
         if not cpu_available():
-            raise NotImplementedError("backend 'cpu': the CPU backend is not implemented yet")
+            raise RuntimeError("backend 'cpu': the package flashtriton.cpu is missing from this installation "
+                               "(a partial install or source tree); reinstall flashtriton")
     return name
 
 
