@@ -72,7 +72,7 @@ static char l1buf[4096] __attribute__((aligned(64)));
 #ifndef SCRST
 #define SCRST 1
 #endif
-static long DIST = 8, M = 4, SCR = 0;   /* SCR: KiB of scratch each row also loads and stores (L1 pressure) */
+static long DIST = 8, M = 4, SCR = 0, ITEMS = 1;   /* SCR: KiB of scratch each row also loads and stores (L1 pressure) */
 static char scr[2][65536] __attribute__((aligned(64)));
 static double run(int scheme, long C) {
     flush();
@@ -83,7 +83,14 @@ static double run(int scheme, long C) {
         const long p0 = id * (L / NTH), p1 = p0 + L / NTH;
         __m512 a = _mm512_setzero_ps();
         unsigned x = 0;
+        const long ilen = (p1 - p0) / ITEMS;   /* ITEMS > 1 (pf schemes): items of ilen positions; each item's first
+                                                  block touched whole first, no prefetch across items (the kernel) */
         for (long b = p0; b < p1; b += C) {
+            const long iend = ITEMS > 1 ? p0 + ((b - p0) / ilen + 1) * ilen : p1;
+            if (ITEMS > 1 && scheme == 2 && (b - p0) % ilen == 0)
+                for (long t = b; t < b + C; t++)
+                    for (long o = 0; o < POSB; o += 64) x += *(const volatile unsigned *)(K + t * POSB + o)
+                                                          + *(const volatile unsigned *)(V + t * POSB + o);
             if (scheme >= 6) {
                 for (int ph = 0; ph < 2; ph++) {
                     const char *X = ph ? V : K;
@@ -118,7 +125,7 @@ static double run(int scheme, long C) {
                     continue;
                 }
                 /* K phase prefetches this block's V; V phase the next block's K */
-                pf_t s = {ph ? K + (b + C) * POSB : V + b * POSB, 0, (ph && b + C >= p1) ? 0 : C * POSB};
+                pf_t s = {ph ? K + (b + C) * POSB : V + b * POSB, 0, (ph && b + C >= iend) ? 0 : C * POSB};
                 if (scheme == 5) {   /* the block DIST phases ahead of this one: phase index 2 b / C + ph + DIST */
                     const long f = 2 * ((b - p0) / C) + ph + DIST, fb = p0 + (f / 2) * C;
                     s.p = (f & 1 ? V : K) + fb * POSB; s.o = 0; s.n = fb + C <= p1 ? C * POSB : 0;
@@ -172,9 +179,11 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 32 * 128; i++) ((uint16_t *)q)[i] = 0x3c00 + (i % 7);
     const int R = argc > 2 ? atoi(argv[2]) : 15;
     double k[64], p[64], a[64], h[64], r[64];
-    for (int i = 0; i < R; i++) { k[i] = kernel(); p[i] = run(2, 64); a[i] = run(0, 64); M = 2; h[i] = run(6, 64); r[i] = k[i] / p[i]; }
+    for (int i = 0; i < R; i++) {
+        k[i] = kernel(); p[i] = run(2, 64); a[i] = run(0, 64); ITEMS = 4; h[i] = run(2, 64); ITEMS = 1; r[i] = k[i] / p[i];
+    }
     qsort(k, R, 8, cmpd); qsort(p, R, 8, cmpd); qsort(a, R, 8, cmpd); qsort(h, R, 8, cmpd); qsort(r, R, 8, cmpd);
-    printf("W%d medians GB/s: kernel %.1f (max %.1f) | pf64 %.1f (max %.1f) | addr %.1f (max %.1f) | b64m2 %.1f | "
+    printf("W%d medians GB/s: kernel %.1f (max %.1f) | pf64 %.1f (max %.1f) | addr %.1f (max %.1f) | pf64 4 items %.1f | "
            "kernel / pf64 per round: median %.2f\n", W, k[R / 2], k[R - 1], p[R / 2], p[R - 1], a[R / 2], a[R - 1], h[R / 2],
            r[R / 2]);
     return 0;
