@@ -47,6 +47,7 @@ slower, while this lock-step form stays on OpenMP's own threads.
 """
 from __future__ import annotations
 
+import ctypes
 import math
 import threading
 
@@ -206,7 +207,7 @@ class CompiledLaunch:
     (bench/NOTES.md, "Session 4"), so run() reads no scratch view (_scratch_ptr) and repeats
     no stride() of the cache."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
-                 "out_bytes", "scale", "bf16", "amx", "left", "right")
+                 "out_bytes", "scale", "bf16", "amx", "left", "right", "packed", "batch", "snew")
 
     def __init__(self, lib, q, k_cache, params, out):
         _, sq, nheads, d = q.shape
@@ -223,11 +224,28 @@ class CompiledLaunch:
         self.bf16 = k_cache.dtype == torch.bfloat16
         self.amx = int(bool(lib.amx) and self.bf16)
         self.left, self.right = params.window_left, params.window_right
+        self.packed = None          # ft_decode_packed's constants: built by the first run()
 
     def current(self) -> bool:
         """Whether the settings that chose this launch are still the settings (compiled_ok,
         compiled_library): the decode path, the AMX mode and the bf16 products' mode."""
         return self.modes == _modes()
+
+    def _pack(self, q, table, k_new, v_new, num_splits):
+        """The kernel's per-step constants (ft_decode_packed's array c): every value follows from the
+        step's tensor signature and options (q's strides as the kernel reads it, the table's, the new
+        tokens' count and strides, the batch, num_splits), so run() builds it once a launch."""
+        es = self.es
+        self.batch = q.shape[0]
+        self.snew = snew = k_new.shape[1] if k_new is not None else 0
+        kns = tuple(x * es for x in k_new.stride()[:3]) if snew else (0, 0, 0)
+        vns = tuple(x * es for x in v_new.stride()[:3]) if snew else (0, 0, 0)
+        qs = q.stride()
+        paged = table is not None
+        c = (*self.k_bytes, self.page_rows if paged else 0, table.stride(0) if paged else 0, snew, *kns, *vns,
+             self.left, self.right, qs[0] * es, qs[1] * es, qs[2] * es, self.batch, self.hk, self.sq, self.group,
+             self.padded, self.d, num_splits, int(self.bf16), *self.out_bytes, self.amx)
+        return (ctypes.c_int64 * len(c))(*c)
 
     def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, k_new, v_new,
             num_splits, out, lse):
@@ -238,38 +256,36 @@ class CompiledLaunch:
         cache_leftpad[b] (0 without); the index tensors int32 (B,) with unit stride (kvcache.py
         copies strided views) - the kernel reads their values itself (ft_decode_lens) and
         derives each query's key range and the split count; it writes out (B, Sq, H, D) and
-        lse (B, H, Sq) (lse None: this thread's scratch, _scratch_ptr)."""
-        batch, sq, hk, d = q.shape[0], self.sq, self.hk, self.d
-        qs = q.stride()
-        if qs[3] != 1:
+        lse (B, H, Sq) (lse None: this thread's scratch, _scratch_ptr). A launch serves one step
+        (one tensor signature and one set of options, as kvcache.py's _CpuStep holds it): the
+        first run() packs the step's constants (_pack) and later ones reuse them."""
+        if q.stride(3) != 1:
             q = q.contiguous()
-            qs = q.stride()
+        if block_table is not None and (block_table.dtype != torch.int32 or not block_table.is_contiguous()):
+            block_table = block_table.to(torch.int32).contiguous()
+        packed = self.packed
+        if packed is None:
+            packed = self.packed = self._pack(q, block_table, k_new, v_new, num_splits)
         threads = torch.get_num_threads()
+        per_thread = config.DECODE_ITEMS_PER_THREAD
+        batch, hk = self.batch, self.hk
         # the work rows of the most splits the kernel may pick (ft_decode_lens: min(this, width / piece))
-        most = num_splits if num_splits > 0 else max(1, -(-config.DECODE_ITEMS_PER_THREAD * threads // batch))
-        paged = block_table is not None
-        if paged:
-            table = block_table if block_table.dtype == torch.int32 and block_table.is_contiguous() else \
-                block_table.to(torch.int32).contiguous()
-        es, ks, os_ = self.es, self.k_bytes, self.out_bytes
-        snew = k_new.shape[1] if k_new is not None else 0
-        kns = (k_new.stride(0) * es, k_new.stride(1) * es, k_new.stride(2) * es) if snew else (0, 0, 0)
-        vns = (v_new.stride(0) * es, v_new.stride(1) * es, v_new.stride(2) * es) if snew else (0, 0, 0)
+        most = num_splits if num_splits > 0 else max(1, -(-per_thread * threads // batch))
         # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-        work = _scratch_ptr("work", batch * most * hk * self.padded * (d + 16))
-        lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * sq)
-        rc = self.lib.ft_decode_lens(
-            k_cache.data_ptr(), v_cache.data_ptr(), ks[0], ks[1], ks[2], self.page_rows if paged else 0,
-            table.data_ptr() if paged else None, table.stride(0) if paged else 0, cache_seqlens.data_ptr(),
+        work = _scratch_ptr("work", batch * most * hk * self.padded * (self.d + 16))
+        lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * self.sq)
+        snew = self.snew
+        rc = self.lib.ft_decode_packed(
+            packed, self.scale, k_cache.data_ptr(), v_cache.data_ptr(),
+            block_table.data_ptr() if block_table is not None else None, cache_seqlens.data_ptr(),
             cache_leftpad.data_ptr() if cache_leftpad is not None else None,
-            cache_batch_idx.data_ptr() if cache_batch_idx is not None else None, snew,
-            k_new.data_ptr() if snew else None, v_new.data_ptr() if snew else None, *kns, *vns, self.left, self.right,
-            q.data_ptr(), qs[0] * es, qs[1] * es, qs[2] * es, self.scale, batch, hk, sq, self.group, self.padded, d,
-            num_splits, config.DECODE_ITEMS_PER_THREAD, config.DECODE_MIN_PIECE, int(self.bf16), work,
-            out.data_ptr(), os_[0], os_[1], os_[2], lse_ptr, threads, self.amx)
+            cache_batch_idx.data_ptr() if cache_batch_idx is not None else None,
+            k_new.data_ptr() if snew else None, v_new.data_ptr() if snew else None, q.data_ptr(), work,
+            out.data_ptr(), lse_ptr, per_thread, config.DECODE_MIN_PIECE, threads)
         if rc != 0:
-            raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, D={d}, "
-                               f"rows={sq * self.group}; 4 out of memory; 5 AMX without the permission)")
+            raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, "
+                               f"D={self.d}, rows={self.sq * self.group}; 4 out of memory; 5 AMX without the "
+                               f"permission)")
 
 
 def _modes() -> tuple:

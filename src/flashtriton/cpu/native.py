@@ -1252,6 +1252,18 @@ int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t
     if (meta != stack_meta) free(meta);
     return rc;
 }
+/* ft_decode_lens with its per-step constants in one array c (session 57: a cold ctypes call costs ~0.8 us an
+   argument; decode.CompiledLaunch builds c once a step): c = sb, sp, sh, page, table_stride, snew, knb, kns, knh,
+   vnb, vns, vnh, left, right, qsb, qss, qsh, B, Hk, Sq, G, R, D, splits_req, bf16, osb, oss, osh, amx. */
+int ft_decode_packed(const int64_t *c, float qscale, const char *k, const char *v, const int32_t *table,
+                     const int32_t *lens, const int32_t *leftpad, const int32_t *rows, const char *k_new,
+                     const char *v_new, const char *q, float *work, char *out, float *lse, int64_t per_thread,
+                     int64_t min_piece, int nthreads) {
+    return ft_decode_lens(k, v, c[0], c[1], c[2], c[3], table, c[4], lens, leftpad, rows, c[5], k_new, v_new,
+                          c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], q, c[14], c[15], c[16], qscale,
+                          c[17], c[18], c[19], c[20], c[21], c[22], c[23], per_thread, min_piece, c[24], work, out,
+                          c[25], c[26], c[27], lse, nthreads, (int)c[28]);
+}
 """
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-ffp-contract=fast", "-fno-math-errno"]
@@ -1341,6 +1353,8 @@ def _open(path: str, amx: bool = False):
                                    i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                                    ctypes.c_int]
     lib.ft_decode_lens.restype = ctypes.c_int
+    lib.ft_decode_packed.argtypes = [ctypes.POINTER(i64), ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int]
+    lib.ft_decode_packed.restype = ctypes.c_int
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
