@@ -207,7 +207,7 @@ class CompiledLaunch:
     (bench/NOTES.md, "Session 4"), so run() reads no scratch view (_scratch_ptr) and repeats
     no stride() of the cache."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
-                 "out_bytes", "scale", "bf16", "amx", "left", "right", "packed", "batch", "snew")
+                 "out_bytes", "scale", "bf16", "amx", "left", "right", "packed", "packed_at", "batch", "snew")
 
     def __init__(self, lib, q, k_cache, params, out):
         _, sq, nheads, d = q.shape
@@ -224,7 +224,7 @@ class CompiledLaunch:
         self.bf16 = k_cache.dtype == torch.bfloat16
         self.amx = int(bool(lib.amx) and self.bf16)
         self.left, self.right = params.window_left, params.window_right
-        self.packed = None          # ft_decode_packed's constants: built by the first run()
+        self.packed = self.packed_at = None     # ft_decode_packed's constants (and their address): the first run()
 
     def current(self) -> bool:
         """Whether the settings that chose this launch are still the settings (compiled_ok,
@@ -232,7 +232,7 @@ class CompiledLaunch:
         return self.modes == _modes()
 
     def _pack(self, q, table, k_new, v_new, num_splits):
-        """The kernel's per-step constants (ft_decode_packed's array c): every value follows from the
+        """Builds the kernel's per-step constants (ft_decode_packed's array c): every value follows from the
         step's tensor signature and options (q's strides as the kernel reads it, the table's, the new
         tokens' count and strides, the batch, num_splits), so run() builds it once a launch."""
         es = self.es
@@ -245,7 +245,9 @@ class CompiledLaunch:
         c = (*self.k_bytes, self.page_rows if paged else 0, table.stride(0) if paged else 0, snew, *kns, *vns,
              self.left, self.right, qs[0] * es, qs[1] * es, qs[2] * es, self.batch, self.hk, self.sq, self.group,
              self.padded, self.d, num_splits, int(self.bf16), *self.out_bytes, self.amx)
-        return (ctypes.c_int64 * len(c))(*c)
+        self.packed = (ctypes.c_int64 * len(c))(*c)
+        # passed as its address: a plain int converts faster than the array does (~6 us, cold)
+        self.packed_at = ctypes.addressof(self.packed)
 
     def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, k_new, v_new,
             num_splits, out, lse):
@@ -263,9 +265,10 @@ class CompiledLaunch:
             q = q.contiguous()
         if block_table is not None and (block_table.dtype != torch.int32 or not block_table.is_contiguous()):
             block_table = block_table.to(torch.int32).contiguous()
-        packed = self.packed
+        packed = self.packed_at
         if packed is None:
-            packed = self.packed = self._pack(q, block_table, k_new, v_new, num_splits)
+            self._pack(q, block_table, k_new, v_new, num_splits)
+            packed = self.packed_at
         threads = torch.get_num_threads()
         per_thread = config.DECODE_ITEMS_PER_THREAD
         batch, hk = self.batch, self.hk

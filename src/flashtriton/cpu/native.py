@@ -1353,7 +1353,7 @@ def _open(path: str, amx: bool = False):
                                    i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                                    ctypes.c_int]
     lib.ft_decode_lens.restype = ctypes.c_int
-    lib.ft_decode_packed.argtypes = [ctypes.POINTER(i64), ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int]
+    lib.ft_decode_packed.argtypes = [ptr, ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int]
     lib.ft_decode_packed.restype = ctypes.c_int
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
