@@ -108,14 +108,17 @@ def test_kernel_key_ranges_match_python_rule(case, dtype, monkeypatch):
 
 
 def test_cpu_step_holds_its_launch(monkeypatch):
-    """A replay reuses the step's CompiledLaunch (compiled_ok is not asked again); a change of a
-    setting the launch was chosen under (config.DECODE_AMX here) rebuilds it; the thread
-    count is read every call. Outputs bitwise those of the long way each time."""
+    """A replay reuses the step's CompiledLaunch (compiled_ok is not asked again, its constants
+    are not packed again); a change of a setting the launch was chosen under (config.DECODE_AMX
+    here) rebuilds it; the thread count is read every call. Outputs bitwise those of the long
+    way each time."""
     monkeypatch.setattr(config, "DECODE_PATH", "compiled")
     monkeypatch.setattr(config, "DECODE_AMX", "off")
-    asked = []
+    asked, packed = [], []
     real = decode.compiled_ok
     monkeypatch.setattr(decode, "compiled_ok", lambda *a: asked.append(1) or real(*a))
+    real_pack = decode.CompiledLaunch._pack
+    monkeypatch.setattr(decode.CompiledLaunch, "_pack", lambda self, *a: packed.append(1) or real_pack(self, *a))
     torch.manual_seed(0)
     inp = _inputs(2, 1, 8, 2, 128, torch.bfloat16, 600, [520, 131])
 
@@ -123,14 +126,14 @@ def test_cpu_step_holds_its_launch(monkeypatch):
         with flashtriton.use_backend("cpu"):
             return flash_attn_with_kvcache(return_softmax_lse=True, **_copy(inp))
     first = call()
-    assert len(asked) == 1
-    again = call()
-    assert len(asked) == 1 and all(torch.equal(a, b) for a, b in zip(first, again))
+    assert len(asked) == 1 and len(packed) == 1
+    again = call()       # the held launch: its constants packed once (session 57, ft_decode_packed)
+    assert len(asked) == 1 and len(packed) == 1 and all(torch.equal(a, b) for a, b in zip(first, again))
     monkeypatch.setattr(config, "DECODE_AMX", "auto")      # another setting: the launch is rebuilt
     rebuilt = call()
-    assert len(asked) == 2
+    assert len(asked) == 2 and len(packed) == 2
     call()
-    assert len(asked) == 2
+    assert len(asked) == 2 and len(packed) == 2
     assert all(torch.equal(a, b) for a, b in zip(first, rebuilt))  # (no AMX here or not: the same kernel's bits)
     threads = torch.get_num_threads()
     try:

@@ -205,7 +205,9 @@ class CompiledLaunch:
     lens.tolist() or range lists in Python, session 56). The host side is a few Python lines
     and no torch op: ~12 cold torch ops cost ~0.3 ms, a fifth of the L = 8k bf16 call
     (bench/NOTES.md, "Session 4"), so run() reads no scratch view (_scratch_ptr) and repeats
-    no stride() of the cache."""
+    no stride() of the cache. The kernel's 29 per-step constants go as one array built by the
+    first run() (ft_decode_packed: 17 arguments where ft_decode_lens takes 45; a cold ctypes
+    call costs ~0.8 us an argument): 0.86-0.91x the launch's time at L = 512, session 57."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
                  "out_bytes", "scale", "bf16", "amx", "left", "right", "packed", "packed_at", "batch", "snew")
 

@@ -1348,6 +1348,8 @@ def _open(path: str, amx: bool = False):
                               i64, i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                               ctypes.c_int]
     lib.ft_decode.restype = ctypes.c_int
+    # ft_decode_lens: the entry ft_decode_packed wraps (decode.py calls the packed one; an older revision's
+    # decode.py, which the A/B tools load, calls this one)
     lib.ft_decode_lens.argtypes = [ptr, ptr, i64, i64, i64, i64, ptr, i64, ptr, ptr, ptr, i64, ptr, ptr, i64, i64,
                                    i64, i64, i64, i64, i64, i64, ptr, i64, i64, i64, ctypes.c_float, i64, i64, i64,
                                    i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
