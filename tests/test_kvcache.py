@@ -352,6 +352,20 @@ def test_float32(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [128, 192])
+@pytest.mark.parametrize("scale", [-0.2, 0.2])
+def test_float32_one_query_sharp_scale(backend, d, scale):
+    """fp32 decode steps (one query row, GQA) at sharp softmax scales: session 55's one-query gap of the prefill
+    kernels (tests/test_fp32.py::test_fp32_one_query_sharp_scale), here for flash_attn_with_kvcache, whose
+    reference computes each head's one-row product as PyTorch does (cuBLAS on a GPU); kernels/decode.py takes the
+    same 16-column score slices (kernels/common.qk_dot, launchers/common.qk_levels)."""
+    for seed in range(4):
+        torch.manual_seed(seed)
+        inp = make_inputs(2, 1, 8, 2, d, torch.float32, 128, [113, 77])
+        run_case(backend, inp, softmax_scale=scale)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_int_and_none_seqlens(backend):
     """cache_seqlens as an int, and None (the whole capacity)."""
     _need(backend)

@@ -13,6 +13,69 @@ LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
+def _column_halves(x):
+    """(R, C) -> its columns [0, C / 2) and [C / 2, C), as two (R, C / 2) tensors."""
+    R: tl.constexpr = x.shape[0]
+    C: tl.constexpr = x.shape[1]
+    return tl.split(tl.permute(tl.reshape(x, (R, 2, C // 2)), (0, 2, 1)))
+
+
+@triton.jit
+def _qk_l1(a, b, DOT_PRECISION: tl.constexpr):
+    a0, a1 = _column_halves(a)
+    b0, b1 = _column_halves(b)
+    return (tl.dot(a0, tl.trans(b0), input_precision=DOT_PRECISION)
+            + tl.dot(a1, tl.trans(b1), input_precision=DOT_PRECISION))
+
+
+@triton.jit
+def _qk_l2(a, b, DOT_PRECISION: tl.constexpr):
+    a0, a1 = _column_halves(a)
+    b0, b1 = _column_halves(b)
+    return _qk_l1(a0, b0, DOT_PRECISION) + _qk_l1(a1, b1, DOT_PRECISION)
+
+
+@triton.jit
+def _qk_l3(a, b, DOT_PRECISION: tl.constexpr):
+    a0, a1 = _column_halves(a)
+    b0, b1 = _column_halves(b)
+    return _qk_l2(a0, b0, DOT_PRECISION) + _qk_l2(a1, b1, DOT_PRECISION)
+
+
+@triton.jit
+def _qk_l4(a, b, DOT_PRECISION: tl.constexpr):
+    a0, a1 = _column_halves(a)
+    b0, b1 = _column_halves(b)
+    return _qk_l3(a0, b0, DOT_PRECISION) + _qk_l3(a1, b1, DOT_PRECISION)
+
+
+@triton.jit
+def qk_dot(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
+    """a (R, BLOCK_D) . b (C, BLOCK_D)^T -> (R, C) fp32: the raw scores.
+
+    QK_LEVELS = L > 0 (launchers.common.qk_levels: true-fp32 decode steps, one query row)
+    sums the head dim in 2^L slices of BLOCK_D / 2^L columns, each one FMA chain, added
+    as a tree. Triton's ieee dot is one FMA chain over BLOCK_D per score, whose rounding
+    grows with D, while cuBLAS's one-row fp32 product (the tests' baseline there) sums in
+    parts: the fp32 decode read 1.0-7x its error at sharp scales, 11 of 72 probe cells
+    over the 2x criterion, and 0 of 72 with the slices (session 58, H200,
+    bench/gpu/s56_kvcache_fp32_probe.py). Only kernels/decode.py takes it: the prefill
+    kernels' one-row forward with the same slices still failed one test cell (D = 192,
+    1.04x the bound; bench/wip/fp32-one-row-slices.md). L = 0 is the one dot.
+    """
+    if QK_LEVELS == 1:
+        return _qk_l1(a, b, DOT_PRECISION)
+    elif QK_LEVELS == 2:
+        return _qk_l2(a, b, DOT_PRECISION)
+    elif QK_LEVELS == 3:
+        return _qk_l3(a, b, DOT_PRECISION)
+    elif QK_LEVELS == 4:
+        return _qk_l4(a, b, DOT_PRECISION)
+    else:
+        return tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION)
+
+
+@triton.jit
 def softcap_tanh(qk, softcap_scale):
     """tanh(qk * softmax_scale / softcap), written with exp2 so that it runs everywhere.
 

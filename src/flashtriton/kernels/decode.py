@@ -46,6 +46,8 @@ every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
 import triton
 import triton.language as tl
 
+from .common import qk_dot
+
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 
@@ -151,13 +153,17 @@ def _page_gather_ptrs(K_CACHE, V_CACHE, bt_row, start_n, k_head, v_head, stride_
 @triton.jit
 def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale, softcap_scale, softcap_out,
             window_left, window_right, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
-            HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, DOT_PRECISION: tl.constexpr):
+            HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, DOT_PRECISION: tl.constexpr,
+            QK_LEVELS: tl.constexpr = 0):
     """Online-softmax update of (acc, l_i, m_i) with one tile of keys k and values v.
 
     krel (1, N): the keys' positions in the slice; valid (1, N): keys that exist (only
     used when MASKED, which also applies the window; unmasked tiles are fully visible).
     """
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, N)
+    if QK_LEVELS == 0:
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, N)
+    else:   # fp32 one-row steps: the head dim in slices (kernels/common.qk_dot)
+        qk = qk_dot(q, k, DOT_PRECISION, QK_LEVELS)
     if HAS_SOFTCAP:
         # softcap * tanh(scale * qk / softcap), in log2 units; tanh(x) = 1 - 2 / (e^2x + 1)
         s = (1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)) * softcap_out
@@ -193,7 +199,8 @@ def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
                        HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                        PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                        HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                       KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr):
+                       KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr,
+                       QK_LEVELS: tl.constexpr = 0):
     """One tile of BLOCK_N cached keys at absolute positions [start_n, start_n + BLOCK_N).
     MASKED tiles may stick out of [lp, end) (those keys read as 0 and are masked) and
     apply the window."""
@@ -242,7 +249,7 @@ def _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
             v = tl.load(v_ptrs, mask=d_ok[None, :], other=0.0)
     return _update(acc, l_i, m_i, q, k, v, qi, slope_log2, (offs_n - lp)[None, :], in_cache[None, :], diag,
                    qk_scale, softcap_scale, softcap_out, window_left, window_right,
-                   MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
+                   MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, QK_LEVELS)
 
 
 @triton.jit
@@ -254,7 +261,7 @@ def _attend_new_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
                      HEAD_DIM: tl.constexpr, BLOCK_NEW: tl.constexpr, PAGE_SIZE: tl.constexpr,
                      HAS_ROTARY: tl.constexpr, INTERLEAVED: tl.constexpr, HAS_LEFT: tl.constexpr,
                      HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                     DOT_PRECISION: tl.constexpr):
+                     DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     """BLOCK_NEW of the new tokens, at absolute positions [start_n, start_n + BLOCK_NEW)
     (>= end): read from K_NEW / V_NEW, the keys rotated at their position, attended,
     and written into the cache when write_new. Small tiles: the new tokens are few, and
@@ -285,7 +292,7 @@ def _attend_new_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
     tl.store(v_ptrs, v, mask=nmask & write_new)
     return _update(acc, l_i, m_i, q, k, v, qi, slope_log2, (offs_n - lp)[None, :], is_new[None, :], diag,
                    qk_scale, softcap_scale, softcap_out, window_left, window_right,
-                   True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
+                   True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, QK_LEVELS)
 
 
 @triton.jit
@@ -370,6 +377,7 @@ def decode_split_kernel(
     ROTARY_PER_ROW: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, SPLIT: tl.constexpr, FUSED_COMBINE: tl.constexpr,
     KV_TMA: tl.constexpr, DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr = 0,
+    QK_LEVELS: tl.constexpr = 0,
 ):
     pid_bh = tl.program_id(0)                       # b * Hk + hk
     split = tl.program_id(1)
@@ -485,7 +493,8 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER,
+                                           QK_LEVELS)
     # Fully visible tiles: no mask, pipelined num_stages deep - the bulk of a decode step.
     for start_n in range(a, c, BLOCK_N):
         acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
@@ -494,7 +503,8 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER,
+                                           QK_LEVELS)
     # The ragged end of the cache and the diagonal / right window edge: masked.
     for start_n in tl.range(c, s1, BLOCK_N, num_stages=1):
         acc, l_i, m_i = _attend_cache_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
@@ -503,7 +513,8 @@ def decode_split_kernel(
                                            lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                            window_left, window_right, offs_d,
                                            HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER)
+                                           HAS_ALIBI, HAS_SOFTCAP, KV_TMA, DOT_PRECISION, PAGE_GATHER,
+                                           QK_LEVELS)
     if HAS_NEW:
         # The new tokens, in the last split: appended (m-block 0) and attended.
         new_lo = tl.maximum(lp + lo, end)
@@ -517,7 +528,8 @@ def decode_split_kernel(
                                              lp, end, diag, qk_scale, softcap_scale, softcap_out,
                                              window_left, window_right, offs_d,
                                              HEAD_DIM, BLOCK_NEW, PAGE_SIZE, HAS_ROTARY, ROTARY_INTERLEAVED,
-                                             HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
+                                             HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION,
+                                             QK_LEVELS)
 
     empty = l_i == 0.0                               # no visible key in this chunk
     l_safe = tl.where(empty, 1.0, l_i)

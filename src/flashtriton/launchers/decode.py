@@ -39,7 +39,7 @@ from .. import envvars, memory
 from . import plans
 from ..kernels.decode import decode_combine_kernel, decode_split_kernel, merge_states_kernel
 from ..kernels.rotary_append import append_kv_kernel, rotary_q_kernel
-from .common import LOG2E, AttnParams, _dot_precision, interpreting, sm_count
+from .common import LOG2E, AttnParams, _dot_precision, interpreting, qk_levels, sm_count
 
 MAX_SPLITS = 256
 
@@ -560,7 +560,7 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         HAS_NEW=has_new, BLOCK_NEW=16, HAS_ROTARY=has_rotary, ROTARY_INTERLEAVED=bool(rotary_interleaved),
         ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
         HAS_ALIBI=alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split, FUSED_COMBINE=fused,
-        KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype),
+        KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
         PAGE_GATHER=page_gather(opts, page_size, block_n, use_tma, k_cache, v_cache),
         num_warps=num_warps, num_stages=num_stages,
     )
