@@ -142,20 +142,14 @@ def test_regression_fp32_scores_match_backward(d, scale):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [128, 192])
 @pytest.mark.parametrize("scale", [-0.2, 0.2])
-def test_fp32_one_query_sharp_scale(request, backend, d, scale):
+def test_fp32_one_query_sharp_scale(backend, d, scale):
     """Session 55: on the H200 the one-query fp32 forward (kernels/fwd.py) read 1.4-9x the error of PyTorch's fp32
     math there at scales of +-0.2 (cuBLAS sums a one-row product in parts; Triton's ieee dot is one FMA chain over
     the head dim): 14 of bench/gpu/s55_fp32_probe.py's 48 such cells (D = 64 / 128 / 192) failed the criterion.
-    Summing the head dim in quarters (bench/wip/fp32-qk-quarters.diff) brought the probe to 1 of 72 but still
-    failed D = 192 here and slowed the fp32 forward+backward 1.4-1.7x: not taken. Session 58: slices of 16 columns
-    at one query row only (bench/wip/fp32-one-row-slices.patch) brought the probe to 0 of 72, but this test's
-    D = 192, scale -0.2 cell still failed on the H200 (1.80e-6 against a bound of 1.74e-6): not taken for the
-    prefill kernels (the decode kernel took it: tests/test_kvcache.py::test_float32_one_query_sharp_scale). So the
-    Triton backend on a GPU is an expected failure (README Limitations), still run so that a fix shows as XPASS.
-    The CPU, reference and interpreted backends must pass."""
-    if backend == "triton" and DEVICE == "cuda":
-        request.applymarker(pytest.mark.xfail(
-            reason="GPU fp32 one-query forward: one FMA chain over D against cuBLAS's gemv (session 55)"))
+    Session 58: score slices at one query row brought the probe to 0 of 72 but this test's D = 192, scale -0.2 cell
+    still failed (1.80e-6 against a bound of 1.74e-6). Session 59: Triton's combine pass had also made P V one FMA
+    chain over all the row's keys, continued from the accumulator (kernels/common.pv_tile_dot); the one-row forward
+    now sums each tile's P V apart. Every backend must pass, the Triton kernels on a GPU included."""
     for seed in range(4):
         torch.manual_seed(seed)
         q, k, v = rand_qkv(2, 1, 113, 4, 2, d, torch.float32, DEVICE)

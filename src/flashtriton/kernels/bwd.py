@@ -22,7 +22,7 @@ import triton.language as tl
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, find_sequence,
-                     kv_tile_ranges, head_rows_desc, q_tile_ranges, scores_log2, softcap_tanh, tile_load, tile_store)
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, qk_dot, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -67,7 +67,7 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
                BLOCK_M: tl.constexpr, MASKED: tl.constexpr,
                HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
                HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr):
+               BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, KEY_ROWS: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     """One query tile of a dK/dV program: its loads, then the math in either layout."""
     offs_m = start_m + tl.arange(0, BLOCK_M)
     rk = 0
@@ -82,12 +82,12 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
         dk, dv = _dkdv_math_key_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, QK_LEVELS)
     else:
         dk, dv = _dkdv_math_query_rows(
             dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, seqlen_k, diag, qk_scale, softcap_scale,
             softcap_out, slope_log2, window_left, window_right, ck, mk, threshold, dropout_p, MASKED, HAS_LEFT,
-            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION)
+            HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION, QK_LEVELS)
     return dk, dv
 
 
@@ -96,11 +96,11 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
                         softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                         dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                         HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                        DOT_PRECISION: tl.constexpr):
+                        DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     # Transposed layout: key rows (BLOCK_N) x query columns (BLOCK_M), so that P^T and
     # dS^T feed dV and dK without a transpose in registers. K and V are then the dots'
     # A operands, which Triton keeps in registers (2 x BLOCK_N x BLOCK_D bf16).
-    qkT = tl.dot(k, tl.trans(q), input_precision=DOT_PRECISION)     # (BLOCK_N, BLOCK_M)
+    qkT = qk_dot(k, q, DOT_PRECISION, QK_LEVELS)                               # (BLOCK_N, BLOCK_M)
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
                      MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
@@ -126,12 +126,12 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                           softcap_scale, softcap_out, slope_log2, window_left, window_right, ck, mk, threshold,
                           dropout_p, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
                           HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
-                          DOT_PRECISION: tl.constexpr):
+                          DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     # Forward layout: query rows (BLOCK_M) x key columns (BLOCK_N). K^T and V^T are the
     # B operands of S and dP, read from shared memory, so no register holds K or V (at
     # D = 256 those are 64 registers a thread, the difference between spilling 2 KB and
     # not); P^T and dS^T go through shared memory to become dV's and dK's A operands.
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    qk = qk_dot(q, k, DOT_PRECISION, QK_LEVELS)                                # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
@@ -172,7 +172,7 @@ def attn_bwd_dkdv_kernel(
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
     KEY_ROWS: tl.constexpr = True, BULK_N: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0,
 ):
     """Grid: (B * Hk, key blocks), or for varlen (Hk, key blocks of all sequences).
     KEY_ROWS: each tile computed as key rows x query columns (S^T, dP^T: K and V held in
@@ -284,7 +284,7 @@ def attn_bwd_dkdv_kernel(
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
         elif RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
             # The tiles of the four loops below, in their order, as two runs: [lo, skip_lo)
             # (masked, then fully visible before the bulk's) and [b_lo, hi) (fully visible
@@ -299,33 +299,33 @@ def attn_bwd_dkdv_kernel(
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
         else:
             for start_m in range(lo, full_lo, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
             if RESUME and BULK_N > 0:   # (constexpr: the other kernels compile without this loop)
                 for start_m in range(full_lo, skip_lo, BLOCK_M):
                     dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                         seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                         window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                         BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                        DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                        DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
             for start_m in range(un_lo, full_hi, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
             for start_m in range(full_hi, hi, BLOCK_M):
                 dk, dv = _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m, offs_n,
                                     seqlen_q, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, slope_log2,
                                     window_left, window_right, ck, mk, rk_ptr, threshold, dropout_p,
                                     BLOCK_M, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS)
+                                    DOT_PRECISION, BLOCK_D, HOST_DESC, KEY_ROWS, QK_LEVELS)
 
     dk = dk * softmax_scale
     tile_store(dk_desc, b, hk, start_n, dk.to(DK.dtype.element_ty), BLOCK_N, BLOCK_D, HOST_DESC)
@@ -339,13 +339,13 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
              BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
              HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
              HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-             BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+             BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     if HAS_DROPOUT:  # column keys of this tile, issued first so that the load overlaps the dots
         ck = tl.load(KEYS + offs_n, mask=offs_n < rng_stride, other=0).to(tl.uint32, bitcast=True)  # (BLOCK_N,)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)    # (BLOCK_N, BLOCK_D)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    qk = qk_dot(q, k, DOT_PRECISION, QK_LEVELS)                                # (BLOCK_M, BLOCK_N)
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
@@ -400,7 +400,7 @@ def attn_bwd_dq_kernel(
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, HOST_DESC: tl.constexpr = False, RESUME: tl.constexpr = False,
     BULK_M: tl.constexpr = 0, ONE_LOOP: tl.constexpr = False, FUSED_DELTA: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0,
 ):
     """Grid: as the forward kernel's. RESUME: kernels/bwd_ws.py (PARTIAL) already did the
     fully visible key tiles with the same BLOCK_M / BLOCK_N and left its dQ in DQ (without
@@ -497,7 +497,7 @@ def attn_bwd_dq_kernel(
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                          BLOCK_D, HOST_DESC)
+                          BLOCK_D, HOST_DESC, QK_LEVELS)
     elif RESUME and ONE_LOOP:     # (constexpr: the other kernels compile without this loop)
         un_hi, skip_hi = _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
                                        BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, RESUME, BULK_M)
@@ -513,14 +513,14 @@ def attn_bwd_dq_kernel(
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                          BLOCK_D, HOST_DESC)
+                          BLOCK_D, HOST_DESC, QK_LEVELS)
     else:
         for start_n in range(lo, full_lo, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                          BLOCK_D, HOST_DESC)
+                          BLOCK_D, HOST_DESC, QK_LEVELS)
         un_hi, skip_hi = _dq_own_tiles(start_m, seqlen_q, seqlen_k, window_left, window_right, full_lo, full_hi,
                                        BLOCK_M, BLOCK_N, HAS_LEFT, HAS_RIGHT, RESUME, BULK_M)
         for start_n in range(full_lo, un_hi, BLOCK_N):
@@ -528,20 +528,20 @@ def attn_bwd_dq_kernel(
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                          BLOCK_D, HOST_DESC)
+                          BLOCK_D, HOST_DESC, QK_LEVELS)
         if RESUME and BULK_M > 0:   # (constexpr: the other kernels compile without this loop)
             for start_n in range(skip_hi, full_hi, BLOCK_N):
                 dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                               qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                               rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                               BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                              BLOCK_D, HOST_DESC)
+                              BLOCK_D, HOST_DESC, QK_LEVELS)
         for start_n in range(full_hi, hi, BLOCK_N):
             dq = _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                           qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                           rk, KEYS, cs_mult, rng_stride, threshold, dropout_p,
                           BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT, DOT_PRECISION,
-                          BLOCK_D, HOST_DESC)
+                          BLOCK_D, HOST_DESC, QK_LEVELS)
 
     dq = dq * softmax_scale
     tile_store(dq_desc, b, h, start_m, dq.to(DQ.dtype.element_ty), BLOCK_M, BLOCK_D, HOST_DESC)

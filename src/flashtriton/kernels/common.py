@@ -53,15 +53,18 @@ def _qk_l4(a, b, DOT_PRECISION: tl.constexpr):
 def qk_dot(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     """a (R, BLOCK_D) . b (C, BLOCK_D)^T -> (R, C) fp32: the raw scores.
 
-    QK_LEVELS = L > 0 (launchers.common.qk_levels: true-fp32 decode steps, one query row)
-    sums the head dim in 2^L slices of BLOCK_D / 2^L columns, each one FMA chain, added
-    as a tree. Triton's ieee dot is one FMA chain over BLOCK_D per score, whose rounding
-    grows with D, while cuBLAS's one-row fp32 product (the tests' baseline there) sums in
-    parts: the fp32 decode read 1.0-7x its error at sharp scales, 11 of 72 probe cells
-    over the 2x criterion, and 0 of 72 with the slices (session 58, H200,
-    bench/gpu/s56_kvcache_fp32_probe.py). Only kernels/decode.py takes it: the prefill
-    kernels' one-row forward with the same slices still failed one test cell (D = 192,
-    1.04x the bound; bench/wip/fp32-one-row-slices.md). L = 0 is the one dot.
+    QK_LEVELS = L > 0 (launchers.common.qk_levels: true-fp32 calls with one query row)
+    sums the head dim in 2^L slices of BLOCK_D / 2^L columns, added as a tree. Triton's
+    ieee dot is one FMA chain over BLOCK_D per score, whose rounding grows with D, while
+    cuBLAS's one-row fp32 product (the tests' baseline there) sums in parts: the fp32
+    decode read 1.0-7x its error at sharp scales, 11 of 72 probe cells over the 2x
+    criterion, and 0 of 72 with the slices (session 58, H200,
+    bench/gpu/s56_kvcache_fp32_probe.py). Triton's combine pass fuses each pair of
+    leaves (`dot(a0, b0) + dot(a1, b1)` becomes one dot continuing the other's chain;
+    Triton 3.6.0, seen in the TTIR 2026-12-05), so the chains are 2 x BLOCK_D / 2^L
+    columns long: 32 at L = log2(BLOCK_D / 16). kernels/decode.py and, since session 59,
+    kernels/fwd.py / bwd.py take it (the one-row forward also sums P V apart from the
+    accumulator: pv_tile_dot). L = 0 is the one dot.
     """
     if QK_LEVELS == 1:
         return _qk_l1(a, b, DOT_PRECISION)
@@ -73,6 +76,26 @@ def qk_dot(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
         return _qk_l4(a, b, DOT_PRECISION)
     else:
         return tl.dot(a, tl.trans(b), input_precision=DOT_PRECISION)
+
+
+@triton.jit
+def pv_tile_dot(p, v, DOT_PRECISION: tl.constexpr):
+    """p (R, N) . v (N, D) -> (R, D) fp32, summed on its own: the one-row fp32 forward's P V
+    (kernels/fwd.py at QK_LEVELS > 0), to be added to the rescaled accumulator after.
+
+    Why not `acc * alpha + tl.dot(p, v)`: Triton's combine pass rewrites an add of a dot
+    whose accumulator is zero into the dot's accumulator (Triton 3.6.0, 2026-12-05: the
+    TTIR of `tl.dot(a0, b0) + tl.dot(a1, b1)` is `tt.dot a1, b1, (tt.dot a0, b0, 0)`), so
+    P V became one FMA chain over every key of the row (113 in the tests), continued from
+    the accumulator, where PyTorch's one-row product on the GPU sums in parts. Here the
+    two key halves' dots fuse into one chain over this tile's N keys starting at zero
+    (the same rewrite), and that sum - a dot with a nonzero accumulator, which the pass
+    leaves alone - is added to the accumulator by the caller. N >= 32 (a dot's K >= 16).
+    """
+    p0, p1 = _column_halves(p)             # (R, N / 2) each
+    v0, v1 = _column_halves(tl.trans(v))   # (D, N / 2) each
+    return (tl.dot(p0, tl.trans(v0), input_precision=DOT_PRECISION)
+            + tl.dot(p1, tl.trans(v1), input_precision=DOT_PRECISION))
 
 
 @triton.jit

@@ -19,8 +19,8 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, scores_log2, tile_load,
-                     tile_store)
+                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, pv_tile_dot, qk_dot, scores_log2,
+                     tile_load, tile_store)
 
 
 @triton.jit
@@ -30,10 +30,10 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
               BLOCK_N: tl.constexpr, MASKED: tl.constexpr,
               HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr,
               HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr, DOT_PRECISION: tl.constexpr,
-              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr):
+              BLOCK_D: tl.constexpr, HOST_DESC: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     offs_n = start_n + tl.arange(0, BLOCK_N)
     k = tile_load(k_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
-    qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)      # (BLOCK_M, BLOCK_N)
+    qk = qk_dot(q, k, DOT_PRECISION, QK_LEVELS)                            # (BLOCK_M, BLOCK_N)
     if MASKED or HAS_ALIBI or HAS_SOFTCAP:
         s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                         softcap_scale, softcap_out, slope_log2, window_left, window_right,
@@ -67,7 +67,11 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
         # measured no faster (H200, 2026-11-29: 0.418 against 0.421 ms, s10_dropout.py).
         p = p * dropout_tile_keep(rk, 0, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, False)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    if QK_LEVELS > 0 and BLOCK_N >= 32:
+        # one-row fp32: the tile's P V summed apart from the accumulator (pv_tile_dot)
+        acc = acc * alpha[:, None] + pv_tile_dot(p.to(v.dtype), v, DOT_PRECISION)
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
 
 
@@ -92,7 +96,7 @@ def attn_fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False,
+    ROWS_FIRST: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0,
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
@@ -172,21 +176,21 @@ def attn_fwd_kernel(
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC, QK_LEVELS)
     # Fully visible tiles: no mask at all.
     for start_n in range(full_lo, full_hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, False, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC, QK_LEVELS)
     # Tiles on the diagonal (or the right window edge) and the ragged last tile: masked.
     for start_n in range(full_hi, hi, BLOCK_N):
         acc, l_i, m_i = _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k, diag,
                                   qk_scale, softcap_scale, softcap_out, slope_log2, window_left, window_right,
                                   rk, cs_in, cs_group, cs_mult, threshold,
                                   BLOCK_N, True, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, HAS_DROPOUT,
-                                  DOT_PRECISION, BLOCK_D, HOST_DESC)
+                                  DOT_PRECISION, BLOCK_D, HOST_DESC, QK_LEVELS)
 
     # The one normalisation. A row that saw no key has l_i = 0 and acc = 0: it outputs
     # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.

@@ -244,9 +244,10 @@ def _dot_precision(dtype: torch.dtype) -> str:
 
 
 def qk_levels(dtype: torch.dtype, bd: int, seqlen_q: int) -> int:
-    """kernels.common.qk_dot's QK_LEVELS for the decode kernel: true-fp32 steps with one query
-    row sum the head dim in slices of 16 columns (2^L = BLOCK_D / 16, at most 16), the
-    accuracy of the one-row fp32 math the tests compare with (sessions 55-58); 0 otherwise."""
+    """kernels.common.qk_dot's QK_LEVELS for the decode and prefill kernels: true-fp32 calls with
+    one query row (max_seqlen_q for varlen) sum the head dim in slices of 16 columns (2^L =
+    BLOCK_D / 16, at most 16), the accuracy of the one-row fp32 math the tests compare with
+    (sessions 55-59); 0 otherwise."""
     if seqlen_q != 1 or _dot_precision(dtype) != "ieee":
         return 0
     return min(4, max(0, (bd // 16).bit_length() - 1))
