@@ -12,3 +12,8 @@ PYTHONPATH=src timeout -s INT 240 python -m pytest -o addopts="" -q -rf -p no:wa
   tests/test_varlen.py > $OUT/s59a_tests.txt 2>&1; echo "tests rc $?"; tail -3 $OUT/s59a_tests.txt
 grep -E "FAILED|ERROR" $OUT/s59a_tests.txt | head -10
 PYTHONPATH=src timeout -s INT 150 python bench/gpu/s59_fp32_one_row_speed.py 2>&1 | tee $OUT/s59a_speed.txt
+# With what is left of the call: the test_f* files that session 58's time limit may have cut (the last ones).
+PYTHONPATH=src timeout -s INT 200 python -m pytest -o addopts="" -q -p no:warnings -n 10 -k "not cpu" -m "not gpu_alone" \
+  tests/test_fwd_gluon_window_lean_mask.py tests/test_fwd_gluon_window_early_q.py tests/test_fwd_gluon_varlen.py \
+  tests/test_fwd_gluon_paged.py tests/test_fwd_gluon_own_tiles.py tests/test_fwd_gluon_o_stage.py \
+  > $OUT/s59a_gpu_f_tail.txt 2>&1; echo "f-tail rc $?"; grep -E "passed|failed|FAILED" $OUT/s59a_gpu_f_tail.txt | tail -5
