@@ -2,7 +2,8 @@
 lse from the slices and the tile-apart P V) against the tests' criterion: out / lse within 2x, dq / dk / dv within
 3x PyTorch's fp32 error (the reference on the GPU, as the tests place it) + the fp32 floor. D = 64 / 128 / 192,
 scales -0.2 / 0.2 / default, Nq = 1, Nk = 113 causal and Nk = 300 non-causal, GQA 4 / 2 heads, B = 2, 8 seeds.
-Prints the worst ratio per tensor and the failures. Usage: PYTHONPATH=src python bench/gpu/s59_fp32_one_row_grad_probe.py"""
+Prints the worst ratio per tensor and the failures. Usage: PYTHONPATH=src python bench/gpu/s59_fp32_one_row_grad_probe.py
+[off] ("off": the launchers' qk_levels patched to 0, the kernels of session 58's HEAD)."""
 import math
 import sys
 
@@ -12,6 +13,11 @@ sys.path.insert(0, "tests")
 from helpers import ATOL_FLOOR, max_err, reference_pair  # noqa: E402
 
 import flashtriton  # noqa: E402
+from flashtriton.launchers import backward, forward, plans  # noqa: E402
+
+if sys.argv[1:] == ["off"]:
+    forward.qk_levels = backward.qk_levels = lambda *a: 0
+    plans.clear()
 
 FLOOR = ATOL_FLOOR[torch.float32]
 fails = 0
