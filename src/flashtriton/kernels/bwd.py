@@ -22,7 +22,7 @@ import triton.language as tl
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, find_sequence,
-                     kv_tile_ranges, head_rows_desc, q_tile_ranges, qk_dot, scores_log2, softcap_tanh, tile_load, tile_store)
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, scores_log2, softcap_tanh, tile_load, tile_store)
 
 
 @triton.jit
@@ -105,7 +105,7 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
                      MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
-    dpT = tl.dot(v, tl.trans(do), input_precision=DOT_PRECISION)    # (BLOCK_N, BLOCK_M)
+    dpT = qk_dot(v, do, DOT_PRECISION, QK_LEVELS)                   # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
         # the mask as 1 / (1 - p) or 0 (kernels.common.dropout_keep_scale: no booleans)
         keepT = dropout_keep_scale(rk[None, :], ck[:, None], mk, threshold) * (1.0 / (1.0 - dropout_p))
@@ -136,7 +136,7 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
-    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)         # (BLOCK_M, BLOCK_N)
+    dp = qk_dot(do, v, DOT_PRECISION, QK_LEVELS)                        # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
         dv += tl.dot(tl.trans((p * keep).to(do.dtype)), do, input_precision=DOT_PRECISION)
@@ -350,7 +350,7 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
     p = tl.exp2(s - lse2[:, None])
-    dp = tl.dot(do, tl.trans(v), input_precision=DOT_PRECISION)     # (BLOCK_M, BLOCK_N)
+    dp = qk_dot(do, v, DOT_PRECISION, QK_LEVELS)                    # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], dropout_group_mult(cs_mult, start_n), threshold)
         dp = dp * (keep * (1.0 / (1.0 - dropout_p)))
@@ -358,7 +358,11 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
     if HAS_SOFTCAP:
         t = softcap_tanh(qk, softcap_scale)
         ds = ds * (1.0 - t * t)
-    dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION)
+    if QK_LEVELS > 0:
+        # one-row fp32: the tile's dS K summed apart from dq (common.dot_apart)
+        dq = dq + dot_apart(ds.to(k.dtype), k, qk_scale, DOT_PRECISION)
+    else:
+        dq += tl.dot(ds.to(k.dtype), k, input_precision=DOT_PRECISION)
     return dq
 
 

@@ -64,7 +64,7 @@ def qk_dot(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
     Triton 3.6.0, seen in the TTIR 2026-12-05), so the chains are 2 x BLOCK_D / 2^L
     columns long: 32 at L = log2(BLOCK_D / 16). kernels/decode.py and, since session 59,
     kernels/fwd.py / bwd.py take it (the one-row forward also sums P V apart from the
-    accumulator: pv_tile_dot). L = 0 is the one dot.
+    accumulator: dot_apart). L = 0 is the one dot.
     """
     if QK_LEVELS == 1:
         return _qk_l1(a, b, DOT_PRECISION)
@@ -79,23 +79,22 @@ def qk_dot(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr = 0):
 
 
 @triton.jit
-def pv_tile_dot(p, v, DOT_PRECISION: tl.constexpr):
-    """p (R, N) . v (N, D) -> (R, D) fp32, summed on its own: the one-row fp32 forward's P V
-    (kernels/fwd.py at QK_LEVELS > 0), to be added to the rescaled accumulator after.
+def dot_apart(a, b, x, DOT_PRECISION: tl.constexpr):
+    """a (R, K) . b (K, C) -> (R, C) fp32, one FMA chain over K from zero that the caller then
+    adds to its accumulator: the one-row fp32 paths' P V (kernels/fwd.py) and dS K
+    (kernels/bwd.py's dQ) at QK_LEVELS > 0. x: any finite runtime fp32 scalar.
 
-    Why not `acc * alpha + tl.dot(p, v)`: Triton's combine pass rewrites an add of a dot
-    whose accumulator is zero into the dot's accumulator (Triton 3.6.0, 2026-12-05: the
-    TTIR of `tl.dot(a0, b0) + tl.dot(a1, b1)` is `tt.dot a1, b1, (tt.dot a0, b0, 0)`), so
-    P V became one FMA chain over every key of the row (113 in the tests), continued from
-    the accumulator, where PyTorch's one-row product on the GPU sums in parts. Here the
-    two key halves' dots fuse into one chain over this tile's N keys starting at zero
-    (the same rewrite), and that sum - a dot with a nonzero accumulator, which the pass
-    leaves alone - is added to the accumulator by the caller. N >= 32 (a dot's K >= 16).
+    Why not `acc + tl.dot(a, b)`: Triton's combine pass rewrites an add of a dot whose
+    accumulator is the constant zero into that dot's accumulator (Triton 3.6.0, seen in the
+    TTIR 2026-12-05: `tl.dot(a0, b0) + tl.dot(a1, b1)` becomes `tt.dot a1, b1, (tt.dot a0,
+    b0, 0)`), so P V was one FMA chain over every key of the row (113 in the tests),
+    continued from the rescaled accumulator, where PyTorch's one-row product on the GPU sums
+    in parts. A zero the compiler cannot prove (x * 0, a runtime value) keeps the dot from
+    zero and its add an add (checked in the TTIR); the results are those of a chain over
+    this tile alone, then one add.
     """
-    p0, p1 = _column_halves(p)             # (R, N / 2) each
-    v0, v1 = _column_halves(tl.trans(v))   # (D, N / 2) each
-    return (tl.dot(p0, tl.trans(v0), input_precision=DOT_PRECISION)
-            + tl.dot(p1, tl.trans(v1), input_precision=DOT_PRECISION))
+    zero = tl.full((a.shape[0], b.shape[1]), 0.0, tl.float32) + x * 0.0
+    return tl.dot(a, b, zero, input_precision=DOT_PRECISION)
 
 
 @triton.jit

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, pv_tile_dot, qk_dot, scores_log2,
+                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, dot_apart, qk_dot, scores_log2,
                      tile_load, tile_store)
 
 
@@ -67,9 +67,9 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
         # measured no faster (H200, 2026-11-29: 0.418 against 0.421 ms, s10_dropout.py).
         p = p * dropout_tile_keep(rk, 0, cs_in, cs_group, cs_mult, start_n, threshold, BLOCK_N, False)
     v = tile_load(v_desc, b, hk, start_n, BLOCK_N, BLOCK_D, HOST_DESC)  # (BLOCK_N, BLOCK_D)
-    if QK_LEVELS > 0 and BLOCK_N >= 32:
-        # one-row fp32: the tile's P V summed apart from the accumulator (pv_tile_dot)
-        acc = acc * alpha[:, None] + pv_tile_dot(p.to(v.dtype), v, DOT_PRECISION)
+    if QK_LEVELS > 0:
+        # one-row fp32: the tile's P V summed apart from the accumulator (common.dot_apart)
+        acc = acc * alpha[:, None] + dot_apart(p.to(v.dtype), v, qk_scale, DOT_PRECISION)
     else:
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
