@@ -154,3 +154,20 @@ def test_fp32_one_query_sharp_scale(backend, d, scale):
         torch.manual_seed(seed)
         q, k, v = rand_qkv(2, 1, 113, 4, 2, d, torch.float32, DEVICE)
         check_attention(backend, q, k, v, causal=True, softmax_scale=scale, grads=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [128, 192])
+@pytest.mark.parametrize("scale", [-0.2, 0.2])
+def test_fp32_one_query_sharp_scale_grads(backend, d, scale):
+    """Session 59: the one-query fp32 backward at sharp scales, which no test covered (the forward test above has
+    grads=False). On the H200 (bench/gpu/s59_fp32_one_row_grad_probe.py, 1,440 checks) session 58's kernels had 92
+    over the criterion (dq / dk / dv and out, D = 64-192), the score slices alone 15: bwd.py's dP = dO V^T was the
+    same one FMA chain over D as the scores, and the dQ kernel's dS K one chain over all keys, continued from dq.
+    Now dP takes the score slices and each key tile's dS K is summed apart (kernels/common.dot_apart). Causal Nk = 113
+    and non-causal Nk = 300, GQA 4 / 2 heads, two seeds each."""
+    for seed in range(2):
+        for nk, causal in ((113, True), (300, False)):
+            torch.manual_seed(seed)
+            q, k, v = rand_qkv(2, 1, nk, 4, 2, d, torch.float32, DEVICE)
+            check_attention(backend, q, k, v, causal=causal, softmax_scale=scale, check_probs=False)
