@@ -168,11 +168,16 @@ def check_attention(backend, q, k, v, *, varlen=None, grads=True, causal=False, 
         # kernel's lse and rounded to dtype: the floor allows a few fp32 ulps of the
         # exponent (which scale with |lse|) plus that rounding
         err = max_err(s_dmask.abs(), p64)
-        finite_lse = lse[torch.isfinite(lse)]
-        lse_max = finite_lse.abs().max().item() if finite_lse.numel() else 0.0
-        floor = 8 * torch.finfo(torch.float32).eps * (1 + lse_max) + 2 * torch.finfo(dtype).eps
-        assert err <= 2 * max_err(p_lowp, p64) + floor, f"S_dmask: error {err:.3e}"
+        assert err <= 2 * max_err(p_lowp, p64) + probs_floor(lse, dtype), f"S_dmask: error {err:.3e}"
     return res
+
+
+def probs_floor(lse, dtype):
+    """The absolute floor of an S_dmask check: the probabilities are exp(s - lse) from the kernel's fp32 lse,
+    rounded to dtype, so a few fp32 ulps of the exponent (which scale with |lse|) plus that rounding."""
+    finite_lse = lse[torch.isfinite(lse)]
+    lse_max = finite_lse.abs().max().item() if finite_lse.numel() else 0.0
+    return 8 * torch.finfo(torch.float32).eps * (1 + lse_max) + 2 * torch.finfo(dtype).eps
 
 
 def naive_attention(q, k, v, *, softmax_scale, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None,

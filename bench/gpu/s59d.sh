@@ -9,5 +9,5 @@ PYTHONPATH=src timeout -s INT 100 python bench/gpu/s55_fp32_probe.py cuda 1 2>&1
 diff <(sed 's/ours max.*//' $OUT/s59d_probe.txt) <(sed 's/ours max.*//' bench/results/nvidia-h200/s59/s59a_probe.txt) && echo "forward probe: the same ratios as call 1"
 PYTHONPATH=src timeout -s INT 200 python -m pytest -o addopts="" -q -rf -p no:warnings -n 8 --timeout 200 \
   -k "not cpu and (fp32 or float32 or one_query)" tests/test_fp32.py tests/test_kvcache.py tests/test_prefill.py \
-  tests/test_varlen.py > $OUT/s59d_tests.txt 2>&1; echo "tests rc $?"; tail -2 $OUT/s59d_tests.txt
+  tests/test_varlen.py tests/test_varlen_paged.py > $OUT/s59d_tests.txt 2>&1; echo "tests rc $?"; tail -2 $OUT/s59d_tests.txt
 grep -E "FAILED|ERROR" $OUT/s59d_tests.txt | head -10

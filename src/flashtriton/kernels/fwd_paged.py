@@ -38,7 +38,8 @@ def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
                  PAGE_SIZE: tl.constexpr, MASKED: tl.constexpr, HAS_LEFT: tl.constexpr,
                  HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-                 DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr, KV_TMA: tl.constexpr):
+                 DOT_PRECISION: tl.constexpr, PAGE_GATHER: tl.constexpr, KV_TMA: tl.constexpr,
+                 QK_LEVELS: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         acc, l_i, m_i = _attend_cache_tile(
             acc, l_i, m_i, q, offs_m, slope_log2, start_n,
@@ -46,7 +47,7 @@ def _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, lo, hi,
             stride_kb, stride_kn, stride_vb, stride_vn,
             0, seqlen_k, diag, qk_scale, softcap_scale, softcap_out, window_left, window_right, offs_d,
             HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP,
-            KV_TMA, DOT_PRECISION, PAGE_GATHER)
+            KV_TMA, DOT_PRECISION, PAGE_GATHER, QK_LEVELS)
     return acc, l_i, m_i
 
 
@@ -66,7 +67,7 @@ def attn_fwd_paged_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     PAGE_SIZE: tl.constexpr, PAGE_GATHER: tl.constexpr,
     HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr, HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, KV_TMA: tl.constexpr = False,
+    DOT_PRECISION: tl.constexpr, KV_TMA: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0,
 ):
     h = tl.program_id(0)
     pid = tl.program_id(1)
@@ -112,19 +113,19 @@ def attn_fwd_paged_kernel(
                                  stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
                                  softcap_scale, softcap_out, window_left, window_right, offs_d,
                                  HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA, QK_LEVELS)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_lo, full_hi,
                                  K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
                                  stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
                                  softcap_scale, softcap_out, window_left, window_right, offs_d,
                                  HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, False, HAS_LEFT, HAS_RIGHT,
-                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA, QK_LEVELS)
     acc, l_i, m_i = _paged_tiles(acc, l_i, m_i, q, offs_m, slope_log2, full_hi, hi,
                                  K_CACHE, V_CACHE, K_DESC, V_DESC, bt_row, k_head, v_head, hk,
                                  stride_kb, stride_kn, stride_vb, stride_vn, seqlen_k, diag, qk_scale,
                                  softcap_scale, softcap_out, window_left, window_right, offs_d,
                                  HEAD_DIM, BLOCK_D, BLOCK_N, PAGE_SIZE, True, HAS_LEFT, HAS_RIGHT,
-                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA)
+                                 HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION, PAGE_GATHER, KV_TMA, QK_LEVELS)
 
     # The one normalisation; a row that saw no key outputs 0 with lse = +inf (as kernels/fwd.py).
     empty = l_i == 0.0
