@@ -87,9 +87,9 @@ def test_varlen_paged_fp32_one_query_sharp_scale(request, backend, d, scale):
     """One query row a sequence over a paged fp32 cache at sharp softmax scales (session 59): kernels/fwd_paged.py
     takes the decode kernel's tiles, and with them its score slices (launchers.common.qk_levels from max_seqlen_q;
     tests/test_kvcache.py::test_float32_one_query_sharp_scale, tests/test_fp32.py::test_fp32_one_query_sharp_scale
-    for the reasons). The CPU backend (the pages gathered, then cpu/forward.py) read lse 1.14x the bound at D = 128,
-    scale -0.2 (2.37e-6 against 2.08e-6: about 2.5 fp32 ulps of |lse|; its scores are (q * scale * log2 e) @ k^T):
-    that one cell is a non-strict expected failure there (README Limitations, "CPU backend, fp32 accuracy with sharp
+    for the reasons). The CPU backend (the pages gathered, then cpu/native_prefill.py's fp32 forward) read lse 1.14x
+    the bound at D = 128, scale -0.2 (2.37e-6 against 2.08e-6: its scores are FMA chains of 64 terms over d, QK_PIECE;
+    bench/NOTES.md "Session 59"): that one cell is a non-strict expected failure there (README Limitations, "CPU backend, fp32 accuracy with sharp
     softmax")."""
     if backend == "cpu" and d == 128 and scale == -0.2:
         request.applymarker(pytest.mark.xfail(strict=False, reason="CPU fp32 lse at sharp scales (session 59)"))
