@@ -83,16 +83,14 @@ def test_varlen_paged(backend, lens_q, lens_k, heads, d, dtype, page, opts):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [128, 192])
 @pytest.mark.parametrize("scale", [-0.2, 0.2])
-def test_varlen_paged_fp32_one_query_sharp_scale(request, backend, d, scale):
+def test_varlen_paged_fp32_one_query_sharp_scale(backend, d, scale):
     """One query row a sequence over a paged fp32 cache at sharp softmax scales (session 59): kernels/fwd_paged.py
     takes the decode kernel's tiles, and with them its score slices (launchers.common.qk_levels from max_seqlen_q;
     tests/test_kvcache.py::test_float32_one_query_sharp_scale, tests/test_fp32.py::test_fp32_one_query_sharp_scale
-    for the reasons). The CPU backend (the pages gathered, then cpu/native_prefill.py's fp32 forward) read lse 1.14x
-    the bound at D = 128, scale -0.2 (2.37e-6 against 2.08e-6: its scores are FMA chains of 64 terms over d, QK_PIECE;
-    bench/NOTES.md "Session 59"): that one cell is a non-strict expected failure there (README Limitations, "CPU backend, fp32 accuracy with sharp
-    softmax")."""
-    if backend == "cpu" and d == 128 and scale == -0.2:
-        request.applymarker(pytest.mark.xfail(strict=False, reason="CPU fp32 lse at sharp scales (session 59)"))
+    for the reasons). Regression test of the CPU backend too (the pages gathered, then cpu/native_prefill.py's fp32
+    forward): with each score summed in FMA chains of 64 terms over d it read lse 2.37e-6 against a bound of 2.08e-6
+    at D = 128, scale -0.2; one-query sequences take chains of 16 since session 59 (QK_PIECE_ONE, and the backward's
+    S^T / dP^T / delta alike)."""
     for seed in range(2):
         torch.manual_seed(seed)
         _check_paged(backend, [1, 1], [113, 77], (8, 2), d, torch.float32, 16, dict(causal=True, softmax_scale=scale))

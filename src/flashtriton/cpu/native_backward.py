@@ -170,20 +170,23 @@ static void mk_any(int mr, int nv, int64_t n, const float *A, int64_t as, int64_
 #ifndef KC
 #define KC 64       /* terms per register sum: longer sums are cut into KC-term pieces added to C in turn */
 #endif
+/* S^T = K Q^T, dP^T = V dO^T and delta of one-query sequences: pieces of 16 over d, as native_prefill.py's
+   QK_PIECE_ONE (the forward's scores; session 59) */
+#define QK_KC_ONE 16
 
 /* C (m rows, ncol vectors, row stride cs) (+)= A B over n: tiles of MR rows x 4 vectors; each tile's sum
    in pieces of KC terms (a chain of 231 terms in the registers gave dK 1.05x the tests' criterion,
    test_regression_long_register_sums) */
 static void gemm(int64_t m, int64_t ncol, int64_t n, const float *A, int64_t as, int64_t ak, const float *B,
-                 int64_t bk, float *C, int64_t cs, int load) {
+                 int64_t bk, float *C, int64_t cs, int load, const int64_t kc) {
     for (int64_t c0 = 0; c0 < ncol; c0 += 4) {
         const int nv = (int)mn(4, ncol - c0);
         for (int64_t m0 = 0; m0 < m; m0 += MR) {
             const int mr = (int)mn(MR, m - m0);
             const float *a0 = A + m0 * as;
             float *c = C + m0 * cs + 16 * c0;
-            for (int64_t k0 = 0; k0 < n; k0 += KC) {
-                const int64_t kn = mn(KC, n - k0);
+            for (int64_t k0 = 0; k0 < n; k0 += kc) {
+                const int64_t kn = mn(kc, n - k0);
                 const int ld = load || k0 > 0;
                 if (mr == MR && nv == 4) mk(MR, 4, kn, a0 + k0 * ak, as, ak, B + k0 * bk + 16 * c0, bk, c, cs, ld);
                 else mk_any(mr, nv, kn, a0 + k0 * ak, as, ak, B + k0 * bk + 16 * c0, bk, c, cs, ld);
@@ -297,14 +300,23 @@ static void pack_rows(const bargs_t *a, const int64_t *sq, int64_t hk, const row
        is FMA-latency bound) */
     for (int64_t rr = r0; rr < r1; rr += 4) {
         const float *y[4], *ov[4];
-        float dl[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        float dl[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pc[4];
         for (int t = 0; t < 4; t++) {
             const int64_t r = mn(rr + t, r1 - 1), src = ((q0 + r / G) * H + h0 + r % G) * D;
             y[t] = a->dout + src;
             ov[t] = a->o + src;
         }
-        for (int64_t d = 0; d < D; d++)
-            for (int t = 0; t < 4; t++) dl[t] = fmaf(y[t][d], ov[t][d], dl[t]);
+        if (sq[1] == 1) {       /* one-query sequences: dP^T's pieces of QK_KC_ONE, added in order */
+            for (int64_t d0 = 0; d0 < D; d0 += QK_KC_ONE) {
+                for (int t = 0; t < 4; t++) pc[t] = 0.0f;
+                for (int64_t d = d0; d < mn(D, d0 + QK_KC_ONE); d++)
+                    for (int t = 0; t < 4; t++) pc[t] = fmaf(y[t][d], ov[t][d], pc[t]);
+                for (int t = 0; t < 4; t++) dl[t] = d0 ? dl[t] + pc[t] : pc[t];
+            }
+        } else {
+            for (int64_t d = 0; d < D; d++)
+                for (int t = 0; t < 4; t++) dl[t] = fmaf(y[t][d], ov[t][d], dl[t]);
+        }
         for (int t = 0; t < 4 && rr + t < r1; t++) delta[rr + t] = dl[t];
     }
     /* the transposes Qs^T, dO^T, 16 rows at a time */
@@ -355,6 +367,7 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
         for (int64_t d = D; d < DP; d++) kk[d] = vv[d] = 0.0f;
     }
     PROF_ADD(0, tp0);
+    const int64_t qkc = nq == 1 ? QK_KC_ONE : KC;  /* S^T / dP^T pieces over d (QK_KC_ONE) */
     const float dk_scale = a->scale;                /* Qs is q unscaled (pack_rows) */
     const __m512 qsc = _mm512_set1_ps(a->q_scale);  /* S^T = K Q^T times softmax_scale log2 e: the forward's S */
     for (int64_t j0 = pj0; j0 < pj1; j0 += W) {
@@ -368,8 +381,8 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
             const int64_t i1 = mn(i_hi, i0 + bm), rb = i0 * G, R = (i1 - i0) * G, NR = (R + 15) / 16;
             /* S^T = K_j Qs^T, dP^T = V_j dO^T: (w, R), 64 rows (4 vectors) at a time */
             PROF_T(ta);
-            gemm(w, NR, D, Kj, DP, 1, QT + rb, LT, S, RS, 0);
-            gemm(w, NR, D, Vj, DP, 1, dOT + rb, LT, Y, RS, 0);
+            gemm(w, NR, D, Kj, DP, 1, QT + rb, LT, S, RS, 0, qkc);
+            gemm(w, NR, D, Vj, DP, 1, dOT + rb, LT, Y, RS, 0, qkc);
             PROF_ADD(1, ta);
             PROF_T(tb);
             /* P^T = exp2(S^T - lse2), dS^T = P^T (dP^T - delta), both 0 on hidden lanes (and past R) */
@@ -403,12 +416,12 @@ static void item(const bargs_t *a, const int64_t *sq, const bitem_t *it, float *
             PROF_ADD(2, tb);
             PROF_T(tc);
             /* dV_j (+)= P^T dO, dK_j (+)= dS^T Qs: (w, DP) over the R rows; the first block overwrites */
-            gemm(w, NVD, R, S, RS, 1, dO + rb * DP, DP, dVa, DP, any);
-            gemm(w, NVD, R, Y, RS, 1, Qs + rb * DP, DP, dKa, DP, any);
+            gemm(w, NVD, R, S, RS, 1, dO + rb * DP, DP, dVa, DP, any, KC);
+            gemm(w, NVD, R, Y, RS, 1, Qs + rb * DP, DP, dKa, DP, any, KC);
             PROF_ADD(3, tc);
             PROF_T(td);
             /* dQ (R, DP) += dS K_j over the w keys: A = dS^T read down its columns */
-            gemm(R, NVD, w, Y, 1, RS, Kj, DP, dqo + rb * DP, DP, 1);
+            gemm(R, NVD, w, Y, 1, RS, Kj, DP, dqo + rb * DP, DP, 1, KC);
             PROF_ADD(4, td);
             any = 1;
         }

@@ -316,11 +316,16 @@ static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, 
    inherited, and sharp rows magnified it (gradients 3-7x PyTorch's float32 error at softmax scales 0.15-0.3 and
    at D = 256; test_regression_fp32_scores_match_backward). */
 #define QK_PIECE 64     /* = native_backward.py's KC */
+/* Sequences of one query: chains of 16 (native_backward.py's QK_KC_ONE; session 59). Chains of 64 left such a row's
+   largest score, and so its lse, ~5 fp32 ulps off - over the tests' criterion at sharp scales, where PyTorch's
+   one-row product (MKL's gemv) sums in shorter parts (test_varlen_paged_fp32_one_query_sharp_scale). At several
+   rows MKL's sgemm sums one chain in d order, as QK_PIECE does up to D = 64: 16 there broke a multi-row test. */
+#define QK_PIECE_ONE 16
 static inline __attribute__((always_inline)) void qk_f32(const float *Q, int64_t DP, const float *kb, int64_t D,
-                                                        float scale, float *S) {
+                                                        float scale, float *S, const int64_t piece) {
     __m512 t0[QR], t1[QR];
-    for (int64_t d0 = 0; d0 < D; d0 += QK_PIECE) {
-        const int64_t d1 = d0 + QK_PIECE < D ? d0 + QK_PIECE : D;
+    for (int64_t d0 = 0; d0 < D; d0 += piece) {
+        const int64_t d1 = d0 + piece < D ? d0 + piece : D;
         __m512 c0[QR], c1[QR];
         for (int r = 0; r < QR; r++) { c0[r] = _mm512_setzero_ps(); c1[r] = _mm512_setzero_ps(); }
         for (int64_t d = d0; d < d1; d++) {
@@ -445,7 +450,10 @@ static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t
                     continue;
                 }
 #endif
-                qk_f32((const float *)Q + g0 * DP, DP, kp + blk * D * 32, D, a->scale, S + g0 * KT + b);
+                if (a->n_q == 1)
+                    qk_f32((const float *)Q + g0 * DP, DP, kp + blk * D * 32, D, a->scale, S + g0 * KT + b, QK_PIECE_ONE);
+                else
+                    qk_f32((const float *)Q + g0 * DP, DP, kp + blk * D * 32, D, a->scale, S + g0 * KT + b, QK_PIECE);
             }
         }
         /* online softmax, row by row: visible lanes [t0, t1) of the tile */
