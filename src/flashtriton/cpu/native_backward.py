@@ -300,22 +300,19 @@ static void pack_rows(const bargs_t *a, const int64_t *sq, int64_t hk, const row
        is FMA-latency bound) */
     for (int64_t rr = r0; rr < r1; rr += 4) {
         const float *y[4], *ov[4];
-        float dl[4] = {0.0f, 0.0f, 0.0f, 0.0f}, pc[4];
+        float dl[4], pc[4];
         for (int t = 0; t < 4; t++) {
             const int64_t r = mn(rr + t, r1 - 1), src = ((q0 + r / G) * H + h0 + r % G) * D;
             y[t] = a->dout + src;
             ov[t] = a->o + src;
         }
-        if (sq[1] == 1) {       /* one-query sequences: dP^T's pieces of QK_KC_ONE, added in order */
-            for (int64_t d0 = 0; d0 < D; d0 += QK_KC_ONE) {
-                for (int t = 0; t < 4; t++) pc[t] = 0.0f;
-                for (int64_t d = d0; d < mn(D, d0 + QK_KC_ONE); d++)
-                    for (int t = 0; t < 4; t++) pc[t] = fmaf(y[t][d], ov[t][d], pc[t]);
-                for (int t = 0; t < 4; t++) dl[t] = d0 ? dl[t] + pc[t] : pc[t];
-            }
-        } else {
-            for (int64_t d = 0; d < D; d++)
-                for (int t = 0; t < 4; t++) dl[t] = fmaf(y[t][d], ov[t][d], dl[t]);
+        /* one-query sequences: dP^T's pieces of QK_KC_ONE, added in order; others one chain (one piece of D) */
+        const int64_t piece = sq[1] == 1 ? QK_KC_ONE : D;
+        for (int64_t d0 = 0; d0 < D; d0 += piece) {
+            for (int t = 0; t < 4; t++) pc[t] = 0.0f;
+            for (int64_t d = d0; d < mn(D, d0 + piece); d++)
+                for (int t = 0; t < 4; t++) pc[t] = fmaf(y[t][d], ov[t][d], pc[t]);
+            for (int t = 0; t < 4; t++) dl[t] = d0 ? dl[t] + pc[t] : pc[t];
         }
         for (int t = 0; t < 4 && rr + t < r1; t++) delta[rr + t] = dl[t];
     }

@@ -450,10 +450,9 @@ static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t
                     continue;
                 }
 #endif
-                if (a->n_q == 1)
-                    qk_f32((const float *)Q + g0 * DP, DP, kp + blk * D * 32, D, a->scale, S + g0 * KT + b, QK_PIECE_ONE);
-                else
-                    qk_f32((const float *)Q + g0 * DP, DP, kp + blk * D * 32, D, a->scale, S + g0 * KT + b, QK_PIECE);
+                const float *qg = (const float *)Q + g0 * DP, *kg = kp + blk * D * 32;
+                if (a->n_q == 1) qk_f32(qg, DP, kg, D, a->scale, S + g0 * KT + b, QK_PIECE_ONE);
+                else qk_f32(qg, DP, kg, D, a->scale, S + g0 * KT + b, QK_PIECE);
             }
         }
         /* online softmax, row by row: visible lanes [t0, t1) of the tile */

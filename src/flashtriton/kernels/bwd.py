@@ -22,7 +22,8 @@ import triton.language as tl
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, find_sequence,
-                     kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, scores_log2, softcap_tanh, tile_load, tile_store)
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, scores_log2, softcap_tanh,
+                     tile_load, tile_store)
 
 
 @triton.jit

@@ -161,7 +161,8 @@ def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale,
     used when MASKED, which also applies the window; unmasked tiles are fully visible).
     """
     # The plain dot stays inline here: through qk_dot at QK_LEVELS = 0 the same dot compiled with its
-    # loads in another order (bf16 / fp16 SASS, sm_90a, session 58); inline it is the earlier kernel's SASS, byte for byte.
+    # loads in another order (bf16 / fp16 SASS, sm_90a, session 58); inline it is the earlier kernel's
+    # SASS, byte for byte.
     if QK_LEVELS == 0:
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # (BLOCK_M, N)
     else:   # fp32 one-row steps: the head dim in slices (kernels/common.qk_dot)

@@ -15,9 +15,9 @@ from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
 from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
-                     _descriptor_ready, _dims4, _dot_precision, _effective_window, qk_levels, _ensure_allocator, _flat_view,
+                     _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
-                     block_d, host_descriptors, interpreting, sm_count)
+                     block_d, host_descriptors, interpreting, qk_levels, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
                      gluon_fwd_o_stage, gluon_fwd_persistent, gluon_fwd_varlen,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
