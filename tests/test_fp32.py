@@ -6,9 +6,10 @@ import torch
 import flashtriton
 from flashtriton import flash_attn_func
 from flashtriton.launchers import backward, common, forward
+from flashtriton.launchers.prefill import AttnParams, Varlen
 
 from conftest import DEVICE, kernel_backends
-from helpers import check_attention, max_err, rand_qkv, rand_varlen, reference_pair
+from helpers import ATOL_FLOOR, check_attention, max_err, rand_qkv, rand_varlen, reference_pair
 
 BACKENDS = kernel_backends() + ["reference"]
 
@@ -19,6 +20,9 @@ CASES = [
     (40, 113, (4, 1), 96, dict(window_size=(9, 3))),
     (65, 65, (4, 2), 64, dict(alibi=True, softcap=4.0, causal=True)),
     (1, 33, (2, 2), 256, dict()),
+    # (session 60: forwards of at most 16 query rows take the fp32 few-rows tile, configs.FP32_FEW_ROWS)
+    (16, 50, (4, 2), 192, dict(causal=True)),
+    (5, 70, (2, 1), 256, dict(window_size=(20, 0))),
 ]
 
 
@@ -112,8 +116,12 @@ def test_regression_fp32_default_tiles_fit_shared_memory(kernel, d, seqlen):
     shared memory asked, 227 KiB there). float32 now has its own defaults."""
     from flashtriton.kernels import configs
     for elem in (2, 4):
-        tile = configs.default_tile(kernel, d, seqlen, elem)
-        assert configs._smem_estimate(kernel, tile, d, elem) <= configs.SMEM_BYTES, (kernel, d, elem, tile)
+        for rows in (None, 1, 16, 17):   # (session 60: fp32 forwards of at most 16 query rows take a tile of their own)
+            tile = configs.default_tile(kernel, d, seqlen, elem, rows=rows)
+            assert configs._smem_estimate(kernel, tile, d, elem) <= configs.SMEM_BYTES, (kernel, d, elem, tile)
+            if kernel == "fwd":
+                few = elem == 4 and rows is not None and rows <= 16
+                assert (tile == configs.DEFAULTS_FP32["fwd_few_rows"][d]) == few, (d, elem, rows, tile)
 
 
 @pytest.mark.gpu
@@ -172,3 +180,47 @@ def test_fp32_one_query_sharp_scale_grads(backend, d, scale):
             torch.manual_seed(seed)
             q, k, v = rand_qkv(2, 1, nk, 4, 2, d, torch.float32, DEVICE)
             check_attention(backend, q, k, v, causal=causal, softmax_scale=scale, check_probs=False)
+
+
+# The one-row backward probe's seven failures of session 59 (bench/gpu/s59_fp32_one_row_grad_probe.py on the H200):
+# (D, Nk, causal, scale, seed), drawn as the probe draws them.
+PROBE_59_FAILS = [(192, 113, True, -0.2, 1), (192, 300, False, 0.2, 4), (128, 300, False, -0.2, 2),
+                  (128, 300, False, -0.2, 6), (128, 300, False, 0.2, 4)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d,nk,causal,scale,seed", PROBE_59_FAILS)
+def test_fp32_one_query_grads_lse_log2(backend, d, nk, causal, scale, seed):
+    """Session 60: the seven checks (five draws) session 59's probe left over (dq / dk / dv up to 7x PyTorch's fp32 error on the
+    H200). The backward's P = exp2(S c - lse * log2 e) rounded its exponent three times at |S c| ~ 15-20: S c itself,
+    the natural lse (the forward's lse2 * ln 2) and lse * log2 e; PyTorch's softmax rounds once (a float32 emulation
+    put 37 of 3,600 checks over with that, 2 with one rounding). Now the one-row fp32 backward takes the lse in log2
+    units, recomputed by the forward (launchers/forward.lse_log2), and the exponent as one FMA
+    (kernels/common.exp2_one_rounding). The probe's draws: out first, then dout."""
+    torch.manual_seed(seed)
+    q = torch.randn(2, 1, 4, d, device=DEVICE, requires_grad=True)
+    k = torch.randn(2, nk, 2, d, device=DEVICE, requires_grad=True)
+    v = torch.randn(2, nk, 2, d, device=DEVICE, requires_grad=True)
+    with flashtriton.use_backend(backend):
+        out = flash_attn_func(q, k, v, softmax_scale=scale, causal=causal)
+        dout = torch.randn_like(out)
+        dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=scale, window_left=-1, window_right=0 if causal else -1)
+    for name, ours, factor in (("out", out, 2), ("dq", dq, 3), ("dk", dk, 3), ("dv", dv, 3)):
+        err, base = max_err(ours, truth[name]), max_err(lowp[name], truth[name])
+        assert err <= factor * base + ATOL_FLOOR[torch.float32], f"{name}: {err:.3e} > {factor} x {base:.3e}"
+
+
+def test_fp32_one_query_lse_log2_is_the_forwards():
+    """Session 60: forward.lse_log2 (the one-row fp32 backward's lse, fwd.py's LSE_LOG2) recomputes exactly the
+    forward's m_i + log2(l_i): times ln 2 in fp32 it gives the forward's natural lse bit for bit, dense and varlen."""
+    torch.manual_seed(0)
+    params = AttnParams(0.2, -1, -1, 0.0, 0.0)
+    q, k, v = rand_qkv(2, 1, 300, 4, 2, 128, torch.float32, DEVICE)
+    (qv, kv, vv), varlen = rand_varlen([1, 0, 1], [300, 7, 0], 4, 2, 128, torch.float32, DEVICE)
+    for args, vl in (((q, k, v), None), ((qv, kv, vv), Varlen(*varlen))):
+        _, lse = forward._fwd(*args, params, varlen=vl)
+        lse2 = forward.lse_log2(*args, params, varlen=vl)
+        assert torch.equal(lse2 * torch.tensor(0.6931471805599453, dtype=torch.float32, device=DEVICE), lse)
+        with pytest.raises(ValueError, match="lse_log2"):
+            forward.lse_log2(*(t.to(torch.bfloat16) for t in args), params, varlen=vl)

@@ -1,6 +1,7 @@
 """FlashAttention-2 backward kernels: delta preprocess, dK/dV, dQ.
 
-Recomputation from the saved logsumexp: P = exp2(S * scale * log2e - LSE * log2e).
+Recomputation from the saved logsumexp: P = exp2(S * scale * log2e - LSE * log2e)
+(one-row fp32 calls, QK_LEVELS > 0: LSE comes in log2 units and the exponent is one FMA).
   dV = P^T dO,  dP = dO V^T,  dS = P * (dP - delta),  dK = scale * dS^T Q,  dQ = scale * dS K,
 with delta = rowsum(dO * O) from the preprocess kernel, or computed by the dQ kernel
 itself (FUSED_DELTA, which then runs before dK/dV; dropout folds its mask and
@@ -21,7 +22,7 @@ import triton.language as tl
 
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
-                     dropout_threshold, find_sequence,
+                     dropout_threshold, exp2_one_rounding, find_sequence,
                      kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, scores_log2, softcap_tanh,
                      tile_load, tile_store)
 
@@ -77,7 +78,12 @@ def _dkdv_tile(dk, dv, k, v, q_desc, do_desc, b, h, lse_ptr, delta_ptr, start_m,
     q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)     # (BLOCK_M, BLOCK_D)
     do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)   # (BLOCK_M, BLOCK_D)
     # rows past seqlen_q get lse = +inf, hence p = 0: they need no mask
-    lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
+    if QK_LEVELS > 0:
+        # one-row fp32: LSE holds log2 units (launchers/backward.py recomputes it by the forward's LSE_LOG2 rather
+        # than round-trip the natural lse through ln 2 and log2 e: two roundings at |lse| ~ 10; session 60)
+        lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf"))
+    else:
+        lse2 = tl.load(lse_ptr + offs_m, mask=offs_m < seqlen_q, other=float("inf")) * LOG2E
     delta = tl.load(delta_ptr + offs_m, mask=offs_m < seqlen_q, other=0.0)
     if KEY_ROWS:
         dk, dv = _dkdv_math_key_rows(
@@ -105,7 +111,10 @@ def _dkdv_math_key_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, se
     sT = scores_log2(qkT, offs_m[None, :], offs_n[:, None], seqlen_k, diag, qk_scale,
                      softcap_scale, softcap_out, slope_log2, window_left, window_right,
                      MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    pT = tl.exp2(sT - lse2[None, :])                                # normalised probabilities
+    if QK_LEVELS > 0 and not HAS_ALIBI and not HAS_SOFTCAP:   # one-row fp32: one rounding
+        pT = exp2_one_rounding(qkT, sT, lse2[None, :], qk_scale)
+    else:
+        pT = tl.exp2(sT - lse2[None, :])                            # normalised probabilities
     dpT = qk_dot(v, do, DOT_PRECISION, QK_LEVELS)                   # (BLOCK_N, BLOCK_M)
     if HAS_DROPOUT:
         # the mask as 1 / (1 - p) or 0 (kernels.common.dropout_keep_scale: no booleans)
@@ -136,7 +145,10 @@ def _dkdv_math_query_rows(dk, dv, k, v, q, do, lse2, delta, rk, offs_m, offs_n, 
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    p = tl.exp2(s - lse2[:, None])
+    if QK_LEVELS > 0 and not HAS_ALIBI and not HAS_SOFTCAP:   # one-row fp32: one rounding
+        p = exp2_one_rounding(qk, s, lse2[:, None], qk_scale)
+    else:
+        p = tl.exp2(s - lse2[:, None])
     dp = qk_dot(do, v, DOT_PRECISION, QK_LEVELS)                        # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], mk, threshold) * (1.0 / (1.0 - dropout_p))
@@ -350,7 +362,10 @@ def _dq_tile(dq, q, do, lse2, delta, k_desc, v_desc, b, hk, start_n, offs_m, seq
     s = scores_log2(qk, offs_m[:, None], offs_n[None, :], seqlen_k, diag, qk_scale,
                     softcap_scale, softcap_out, slope_log2, window_left, window_right,
                     MASKED, HAS_LEFT, HAS_RIGHT, HAS_ALIBI, HAS_SOFTCAP, DOT_PRECISION)
-    p = tl.exp2(s - lse2[:, None])
+    if QK_LEVELS > 0 and not HAS_ALIBI and not HAS_SOFTCAP:   # one-row fp32: one rounding
+        p = exp2_one_rounding(qk, s, lse2[:, None], qk_scale)
+    else:
+        p = tl.exp2(s - lse2[:, None])
     dp = qk_dot(do, v, DOT_PRECISION, QK_LEVELS)                    # (BLOCK_M, BLOCK_N)
     if HAS_DROPOUT:
         keep = dropout_keep_scale(rk[:, None], ck[None, :], dropout_group_mult(cs_mult, start_n), threshold)
@@ -458,7 +473,11 @@ def attn_bwd_dq_kernel(
     q = tile_load(q_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     do = tile_load(do_desc, b, h, start_m, BLOCK_M, BLOCK_D, HOST_DESC)
     row_mask = offs_m < seqlen_q
-    lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf")) * LOG2E
+    if QK_LEVELS > 0:   # (log2 units already, as in _dkdv_tile)
+        lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=float("inf"))
+    else:
+        lse2 = tl.load(LSE + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask,
+                       other=float("inf")) * LOG2E
     if FUSED_DELTA:
         # (with RESUME the dK/dV kernel would have run first, before this delta existed)
         tl.static_assert(not RESUME, "FUSED_DELTA: only bwd.py's own path, dQ launched before dK/dV")

@@ -98,6 +98,22 @@ def dot_apart(a, b, x, DOT_PRECISION: tl.constexpr):
 
 
 @triton.jit
+def exp2_one_rounding(qk, s, shift, qk_scale):
+    """exp2(S - shift) for the one-row fp32 paths (QK_LEVELS > 0 with neither ALiBi nor
+    softcap, so that s = qk * qk_scale or -inf): the exponent as one fused multiply-add of
+    the raw dot, fma(qk, qk_scale, -shift), rounded once, and 0 where s is -inf. shift
+    broadcasts against s (a row max or lse2, (R, 1) or (1, C)). The plain s - shift carries
+    s's own rounding at |s| ~ 15-20 (about 1e-6, the size of the whole error PyTorch's fp32
+    softmax makes there; session 60's float32 emulation, bench/NOTES.md). The other paths
+    keep tl.exp2(s - shift) inline: through a helper, ptxas allocated the same PTX
+    differently (its inlining debug info; fp32 dK/dV SASS, sm_90a, 2026-12-05).
+    """
+    scale = tl.full(qk.shape, 0.0, tl.float32) + qk_scale        # tl.fma does not broadcast
+    arg = tl.fma(qk, scale, -tl.broadcast_to(shift, qk.shape))
+    return tl.where(s == float("-inf"), 0.0, tl.exp2(arg))
+
+
+@triton.jit
 def softcap_tanh(qk, softcap_scale):
     """tanh(qk * softmax_scale / softcap), written with exp2 so that it runs everywhere.
 

@@ -120,7 +120,14 @@ DEFAULTS_FP32 = {
            128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
     "fwd_paged": {16: Tile(64, 32, 4, 2), 32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2),
                   128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 2)},
+    # Forwards of at most FP32_FEW_ROWS query rows (max_seqlen_q for varlen; default_tile's rows): the "fwd" tile
+    # computed 64 rows for one (flash_attn_func at Nq = 1: 310 us forward at D = 64, Nk = 1k, B = 1, Hq = 32, H100,
+    # session 60) and spilled more: compiled for sm_90a (QK_LEVELS, causal, LSE_LOG2; 2026-12-05) 3.7 / 9.1 / 137 /
+    # 16.7 KB a thread at D = 64 / 128 / 192 / 256, against 0 / 1.6 / 6.6 / 6.6 KB at 16 x 32.
+    "fwd_few_rows": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
+                     128: Tile(16, 32, 4, 2), 256: Tile(16, 32, 4, 2)},
 }
+FP32_FEW_ROWS = 16
 
 
 def _load_tile_overrides():
@@ -270,11 +277,14 @@ def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | Non
 
 
 def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None,
-                 masked: bool = False) -> Tile:
+                 masked: bool = False, rows: int | None = None) -> Tile:
     """The tile used without tuning; elem is the input's bytes per element, window_band
     the keys a row sees under a sliding window (None: no window), masked whether the call
-    is causal or windowed. 16-bit inputs: the entry of default_table's table."""
+    is causal or windowed, rows the forward's query rows (max_seqlen_q; None: not known).
+    16-bit inputs: the entry of default_table's table."""
     if elem == 4:
+        if kernel == "fwd" and rows is not None and rows <= FP32_FEW_ROWS:
+            return DEFAULTS_FP32["fwd_few_rows"][block_d]
         return DEFAULTS_FP32[kernel][block_d]
     return DEFAULTS[default_table(kernel, block_d, seqlen, window_band, masked)][block_d]
 

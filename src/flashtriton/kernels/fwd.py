@@ -7,7 +7,8 @@ The grid is (batch * heads, query blocks), or for variable-length batches
 
 Per program, in registers:  acc (BLOCK_M, BLOCK_D) fp32, unnormalised;
                             m_i, l_i (BLOCK_M,) fp32: running max and sum, log2 units.
-Written once at the end:    out = acc / l_i, and lse = (m_i + log2(l_i)) * ln(2).
+Written once at the end:    out = acc / l_i, and lse = (m_i + log2(l_i)) * ln(2)
+                            (LSE_LOG2: m_i + log2(l_i), for the one-row fp32 backward).
 
 Loads and stores go through tensor descriptors (TMA on Hopper), so rows past the
 sequence end and columns past the head dim read as zeros and are never written.
@@ -19,8 +20,8 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, find_sequence, head_rows_desc, kv_tile_ranges, dot_apart, qk_dot, scores_log2,
-                     tile_load, tile_store)
+                     dropout_tile_keep, exp2_one_rounding, find_sequence, head_rows_desc, kv_tile_ranges, dot_apart, qk_dot,
+                     scores_log2, tile_load, tile_store)
 
 
 @triton.jit
@@ -42,7 +43,10 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
         # A row with nothing visible yet has m_new = -inf; shift it by 0 instead so
         # that exp2(-inf - -inf) never makes a NaN. m_i itself stays the true max.
         m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.exp2(s - m_use[:, None])                             # (BLOCK_M, BLOCK_N)
+        if QK_LEVELS > 0 and not HAS_ALIBI and not HAS_SOFTCAP:   # one-row fp32: one rounding
+            p = exp2_one_rounding(qk, s, m_use[:, None], qk_scale)
+        else:
+            p = tl.exp2(s - m_use[:, None])                         # (BLOCK_M, BLOCK_N)
     else:
         # Plain tile: the row max of the raw dots, scaled once per row (exact: scaling by
         # a positive number keeps the order), so the scale folds into the exp2 argument
@@ -55,7 +59,10 @@ def _fwd_tile(acc, l_i, m_i, q, k_desc, v_desc, b, hk, start_n, offs_m, seqlen_k
             m_tile = tl.min(qk, 1) * qk_scale
         m_new = tl.maximum(m_i, m_tile)
         m_use = m_new
-        p = tl.exp2(qk * qk_scale - m_use[:, None])                 # (BLOCK_M, BLOCK_N)
+        if QK_LEVELS > 0:   # the FMA written out (what the compiler makes of the line below)
+            p = exp2_one_rounding(qk, qk, m_use[:, None], qk_scale)
+        else:
+            p = tl.exp2(qk * qk_scale - m_use[:, None])             # (BLOCK_M, BLOCK_N)
     alpha = tl.exp2(m_i - m_use)                                    # rescale of the old state
     l_i = l_i * alpha + tl.sum(p, 1)                                # the sum ignores dropout
     if HAS_DROPOUT:
@@ -96,7 +103,7 @@ def attn_fwd_kernel(
     IS_VARLEN: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
     HAS_ALIBI: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_DROPOUT: tl.constexpr,
     DOT_PRECISION: tl.constexpr, USE_ORDER: tl.constexpr = False, HOST_DESC: tl.constexpr = False,
-    ROWS_FIRST: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0,
+    ROWS_FIRST: tl.constexpr = False, QK_LEVELS: tl.constexpr = 0, LSE_LOG2: tl.constexpr = False,
 ):
     if IS_VARLEN:
         if ROWS_FIRST:
@@ -196,7 +203,11 @@ def attn_fwd_kernel(
     # 0 and gets lse = +inf, so that the backward pass recomputes p = 0 for it.
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
-    lse = tl.where(empty, float("inf"), (m_i + tl.log2(l_safe)) * LN2)
+    if LSE_LOG2:
+        # (launchers/backward.py's one-row fp32 recompute: lse in log2 units, one rounding)
+        lse = tl.where(empty, float("inf"), m_i + tl.log2(l_safe))
+    else:
+        lse = tl.where(empty, float("inf"), (m_i + tl.log2(l_safe)) * LN2)
     if HAS_DROPOUT:
         l_safe = l_safe * (1.0 - dropout_p)  # kept values are scaled by 1 / (1 - p)
     out = acc / l_safe[:, None]

@@ -13,7 +13,7 @@ import torch
 import triton
 
 from .. import memory
-from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, plans
+from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, forward, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -106,6 +106,11 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         total_q, total_k = batch * seqlen_q, batch * seqlen_k
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
         rng_rows, rng_stride = total_q, seqlen_k
+    if qk_levels(q.dtype, block_d(head_dim), seqlen_q):
+        # One-row fp32: the kernels read the lse in log2 units at QK_LEVELS > 0 (bwd.py's lse_log2_load),
+        # recomputed by the forward (forward.lse_log2), laid out as the saved one
+        lse = forward.lse_log2(q, k, v, params, alibi, rng, varlen)
+        stride_lb, stride_lh = (0, lse.stride(0)) if is_varlen else (lse.stride(0), lse.stride(1))
     params = _effective_window(params, seqlen_q, seqlen_k)
     group = nheads // nheads_k
     bd = block_d(head_dim)

@@ -400,10 +400,14 @@ def _alibi_strides(alibi):
     return (alibi.stride(0), alibi.stride(1)) if alibi.dim() == 2 else (0, alibi.stride(0))
 
 
-def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, varlen, run) -> configs.Tile:
+def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, varlen, run,
+          rows: int | None = None) -> configs.Tile:
+    """rows: the forward's query rows (max_seqlen_q), for fp32's few-rows tile (configs.FP32_FEW_ROWS: the
+    tuner, whose only fp32 candidate is the default, does not decide those)."""
     if interpreting():
         return configs.INTERPRETER_TILE
-    if configs.autotune_enabled() and varlen is None:
+    few_rows_fp32 = q.element_size() == 4 and rows is not None and rows <= configs.FP32_FEW_ROWS
+    if configs.autotune_enabled() and varlen is None and not few_rows_fp32:
         key = (q.dtype, params.window_left >= 0, params.window_right >= 0, params.softcap > 0,
                params.dropout_p > 0, configs.seqlen_bucket(n))
         return tuning.pick(kernel, key, bd, q.element_size(), run)
@@ -411,4 +415,4 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
     if params.window_left >= 0 and params.window_right >= 0:
         band = params.window_left + params.window_right + 1
     masked = params.window_left >= 0 or params.window_right >= 0
-    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked)
+    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked, rows=rows)

@@ -43,7 +43,16 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
 
 
-def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+def lse_log2(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """The lse in log2 units (B, H, Nq) or (H, total_q) of a one-row fp32 call (common.qk_levels > 0), for
+    launchers/backward.py: fwd.py once more with LSE_LOG2 (the same tile, hence the same m_i and l_i bits as the
+    forward's), its output discarded. Why: the natural lse's round trip (* ln 2 here, * log2 e in the backward)
+    rounds twice at |lse| ~ 10, which left P's relative error ~3x PyTorch's at sharp scales (bench/NOTES.md,
+    session 60); one-row calls make this forward cheap against their backward."""
+    return _fwd(q, k, v, params, alibi, rng, varlen, lse_log2=True)[1]
+
+
+def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None, lse_log2: bool = False):
     varlen = _unit_stride_varlen(varlen)
     is_varlen = varlen is not None
     q, k, v = (_descriptor_ready(t) for t in (q, k, v))
@@ -100,6 +109,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
+            **(dict(LSE_LOG2=True) if lse_log2 else {}),
             num_warps=tile.num_warps, num_stages=tile.num_stages,
             **_common_scalars(params, alibi),
         )
@@ -112,6 +122,12 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     use_host_desc = (not is_varlen and min(seqlen_q, seqlen_k) > 0
                      and host_descriptors("fwd", bd, causal, max(seqlen_q, seqlen_k)))
 
+    if lse_log2:
+        # (lse_log2's calls: fwd.py's kernel, the only route of fp32 inputs)
+        if qk_levels(q.dtype, bd, seqlen_q) == 0:
+            raise ValueError("lse_log2: only for one-row fp32 calls (launchers.common.qk_levels > 0)")
+        launch(_tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch, rows=seqlen_q))
+        return out, lse
     if is_varlen and warp_spec_varlen(q, params, alibi, bd) and min(total_q, k.shape[0]) > 0:
         _fwd_warp_spec_varlen(q, k, v, out, lse, params, varlen, bd)
         return out, lse
@@ -149,7 +165,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
     if warp_spec_mode(q, params, alibi, is_varlen, bd, seqlen_q, seqlen_k, kv=(k, v)) == "whole":
         _fwd_warp_spec(q, k, v, out, lse, params, bd, rng=rng if params.dropout_p > 0 else None)
         return out, lse
-    tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch)
+    tile = _tile("fwd", bd, q, params, max(seqlen_q, seqlen_k), varlen, launch, rows=seqlen_q)
     launch(tile)
     return out, lse
 
