@@ -9,7 +9,7 @@ import torch
 import triton
 
 from .. import memory
-from . import forward_gluon, plans
+from . import decode, forward_gluon, plans
 from ..kernels import configs
 from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
@@ -19,7 +19,7 @@ from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _co
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
                      block_d, host_descriptors, interpreting, qk_levels, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
-                     gluon_fwd_o_stage, gluon_fwd_persistent, gluon_fwd_varlen,
+                     gluon_fwd_o_stage, gluon_fwd_persistent, gluon_fwd_varlen, one_row_decode,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
                      warp_spec_mode, warp_spec_varlen)
 
@@ -38,9 +38,22 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
                                             dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
                                             window=(int(p.window_left), 0) if kind == "window" else None)
+    if one_row_decode(q, k, params, varlen is not None):
+        return _fwd_one_row(q, k, v, params, alibi)
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
+
+
+def _fwd_one_row(q, k, v, params: AttnParams, alibi=None):
+    """A dense one-row forward (policy.one_row_decode) on the split-KV decode kernel: k, v (B, Nk, Hk, D) as a full
+    cache (cache_seqlens = Nk), q (B, 1, H, D). The same semantics: flash-attn aligns both APIs' masks and ALiBi
+    bottom-right. Returns (out, lse (B, H, 1)), the lse of the call's own (need_lse)."""
+    p = _effective_window(params, 1, k.shape[1])
+    seqlens = torch.full((q.shape[0],), k.shape[1], dtype=torch.int32, device=q.device)
+    return decode.kvcache_fwd(q, k, v, None, None, None, None, seqlens, None, None, None,
+                              AttnParams(p.softmax_scale, p.window_left, p.window_right, p.softcap), False, alibi, 0,
+                              need_lse=True)
 
 
 def lse_log2(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):

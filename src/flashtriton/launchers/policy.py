@@ -787,6 +787,20 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
     return _warp_spec_switch(q)
 
 
+# One-row dense forwards (flash_attn_func and its packed forms with Nq = 1, what a generation loop that does not
+# call flash_attn_with_kvcache runs every step) take the split-KV decode kernel (launchers/decode.kvcache_fwd, k / v
+# as a full cache): a prefill kernel gives such a call B * H programs, each streaming its head's whole K / V, and
+# reads every KV byte once per query head. H100, session 60 (bench/gpu/s60_one_row_route_probe.py, bf16, Hq = 32,
+# Hk = 8, D = 128, L2 flushed): the prefill route 149 / 567 us at B = 1, Nk = 8k / 32k (225-237 GB/s), 280 us at
+# B = 8, 8k; the measured route: bench/NOTES.md "Session 60". Not with dropout (the decode kernel has none).
+ONE_ROW_DECODE = True
+
+
+def one_row_decode(q, k, params: AttnParams, is_varlen: bool) -> bool:
+    """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE)."""
+    return (ONE_ROW_DECODE and not is_varlen and q.shape[1] == 1 and k.shape[1] >= 1 and params.dropout_p == 0)
+
+
 def gluon_fwd_persistent(causal: bool) -> bool:
     """Whether a forward that gluon_fwd routes runs the PERSISTENT kernel
     (GLUON_FWD_PERSISTENT)."""
