@@ -1,6 +1,7 @@
-"""Session 60: dense one-row forwards (flash_attn_func at Nq = 1, the generation-loop call) run the split-KV decode
-kernel (launchers/policy.one_row_decode, launchers/forward._fwd_one_row) - the same semantics as the prefill
-kernels (masks and ALiBi aligned bottom-right), the prefill backward after it."""
+"""Session 60: dense one-row forwards of 16-bit inputs (flash_attn_func at Nq = 1, the generation-loop call) with at
+least policy.ONE_ROW_DECODE_MIN_NK keys run the split-KV decode kernel (launchers/policy.one_row_decode,
+launchers/forward._fwd_one_row) - the same semantics as the prefill kernels (masks and ALiBi aligned bottom-right),
+the prefill backward after it. The semantic tests lower the threshold to 1 (the interpreter's time)."""
 import pytest
 import torch
 
@@ -37,22 +38,31 @@ SHAPES = [(1, (4, 2), 40, 0), (17, (4, 4), 80, 1), (113, (8, 2), 96, 2), (1023, 
           (300, (4, 1), 128, 4), (64, (6, 3), 256, 5)]
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("nk,heads,d,opt", SHAPES)
 def test_one_row_on_the_decode_kernel(monkeypatch, dtype, nk, heads, d, opt):
     opts = dict(OPTIONS[opt])
     if opts.pop("alibi", False):
         opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
+    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
     calls = _launched(monkeypatch)
     q, k, v = rand_qkv(2, 1, nk, *heads, d, dtype, DEVICE)
-    # (fp32 gradients of a row that sees one key: README Limitations, either route; the forward is checked)
-    check_attention("triton", q, k, v, grads=not (dtype == torch.float32 and nk == 1), **opts)
+    check_attention("triton", q, k, v, **opts)
     assert calls, "the one-row forward did not take the decode kernel"
 
 
 def test_one_row_route_rule(monkeypatch):
-    """Dropout, varlen and Nq > 1 keep the prefill kernels; so does everything with ONE_ROW_DECODE off (and the
-    result is the same within the criterion: check_attention above against the prefill route here)."""
+    """Dropout, fp32, Nq > 1 and fewer keys than ONE_ROW_DECODE_MIN_NK keep the prefill kernels; so does everything
+    with ONE_ROW_DECODE off (the result within the criterion either way)."""
+    from flashtriton.launchers.prefill import AttnParams
+    p = AttnParams(0.1)
+    one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 4096, 2, 64)
+    assert policy.one_row_decode(one.bfloat16(), many, p, False) and policy.one_row_decode(one.half(), many, p, False)
+    assert not policy.one_row_decode(one, many, p, False)                                   # fp32
+    assert not policy.one_row_decode(one.bfloat16(), many[:, :4095], p, False)              # < 4096 keys
+    assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1), False)
+    assert not policy.one_row_decode(one.bfloat16(), many, p, True)                         # varlen
+    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
     calls = _launched(monkeypatch)
     q, k, v = rand_qkv(2, 1, 50, 4, 2, 64, torch.bfloat16, DEVICE)
     check_attention("triton", q, k, v, dropout_p=0.2, seed=3)
@@ -66,3 +76,13 @@ def test_one_row_route_rule(monkeypatch):
     with flashtriton.use_backend("triton"):
         out = flashtriton.flash_attn_func(q, k, v, causal=True)
         assert calls and torch.equal(out, flashtriton.flash_attn_func(q, k, v, causal=True))   # bitwise repeatable
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nk,causal", [(4096, True), (8193, False)])
+def test_one_row_on_the_decode_kernel_gpu(monkeypatch, nk, causal):
+    """The route at its real threshold on the GPU (bf16, GQA 32 / 8, D = 128)."""
+    calls = _launched(monkeypatch)
+    q, k, v = rand_qkv(2, 1, nk, 32, 8, 128, torch.bfloat16, "cuda")
+    check_attention("triton", q, k, v, causal=causal)
+    assert calls

@@ -2,7 +2,8 @@
 each decode step) against flash_attn_with_kvcache on the same K / V: the prefill kernels give a one-row call B * H
 programs, each streaming its head's whole K / V, where the decode kernel splits the keys over the SMs and reads each
 KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (policy.ONE_ROW_DECODE),
-"func_prefill_route" the prefill route of before. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k / 8k / 32k, causal (bottom-right:
+"func_prefill_route" the prefill route of before; call 5: "func" as routed (ONE_ROW_DECODE_MIN_NK), "decode_route" /
+"prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k / 8k / 32k, causal (bottom-right:
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
 Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py"""
 import torch
@@ -11,6 +12,8 @@ import triton
 import flashtriton
 from flashtriton import kvcache
 from flashtriton.launchers import plans, policy
+
+MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
 
 
 def main():
@@ -21,9 +24,10 @@ def main():
 def run():
     torch.manual_seed(0)
     plans.clear()
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK,
+          flush=True)
     for b in (1, 8):
-        for n in (1024, 8192, 32768):
+        for n in (1024, 2048, 4096, 8192, 32768):
             if b * n > 65536:
                 continue
             q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
@@ -32,16 +36,20 @@ def run():
             qv, kv, vv = q.reshape(b, 32, 128), k.reshape(b * n, 8, 128), v.reshape(b * n, 8, 128)
             cu_q = torch.arange(b + 1, device="cuda", dtype=torch.int32)
             cu_k = cu_q * n
-            def prefill_route():
-                policy.ONE_ROW_DECODE = False
-                try:
-                    return flashtriton.flash_attn_func(q, k, v, causal=True)
-                finally:
-                    policy.ONE_ROW_DECODE = True
+
+            def route(decode: bool):
+                def call():
+                    policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = decode, 1
+                    try:
+                        return flashtriton.flash_attn_func(q, k, v, causal=True)
+                    finally:
+                        policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = True, MIN_NK
+                return call
 
             calls = {
                 "func": lambda: flashtriton.flash_attn_func(q, k, v, causal=True),
-                "func_prefill_route": prefill_route,
+                "decode_route": route(True),
+                "prefill_route": route(False),
                 "varlen": lambda: flashtriton.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 1, n, causal=True),
                 "kvcache": lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True),
             }
@@ -54,7 +62,7 @@ def run():
             kv_bytes = 2 * b * n * 8 * 128 * 2
             print(f"B={b} Nk={n:5d}: " + "; ".join(
                 f"{name} {us:8.1f} us ({kv_bytes / us / 1e3:6.0f} GB/s, max|d| {d:.1e})" for name, (us, d) in res.items())
-                + f"; func / kvcache {res['func'][0] / res['kvcache'][0]:.2f}x", flush=True)
+                + f"; decode / prefill route {res['decode_route'][0] / res['prefill_route'][0]:.2f}x", flush=True)
 
 
 if __name__ == "__main__":

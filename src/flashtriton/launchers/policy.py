@@ -788,17 +788,22 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 
 
 # One-row dense forwards (flash_attn_func and its packed forms with Nq = 1, what a generation loop that does not
-# call flash_attn_with_kvcache runs every step) take the split-KV decode kernel (launchers/decode.kvcache_fwd, k / v
-# as a full cache): a prefill kernel gives such a call B * H programs, each streaming its head's whole K / V, and
-# reads every KV byte once per query head. H100, session 60 (bench/gpu/s60_one_row_route_probe.py, bf16, Hq = 32,
-# Hk = 8, D = 128, L2 flushed): the prefill route 149 / 567 us at B = 1, Nk = 8k / 32k (225-237 GB/s), 280 us at
-# B = 8, 8k; the measured route: bench/NOTES.md "Session 60". Not with dropout (the decode kernel has none).
+# call flash_attn_with_kvcache runs every step) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys take the
+# split-KV decode kernel (launchers/decode.kvcache_fwd, k / v as a full cache): a prefill kernel gives such a call
+# B * H programs, each streaming its head's whole K / V. H100, session 60 (bench/gpu/s60_one_row_route_probe.py,
+# bf16, Hq = 32, Hk = 8, D = 128, L2 flushed, us, prefill route -> decode route): B = 1 8k 149 -> 40, 32k 560 -> 69,
+# B = 8 8k 280 -> 112; but 1k 18 -> 34 (B = 1) and 28 -> 49 (B = 8), host-bound (the route's own host time, ~17 us
+# more than a replayed flash_attn_with_kvcache step), hence the threshold (bench/NOTES.md "Session 60"). Not fp32:
+# the decode kernel's one-row fp32 P V is still one chain over the keys (kernels/common.dot_apart's reason), and
+# tests/test_fp32.py's one-query cases failed on it (out 1.80e-6 against 1.74e-6). Not with dropout (none there).
 ONE_ROW_DECODE = True
+ONE_ROW_DECODE_MIN_NK = 4096
 
 
 def one_row_decode(q, k, params: AttnParams, is_varlen: bool) -> bool:
     """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE)."""
-    return (ONE_ROW_DECODE and not is_varlen and q.shape[1] == 1 and k.shape[1] >= 1 and params.dropout_p == 0)
+    return (ONE_ROW_DECODE and not is_varlen and q.shape[1] == 1 and k.shape[1] >= ONE_ROW_DECODE_MIN_NK
+            and params.dropout_p == 0 and q.dtype in (torch.bfloat16, torch.float16))
 
 
 def gluon_fwd_persistent(causal: bool) -> bool:
