@@ -9,7 +9,7 @@ import flashtriton
 from flashtriton.launchers import forward, policy
 
 from conftest import DEVICE
-from helpers import check_attention, rand_qkv
+from helpers import check_attention, rand_qkv, rand_varlen
 
 OPTIONS = [
     dict(),
@@ -51,17 +51,42 @@ def test_one_row_on_the_decode_kernel(monkeypatch, dtype, nk, heads, d, opt):
     assert calls, "the one-row forward did not take the decode kernel"
 
 
+VARLEN = [([300, 0, 17, 1], (4, 2), 64, dict(causal=True)), ([5, 40, 129], (6, 3), 96, dict(window_size=(9, 0))),
+          ([64, 1, 100], (4, 1), 128, dict(alibi=True, softcap=3.0)), ([33, 20], (2, 2), 40, dict())]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("lens_k,heads,d,opts", VARLEN)
+def test_one_row_varlen_on_the_decode_kernel(monkeypatch, dtype, lens_k, heads, d, opts):
+    """flash_attn_varlen_func with one query a sequence (Hugging Face's padded generation step): the packed keys as
+    one shared cache, each sequence's range as left pad / end; an empty sequence outputs 0 (lse +inf)."""
+    opts = dict(opts)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = (torch.rand(len(lens_k), heads[0]) * 0.3).to(DEVICE)     # (B, H)
+    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
+    calls = _launched(monkeypatch)
+    (q, k, v), varlen = rand_varlen([1] * len(lens_k), lens_k, *heads, d, dtype, DEVICE)
+    check_attention("triton", q, k, v, varlen=varlen, **opts)
+    assert calls, "the one-row varlen forward did not take the decode kernel"
+
+
 def test_one_row_route_rule(monkeypatch):
     """Dropout, fp32, Nq > 1 and fewer keys than ONE_ROW_DECODE_MIN_NK keep the prefill kernels; so does everything
     with ONE_ROW_DECODE off (the result within the criterion either way)."""
     from flashtriton.launchers.prefill import AttnParams
     p = AttnParams(0.1)
-    one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 4096, 2, 64)
-    assert policy.one_row_decode(one.bfloat16(), many, p, False) and policy.one_row_decode(one.half(), many, p, False)
-    assert not policy.one_row_decode(one, many, p, False)                                   # fp32
-    assert not policy.one_row_decode(one.bfloat16(), many[:, :4095], p, False)              # < 4096 keys
-    assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1), False)
-    assert not policy.one_row_decode(one.bfloat16(), many, p, True)                         # varlen
+    one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 2048, 2, 64)
+    assert policy.one_row_decode(one.bfloat16(), many, p) and policy.one_row_decode(one.half(), many, p)
+    assert not policy.one_row_decode(one, many, p)                                   # fp32
+    assert not policy.one_row_decode(one.bfloat16(), many[:, :2047], p)              # < 2048 keys
+    assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1))
+    from flashtriton.launchers.prefill import Varlen
+    cu = torch.tensor([0, 1, 2], dtype=torch.int32)
+    packed = torch.empty(2, 4, 64, dtype=torch.bfloat16)
+    assert policy.one_row_decode(packed, many, p, Varlen(cu, cu * 2048, 1, 2048))          # one query a sequence
+    assert not policy.one_row_decode(packed[:1], many, p, Varlen(torch.tensor([0, 0, 1], dtype=torch.int32),
+                                                                 cu * 2048, 1, 2048))     # a sequence without
+    assert not policy.one_row_decode(packed, many, p, Varlen(cu, cu * 2047, 1, 2047))       # < 2048 keys
     monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
     calls = _launched(monkeypatch)
     q, k, v = rand_qkv(2, 1, 50, 4, 2, 64, torch.bfloat16, DEVICE)
@@ -79,7 +104,7 @@ def test_one_row_route_rule(monkeypatch):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("nk,causal", [(4096, True), (8193, False)])
+@pytest.mark.parametrize("nk,causal", [(2048, True), (8193, False)])
 def test_one_row_on_the_decode_kernel_gpu(monkeypatch, nk, causal):
     """The route at its real threshold on the GPU (bf16, GQA 32 / 8, D = 128)."""
     calls = _launched(monkeypatch)

@@ -436,21 +436,25 @@ def _strides3(t):
 
 def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                 cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
-                num_splits: int, need_lse: bool = True, signed=None):
+                num_splits: int, need_lse: bool = True, signed=None, span: int | None = None):
     """The triton backend's flash_attn_with_kvcache (contract: flashtriton.kvcache). A call
     seen before replays its launch plan (launchers/plans.py); cache_seqlens and the
     block table are inputs like q, so a decoding loop replays every step. need_lse=False:
     the returned lse is a workspace that the next call on the stream overwrites. signed: a
     hashable that stands for plans.sign of the inputs but alibi_slopes, equal for two calls
     exactly when those signatures are (flash_attn_with_kvcache passes its structure memo's
-    entry for the signature, a kvcache._Structure)."""
+    entry for the signature, a kvcache._Structure). span: the most keys a sequence has, where the caller knows it
+    to be below the capacity (launchers/forward._fwd_one_row's packed varlen keys, every sequence's window of one
+    shared cache): the split count and tile follow it instead of the capacity."""
     inputs = (q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
               cache_leftpad, block_table, alibi_slopes)
     opts = current_options()
-    key = plan_key(inputs, params, rotary_interleaved, num_splits, opts, need_lse, signed)
+    # (num_splits alone without a span: kvcache._remember_step finds a step's plan by that key)
+    key = plan_key(inputs, params, rotary_interleaved, num_splits if span is None else (num_splits, span), opts,
+                   need_lse, signed)
     return plans.run(key, inputs, lambda: _kvcache_fwd(
         q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx, cache_leftpad,
-        block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse))
+        block_table, params, rotary_interleaved, alibi_slopes, num_splits, opts, need_lse, span))
 
 
 def plan_key(inputs, params, rotary_interleaved, num_splits, opts, need_lse, signed):
@@ -468,13 +472,15 @@ def plan_key(inputs, params, rotary_interleaved, num_splits, opts, need_lse, sig
 
 def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                  cache_leftpad, block_table, params: AttnParams, rotary_interleaved: bool, alibi_slopes,
-                 num_splits: int, opts, need_lse: bool = True):
+                 num_splits: int, opts, need_lse: bool = True, span: int | None = None):
     batch, seqlen_q, nheads, head_dim = q.shape
     nheads_k = k_cache.shape[2]
     group = nheads // nheads_k
     paged = block_table is not None
     page_size = k_cache.shape[1] if paged else 0
     capacity = block_table.shape[1] * page_size if paged else k_cache.shape[1]
+    if span is not None:
+        capacity = max(1, min(capacity, span))   # (the decisions only: the kernel reads k_cache.shape[1])
     seqlen_new = k_new.shape[1] if k_new is not None else 0
     has_new = seqlen_new > 0
     has_rotary = rotary_cos is not None  # q rotates even when k has no tokens (flash-attn)

@@ -26,6 +26,8 @@ from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
     """Returns (out like q, lse fp32). A dense call seen before replays its launch plan
     (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
+    if one_row_decode(q, k, params, varlen):
+        return _fwd_one_row(q, k, v, params, alibi, varlen)
     if varlen is not None:
         # policy.GLUON_FWD_VARLEN_MIN_N (session 49): the Gluon kernel's VARLEN variant, one block a CTA, through a
         # launch plan of its own (forward_gluon.fwd_varlen)
@@ -38,22 +40,31 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
                                             dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
                                             window=(int(p.window_left), 0) if kind == "window" else None)
-    if one_row_decode(q, k, params, varlen is not None):
-        return _fwd_one_row(q, k, v, params, alibi)
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
 
 
-def _fwd_one_row(q, k, v, params: AttnParams, alibi=None):
-    """A dense one-row forward (policy.one_row_decode) on the split-KV decode kernel: k, v (B, Nk, Hk, D) as a full
-    cache (cache_seqlens = Nk), q (B, 1, H, D). The same semantics: flash-attn aligns both APIs' masks and ALiBi
-    bottom-right. Returns (out, lse (B, H, 1)), the lse of the call's own (need_lse)."""
-    p = _effective_window(params, 1, k.shape[1])
-    seqlens = torch.full((q.shape[0],), k.shape[1], dtype=torch.int32, device=q.device)
-    return decode.kvcache_fwd(q, k, v, None, None, None, None, seqlens, None, None, None,
-                              AttnParams(p.softmax_scale, p.window_left, p.window_right, p.softcap), False, alibi, 0,
-                              need_lse=True)
+def _fwd_one_row(q, k, v, params: AttnParams, alibi=None, varlen: Varlen | None = None):
+    """A one-row forward (policy.one_row_decode) on the split-KV decode kernel. Dense: k, v (B, Nk, Hk, D) as a full
+    cache (cache_seqlens = Nk), q (B, 1, H, D). Varlen, one query a sequence: q (B, H, D) as (B, 1, H, D), the packed
+    k, v (total_k, Hk, D) as a cache every sequence shares (batch stride 0), sequence b's keys [cu_k[b], cu_k[b + 1])
+    as cache_leftpad / cache_seqlens (the decode kernel places masks and ALiBi relative to the left pad). The same
+    semantics: flash-attn aligns both APIs' masks and ALiBi bottom-right. Returns (out, lse) in the prefill layouts,
+    the lse of the call's own (need_lse)."""
+    seqlen_k = k.shape[1] if varlen is None else varlen.max_seqlen_k
+    p = _effective_window(params, 1, seqlen_k)
+    p = AttnParams(p.softmax_scale, p.window_left, p.window_right, p.softcap)
+    if varlen is None:
+        seqlens = torch.full((q.shape[0],), k.shape[1], dtype=torch.int32, device=q.device)
+        return decode.kvcache_fwd(q, k, v, None, None, None, None, seqlens, None, None, None, p, False, alibi, 0,
+                                  need_lse=True)
+    batch = q.shape[0]
+    cu_k = _unit_stride_varlen(varlen).cu_seqlens_k
+    kc, vc = (t.unsqueeze(0).expand(batch, *t.shape) for t in (k, v))            # (B, total_k, Hk, D), stride 0
+    out, lse = decode.kvcache_fwd(q.unsqueeze(1), kc, vc, None, None, None, None, cu_k[1:], None, cu_k[:-1], None, p,
+                                  False, alibi, 0, need_lse=True, span=varlen.max_seqlen_k)
+    return out.squeeze(1), lse.squeeze(2).t().contiguous()                        # (B, H, D), (H, total_q = B)
 
 
 def lse_log2(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):

@@ -791,19 +791,27 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 # call flash_attn_with_kvcache runs every step) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys take the
 # split-KV decode kernel (launchers/decode.kvcache_fwd, k / v as a full cache): a prefill kernel gives such a call
 # B * H programs, each streaming its head's whole K / V. H100, session 60 (bench/gpu/s60_one_row_route_probe.py,
-# bf16, Hq = 32, Hk = 8, D = 128, L2 flushed, us, prefill route -> decode route): B = 1 8k 149 -> 40, 32k 560 -> 69,
-# B = 8 8k 280 -> 112; but 1k 18 -> 34 (B = 1) and 28 -> 49 (B = 8), host-bound (the route's own host time, ~17 us
-# more than a replayed flash_attn_with_kvcache step), hence the threshold (bench/NOTES.md "Session 60"). Not fp32:
-# the decode kernel's one-row fp32 P V is still one chain over the keys (kernels/common.dot_apart's reason), and
-# tests/test_fp32.py's one-query cases failed on it (out 1.80e-6 against 1.74e-6). Not with dropout (none there).
+# bf16, Hq = 32, Hk = 8, D = 128, L2 flushed, us, prefill route -> decode route, call 5): B = 1 2k 44 -> 18, 4k 79 ->
+# 23, 8k 147 -> 31, 32k 554 -> 68; B = 8 2k 83 -> 45, 4k 147 -> 68, 8k 277 -> 112; but at 1k 23 -> 46 (B = 1, bound by
+# the route's host time: ~17 us more than a replayed flash_attn_with_kvcache step) and 27.6 -> 28.1 (B = 8), hence
+# the threshold (bench/NOTES.md "Session 60"). Not fp32: the decode kernel's one-row fp32 P V is still one chain over
+# the keys (kernels/common.dot_apart's reason), and tests/test_fp32.py's one-query cases failed on it (out 1.80e-6
+# against 1.74e-6). Not with dropout (the decode kernel has none).
 ONE_ROW_DECODE = True
-ONE_ROW_DECODE_MIN_NK = 4096
+ONE_ROW_DECODE_MIN_NK = 2048
 
 
-def one_row_decode(q, k, params: AttnParams, is_varlen: bool) -> bool:
-    """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE)."""
-    return (ONE_ROW_DECODE and not is_varlen and q.shape[1] == 1 and k.shape[1] >= ONE_ROW_DECODE_MIN_NK
-            and params.dropout_p == 0 and q.dtype in (torch.bfloat16, torch.float16))
+def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
+    """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): dense calls with Nq = 1
+    and Nk >= ONE_ROW_DECODE_MIN_NK; varlen calls (Hugging Face's padded generation step) whose every sequence has
+    one query (max_seqlen_q = 1 and total_q = batch: with the validated cu_seqlens_q, one each) and max_seqlen_k >=
+    ONE_ROW_DECODE_MIN_NK. 16-bit inputs without dropout either way."""
+    if not ONE_ROW_DECODE or params.dropout_p != 0 or q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    if varlen is None:
+        return q.shape[1] == 1 and k.shape[1] >= ONE_ROW_DECODE_MIN_NK
+    return (varlen.max_seqlen_q == 1 and q.shape[0] == varlen.cu_seqlens_q.numel() - 1
+            and varlen.max_seqlen_k >= ONE_ROW_DECODE_MIN_NK)
 
 
 def gluon_fwd_persistent(causal: bool) -> bool:
