@@ -5,33 +5,25 @@ Nq = 1, fp32, B = 1, Hq = 32, Hk = 8, D = 64 / 128, Nk = 1k / 8k, non-causal: th
 launchers' qk_levels patched to 0: the plain kernels, natural lse, no slices). CUDA-event medians of 50 calls after
 5 warm-ups, the arms alternated over three rounds.
 Usage: PYTHONPATH=src python bench/gpu/s60_fp32_one_row_bwd_speed.py"""
+import os
 import statistics
+import sys
 
 import torch
 
 import flashtriton
-from flashtriton.launchers import backward, common, forward, plans
-from flashtriton.launchers.prefill import AttnParams
+from flashtriton.launchers import backward, forward
 
-REAL = common.qk_levels
+sys.path.insert(0, os.path.dirname(__file__))
+import s59_fp32_one_row_speed as s59  # noqa: E402  (its CUDA-event timer and its on / off switch)
+from flashtriton.launchers.prefill import AttnParams  # noqa: E402
+
+timed = s59.timed
 
 
 def arm(on: bool):
-    f = REAL if on else (lambda *a: 0)
-    backward.qk_levels = forward.qk_levels = f
-    plans.clear()
-
-
-def timed(fn, n=50):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(n):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); fn(); b.record(); b.synchronize()
-        ts.append(a.elapsed_time(b) * 1e3)
-    return statistics.median(ts)
+    s59.arm(on)                                                     # forward's (and decode's) qk_levels
+    backward.qk_levels = forward.qk_levels
 
 
 def main():
