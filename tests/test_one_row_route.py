@@ -8,7 +8,7 @@ import torch
 import flashtriton
 from flashtriton.launchers import forward, policy
 
-from conftest import DEVICE
+from conftest import DEVICE, kernel_backends
 from helpers import check_attention, rand_qkv, rand_varlen
 
 OPTIONS = [
@@ -111,3 +111,21 @@ def test_one_row_on_the_decode_kernel_gpu(monkeypatch, nk, causal):
     q, k, v = rand_qkv(2, 1, nk, 32, 8, 128, torch.bfloat16, "cuda")
     check_attention("triton", q, k, v, causal=causal)
     assert calls
+
+
+@pytest.mark.skipif(DEVICE != "cpu" or "cpu" not in kernel_backends(), reason="the CPU backend")
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("lens_k,heads,d,opts", VARLEN[:2])
+def test_one_row_on_the_cpu_decode(dtype, lens_k, heads, d, opts):
+    """The CPU backend routes one-row calls to its decode kernel too (cpu/config.ONE_ROW_DECODE, every key count):
+    dense and varlen, against the float64 reference with gradients; dropout keeps the prefill kernels."""
+    from flashtriton.cpu import forward as cpu_forward
+    nk = max(lens_k)
+    q, k, v = rand_qkv(len(lens_k), 1, nk, *heads, d, dtype, DEVICE)
+    check_attention("cpu", q, k, v, **opts)
+    assert cpu_forward.LAST_PATH == "decode"
+    (q, k, v), varlen = rand_varlen([1] * len(lens_k), lens_k, *heads, d, dtype, DEVICE)
+    check_attention("cpu", q, k, v, varlen=varlen, **opts)
+    assert cpu_forward.LAST_PATH == "decode"
+    check_attention("cpu", q, k, v, varlen=varlen, dropout_p=0.2, seed=2)
+    assert cpu_forward.LAST_PATH != "decode"

@@ -196,6 +196,20 @@ DECODE_AMX = os.environ.get("FLASHTRITON_CPU_DECODE_AMX", "auto")
 DECODE_AMX_MODES = ("auto", "on", "off")
 
 
+# One-row forwards (flash_attn_func with Nq = 1, flash_attn_varlen_func with one query a sequence: a generation loop
+# that does not call flash_attn_with_kvcache) of at least ONE_ROW_DECODE_MIN_NK keys, without dropout, run the
+# decode kernel (forward._fwd_one_row; the GPU's launchers/policy.ONE_ROW_DECODE likewise): the prefill kernels'
+# rows are one a head there, so each head streams its K / V on its own, where the decode kernel splits the keys over
+# the threads and reads each KV byte once per GQA group. B = 1, Hq = 32, Hk = 8, D = 128, 2 threads (session 60,
+# bench/cpu/s60_one_row_cpu.py): prefill route against flash_attn_with_kvcache, bf16 8k 4.88 / 0.85 ms, 32k 21.5 /
+# 4.9, fp32 8k 8.5 / 2.9, 32k 37.1 / 10.6. The route against the prefill route (bench/cpu/
+# s60_one_row_cpu_threshold.py, three alternated rounds): bf16 0.90-0.93x at Nk = 1-64, 0.74x at 128, 0.39x at 1k,
+# 0.18x at 8k; fp32 0.76-0.81x at 1-64, 0.63x at 128, 0.29x at 1k, 0.24x at 8k - faster at every length, so every
+# one-row call takes it (the GPU's threshold is its host time; here the threads' work dominates).
+ONE_ROW_DECODE = True
+ONE_ROW_DECODE_MIN_NK = 1
+
+
 def checked(attr: str, env: str, allowed: tuple) -> str:
     """This module's setting `attr` (set from the environment variable `env`), checked against
     `allowed`: ValueError naming both and the allowed values otherwise. The path / mode getters of
