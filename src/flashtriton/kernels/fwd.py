@@ -20,8 +20,8 @@ import triton
 import triton.language as tl
 
 from .common import (LN2, LOG2E, NO_SPECIALIZE, dense_program, dropout_col_seeds, dropout_row_key, dropout_threshold,
-                     dropout_tile_keep, exp2_one_rounding, find_sequence, head_rows_desc, kv_tile_ranges, dot_apart, qk_dot,
-                     scores_log2, tile_load, tile_store)
+                     dropout_tile_keep, exp2_one_rounding, find_sequence, head_rows_desc, kv_tile_ranges, dot_apart,
+                     qk_dot, scores_log2, tile_load, tile_store)
 
 
 @triton.jit

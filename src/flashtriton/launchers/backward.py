@@ -107,8 +107,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
         rng_rows, rng_stride = total_q, seqlen_k
     if qk_levels(q.dtype, block_d(head_dim), seqlen_q):
-        # One-row fp32: the kernels read the lse in log2 units at QK_LEVELS > 0 (bwd.py's lse_log2_load),
-        # recomputed by the forward (forward.lse_log2), laid out as the saved one
+        # One-row fp32: the kernels read the lse in log2 units at QK_LEVELS > 0 (bwd.py's _dkdv_tile and dQ
+        # kernel), recomputed by the forward (forward.lse_log2), laid out as the saved one
         lse = forward.lse_log2(q, k, v, params, alibi, rng, varlen)
         stride_lb, stride_lh = (0, lse.stride(0)) if is_varlen else (lse.stride(0), lse.stride(1))
     params = _effective_window(params, seqlen_q, seqlen_k)
