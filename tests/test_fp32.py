@@ -191,8 +191,8 @@ PROBE_59_FAILS = [(192, 113, True, -0.2, 1), (192, 300, False, 0.2, 4), (128, 30
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d,nk,causal,scale,seed", PROBE_59_FAILS)
 def test_fp32_one_query_grads_lse_log2(backend, d, nk, causal, scale, seed):
-    """Session 60: the seven checks (five draws) session 59's probe left over (dq / dk / dv up to 7x PyTorch's fp32 error on the
-    H200). The backward's P = exp2(S c - lse * log2 e) rounded its exponent three times at |S c| ~ 15-20: S c itself,
+    """Session 60: the seven checks (five draws) session 59's probe left over (dq / dk / dv up to 7x PyTorch's fp32
+    error on the H200). The backward's P = exp2(S c - lse * log2 e) rounded its exponent three times at |S c| ~ 15-20: S c itself,
     the natural lse (the forward's lse2 * ln 2) and lse * log2 e; PyTorch's softmax rounds once (a float32 emulation
     put 37 of 3,600 checks over with that, 2 with one rounding). Now the one-row fp32 backward takes the lse in log2
     units, recomputed by the forward (launchers/forward.lse_log2), and the exponent as one FMA

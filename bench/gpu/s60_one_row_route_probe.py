@@ -3,7 +3,7 @@ each decode step) against flash_attn_with_kvcache on the same K / V: the prefill
 programs, each streaming its head's whole K / V, where the decode kernel splits the keys over the SMs and reads each
 KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (policy.ONE_ROW_DECODE),
 "func_prefill_route" the prefill route of before; call 5: "func" as routed (ONE_ROW_DECODE_MIN_NK), "decode_route" /
-"prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k / 8k / 32k, causal (bottom-right:
+"prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k-32k, causal (bottom-right:
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
 Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py"""
 import torch
