@@ -65,36 +65,17 @@ LAST_PATH: str | None = None
 
 
 def one_row_decode(q, k, params, varlen=None) -> bool:
-    """Whether fwd runs this call on the decode kernel (config.ONE_ROW_DECODE): dense calls with Nq = 1 and
-    Nk >= config.ONE_ROW_DECODE_MIN_NK, varlen calls whose every sequence has one query (max_seqlen_q = 1 and
-    total_q = batch: with the validated cu_seqlens_q, one each) and max_seqlen_k >= the same; no dropout."""
-    if not config.ONE_ROW_DECODE or params.dropout_p != 0:
-        return False
-    if varlen is None:
-        return q.shape[1] == 1 and k.shape[1] >= config.ONE_ROW_DECODE_MIN_NK
-    return (varlen.max_seqlen_q == 1 and q.shape[0] == varlen.cu_seqlens_q.numel() - 1
-            and varlen.max_seqlen_k >= config.ONE_ROW_DECODE_MIN_NK)
+    """Whether fwd runs this call on the decode kernel (config.ONE_ROW_DECODE): a one-row call
+    (flashtriton.one_row.takes) of any dtype with at least config.ONE_ROW_DECODE_MIN_NK keys."""
+    from flashtriton import one_row
+    return config.ONE_ROW_DECODE and one_row.takes(q, k, params, varlen, config.ONE_ROW_DECODE_MIN_NK)
 
 
 def _fwd_one_row(q, k, v, params, alibi=None, varlen=None):
-    """A one-row forward (one_row_decode) on the decode kernel (cpu/decode.kvcache_fwd). Dense: k, v as a full cache
-    (cache_seqlens = Nk). Varlen, one query a sequence: q (B, H, D) as (B, 1, H, D), the packed k, v (total_k, Hk, D)
-    as one cache the sequences share (batch stride 0), sequence b's keys [cu_k[b], cu_k[b + 1]) as cache_leftpad /
-    cache_seqlens (masks and ALiBi relative to the left pad, as flash-attn's varlen semantics). Returns (out, lse)
-    in the prefill layouts. (The GPU's launchers/forward._fwd_one_row does the same with the Triton decode kernel.)"""
-    from flashtriton.launchers.common import AttnParams, _effective_window
+    """A one-row call (one_row_decode) on cpu/decode.kvcache_fwd, through flashtriton.one_row.run's views."""
+    from flashtriton import one_row
     from .decode import kvcache_fwd     # (cpu/decode.py imports this module)
-    p = _effective_window(params, 1, k.shape[1] if varlen is None else varlen.max_seqlen_k)
-    p = AttnParams(p.softmax_scale, p.window_left, p.window_right, p.softcap)
-    if varlen is None:
-        seqlens = torch.full((q.shape[0],), k.shape[1], dtype=torch.int32)
-        return kvcache_fwd(q, k, v, None, None, None, None, seqlens, None, None, None, p, False, alibi, 0)
-    batch = q.shape[0]
-    cu_k = varlen.cu_seqlens_k.contiguous()
-    kc, vc = (t.unsqueeze(0).expand(batch, *t.shape) for t in (k, v))            # (B, total_k, Hk, D), stride 0
-    out, lse = kvcache_fwd(q.unsqueeze(1), kc, vc, None, None, None, None, cu_k[1:], None, cu_k[:-1], None, p, False,
-                           alibi, 0)
-    return out.squeeze(1), lse.squeeze(2).t().contiguous()                        # (B, H, D), (H, total_q = B)
+    return one_row.run(kvcache_fwd, q, k, v, params, alibi, varlen)
 
 
 def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):

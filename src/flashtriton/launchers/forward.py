@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from .. import memory
+from .. import memory, one_row
 from . import decode, forward_gluon, plans
 from ..kernels import configs
 from ..kernels.fwd import attn_fwd_kernel
@@ -46,25 +46,11 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
 
 
 def _fwd_one_row(q, k, v, params: AttnParams, alibi=None, varlen: Varlen | None = None):
-    """A one-row forward (policy.one_row_decode) on the split-KV decode kernel. Dense: k, v (B, Nk, Hk, D) as a full
-    cache (cache_seqlens = Nk), q (B, 1, H, D). Varlen, one query a sequence: q (B, H, D) as (B, 1, H, D), the packed
-    k, v (total_k, Hk, D) as a cache every sequence shares (batch stride 0), sequence b's keys [cu_k[b], cu_k[b + 1])
-    as cache_leftpad / cache_seqlens (the decode kernel places masks and ALiBi relative to the left pad). The same
-    semantics: flash-attn aligns both APIs' masks and ALiBi bottom-right. Returns (out, lse) in the prefill layouts,
-    the lse of the call's own (need_lse)."""
-    seqlen_k = k.shape[1] if varlen is None else varlen.max_seqlen_k
-    p = _effective_window(params, 1, seqlen_k)
-    p = AttnParams(p.softmax_scale, p.window_left, p.window_right, p.softcap)
+    """A one-row call (policy.one_row_decode) on the split-KV decode kernel (flashtriton.one_row.run's views); a
+    varlen call's splits and tile follow its longest sequence (kvcache_fwd's span), not the packed capacity."""
     if varlen is None:
-        seqlens = torch.full((q.shape[0],), k.shape[1], dtype=torch.int32, device=q.device)
-        return decode.kvcache_fwd(q, k, v, None, None, None, None, seqlens, None, None, None, p, False, alibi, 0,
-                                  need_lse=True)
-    batch = q.shape[0]
-    cu_k = _unit_stride_varlen(varlen).cu_seqlens_k
-    kc, vc = (t.unsqueeze(0).expand(batch, *t.shape) for t in (k, v))            # (B, total_k, Hk, D), stride 0
-    out, lse = decode.kvcache_fwd(q.unsqueeze(1), kc, vc, None, None, None, None, cu_k[1:], None, cu_k[:-1], None, p,
-                                  False, alibi, 0, need_lse=True, span=varlen.max_seqlen_k)
-    return out.squeeze(1), lse.squeeze(2).t().contiguous()                        # (B, H, D), (H, total_q = B)
+        return one_row.run(decode.kvcache_fwd, q, k, v, params, alibi)
+    return one_row.run(decode.kvcache_fwd, q, k, v, params, alibi, varlen, span=varlen.max_seqlen_k)
 
 
 def lse_log2(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):

@@ -802,16 +802,11 @@ ONE_ROW_DECODE_MIN_NK = 2048
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
-    """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): dense calls with Nq = 1
-    and Nk >= ONE_ROW_DECODE_MIN_NK; varlen calls (Hugging Face's padded generation step) whose every sequence has
-    one query (max_seqlen_q = 1 and total_q = batch: with the validated cu_seqlens_q, one each) and max_seqlen_k >=
-    ONE_ROW_DECODE_MIN_NK. 16-bit inputs without dropout either way."""
-    if not ONE_ROW_DECODE or params.dropout_p != 0 or q.dtype not in (torch.bfloat16, torch.float16):
-        return False
-    if varlen is None:
-        return q.shape[1] == 1 and k.shape[1] >= ONE_ROW_DECODE_MIN_NK
-    return (varlen.max_seqlen_q == 1 and q.shape[0] == varlen.cu_seqlens_q.numel() - 1
-            and varlen.max_seqlen_k >= ONE_ROW_DECODE_MIN_NK)
+    """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): a one-row call
+    (flashtriton.one_row.takes) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys (max_seqlen_k for varlen)."""
+    from .. import one_row
+    return (ONE_ROW_DECODE and q.dtype in (torch.bfloat16, torch.float16)
+            and one_row.takes(q, k, params, varlen, ONE_ROW_DECODE_MIN_NK))
 
 
 def gluon_fwd_persistent(causal: bool) -> bool:
