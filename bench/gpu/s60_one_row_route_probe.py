@@ -5,7 +5,11 @@ KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (
 "func_prefill_route" the prefill route of before; call 5: "func" as routed (ONE_ROW_DECODE_MIN_NK), "decode_route" /
 "prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k-32k, causal (bottom-right:
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
-Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py"""
+Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default); "decode_route" admits that dtype too
+(policy.ONE_ROW_DECODE_DTYPES).
+Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype]"""
+import sys
+
 import torch
 import triton
 
@@ -14,6 +18,8 @@ from flashtriton import kvcache
 from flashtriton.launchers import plans, policy
 
 MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
+DTYPES = policy.ONE_ROW_DECODE_DTYPES
+DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[1] if len(sys.argv) > 1 else "bf16"]
 
 
 def main():
@@ -24,14 +30,14 @@ def main():
 def run():
     torch.manual_seed(0)
     plans.clear()
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK,
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK, DTYPE,
           flush=True)
     for b in (1, 8):
         for n in (1024, 2048, 4096, 8192, 32768):
             if b * n > 65536:
                 continue
-            q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
-            k = torch.randn(b, n, 8, 128, device="cuda", dtype=torch.bfloat16)
+            q = torch.randn(b, 1, 32, 128, device="cuda", dtype=DTYPE)
+            k = torch.randn(b, n, 8, 128, device="cuda", dtype=DTYPE)
             v = torch.randn_like(k)
             qv, kv, vv = q.reshape(b, 32, 128), k.reshape(b * n, 8, 128), v.reshape(b * n, 8, 128)
             cu_q = torch.arange(b + 1, device="cuda", dtype=torch.int32)
@@ -40,10 +46,12 @@ def run():
             def route(decode: bool):
                 def call():
                     policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = decode, 1
+                    policy.ONE_ROW_DECODE_DTYPES = DTYPES + (DTYPE,)
                     try:
                         return flashtriton.flash_attn_func(q, k, v, causal=True)
                     finally:
                         policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = True, MIN_NK
+                        policy.ONE_ROW_DECODE_DTYPES = DTYPES
                 return call
 
             calls = {
@@ -59,7 +67,7 @@ def run():
                 diff = (fn().float().reshape(ref.shape) - ref).abs().max().item()
                 us = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
                 res[name] = (us, diff)
-            kv_bytes = 2 * b * n * 8 * 128 * 2
+            kv_bytes = 2 * b * n * 8 * 128 * k.element_size()
             print(f"B={b} Nk={n:5d}: " + "; ".join(
                 f"{name} {us:8.1f} us ({kv_bytes / us / 1e3:6.0f} GB/s, max|d| {d:.1e})" for name, (us, d) in res.items())
                 + f"; decode / prefill route {res['decode_route'][0] / res['prefill_route'][0]:.2f}x", flush=True)

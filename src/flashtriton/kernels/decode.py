@@ -46,7 +46,7 @@ every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
 import triton
 import triton.language as tl
 
-from .common import qk_dot
+from .common import dot_apart, exp2_one_rounding, qk_dot
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -188,9 +188,18 @@ def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale,
     else:
         m_use = m_new
     alpha = tl.exp2(m_i - m_use)
-    p = tl.exp2(s - m_use[:, None])
+    if QK_LEVELS > 0 and not HAS_ALIBI and not HAS_SOFTCAP:
+        # fp32 one-row steps: the exponent rounded once (common.exp2_one_rounding), as in fwd.py / bwd.py
+        p = exp2_one_rounding(qk, s, m_use[:, None], qk_scale)
+    else:
+        p = tl.exp2(s - m_use[:, None])
     l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
+    if QK_LEVELS > 0:
+        # fp32 one-row steps: the tile's P V summed apart from the accumulator (common.dot_apart); as
+        # `acc * alpha + tl.dot(p, v)` Triton 3.6 folds the add into the dot, one FMA chain over every key
+        acc = acc * alpha[:, None] + dot_apart(p.to(v.dtype), v, qk_scale, DOT_PRECISION)
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc, l_i, m_new
 
 

@@ -799,13 +799,14 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 # against 1.74e-6). Not with dropout (the decode kernel has none).
 ONE_ROW_DECODE = True
 ONE_ROW_DECODE_MIN_NK = 2048
+ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16)
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
     """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): a one-row call
     (flashtriton.one_row.takes) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys (max_seqlen_k for varlen)."""
     from .. import one_row
-    return (ONE_ROW_DECODE and q.dtype in (torch.bfloat16, torch.float16)
+    return (ONE_ROW_DECODE and q.dtype in ONE_ROW_DECODE_DTYPES
             and one_row.takes(q, k, params, varlen, ONE_ROW_DECODE_MIN_NK))
 
 

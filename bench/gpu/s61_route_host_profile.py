@@ -1,0 +1,58 @@
+"""Session 61: where the routed one-row varlen call's host time goes (session 60, H100: B = 1 varlen 8k 102 us
+against 30.6 us for the dense call on the same route). bf16, Hq = 32, Hk = 8, D = 128, B = 1, Nk = 8k: per-call
+wall time of 300 calls queued without a sync (the host's time, the kernels being shorter), then cProfile's top
+functions by own time over 300 more. Usage: PYTHONPATH=src python bench/gpu/s61_route_host_profile.py"""
+import cProfile
+import pstats
+import time
+
+import torch
+
+import flashtriton
+from flashtriton import kvcache
+
+
+def host_us(fn, n=300):
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        fn()
+    host = (time.perf_counter() - t) / n * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def main():
+    torch.manual_seed(0)
+    b, n = 1, 8192
+    q = torch.randn(b, 1, 32, 128, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(b, n, 8, 128, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    qv, kv, vv = q.reshape(b, 32, 128), k.reshape(b * n, 8, 128), v.reshape(b * n, 8, 128)
+    cu_q = torch.arange(b + 1, device="cuda", dtype=torch.int32)
+    cu_k = cu_q * n
+    calls = {
+        "dense": lambda: flashtriton.flash_attn_func(q, k, v, causal=True),
+        "varlen": lambda: flashtriton.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 1, n, causal=True),
+        "kvcache": lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True),
+    }
+    print(torch.cuda.get_device_name(), torch.__version__, flush=True)
+    for checks in (True, False):
+        with kvcache.value_checks(checks):
+            print(f"kvcache.value_checks({checks}): " + "; ".join(
+                f"{name} {host_us(fn):.1f} us host" for name, fn in calls.items()), flush=True)
+    for name in ("dense", "varlen"):
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(300):
+            calls[name]()
+        prof.disable()
+        torch.cuda.synchronize()
+        print(f"--- {name}: cProfile, 300 calls, by own time")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+
+
+if __name__ == "__main__":
+    main()
