@@ -564,6 +564,39 @@ def test_default_launch_plan():
     assert decode_launcher.auto_combine(False, torch.device(DEVICE)) == "fused"
 
 
+def test_regression_decode_fp32_tiles_fit_shared_memory():
+    """Session 61, H100: flash_attn_with_kvcache with an fp32 cache at D = 128, B = 1, L = 32k took the 128-key
+    wide-split tile sized for 2-byte caches: OutOfResources (278,544 bytes of shared memory asked, 232,448 there;
+    the batch regime's tile is the same). default_tile now halves BLOCK_N while the K / V tiles in flight overflow
+    KV_SMEM_BUDGET; 2-byte caches keep their tiles (test_default_launch_plan)."""
+    tile, smem = decode_launcher.default_tile, decode_launcher.kv_smem_bytes
+    for d in (16, 32, 40, 64, 80, 96, 128, 192, 256):
+        bd = decode_launcher.block_d(d)
+        for page in (0, 16, 64, 128, 256):
+            for batch in (False, True):
+                for split_keys in (0, 2048, 8192):
+                    for elem in (2, 4):
+                        bn, _, stages = tile(d, page, batch, split_keys, elem)
+                        assert smem(bn, bd, stages, page > 0, elem) <= decode_launcher.KV_SMEM_BUDGET, (d, page, elem)
+    assert smem(128, 128, 3, False, 4) > decode_launcher.KV_SMEM_BUDGET     # the tile that failed
+    assert tile(128, 0, False, 32768 // 16, 4) == (64, 4, 3)
+    assert tile(128, 0, True, 0, 4) == (64, 4, 3)
+    assert tile(128, 256, True, 0, 4) == (64, 4, 5)
+    assert tile(128, 16, True, 0, 4) == (32, 4, 5)
+    assert tile(64, 0, True, 0, 4) == (128, 4, 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["wide-split", "batch", "batch-paged256"])
+def test_regression_decode_fp32_long_cache_gpu(case):
+    """The same bug end to end: fp32 caches at D = 128 in the regimes whose 2-byte tile has 128 keys (B = 1 at 32k:
+    splits of 2048 keys; B * Hk = 136 programs of 4096 keys: the batch regime, contiguous and in 256-key pages)."""
+    batch, capacity, page = {"wide-split": (1, 32768, 0), "batch": (17, 4096, 0),
+                             "batch-paged256": (17, 4096, 256)}[case]
+    inp = make_inputs(batch, 1, 16, 8, 128, torch.float32, capacity, [capacity] * batch, page_size=page)
+    run_case("triton", inp)
+
+
 @pytest.mark.parametrize("snew", [0, 3])
 def test_batch_regime_launch(monkeypatch, snew):
     """The batch regime's launch (no split of its own for the appended tokens, the last

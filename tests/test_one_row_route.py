@@ -1,4 +1,4 @@
-"""Session 60: dense one-row forwards of 16-bit inputs (flash_attn_func at Nq = 1, the generation-loop call) with at
+"""Session 60: dense one-row forwards of 16-bit inputs (fp32 too since session 61) (flash_attn_func at Nq = 1, the generation-loop call) with at
 least policy.ONE_ROW_DECODE_MIN_NK keys run the split-KV decode kernel (launchers/policy.one_row_decode,
 launchers/forward._fwd_one_row) - the same semantics as the prefill kernels (masks and ALiBi aligned bottom-right),
 the prefill backward after it. The semantic tests lower the threshold to 1 (the interpreter's time)."""
@@ -38,7 +38,7 @@ SHAPES = [(1, (4, 2), 40, 0), (17, (4, 4), 80, 1), (113, (8, 2), 96, 2), (1023, 
           (300, (4, 1), 128, 4), (64, (6, 3), 256, 5)]
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("nk,heads,d,opt", SHAPES)
 def test_one_row_on_the_decode_kernel(monkeypatch, dtype, nk, heads, d, opt):
     opts = dict(OPTIONS[opt])
@@ -55,7 +55,7 @@ VARLEN = [([300, 0, 17, 1], (4, 2), 64, dict(causal=True)), ([5, 40, 129], (6, 3
           ([64, 1, 100], (4, 1), 128, dict(alibi=True, softcap=3.0)), ([33, 20], (2, 2), 40, dict())]
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("lens_k,heads,d,opts", VARLEN)
 def test_one_row_varlen_on_the_decode_kernel(monkeypatch, dtype, lens_k, heads, d, opts):
     """flash_attn_varlen_func with one query a sequence (Hugging Face's padded generation step): the packed keys as
@@ -71,13 +71,14 @@ def test_one_row_varlen_on_the_decode_kernel(monkeypatch, dtype, lens_k, heads, 
 
 
 def test_one_row_route_rule(monkeypatch):
-    """Dropout, fp32, Nq > 1 and fewer keys than ONE_ROW_DECODE_MIN_NK keep the prefill kernels; so does everything
-    with ONE_ROW_DECODE off (the result within the criterion either way)."""
+    """Dropout, Nq > 1 and fewer keys than ONE_ROW_DECODE_MIN_NK keep the prefill kernels; so does everything with
+    ONE_ROW_DECODE off (the result within the criterion either way). fp32 takes the route (session 61)."""
     from flashtriton.launchers.prefill import AttnParams
     p = AttnParams(0.1)
     one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 2048, 2, 64)
     assert policy.one_row_decode(one.bfloat16(), many, p) and policy.one_row_decode(one.half(), many, p)
-    assert not policy.one_row_decode(one, many, p)                                   # fp32
+    assert policy.one_row_decode(one, many, p)                                       # fp32 (session 61)
+    assert not policy.one_row_decode(one.double(), many, p)
     assert not policy.one_row_decode(one.bfloat16(), many[:, :2047], p)              # < 2048 keys
     assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1))
     from flashtriton.launchers.prefill import Varlen
@@ -104,11 +105,12 @@ def test_one_row_route_rule(monkeypatch):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("nk,causal", [(2048, True), (8193, False)])
-def test_one_row_on_the_decode_kernel_gpu(monkeypatch, nk, causal):
-    """The route at its real threshold on the GPU (bf16, GQA 32 / 8, D = 128)."""
+def test_one_row_on_the_decode_kernel_gpu(monkeypatch, dtype, nk, causal):
+    """The route at its real threshold on the GPU (GQA 32 / 8, D = 128)."""
     calls = _launched(monkeypatch)
-    q, k, v = rand_qkv(2, 1, nk, 32, 8, 128, torch.bfloat16, "cuda")
+    q, k, v = rand_qkv(2, 1, nk, 32, 8, 128, dtype, "cuda")
     check_attention("triton", q, k, v, causal=causal)
     assert calls
 

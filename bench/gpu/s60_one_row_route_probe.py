@@ -5,9 +5,9 @@ KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (
 "func_prefill_route" the prefill route of before; call 5: "func" as routed (ONE_ROW_DECODE_MIN_NK), "decode_route" /
 "prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k-32k, causal (bottom-right:
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
-Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default); "decode_route" admits that dtype too
-(policy.ONE_ROW_DECODE_DTYPES).
-Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype]"""
+Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default; "decode_route" admits that dtype
+whatever policy.ONE_ROW_DECODE_DTYPES says) and key counts (comma-separated; 1k-32k by default).
+Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype [nk,nk,...]]"""
 import sys
 
 import torch
@@ -19,6 +19,7 @@ from flashtriton.launchers import plans, policy
 
 MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
 DTYPES = policy.ONE_ROW_DECODE_DTYPES
+NKS = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1024, 2048, 4096, 8192, 32768]
 DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[1] if len(sys.argv) > 1 else "bf16"]
 
 
@@ -33,7 +34,7 @@ def run():
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK, DTYPE,
           flush=True)
     for b in (1, 8):
-        for n in (1024, 2048, 4096, 8192, 32768):
+        for n in NKS:
             if b * n > 65536:
                 continue
             q = torch.randn(b, 1, 32, 128, device="cuda", dtype=DTYPE)

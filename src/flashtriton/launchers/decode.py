@@ -196,6 +196,11 @@ WIDE_SPLIT_MIN_KEYS = 2048                # split regime: BATCH_TILES from this 
 GATHER_SPLIT_MIN_KEYS = 4096              # split regime, row gather: split further down to this
 GATHER_MAX_SPLITS = 32
 INTERPRETER_TILE = (16, 4, 1)  # small tiles: the small test shapes still cross many tiles
+# The tiles above were sized for 2-byte caches. fp32 caches take twice the bytes a tile: the 128-key D = 128 tile
+# (wide split, batch regime) asked 278,544 bytes of shared memory against 232,448 on an H100 (OutOfResources,
+# flash_attn_with_kvcache fp32, B = 1, L = 32k, session 61). default_tile halves BLOCK_N while the K / V stages in
+# flight need more than KV_SMEM_BUDGET (kv_smem_bytes; the q tile, partials and barriers took ~16 KB more there).
+KV_SMEM_BUDGET = 200 * 1024
 
 
 def block_d(head_dim: int) -> int:
@@ -208,13 +213,21 @@ def batch_regime(programs: int, keys_per_split: int, sms: int) -> bool:
     return programs >= sms and keys_per_split >= BATCH_TILE_MIN_KEYS
 
 
-def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0):
+def kv_smem_bytes(block_n: int, bd: int, stages: int, paged: bool, elem: int) -> int:
+    """Shared memory of the K and V tiles in flight: num_stages - 1 of them, two fewer in a paged cache (the
+    block-table load holds two pipeline stages; sm_90a compiles, bf16 D = 128: 70 KB at 64 keys x 3 stages
+    contiguous, 38 KB paged, 136 KB at 128 keys x 5 stages paged)."""
+    return max(1, stages - 1 - (2 if paged else 0)) * 2 * block_n * bd * elem
+
+
+def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0, elem: int = 2):
     """(BLOCK_N, num_warps, num_stages) that the launcher picks on Hopper. Paged caches get
     two more stages: the block-table load feeding each tile's address takes two stages of
     the software pipeline, and without them only one K/V tile would be in flight (sm_90a
     compile: 38 KB of shared memory at 3 stages against 70 KB for the contiguous cache).
     split_keys: keys per split in the split regime (long splits take the wide tile,
-    except where pages are too small for it to load them by TMA)."""
+    except where pages are too small for it to load them by TMA). elem: the caches'
+    element size; BLOCK_N halves while the tiles in flight overflow KV_SMEM_BUDGET (fp32)."""
     bd = block_d(head_dim)
     wide = (not batch and split_keys >= WIDE_SPLIT_MIN_KEYS and bd in BATCH_TILES
             and (page_size == 0 or page_size >= BATCH_TILES[bd][0]))
@@ -223,18 +236,23 @@ def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0
     elif batch and bd in BATCH_TILES:
         bn, warps, stages = BATCH_TILES[bd]
         if page_size and page_size < bn:
-            return BATCH_GATHER_TILES[bd]
+            bn, warps, stages = BATCH_GATHER_TILES[bd]
+            stages -= 2    # (stages included: the two below are added back)
     else:
         bn, warps, stages = DEFAULT_TILES[bd]
-    return bn, warps, stages + (2 if page_size else 0)
+    stages += 2 if page_size else 0
+    while bn > 16 and kv_smem_bytes(bn, bd, stages, page_size > 0, elem) > KV_SMEM_BUDGET:
+        bn //= 2
+    return bn, warps, stages
 
 
-def tile_for(head_dim: int, page_size: int, opts: DecodeOptions, batch: bool = False, split_keys: int = 0):
+def tile_for(head_dim: int, page_size: int, opts: DecodeOptions, batch: bool = False, split_keys: int = 0,
+             elem: int = 2):
     """default_tile, or the interpreter's small tile; options override each field."""
     if interpreting():
         bn, warps, stages = INTERPRETER_TILE
     else:
-        bn, warps, stages = default_tile(head_dim, page_size, batch, split_keys)
+        bn, warps, stages = default_tile(head_dim, page_size, batch, split_keys, elem)
     return opts.block_n or bn, opts.num_warps or warps, opts.num_stages or stages
 
 
@@ -497,7 +515,8 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
     if auto_splits:
         num_splits = num_splits_heuristic(programs, capacity, sms, opts.min_split_keys)
     in_batch_regime = batch_regime(programs, capacity // num_splits, sms)
-    block_n, num_warps, num_stages = tile_for(head_dim, page_size, opts, in_batch_regime, capacity // num_splits)
+    block_n, num_warps, num_stages = tile_for(head_dim, page_size, opts, in_batch_regime, capacity // num_splits,
+                                                  k_cache.element_size())
     if auto_splits and not in_batch_regime and 0 < page_size < block_n:
         num_splits = gather_splits(num_splits, capacity)
 

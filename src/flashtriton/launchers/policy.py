@@ -788,23 +788,25 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 
 
 # One-row dense forwards (flash_attn_func and its packed forms with Nq = 1, what a generation loop that does not
-# call flash_attn_with_kvcache runs every step) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys take the
-# split-KV decode kernel (launchers/decode.kvcache_fwd, k / v as a full cache): a prefill kernel gives such a call
-# B * H programs, each streaming its head's whole K / V. H100, session 60 (bench/gpu/s60_one_row_route_probe.py,
-# bf16, Hq = 32, Hk = 8, D = 128, L2 flushed, us, prefill route -> decode route, call 5): B = 1 2k 44 -> 18, 4k 79 ->
-# 23, 8k 147 -> 31, 32k 554 -> 68; B = 8 2k 83 -> 45, 4k 147 -> 68, 8k 277 -> 112; but at 1k 23 -> 46 (B = 1, bound by
-# the route's host time: ~17 us more than a replayed flash_attn_with_kvcache step) and 27.6 -> 28.1 (B = 8), hence
-# the threshold (bench/NOTES.md "Session 60"). Not fp32: the decode kernel's one-row fp32 P V is still one chain over
-# the keys (kernels/common.dot_apart's reason), and tests/test_fp32.py's one-query cases failed on it (out 1.80e-6
-# against 1.74e-6). Not with dropout (the decode kernel has none).
+# call flash_attn_with_kvcache runs every step) with at least ONE_ROW_DECODE_MIN_NK keys take the split-KV decode
+# kernel (launchers/decode.kvcache_fwd, k / v as a full cache): a prefill kernel gives such a call B * H programs,
+# each streaming its head's whole K / V. H100, session 60 (bench/gpu/s60_one_row_route_probe.py, bf16, Hq = 32,
+# Hk = 8, D = 128, L2 flushed, us, prefill route -> decode route, call 5): B = 1 2k 44 -> 18, 4k 79 -> 23, 8k 147 ->
+# 31, 32k 554 -> 68; B = 8 2k 83 -> 45, 4k 147 -> 68, 8k 277 -> 112; but at 1k 23 -> 46 (B = 1, bound by the route's
+# host time: ~17 us more than a replayed flash_attn_with_kvcache step) and 27.6 -> 28.1 (B = 8), hence the threshold
+# (bench/NOTES.md "Session 60"). fp32 since session 61, once the decode kernel's one-row fp32 path rounded as the
+# prefill kernels' do (kernels/decode.py's _update at QK_LEVELS > 0; tests/test_fp32.py passed with every one-row
+# call routed): B = 1 fp32 1k 228 -> 65 us, 8k 1759 -> 174 (H100, session 61). Not with dropout (the decode kernel
+# has none).
 ONE_ROW_DECODE = True
 ONE_ROW_DECODE_MIN_NK = 2048
-ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16)
+ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
     """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): a one-row call
-    (flashtriton.one_row.takes) of 16-bit inputs with at least ONE_ROW_DECODE_MIN_NK keys (max_seqlen_k for varlen)."""
+    (flashtriton.one_row.takes) of ONE_ROW_DECODE_DTYPES inputs with at least ONE_ROW_DECODE_MIN_NK keys (max_seqlen_k
+    for varlen)."""
     from .. import one_row
     return (ONE_ROW_DECODE and q.dtype in ONE_ROW_DECODE_DTYPES
             and one_row.takes(q, k, params, varlen, ONE_ROW_DECODE_MIN_NK))
