@@ -211,6 +211,26 @@ def test_fp32_one_query_grads_lse_log2(backend, d, nk, causal, scale, seed):
         assert err <= factor * base + ATOL_FLOOR[torch.float32], f"{name}: {err:.3e} > {factor} x {base:.3e}"
 
 
+# The CPU backend's backward folds -lse2 into its score product (cpu/backward.py), whose rounding leaves P = 1 +
+# ~1e-6 where one key is visible: dv 1.88e-6 against the bound 1.72e-6 at D = 192 (session 61; README Limitations).
+CPU_ONE_KEY = pytest.mark.xfail(strict=True, reason="the CPU backward's one-key P (cpu/backward.py's folded lse)")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("d", [40, 128, 192])
+def test_regression_fp32_one_key_grads(request, backend, d):
+    """Session 61: fp32 with one query and one key (tests/test_one_row_route.py's Nk = 1, D = 40 case, routed or
+    not): O is V's row, and PyTorch's softmax backward gives dS = P (dP - delta) = 0 exactly, so its dq error is 0
+    and the bound the floor (1e-6). The backward's delta = rowsum(dO * O), summed apart from dP = dO V^T, left dS a
+    few ulps of |dP|: dq 1.19e-6. The one-row fp32 backward now sums delta as dP (kernels/common.row_dots)."""
+    if backend == "cpu" and d == 192:
+        request.applymarker(CPU_ONE_KEY)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        q, k, v = rand_qkv(2, 1, 1, 4, 2, d, torch.float32, DEVICE)
+        check_attention(backend, q, k, v, causal=seed == 1)
+
+
 def test_fp32_one_query_lse_log2_is_the_forwards():
     """Session 60: forward.lse_log2 (the one-row fp32 backward's lse, fwd.py's LSE_LOG2) recomputes exactly the
     forward's m_i + log2(l_i): times ln 2 in fp32 it gives the forward's natural lse bit for bit, dense and varlen."""

@@ -21,6 +21,12 @@ OPTIONS = [
 ]
 
 
+def _threshold_one(monkeypatch):
+    """The route from one key (the interpreter's time), every dtype."""
+    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
+    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK_FP32", 1)
+
+
 def _launched(monkeypatch):
     """The decode launcher's calls (a spy on launchers/forward's use of it)."""
     calls = []
@@ -44,7 +50,7 @@ def test_one_row_on_the_decode_kernel(monkeypatch, dtype, nk, heads, d, opt):
     opts = dict(OPTIONS[opt])
     if opts.pop("alibi", False):
         opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
-    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
+    _threshold_one(monkeypatch)
     calls = _launched(monkeypatch)
     q, k, v = rand_qkv(2, 1, nk, *heads, d, dtype, DEVICE)
     check_attention("triton", q, k, v, **opts)
@@ -63,7 +69,7 @@ def test_one_row_varlen_on_the_decode_kernel(monkeypatch, dtype, lens_k, heads, 
     opts = dict(opts)
     if opts.pop("alibi", False):
         opts["alibi_slopes"] = (torch.rand(len(lens_k), heads[0]) * 0.3).to(DEVICE)     # (B, H)
-    monkeypatch.setattr(policy, "ONE_ROW_DECODE_MIN_NK", 1)
+    _threshold_one(monkeypatch)
     calls = _launched(monkeypatch)
     (q, k, v), varlen = rand_varlen([1] * len(lens_k), lens_k, *heads, d, dtype, DEVICE)
     check_attention("triton", q, k, v, varlen=varlen, **opts)
@@ -77,7 +83,8 @@ def test_one_row_route_rule(monkeypatch):
     p = AttnParams(0.1)
     one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 2048, 2, 64)
     assert policy.one_row_decode(one.bfloat16(), many, p) and policy.one_row_decode(one.half(), many, p)
-    assert policy.one_row_decode(one, many, p)                                       # fp32 (session 61)
+    assert policy.one_row_decode(one, many[:, :256], p)                              # fp32 (session 61) from 256
+    assert not policy.one_row_decode(one, many[:, :255], p)
     assert not policy.one_row_decode(one.double(), many, p)
     assert not policy.one_row_decode(one.bfloat16(), many[:, :2047], p)              # < 2048 keys
     assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1))
@@ -106,9 +113,11 @@ def test_one_row_route_rule(monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-@pytest.mark.parametrize("nk,causal", [(2048, True), (8193, False)])
-def test_one_row_on_the_decode_kernel_gpu(monkeypatch, dtype, nk, causal):
-    """The route at its real threshold on the GPU (GQA 32 / 8, D = 128)."""
+@pytest.mark.parametrize("at,causal", [("threshold", True), ("past", False)])
+def test_one_row_on_the_decode_kernel_gpu(monkeypatch, dtype, at, causal):
+    """The route at its real threshold (2048 keys in bf16, 256 in fp32) and past it on the GPU (GQA 32 / 8, D = 128)."""
+    threshold = policy.ONE_ROW_DECODE_MIN_NK_FP32 if dtype == torch.float32 else policy.ONE_ROW_DECODE_MIN_NK
+    nk = threshold if at == "threshold" else 8193
     calls = _launched(monkeypatch)
     q, k, v = rand_qkv(2, 1, nk, 32, 8, 128, dtype, "cuda")
     check_attention("triton", q, k, v, causal=causal)

@@ -18,6 +18,7 @@ from flashtriton import kvcache
 from flashtriton.launchers import plans, policy
 
 MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
+MIN_NK_FP32 = policy.ONE_ROW_DECODE_MIN_NK_FP32
 DTYPES = policy.ONE_ROW_DECODE_DTYPES
 NKS = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1024, 2048, 4096, 8192, 32768]
 DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[1] if len(sys.argv) > 1 else "bf16"]
@@ -31,7 +32,7 @@ def main():
 def run():
     torch.manual_seed(0)
     plans.clear()
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK, DTYPE,
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, "ONE_ROW_DECODE_MIN_NK", MIN_NK, MIN_NK_FP32, DTYPE,
           flush=True)
     for b in (1, 8):
         for n in NKS:
@@ -47,12 +48,12 @@ def run():
             def route(decode: bool):
                 def call():
                     policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = decode, 1
-                    policy.ONE_ROW_DECODE_DTYPES = DTYPES + (DTYPE,)
+                    policy.ONE_ROW_DECODE_DTYPES, policy.ONE_ROW_DECODE_MIN_NK_FP32 = DTYPES + (DTYPE,), 1
                     try:
                         return flashtriton.flash_attn_func(q, k, v, causal=True)
                     finally:
                         policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = True, MIN_NK
-                        policy.ONE_ROW_DECODE_DTYPES = DTYPES
+                        policy.ONE_ROW_DECODE_DTYPES, policy.ONE_ROW_DECODE_MIN_NK_FP32 = DTYPES, MIN_NK_FP32
                 return call
 
             calls = {

@@ -796,20 +796,24 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 # host time: ~17 us more than a replayed flash_attn_with_kvcache step) and 27.6 -> 28.1 (B = 8), hence the threshold
 # (bench/NOTES.md "Session 60"). fp32 since session 61, once the decode kernel's one-row fp32 path rounded as the
 # prefill kernels' do (kernels/decode.py's _update at QK_LEVELS > 0; tests/test_fp32.py passed with every one-row
-# call routed): B = 1 fp32 1k 228 -> 65 us, 8k 1759 -> 174 (H100, session 61). Not with dropout (the decode kernel
-# has none).
+# call routed), from ONE_ROW_DECODE_MIN_NK_FP32 keys: the prefill kernels' one-row fp32 tile is slower, so the
+# route wins earlier (H100, session 61, B = 1 / 8, Hq = 32, Hk = 8, D = 128, us, prefill -> decode route): B = 1 128
+# 35.7 -> 36.8, 256 63.2 -> 63.2, 512 118 -> 60.5, 1k 229 -> 63.2, 8k 1769 -> 176, 32k 7033 -> 586; B = 8 128 64.4 ->
+# 39.9, 256 114 -> 61.0, 1k 402 -> 188, 8k 3104 -> 1148. Not with dropout (the decode kernel has none).
 ONE_ROW_DECODE = True
-ONE_ROW_DECODE_MIN_NK = 2048
+ONE_ROW_DECODE_MIN_NK = 2048          # bf16 / fp16
+ONE_ROW_DECODE_MIN_NK_FP32 = 256
 ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
     """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): a one-row call
-    (flashtriton.one_row.takes) of ONE_ROW_DECODE_DTYPES inputs with at least ONE_ROW_DECODE_MIN_NK keys (max_seqlen_k
-    for varlen)."""
+    (flashtriton.one_row.takes) of ONE_ROW_DECODE_DTYPES inputs with at least ONE_ROW_DECODE_MIN_NK keys
+    (ONE_ROW_DECODE_MIN_NK_FP32 for fp32; max_seqlen_k for varlen)."""
     from .. import one_row
+    min_nk = ONE_ROW_DECODE_MIN_NK_FP32 if q.dtype == torch.float32 else ONE_ROW_DECODE_MIN_NK
     return (ONE_ROW_DECODE and q.dtype in ONE_ROW_DECODE_DTYPES
-            and one_row.takes(q, k, params, varlen, ONE_ROW_DECODE_MIN_NK))
+            and one_row.takes(q, k, params, varlen, min_nk))
 
 
 def gluon_fwd_persistent(causal: bool) -> bool:
