@@ -211,20 +211,24 @@ def test_fp32_one_query_grads_lse_log2(backend, d, nk, causal, scale, seed):
         assert err <= factor * base + ATOL_FLOOR[torch.float32], f"{name}: {err:.3e} > {factor} x {base:.3e}"
 
 
-# The CPU backend's backward folds -lse2 into its score product (cpu/backward.py), whose rounding leaves P = 1 +
-# ~1e-6 where one key is visible: dv 1.88e-6 against the bound 1.72e-6 at D = 192 (session 61; README Limitations).
-CPU_ONE_KEY = pytest.mark.xfail(strict=True, reason="the CPU backward's one-key P (cpu/backward.py's folded lse)")
+# One query, one key, fp32 (found in session 61 by tests/test_one_row_route.py's fp32 cases): O is V's row, and
+# PyTorch's softmax backward gives dS = P (dP - sum(P dP)) = 0 exactly, so its error is 0 and the criterion's bound
+# the floor (1e-6). FlashAttention-2's delta = rowsum(dO * O) is summed apart from dP = dO V^T, so dS is a few ulps
+# of |dP| (~6 at D = 40) and dq / dk ~1.1-1.2e-6: over the floor under the interpreter (numpy's float32 sums) at
+# D = 40 / 128; the CPU backward's folded lse leaves P = 1 + ~1e-6 (dv 1.88e-6 against 1.72e-6 at D = 192). README
+# Limitations. Summing delta as dP (qk_dot's slices) fixed it on the GPU but put one more of the one-row grad probe's
+# 1,440 checks over and made the D = 128 backward 2.6-3.0x slower (H100, bench/NOTES.md "Session 61"): not taken.
+ONE_KEY_LIMITS = {("cpu", 192), ("interpreter", 40), ("interpreter", 128)}
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [40, 128, 192])
-def test_regression_fp32_one_key_grads(request, backend, d):
-    """Session 61: fp32 with one query and one key (tests/test_one_row_route.py's Nk = 1, D = 40 case, routed or
-    not): O is V's row, and PyTorch's softmax backward gives dS = P (dP - delta) = 0 exactly, so its dq error is 0
-    and the bound the floor (1e-6). The backward's delta = rowsum(dO * O), summed apart from dP = dO V^T, left dS a
-    few ulps of |dP|: dq 1.19e-6. The one-row fp32 backward now sums delta as dP (kernels/common.row_dots)."""
-    if backend == "cpu" and d == 192:
-        request.applymarker(CPU_ONE_KEY)
+def test_fp32_one_key_grads(request, backend, d):
+    """fp32 with Nq = Nk = 1 against the criterion; the known misses (ONE_KEY_LIMITS) are strict xfails, so a fix
+    shows."""
+    where = "interpreter" if backend == "triton" and DEVICE == "cpu" else backend
+    if (where, d) in ONE_KEY_LIMITS:
+        request.applymarker(pytest.mark.xfail(strict=True, reason="one-key fp32 gradients (ONE_KEY_LIMITS)"))
     for seed in range(3):
         torch.manual_seed(seed)
         q, k, v = rand_qkv(2, 1, 1, 4, 2, d, torch.float32, DEVICE)

@@ -46,7 +46,10 @@ SHAPES = [(1, (4, 2), 40, 0), (17, (4, 4), 80, 1), (113, (8, 2), 96, 2), (1023, 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("nk,heads,d,opt", SHAPES)
-def test_one_row_on_the_decode_kernel(monkeypatch, dtype, nk, heads, d, opt):
+def test_one_row_on_the_decode_kernel(request, monkeypatch, dtype, nk, heads, d, opt):
+    if dtype == torch.float32 and nk == 1 and DEVICE == "cpu":
+        # the backward's one-key fp32 gradients under the interpreter, routed or not (test_fp32.ONE_KEY_LIMITS)
+        request.applymarker(pytest.mark.xfail(strict=True, reason="one-key fp32 gradients (test_fp32.ONE_KEY_LIMITS)"))
     opts = dict(OPTIONS[opt])
     if opts.pop("alibi", False):
         opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)

@@ -23,7 +23,7 @@ import triton.language as tl
 from .common import (DROPOUT_GROUP, LOG2E, NO_SPECIALIZE, dense_program, bulk_key_tiles, bulk_query_tiles, dropout_group_mult,
                      dropout_keep_scale,
                      dropout_threshold, exp2_one_rounding, find_sequence,
-                     kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, row_dots, scores_log2, softcap_tanh,
+                     kv_tile_ranges, head_rows_desc, q_tile_ranges, dot_apart, qk_dot, scores_log2, softcap_tanh,
                      tile_load, tile_store)
 
 
@@ -32,15 +32,13 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
                           stride_ob, stride_on, stride_oh, stride_dob, stride_don, stride_doh,
                           stride_db, stride_dh, nheads, seqlen_q,
                           HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                          IS_VARLEN: tl.constexpr, DQ_ACCUM=None, DOT_PRECISION: tl.constexpr = "ieee",
-                          QK_LEVELS: tl.constexpr = 0):
+                          IS_VARLEN: tl.constexpr, DQ_ACCUM=None):
     """delta = rowsum(dO * O), fp32, laid out like the lse. Grid: (B * H, cdiv(max Nq, BLOCK_M)).
     DQ_ACCUM (dense calls only; session 29, launchers/backward_gluon.FUSED_DQ_ZERO_IN_PREPROCESS):
     the fused Gluon backward's fp32 accumulator (B, Nq, H, D) contiguous, whose rows
     [this block] x head h x D this program also zeroes (the grid covers all of it), so
     that kernels/dq_accum.zero_f32_kernel's launch goes. None (every other launch, bound as a
-    constexpr): no parameter, the kernel of before. QK_LEVELS > 0 (one-row fp32): each row summed as dP
-    (common.row_dots)."""
+    constexpr): no parameter, the kernel of before."""
     pid_bh = tl.program_id(0)
     b = pid_bh // nheads
     h = pid_bh % nheads
@@ -60,10 +58,7 @@ def bwd_preprocess_kernel(O, DO, DELTA, CU_Q,
     rows = (q_start + offs_m)[:, None]
     o = tl.load(O + b * stride_ob + h * stride_oh + rows * stride_on + offs_d[None, :], mask=mask, other=0.0)
     do = tl.load(DO + b * stride_dob + h * stride_doh + rows * stride_don + offs_d[None, :], mask=mask, other=0.0)
-    if QK_LEVELS > 0:
-        delta = row_dots(do.to(tl.float32), o.to(tl.float32), DOT_PRECISION, QK_LEVELS)
-    else:
-        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+    delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
     tl.store(DELTA + b * stride_db + h * stride_dh + q_start + offs_m, delta, mask=offs_m < seqlen_q)
 
 
@@ -491,10 +486,7 @@ def attn_bwd_dq_kernel(
         offs_d = tl.arange(0, BLOCK_D)
         o = tl.load(O + b * stride_dob + h * stride_doh + (q_start + offs_m)[:, None] * stride_don + offs_d[None, :],
                     mask=row_mask[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)   # (BLOCK_M, BLOCK_D)
-        if QK_LEVELS > 0:
-            delta = row_dots(do.to(tl.float32), o.to(tl.float32), DOT_PRECISION, QK_LEVELS)
-        else:
-            delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
+        delta = tl.sum(o.to(tl.float32) * do.to(tl.float32), 1)
         tl.store(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, delta, mask=row_mask)
     else:
         delta = tl.load(DELTA + b * stride_lb + h * stride_lh + q_start + offs_m, mask=row_mask, other=0.0)

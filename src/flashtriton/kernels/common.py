@@ -98,19 +98,6 @@ def dot_apart(a, b, x, DOT_PRECISION: tl.constexpr):
 
 
 @triton.jit
-def row_dots(a, b, DOT_PRECISION: tl.constexpr, QK_LEVELS: tl.constexpr):
-    """rowsum(a * b) (R,) of a, b (R, BLOCK_D) fp32, each row's products summed as qk_dot sums a score: the one-row
-    fp32 backward's delta = rowsum(dO * O) (QK_LEVELS > 0), added in the same order as its dP = dO V^T. Why: with
-    one visible key, O is that key's V row and PyTorch's softmax backward gives dS = P (dP - delta) = 0 exactly
-    (its error 0, so the criterion's bound is the floor), while delta summed apart from dP left dS a few ulps of
-    |dP| and dq 1.2e-6 against the 1e-6 floor (fp32, Nq = Nk = 1, D = 40; tests/test_one_row_route.py, session
-    61). qk_dot's (R, R) products, the diagonal kept (the other entries add as exact zeros)."""
-    full = qk_dot(a, b, DOT_PRECISION, QK_LEVELS)                       # (R, R)
-    rows = tl.arange(0, a.shape[0])
-    return tl.sum(tl.where(rows[:, None] == rows[None, :], full, 0.0), 1)
-
-
-@triton.jit
 def exp2_one_rounding(qk, s, shift, qk_scale):
     """exp2(S - shift) for the one-row fp32 paths (QK_LEVELS > 0 with neither ALiBi nor
     softcap, so that s = qk * qk_scale or -inf): the exponent as one fused multiply-add of

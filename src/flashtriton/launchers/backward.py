@@ -106,8 +106,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         total_q, total_k = batch * seqlen_q, batch * seqlen_k
         stride_lb, stride_lh = lse.stride(0), lse.stride(1)
         rng_rows, rng_stride = total_q, seqlen_k
-    levels = qk_levels(q.dtype, block_d(head_dim), seqlen_q)
-    if levels:
+    if qk_levels(q.dtype, block_d(head_dim), seqlen_q):
         # One-row fp32: the kernels read the lse in log2 units at QK_LEVELS > 0 (bwd.py's _dkdv_tile and dQ
         # kernel), recomputed by the forward (forward.lse_log2), laid out as the saved one
         lse = forward.lse_log2(q, k, v, params, alibi, rng, varlen)
@@ -146,8 +145,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             out, dout, delta, dummy, *_dims4(out, is_varlen), *_dims4(dout, is_varlen),
             stride_lb, stride_lh, nheads, pre_rows,
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=pre_block, IS_VARLEN=False,
-            **(dict(DQ_ACCUM=dq_accum) if dq_accum is not None else {}),
-            **(dict(DOT_PRECISION=_dot_precision(q.dtype), QK_LEVELS=levels) if levels else {}))
+            **(dict(DQ_ACCUM=dq_accum) if dq_accum is not None else {}))
 
     if table is not None:
         # (a packed batch: the fused Gluon kernel's VARLEN variant, plain or the canonical causal mask; the
@@ -230,7 +228,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), QK_LEVELS=levels,
+            KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dkdv", bd, masked, resume, seqlen_q, seqlen_k) else {}),
@@ -252,7 +250,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             stride_lb, stride_lh, stride_ab, stride_ah,
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
-            QK_LEVELS=levels,
+            QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dq", bd, masked, resume, seqlen_q, seqlen_k) else {}),
