@@ -2,22 +2,16 @@
 launchers/common.qk_levels picks at Sq = 1) - registers, spill bytes, compile time against QK_LEVELS 0, fp32 caches,
 G = 4 rows (BLOCK_M 16), launchers/decode.DEFAULT_TILES (the split regime's tile); D = 64 / 128 / 192 / 256. Run from a tree's
 root: PYTHONPATH=src python bench/gpu/s56_fp32_decode_slices_sass.py"""
-import inspect
 import re
 import time
 
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
-from flashtriton.bench.compile_report import ptxas_log
-from flashtriton.kernels.decode import decode_split_kernel
+from flashtriton.bench.compile_report import compile_decode, ptxas_log
 from flashtriton.launchers.common import qk_levels
 from flashtriton.launchers.decode import DEFAULT_TILES
 
-fn = decode_split_kernel
-params = inspect.signature(fn.fn).parameters
 for d in (64, 128, 192, 256):
     bd = max(16, triton.next_power_of_2(d))
     bn, warps, stages = DEFAULT_TILES[bd]
@@ -26,23 +20,8 @@ for d in (64, 128, 192, 256):
                      HAS_LEFTPAD=False, HAS_NEW=False, BLOCK_NEW=16, HAS_ROTARY=False, ROTARY_INTERLEAVED=False,
                      ROTARY_PER_ROW=False, HAS_LEFT=False, HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False,
                      SPLIT=True, FUSED_COMBINE=True, KV_TMA=False, DOT_PRECISION="ieee", PAGE_GATHER=0, QK_LEVELS=lv)
-        sig = {}
-        for name in params:
-            if name in const:
-                sig[name] = "constexpr"
-            elif name in ("SEQLENS", "BATCH_IDX", "LEFTPAD", "BLOCK_TABLE", "COUNTERS"):
-                sig[name] = "*i32"
-            elif name in ("K_DESC", "V_DESC"):
-                sig[name] = "*fp32"
-            elif name[0].isupper():
-                sig[name] = "*fp32"
-            elif name in ("qk_scale", "softcap_scale", "softcap_out"):
-                sig[name] = "fp32"
-            else:
-                sig[name] = "i32"
-        src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
         t = time.time()
-        c = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=warps, num_stages=stages))
+        c = compile_decode(const, "fp32", warps, stages)
         log = ptxas_log(c)
         regs = re.search(r"Used (\d+) registers", log)
         spill = re.search(r"(\d+) bytes spill stores", log)

@@ -2,31 +2,15 @@
 bwd_preprocess_kernel, and its dQ kernel with FUSED_DELTA) for the variants the one-row fp32 change (common.row_dots
 at QK_LEVELS > 0) must leave alone: bf16 and fp32 at QK_LEVELS 0, D = 64 / 128 / 256. Run before and after a change
 from a tree's root: PYTHONPATH=src python bench/gpu/s61_bwd_delta_sass_hash.py"""
-import hashlib
 import inspect
-import os
-import re
-import subprocess
-import tempfile
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from flashtriton.bench.compile_report import _NVBIN, compile_variant
+from flashtriton.bench.compile_report import compile_variant, sass_digest
 from flashtriton.kernels import configs
 from flashtriton.kernels.bwd import bwd_preprocess_kernel
-
-
-def sass_hash(c):
-    with tempfile.TemporaryDirectory() as tmp:
-        cubin = os.path.join(tmp, "k.cubin")
-        with open(cubin, "wb") as f:
-            f.write(c.asm["cubin"])
-        sass = subprocess.run([os.path.join(_NVBIN, "cuobjdump"), "--dump-sass", cubin],
-                              capture_output=True, text=True, check=True).stdout
-    sass = "\n".join(line for line in sass.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line))
-    return hashlib.sha256(sass.encode()).hexdigest()[:16], len(sass.splitlines())
 
 
 def preprocess(d, dtype):
@@ -55,9 +39,9 @@ def preprocess(d, dtype):
 
 for dtype in ("bf16", "fp32"):
     for d in (64, 128, 256):
-        h, n = sass_hash(preprocess(d, dtype))
+        h, n = sass_digest(preprocess(d, dtype))
         print(f"preprocess {dtype} D={d}: {h} ({n} lines)", flush=True)
         tile = configs.default_tile("dq", d, 4096, 4 if dtype == "fp32" else 2)
         prec = "ieee" if dtype == "fp32" else "tf32"
-        h, n = sass_hash(compile_variant("dq", tile, d, dtype, FUSED_DELTA=True, DOT_PRECISION=prec))
+        h, n = sass_digest(compile_variant("dq", tile, d, dtype, FUSED_DELTA=True, DOT_PRECISION=prec))
         print(f"dq FUSED_DELTA {dtype} D={d} {tile}: {h} ({n} lines)", flush=True)

@@ -8,6 +8,7 @@ Triton installed (its bundled ptxas and cuobjdump do the work).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import inspect
 import os
 import re
@@ -87,21 +88,56 @@ def ptxas_log(compiled) -> str:
                                os.path.join(tmp, "k.cubin")], capture_output=True, text=True).stderr
 
 
-def resources(compiled) -> dict:
-    """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
-    out = ptxas_log(compiled)
+def sass(compiled) -> str:
+    """cuobjdump --dump-sass of the compiled kernel's cubin."""
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
         with open(cubin, "wb") as f:
             f.write(compiled.asm["cubin"])
-        sass = subprocess.run([os.path.join(_NVBIN, "cuobjdump"), "--dump-sass", cubin],
+        return subprocess.run([os.path.join(_NVBIN, "cuobjdump"), "--dump-sass", cubin],
                               capture_output=True, text=True).stdout
+
+
+def sass_digest(compiled) -> tuple[str, int]:
+    """(sha256 prefix, instruction count) of the SASS instructions alone (the lines with an address), to tell
+    whether a change left a kernel's instructions byte-identical."""
+    lines = [line for line in sass(compiled).splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/", line)]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16], len(lines)
+
+
+def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
+    """kernels/decode.py's split kernel, sm_90a, with constexprs const (every one the kernel lacks a default for) and
+    q / caches / out of dtype ("bf16", "fp16", "fp32"); int32 index tensors, fp32 scalars and workspaces."""
+    from flashtriton.kernels.decode import decode_split_kernel as fn
+    sig = {}
+    for name in inspect.signature(fn.fn).parameters:
+        if name in const:
+            sig[name] = "constexpr"
+        elif name in ("SEQLENS", "BATCH_IDX", "LEFTPAD", "BLOCK_TABLE", "COUNTERS"):
+            sig[name] = "*i32"
+        elif name in ("Q", "K_CACHE", "V_CACHE", "K_DESC", "V_DESC", "K_NEW", "V_NEW", "O"):
+            sig[name] = f"*{dtype}"
+        elif name[0].isupper():
+            sig[name] = "*fp32"
+        elif name in ("qk_scale", "softcap_scale", "softcap_out"):
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps,
+                                                                             num_stages=num_stages))
+
+
+def resources(compiled) -> dict:
+    """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
+    out = ptxas_log(compiled)
+    sass_text = sass(compiled)
     regs = re.search(r"Used (\d+) registers", out)
     spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
     return dict(regs=int(regs.group(1)) if regs else None,
                 spill_bytes=int(spill.group(1)) + int(spill.group(2)) if spill else None,
-                smem=compiled.metadata.shared, hgmma=sass.count("HGMMA"), utmaldg=sass.count("UTMALDG"),
-                hmma=sass.count("HMMA"))
+                smem=compiled.metadata.shared, hgmma=sass_text.count("HGMMA"), utmaldg=sass_text.count("UTMALDG"),
+                hmma=sass_text.count("HMMA"))
 
 
 def main(argv=None):
