@@ -2,26 +2,16 @@
 against 30.6 us for the dense call on the same route). bf16, Hq = 32, Hk = 8, D = 128, B = 1, Nk = 8k: per-call
 wall time of 300 calls queued without a sync (the host's time, the kernels being shorter), then cProfile's top
 functions by own time over 300 more. Usage: PYTHONPATH=src python bench/gpu/s61_route_host_profile.py"""
-import cProfile
-import pstats
-import time
+import os
+import sys
 
 import torch
 
 import flashtriton
 from flashtriton import kvcache
 
-
-def host_us(fn, n=300):
-    for _ in range(20):
-        fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        fn()
-    host = (time.perf_counter() - t) / n * 1e6
-    torch.cuda.synchronize()
-    return host
+sys.path.insert(0, os.path.dirname(__file__))
+from host_probe import host_us, profile_top  # noqa: E402  (the session-48 host-time helpers)
 
 
 def main():
@@ -42,16 +32,10 @@ def main():
     for checks in (True, False):
         with kvcache.value_checks(checks):
             print(f"kvcache.value_checks({checks}): " + "; ".join(
-                f"{name} {host_us(fn):.1f} us host" for name, fn in calls.items()), flush=True)
+                f"{name} {host_us(fn, 300, warmup=20):.1f} us host" for name, fn in calls.items()), flush=True)
     for name in ("dense", "varlen"):
-        prof = cProfile.Profile()
-        prof.enable()
-        for _ in range(300):
-            calls[name]()
-        prof.disable()
-        torch.cuda.synchronize()
         print(f"--- {name}: cProfile, 300 calls, by own time")
-        pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+        profile_top(calls[name], 300, 18)
 
 
 if __name__ == "__main__":
