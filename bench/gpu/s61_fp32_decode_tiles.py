@@ -1,0 +1,44 @@
+"""Session 61: fp32 decode tiles. Offline (sm_90a, ptxas -v) the fp32 decode kernel at D = 128 spills 3.1-4.4 KB a
+thread on its default tile (64 keys, 4 warps, 3 stages; QK_LEVELS 0 / 3), 0-76 B on (16 keys, 8 warps). Times
+flash_attn_with_kvcache with fp32 caches (Hq = 32, Hk = 8, D = 128; B = 1 at 8k / 32k, B = 8 at 8k) and the routed
+one-row flash_attn_func (B = 1, 8k) on the default tile and candidates (launchers/decode.options), do_bench with
+its L2 flush, median us, with each output's max |diff| to the default's.
+Usage: PYTHONPATH=src python bench/gpu/s61_fp32_decode_tiles.py"""
+import torch
+import triton
+
+import flashtriton
+from flashtriton import kvcache
+from flashtriton.launchers import decode
+
+CANDIDATES = [None, (16, 8, 3), (16, 8, 2), (32, 8, 3), (16, 4, 3)]
+
+
+def main():
+    torch.manual_seed(0)
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+    with kvcache.value_checks(False):
+        for b, n, how in ((1, 8192, "kvcache"), (1, 32768, "kvcache"), (8, 8192, "kvcache"), (1, 8192, "func")):
+            q = torch.randn(b, 1, 32, 128, device="cuda")
+            k = torch.randn(b, n, 8, 128, device="cuda")
+            v = torch.randn_like(k)
+            if how == "kvcache":
+                def fn():
+                    return flashtriton.flash_attn_with_kvcache(q, k, v, causal=True)
+            else:
+                def fn():
+                    return flashtriton.flash_attn_func(q, k, v, causal=True)
+            ref, cells = None, []
+            for tile in CANDIDATES:
+                opts = {} if tile is None else dict(block_n=tile[0], num_warps=tile[1], num_stages=tile[2])
+                with decode.options(**opts):
+                    out = fn()
+                    us = triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median") * 1e3
+                ref = out if ref is None else ref
+                gbs = 2 * b * n * 8 * 128 * 4 / us / 1e3
+                cells.append(f"{tile or 'default'} {us:7.1f} us ({gbs:4.0f} GB/s, d {(out - ref).abs().max().item():.1e})")
+            print(f"{how} B={b} N={n}: " + "; ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
