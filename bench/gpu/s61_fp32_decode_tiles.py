@@ -2,8 +2,8 @@
 thread on its default tile (64 keys, 4 warps, 3 stages; QK_LEVELS 0 / 3), 0-76 B on (16 keys, 8 warps). Times
 flash_attn_with_kvcache with fp32 caches (Hq = 32, Hk = 8, D = 128; B = 1 at 8k / 32k, B = 8 at 8k; D = 256, B = 1,
 8k, one and 4 query rows: offline 4.5 / 34 KB of spills on the default tile, 1.0 / 0.6 KB on (16, 8, 3)) and the
-routed one-row flash_attn_func (D = 128, B = 1, 8k) on the default tile and candidates (launchers/decode.options), do_bench with
-its L2 flush, median us, with each output's max |diff| to the default's.
+routed one-row flash_attn_func (D = 128, B = 1, 8k) on the default tile and candidates (launchers/decode.options),
+do_bench with its L2 flush, median us, with each output's max |diff| to the default's.
 Usage: PYTHONPATH=src python bench/gpu/s61_fp32_decode_tiles.py"""
 import torch
 import triton
@@ -40,7 +40,8 @@ def main():
                     us = triton.testing.do_bench(fn, warmup=10, rep=100, return_mode="median") * 1e3
                 ref = out if ref is None else ref
                 gbs = 2 * b * n * 8 * d * 4 / us / 1e3
-                cells.append(f"{tile or 'default'} {us:7.1f} us ({gbs:4.0f} GB/s, d {(out - ref).abs().max().item():.1e})")
+                diff = (out - ref).abs().max().item()
+                cells.append(f"{tile or 'default'} {us:7.1f} us ({gbs:4.0f} GB/s, d {diff:.1e})")
             print(f"{how} B={b} N={n} D={d} Sq={sq}: " + "; ".join(cells), flush=True)
 
 
