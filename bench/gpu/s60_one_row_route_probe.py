@@ -5,8 +5,8 @@ KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (
 "func_prefill_route" the prefill route of before; call 5: "func" as routed (ONE_ROW_DECODE_MIN_NK), "decode_route" /
 "prefill_route" either route forced. bf16, Hq = 32, Hk = 8, D = 128, B = 1 / 8, Nk = 1k-32k, causal (bottom-right:
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
-Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default; "decode_route" admits that dtype
-whatever policy.ONE_ROW_DECODE_DTYPES says) and key counts (comma-separated; 1k-32k by default).
+Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default; "decode_route" sets both thresholds,
+ONE_ROW_DECODE_MIN_NK and _FP32, to 1) and key counts (comma-separated; 1k-32k by default).
 Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype [nk,nk,...]]"""
 import sys
 
@@ -19,7 +19,6 @@ from flashtriton.launchers import plans, policy
 
 MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
 MIN_NK_FP32 = policy.ONE_ROW_DECODE_MIN_NK_FP32
-DTYPES = policy.ONE_ROW_DECODE_DTYPES
 NKS = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1024, 2048, 4096, 8192, 32768]
 DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[1] if len(sys.argv) > 1 else "bf16"]
 
@@ -48,12 +47,12 @@ def run():
             def route(decode: bool):
                 def call():
                     policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = decode, 1
-                    policy.ONE_ROW_DECODE_DTYPES, policy.ONE_ROW_DECODE_MIN_NK_FP32 = DTYPES + (DTYPE,), 1
+                    policy.ONE_ROW_DECODE_MIN_NK_FP32 = 1
                     try:
                         return flashtriton.flash_attn_func(q, k, v, causal=True)
                     finally:
                         policy.ONE_ROW_DECODE, policy.ONE_ROW_DECODE_MIN_NK = True, MIN_NK
-                        policy.ONE_ROW_DECODE_DTYPES, policy.ONE_ROW_DECODE_MIN_NK_FP32 = DTYPES, MIN_NK_FP32
+                        policy.ONE_ROW_DECODE_MIN_NK_FP32 = MIN_NK_FP32
                 return call
 
             calls = {

@@ -1,18 +1,15 @@
 """pytest plugin (session 61): every one-row forward, fp32 included, takes the decode kernel
-(policy.ONE_ROW_DECODE_DTYPES with fp32, ONE_ROW_DECODE_MIN_NK and _FP32 = 1), so that tests/test_fp32.py's one-query cases
+(policy.ONE_ROW_DECODE_MIN_NK and _FP32 = 1), so that tests/test_fp32.py's one-query cases
 hold the decode kernel's one-row fp32 path to their criterion before fp32 is admitted to the route. Each worker
 appends how many calls took the route to $ROUTE_COUNT_FILE.
 Usage: PYTHONPATH=src:bench/gpu python -m pytest -p s61_route_every_one_row tests/test_fp32.py"""
 import os
-
-import torch
 
 _count = [0]
 
 
 def pytest_configure(config):
     from flashtriton.launchers import forward, policy
-    policy.ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
     policy.ONE_ROW_DECODE_MIN_NK = policy.ONE_ROW_DECODE_MIN_NK_FP32 = 1
     real = forward._fwd_one_row
 

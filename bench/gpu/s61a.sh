@@ -6,9 +6,9 @@
 export PYTHONUNBUFFERED=1
 P=${PREFIX:-s61a}
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader
-FORCE='import sys, runpy, torch
+FORCE='import sys, runpy
 from flashtriton.launchers import policy
-policy.ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16, torch.float32); policy.ONE_ROW_DECODE_MIN_NK = policy.ONE_ROW_DECODE_MIN_NK_FP32 = 1
+policy.ONE_ROW_DECODE_MIN_NK = policy.ONE_ROW_DECODE_MIN_NK_FP32 = 1
 script = sys.argv[1]; sys.argv = sys.argv[1:]; runpy.run_path(script, run_name="__main__")'
 ROUTE_COUNT_FILE=$OUT/${P}_routed_counts.txt PYTHONPATH=src:bench/gpu timeout -s INT 120 python -m pytest -o addopts="" \
   -q -rf -p no:warnings -n 8 --timeout 110 -p s61_route_every_one_row -k "not cpu" tests/test_fp32.py \

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 61, call 2: fp32 on the one-row route (policy.ONE_ROW_DECODE_DTYPES) and the decode tiles sized by the
+# Session 61, call 2: fp32 on the one-row route and the decode tiles sized by the
 # caches' element size (launchers/decode.default_tile's elem: fp32 at D = 128 asked 278,544 bytes of shared memory in
 # call 1) - the fp32 route probe down to 128 keys (its threshold), the bf16 probe again, then the GPU tests of the
 # route, kvcache and fp32 files.

@@ -803,17 +803,15 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 ONE_ROW_DECODE = True
 ONE_ROW_DECODE_MIN_NK = 2048          # bf16 / fp16
 ONE_ROW_DECODE_MIN_NK_FP32 = 256
-ONE_ROW_DECODE_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
     """Whether launchers/forward.fwd runs this call on the decode kernel (ONE_ROW_DECODE): a one-row call
-    (flashtriton.one_row.takes) of ONE_ROW_DECODE_DTYPES inputs with at least ONE_ROW_DECODE_MIN_NK keys
-    (ONE_ROW_DECODE_MIN_NK_FP32 for fp32; max_seqlen_k for varlen)."""
+    (flashtriton.one_row.takes) with at least ONE_ROW_DECODE_MIN_NK keys (ONE_ROW_DECODE_MIN_NK_FP32 for fp32;
+    max_seqlen_k for varlen)."""
     from .. import one_row
     min_nk = ONE_ROW_DECODE_MIN_NK_FP32 if q.dtype == torch.float32 else ONE_ROW_DECODE_MIN_NK
-    return (ONE_ROW_DECODE and q.dtype in ONE_ROW_DECODE_DTYPES
-            and one_row.takes(q, k, params, varlen, min_nk))
+    return ONE_ROW_DECODE and one_row.takes(q, k, params, varlen, min_nk)
 
 
 def gluon_fwd_persistent(causal: bool) -> bool:
