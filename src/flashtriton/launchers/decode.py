@@ -231,16 +231,16 @@ def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0
     bd = block_d(head_dim)
     wide = (not batch and split_keys >= WIDE_SPLIT_MIN_KEYS and bd in BATCH_TILES
             and (page_size == 0 or page_size >= BATCH_TILES[bd][0]))
+    paged_stages = 2 if page_size else 0
     if wide:
         bn, warps, stages = BATCH_TILES[bd]
     elif batch and bd in BATCH_TILES:
         bn, warps, stages = BATCH_TILES[bd]
         if page_size and page_size < bn:
-            bn, warps, stages = BATCH_GATHER_TILES[bd]
-            stages -= 2    # (stages included: the two below are added back)
+            (bn, warps, stages), paged_stages = BATCH_GATHER_TILES[bd], 0     # (stages included)
     else:
         bn, warps, stages = DEFAULT_TILES[bd]
-    stages += 2 if page_size else 0
+    stages += paged_stages
     while bn > 16 and kv_smem_bytes(bn, bd, stages, page_size > 0, elem) > KV_SMEM_BUDGET:
         bn //= 2
     return bn, warps, stages
