@@ -33,7 +33,7 @@ if backends.cpu_available():
 # build: only the AVX-512 selection applies to them
 _NO_AMX = {"test_build_failure_raises", "test_fma_bf16_score_path", "test_blk512_matches_portable_step",
            "test_blk512_softmax_step_widths", "test_prefetch_next_block_matches_touch",
-           "test_regression_score_loads_in_registers"}
+           "test_regression_score_loads_in_registers", "test_alibi_softcap_variants"}
 _AMX_ON = [False]   # the current test's mode (set by the fixture)
 
 
@@ -168,14 +168,14 @@ def test_splits_agree_repeatable_threads():
 
 
 def test_path_selection(monkeypatch):
-    """The kernel takes bf16 / float32 caches without softcap / ALiBi; the rest (and
-    FLASHTRITON_CPU_DECODE=ops) takes the torch-ops paths; a bad value raises."""
+    """The kernel takes bf16 / float32 caches (with softcap or ALiBi too, never on AMX then); the rest
+    (and FLASHTRITON_CPU_DECODE=ops) takes the torch-ops paths; a bad value raises."""
     inp = _inputs(1, 1, 4, 2, 64, torch.bfloat16, 50, [50])
     _run_compiled(inp)
     _run(inp, softcap=5.0)
-    assert decode.LAST_PATH == "ops"
+    assert decode.LAST_PATH == "compiled"
     _run(inp, alibi=torch.rand(1, 4) * 0.2)
-    assert decode.LAST_PATH == "ops"
+    assert decode.LAST_PATH == "compiled"
     _run(_inputs(1, 1, 4, 2, 64, torch.float16, 50, [50]))
     assert decode.LAST_PATH == "ops"
     _run(_inputs(1, 1, 4, 2, 80, torch.float32, 50, [50]))   # D = 80: not a kernel head dim
@@ -186,6 +186,76 @@ def test_path_selection(monkeypatch):
     monkeypatch.setattr(config, "DECODE_PATH", "fast")
     with pytest.raises(ValueError, match="FLASHTRITON_CPU_DECODE"):
         _run(inp)
+
+
+FEATURES = {"alibi": (True, 0.0), "softcap": (False, 5.0), "both": (True, 30.0)}
+
+
+@pytest.mark.parametrize("feature", list(FEATURES))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("heads,d", [((4, 2), 64), ((8, 1), 128), ((32, 8), 128), ((6, 3), 96), ((2, 2), 256)])
+def test_alibi_softcap(dtype, heads, d, feature):
+    """ALiBi and softcap in the kernel (session 62; before, both took the torch-ops path): one (H,) vector
+    and (B, H) slopes (also a batch-strided view), lengths 0 .. 1023 with ragged blocks, causal speculative
+    rows and non-causal ones (keys right of a row's diagonal: the distance's absolute value), windows, left
+    padding, pages and splits, against the reference bound; never the AMX step."""
+    torch.manual_seed(heads[0] * 1000 + d)
+    h = heads[0]
+    alibi, softcap = FEATURES[feature]
+    lens = [1, 17, 113, 1023]
+    for sq, page, causal, window, pad in ((1, 0, False, (-1, -1), None), (3, 16, True, (-1, -1), None),
+                                          (4, 0, False, (-1, -1), [0, 5, 50, 300]), (2, 64, False, (40, 3), None)):
+        inp = _inputs(4, sq, h, heads[1], d, dtype, 1408, [n + (pad[i] if pad else 0) for i, n in enumerate(lens)],
+                      page=page, leftpad=pad)
+        slopes = (torch.rand(h) * 0.5, torch.rand(4, h) * 0.5, (torch.rand(4, 2 * h) * 0.5)[:, :h])
+        for slope in slopes if alibi else (None,):
+            for splits in (0, 3):
+                _run(inp, alibi=slope, softcap=softcap, causal=causal, window_size=window, num_splits=splits)
+                assert decode.LAST_PATH == "compiled"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_softcap_tanh_range(dtype):
+    """The kernel's double-precision tanh over its whole range: tanh arguments below 1e-4 (its x branch), around
+    the branch, in the bulk, saturated (|x| in the hundreds, t clamped at e^-40), on the reference bound."""
+    torch.manual_seed(5)
+    inp = _inputs(2, 1, 8, 2, 64, dtype, 600, [577, 64])
+    for scale, softcap in ((1e-7, 1.0), (2e-5, 0.5), (0.125, 2.0), (0.125, 50.0), (40.0, 1.0)):
+        _run(inp, softcap=softcap, softmax_scale=scale)
+        assert decode.LAST_PATH == "compiled"
+
+
+def test_alibi_softcap_append_and_memo():
+    """ALiBi with appended tokens through a decode loop of one tensor signature (the held launch and its
+    packed constants, kvcache.py's steps): each step against the reference, new slope values each step (the
+    kernel reads them per call), a (B, H) tensor whose batch stride the launch packs."""
+    torch.manual_seed(7)
+    inp = _inputs(2, 1, 8, 2, 128, torch.bfloat16, 300, [40, 200], snew=1)
+    slopes = torch.rand(2, 8) * 0.3
+    for step in range(4):
+        k_cache, v_cache = _run(inp, alibi=slopes, softcap=10.0)[2:]
+        assert decode.LAST_PATH == "compiled"
+        inp = dict(inp, k_cache=k_cache, v_cache=v_cache, cache_seqlens=inp["cache_seqlens"] + 1,
+                   q=torch.randn_like(inp["q"]), k=torch.randn_like(inp["k"]), v=torch.randn_like(inp["v"]))
+        slopes.uniform_(0.0, 0.3)
+
+
+@pytest.mark.parametrize("define", ["FT_NO_BLK512", "FT_NO_DPBF16", "PF_SPLIT=0"])
+def test_alibi_softcap_variants(monkeypatch, define):
+    """ALiBi and softcap on the portable step (CPUs without AVX-512), the float32-FMA bf16 score path (no
+    AVX512-BF16) and the one-pass bf16 block (PF_SPLIT = 0; the default's two-phase block applies them in its
+    score phase)."""
+    if define != "FT_NO_BLK512" and not native.load().ft_blk512():
+        pytest.skip("built without AVX-512")
+    monkeypatch.setattr(native, "load", lambda lib=native.load_variant(define): lib)
+    torch.manual_seed(11)
+    for dtype in (torch.bfloat16, torch.float32):
+        inp = _lengths_inputs(dtype, 4, 3, 16, leftpad=True, d=128)
+        for slopes in (torch.rand(8) * 0.5, torch.rand(5, 8) * 0.5):
+            _run_compiled(inp, alibi=slopes, causal=True, num_splits=2)
+            _run_compiled(inp, alibi=slopes, window_size=(30, 2))
+        _run_compiled(inp, softcap=5.0, causal=True, num_splits=2)
+        _run_compiled(inp, alibi=torch.rand(8) * 0.5, softcap=2.0, window_size=(30, 2))
 
 
 def test_build_failure_raises(monkeypatch, tmp_path):

@@ -82,7 +82,8 @@ CASES = {
     "append_rotary": (dict(snew=2, rotary_dim=32, sq=2), dict(causal=True)),
     "append_paged": (dict(snew=3, page=16), dict()),
     "splits_scale": (dict(), dict(num_splits=3, softmax_scale=0.3)),
-    "softcap": (dict(), dict(softcap=5.0)),                              # the torch-ops path
+    "softcap": (dict(), dict(softcap=5.0)),               # in the compiled kernel since session 62 (ops before)
+    "alibi_2d": (dict(), dict(alibi_slopes=torch.linspace(0.05, 0.4, 16).view(2, 8))),   # likewise
 }
 
 
@@ -107,7 +108,7 @@ def test_cpu_step_memo_replays_bitwise(monkeypatch, spy, name, path):
     assert spy == {"checks": 1, "long": 1, "replays": 1}
     _same(got, want)
     if "k" not in inp:
-        assert decode.LAST_PATH.startswith(path if path == "ops" or kw.get("softcap") is None else "ops")
+        assert decode.LAST_PATH.startswith(path)
     # new values under the same signature: the replay equals a cold call on them
     other = _copy(inp)
     other["q"] = torch.randn_like(inp["q"])

@@ -106,7 +106,7 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
         LAST_PATH = launch.path
         lse = memory.empty((batch, nheads, seqlen_q), torch.float32, q.device) if need_lse else None
         launch.run(q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table,
-                   k_new if snew else None, v_new if snew else None, num_splits, out, lse)
+                   k_new if snew else None, v_new if snew else None, num_splits, out, lse, alibi_slopes)
         return out, lse
     ends = cache_seqlens.tolist()
     starts = cache_leftpad.tolist() if cache_leftpad is not None else [0] * batch
@@ -143,7 +143,7 @@ def amx_mode() -> str:
 _amx_warned = False
 
 
-def compiled_library(dtype: torch.dtype):
+def compiled_library(dtype: torch.dtype, amx_ok: bool = True):
     """The compiled library a call with this cache dtype runs (compiled_ok said yes): bf16
     takes the AMX build (native.load_amx) under config.DECODE_AMX "auto" when the CPU has
     AMX, the build succeeds and Linux grants the permission - else the AVX-512 kernel,
@@ -151,13 +151,15 @@ def compiled_library(dtype: torch.dtype):
     permission failed (silently on CPUs without AMX); "on" raises NativeUnavailable
     instead; "off" never uses it. float32 never does. bf16 where config.bf16_products() is False
     (this CPU's bf16 products are the slower ones) takes the FT_NO_DPBF16 build (native.load_fma)
-    before any of that. Selection by feature and availability only: a selected kernel that fails raises."""
+    before any of that. amx_ok=False (ALiBi or softcap: the AMX step has neither) takes the AVX-512 kernel
+    whatever the mode.
+    Selection by feature and availability only: a selected kernel that fails raises."""
     global _amx_warned
     mode = amx_mode()
     if dtype == torch.bfloat16 and not config.bf16_products():
         # bf16 products slower than float32 here (config.BF16_PRODUCTS): FMAs on widened K / V
         return native.load_fma()
-    if dtype == torch.bfloat16 and mode == "auto" and not native_prefill.cpu_has_amx():
+    if not amx_ok or (dtype == torch.bfloat16 and mode == "auto" and not native_prefill.cpu_has_amx()):
         # what the try below ends in without AMX, minus a raised and caught exception per call (cold after
         # other work: ~30 us, session 44)
         return native.load()
@@ -179,14 +181,14 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
     """Whether this call runs the compiled kernel (cpu/native.py): the "compiled" path
     is selected and the kernel implements the problem - a bf16 / float32 cache, head_dim
     in {32, 64, 96, 128, 192, 256}, at most native.MAX_ROWS query rows (Sq * G) per KV
-    head, no softcap, no ALiBi, K and V caches with the same strides and contiguous
-    rows. Everything else takes the torch-ops paths (a documented split by feature;
-    windows, causal speculative rows, paged caches, leftpad and GQA / MQA are all in
-    the kernel). When the kernel is selected but cannot be built (no C compiler, a
+    head, K and V caches with the same strides and contiguous rows. Everything else takes
+    the torch-ops paths (a documented split by feature; windows, causal speculative rows,
+    paged caches, leftpad, ALiBi, softcap and GQA / MQA are all in the kernel; ALiBi and
+    softcap on the AVX-512 / portable step, never AMX's: compiled_library). When the kernel is selected but cannot be built (no C compiler, a
     compile error), native.load() raises NativeUnavailable: no silent fallback."""
     if decode_path() != "compiled":
         return False
-    ok = (native.supports(k_cache.dtype, head_dim, rows) and params.softcap == 0 and alibi is None
+    ok = (native.supports(k_cache.dtype, head_dim, rows)
           and v_cache.dtype == k_cache.dtype and k_cache.stride() == v_cache.stride() and k_cache.stride(-1) == 1)
     if ok:
         native.load()
@@ -209,9 +211,10 @@ class CompiledLaunch:
     first run() (ft_decode_packed: 17 arguments where ft_decode_lens takes 45; a cold ctypes
     call costs ~0.8 us an argument): 0.86-0.91x the launch's time at L = 512, session 57."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
-                 "out_bytes", "scale", "bf16", "amx", "left", "right", "packed", "packed_at", "batch", "snew")
+                 "out_bytes", "scale", "softcap2", "bf16", "amx", "left", "right", "alibi_bs", "packed", "packed_at",
+                 "batch", "snew")
 
-    def __init__(self, lib, q, k_cache, params, out):
+    def __init__(self, lib, q, k_cache, params, alibi, out):
         _, sq, nheads, d = q.shape
         self.lib, self.modes = lib, _modes()
         self.path = "compiled-amx" if lib.amx else "compiled-f32" if lib is native._fma_library.lib else "compiled"
@@ -222,10 +225,13 @@ class CompiledLaunch:
         self.k_bytes = tuple(x * es for x in k_cache.stride()[:3])
         self.page_rows = k_cache.shape[1]             # a paged call's page size
         self.out_bytes = tuple(x * es for x in out.stride()[:3])
-        self.scale = q_scale(params)
+        self.scale = q_scale(params)                  # scale / softcap with softcap: the kernel's tanh argument
+        self.softcap2 = params.softcap * LOG2E if params.softcap > 0 else 0.0
         self.bf16 = k_cache.dtype == torch.bfloat16
         self.amx = int(bool(lib.amx) and self.bf16)
         self.left, self.right = params.window_left, params.window_right
+        # ALiBi slopes: sequence b's at element b * alibi_bs (0: one (H,) vector); run() passes the tensor
+        self.alibi_bs = alibi.stride(0) if alibi is not None and alibi.dim() == 2 else 0
         self.packed = self.packed_at = None     # ft_decode_packed's constants (and their address): the first run()
 
     def current(self) -> bool:
@@ -246,13 +252,13 @@ class CompiledLaunch:
         paged = table is not None
         c = (*self.k_bytes, self.page_rows if paged else 0, table.stride(0) if paged else 0, snew, *kns, *vns,
              self.left, self.right, qs[0] * es, qs[1] * es, qs[2] * es, self.batch, self.hk, self.sq, self.group,
-             self.padded, self.d, num_splits, int(self.bf16), *self.out_bytes, self.amx)
+             self.padded, self.d, num_splits, int(self.bf16), *self.out_bytes, self.amx, self.alibi_bs)
         self.packed = (ctypes.c_int64 * len(c))(*c)
         # passed as its address: a plain int converts faster than the array does (~6 us, cold)
         self.packed_at = ctypes.addressof(self.packed)
 
     def run(self, q, k_cache, v_cache, cache_seqlens, cache_leftpad, cache_batch_idx, block_table, k_new, v_new,
-            num_splits, out, lse):
+            num_splits, out, lse, alibi=None):
         """All sequences through the kernel: q (B, Sq, H, D) as given (rotated); k_new / v_new
         (B, Snew, Hk, D) in the caches' dtype with unit-stride rows (k_new rotated), or None:
         written by the kernel at cache positions cache_seqlens[b] + [0, Snew) first. The keys of
@@ -262,7 +268,8 @@ class CompiledLaunch:
         derives each query's key range and the split count; it writes out (B, Sq, H, D) and
         lse (B, H, Sq) (lse None: this thread's scratch, _scratch_ptr). A launch serves one step
         (one tensor signature and one set of options, as kvcache.py's _CpuStep holds it): the
-        first run() packs the step's constants (_pack) and later ones reuse them."""
+        first run() packs the step's constants (_pack) and later ones reuse them. alibi: the float32
+        slopes, (H,) or (B, H) (validate.options: unit stride along H), of the signature the launch was built for."""
         if q.stride(3) != 1:
             q = q.contiguous()
         if block_table is not None and (block_table.dtype != torch.int32 or not block_table.is_contiguous()):
@@ -286,7 +293,8 @@ class CompiledLaunch:
             cache_leftpad.data_ptr() if cache_leftpad is not None else None,
             cache_batch_idx.data_ptr() if cache_batch_idx is not None else None,
             k_new.data_ptr() if snew else None, v_new.data_ptr() if snew else None, q.data_ptr(), work,
-            out.data_ptr(), lse_ptr, per_thread, config.DECODE_MIN_PIECE, threads)
+            out.data_ptr(), lse_ptr, per_thread, config.DECODE_MIN_PIECE, threads,
+            alibi.data_ptr() if alibi is not None else None, self.softcap2)
         if rc != 0:
             raise RuntimeError(f"compiled decode kernel failed (code {rc}: 1-2 a problem it does not take, "
                                f"D={self.d}, rows={self.sq * self.group}; 4 out of memory; 5 AMX without the "
@@ -303,7 +311,8 @@ def compiled_launch(q, k_cache, v_cache, params, alibi, out):
     or None where the call takes the torch-ops paths (compiled_ok)."""
     if not compiled_ok(k_cache, v_cache, params, alibi, q.shape[3], q.shape[1] * (q.shape[2] // k_cache.shape[2])):
         return None
-    return CompiledLaunch(compiled_library(k_cache.dtype), q, k_cache, params, out)
+    amx_ok = alibi is None and params.softcap == 0
+    return CompiledLaunch(compiled_library(k_cache.dtype, amx_ok=amx_ok), q, k_cache, params, alibi, out)
 
 
 def _scratch_ptr(name: str, numel: int) -> int:

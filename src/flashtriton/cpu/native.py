@@ -267,7 +267,69 @@ typedef struct {
     int64_t amx;                /* bf16 on AMX tiles (head_amx; AMXD builds only) */
     float *work;                /* (B, splits, Hk, R, D + 16): acc, m, l (14 floats of padding:
                                    64-byte aligned rows) per item */
+    const float *alibi;         /* ALiBi slopes (natural units) of sequence b's heads at alibi + b * alibi_bs
+                                   (alibi_bs 0: one (H,) vector for all); 0: no ALiBi */
+    int64_t alibi_bs;
+    const int64_t *nk;          /* (B,) keys of each sequence (its query i sits at key i + nk - Sq); read with alibi */
+    float softcap2;             /* softcap * log2(e); 0: no softcap (else qscale is softmax_scale / softcap) */
 } args_t;
+
+/* Softcap, 16 lanes: tanh(x) * c, tanh in double precision (its one rounding is the float32 result's), so the
+   capped scores of float32 caches are as exact as PyTorch's float32 tanh. tanh |x| = (1 - t) / (1 + t), t = e^-2|x|
+   (no cancellation that matters in double: at |x| = 1e-4 the quotient keeps ~12 digits), |x| < 1e-4 gives x
+   (tanh x = x (1 - x^2 / 3), within half an ulp of float32); t by 2^n e^r, |r| <= ln 2 / 2, r's Taylor series to
+   r^12 (truncation < 2e-15); |x| > 20 gives t = e^-40 (tanh = 1 in float32). NaN stays NaN, +-inf gives +-1. */
+typedef double vd __attribute__((vector_size(64)));
+typedef int64_t vl __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+static inline vd tanh_d(vd x) {
+    const vl sign = (vl)x & (int64_t)0x8000000000000000ull;
+    const vd ax = (vd)((vl)x & (int64_t)0x7fffffffffffffffull);
+    vd y = -2.0 * ax;
+    const vl keep = (y >= -40.0) | (y != y);                                  /* max(y, -40), NaN kept */
+    y = (vd)(((vl)y & keep) | ((vl)((vd){0} - 40.0) & ~keep));
+    const vd sh = (vd){0} + 6755399441055744.0;       /* 1.5 * 2^52: round to nearest */
+    const vd n = (y * 1.4426950408889634 + sh) - sh;
+    vd r = y - n * 0.6931471805599453;
+    r = r - n * 2.3190468138462996e-17;               /* ln 2 = 0.6931471805599453 + 2.319e-17 */
+    vd p = (vd){0} + 2.08767569878680989792e-9;       /* 1 / 12! */
+    p = p * r + 2.50521083854417187751e-8;
+    p = p * r + 2.75573192239858906526e-7;
+    p = p * r + 2.75573192239858906526e-6;
+    p = p * r + 2.48015873015873015873e-5;
+    p = p * r + 1.98412698412698412698e-4;
+    p = p * r + 1.38888888888888888889e-3;
+    p = p * r + 8.33333333333333333333e-3;
+    p = p * r + 4.16666666666666666667e-2;
+    p = p * r + 1.66666666666666666667e-1;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const vd t = (vd)((vl)p + __builtin_convertvector(n, vl) * 4503599627370496);   /* p 2^n: n into the exponent */
+    const vd th = (1.0 - t) / (1.0 + t);
+    const vl small = ax < 1e-4;
+    return (vd)(((vl)((vl)th & ~small) | ((vl)ax & small)) | sign);
+}
+static inline vf softcap_f(vf x, float c) {
+    vf8 lo, hi;
+    memcpy(&lo, &x, 32);
+    memcpy(&hi, (const char *)&x + 32, 32);
+    lo = __builtin_convertvector(tanh_d(__builtin_convertvector(lo, vd)), vf8);
+    hi = __builtin_convertvector(tanh_d(__builtin_convertvector(hi, vd)), vf8);
+    vf r;
+    memcpy(&r, &lo, 32);
+    memcpy((char *)&r + 32, &hi, 32);
+    return r * c;
+}
+
+/* ALiBi on one score vector (log2 units) of row r: lane t is key k0 + t; the bias -slope |diag - key| (flash-attn's,
+   with diag = i + nk - Sq) in log2 units, added by one FMA. Positions are exact in float32 (< 2^24 keys). */
+static inline vf alibi_bias(vf s, float slope, float diag, int64_t k0) {
+    const vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const vf dist = (vf){0} + diag - ((vf){0} + (float)k0 + lane);
+    const vf ad = (vf)((vu)dist & 0x7fffffffu);          /* |dist| */
+    return s + ((vf){0} + slope * -1.4426950408889634f) * ad;
+}
 
 static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, int64_t pos) {
     if (a->page == 0) return base + a->row[b] * a->sb + pos * a->sp;
@@ -426,7 +488,7 @@ static inline __attribute__((always_inline)) int key_rows(const char *const *kps
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
         const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS, pfs_t *pfs,
-        const int PHASE, __m512 *sbuf) {
+        const int PHASE, __m512 *sbuf, const float *sl, const float *dg) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
     const int QR = DPBF16 && QREG && DP && NCH <= 4;   /* q in registers (the score loop below) */
@@ -497,6 +559,11 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
             }
             for (int g = 0; g < RG; g++)
                 S[g][sb] = _mm512_mul_ps((__m512)(KQ == 2 ? reduce16_w(W[g]) : reduce16((const vf *)P[g])), qs);
+            if (a->softcap2 != 0.0f)
+                for (int g = 0; g < RG; g++) S[g][sb] = (__m512)softcap_f((vf)S[g][sb], a->softcap2);
+            if (sl)
+                for (int g = 0; g < RG; g++)
+                    S[g][sb] = (__m512)alibi_bias((vf)S[g][sb], sl[(r + g) % a->G], dg[r + g], j + sb * T);
             continue;
         }
 #endif
@@ -540,6 +607,11 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     P[g][i0 + u] = BITREV4[i0 + u] < nts ? acc[u][g] : _mm512_setzero_ps();
         }
         for (int g = 0; g < RG; g++) S[g][sb] = _mm512_mul_ps((__m512)reduce16((const vf *)P[g]), qs);
+        if (a->softcap2 != 0.0f)
+            for (int g = 0; g < RG; g++) S[g][sb] = (__m512)softcap_f((vf)S[g][sb], a->softcap2);
+        if (sl)
+            for (int g = 0; g < RG; g++)
+                S[g][sb] = (__m512)alibi_bias((vf)S[g][sb], sl[(r + g) % a->G], dg[r + g], j + sb * T);
       }
         if (PHASE == 1) {           /* scores only: softmax and P @ V in the PHASE 2 call */
             for (int g = 0; g < RG; g++)
@@ -755,6 +827,10 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
         lo[r] = r < Rreal ? a->rlo[b * a->Sq + r / G] : 0;
         hi[r] = r < Rreal ? a->rhi[b * a->Sq + r / G] : 0;
     }
+    /* ALiBi: this sequence's H slopes (head h * G + g at sl[h * G + g]) and each row's diagonal key */
+    const float *sl = a->alibi ? a->alibi + b * a->alibi_bs : 0;
+    float dg[MAXR];
+    for (int64_t r = 0; sl && r < R; r++) dg[r] = (float)(r / G + a->nk[b] - a->Sq);
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t r = 0; r < R; r++) {
             float *x = st + (h * R + r) * W;
@@ -933,12 +1009,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {vpf, 0, (int)(h * nv / Hk), (int)((h + 1) * nv / Hk), 0, span};
                 head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 1,
-                         sb_ + h * R * NSUB_MAX);
+                         sb_ + h * R * NSUB_MAX, sl ? sl + h * G : 0, dg);
             }
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {kn, 0, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
                 head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 2,
-                         sb_ + h * R * NSUB_MAX);
+                         sb_ + h * R * NSUB_MAX, 0, 0);
             }
             continue;
         }
@@ -949,7 +1025,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                 /* this head's share of the next block: positions [h ntn / Hk, (h + 1) ntn / Hk) */
                 pfs_t pf = {kn, vn, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
                 head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS,
-                         &pf, 0, 0);
+                         &pf, 0, 0, sl ? sl + h * G : 0, dg);
                 continue;
             }
 #endif
@@ -992,7 +1068,11 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                     }
                     for (int g = 0; g < RG; g++) P[g][i] = acc0[g] + acc1[g];
                 }
-                for (int g = 0; g < RG; g++) S[r + g] = reduce16(P[g]) * a->qscale;
+                for (int g = 0; g < RG; g++) {
+                    S[r + g] = reduce16(P[g]) * a->qscale;
+                    if (a->softcap2 != 0.0f) S[r + g] = softcap_f(S[r + g], a->softcap2);
+                    if (sl) S[r + g] = alibi_bias(S[r + g], sl[h * G + (r + g) % G], dg[r + g], j);
+                }
             }
             /* online softmax per row, 16 keys per vector; a row that sees no key of
                the block gets p = 0 */
@@ -1061,8 +1141,10 @@ int ft_decode_amx_permitted(void) {
 #endif
 }
 
-/* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq).
-   q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
+/* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq), and with ALiBi (ft_decode_ex's
+   alibi not 0) nk (B), the keys of each sequence. alibi: float32 slopes, sequence b's H at alibi + b * alibi_bs;
+   softcap2: softcap * log2(e), 0 without (qscale then softmax_scale / softcap); neither with amx (head_amx has
+   neither). q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
    contiguous (natural log); work (B, splits, Hk, R, D + 16) float32, 64-byte aligned. R: rows per KV head
    padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
    (decode.py checks first), 4 when out of memory. */
@@ -1076,15 +1158,16 @@ uint64_t ft_rdtsc(void) { return __rdtsc(); }
 #else
 #define TRACE(i, x) ((void)0)
 #endif
-int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
-              const int32_t *table, int64_t table_stride, const int64_t *meta,
-              const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
-              int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
-              float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
+int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+                 const int32_t *table, int64_t table_stride, const int64_t *meta,
+                 const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
+                 int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
+                 float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx,
+                 const float *alibi, int64_t alibi_bs, float softcap2) {
     const int64_t W = D + 16, Rreal = Sq * G;
     TRACE(0, __rdtsc());
     if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
-    if (amx && (!bf16 || !AMXD)) return 1;
+    if (amx && (!bf16 || !AMXD || alibi || softcap2 != 0.0f)) return 1;
 #if AMXD
     if (amx && !amx_permitted()) return 5;     /* a tile instruction would raise SIGILL */
 #endif
@@ -1093,7 +1176,7 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
     const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
     args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
-                qscale, B, Hk, Sq, G, R, D, splits, bf16, amx, work};
+                qscale, B, Hk, Sq, G, R, D, splits, bf16, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
     const int64_t items = B * splits, per_item = Hk * R * W;
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
@@ -1188,6 +1271,15 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
     TRACE(1, __rdtsc());
     return oom ? 4 : 0;
 }
+/* ft_decode_ex without ALiBi (the entry the measurement tools in bench/ call) */
+int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+              const int32_t *table, int64_t table_stride, const int64_t *meta,
+              const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
+              int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
+              float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
+    return ft_decode_ex(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk, Sq, G, R,
+                        D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
+}
 
 /* ft_decode with the key ranges and the split count derived here from the int32 index tensors (session 56:
    on the host, lens.tolist(), the range lists and the meta array took ~50-80 us of a cold L = 8k call).
@@ -1200,28 +1292,30 @@ int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, 
    k_new / v_new (not null: snew new tokens, byte strides knb / kns / knh and vnb / vns / vnh, the caches' dtype,
    rows of D contiguous, k_new already rotated) are copied into the caches at positions lens[b] + [0, snew) of
    sequence b's row (its pages when paged) before any key is read (session 56: the host's index writes took
-   ~0.1-0.2 ms of a cold call). */
-int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+   ~0.1-0.2 ms of a cold call). alibi / alibi_bs: as ft_decode_ex's (0: none). */
+static int decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
                    const int32_t *table, int64_t table_stride, const int32_t *lens, const int32_t *leftpad,
                    const int32_t *rows, int64_t snew, const char *k_new, const char *v_new, int64_t knb, int64_t kns,
                    int64_t knh, int64_t vnb, int64_t vns, int64_t vnh, int64_t left, int64_t right,
                    const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
                    int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
                    int64_t per_thread, int64_t min_piece, int64_t bf16,
-                   float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
+                   float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx,
+                   const float *alibi, int64_t alibi_bs, float softcap2) {
     if (B <= 0) return 0;
     int64_t stack_meta[64];
-    const int64_t need = B * (4 + 2 * Sq);
+    const int64_t need = B * (5 + 2 * Sq);
     int64_t *meta = need <= 64 ? stack_meta : malloc((size_t)need * sizeof(int64_t));
     if (!meta) return 4;
     int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
-    int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
+    int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq, *nk = rhi + B * Sq;
     int64_t width = 0;
     for (int64_t b = 0; b < B; b++) {
         start[b] = leftpad ? leftpad[b] : 0;
         row[b] = table ? 0 : rows ? rows[b] : b;
         int64_t nb = (int64_t)lens[b] + snew - start[b];
         if (nb < 0) nb = 0;
+        nk[b] = nb;
         for (int64_t i = 0; i < Sq; i++) {
             int64_t lo = 0, hi = nb;
             if (left >= 0) { lo = i + nb - Sq - left; if (lo < 0) lo = 0; }
@@ -1247,22 +1341,36 @@ int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t
         if (width / min_piece < splits) splits = width / min_piece;
         if (splits < 1) splits = 1;
     }
-    const int rc = ft_decode(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk, Sq,
-                             G, R, D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx);
+    const int rc = ft_decode_ex(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk,
+                                Sq, G, R, D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx, alibi,
+                                alibi_bs, softcap2);
     if (meta != stack_meta) free(meta);
     return rc;
 }
+int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
+                   const int32_t *table, int64_t table_stride, const int32_t *lens, const int32_t *leftpad,
+                   const int32_t *rows, int64_t snew, const char *k_new, const char *v_new, int64_t knb, int64_t kns,
+                   int64_t knh, int64_t vnb, int64_t vns, int64_t vnh, int64_t left, int64_t right,
+                   const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
+                   int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
+                   int64_t per_thread, int64_t min_piece, int64_t bf16,
+                   float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
+    return decode_lens(k, v, sb, sp, sh, page, table, table_stride, lens, leftpad, rows, snew, k_new, v_new, knb, kns,
+                       knh, vnb, vns, vnh, left, right, q, qsb, qss, qsh, qscale, B, Hk, Sq, G, R, D, splits_req,
+                       per_thread, min_piece, bf16, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
+}
 /* ft_decode_lens with its per-step constants in one array c (session 57: a cold ctypes call costs ~0.8 us an
    argument; decode.CompiledLaunch builds c once a step): c = sb, sp, sh, page, table_stride, snew, knb, kns, knh,
-   vnb, vns, vnh, left, right, qsb, qss, qsh, B, Hk, Sq, G, R, D, splits_req, bf16, osb, oss, osh, amx. */
+   vnb, vns, vnh, left, right, qsb, qss, qsh, B, Hk, Sq, G, R, D, splits_req, bf16, osb, oss, osh, amx, alibi_bs;
+   alibi: ALiBi slopes (0: none; see ft_decode_ex); softcap2: softcap * log2(e) (0: none). */
 int ft_decode_packed(const int64_t *c, float qscale, const char *k, const char *v, const int32_t *table,
                      const int32_t *lens, const int32_t *leftpad, const int32_t *rows, const char *k_new,
                      const char *v_new, const char *q, float *work, char *out, float *lse, int64_t per_thread,
-                     int64_t min_piece, int nthreads) {
-    return ft_decode_lens(k, v, c[0], c[1], c[2], c[3], table, c[4], lens, leftpad, rows, c[5], k_new, v_new,
-                          c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], q, c[14], c[15], c[16], qscale,
-                          c[17], c[18], c[19], c[20], c[21], c[22], c[23], per_thread, min_piece, c[24], work, out,
-                          c[25], c[26], c[27], lse, nthreads, (int)c[28]);
+                     int64_t min_piece, int nthreads, const float *alibi, float softcap2) {
+    return decode_lens(k, v, c[0], c[1], c[2], c[3], table, c[4], lens, leftpad, rows, c[5], k_new, v_new,
+                       c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], q, c[14], c[15], c[16], qscale,
+                       c[17], c[18], c[19], c[20], c[21], c[22], c[23], per_thread, min_piece, c[24], work, out,
+                       c[25], c[26], c[27], lse, nthreads, (int)c[28], alibi, c[29], softcap2);
 }
 """
 
@@ -1355,7 +1463,7 @@ def _open(path: str, amx: bool = False):
                                    i64, i64, i64, i64, i64, i64, i64, ptr, ptr, i64, i64, i64, ptr, ctypes.c_int,
                                    ctypes.c_int]
     lib.ft_decode_lens.restype = ctypes.c_int
-    lib.ft_decode_packed.argtypes = [ptr, ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int]
+    lib.ft_decode_packed.argtypes = [ptr, ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int, ptr, ctypes.c_float]
     lib.ft_decode_packed.restype = ctypes.c_int
     for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
         getattr(lib, name).argtypes = []
