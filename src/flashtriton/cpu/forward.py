@@ -111,7 +111,7 @@ def fwd(q, k, v, params, alibi=None, rng=None, varlen=None):
         band = Band(seq.q.shape[0], seq.k.shape[0], params.window_left, params.window_right)
         if lib is not None:  # the compiled forward (native_prefill.py): every head in one call
             native_prefill.forward_sequence(lib, seq, group, q_scale(params), params.window_left,
-                                            params.window_right, bm)
+                                            params.window_right, bm, params.softcap, alibi)
             continue
         piece = _single_piece(band, bm, group)
         if piece is not None:  # short sequences: every head in one pass

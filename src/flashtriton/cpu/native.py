@@ -90,6 +90,71 @@ class NativeUnavailable(RuntimeError):
     """The compiled decode kernel cannot be built or loaded (the message says why)."""
 
 
+# The score transforms the decode kernel (below) and the prefill kernel (native_prefill.py) share: softcap and
+# ALiBi on 16 float32 scores in log2 units (session 62; before, both features took the torch-ops paths).
+C_SCORE_FEATURES = r"""
+/* Softcap, 16 lanes: tanh(x) * c, tanh in double precision (its one rounding is the float32 result's), so the
+   capped scores of float32 inputs are as exact as PyTorch's float32 tanh. tanh |x| = (1 - t) / (1 + t), t = e^-2|x|
+   (no cancellation that matters in double: at |x| = 1e-4 the quotient keeps ~12 digits), |x| < 1e-4 gives x
+   (tanh x = x (1 - x^2 / 3), within half an ulp of float32); t by 2^n e^r, |r| <= ln 2 / 2, r's Taylor series to
+   r^12 (truncation < 2e-15); |x| > 20 gives t = e^-40 (tanh = 1 in float32). NaN stays NaN, +-inf gives +-1. */
+typedef float vf __attribute__((vector_size(64)));
+typedef uint32_t vu __attribute__((vector_size(64)));
+typedef double vd __attribute__((vector_size(64)));
+typedef int64_t vl __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+static inline vd tanh_d(vd x) {
+    const vl sign = (vl)x & (int64_t)0x8000000000000000ull;
+    const vd ax = (vd)((vl)x & (int64_t)0x7fffffffffffffffull);
+    vd y = -2.0 * ax;
+    const vl keep = (y >= -40.0) | (y != y);                                  /* max(y, -40), NaN kept */
+    y = (vd)(((vl)y & keep) | ((vl)((vd){0} - 40.0) & ~keep));
+    const vd sh = (vd){0} + 6755399441055744.0;       /* 1.5 * 2^52: round to nearest */
+    const vd n = (y * 1.4426950408889634 + sh) - sh;
+    vd r = y - n * 0.6931471805599453;
+    r = r - n * 2.3190468138462996e-17;               /* ln 2 = 0.6931471805599453 + 2.319e-17 */
+    vd p = (vd){0} + 2.08767569878680989792e-9;       /* 1 / 12! */
+    p = p * r + 2.50521083854417187751e-8;
+    p = p * r + 2.75573192239858906526e-7;
+    p = p * r + 2.75573192239858906526e-6;
+    p = p * r + 2.48015873015873015873e-5;
+    p = p * r + 1.98412698412698412698e-4;
+    p = p * r + 1.38888888888888888889e-3;
+    p = p * r + 8.33333333333333333333e-3;
+    p = p * r + 4.16666666666666666667e-2;
+    p = p * r + 1.66666666666666666667e-1;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    const vd t = (vd)((vl)p + __builtin_convertvector(n, vl) * 4503599627370496);   /* p 2^n: n into the exponent */
+    const vd th = (1.0 - t) / (1.0 + t);
+    const vl small = ax < 1e-4;
+    return (vd)(((vl)((vl)th & ~small) | ((vl)ax & small)) | sign);
+}
+static inline vf softcap_f(vf x, float c) {
+    vf8 lo, hi;
+    memcpy(&lo, &x, 32);
+    memcpy(&hi, (const char *)&x + 32, 32);
+    lo = __builtin_convertvector(tanh_d(__builtin_convertvector(lo, vd)), vf8);
+    hi = __builtin_convertvector(tanh_d(__builtin_convertvector(hi, vd)), vf8);
+    vf r;
+    memcpy(&r, &lo, 32);
+    memcpy((char *)&r + 32, &hi, 32);
+    return r * c;
+}
+
+/* ALiBi on one score vector (log2 units) of a row: lane t is key k0 + t; the bias -slope |diag - key| (flash-attn's;
+   diag = the key the row's query sits at, i + n_k - n_q) in log2 units, added by one FMA. Positions are exact in
+   float32 (< 2^24 keys). */
+static inline vf alibi_bias(vf s, float slope, float diag, int64_t k0) {
+    const vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const vf dist = (vf){0} + diag - ((vf){0} + (float)k0 + lane);
+    const vf ad = (vf)((vu)dist & 0x7fffffffu);          /* |dist| */
+    return s + ((vf){0} + slope * -1.4426950408889634f) * ad;
+}
+"""
+
+
 C_SOURCE = r"""
 #include <stdint.h>
 #include <stdlib.h>
@@ -274,63 +339,7 @@ typedef struct {
     float softcap2;             /* softcap * log2(e); 0: no softcap (else qscale is softmax_scale / softcap) */
 } args_t;
 
-/* Softcap, 16 lanes: tanh(x) * c, tanh in double precision (its one rounding is the float32 result's), so the
-   capped scores of float32 caches are as exact as PyTorch's float32 tanh. tanh |x| = (1 - t) / (1 + t), t = e^-2|x|
-   (no cancellation that matters in double: at |x| = 1e-4 the quotient keeps ~12 digits), |x| < 1e-4 gives x
-   (tanh x = x (1 - x^2 / 3), within half an ulp of float32); t by 2^n e^r, |r| <= ln 2 / 2, r's Taylor series to
-   r^12 (truncation < 2e-15); |x| > 20 gives t = e^-40 (tanh = 1 in float32). NaN stays NaN, +-inf gives +-1. */
-typedef double vd __attribute__((vector_size(64)));
-typedef int64_t vl __attribute__((vector_size(64)));
-typedef float vf8 __attribute__((vector_size(32)));
-static inline vd tanh_d(vd x) {
-    const vl sign = (vl)x & (int64_t)0x8000000000000000ull;
-    const vd ax = (vd)((vl)x & (int64_t)0x7fffffffffffffffull);
-    vd y = -2.0 * ax;
-    const vl keep = (y >= -40.0) | (y != y);                                  /* max(y, -40), NaN kept */
-    y = (vd)(((vl)y & keep) | ((vl)((vd){0} - 40.0) & ~keep));
-    const vd sh = (vd){0} + 6755399441055744.0;       /* 1.5 * 2^52: round to nearest */
-    const vd n = (y * 1.4426950408889634 + sh) - sh;
-    vd r = y - n * 0.6931471805599453;
-    r = r - n * 2.3190468138462996e-17;               /* ln 2 = 0.6931471805599453 + 2.319e-17 */
-    vd p = (vd){0} + 2.08767569878680989792e-9;       /* 1 / 12! */
-    p = p * r + 2.50521083854417187751e-8;
-    p = p * r + 2.75573192239858906526e-7;
-    p = p * r + 2.75573192239858906526e-6;
-    p = p * r + 2.48015873015873015873e-5;
-    p = p * r + 1.98412698412698412698e-4;
-    p = p * r + 1.38888888888888888889e-3;
-    p = p * r + 8.33333333333333333333e-3;
-    p = p * r + 4.16666666666666666667e-2;
-    p = p * r + 1.66666666666666666667e-1;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    const vd t = (vd)((vl)p + __builtin_convertvector(n, vl) * 4503599627370496);   /* p 2^n: n into the exponent */
-    const vd th = (1.0 - t) / (1.0 + t);
-    const vl small = ax < 1e-4;
-    return (vd)(((vl)((vl)th & ~small) | ((vl)ax & small)) | sign);
-}
-static inline vf softcap_f(vf x, float c) {
-    vf8 lo, hi;
-    memcpy(&lo, &x, 32);
-    memcpy(&hi, (const char *)&x + 32, 32);
-    lo = __builtin_convertvector(tanh_d(__builtin_convertvector(lo, vd)), vf8);
-    hi = __builtin_convertvector(tanh_d(__builtin_convertvector(hi, vd)), vf8);
-    vf r;
-    memcpy(&r, &lo, 32);
-    memcpy((char *)&r + 32, &hi, 32);
-    return r * c;
-}
-
-/* ALiBi on one score vector (log2 units) of row r: lane t is key k0 + t; the bias -slope |diag - key| (flash-attn's,
-   with diag = i + nk - Sq) in log2 units, added by one FMA. Positions are exact in float32 (< 2^24 keys). */
-static inline vf alibi_bias(vf s, float slope, float diag, int64_t k0) {
-    const vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-    const vf dist = (vf){0} + diag - ((vf){0} + (float)k0 + lane);
-    const vf ad = (vf)((vu)dist & 0x7fffffffu);          /* |dist| */
-    return s + ((vf){0} + slope * -1.4426950408889634f) * ad;
-}
-
+""" + C_SCORE_FEATURES + r"""
 static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, int64_t pos) {
     if (a->page == 0) return base + a->row[b] * a->sb + pos * a->sp;
     int64_t pg = a->table[b * a->table_stride + pos / a->page];

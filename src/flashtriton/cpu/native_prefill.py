@@ -1,6 +1,6 @@
 """The compiled forward: the whole prefill forward (every head, causal, windows,
-GQA, varlen) in one C kernel per sequence, for bf16 / float32 inputs without
-softcap, ALiBi or dropout (bench/NOTES.md, "Session 5: causal (helper)").
+GQA, varlen; bf16 softcap and ALiBi since session 62) in one C kernel per sequence, for
+bf16 / float32 inputs without dropout (bench/NOTES.md, "Session 5: causal (helper)").
 
 Why: forward.py's torch-ops loop pays ~73 us of fixed cost per tile step and ~250 us
 per 512-row block, computes the whole 512 x 512 square on the causal diagonal and
@@ -60,9 +60,11 @@ interleaving the tile work a piece at a time between softmax rows did not change
 Selection (config.FWD_PATH, FLASHTRITON_CPU_FORWARD): "auto" (default) runs this
 kernel when it can be built and takes the problem, otherwise the torch-ops loop (one
 RuntimeWarning naming the cause when the build failed, e.g. no C compiler);
-"compiled" raises NativeUnavailable instead; "ops" never uses it. fp16, softcap,
-ALiBi, dropout, and bf16 on CPUs without AVX512-BF16 take the torch-ops loop (by
-feature, not by failure). bf16 takes the AMX build under config.FWD_AMX
+"compiled" raises NativeUnavailable instead; "ops" never uses it. fp16, dropout, float32
+with softcap or ALiBi (library_for says why), and bf16 on CPUs without AVX512-BF16 take
+the torch-ops loop (by feature, not by failure); bf16 softcap (tanh in double precision,
+native.C_SCORE_FEATURES) and ALiBi run in the AVX-512 kernel's softmax step, never the
+AMX one. bf16 takes the AMX build under config.FWD_AMX
 (FLASHTRITON_CPU_FORWARD_AMX): "auto" (default) when the CPU lists amx_tile and
 amx_bf16, the build succeeds and the permission is granted, else the AVX-512 kernel
 (a RuntimeWarning naming the cause when an AMX CPU fails the build or the permission);
@@ -81,6 +83,7 @@ import torch
 
 from . import config, native
 from .native import NativeUnavailable
+from .tiles import LOG2E
 
 C_SOURCE = r"""
 #include <stdint.h>
@@ -123,6 +126,7 @@ C_SOURCE = r"""
 #define SB (RT * KT > ART * AKB ? RT * KT : ART * AKB)    /* floats of the S and P buffers */
 _Static_assert(RT == ART && AKB % 32 == 0, "item() walks the same row tiles for both kernels");
 
+""" + native.C_SCORE_FEATURES + r"""
 /* bits: 1 float32 kernel (AVX-512F), 2 bf16 kernel (AVX512-BF16), 4 bf16 AMX kernel compiled in */
 int ft_prefill_caps(void) { return HAVE_F32 | (HAVE_BF16 << 1) | (HAVE_AMX << 2); }
 
@@ -192,8 +196,10 @@ typedef struct {
     const char *q, *k, *v;      /* q: (n_q, H, D) at head h0; k, v: (n_k, Hk, D) at head hk */
     int64_t qss, qsh, ks, vs;   /* byte strides: q position, q head; k / v position */
     int64_t n_q, n_k, off, left, right, G, D, bf16;
-    float scale;                /* softmax scale * log2(e): multiplies q . k */
+    float scale;                /* softmax scale * log2(e): multiplies q . k (softmax scale / softcap with softcap) */
     int amx;                    /* bf16 on AMX tiles (tile_amx, with pack()'s padded layout) */
+    const float *alibi;         /* ALiBi slopes of the sequence's H heads (natural units); 0: none */
+    float softcap2;             /* softcap * log2(e); 0: none */
 } args_t;
 
 /* query i sees keys [lo, hi) (tiles.Band's rule, bottom-right aligned) */
@@ -420,7 +426,7 @@ static inline __attribute__((always_inline)) void pv_bf16(const uint16_t *P, con
    State per row: m (running max, -inf before any key), l, O (DP floats). */
 static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t s1, const float *kp, const float *vp,
                  const void *Q, float *O, float *S, void *Pbuf, float *m, float *l, const int64_t *rlo,
-                 const int64_t *rhi, int64_t DP) {
+                 const int64_t *rhi, const float *fx, int64_t DP) {
     const int64_t D = a->D, NV = DP / 16;
     int64_t ulo = s1, uhi = s0;      /* keys some row of the tile sees, within the segment */
     for (int64_t r = 0; r < nr; r++) {
@@ -469,6 +475,13 @@ static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t
                 continue;
             }
             const uint64_t vm = (t1 >= 64 ? ~0ull : ((1ull << t1) - 1)) & ~((1ull << t0) - 1);
+            if (a->softcap2 != 0.0f || a->alibi)   /* softcap, then ALiBi (fx: the row's slope, diagonal key) */
+                for (int x = 0; x < 4; x++) {
+                    vf sx = (vf)_mm512_loadu_ps(s + 16 * x);
+                    if (a->softcap2 != 0.0f) sx = softcap_f(sx, a->softcap2);
+                    if (a->alibi) sx = alibi_bias(sx, fx[2 * r], fx[2 * r + 1], j0 + 16 * x);
+                    _mm512_storeu_ps(s + 16 * x, (__m512)sx);
+                }
             __m512 mx = _mm512_set1_ps(-INFINITY);
             for (int x = 0; x < 4; x++)
                 mx = _mm512_mask_max_ps(mx, (__mmask16)(vm >> (16 * x)), mx, _mm512_loadu_ps(s + 16 * x));
@@ -785,6 +798,7 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
     float *kp = (float *)scratch, *vp = kp + nk * DP, *Q = vp + nk * DP, *O = Q + rm * DP, *S = O + rm * DP;
     float *Pbuf = S + SB, *m = Pbuf + SB, *l = m + rm;
     int64_t *rlo = (int64_t *)(l + rm), *rhi = rlo + rm;
+    float *fx = (float *)(rhi + rm);     /* ALiBi: per row its head's slope and the key its query sits at */
     int64_t klo = a->n_k, khi = 0, counted = 0;
     const int64_t qes = a->bf16 ? 2 : 4;
     for (int64_t r = 0; r < rup(R, RT); r++) {
@@ -794,6 +808,7 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
         if (r < R) {
             const int64_t i = i0 + r / G, g = r % G;
             vis(a, i, &rlo[r], &rhi[r]);
+            if (a->alibi) { fx[2 * r] = a->alibi[hk * G + g]; fx[2 * r + 1] = (float)(i + a->off); }
             if (rlo[r] < rhi[r]) { if (rlo[r] < klo) klo = rlo[r]; if (rhi[r] > khi) khi = rhi[r]; }
             memcpy(qd, a->q + i * a->qss + g * a->qsh, (size_t)(D * qes));
             memset(qd + D * qes, 0, (size_t)((DP - D) * qes));
@@ -819,7 +834,7 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
             }
 #endif
             counted += tile(a, r0, nr, c0, c1, kp, vp, (const char *)Q + r0 * DP * qes, O + r0 * DP, S, Pbuf,
-                            m + r0, l + r0, rlo + r0, rhi + r0, DP);
+                            m + r0, l + r0, rlo + r0, rhi + r0, fx + 2 * r0, DP);
         }
     }
     for (int64_t r = 0; r < R; r++) {
@@ -871,29 +886,31 @@ int ft_amx_init(void) {
 /* bytes of per-thread scratch for head dim d and rmax rows per item */
 int64_t ft_prefill_scratch(int64_t d, int64_t rmax) {
     const int64_t dp = rup(d, 32), nk = KC + 160, rm = rup(rmax, RT);
-    return 4 * (2 * nk * dp + 2 * rm * dp + 2 * SB + 2 * rm) + 16 * rm + 256;
+    return 4 * (2 * nk * dp + 2 * rm * dp + 2 * SB + 2 * rm) + 16 * rm + 8 * rm + 256;
 }
 
 /* The forward of one sequence, every head: q (n_q, H, D), k / v (n_k, Hk, D), out like q,
    lse (H, n_q) float32, all with byte strides (the head dim contiguous). Work items are
    (KV head, block of bm query positions), largest first, dynamically scheduled.
    counted (may be NULL): scores computed, masked ones in the 8 x 32 blocks included.
-   amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded).
-   Returns 0; 1 for a problem it does not take; 4 when out of memory; 5 AMX without the permission. */
+   amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded). alibi: the sequence's H slopes (float32,
+   natural units; 0: none); softcap2: softcap * log2(e) (0: none; scale is then softmax scale / softcap); neither with
+   amx. Returns 0; 1 for a problem it does not take; 4 when out of memory; 5 AMX without the permission. */
 int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64_t ks, int64_t ksh,
                    const char *v, int64_t vs, int64_t vsh, char *out, int64_t oss, int64_t osh,
                    float *lse, int64_t lsh, int64_t lss, int64_t n_q, int64_t n_k, int64_t Hk, int64_t G,
                    int64_t D, int64_t bf16, int64_t left, int64_t right, float scale, int64_t bm,
-                   char *scratch, int64_t scratch_per_thread, int64_t *counted, int nthreads, int amx) {
+                   char *scratch, int64_t scratch_per_thread, int64_t *counted, int nthreads, int amx,
+                   const float *alibi, float softcap2) {
 #if HAVE_F32
     if (D <= 0 || D > MAXD || (bf16 && (D % 2 || !HAVE_BF16)) || bm <= 0) return 1;
-    if (amx && (!bf16 || !HAVE_AMX)) return 1;
+    if (amx && (!bf16 || !HAVE_AMX || alibi || softcap2 != 0.0f)) return 1;
 #if HAVE_AMX
     if (amx && !amx_granted) return 5;     /* a tile instruction would raise SIGILL */
 #endif
     const int64_t rmax = bm * G;
     if (scratch_per_thread < ft_prefill_scratch(D, rmax)) return 1;
-    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale, amx};
+    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale, amx, alibi, softcap2};
     const int64_t nb = (n_q + bm - 1) / bm, n_items = Hk * nb;
     item_t *items = malloc(sizeof(item_t) * (size_t)(n_items > 0 ? n_items : 1));
     if (!items) return 4;
@@ -950,7 +967,7 @@ def _open(path: str, amx: bool = False):
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     lib.ft_prefill_fwd.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64, ptr, i64, i64,
                                    i64, i64, i64, i64, i64, i64, i64, i64, ctypes.c_float, i64, ptr, i64, ptr,
-                                   ctypes.c_int, ctypes.c_int]
+                                   ctypes.c_int, ctypes.c_int, ptr, ctypes.c_float]
     lib.ft_prefill_fwd.restype = ctypes.c_int
     lib.ft_prefill_scratch.argtypes = [i64, i64]
     lib.ft_prefill_scratch.restype = i64
@@ -1046,7 +1063,12 @@ def path_name(lib) -> str:
 def library_for(q, k, v, params, alibi, dropout: bool):
     """The library when this forward call runs compiled, else None (the torch-ops
     path of forward.py). Taken: bf16 (with AVX512-BF16) / float32 q, k, v with unit
-    stride in the head dim, an even head dim <= 256, no softcap, ALiBi or dropout.
+    stride in the head dim, an even head dim <= 256, no dropout; softcap and ALiBi for
+    bf16 only (session 62), on the AVX-512 kernel, never the AMX one (whose softmax step
+    has neither). float32 with either keeps the torch-ops loop: their backward is the
+    torch-ops one, which recomputes the loop's scores exactly; after this kernel's (its
+    own sum order, its double-precision tanh) the float32 gradients at D = 256 missed the
+    criterion in 4 of 72 draws against 0 of 72 (bench/NOTES.md, session 62).
     config.FWD_PATH "compiled" raises NativeUnavailable when the library cannot be
     built; "auto" warns once and returns None; "ops" returns None.
     bf16 then takes the AMX build (config.FWD_AMX, FLASHTRITON_CPU_FORWARD_AMX): "auto"
@@ -1061,10 +1083,10 @@ def library_for(q, k, v, params, alibi, dropout: bool):
         return None
     d = q.shape[-1]
     if q.dtype not in (torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype \
-            or d % 2 or d > MAX_HEAD_DIM or params.softcap > 0 or alibi is not None or dropout \
-            or min(q.stride(-1), k.stride(-1), v.stride(-1)) != 1:
+            or d % 2 or d > MAX_HEAD_DIM or dropout or min(q.stride(-1), k.stride(-1), v.stride(-1)) != 1 \
+            or (q.dtype == torch.float32 and (params.softcap > 0 or alibi is not None)):
         return None
-    if q.dtype == torch.bfloat16 and amx != "off":
+    if q.dtype == torch.bfloat16 and amx != "off" and params.softcap == 0 and alibi is None:
         try:
             return load_amx()
         except NativeUnavailable as e:
@@ -1097,11 +1119,14 @@ def _scratch(nbytes: int) -> torch.Tensor:
     return buf
 
 
-def forward_sequence(lib, seq, group: int, scale: float, left: int, right: int, bm: int) -> int:
+def forward_sequence(lib, seq, group: int, scale: float, left: int, right: int, bm: int, softcap: float = 0.0,
+                     alibi=None) -> int:
     """The forward of one sequence (layout.Seq: q (n_q, H, D), k / v (n_k, Hk, D), out =
     seq.extra[0] like q, lse (H, n_q)), every head, written to out and lse. bm: query
-    positions per work item. Returns the number of scores the kernel computed (masked
-    ones in its 8 x 32 blocks included; the tests check the causal skipping with it)."""
+    positions per work item. scale: q_scale's (softmax scale / softcap with softcap);
+    alibi: the float32 slopes, (H,) or (B, H) (the row seq.index). Returns the number of
+    scores the kernel computed (masked ones in its 8 x 32 blocks included; the tests check
+    the causal skipping with it)."""
     q, k, v, out, lse = seq.q, seq.k, seq.v, seq.extra[0], seq.lse
     n_q, n_k, nheads_k, d = q.shape[0], k.shape[0], k.shape[1], q.shape[-1]
     if n_q == 0:
@@ -1114,12 +1139,14 @@ def forward_sequence(lib, seq, group: int, scale: float, left: int, right: int, 
     per = (per + 4095) // 4096 * 4096
     buf = _scratch(per * threads)
     counted = ctypes.c_int64(0)
+    slopes = None if alibi is None else (alibi if alibi.dim() == 1 else alibi[seq.index])   # unit stride (validate)
     rc = lib.ft_prefill_fwd(
         q.data_ptr(), q.stride(0) * es, q.stride(1) * es, k.data_ptr(), k.stride(0) * es, k.stride(1) * es,
         v.data_ptr(), v.stride(0) * es, v.stride(1) * es, out.data_ptr(), out.stride(0) * es, out.stride(1) * es,
         lse.data_ptr(), lse.stride(0) * 4, lse.stride(1) * 4, n_q, n_k, nheads_k, group, d,
         int(q.dtype == torch.bfloat16), left, right, scale, bm, buf.data_ptr(), per, ctypes.byref(counted), threads,
-        int(lib.amx and q.dtype == torch.bfloat16))
+        int(lib.amx and q.dtype == torch.bfloat16), None if slopes is None else slopes.data_ptr(),
+        softcap * LOG2E if softcap > 0 else 0.0)
     if rc != 0:
         raise RuntimeError(f"compiled forward kernel failed (code {rc}: 1 a problem it does not take, D={d}, "
                            f"dtype={q.dtype}; 4 out of memory; 5 AMX without the permission)")
