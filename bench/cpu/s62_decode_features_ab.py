@@ -11,6 +11,7 @@ import sys
 import time
 
 import torch
+from abba import abba, median
 
 import flashtriton
 from flashtriton import flash_attn_with_kvcache
@@ -30,7 +31,6 @@ for dtype in (torch.bfloat16, torch.float32):
         variants = {"plain": ("compiled", {}), "alibi": ("compiled", dict(alibi_slopes=slopes)),
                     "alibi ops": ("ops", dict(alibi_slopes=slopes)), "softcap": ("compiled", dict(softcap=30.0)),
                     "softcap ops": ("ops", dict(softcap=30.0))}
-        ts = {k: [] for k in variants}
         paths = {}
 
         def call(name):
@@ -40,18 +40,11 @@ for dtype in (torch.bfloat16, torch.float32):
                 flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, **kw)
             paths[name] = decode.LAST_PATH
 
-        for name in variants:
-            call(name)
-        for i in range(rounds):
-            for name in (list(variants) if i % 2 == 0 else list(variants)[::-1]):
-                flush.sum()
-                t0 = time.perf_counter()
-                call(name)
-                ts[name].append(time.perf_counter() - t0)
+        ts = abba({name: (lambda name=name: call(name)) for name in variants}, rounds, before=flush.sum)
         config.DECODE_PATH = "compiled"
         nbytes = 2 * kc.numel() * kc.element_size()
         for name, t in ts.items():
-            us = sorted(t)[rounds // 2] * 1e6
+            us = median(t) * 1e6
             rows.append(dict(dtype=str(dtype)[6:], L=n, variant=name, path=paths[name], us=round(us),
                              gbs=round(nbytes / us / 1e3, 1)))
         print(f"done {dtype} {n}", file=sys.stderr)

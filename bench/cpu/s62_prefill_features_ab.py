@@ -11,6 +11,7 @@ import sys
 import time
 
 import torch
+from abba import abba, median
 
 import flashtriton
 from flashtriton import flash_attn_func
@@ -26,7 +27,6 @@ for causal in (False, True):
     variants = {"plain": ("auto", {}), "softcap": ("auto", dict(softcap=30.0)),
                 "softcap ops": ("ops", dict(softcap=30.0)), "alibi": ("auto", dict(alibi_slopes=slopes)),
                 "alibi ops": ("ops", dict(alibi_slopes=slopes))}
-    ts = {name: [] for name in variants}
     paths = {}
 
     def call(name):
@@ -36,17 +36,11 @@ for causal in (False, True):
             flash_attn_func(q, k, v, causal=causal, **kw)
         paths[name] = forward.LAST_PATH
 
-    for name in variants:
-        call(name)
-    for i in range(rounds):
-        for name in (list(variants) if i % 2 == 0 else list(variants)[::-1]):
-            t0 = time.perf_counter()
-            call(name)
-            ts[name].append(time.perf_counter() - t0)
+    ts = abba({name: (lambda name=name: call(name)) for name in variants}, rounds)
     config.FWD_PATH = "auto"
     flops = 4 * n * n * 128 * 8 / (2 if causal else 1)
     for name, t in ts.items():
-        ms = sorted(t)[rounds // 2] * 1e3
+        ms = median(t) * 1e3
         rows.append(dict(causal=causal, variant=name, path=paths[name], ms=round(ms, 1),
                          tflops=round(flops / ms / 1e9, 3)))
     print(f"done causal={causal}", file=sys.stderr)

@@ -103,6 +103,10 @@ typedef uint32_t vu __attribute__((vector_size(64)));
 typedef double vd __attribute__((vector_size(64)));
 typedef int64_t vl __attribute__((vector_size(64)));
 typedef float vf8 __attribute__((vector_size(32)));
+static const double EXP_TAYLOR[13] = {   /* 1 / k!, k = 12 .. 0 */
+    2.08767569878680989792e-9, 2.50521083854417187751e-8, 2.75573192239858906526e-7, 2.75573192239858906526e-6,
+    2.48015873015873015873e-5, 1.98412698412698412698e-4, 1.38888888888888888889e-3, 8.33333333333333333333e-3,
+    4.16666666666666666667e-2, 1.66666666666666666667e-1, 0.5, 1.0, 1.0};
 static inline vd tanh_d(vd x) {
     const vl sign = (vl)x & (int64_t)0x8000000000000000ull;
     const vd ax = (vd)((vl)x & (int64_t)0x7fffffffffffffffull);
@@ -113,19 +117,8 @@ static inline vd tanh_d(vd x) {
     const vd n = (y * 1.4426950408889634 + sh) - sh;
     vd r = y - n * 0.6931471805599453;
     r = r - n * 2.3190468138462996e-17;               /* ln 2 = 0.6931471805599453 + 2.319e-17 */
-    vd p = (vd){0} + 2.08767569878680989792e-9;       /* 1 / 12! */
-    p = p * r + 2.50521083854417187751e-8;
-    p = p * r + 2.75573192239858906526e-7;
-    p = p * r + 2.75573192239858906526e-6;
-    p = p * r + 2.48015873015873015873e-5;
-    p = p * r + 1.98412698412698412698e-4;
-    p = p * r + 1.38888888888888888889e-3;
-    p = p * r + 8.33333333333333333333e-3;
-    p = p * r + 4.16666666666666666667e-2;
-    p = p * r + 1.66666666666666666667e-1;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    vd p = (vd){0} + EXP_TAYLOR[0];
+    for (int i = 1; i < 13; i++) p = p * r + EXP_TAYLOR[i];
     const vd t = (vd)((vl)p + __builtin_convertvector(n, vl) * 4503599627370496);   /* p 2^n: n into the exponent */
     const vd th = (1.0 - t) / (1.0 + t);
     const vl small = ax < 1e-4;
