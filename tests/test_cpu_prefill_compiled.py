@@ -220,10 +220,10 @@ def test_regression_fp32_softcap_alibi_grads_keep_ops_forward(monkeypatch):
 @pytest.mark.parametrize("feature", ["softcap", "alibi", "both"])
 @pytest.mark.parametrize("d", [40, 128, 256])
 def test_softcap_alibi(compiled, calls, monkeypatch, d, feature):
-    """bf16 softcap (its tanh in double precision) and ALiBi in the compiled forward's softmax step (session 62): lengths
-    17 / 113 / 1023 against other key counts (1023: causal only), causal, windows, non-causal rows whose keys lie right of their
-    diagonal (ALiBi's |distance|), GQA, varlen with per-sequence (B, H) slopes and an empty sequence; gradients
-    (the torch-ops backward on the compiled forward's lse) on one shape."""
+    """bf16 softcap (its tanh in double precision) and ALiBi in the compiled forward's softmax step (session 62):
+    lengths 17 / 113 / 1023 against other key counts (1023: causal only), causal, windows, non-causal rows whose keys
+    lie right of their diagonal (ALiBi's |distance|), GQA, varlen with per-sequence (B, H) slopes and an empty
+    sequence; gradients (the torch-ops backward on the compiled forward's lse) on one shape."""
     monkeypatch.setattr(config, "ONE_ROW_DECODE", False)
     torch.manual_seed(d)
     dtype = torch.bfloat16

@@ -184,8 +184,9 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
     head, K and V caches with the same strides and contiguous rows. Everything else takes
     the torch-ops paths (a documented split by feature; windows, causal speculative rows,
     paged caches, leftpad, ALiBi, softcap and GQA / MQA are all in the kernel; ALiBi and
-    softcap on the AVX-512 / portable step, never AMX's: compiled_library). When the kernel is selected but cannot be built (no C compiler, a
-    compile error), native.load() raises NativeUnavailable: no silent fallback."""
+    softcap on the AVX-512 / portable step, never AMX's: compiled_library). When the kernel
+    is selected but cannot be built (no C compiler, a compile error), native.load() raises
+    NativeUnavailable: no silent fallback."""
     if decode_path() != "compiled":
         return False
     ok = (native.supports(k_cache.dtype, head_dim, rows)
