@@ -38,6 +38,8 @@ head h, for the R = Sq * G rows r (padded to 4):
 
     s[r, t]  = (q[r] . K[t, h]) * scale    float32 sums of exact products (bf16 inputs:
                                            vdpbf16ps with AVX512-BF16, else float32 FMAs)
+    s[r, t]  = c tanh(s[r, t] / c)         with softcap c (the tanh in double precision)
+    s[r, t] -= slope_h |i + n - Sq - t|    with ALiBi (C_SCORE_FEATURES; session 62)
     s[r, t]  = -inf where key t is outside row r's range [rlo_i, rhi_i)  (i = r / G)
     m'       = max(m, max_t s[r, t]),  alpha = 2^(m - m'),  p = 2^(s - m')
     l        = alpha l + sum_t p,       acc = alpha acc + sum_t p[r, t] V[t, h]
