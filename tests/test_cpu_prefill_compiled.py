@@ -220,7 +220,7 @@ def test_regression_fp32_softcap_alibi_grads_keep_ops_forward(monkeypatch):
 @pytest.mark.parametrize("feature", ["softcap", "alibi", "both"])
 @pytest.mark.parametrize("d", [40, 128, 256])
 def test_softcap_alibi(compiled, calls, monkeypatch, d, feature):
-    """bf16 softcap (its tanh in double precision) and ALiBi in the compiled forward's softmax step (session 62):
+    """bf16 softcap (its tanh in float32 since session 63) and ALiBi in the compiled forward's softmax step (session 62):
     lengths 17 / 113 / 1023 against other key counts (1023: causal only), causal, windows, non-causal rows whose keys
     lie right of their diagonal (ALiBi's |distance|), GQA, varlen with per-sequence (B, H) slopes and an empty
     sequence; gradients (the torch-ops backward on the compiled forward's lse) on one shape."""
@@ -241,6 +241,27 @@ def test_softcap_alibi(compiled, calls, monkeypatch, d, feature):
     slopes = torch.rand(4, 4) * 0.3 if feature != "softcap" else None
     check_attention("cpu", q, k, v, varlen=varlen, causal=True, alibi_slopes=slopes, grads=False, **kw)
     assert len(calls) == 6 * 2 + 1 + 4     # every sequence of every call through the compiled forward
+
+
+@needs_kernel
+def test_softcap_tanh_range(compiled, calls, monkeypatch):
+    """The bf16 forward's float32 tanh (session 63) over its whole range, on the reference bound: arguments below
+    2^-10 (its x branch), around the branch, the bulk, saturated (|x| > 30: t clamped); and against the
+    double-precision step it replaced (the FT_SOFTCAP_F64 build): outputs within two bf16 roundings, lse within
+    1e-5 relative (the float32 tanh's absolute error is ~2e-7 of the cap)."""
+    monkeypatch.setattr(config, "ONE_ROW_DECODE", False)
+    torch.manual_seed(63)
+    q, k, v = rand_qkv(2, 113, 150, 4, 2, 64, torch.bfloat16, DEVICE)
+    f32, f64 = native_prefill.load(), native_prefill.load_variant("FT_SOFTCAP_F64")
+    for scale, softcap in ((1e-7, 1.0), (1e-4, 0.5), (0.125, 2.0), (0.125, 50.0), (40.0, 1.0)):
+        res = check_attention("cpu", q, k, v, causal=True, softmax_scale=scale, softcap=softcap, grads=False)
+        o, lse = res["out"], res["lse"]
+        monkeypatch.setattr(native_prefill._library, "lib", f64)
+        o64, lse64 = cpu_forward(q, k, v, causal=True, softmax_scale=scale, softcap=softcap)
+        monkeypatch.setattr(native_prefill._library, "lib", f32)
+        assert (o.float() - o64.float()).abs().max() <= 2 * 2.0 ** -8 * o64.float().abs().max()
+        assert torch.allclose(lse.float(), lse64.float(), rtol=1e-5, atol=1e-5)
+    assert len(calls) == 2 * 10      # two sequences a call, every call compiled
 
 
 def test_ops_path_never_compiles(monkeypatch, calls):

@@ -62,9 +62,9 @@ kernel when it can be built and takes the problem, otherwise the torch-ops loop 
 RuntimeWarning naming the cause when the build failed, e.g. no C compiler);
 "compiled" raises NativeUnavailable instead; "ops" never uses it. fp16, dropout, float32
 with softcap or ALiBi (library_for says why), and bf16 on CPUs without AVX512-BF16 take
-the torch-ops loop (by feature, not by failure); bf16 softcap (tanh in double precision,
-native.C_SCORE_FEATURES) and ALiBi run in the AVX-512 kernel's softmax step, never the
-AMX one. bf16 takes the AMX build under config.FWD_AMX
+the torch-ops loop (by feature, not by failure); bf16 softcap (tanh in float32 since
+session 63, softcap_f32) and ALiBi (native.C_SCORE_FEATURES) run in the AVX-512 kernel's
+softmax step, never the AMX one. bf16 takes the AMX build under config.FWD_AMX
 (FLASHTRITON_CPU_FORWARD_AMX): "auto" (default) when the CPU lists amx_tile and
 amx_bf16, the build succeeds and the permission is granted, else the AVX-512 kernel
 (a RuntimeWarning naming the cause when an AMX CPU fails the build or the permission);
@@ -156,6 +156,25 @@ static const float EXP2_C7[8] = {1.525273380405984e-05f, 1.5403530393381606e-04f
 
 static inline __m512 exp2_core(__m512 x) {
     return exp2_poly_n(x, EXP2_C7, 7);
+}
+
+/* Softcap for the bf16 forward (session 63): tanh(x) * c with the tanh in float32, (1 - t) / (1 + t), t = e^-2|x|
+   by exp2_core (< 1e-7 relative), so the capped score's absolute error is ~2e-7 c, against the bf16 rounding of
+   PyTorch's bf16 scores (2^-9 |s|) that the criterion measures us against; |x| < 2^-10 gives x (x^3 / 3 < 1e-9
+   absolute); |x| > 30 clamps t at 2^-86.6 (tanh = 1 in float32). NaN stays NaN (max keeps its second operand),
+   +-inf gives +-c. native.C_SCORE_FEATURES' softcap_f (double precision) is the decode's, and this step under
+   FT_SOFTCAP_F64 (A/B, bench/cpu/s63_softcap_tanh_ab.py; B = 1, H = 8, N = 4096, D = 128, 2 Zen 4 threads): that
+   one 60-64% over the plain call, this one 12-15%. */
+static inline __m512 softcap_f32(__m512 x, float c) {
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 y = _mm512_max_ps(_mm512_set1_ps(-86.56170245333781f),
+                                   _mm512_mul_ps(ax, _mm512_set1_ps(-2.8853900817779268f)));   /* -2 log2(e) |x| */
+    const __m512 t = exp2_core(y);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 th = _mm512_div_ps(_mm512_sub_ps(one, t), _mm512_add_ps(one, t));
+    th = _mm512_mask_mov_ps(th, _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0x1p-10f), _CMP_LT_OQ), ax);
+    th = _mm512_or_ps(th, _mm512_and_ps(x, _mm512_castsi512_ps(_mm512_set1_epi32((int)0x80000000u))));
+    return _mm512_mul_ps(th, _mm512_set1_ps(c));
 }
 
 /* 2^x, 16 lanes: 2^n * 2^f, n = round(x), |f| <= 1/2, degree-7 polynomial for 2^f
@@ -478,7 +497,11 @@ static int64_t tile(const args_t *a, int64_t r0, int64_t nr, int64_t s0, int64_t
             if (a->softcap2 != 0.0f || a->alibi)   /* softcap, then ALiBi (fx: the row's slope, diagonal key) */
                 for (int x = 0; x < 4; x++) {
                     vf sx = (vf)_mm512_loadu_ps(s + 16 * x);
+#ifdef FT_SOFTCAP_F64
                     if (a->softcap2 != 0.0f) sx = softcap_f(sx, a->softcap2);
+#else
+                    if (a->softcap2 != 0.0f) sx = (vf)softcap_f32((__m512)sx, a->softcap2);
+#endif
                     if (a->alibi) sx = alibi_bias(sx, fx[2 * r], fx[2 * r + 1], j0 + 16 * x);
                     _mm512_storeu_ps(s + 16 * x, (__m512)sx);
                 }
@@ -1067,7 +1090,7 @@ def library_for(q, k, v, params, alibi, dropout: bool):
     bf16 only (session 62), on the AVX-512 kernel, never the AMX one (whose softmax step
     has neither). float32 with either keeps the torch-ops loop: their backward is the
     torch-ops one, which recomputes the loop's scores exactly; after this kernel's (its
-    own sum order, its double-precision tanh) the float32 gradients at D = 256 missed the
+    own sum order, its double-precision tanh then) the float32 gradients at D = 256 missed the
     criterion in 4 of 72 draws against 0 of 72 (bench/NOTES.md, session 62).
     config.FWD_PATH "compiled" raises NativeUnavailable when the library cannot be
     built; "auto" warns once and returns None; "ops" returns None.
