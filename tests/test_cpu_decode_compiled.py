@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import flashtriton
-from flashtriton import backends, flash_attn_with_kvcache
+from flashtriton import backends, flash_attn_with_kvcache, kvcache
 
 from conftest import DEVICE
 from test_cpu_decode import _copy, _garbage_cache_inputs, _inputs, _run, _twice_then_one_thread
@@ -58,6 +58,24 @@ def compiled_path(monkeypatch, request):
     _AMX_ON[0] = request.param == "on"
 
 
+@pytest.fixture(autouse=True)
+def fresh_steps():
+    """Empties kvcache's step memo before and after each test: a memo entry holds the CompiledLaunch (and with
+    it the library) of its tensor signature, so a library a test swaps in (_use_library) must not meet a launch
+    built on another one, nor leave its own to a later test."""
+    kvcache._STRUCTURES.clear()
+    yield
+    kvcache._STRUCTURES.clear()
+
+
+def _use_library(monkeypatch, lib, name="load"):
+    """Runs later calls on `lib` (a load_variant build): native.load (or load_amx) swapped and the step memo
+    emptied (its launches keep the library they were built on: session 63 found the variant tests comparing
+    the default build with itself through them)."""
+    monkeypatch.setattr(native, name, lambda: lib)
+    kvcache._STRUCTURES.clear()
+
+
 def _expected_path(dtype):
     return "compiled-amx" if _AMX_ON[0] and dtype == torch.bfloat16 else "compiled"
 
@@ -68,7 +86,7 @@ def _run_compiled(inp, **kw):
     return res
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("heads", [(8, 2), (4, 4), (8, 1), (32, 8)])
 def test_random_lengths(dtype, heads):
     """Lengths 0, 1, 15, 16, 17 and random ones: empty items and partial 16-key blocks."""
@@ -80,7 +98,7 @@ def test_random_lengths(dtype, heads):
 
 
 @pytest.mark.parametrize("page", [1, 16, 64])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_paged_shuffled_pool(page, dtype):
     """Pages anywhere in the pool; blocks, splits and prefetches cross pages."""
     inp = _inputs(3, 1, 8, 2, 64, dtype, 384, [383, 77, 0], page=page)
@@ -97,7 +115,18 @@ def test_append_rotary_speculative(page, interleaved):
     _run_compiled(inp, causal=False, interleaved=interleaved)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("page", [0, 16])
+def test_fp16_append_alibi_softcap(page):
+    """fp16 caches (session 63: widened to float32 by vcvtph2ps - exact products, float32 sums - the output
+    rounded to fp16): appended tokens with rotary, causal speculative rows, ALiBi with softcap, splits."""
+    torch.manual_seed(16 + page)
+    inp = _inputs(2, 3, 8, 2, 128, torch.float16, 400, [300, 0], snew=3, page=page, rotary_dim=64)
+    _run_compiled(inp, causal=True, num_splits=2)
+    _run(inp, causal=True, alibi=torch.rand(2, 8) * 0.3, softcap=20.0)
+    assert decode.LAST_PATH == "compiled"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_windows_leftpad(dtype):
     inp = _inputs(3, 2, 8, 2, 64, dtype, 208, [180, 60, 9], leftpad=[17, 60, 0])
     _run_compiled(inp, causal=True, window_size=(50, 0), num_splits=3)
@@ -106,7 +135,7 @@ def test_windows_leftpad(dtype):
 
 
 @pytest.mark.parametrize("d", [32, 96, 128, 256])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_head_dims(d, dtype):
     inp = _inputs(2, 1, 8, 2, d, dtype, 100, [100, 37])
     _run_compiled(inp)
@@ -168,15 +197,21 @@ def test_splits_agree_repeatable_threads():
 
 
 def test_path_selection(monkeypatch):
-    """The kernel takes bf16 / float32 caches (with softcap or ALiBi too, never on AMX then); the rest
-    (and FLASHTRITON_CPU_DECODE=ops) takes the torch-ops paths; a bad value raises."""
+    """The kernel takes bf16 / fp16 / float32 caches (with softcap or ALiBi too, never on AMX then; fp16 where the
+    build has _Float16: an FT_NO_F16 build sends it to the torch-ops paths); the rest (and
+    FLASHTRITON_CPU_DECODE=ops) takes the torch-ops paths; a bad value raises."""
     inp = _inputs(1, 1, 4, 2, 64, torch.bfloat16, 50, [50])
     _run_compiled(inp)
     _run(inp, softcap=5.0)
     assert decode.LAST_PATH == "compiled"
     _run(inp, alibi=torch.rand(1, 4) * 0.2)
     assert decode.LAST_PATH == "compiled"
-    _run(_inputs(1, 1, 4, 2, 64, torch.float16, 50, [50]))
+    fp16 = _inputs(1, 1, 4, 2, 64, torch.float16, 50, [50])
+    _run_compiled(fp16)
+    no_f16 = native.load_variant("FT_NO_F16")
+    assert no_f16.ft_f16() == 0 and native.load().ft_f16() == 1
+    _use_library(monkeypatch, no_f16)
+    _run(fp16)
     assert decode.LAST_PATH == "ops"
     _run(_inputs(1, 1, 4, 2, 80, torch.float32, 50, [50]))   # D = 80: not a kernel head dim
     assert decode.LAST_PATH == "ops"
@@ -214,7 +249,7 @@ def test_alibi_softcap(dtype, heads, d, feature):
         assert decode.LAST_PATH == "compiled"
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_softcap_tanh_range(dtype):
     """The kernel's double-precision tanh over its whole range: tanh arguments below 1e-4 (its x branch), around
     the branch, in the bulk, saturated (|x| in the hundreds, t clamped at e^-40), on the reference bound."""
@@ -247,7 +282,7 @@ def test_alibi_softcap_variants(monkeypatch, define):
     score phase)."""
     if define != "FT_NO_BLK512" and not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    monkeypatch.setattr(native, "load", lambda lib=native.load_variant(define): lib)
+    _use_library(monkeypatch, native.load_variant(define))
     torch.manual_seed(11)
     for dtype in (torch.bfloat16, torch.float32):
         inp = _lengths_inputs(dtype, 4, 3, 16, leftpad=True, d=128)
@@ -276,7 +311,7 @@ def test_fma_bf16_score_path(monkeypatch):
     halves of each 32 columns, q permuted to match), built separately here."""
     lib = native.load_variant("FT_NO_DPBF16")
     assert lib.ft_dpbf16() == 0
-    monkeypatch.setattr(native, "load", lambda: lib)
+    _use_library(monkeypatch, lib)
     inp = _inputs(3, 2, 8, 2, 96, torch.bfloat16, 208, [200, 33, 0], page=16)
     _run_compiled(inp, causal=True, num_splits=3)
     _run_compiled(_inputs(2, 1, 12, 2, 128, torch.bfloat16, 100, [100, 61]))
@@ -296,7 +331,7 @@ def _lengths_inputs(dtype, group, sq, page, leftpad=False, d=64):
 
 
 @pytest.mark.parametrize("group", [1, 2, 4, 8])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_blk512_step_groups_lengths(group, dtype):
     """The AVX-512 step (head_blk: bf16 scores and P @ V by vdpbf16ps, P rounded to
     bf16; float32 by FMA) against the float64 reference within the usual bound (2x
@@ -325,7 +360,7 @@ def test_blk512_step_windows_leftpad(dtype):
     _run_compiled(inp, window_size=(0, 0), num_splits=1)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_blk512_matches_portable_step(monkeypatch, dtype):
     """The AVX-512 step and the portable vector-extension one (FT_NO_BLK512, what CPUs
     without AVX-512 run) both meet the bound and agree closely (float32: to rounding;
@@ -340,9 +375,9 @@ def test_blk512_matches_portable_step(monkeypatch, dtype):
     fast = _run_compiled(inp)[0]
     a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b) and torch.equal(a, c)
-    monkeypatch.setattr(native, "load", lambda: portable)
+    _use_library(monkeypatch, portable)
     slow = _run_compiled(inp)[0]
-    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]   # fp16: an output rounding
     assert (fast.double() - slow.double()).abs().max().item() <= tol
 
 
@@ -355,7 +390,7 @@ def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
     padding, causal Sq > 1, paged, split; against the reference bound."""
     if not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    monkeypatch.setattr(native, "load", lambda lib=native.load_variant(define): lib)
+    _use_library(monkeypatch, native.load_variant(define))
     torch.manual_seed(3)
     for sq, page in ((1, 0), (3, 16)):
         inp = _lengths_inputs(dtype, 4, sq, page)
@@ -365,14 +400,30 @@ def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
     _run_compiled(inp, window_size=(7, 5))
 
 
+def test_regression_swapped_library_runs(monkeypatch):
+    """Session 63: kvcache's step memo keeps each signature's CompiledLaunch, library included, so the variant
+    tests that swapped native.load after a call of the same signature (in the test or an earlier one) ran the
+    default build again: their bitwise comparisons compared it with itself. _use_library empties the memo; the
+    swapped-in library is the one whose kernel runs, and the default one again after the swap back."""
+    default, variant = native.load(), native.load_variant("FT_NO_INREG")
+    ran = []
+    real = decode.CompiledLaunch.run
+    monkeypatch.setattr(decode.CompiledLaunch, "run", lambda self, *a, **k: ran.append(self.lib) or real(self, *a, **k))
+    inp = _inputs(2, 1, 8, 2, 64, torch.float32, 100, [100, 37])
+    for lib in (default, variant, default):
+        _use_library(monkeypatch, lib)
+        _run_compiled(inp)
+    assert [x is y for x, y in zip(ran, (default, variant, default))] == [True, True, True]
+
+
 def _out_lse(inp, lib, monkeypatch, **kw):
     """out, lse of the compiled path on library `lib` (checked against the float64 bound by _run)."""
-    monkeypatch.setattr(native, "load", lambda: lib)
+    _use_library(monkeypatch, lib)
     out, lse = _run_compiled(inp, **kw)[:2]
     return out, lse
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("page", [0, 1, 16])
 def test_prefetch_next_block_matches_touch(monkeypatch, dtype, page):
     """Session 42: head_blk fetches the next block's K / V lines into L2 while it computes the current
@@ -527,7 +578,7 @@ def test_amx_block_widths(monkeypatch, define):
     here: lengths 1, 17, 113, 1023, windows inside a block, left padding, paged."""
     _need_amx()
     lib = native.load_variant("FT_AMX", define)
-    monkeypatch.setattr(native, "load_amx", lambda: lib)
+    _use_library(monkeypatch, lib, "load_amx")
     torch.manual_seed(7)
     for sq, page in ((1, 0), (3, 16)):
         _run_compiled(_lengths_inputs(torch.bfloat16, 4, sq, page), causal=sq > 1, num_splits=3)

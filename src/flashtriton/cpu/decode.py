@@ -18,8 +18,9 @@ order (log2 units inside):
 
 The default path (config.DECODE_PATH = "compiled", FLASHTRITON_CPU_DECODE) is the C
 kernel of native.py (CompiledLaunch): the same split-KV online softmax, fused into
-one streaming pass over the cache, for bf16 / float32 caches without softcap / ALiBi
-(compiled_ok lists the conditions); 2-3x the torch-ops paths below at L = 8k-32k.
+one streaming pass over the cache, for bf16 / fp16 / float32 caches (fp16 since session 63;
+softcap and ALiBi since session 62; compiled_ok lists the conditions); 2-3x the torch-ops
+paths below at L = 8k-32k (fp16: 3.0-6.7x).
 Everything else, or FLASHTRITON_CPU_DECODE=ops, takes the torch-ops paths.
 
 Two torch-ops paths compute those splits (measurements: bench/NOTES.md, "CPU backend"):
@@ -179,7 +180,7 @@ def compiled_library(dtype: torch.dtype, amx_ok: bool = True):
 
 def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bool:
     """Whether this call runs the compiled kernel (cpu/native.py): the "compiled" path
-    is selected and the kernel implements the problem - a bf16 / float32 cache, head_dim
+    is selected and the kernel implements the problem - a bf16 / fp16 / float32 cache, head_dim
     in {32, 64, 96, 128, 192, 256}, at most native.MAX_ROWS query rows (Sq * G) per KV
     head, K and V caches with the same strides and contiguous rows. Everything else takes
     the torch-ops paths (a documented split by feature; windows, causal speculative rows,
@@ -191,9 +192,13 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
         return False
     ok = (native.supports(k_cache.dtype, head_dim, rows)
           and v_cache.dtype == k_cache.dtype and k_cache.stride() == v_cache.stride() and k_cache.stride(-1) == 1)
-    if ok:
-        native.load()
+    if ok and native.load().ft_f16() == 0 and k_cache.dtype == torch.float16:
+        return False      # a compiler without _Float16 (by build, not by failure: the torch-ops paths take fp16)
     return ok
+
+
+# the kernel's element kind of each cache dtype it takes (C's ek)
+ELEMENT_KINDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 
 
 class CompiledLaunch:
@@ -212,7 +217,7 @@ class CompiledLaunch:
     first run() (ft_decode_packed: 17 arguments where ft_decode_lens takes 45; a cold ctypes
     call costs ~0.8 us an argument): 0.86-0.91x the launch's time at L = 512, session 57."""
     __slots__ = ("lib", "path", "modes", "hk", "sq", "group", "padded", "d", "es", "k_bytes", "page_rows",
-                 "out_bytes", "scale", "softcap2", "bf16", "amx", "left", "right", "alibi_bs", "packed", "packed_at",
+                 "out_bytes", "scale", "softcap2", "ek", "amx", "left", "right", "alibi_bs", "packed", "packed_at",
                  "batch", "snew")
 
     def __init__(self, lib, q, k_cache, params, alibi, out):
@@ -228,8 +233,8 @@ class CompiledLaunch:
         self.out_bytes = tuple(x * es for x in out.stride()[:3])
         self.scale = q_scale(params)                  # scale / softcap with softcap: the kernel's tanh argument
         self.softcap2 = params.softcap * LOG2E if params.softcap > 0 else 0.0
-        self.bf16 = k_cache.dtype == torch.bfloat16
-        self.amx = int(bool(lib.amx) and self.bf16)
+        self.ek = ELEMENT_KINDS[k_cache.dtype]        # the kernel's element kind: 0 float32, 1 bf16, 2 fp16
+        self.amx = int(bool(lib.amx) and self.ek == 1)
         self.left, self.right = params.window_left, params.window_right
         # ALiBi slopes: sequence b's at element b * alibi_bs (0: one (H,) vector); run() passes the tensor
         self.alibi_bs = alibi.stride(0) if alibi is not None and alibi.dim() == 2 else 0
@@ -253,7 +258,7 @@ class CompiledLaunch:
         paged = table is not None
         c = (*self.k_bytes, self.page_rows if paged else 0, table.stride(0) if paged else 0, snew, *kns, *vns,
              self.left, self.right, qs[0] * es, qs[1] * es, qs[2] * es, self.batch, self.hk, self.sq, self.group,
-             self.padded, self.d, num_splits, int(self.bf16), *self.out_bytes, self.amx, self.alibi_bs)
+             self.padded, self.d, num_splits, self.ek, *self.out_bytes, self.amx, self.alibi_bs)
         self.packed = (ctypes.c_int64 * len(c))(*c)
         # passed as its address: a plain int converts faster than the array does (~6 us, cold)
         self.packed_at = ctypes.addressof(self.packed)

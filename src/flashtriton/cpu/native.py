@@ -187,6 +187,10 @@ typedef uint32_t vu __attribute__((vector_size(64)));
 #define NSUB_F32 1  /* float32: 2 and 4 measured level / +15% after a flush and +4% / +9%
                        after SDPA (its 64-key block, 512 KiB, is twice bf16's) */
 #endif
+#ifndef NSUB_F16
+#define NSUB_F16 1  /* fp16 (session 63): score vectors per step, as float32's; 2 / 4 measured 0.98 / 1.08x the
+                       time at 8k, 1.00 / 1.04x at 32k (cold, 9 ABBA rounds): level, kept at 1 */
+#endif
 #define NSUB_MAX 4
 #ifndef PF_TOUCH
 #define PF_TOUCH 0    /* 1: touch every block even when the previous one prefetched it (measurement knob) */
@@ -229,6 +233,27 @@ static inline void ld_bf16x2(const void *p, vf *ev, vf *od) {
     vu e = w << 16, o = w & 0xffff0000u;
     memcpy(ev, &e, sizeof e); memcpy(od, &o, sizeof o);
 }
+/* fp16 caches (session 63): 16 fp16 elements widened to float32 (exact: fp16 x fp16 products are exact in
+   float32, so FMAs on the widened values are an fp16 matmul with float32 accumulation). vcvtph2ps with AVX-512;
+   GCC 12 scalarises the generic vector conversion anyway, so the portable step converts element by element.
+   HAVE_F16: the compiler has _Float16 (decode.py takes fp16 caches only then, ft_f16; FT_NO_F16 builds without,
+   for the tests). */
+#if defined(__FLT16_MAX__) && !defined(FT_NO_F16)
+#define HAVE_F16 1
+static inline vf ld_f16(const void *p) {
+#if defined(__AVX512F__)
+    const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    vf v; memcpy(&v, &x, sizeof v); return v;
+#else
+    _Float16 h[16]; memcpy(h, p, sizeof h);
+    vf v; for (int i = 0; i < 16; i++) v[i] = (float)h[i];
+    return v;
+#endif
+}
+#else
+#define HAVE_F16 0
+static inline vf ld_f16(const void *p) { (void)p; return (vf){0}; }   /* never called: ft_f16() is 0 */
+#endif
 static inline void st_f32(float *p, vf v) { memcpy(p, &v, sizeof v); }
 static inline float bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, NaN stays NaN */
@@ -323,7 +348,7 @@ typedef struct {
     const char *q;              /* (B, Sq, H, D) as given (the cache's dtype), byte strides: */
     int64_t qsb, qss, qsh;
     float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
-    int64_t B, Hk, Sq, G, R, D, splits, bf16;   /* R: rows per KV head, padded to RG */
+    int64_t B, Hk, Sq, G, R, D, splits, ek;     /* R: rows per KV head, padded to RG; ek: 0 float32, 1 bf16, 2 fp16 */
     int64_t amx;                /* bf16 on AMX tiles (head_amx; AMXD builds only) */
     float *work;                /* (B, splits, Hk, R, D + 16): acc, m, l (14 floats of padding:
                                    64-byte aligned rows) per item */
@@ -345,7 +370,7 @@ static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, 
    RG x NC accumulators in registers while the block's V rows stream through */
 static inline __attribute__((always_inline)) void pv_group(const args_t *a, const char *const *vp, int nt,
                                                           int64_t h, const vf *S, float *x0, int64_t W,
-                                                          int c0, const int NC, const int BF16) {
+                                                          int c0, const int NC, const int BF16, const int H16) {
     vf acc[RG][4];
     for (int g = 0; g < RG; g++)
         for (int c = 0; c < NC; c++) acc[g][c] = ld_f32(x0 + g * W + (c0 + c) * VL);
@@ -354,6 +379,7 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
         vf vv[4];
         for (int c = 0; c < NC; c += 2) {
             if (BF16) ld_bf16x2(vr + (c0 + c) * VL * 2, &vv[c], &vv[c + 1]);
+            else if (H16) { vv[c] = ld_f16(vr + (c0 + c) * VL * 2); vv[c + 1] = ld_f16(vr + (c0 + c + 1) * VL * 2); }
             else { vv[c] = ld_f32(vr + (c0 + c) * VL * 4); vv[c + 1] = ld_f32(vr + (c0 + c + 1) * VL * 4); }
         }
         for (int g = 0; g < RG; g++) {
@@ -491,7 +517,7 @@ static inline __attribute__((always_inline)) int key_rows(const char *const *kps
        gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
-        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int NS, pfs_t *pfs,
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int H16, const int NS, pfs_t *pfs,
         const int PHASE, __m512 *sbuf, const float *sl, const float *dg) {
     const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
@@ -598,7 +624,10 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
 #endif
                 } else {
                     __m512 kv[KG];
-                    for (int u = 0; u < KG; u++) { kv[u] = _mm512_loadu_ps(kr[u] + c * 64); INREG(kv[u]); }
+                    for (int u = 0; u < KG; u++) {
+                        kv[u] = H16 ? (__m512)ld_f16(kr[u] + c * 32) : _mm512_loadu_ps(kr[u] + c * 64);
+                        INREG(kv[u]);
+                    }
                     for (int g = 0; g < RG; g++) {
                         __m512 qv = _mm512_loadu_ps(qh + ((r + g) * D + c * 16) * 4);
                         INREG(qv);
@@ -676,7 +705,8 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     pf_step(pfs, pfn, DP);
                     const char *v0 = vp[t] + h * sh;
                     __m512 vv[4];
-                    for (int c = 0; c < NC; c++) vv[c] = _mm512_loadu_ps(v0 + (c0 + c) * 64);
+                    for (int c = 0; c < NC; c++)
+                        vv[c] = H16 ? (__m512)ld_f16(v0 + (c0 + c) * 32) : _mm512_loadu_ps(v0 + (c0 + c) * 64);
                     for (int g = 0; g < RG; g++) {
                         const __m512 pp = _mm512_set1_ps(pf[g][t]);
                         for (int c = 0; c < NC; c++) acc[g][c] = _mm512_fmadd_ps(pp, vv[c], acc[g][c]);
@@ -822,7 +852,8 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
    key, so their p is 0 and their state stays empty). State st: (Hk, R, D + 16),
    acc then m then l per row. */
 static inline __attribute__((always_inline)) void item(const args_t *a, int64_t b, int64_t j0, int64_t j1,
-                                                      float *st, char *qbuf, const int ND, const int BF16) {
+                                                      float *st, char *qbuf, const int ND, const int BF16,
+                                                      const int H16) {
     const int64_t Hk = a->Hk, G = a->G, D = a->D, R = a->R, Rreal = a->Sq * G, W = D + 16;
     vf S[MAXR];                             /* scores, then p, of one (head, block): lane = key */
     const vi IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -843,7 +874,8 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
         }
     /* this sequence's q rows as (Hk, R, D), row r = i * G + g of KV head h being
        query i of head h * G + g; padding rows zero. bf16 with DPBF16: as given;
-       bf16 otherwise: float32 in the [even, odd] order of the K loads; float32: as given */
+       bf16 otherwise: float32 in the [even, odd] order of the K loads; float32: as given; fp16 (H16):
+       widened to float32 */
     const int qbf = BF16 && DPBF16;
 #if AMXD
     if (BF16 && a->amx) {
@@ -868,7 +900,8 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             char *dst = qbuf + (h * R + r) * D * (qbf ? 2 : 4);
             if (r >= Rreal) { memset(dst, 0, (size_t)D * (qbf ? 2 : 4)); continue; }
             const char *src = a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh;
-            if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
+            if (H16) for (int64_t d = 0; d < D; d += VL) st_f32((float *)dst + d, ld_f16(src + 2 * d));
+            else if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
             else for (int64_t d = 0; d < D; d++) {
                 uint16_t x; memcpy(&x, src + 2 * d, 2);
                 ((float *)dst)[eo(d)] = bf16_to_f32(x);
@@ -886,9 +919,9 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     /* rows of this block and of the PFD blocks after it (a ring of PFD + 1 pointer arrays) */
     const char *kpb[PF_RING][T * KP_MAX], *vpb[PF_RING][T * KP_MAX];
     /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
-    const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
+    const int NS = BF16 ? NSUB_BF16 : H16 ? NSUB_F16 : NSUB_F32;
     const int TB = (BF16 && AMXD && a->amx) ? T * NSUB_AMX : (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
-    const int64_t row_bytes = BF16 ? D * 2 : D * 4;
+    const int64_t row_bytes = BF16 || H16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
     /* float32 in head_blk (AVX-512): the next block is prefetched while this one computes (pf_step), so
        only an item's first block is touched; float32 0.64-0.88x the time of the touch (session 42's A/B,
@@ -1012,12 +1045,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             const char *const *vpf = vpb[(bi + PFD - 1) % NR];
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {vpf, 0, (int)(h * nv / Hk), (int)((h + 1) * nv / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 1,
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, 0, NS, &pf, 1,
                          sb_ + h * R * NSUB_MAX, sl ? sl + h * G : 0, dg);
             }
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {kn, 0, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, NS, &pf, 2,
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, 0, NS, &pf, 2,
                          sb_ + h * R * NSUB_MAX, 0, 0);
             }
             continue;
@@ -1028,8 +1061,8 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             if (!BF16 || DPBF16) {
                 /* this head's share of the next block: positions [h ntn / Hk, (h + 1) ntn / Hk) */
                 pfs_t pf = {kn, vn, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, NS,
-                         &pf, 0, 0, sl ? sl + h * G : 0, dg);
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, H16,
+                         NS, &pf, 0, 0, sl ? sl + h * G : 0, dg);
                 continue;
             }
 #endif
@@ -1063,6 +1096,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                         for (int c = 0; c < ND; c += 2) {
                             vf k0, k1;
                             if (BF16) ld_bf16x2(kr + c * VL * 2, &k0, &k1);
+                            else if (H16) { k0 = ld_f16(kr + c * VL * 2); k1 = ld_f16(kr + (c + 1) * VL * 2); }
                             else { k0 = ld_f32(kr + c * VL * 4); k1 = ld_f32(kr + (c + 1) * VL * 4); }
                             for (int g = 0; g < RG; g++) {
                                 acc0[g] += k0 * ld_f32(qh + (r + g) * D + c * VL);
@@ -1103,29 +1137,33 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             for (int64_t r = 0; r < R; r += RG) {
                 float *x0 = st + (h * R + r) * W;
                 int c0 = 0;
-                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16);
-                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16);
+                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16, H16);
+                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16, H16);
             }
         }
     }
 }
 
 #define SPECIALISE(ND_) \
-    static void item_##ND_##_bf16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 1); } \
-    static void item_##ND_##_f32(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0); }
+    static void item_##ND_##_bf16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 1, 0); } \
+    static void item_##ND_##_f32(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0, 0); } \
+    static void item_##ND_##_f16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16); }
 SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
 
 typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char *);
 
-static item_fn pick(int64_t nd, int64_t bf16) {
+/* ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 */
+static item_fn pick(int64_t nd, int64_t ek) {
+#define PICK(ND_) return ek == 1 ? item_##ND_##_bf16 : ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
     switch (nd) {
-    case 2: return bf16 ? item_2_bf16 : item_2_f32;
-    case 4: return bf16 ? item_4_bf16 : item_4_f32;
-    case 6: return bf16 ? item_6_bf16 : item_6_f32;
-    case 8: return bf16 ? item_8_bf16 : item_8_f32;
-    case 12: return bf16 ? item_12_bf16 : item_12_f32;
-    case 16: return bf16 ? item_16_bf16 : item_16_f32;
+    case 2: PICK(2);
+    case 4: PICK(4);
+    case 6: PICK(6);
+    case 8: PICK(8);
+    case 12: PICK(12);
+    case 16: PICK(16);
     }
+#undef PICK
     return 0;
 }
 
@@ -1134,6 +1172,8 @@ static item_fn pick(int64_t nd, int64_t bf16) {
 int ft_dpbf16(void) { return DPBF16; }
 /* 1: float32 caches, and bf16 ones with AVX512-BF16, take head_blk (AVX-512 built in) */
 int ft_blk512(void) { return BLK512; }
+/* 1: fp16 caches are built in (the compiler has _Float16) */
+int ft_f16(void) { return HAVE_F16; }
 /* 1: the AMX step (head_amx) is built in (the FT_AMX build with a compiler that has AMX) */
 int ft_decode_amx(void) { return AMXD; }
 /* 1: this process may use AMX tile data (the permission: native_prefill's ft_amx_init) */
@@ -1148,9 +1188,9 @@ int ft_decode_amx_permitted(void) {
 /* meta (int64): start (B), cache row (B), klo (B), khi (B), rlo (B * Sq), rhi (B * Sq), and with ALiBi (ft_decode_ex's
    alibi not 0) nk (B), the keys of each sequence. alibi: float32 slopes, sequence b's H at alibi + b * alibi_bs;
    softcap2: softcap * log2(e), 0 without (qscale then softmax_scale / softcap); neither with amx (head_amx has
-   neither). q, out (B, Sq, H, D) in the cache's dtype with byte strides; lse (B, H, Sq) float32
-   contiguous (natural log); work (B, splits, Hk, R, D + 16) float32, 64-byte aligned. R: rows per KV head
-   padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
+   neither). ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 (ft_f16). q, out (B, Sq, H, D) in the cache's
+   dtype with byte strides; lse (B, H, Sq) float32 contiguous (natural log); work (B, splits, Hk, R, D + 16)
+   float32, 64-byte aligned. R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
    (decode.py checks first), 4 when out of memory. */
 #ifdef FT_TRACE
 /* measurement knob (session 44): TSC stamps of one call. [0] entry, [1] return; per thread t < 4 at 8 + 64 t:
@@ -1165,22 +1205,23 @@ uint64_t ft_rdtsc(void) { return __rdtsc(); }
 int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
                  const int32_t *table, int64_t table_stride, const int64_t *meta,
                  const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
-                 int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
+                 int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t ek,
                  float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx,
                  const float *alibi, int64_t alibi_bs, float softcap2) {
     const int64_t W = D + 16, Rreal = Sq * G;
     TRACE(0, __rdtsc());
     if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
-    if (amx && (!bf16 || !AMXD || alibi || softcap2 != 0.0f)) return 1;
+    if (amx && (ek != 1 || !AMXD || alibi || softcap2 != 0.0f)) return 1;
+    if (ek == 2 && !HAVE_F16) return 2;
 #if AMXD
     if (amx && !amx_permitted()) return 5;     /* a tile instruction would raise SIGILL */
 #endif
-    item_fn fn = pick(D / VL, bf16);
+    item_fn fn = pick(D / VL, ek);
     if (!fn) return 2;
     const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
     const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
     args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
-                qscale, B, Hk, Sq, G, R, D, splits, bf16, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
+                qscale, B, Hk, Sq, G, R, D, splits, ek, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
     const int64_t items = B * splits, per_item = Hk * R * W;
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
@@ -1261,10 +1302,14 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
             } else {
                 *lrow = INFINITY;                           /* no key: out 0, lse +inf */
             }
-            if (bf16 && BLK512 && DPBF16 && !amx)   /* the vdpbf16ps P @ V order (pvi) */
+            if (ek == 1 && BLK512 && DPBF16 && !amx)   /* the vdpbf16ps P @ V order (pvi) */
                 for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[pvi(d)]); memcpy(orow + 2 * d, &y, 2); }
-            else if (bf16)   /* [even, odd] order (the V loads; AMX: the even / odd products) */
+            else if (ek == 1)   /* [even, odd] order (the V loads; AMX: the even / odd products) */
                 for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[eo(d)]); memcpy(orow + 2 * d, &y, 2); }
+#if HAVE_F16
+            else if (ek == 2)   /* fp16: in order, rounded to nearest even */
+                for (int64_t d = 0; d < D; d++) { const _Float16 y = (_Float16)o[d]; memcpy(orow + 2 * d, &y, 2); }
+#endif
             else
                 memcpy(orow, o, (size_t)D * 4);
         }
@@ -1279,10 +1324,10 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
 int ft_decode(const char *k, const char *v, int64_t sb, int64_t sp, int64_t sh, int64_t page,
               const int32_t *table, int64_t table_stride, const int64_t *meta,
               const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
-              int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t bf16,
+              int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t ek,
               float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
     return ft_decode_ex(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk, Sq, G, R,
-                        D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
+                        D, splits, ek, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
 }
 
 /* ft_decode with the key ranges and the split count derived here from the int32 index tensors (session 56:
@@ -1303,7 +1348,7 @@ static int decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int
                    int64_t knh, int64_t vnb, int64_t vns, int64_t vnh, int64_t left, int64_t right,
                    const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
                    int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
-                   int64_t per_thread, int64_t min_piece, int64_t bf16,
+                   int64_t per_thread, int64_t min_piece, int64_t ek,
                    float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx,
                    const float *alibi, int64_t alibi_bs, float softcap2) {
     if (B <= 0) return 0;
@@ -1334,8 +1379,8 @@ static int decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int
             const int64_t off = table ? (int64_t)table[b * table_stride + pos / page] * sb + (pos % page) * sp
                                       : row[b] * sb + pos * sp;
             for (int64_t h = 0; h < Hk; h++) {
-                memcpy((char *)k + off + h * sh, k_new + b * knb + i * kns + h * knh, (size_t)D * (bf16 ? 2 : 4));
-                memcpy((char *)v + off + h * sh, v_new + b * vnb + i * vns + h * vnh, (size_t)D * (bf16 ? 2 : 4));
+                memcpy((char *)k + off + h * sh, k_new + b * knb + i * kns + h * knh, (size_t)D * (ek ? 2 : 4));
+                memcpy((char *)v + off + h * sh, v_new + b * vnb + i * vns + h * vnh, (size_t)D * (ek ? 2 : 4));
             }
         }
     }
@@ -1346,7 +1391,7 @@ static int decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int
         if (splits < 1) splits = 1;
     }
     const int rc = ft_decode_ex(k, v, sb, sp, sh, page, table, table_stride, meta, q, qsb, qss, qsh, qscale, B, Hk,
-                                Sq, G, R, D, splits, bf16, work, out, osb, oss, osh, lse, nthreads, amx, alibi,
+                                Sq, G, R, D, splits, ek, work, out, osb, oss, osh, lse, nthreads, amx, alibi,
                                 alibi_bs, softcap2);
     if (meta != stack_meta) free(meta);
     return rc;
@@ -1357,15 +1402,15 @@ int ft_decode_lens(const char *k, const char *v, int64_t sb, int64_t sp, int64_t
                    int64_t knh, int64_t vnb, int64_t vns, int64_t vnh, int64_t left, int64_t right,
                    const char *q, int64_t qsb, int64_t qss, int64_t qsh, float qscale,
                    int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits_req,
-                   int64_t per_thread, int64_t min_piece, int64_t bf16,
+                   int64_t per_thread, int64_t min_piece, int64_t ek,
                    float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx) {
     return decode_lens(k, v, sb, sp, sh, page, table, table_stride, lens, leftpad, rows, snew, k_new, v_new, knb, kns,
                        knh, vnb, vns, vnh, left, right, q, qsb, qss, qsh, qscale, B, Hk, Sq, G, R, D, splits_req,
-                       per_thread, min_piece, bf16, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
+                       per_thread, min_piece, ek, work, out, osb, oss, osh, lse, nthreads, amx, 0, 0, 0.0f);
 }
 /* ft_decode_lens with its per-step constants in one array c (session 57: a cold ctypes call costs ~0.8 us an
    argument; decode.CompiledLaunch builds c once a step): c = sb, sp, sh, page, table_stride, snew, knb, kns, knh,
-   vnb, vns, vnh, left, right, qsb, qss, qsh, B, Hk, Sq, G, R, D, splits_req, bf16, osb, oss, osh, amx, alibi_bs;
+   vnb, vns, vnh, left, right, qsb, qss, qsh, B, Hk, Sq, G, R, D, splits_req, ek, osb, oss, osh, amx, alibi_bs;
    alibi: ALiBi slopes (0: none; see ft_decode_ex); softcap2: softcap * log2(e) (0: none). */
 int ft_decode_packed(const int64_t *c, float qscale, const char *k, const char *v, const int32_t *table,
                      const int32_t *lens, const int32_t *leftpad, const int32_t *rows, const char *k_new,
@@ -1469,7 +1514,7 @@ def _open(path: str, amx: bool = False):
     lib.ft_decode_lens.restype = ctypes.c_int
     lib.ft_decode_packed.argtypes = [ptr, ctypes.c_float] + [ptr] * 12 + [i64, i64, ctypes.c_int, ptr, ctypes.c_float]
     lib.ft_decode_packed.restype = ctypes.c_int
-    for name in ("ft_decode_amx", "ft_decode_amx_permitted"):
+    for name in ("ft_decode_amx", "ft_decode_amx_permitted", "ft_f16"):
         getattr(lib, name).argtypes = []
         getattr(lib, name).restype = ctypes.c_int
     lib.amx = amx       # bf16 calls on this library run the AMX step (decode.CompiledLaunch passes it)
@@ -1570,6 +1615,7 @@ MAX_ROWS = 256   # C's MAXR: query rows (Sq * G) per KV head
 
 
 def supports(dtype: torch.dtype, head_dim: int, rows: int) -> bool:
-    """Whether the kernel takes this problem (bf16 / float32 cache, D a multiple of
-    16 in {32, 64, 96, 128, 192, 256}, at most MAX_ROWS rows per KV head)."""
-    return dtype in (torch.bfloat16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256) and rows <= MAX_ROWS
+    """Whether the kernel takes this problem (bf16 / fp16 / float32 cache - fp16 where the
+    build has _Float16, ft_f16 - D a multiple of 16 in {32, 64, 96, 128, 192, 256}, at most
+    MAX_ROWS rows per KV head)."""
+    return dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256) and rows <= MAX_ROWS
