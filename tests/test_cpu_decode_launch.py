@@ -56,7 +56,7 @@ def _by_python_rule(launch, inp, snew, num_splits, out, lse):
         kc.data_ptr(), vc.data_ptr(), *ks, launch.page_rows if paged else 0, table.data_ptr() if paged else None,
         table.stride(0) if paged else 0, (ctypes.c_int64 * len(vals))(*vals), q.data_ptr(), qs[0] * es, qs[1] * es,
         qs[2] * es, launch.scale, batch, launch.hk, sq, launch.group, launch.padded, launch.d, splits,
-        int(launch.bf16), work.data_ptr(), out.data_ptr(), *os_, lse.data_ptr(), threads, launch.amx)
+        launch.ek, work.data_ptr(), out.data_ptr(), *os_, lse.data_ptr(), threads, launch.amx)
     assert rc == 0
 
 
