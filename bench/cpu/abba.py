@@ -21,3 +21,13 @@ def abba(fns: dict, rounds: int, before=None) -> dict:
 
 def median(xs: list) -> float:
     return sorted(xs)[len(xs) // 2]
+
+
+def save(path: str, rounds: int, rows: list, **meta):
+    """The A/B scripts' JSON: torch's version, its thread count, the rounds, the UTC date, `meta`, the rows."""
+    import json
+
+    import torch
+    with open(path, "w") as f:
+        json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds, **meta,
+                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)

@@ -6,12 +6,10 @@ cache's GB/s. Prints a Markdown table; with an output path also writes JSON.
 
     PYTHONPATH=src python bench/cpu/s62_decode_features_ab.py [ROUNDS] [OUT.json]
 """
-import json
 import sys
-import time
 
 import torch
-from abba import abba, median
+from abba import abba, median, save
 
 import flashtriton
 from flashtriton import flash_attn_with_kvcache
@@ -52,6 +50,4 @@ print(f"| dtype | L | variant | path | us (median of {rounds}) | GB/s |\n|---|--
 for r in rows:
     print(f"| {r['dtype']} | {r['L'] // 1024}k | {r['variant']} | {r['path']} | {r['us']} | {r['gbs']} |")
 if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as f:
-        json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds,
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)
+    save(sys.argv[2], rounds, rows)

@@ -6,12 +6,10 @@ count, causal halved). Prints a Markdown table; with an output path also writes 
 
     PYTHONPATH=src python bench/cpu/s62_prefill_features_ab.py [ROUNDS] [OUT.json] [N]
 """
-import json
 import sys
-import time
 
 import torch
-from abba import abba, median
+from abba import abba, median, save
 
 import flashtriton
 from flashtriton import flash_attn_func
@@ -48,6 +46,4 @@ print(f"| causal | variant | path | ms (median of {rounds}) | TFLOP/s |\n|---|--
 for r in rows:
     print(f"| {r['causal']} | {r['variant']} | {r['path']} | {r['ms']} | {r['tflops']} |")
 if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as f:
-        json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds, shape=[1, n, 8, 128],
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)
+    save(sys.argv[2], rounds, rows, shape=[1, n, 8, 128])

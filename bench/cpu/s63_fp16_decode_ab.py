@@ -8,13 +8,11 @@ writes JSON.
 
     PYTHONPATH=src python bench/cpu/s63_fp16_decode_ab.py [ROUNDS] [OUT.json]
 """
-import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
-from abba import abba, median
+from abba import abba, median, save
 
 import flashtriton
 from flashtriton import flash_attn_with_kvcache
@@ -66,6 +64,4 @@ for r in rows:
     err = "" if r["err"] is None else f"{r['err']:.2e}"
     print(f"| {r['L'] // 1024}k | {r['variant']} | {r['path']} | {r['us']} | {r['gbs']} | {err} |")
 if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as f:
-        json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds,
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)
+    save(sys.argv[2], rounds, rows)

@@ -5,12 +5,10 @@ reversed every other round); medians in ms. Also the largest output difference b
 
     PYTHONPATH=src python bench/cpu/s63_softcap_tanh_ab.py [ROUNDS] [OUT.json] [N]
 """
-import json
 import sys
-import time
 
 import torch
-from abba import abba, median
+from abba import abba, median, save
 
 import flashtriton
 from flashtriton import flash_attn_func
@@ -44,6 +42,4 @@ print(f"| causal | variant | ms (median of {rounds}) | f32 - f64 tanh: max out |
 for r in rows:
     print(f"| {r['causal']} | {r['variant']} | {r['ms']} | {r['out_max']:.3g} |")
 if len(sys.argv) > 2:
-    with open(sys.argv[2], "w") as f:
-        json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds, shape=[1, n, 8, 128],
-                       date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)
+    save(sys.argv[2], rounds, rows, shape=[1, n, 8, 128])
