@@ -207,7 +207,10 @@ KV_SMEM_BUDGET = 200 * 1024
 # B = 8 8k: default 176 / 588 / 1132, (16, 8, 3) 105 / 371 / 734, (32, 8, 3) 89 / 287 / 547, (16, 4, 3) 93 / 314 /
 # 665; D = 256 B = 1 8k, 1 / 4 query rows: default 553 / 2501, (16, 8, 3) 228 / 353, (32, 8, 3) 534 / 598. Every
 # regime (split, wide split, batch) takes them; paged caches add their 2 stages; pages smaller than BLOCK_N gather.
-FP32_TILES = {128: (32, 8, 3), 256: (16, 8, 3)}
+# D = 64 (default (128, 4, 3): 4.3 / 1.0 KB of spills; bench/gpu/s63_fp32_decode_d64.py): B = 1 8k / 32k, B = 8 8k
+# default 64.4 / 170.0 / 312.0 us, (32, 8, 3) 44.8 / 135.5 / 262.2, (64, 8, 3) 60.5 / 193.2 / 384.1. D = 32 keeps
+# (128, 4, 4) (16 B-372 B of spills; 8 warps measured 0.82-1.00x its speed, (64, 4, 4) 1.06-1.07x: left as is).
+FP32_TILES = {64: (32, 8, 3), 128: (32, 8, 3), 256: (16, 8, 3)}
 
 
 def block_d(head_dim: int) -> int:
