@@ -117,7 +117,7 @@ def test_one_row_route_rule(monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("at,causal", [("threshold", True), ("past", False)])
 def test_one_row_on_the_decode_kernel_gpu(monkeypatch, dtype, at, causal):
-    """The route at its real threshold (2048 keys in bf16, 256 in fp32) and past it on the GPU (GQA 32 / 8, D = 128)."""
+    """The route at its real threshold (2048 keys in bf16, 64 in fp32) and past it on the GPU (GQA 32 / 8, D = 128)."""
     threshold = policy.ONE_ROW_DECODE_MIN_NK_FP32 if dtype == torch.float32 else policy.ONE_ROW_DECODE_MIN_NK
     nk = threshold if at == "threshold" else 8193
     calls = _launched(monkeypatch)

@@ -799,10 +799,13 @@ def gluon_bwd_fused_varlen(q, k, v, dout, lse, params: AttnParams, alibi, bd: in
 # call routed), from ONE_ROW_DECODE_MIN_NK_FP32 keys: the prefill kernels' one-row fp32 tile is slower, so the
 # route wins earlier (H100, session 61, B = 1 / 8, Hq = 32, Hk = 8, D = 128, us, prefill -> decode route): B = 1 128
 # 35.7 -> 36.8, 256 63.2 -> 63.2, 512 118 -> 60.5, 1k 229 -> 63.2, 8k 1769 -> 176, 32k 7033 -> 586; B = 8 128 64.4 ->
-# 39.9, 256 114 -> 61.0, 1k 402 -> 188, 8k 3104 -> 1148. Not with dropout (the decode kernel has none).
+# 39.9, 256 114 -> 61.0, 1k 402 -> 188, 8k 3104 -> 1148. Not with dropout (the decode kernel has none). Session 63,
+# once fp32 decode took tiles without spills (launchers/decode.FP32_TILES; H100, bench/gpu/s60_one_row_route_probe.py
+# fp32): B = 1 64 21.6 -> 16.1, 128 35.4 -> 25.2, 256 63.5 -> 41.6, 1k 227 -> 45.5; B = 8 64 40.4 -> 18.9, 128 64.0 ->
+# 27.4: the route wins from 64 keys (fewer not measured).
 ONE_ROW_DECODE = True
 ONE_ROW_DECODE_MIN_NK = 2048          # bf16 / fp16
-ONE_ROW_DECODE_MIN_NK_FP32 = 256
+ONE_ROW_DECODE_MIN_NK_FP32 = 64
 
 
 def one_row_decode(q, k, params: AttnParams, varlen=None) -> bool:
