@@ -86,8 +86,8 @@ def test_one_row_route_rule(monkeypatch):
     p = AttnParams(0.1)
     one, many = torch.empty(1, 1, 4, 64), torch.empty(1, 2048, 2, 64)
     assert policy.one_row_decode(one.bfloat16(), many, p) and policy.one_row_decode(one.half(), many, p)
-    assert policy.one_row_decode(one, many[:, :256], p)                              # fp32 (session 61) from 256
-    assert not policy.one_row_decode(one, many[:, :255], p)
+    assert policy.one_row_decode(one, many[:, :64], p)                               # fp32 (session 63) from 64
+    assert not policy.one_row_decode(one, many[:, :63], p)
     assert not policy.one_row_decode(one.bfloat16(), many[:, :2047], p)              # < 2048 keys
     assert not policy.one_row_decode(one.bfloat16(), many, AttnParams(0.1, dropout_p=0.1))
     from flashtriton.launchers.prefill import Varlen
