@@ -1144,10 +1144,11 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     }
 }
 
+#define ITEM_ARGS const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb
 #define SPECIALISE(ND_) \
-    static void item_##ND_##_bf16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 1, 0); } \
-    static void item_##ND_##_f32(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0, 0); } \
-    static void item_##ND_##_f16(const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16); }
+    static void item_##ND_##_bf16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 1, 0); } \
+    static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0); } \
+    static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16); }
 SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
 
 typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char *);
@@ -1190,8 +1191,8 @@ int ft_decode_amx_permitted(void) {
    softcap2: softcap * log2(e), 0 without (qscale then softmax_scale / softcap); neither with amx (head_amx has
    neither). ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 (ft_f16). q, out (B, Sq, H, D) in the cache's
    dtype with byte strides; lse (B, H, Sq) float32 contiguous (natural log); work (B, splits, Hk, R, D + 16)
-   float32, 64-byte aligned. R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the kernel does not take
-   (decode.py checks first), 4 when out of memory. */
+   float32, 64-byte aligned. R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the
+   kernel does not take (decode.py checks first), 4 when out of memory. */
 #ifdef FT_TRACE
 /* measurement knob (session 44): TSC stamps of one call. [0] entry, [1] return; per thread t < 4 at 8 + 64 t:
    [0] region entry, [1] after the item loop's barrier, [2] merge end, [3] items done, then per item (start, end, id) */
@@ -1618,4 +1619,5 @@ def supports(dtype: torch.dtype, head_dim: int, rows: int) -> bool:
     """Whether the kernel takes this problem (bf16 / fp16 / float32 cache - fp16 where the
     build has _Float16, ft_f16 - D a multiple of 16 in {32, 64, 96, 128, 192, 256}, at most
     MAX_ROWS rows per KV head)."""
-    return dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256) and rows <= MAX_ROWS
+    return (dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256)
+            and rows <= MAX_ROWS)
