@@ -192,8 +192,10 @@ def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bo
         return False
     ok = (native.supports(k_cache.dtype, head_dim, rows)
           and v_cache.dtype == k_cache.dtype and k_cache.stride() == v_cache.stride() and k_cache.stride(-1) == 1)
-    if ok and native.load().ft_f16() == 0 and k_cache.dtype == torch.float16:
-        return False      # a compiler without _Float16 (by build, not by failure: the torch-ops paths take fp16)
+    if ok:
+        lib = native.load()
+        if k_cache.dtype == torch.float16 and not lib.ft_f16():
+            return False      # a compiler without _Float16 (by build, not by failure: the torch-ops paths take fp16)
     return ok
 
 
