@@ -187,10 +187,6 @@ typedef uint32_t vu __attribute__((vector_size(64)));
 #define NSUB_F32 1  /* float32: 2 and 4 measured level / +15% after a flush and +4% / +9%
                        after SDPA (its 64-key block, 512 KiB, is twice bf16's) */
 #endif
-#ifndef NSUB_F16
-#define NSUB_F16 1  /* fp16 (session 63): score vectors per step, as float32's; 2 / 4 measured 0.98 / 1.08x the
-                       time at 8k, 1.00 / 1.04x at 32k (cold, 9 ABBA rounds): level, kept at 1 */
-#endif
 #define NSUB_MAX 4
 #ifndef PF_TOUCH
 #define PF_TOUCH 0    /* 1: touch every block even when the previous one prefetched it (measurement knob) */
@@ -919,7 +915,8 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     /* rows of this block and of the PFD blocks after it (a ring of PFD + 1 pointer arrays) */
     const char *kpb[PF_RING][T * KP_MAX], *vpb[PF_RING][T * KP_MAX];
     /* keys per block: head_blk takes NS score vectors of T keys per softmax step */
-    const int NS = BF16 ? NSUB_BF16 : H16 ? NSUB_F16 : NSUB_F32;
+    /* fp16 takes float32's step (session 63: 2 / 4 score vectors measured 0.98-1.08x the time, cold, 8k / 32k) */
+    const int NS = BF16 ? NSUB_BF16 : NSUB_F32;
     const int TB = (BF16 && AMXD && a->amx) ? T * NSUB_AMX : (BLK512 && (!BF16 || DPBF16)) ? T * NS : T;
     const int64_t row_bytes = BF16 || H16 ? D * 2 : D * 4;
     const int64_t span = (Hk - 1) * a->sh + row_bytes;   /* bytes of one position's heads */
