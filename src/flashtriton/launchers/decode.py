@@ -201,15 +201,18 @@ INTERPRETER_TILE = (16, 4, 1)  # small tiles: the small test shapes still cross 
 # flash_attn_with_kvcache fp32, B = 1, L = 32k, session 61). default_tile halves BLOCK_N while the K / V stages in
 # flight need more than KV_SMEM_BUDGET (kv_smem_bytes; the q tile, partials and barriers took ~16 KB more there).
 KV_SMEM_BUDGET = 200 * 1024
-# fp32 caches at D = 64 / 128 / 256 (session 63): the 2-byte tiles spill there (ptxas, sm_90a: D = 128 on (64, 4, 3)
-# 3.1-4.4 KB a thread, D = 256 on (32, 4, 3) 4.5-34 KB; bench/NOTES.md "Session 61"). 8 warps and 16-32 keys do
-# not. H100, session 63 (bench/gpu/s61_fp32_decode_tiles.py, do_bench median us, Hq = 32, Hk = 8): D = 128
-# B = 1 8k / 32k, B = 8 8k: default 176 / 588 / 1132, (16, 8, 3) 105 / 371 / 734, (32, 8, 3) 89 / 287 / 547, (16, 4, 3) 93 / 314 /
-# 665; D = 256 B = 1 8k, 1 / 4 query rows: default 553 / 2501, (16, 8, 3) 228 / 353, (32, 8, 3) 534 / 598. Every
-# regime (split, wide split, batch) takes them; paged caches add their 2 stages; pages smaller than BLOCK_N gather.
-# D = 64 (default (128, 4, 3): 4.3 / 1.0 KB of spills; bench/gpu/s63_fp32_decode_d64.py): B = 1 8k / 32k, B = 8 8k
-# default 64.4 / 170.0 / 312.0 us, (32, 8, 3) 44.8 / 135.5 / 262.2, (64, 8, 3) 60.5 / 193.2 / 384.1. D = 32 keeps
-# (128, 4, 4) (16 B-372 B of spills; 8 warps measured 0.82-1.00x its speed, (64, 4, 4) 1.06-1.07x: left as is).
+# fp32 caches at D = 64 / 128 / 256 (session 63): the 2-byte tiles spill there (ptxas, sm_90a: D = 128 on
+# (64, 4, 3) 3.1-4.4 KB a thread, D = 256 on (32, 4, 3) 4.5-34 KB, D = 64 on (128, 4, 3) 1.0-4.3 KB; bench/NOTES.md
+# "Session 61" / "Session 63"); 8 warps with 16-32 keys do not. H100, session 63, do_bench median us, Hq = 32,
+# Hk = 8 (bench/gpu/s61_fp32_decode_tiles.py, s63_fp32_decode_d64.py):
+#   D = 128, B = 1 8k / 32k, B = 8 8k: default 176 / 588 / 1132, (16, 8, 3) 105 / 371 / 734,
+#            (32, 8, 3) 89 / 287 / 547, (16, 4, 3) 93 / 314 / 665
+#   D = 256, B = 1 8k, 1 / 4 query rows: default 553 / 2501, (16, 8, 3) 228 / 353, (32, 8, 3) 534 / 598
+#   D = 64, B = 1 8k / 32k, B = 8 8k: default 64.4 / 170.0 / 312.0, (32, 8, 3) 44.8 / 135.5 / 262.2,
+#            (64, 8, 3) 60.5 / 193.2 / 384.1
+# Every regime (split, wide split, batch) takes them; paged caches add their 2 stages; pages smaller than BLOCK_N
+# gather. D = 32 keeps (128, 4, 4) (16-372 B of spills; 8 warps measured 0.62-1.00x its speed, (64, 4, 4)
+# 1.06-1.07x: left as is).
 FP32_TILES = {64: (32, 8, 3), 128: (32, 8, 3), 256: (16, 8, 3)}
 
 
