@@ -76,13 +76,14 @@ def _use_library(monkeypatch, lib, name="load"):
     kvcache._STRUCTURES.clear()
 
 
-def _expected_path(dtype):
-    return "compiled-amx" if _AMX_ON[0] and dtype == torch.bfloat16 else "compiled"
+def _expected_path(dtype, d=64):
+    """AMX takes bf16 head dims that are multiples of 32 (48 / 80 / 112 stay on the AVX-512 step)."""
+    return "compiled-amx" if _AMX_ON[0] and dtype == torch.bfloat16 and d % 32 == 0 else "compiled"
 
 
 def _run_compiled(inp, **kw):
     res = _run(inp, **kw)
-    assert decode.LAST_PATH == _expected_path(inp["k_cache"].dtype)
+    assert decode.LAST_PATH == _expected_path(inp["k_cache"].dtype, inp["q"].shape[-1])
     return res
 
 
@@ -134,11 +135,33 @@ def test_windows_leftpad(dtype):
     _run_compiled(inp, window_size=(0, 0))
 
 
-@pytest.mark.parametrize("d", [32, 96, 128, 256])
+@pytest.mark.parametrize("d", [32, 48, 80, 96, 112, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_head_dims(d, dtype):
     inp = _inputs(2, 1, 8, 2, d, dtype, 100, [100, 37])
     _run_compiled(inp)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_half_group_head_dims(dtype):
+    """Session 64: D = 48 / 80 / 112 (D % 32 = 16: a bf16 row ends in half a 32-column group, read by masked loads;
+    float32 / fp16 an odd count of 16-column vectors). Windows, left padding, causal rows, pages, splits, softcap and
+    ALiBi against the reference; caches whose rows sit in wider rows with NaN after each head's D columns give
+    bitwise the contiguous caches' result (a read past a row would bring the NaN in)."""
+    torch.manual_seed(64)
+    for d in (48, 80, 112):
+        inp = _inputs(3, 2, 8, 2, d, dtype, 208, [180, 60, 9], leftpad=[17, 60, 0])
+        _run_compiled(inp, causal=True, window_size=(50, 0), num_splits=3)
+        _run_compiled(_inputs(2, 1, 32, 8, d, dtype, 1088, [1088, 37], page=16))
+        _run(_inputs(2, 1, 12, 4, d, dtype, 100, [100, 1]), softcap=5.0, alibi=torch.rand(2, 12) * 0.2)
+        assert decode.LAST_PATH == "compiled"
+        wide = [torch.full((1, 100, 2, d + 16), float("nan"), dtype=dtype) for _ in range(2)]
+        k, v = (w[..., :d].copy_(torch.randn(1, 100, 2, d)) for w in wide)
+        q, lens = torch.randn(1, 1, 8, d, dtype=dtype), torch.tensor([100], dtype=torch.int32)
+        with flashtriton.use_backend("cpu"):
+            got = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
+            want = flash_attn_with_kvcache(q, k.contiguous(), v.contiguous(), cache_seqlens=lens)
+        assert torch.equal(got, want), d
 
 
 def test_many_rows_per_head():
@@ -213,7 +236,7 @@ def test_path_selection(monkeypatch):
     _use_library(monkeypatch, no_f16)
     _run(fp16)
     assert decode.LAST_PATH == "ops"
-    _run(_inputs(1, 1, 4, 2, 80, torch.float32, 50, [50]))   # D = 80: not a kernel head dim
+    _run(_inputs(1, 1, 4, 2, 40, torch.float32, 50, [50]))   # D = 40: not a kernel head dim
     assert decode.LAST_PATH == "ops"
     monkeypatch.setattr(config, "DECODE_PATH", "ops")
     _run(inp)
@@ -315,6 +338,7 @@ def test_fma_bf16_score_path(monkeypatch):
     inp = _inputs(3, 2, 8, 2, 96, torch.bfloat16, 208, [200, 33, 0], page=16)
     _run_compiled(inp, causal=True, num_splits=3)
     _run_compiled(_inputs(2, 1, 12, 2, 128, torch.bfloat16, 100, [100, 61]))
+    _run_compiled(_inputs(2, 1, 12, 2, 80, torch.bfloat16, 100, [100, 61]))     # a half last group
 
 
 def _lengths_inputs(dtype, group, sq, page, leftpad=False, d=64):
@@ -372,13 +396,15 @@ def test_blk512_matches_portable_step(monkeypatch, dtype):
     assert portable.ft_blk512() == 0
     torch.manual_seed(2)
     inp = _inputs(2, 1, 32, 8, 128, dtype, 2100, [2100, 999])
-    fast = _run_compiled(inp)[0]
+    half = _inputs(2, 1, 8, 2, 80, dtype, 300, [300, 77])       # D = 80: a half last group / an odd vector count
+    fast = [_run_compiled(x)[0] for x in (inp, half)]
     a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b) and torch.equal(a, c)
     _use_library(monkeypatch, portable)
-    slow = _run_compiled(inp)[0]
+    slow = [_run_compiled(x)[0] for x in (inp, half)]
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]   # fp16: an output rounding
-    assert (fast.double() - slow.double()).abs().max().item() <= tol
+    for f, s in zip(fast, slow):
+        assert (f.double() - s.double()).abs().max().item() <= tol
 
 
 @pytest.mark.parametrize("dtype,define", [(torch.bfloat16, "NSUB_BF16=1"), (torch.bfloat16, "NSUB_BF16=2"),
@@ -470,13 +496,13 @@ def test_regression_score_loads_in_registers(monkeypatch):
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-@pytest.mark.parametrize("d", [64, 96, 128, 256])
+@pytest.mark.parametrize("d", [64, 80, 128, 256])
 def test_bf16_scores_q_in_registers(monkeypatch, d):
     """Session 54: with vdpbf16ps and D <= 128 the score loop holds a row group's q in registers for the
     whole block (QREG) and takes 2 keys a step, adding reduce16's first level in registers (KQ = 2);
     GCC had folded a q load into every product. The same products summed in the same order: bitwise the
     out and lse of the QREG=0 build (q loaded per product, 4 keys a step) and of KQ=1 (no in-register
-    first level), on D = 64 / 96 / 128 (the new loop) and 256 (the old one), G = 4 and G = 8 (two row
+    first level), on D = 64 / 80 / 128 (the new loop; 80: a half last group) and 256 (the old one), G = 4 and G = 8 (two row
     groups), two query rows (Sq = 2: causal rows), ragged lengths (partial 16-key groups, a block with
     no live key in a step), several splits and a window."""
     if not (native.load().ft_blk512() and native.load().ft_dpbf16()):

@@ -181,7 +181,7 @@ def compiled_library(dtype: torch.dtype, amx_ok: bool = True):
 def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bool:
     """Whether this call runs the compiled kernel (cpu/native.py): the "compiled" path
     is selected and the kernel implements the problem - a bf16 / fp16 / float32 cache, head_dim
-    in {32, 64, 96, 128, 192, 256}, at most native.MAX_ROWS query rows (Sq * G) per KV
+    in native.HEAD_DIMS (32-128 in steps of 16, 192, 256), at most native.MAX_ROWS query rows (Sq * G) per KV
     head, K and V caches with the same strides and contiguous rows. Everything else takes
     the torch-ops paths (a documented split by feature; windows, causal speculative rows,
     paged caches, leftpad, ALiBi, softcap and GQA / MQA are all in the kernel; ALiBi and
@@ -291,8 +291,8 @@ class CompiledLaunch:
         batch, hk = self.batch, self.hk
         # the work rows of the most splits the kernel may pick (ft_decode_lens: min(this, width / piece))
         most = num_splits if num_splits > 0 else max(1, -(-per_thread * threads // batch))
-        # per row: D accumulators, m, l, padding to 64-byte rows (the kernel's W = D + 16)
-        work = _scratch_ptr("work", batch * most * hk * self.padded * (self.d + 16))
+        # per row: DS accumulators, m, l, padding to 64-byte rows (the kernel's W = DS + 16)
+        work = _scratch_ptr("work", batch * most * hk * self.padded * (native.state_width(self.d) + 16))
         lse_ptr = lse.data_ptr() if lse is not None else _scratch_ptr("lse", batch * hk * self.group * self.sq)
         snew = self.snew
         rc = self.lib.ft_decode_packed(
@@ -319,7 +319,7 @@ def compiled_launch(q, k_cache, v_cache, params, alibi, out):
     or None where the call takes the torch-ops paths (compiled_ok)."""
     if not compiled_ok(k_cache, v_cache, params, alibi, q.shape[3], q.shape[1] * (q.shape[2] // k_cache.shape[2])):
         return None
-    amx_ok = alibi is None and params.softcap == 0
+    amx_ok = alibi is None and params.softcap == 0 and q.shape[3] % 32 == 0
     return CompiledLaunch(compiled_library(k_cache.dtype, amx_ok=amx_ok), q, k_cache, params, alibi, out)
 
 

@@ -229,6 +229,13 @@ static inline void ld_bf16x2(const void *p, vf *ev, vf *od) {
     vu e = w << 16, o = w & 0xffff0000u;
     memcpy(ev, &e, sizeof e); memcpy(od, &o, sizeof o);
 }
+/* half: only the first 16 elements are read (a D % 32 = 16 row's last group), the other 16 taken as 0 */
+static inline void ld_bf16x2_n(const void *p, const int half, vf *ev, vf *od) {
+    if (!half) { ld_bf16x2(p, ev, od); return; }
+    uint16_t h[32] = {0};
+    memcpy(h, p, 32);
+    ld_bf16x2(h, ev, od);
+}
 /* fp16 caches (session 63): 16 fp16 elements widened to float32 (exact: fp16 x fp16 products are exact in
    float32, so FMAs on the widened values are an fp16 matmul with float32 accumulation). vcvtph2ps with AVX-512;
    GCC 12 scalarises the generic vector conversion anyway, so the portable step converts element by element.
@@ -345,8 +352,10 @@ typedef struct {
     int64_t qsb, qss, qsh;
     float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
     int64_t B, Hk, Sq, G, R, D, splits, ek;     /* R: rows per KV head, padded to RG; ek: 0 float32, 1 bf16, 2 fp16 */
+    int64_t DS;                 /* D rounded up to 32: the q buffer's and the state's row width (columns D .. DS
+                                   zero; D % 32 = 16 since session 64: a bf16 row's last 32-column group is half) */
     int64_t amx;                /* bf16 on AMX tiles (head_amx; AMXD builds only) */
-    float *work;                /* (B, splits, Hk, R, D + 16): acc, m, l (14 floats of padding:
+    float *work;                /* (B, splits, Hk, R, DS + 16): acc, m, l (14 floats of padding:
                                    64-byte aligned rows) per item */
     const float *alibi;         /* ALiBi slopes (natural units) of sequence b's heads at alibi + b * alibi_bs
                                    (alibi_bs 0: one (H,) vector for all); 0: no ALiBi */
@@ -366,17 +375,23 @@ static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, 
    RG x NC accumulators in registers while the block's V rows stream through */
 static inline __attribute__((always_inline)) void pv_group(const args_t *a, const char *const *vp, int nt,
                                                           int64_t h, const vf *S, float *x0, int64_t W,
-                                                          int c0, const int NC, const int BF16, const int H16) {
+                                                          int c0, const int NC, const int BF16, const int H16,
+                                                          const int TL) {
     vf acc[RG][4];
     for (int g = 0; g < RG; g++)
         for (int c = 0; c < NC; c++) acc[g][c] = ld_f32(x0 + g * W + (c0 + c) * VL);
     for (int t = 0; t < nt; t++) {
         const char *vr = vp[t] + h * a->sh;
         vf vv[4];
-        for (int c = 0; c < NC; c += 2) {
-            if (BF16) ld_bf16x2(vr + (c0 + c) * VL * 2, &vv[c], &vv[c + 1]);
-            else if (H16) { vv[c] = ld_f16(vr + (c0 + c) * VL * 2); vv[c + 1] = ld_f16(vr + (c0 + c + 1) * VL * 2); }
-            else { vv[c] = ld_f32(vr + (c0 + c) * VL * 4); vv[c + 1] = ld_f32(vr + (c0 + c + 1) * VL * 4); }
+        for (int c = 0; c < NC; c += 2) {     /* NC = 1: one float32 / fp16 vector (an odd ND's last) */
+            if (BF16) ld_bf16x2_n(vr + (c0 + c) * VL * 2, TL && c + 2 == NC, &vv[c], &vv[c + 1]);
+            else if (H16) {
+                vv[c] = ld_f16(vr + (c0 + c) * VL * 2);
+                if (c + 1 < NC) vv[c + 1] = ld_f16(vr + (c0 + c + 1) * VL * 2);
+            } else {
+                vv[c] = ld_f32(vr + (c0 + c) * VL * 4);
+                if (c + 1 < NC) vv[c + 1] = ld_f32(vr + (c0 + c + 1) * VL * 4);
+            }
         }
         for (int g = 0; g < RG; g++) {
             const float p = S[g][t];
@@ -415,6 +430,13 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #endif
 #ifndef KG
 #define KG 4        /* keys per score step of head_blk */
+#endif
+#if DPBF16
+/* 32 bf16 elements, or with tl (the last group of a D % 32 = 16 row) 16 and 16 zeros: the masked load reads nothing
+   past the row (a masked-off element never faults) */
+static inline __attribute__((always_inline)) __m512bh ld_bf16_tl(const void *p, const int tl) {
+    return (__m512bh)(tl ? _mm512_maskz_loadu_epi16(0xffff, p) : _mm512_loadu_si512(p));
+}
 #endif
 #ifndef QREG
 #define QREG 1      /* bf16 scores (vdpbf16ps) with D <= 128: a row group's q (RG x D / 32 vectors) held in
@@ -513,9 +535,11 @@ static inline __attribute__((always_inline)) int key_rows(const char *const *kps
        gives (the merge undoes it). RG x 4 accumulators in registers per pass. */
 static inline __attribute__((always_inline)) void head_blk(const args_t *a, const char *const *kp,
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
-        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int H16, const int NS, pfs_t *pfs,
-        const int PHASE, __m512 *sbuf, const float *sl, const float *dg) {
-    const int64_t R = a->R, D = a->D, W = D + 16, sh = a->sh;
+        const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int H16, const int TL, const int NS,
+        pfs_t *pfs, const int PHASE, __m512 *sbuf, const float *sl, const float *dg) {
+    /* D: q's and the state's row width (DS, D rounded up to 32: bf16 with TL reads its last group's 16 columns of
+       K / V by masked loads, and q's 16 zero columns there multiply zeros) */
+    const int64_t R = a->R, D = a->DS, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
     const int QR = DPBF16 && QREG && DP && NCH <= 4;   /* q in registers (the score loop below) */
     /* prefetch steps per inner iteration: this head's line pairs over the iterations of one row
@@ -573,7 +597,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                 for (int c = 0; c < NCH; c++) {     /* unrolled: qv[g][c] must name a register */
                     pf_step(pfs, pfn, DP);
                     __m512bh kb[KQ];
-                    for (int u = 0; u < KQ; u++) kb[u] = (__m512bh)_mm512_loadu_si512(kr[u] + c * 64);
+                    for (int u = 0; u < KQ; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1);
                     for (int g = 0; g < RG; g++)
                         for (int u = 0; u < KQ; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv[g][c]);
                 }
@@ -612,7 +636,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     /* as before session 42: INREG here (with the column loop kept rolled) ran 5-8% faster
                        cache-resident but 1.07-1.15x the time at L = 32k in three of four A/B runs */
                     __m512bh kb[KG];
-                    for (int u = 0; u < KG; u++) kb[u] = (__m512bh)_mm512_loadu_si512(kr[u] + c * 64);
+                    for (int u = 0; u < KG; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1);
                     for (int g = 0; g < RG; g++) {
                         const __m512bh qv = (__m512bh)_mm512_loadu_si512(qh + ((r + g) * D + c * 32) * 2);
                         for (int u = 0; u < KG; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv);
@@ -684,8 +708,9 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     const char *v0 = vp[t] + h * sh;
                     __m512i vv[4];
                     for (int c = 0; c < NC; c += 2) {
-                        const __m512i a0 = _mm512_loadu_si512(v0 + (c0 + c) * 32);
-                        const __m512i a1 = t + 1 < nt ? _mm512_loadu_si512(vp[t + 1] + h * sh + (c0 + c) * 32)
+                        const int tl = TL && c0 + c + 2 == 2 * NCH;    /* the half last group */
+                        const __m512i a0 = (__m512i)ld_bf16_tl(v0 + (c0 + c) * 32, tl);
+                        const __m512i a1 = t + 1 < nt ? (__m512i)ld_bf16_tl(vp[t + 1] + h * sh + (c0 + c) * 32, tl)
                                                       : _mm512_setzero_si512();
                         vv[c] = _mm512_unpacklo_epi16(a0, a1);
                         vv[c + 1] = _mm512_unpackhi_epi16(a0, a1);
@@ -842,15 +867,15 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
 }
 #endif
 
-/* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row
-   (a compile-time constant in the specialised copies below). Rows per KV head: R,
-   a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no
-   key, so their p is 0 and their state stays empty). State st: (Hk, R, D + 16),
-   acc then m then l per row. */
+/* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row (bf16: DS / 16, with TL the
+   last 32-column group half: D % 32 = 16), a compile-time constant in the specialised copies below. Rows per KV
+   head: R, a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no key, so their p is
+   0 and their state stays empty). State st: (Hk, R, DS + 16), acc (columns D .. DS stay 0) then m then l per
+   row. */
 static inline __attribute__((always_inline)) void item(const args_t *a, int64_t b, int64_t j0, int64_t j1,
                                                       float *st, char *qbuf, const int ND, const int BF16,
-                                                      const int H16) {
-    const int64_t Hk = a->Hk, G = a->G, D = a->D, R = a->R, Rreal = a->Sq * G, W = D + 16;
+                                                      const int H16, const int TL) {
+    const int64_t Hk = a->Hk, G = a->G, D = a->D, DS = a->DS, R = a->R, Rreal = a->Sq * G, W = DS + 16;
     vf S[MAXR];                             /* scores, then p, of one (head, block): lane = key */
     const vi IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     int64_t lo[MAXR], hi[MAXR];
@@ -865,11 +890,11 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t r = 0; r < R; r++) {
             float *x = st + (h * R + r) * W;
-            for (int64_t d = 0; d < D; d++) x[d] = 0.0f;
-            x[D] = -INFINITY; x[D + 1] = 0.0f;
+            for (int64_t d = 0; d < DS; d++) x[d] = 0.0f;
+            x[DS] = -INFINITY; x[DS + 1] = 0.0f;
         }
-    /* this sequence's q rows as (Hk, R, D), row r = i * G + g of KV head h being
-       query i of head h * G + g; padding rows zero. bf16 with DPBF16: as given;
+    /* this sequence's q rows as (Hk, R, DS), row r = i * G + g of KV head h being
+       query i of head h * G + g; padding rows and columns D .. DS zero. bf16 with DPBF16: as given;
        bf16 otherwise: float32 in the [even, odd] order of the K loads; float32: as given; fp16 (H16):
        widened to float32 */
     const int qbf = BF16 && DPBF16;
@@ -893,8 +918,9 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
 #endif
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t r = 0; r < R; r++) {
-            char *dst = qbuf + (h * R + r) * D * (qbf ? 2 : 4);
-            if (r >= Rreal) { memset(dst, 0, (size_t)D * (qbf ? 2 : 4)); continue; }
+            char *dst = qbuf + (h * R + r) * DS * (qbf ? 2 : 4);
+            if (r >= Rreal || DS != D) memset(dst, 0, (size_t)DS * (qbf ? 2 : 4));
+            if (r >= Rreal) continue;
             const char *src = a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh;
             if (H16) for (int64_t d = 0; d < D; d += VL) st_f32((float *)dst + d, ld_f16(src + 2 * d));
             else if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
@@ -1042,12 +1068,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             const char *const *vpf = vpb[(bi + PFD - 1) % NR];
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {vpf, 0, (int)(h * nv / Hk), (int)((h + 1) * nv / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, 0, NS, &pf, 1,
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * DS * 2, st + h * R * W, lo, hi, ND, 1, 0, TL, NS, &pf, 1,
                          sb_ + h * R * NSUB_MAX, sl ? sl + h * G : 0, dg);
             }
             for (int64_t h = 0; h < Hk; h++) {
                 pfs_t pf = {kn, 0, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * 2, st + h * R * W, lo, hi, ND, 1, 0, NS, &pf, 2,
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * DS * 2, st + h * R * W, lo, hi, ND, 1, 0, TL, NS, &pf, 2,
                          sb_ + h * R * NSUB_MAX, 0, 0);
             }
             continue;
@@ -1058,12 +1084,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             if (!BF16 || DPBF16) {
                 /* this head's share of the next block: positions [h ntn / Hk, (h + 1) ntn / Hk) */
                 pfs_t pf = {kn, vn, (int)(h * ntn / Hk), (int)((h + 1) * ntn / Hk), 0, span};
-                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * D * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16, H16,
-                         NS, &pf, 0, 0, sl ? sl + h * G : 0, dg);
+                head_blk(a, kp, vp, nt, h, j, qbuf + h * R * DS * (BF16 ? 2 : 4), st + h * R * W, lo, hi, ND, BF16,
+                         H16, TL, NS, &pf, 0, 0, sl ? sl + h * G : 0, dg);
                 continue;
             }
 #endif
-            const float *qh = (const float *)qbuf + h * R * D;
+            const float *qh = (const float *)qbuf + h * R * DS;
             /* scores, RG rows at a time, two accumulators per row (even / odd
                vectors: 2 * RG independent FMA chains): slot i of P holds key
                bitrev4(i), so after reduce16 lane t of S[r] is key t's score */
@@ -1078,11 +1104,12 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                         /* 32 bf16 products per instruction, exact products, float32 sums:
                            no conversion, a quarter of the FMA-path instructions */
                         const char *kr = kp[t] + h * a->sh;
-                        const uint16_t *qr = (const uint16_t *)qbuf + (h * R + r) * D;
+                        const uint16_t *qr = (const uint16_t *)qbuf + (h * R + r) * DS;
                         for (int c = 0; c < ND; c += 2) {
-                            const __m512bh kb = (__m512bh)_mm512_loadu_si512(kr + c * VL * 2);
+                            const __m512bh kb = (__m512bh)(TL && c + 2 == ND ? _mm512_maskz_loadu_epi16(0xffff, kr + c * VL * 2)
+                                                                            : _mm512_loadu_si512(kr + c * VL * 2));
                             for (int g = 0; g < RG; g++) {
-                                const __m512bh qv = (__m512bh)_mm512_loadu_si512(qr + g * D + c * VL);
+                                const __m512bh qv = (__m512bh)_mm512_loadu_si512(qr + g * DS + c * VL);
                                 if (c & 2) acc1[g] = (vf)_mm512_dpbf16_ps((__m512)acc1[g], kb, qv);
                                 else acc0[g] = (vf)_mm512_dpbf16_ps((__m512)acc0[g], kb, qv);
                             }
@@ -1091,13 +1118,13 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                     } else if (t < nt) {
                         const char *kr = kp[t] + h * a->sh;
                         for (int c = 0; c < ND; c += 2) {
-                            vf k0, k1;
-                            if (BF16) ld_bf16x2(kr + c * VL * 2, &k0, &k1);
-                            else if (H16) { k0 = ld_f16(kr + c * VL * 2); k1 = ld_f16(kr + (c + 1) * VL * 2); }
-                            else { k0 = ld_f32(kr + c * VL * 4); k1 = ld_f32(kr + (c + 1) * VL * 4); }
+                            vf k0, k1 = (vf){0};        /* k1 stays 0 past an odd ND (q's columns there are 0) */
+                            if (BF16) ld_bf16x2_n(kr + c * VL * 2, TL && c + 2 == ND, &k0, &k1);
+                            else if (H16) { k0 = ld_f16(kr + c * VL * 2); if (c + 1 < ND) k1 = ld_f16(kr + (c + 1) * VL * 2); }
+                            else { k0 = ld_f32(kr + c * VL * 4); if (c + 1 < ND) k1 = ld_f32(kr + (c + 1) * VL * 4); }
                             for (int g = 0; g < RG; g++) {
-                                acc0[g] += k0 * ld_f32(qh + (r + g) * D + c * VL);
-                                acc1[g] += k1 * ld_f32(qh + (r + g) * D + (c + 1) * VL);
+                                acc0[g] += k0 * ld_f32(qh + (r + g) * DS + c * VL);
+                                acc1[g] += k1 * ld_f32(qh + (r + g) * DS + (c + 1) * VL);
                             }
                         }
                     }
@@ -1120,22 +1147,23 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                 const vi valid = (IOTA >= (int)t0) & (IOTA < (int)t1);
                 const vf sv = vsel(valid, S[r], (vf){0} - INFINITY);
                 const float bm = hmax(sv);
-                const float m = x[D], mn = bm > m ? bm : m;
+                const float m = x[DS], mn = bm > m ? bm : m;
                 const vf p = (vf)((vi)vexp2(sv - mn) & valid);
                 S[r] = p;
                 if (mn > m) {               /* rescale only when the max moved */
                     const float alpha = exp2f(m - mn);   /* 0 on the first block (m = -inf) */
-                    x[D + 1] *= alpha;
-                    for (int64_t d = 0; d < D; d++) x[d] *= alpha;
-                    x[D] = mn;
+                    x[DS + 1] *= alpha;
+                    for (int64_t d = 0; d < DS; d++) x[d] *= alpha;
+                    x[DS] = mn;
                 }
-                x[D + 1] += hsum(p);
+                x[DS + 1] += hsum(p);
             }
             for (int64_t r = 0; r < R; r += RG) {
                 float *x0 = st + (h * R + r) * W;
                 int c0 = 0;
-                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16, H16);
-                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16, H16);
+                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16, H16, TL && c0 + 4 == ND);
+                if (c0 + 2 <= ND) { pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16, H16, TL); c0 += 2; }
+                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 1, 0, H16, 0);   /* float32 / fp16, ND odd */
             }
         }
     }
@@ -1143,25 +1171,47 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
 
 #define ITEM_ARGS const args_t *a, int64_t b, int64_t j0, int64_t j1, float *st, char *qb
 #define SPECIALISE(ND_) \
-    static void item_##ND_##_bf16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 1, 0); } \
-    static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0); } \
-    static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16); }
+    static void item_##ND_##_bf16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 1, 0, 0); } \
+    static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0, 0); } \
+    static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16, 0); }
+/* D = 16 ND_ with ND_ odd (48, 80, 112; session 64): float32 / fp16 take ND_ column vectors as they are; bf16 the
+   ND_ + 1 of D rounded up to 32 (NDB_), its last 32-column group half (TL: the K / V loads of that group masked to
+   16 elements, q's and the state's other 16 columns zero) */
+#define SPECIALISE_ODD(ND_, NDB_) \
+    static void item_##NDB_##_bf16t(ITEM_ARGS) { item(a, b, j0, j1, st, qb, NDB_, 1, 0, 1); } \
+    static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0, 0); } \
+    static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16, 0); }
 SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
+SPECIALISE_ODD(3, 4) SPECIALISE_ODD(5, 6) SPECIALISE_ODD(7, 8)
 
 typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char *);
 
-/* ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 */
-static item_fn pick(int64_t nd, int64_t ek) {
+/* nd: column vectors of 16 (bf16: of D rounded up to 32); ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16;
+   tail: bf16 with D % 32 = 16 */
+static item_fn pick(int64_t nd, int64_t ek, int tail) {
 #define PICK(ND_) return ek == 1 ? item_##ND_##_bf16 : ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
+    if (ek == 1 && tail)
+        switch (nd) {
+        case 4: return item_4_bf16t;
+        case 6: return item_6_bf16t;
+        case 8: return item_8_bf16t;
+        default: return 0;
+        }
+    if (ek == 1 && nd % 2) return 0;
+#define PICK_ODD(ND_) return ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
     switch (nd) {
     case 2: PICK(2);
+    case 3: PICK_ODD(3);
     case 4: PICK(4);
+    case 5: PICK_ODD(5);
     case 6: PICK(6);
+    case 7: PICK_ODD(7);
     case 8: PICK(8);
     case 12: PICK(12);
     case 16: PICK(16);
     }
 #undef PICK
+#undef PICK_ODD
     return 0;
 }
 
@@ -1187,8 +1237,8 @@ int ft_decode_amx_permitted(void) {
    alibi not 0) nk (B), the keys of each sequence. alibi: float32 slopes, sequence b's H at alibi + b * alibi_bs;
    softcap2: softcap * log2(e), 0 without (qscale then softmax_scale / softcap); neither with amx (head_amx has
    neither). ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 (ft_f16). q, out (B, Sq, H, D) in the cache's
-   dtype with byte strides; lse (B, H, Sq) float32 contiguous (natural log); work (B, splits, Hk, R, D + 16)
-   float32, 64-byte aligned. R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the
+   dtype with byte strides; lse (B, H, Sq) float32 contiguous (natural log); work (B, splits, Hk, R, DS + 16)
+   float32, 64-byte aligned (DS: D rounded up to 32; D a multiple of 16 that pick() has a copy for). R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the
    kernel does not take (decode.py checks first), 4 when out of memory. */
 #ifdef FT_TRACE
 /* measurement knob (session 44): TSC stamps of one call. [0] entry, [1] return; per thread t < 4 at 8 + 64 t:
@@ -1206,20 +1256,20 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
                  int64_t B, int64_t Hk, int64_t Sq, int64_t G, int64_t R, int64_t D, int64_t splits, int64_t ek,
                  float *work, char *out, int64_t osb, int64_t oss, int64_t osh, float *lse, int nthreads, int amx,
                  const float *alibi, int64_t alibi_bs, float softcap2) {
-    const int64_t W = D + 16, Rreal = Sq * G;
+    const int64_t DS = (D + 31) & ~(int64_t)31, W = DS + 16, Rreal = Sq * G;
     TRACE(0, __rdtsc());
-    if (R > MAXR || R % RG || R < Rreal || D % (2 * VL) || D > 16 * VL) return 1;
-    if (amx && (ek != 1 || !AMXD || alibi || softcap2 != 0.0f)) return 1;
+    if (R > MAXR || R % RG || R < Rreal || D % VL || D > 16 * VL) return 1;
+    if (amx && (ek != 1 || !AMXD || alibi || softcap2 != 0.0f || D != DS)) return 1;
     if (ek == 2 && !HAVE_F16) return 2;
 #if AMXD
     if (amx && !amx_permitted()) return 5;     /* a tile instruction would raise SIGILL */
 #endif
-    item_fn fn = pick(D / VL, ek);
+    item_fn fn = pick(ek == 1 ? DS / VL : D / VL, ek, D != DS);
     if (!fn) return 2;
     const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
     const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
     args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
-                qscale, B, Hk, Sq, G, R, D, splits, ek, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
+                qscale, B, Hk, Sq, G, R, D, splits, ek, DS, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
     const int64_t items = B * splits, per_item = Hk * R * W;
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
@@ -1231,7 +1281,7 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
 #endif
         /* per thread: an item's q rows, 64-byte aligned (a 64-byte load across two lines
            costs two) */
-        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * D) * 4 + (size_t)KP_MAX * 2 * 16 * D * 2 + 63)
+        char *qbuf = aligned_alloc(64, ((size_t)(Hk * R * DS) * 4 + (size_t)KP_MAX * 2 * 16 * D * 2 + 63)
                                        & ~(size_t)63);   /* + AMX staging (item) */
         if (!qbuf) {
             #pragma omp atomic write
@@ -1276,26 +1326,26 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
             const int64_t i = r / G, head = h * G + r % G;
             float M = -INFINITY;
             for (int64_t s = 0; s < splits; s++) {
-                float m = work[((b * splits + s) * Hk * R + hr) * W + D];
+                float m = work[((b * splits + s) * Hk * R + hr) * W + DS];
                 M = m > M ? m : M;
             }
-            float o[16 * VL];
-            for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+            float o[16 * VL];       /* in the state's column order, DS wide (pvi / eo place columns < D up to DS) */
+            for (int64_t d = 0; d < DS; d++) o[d] = 0.0f;
             float L = 0.0f;
             if (M > -INFINITY) {
                 for (int64_t s = 0; s < splits; s++) {
                     const float *st = work + ((b * splits + s) * Hk * R + hr) * W;
-                    if (!(st[D] > -INFINITY)) continue;     /* an empty piece */
-                    float w = exp2f(st[D] - M);
-                    L += w * st[D + 1];
-                    for (int64_t d = 0; d < D; d++) o[d] += w * st[d];
+                    if (!(st[DS] > -INFINITY)) continue;     /* an empty piece */
+                    float w = exp2f(st[DS] - M);
+                    L += w * st[DS + 1];
+                    for (int64_t d = 0; d < DS; d++) o[d] += w * st[d];
                 }
             }
             float *lrow = lse + (b * Hk * G + head) * Sq + i;
             char *orow = out + b * osb + i * oss + head * osh;
             if (L > 0.0f) {
                 float inv = 1.0f / L;
-                for (int64_t d = 0; d < D; d++) o[d] *= inv;
+                for (int64_t d = 0; d < DS; d++) o[d] *= inv;
                 *lrow = (M + log2f(L)) * 0.6931471805599453f;
             } else {
                 *lrow = INFINITY;                           /* no key: out 0, lse +inf */
@@ -1614,7 +1664,16 @@ MAX_ROWS = 256   # C's MAXR: query rows (Sq * G) per KV head
 
 def supports(dtype: torch.dtype, head_dim: int, rows: int) -> bool:
     """Whether the kernel takes this problem (bf16 / fp16 / float32 cache - fp16 where the
-    build has _Float16, ft_f16 - D a multiple of 16 in {32, 64, 96, 128, 192, 256}, at most
-    MAX_ROWS rows per KV head)."""
-    return (dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in (32, 64, 96, 128, 192, 256)
-            and rows <= MAX_ROWS)
+    build has _Float16, ft_f16 - D in HEAD_DIMS, at most MAX_ROWS rows per KV head)."""
+    return dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in HEAD_DIMS and rows <= MAX_ROWS
+
+
+# The head dims pick() has a specialisation for (48 / 80 / 112 since session 64: bf16 rows of D % 32 = 16 end in a
+# half 32-column group; AMX takes multiples of 32 only, state_width).
+HEAD_DIMS = (32, 48, 64, 80, 96, 112, 128, 192, 256)
+
+
+def state_width(head_dim: int) -> int:
+    """The kernel's DS: q's and the partial state's row width, D rounded up to 32 (a work row holds DS + 16 floats:
+    DS accumulators, m, l, padding to 64 bytes)."""
+    return -(-head_dim // 32) * 32

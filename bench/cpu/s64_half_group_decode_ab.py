@@ -1,0 +1,59 @@
+"""Head dims 48 / 80 / 112 in the CPU backend's compiled decode (session 64; before, they took the torch-ops paths):
+for each cache dtype (bf16, fp16, float32), D = 80 compiled against D = 80 on the torch-ops path
+(config.DECODE_PATH = "ops", what those head dims ran before) and the compiled D = 64 / 96 neighbours on caches of
+their own size; B = 1, Hq = 32, Hk = 8, L = 8k. ABBA rounds (abba.py), each call after a 256 MiB read (cold caches,
+as the bench's decode rows); medians in us, the cache's GB/s and each output's largest error against float64.
+Prints a Markdown table; with an output path also writes JSON.
+
+    PYTHONPATH=src python bench/cpu/s64_half_group_decode_ab.py [ROUNDS] [OUT.json]
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+from abba import abba, median, save
+
+import flashtriton
+from flashtriton import flash_attn_with_kvcache
+from flashtriton.cpu import config, decode
+
+rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 9
+flush = torch.rand(64 * 2 ** 20)
+n = 8192
+lens = torch.full((1,), n, dtype=torch.int32)
+rows = []
+for dtype in (torch.bfloat16, torch.float16, torch.float32):
+    torch.manual_seed(0)
+    data = {}
+    for d in (64, 80, 96):
+        kc = torch.randn(1, n, 8, d, dtype=dtype)
+        data[d] = (torch.randn(1, 1, 32, d, dtype=dtype), kc, torch.randn_like(kc))
+    variants = {"D=80 compiled": ("compiled", 80), "D=80 ops": ("ops", 80), "D=64 compiled": ("compiled", 64),
+                "D=96 compiled": ("compiled", 96)}
+    paths, errs = {}, {}
+
+    def call(name):
+        path, d = variants[name]
+        q, kc, vc = data[d]
+        config.DECODE_PATH = path
+        with flashtriton.use_backend("cpu"):
+            out = flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
+        paths[name] = decode.LAST_PATH
+        if name not in errs:
+            ref = F.scaled_dot_product_attention(q.transpose(1, 2).double(), kc.transpose(1, 2).double(),
+                                                 vc.transpose(1, 2).double(), enable_gqa=True).transpose(1, 2)
+            errs[name] = float((out.double() - ref).abs().max())
+
+    ts = abba({name: (lambda name=name: call(name)) for name in variants}, rounds, before=flush.sum)
+    config.DECODE_PATH = "compiled"
+    for name, t in ts.items():
+        us = median(t) * 1e6
+        nbytes = 2 * data[variants[name][1]][1].numel() * data[variants[name][1]][1].element_size()
+        rows.append(dict(dtype=str(dtype).split(".")[1], variant=name, path=paths[name], us=round(us),
+                         gbs=round(nbytes / us / 1e3, 1), err=errs[name]))
+    print(f"done {dtype}", file=sys.stderr)
+print(f"| dtype | variant | path | us (median of {rounds}) | GB/s | max error vs float64 |\n|---|---|---|---|---|---|")
+for r in rows:
+    print(f"| {r['dtype']} | {r['variant']} | {r['path']} | {r['us']} | {r['gbs']} | {r['err']:.2e} |")
+if len(sys.argv) > 2:
+    save(sys.argv[2], rounds, rows, L=n)
