@@ -135,7 +135,7 @@ def test_windows_leftpad(dtype):
     _run_compiled(inp, window_size=(0, 0))
 
 
-@pytest.mark.parametrize("d", [32, 48, 80, 96, 112, 128, 256])
+@pytest.mark.parametrize("d", [32, 40, 80, 96, 128, 256])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_head_dims(d, dtype):
     inp = _inputs(2, 1, 8, 2, d, dtype, 100, [100, 37])
@@ -143,25 +143,33 @@ def test_head_dims(d, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_half_group_head_dims(dtype):
-    """Session 64: D = 48 / 80 / 112 (D % 32 = 16: a bf16 row ends in half a 32-column group, read by masked loads;
-    float32 / fp16 an odd count of 16-column vectors). Windows, left padding, causal rows, pages, splits, softcap and
-    ALiBi against the reference; caches whose rows sit in wider rows with NaN after each head's D columns give
-    bitwise the contiguous caches' result (a read past a row would bring the NaN in)."""
+def test_partial_vector_head_dims(dtype):
+    """Session 64: every multiple of 8 runs compiled. D = 8 / 40 / 56 / 112 / 200 (the run-time-D copy: a row's last
+    float32 / fp16 vector of 8 columns, a bf16 row's last 32-column group of 8 / 24 / 16; 200: 13 vectors) and 80
+    (its own copy: an odd vector count, bf16 half a group), the partial vectors read by masked loads. Windows, left
+    padding, causal rows, pages, splits, softcap and ALiBi against the reference; caches whose rows sit in wider
+    rows with NaN after each head's D columns give bitwise the contiguous caches' result (a read past a row would
+    bring the NaN in)."""
     torch.manual_seed(64)
-    for d in (48, 80, 112):
+    for d in (8, 40, 56, 80, 112, 200):
         inp = _inputs(3, 2, 8, 2, d, dtype, 208, [180, 60, 9], leftpad=[17, 60, 0])
         _run_compiled(inp, causal=True, window_size=(50, 0), num_splits=3)
         _run_compiled(_inputs(2, 1, 32, 8, d, dtype, 1088, [1088, 37], page=16))
         _run(_inputs(2, 1, 12, 4, d, dtype, 100, [100, 1]), softcap=5.0, alibi=torch.rand(2, 12) * 0.2)
         assert decode.LAST_PATH == "compiled"
-        wide = [torch.full((1, 100, 2, d + 16), float("nan"), dtype=dtype) for _ in range(2)]
-        k, v = (w[..., :d].copy_(torch.randn(1, 100, 2, d)) for w in wide)
-        q, lens = torch.randn(1, 1, 8, d, dtype=dtype), torch.tensor([100], dtype=torch.int32)
-        with flashtriton.use_backend("cpu"):
-            got = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
-            want = flash_attn_with_kvcache(q, k.contiguous(), v.contiguous(), cache_seqlens=lens)
-        assert torch.equal(got, want), d
+        _nothing_past_rows(d, dtype)
+
+
+def _nothing_past_rows(d, dtype):
+    """K / V caches whose head rows sit in wider rows with NaN after their d columns give bitwise the result of the
+    same values contiguous: the kernel reads nothing past a row (a read there brings NaN in)."""
+    wide = [torch.full((1, 100, 2, d + 16), float("nan"), dtype=dtype) for _ in range(2)]
+    k, v = (w[..., :d].copy_(torch.randn(1, 100, 2, d)) for w in wide)
+    q, lens = torch.randn(1, 1, 8, d, dtype=dtype), torch.tensor([100], dtype=torch.int32)
+    with flashtriton.use_backend("cpu"):
+        got = flash_attn_with_kvcache(q, k, v, cache_seqlens=lens)
+        want = flash_attn_with_kvcache(q, k.contiguous(), v.contiguous(), cache_seqlens=lens)
+    assert torch.equal(got, want), d
 
 
 def test_many_rows_per_head():
@@ -236,7 +244,7 @@ def test_path_selection(monkeypatch):
     _use_library(monkeypatch, no_f16)
     _run(fp16)
     assert decode.LAST_PATH == "ops"
-    _run(_inputs(1, 1, 4, 2, 40, torch.float32, 50, [50]))   # D = 40: not a kernel head dim
+    _run(_inputs(1, 17, 16, 1, 32, torch.float32, 64, [50]), causal=True)   # 272 rows a KV head: over MAX_ROWS
     assert decode.LAST_PATH == "ops"
     monkeypatch.setattr(config, "DECODE_PATH", "ops")
     _run(inp)
@@ -396,15 +404,17 @@ def test_blk512_matches_portable_step(monkeypatch, dtype):
     assert portable.ft_blk512() == 0
     torch.manual_seed(2)
     inp = _inputs(2, 1, 32, 8, 128, dtype, 2100, [2100, 999])
-    half = _inputs(2, 1, 8, 2, 80, dtype, 300, [300, 77])       # D = 80: a half last group / an odd vector count
-    fast = [_run_compiled(x)[0] for x in (inp, half)]
+    # D = 80: a half last group / an odd vector count; 40: partial last vectors (session 64)
+    part = [_inputs(2, 1, 8, 2, d, dtype, 300, [300, 77]) for d in (80, 40)]
+    fast = [_run_compiled(x)[0] for x in (inp, *part)]
     a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b) and torch.equal(a, c)
     _use_library(monkeypatch, portable)
-    slow = [_run_compiled(x)[0] for x in (inp, half)]
+    slow = [_run_compiled(x)[0] for x in (inp, *part)]
     tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]   # fp16: an output rounding
     for f, s in zip(fast, slow):
         assert (f.double() - s.double()).abs().max().item() <= tol
+    _nothing_past_rows(40, dtype)
 
 
 @pytest.mark.parametrize("dtype,define", [(torch.bfloat16, "NSUB_BF16=1"), (torch.bfloat16, "NSUB_BF16=2"),

@@ -181,7 +181,7 @@ def compiled_library(dtype: torch.dtype, amx_ok: bool = True):
 def compiled_ok(k_cache, v_cache, params, alibi, head_dim: int, rows: int) -> bool:
     """Whether this call runs the compiled kernel (cpu/native.py): the "compiled" path
     is selected and the kernel implements the problem - a bf16 / fp16 / float32 cache, head_dim
-    in native.HEAD_DIMS (32-128 in steps of 16, 192, 256), at most native.MAX_ROWS query rows (Sq * G) per KV
+    a multiple of 8 up to 256 (native.supports), at most native.MAX_ROWS query rows (Sq * G) per KV
     head, K and V caches with the same strides and contiguous rows. Everything else takes
     the torch-ops paths (a documented split by feature; windows, causal speculative rows,
     paged caches, leftpad, ALiBi, softcap and GQA / MQA are all in the kernel; ALiBi and

@@ -229,11 +229,11 @@ static inline void ld_bf16x2(const void *p, vf *ev, vf *od) {
     vu e = w << 16, o = w & 0xffff0000u;
     memcpy(ev, &e, sizeof e); memcpy(od, &o, sizeof o);
 }
-/* half: only the first 16 elements are read (a D % 32 = 16 row's last group), the other 16 taken as 0 */
-static inline void ld_bf16x2_n(const void *p, const int half, vf *ev, vf *od) {
-    if (!half) { ld_bf16x2(p, ev, od); return; }
+/* The first n elements (a row's partial last 32-column group, session 64), the rest taken as 0 */
+static inline void ld_bf16x2_n(const void *p, const int n, vf *ev, vf *od) {
+    if (n == 32) { ld_bf16x2(p, ev, od); return; }
     uint16_t h[32] = {0};
-    memcpy(h, p, 32);
+    memcpy(h, p, (size_t)n * 2);
     ld_bf16x2(h, ev, od);
 }
 /* fp16 caches (session 63): 16 fp16 elements widened to float32 (exact: fp16 x fp16 products are exact in
@@ -258,6 +258,19 @@ static inline vf ld_f16(const void *p) {
 static inline vf ld_f16(const void *p) { (void)p; return (vf){0}; }   /* never called: ft_f16() is 0 */
 #endif
 static inline void st_f32(float *p, vf v) { memcpy(p, &v, sizeof v); }
+/* The first n elements of 16 (a row's partial last vector, session 64), the rest 0 */
+static inline vf ld_f32_n(const void *p, const int n) {
+    if (n == 16) return ld_f32(p);
+    float x[16] = {0};
+    memcpy(x, p, (size_t)n * 4);
+    return ld_f32(x);
+}
+static inline vf ld_f16_n(const void *p, const int n) {
+    if (n == 16) return ld_f16(p);
+    uint16_t x[16] = {0};
+    memcpy(x, p, (size_t)n * 2);
+    return ld_f16(x);
+}
 static inline float bf16_to_f32(uint16_t h) { uint32_t u = (uint32_t)h << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, NaN stays NaN */
     uint32_t u; memcpy(&u, &f, 4);
@@ -353,7 +366,9 @@ typedef struct {
     float qscale;               /* softmax scale * log2(e): multiplies the float32 dot products */
     int64_t B, Hk, Sq, G, R, D, splits, ek;     /* R: rows per KV head, padded to RG; ek: 0 float32, 1 bf16, 2 fp16 */
     int64_t DS;                 /* D rounded up to 32: the q buffer's and the state's row width (columns D .. DS
-                                   zero; D % 32 = 16 since session 64: a bf16 row's last 32-column group is half) */
+                                   zero). Since session 64 D is any multiple of 8: a row's last vector (float32 /
+                                   fp16: 16 columns; bf16: a 32-column group) may be partial, its loads masked: */
+    uint32_t tm16, tm32;        /* the columns of that last vector: 16-lane (float32 / fp16), 32-lane (bf16) masks */
     int64_t amx;                /* bf16 on AMX tiles (head_amx; AMXD builds only) */
     float *work;                /* (B, splits, Hk, R, DS + 16): acc, m, l (14 floats of padding:
                                    64-byte aligned rows) per item */
@@ -376,21 +391,23 @@ static inline const char *row_ptr(const args_t *a, const char *base, int64_t b, 
 static inline __attribute__((always_inline)) void pv_group(const args_t *a, const char *const *vp, int nt,
                                                           int64_t h, const vf *S, float *x0, int64_t W,
                                                           int c0, const int NC, const int BF16, const int H16,
-                                                          const int TL) {
+                                                          const int ND, const int NL) {
     vf acc[RG][4];
     for (int g = 0; g < RG; g++)
         for (int c = 0; c < NC; c++) acc[g][c] = ld_f32(x0 + g * W + (c0 + c) * VL);
     for (int t = 0; t < nt; t++) {
         const char *vr = vp[t] + h * a->sh;
         vf vv[4];
-        for (int c = 0; c < NC; c += 2) {     /* NC = 1: one float32 / fp16 vector (an odd ND's last) */
-            if (BF16) ld_bf16x2_n(vr + (c0 + c) * VL * 2, TL && c + 2 == NC, &vv[c], &vv[c + 1]);
+        /* the row's last vector (bf16: pair of vectors) holds NL elements; NC = 1: one float32 / fp16 vector */
+        for (int c = 0; c < NC; c += 2) {
+            const int v = c0 + c;
+            if (BF16) ld_bf16x2_n(vr + v * VL * 2, v + 2 == ND ? NL : 32, &vv[c], &vv[c + 1]);
             else if (H16) {
-                vv[c] = ld_f16(vr + (c0 + c) * VL * 2);
-                if (c + 1 < NC) vv[c + 1] = ld_f16(vr + (c0 + c + 1) * VL * 2);
+                vv[c] = ld_f16_n(vr + v * VL * 2, v == ND - 1 ? NL : 16);
+                if (c + 1 < NC) vv[c + 1] = ld_f16_n(vr + (v + 1) * VL * 2, v + 1 == ND - 1 ? NL : 16);
             } else {
-                vv[c] = ld_f32(vr + (c0 + c) * VL * 4);
-                if (c + 1 < NC) vv[c + 1] = ld_f32(vr + (c0 + c + 1) * VL * 4);
+                vv[c] = ld_f32_n(vr + v * VL * 4, v == ND - 1 ? NL : 16);
+                if (c + 1 < NC) vv[c + 1] = ld_f32_n(vr + (v + 1) * VL * 4, v + 1 == ND - 1 ? NL : 16);
             }
         }
         for (int g = 0; g < RG; g++) {
@@ -431,13 +448,20 @@ static inline __attribute__((always_inline)) void pv_group(const args_t *a, cons
 #ifndef KG
 #define KG 4        /* keys per score step of head_blk */
 #endif
+/* A row's vectors, the last one (tl) partial: its columns by mask m (args_t's tm16 / tm32), zeros after them. The
+   masked loads read nothing past the row (a masked-off element never faults). */
 #if DPBF16
-/* 32 bf16 elements, or with tl (the last group of a D % 32 = 16 row) 16 and 16 zeros: the masked load reads nothing
-   past the row (a masked-off element never faults) */
-static inline __attribute__((always_inline)) __m512bh ld_bf16_tl(const void *p, const int tl) {
-    return (__m512bh)(tl ? _mm512_maskz_loadu_epi16(0xffff, p) : _mm512_loadu_si512(p));
+static inline __attribute__((always_inline)) __m512bh ld_bf16_tl(const void *p, const int tl, uint32_t m) {
+    return (__m512bh)(tl ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p));
 }
 #endif
+static inline __attribute__((always_inline)) __m512 ld_f32_tl(const void *p, const int tl, uint32_t m) {
+    return tl ? _mm512_maskz_loadu_ps((__mmask16)m, p) : _mm512_loadu_ps(p);
+}
+static inline __attribute__((always_inline)) __m512 ld_f16_tl(const void *p, const int tl, uint32_t m) {
+    if (!tl) return (__m512)ld_f16(p);
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16((__mmask16)m, p));
+}
 #ifndef QREG
 #define QREG 1      /* bf16 scores (vdpbf16ps) with D <= 128: a row group's q (RG x D / 32 vectors) held in
                        registers for the whole block, KQ keys a step (below) */
@@ -537,8 +561,8 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
         const char *const *vp, int nt, int64_t h, int64_t j, const char *qh, float *sth,
         const int64_t *lo, const int64_t *hi, const int ND, const int DP, const int H16, const int TL, const int NS,
         pfs_t *pfs, const int PHASE, __m512 *sbuf, const float *sl, const float *dg) {
-    /* D: q's and the state's row width (DS, D rounded up to 32: bf16 with TL reads its last group's 16 columns of
-       K / V by masked loads, and q's 16 zero columns there multiply zeros) */
+    /* D: q's and the state's row width (DS, D rounded up to 32): with TL the row's last K / V vector is read by a
+       masked load (its columns, zeros after them), and q's zero columns there multiply zeros */
     const int64_t R = a->R, D = a->DS, W = D + 16, sh = a->sh;
     const int NCH = DP ? ND / 2 : ND;          /* column vectors of a K / V row */
     const int QR = DPBF16 && QREG && DP && NCH <= 4;   /* q in registers (the score loop below) */
@@ -597,7 +621,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                 for (int c = 0; c < NCH; c++) {     /* unrolled: qv[g][c] must name a register */
                     pf_step(pfs, pfn, DP);
                     __m512bh kb[KQ];
-                    for (int u = 0; u < KQ; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1);
+                    for (int u = 0; u < KQ; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1, a->tm32);
                     for (int g = 0; g < RG; g++)
                         for (int u = 0; u < KQ; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv[g][c]);
                 }
@@ -636,7 +660,7 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     /* as before session 42: INREG here (with the column loop kept rolled) ran 5-8% faster
                        cache-resident but 1.07-1.15x the time at L = 32k in three of four A/B runs */
                     __m512bh kb[KG];
-                    for (int u = 0; u < KG; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1);
+                    for (int u = 0; u < KG; u++) kb[u] = ld_bf16_tl(kr[u] + c * 64, TL && c == NCH - 1, a->tm32);
                     for (int g = 0; g < RG; g++) {
                         const __m512bh qv = (__m512bh)_mm512_loadu_si512(qh + ((r + g) * D + c * 32) * 2);
                         for (int u = 0; u < KG; u++) acc[u][g] = _mm512_dpbf16_ps(acc[u][g], kb[u], qv);
@@ -645,7 +669,8 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                 } else {
                     __m512 kv[KG];
                     for (int u = 0; u < KG; u++) {
-                        kv[u] = H16 ? (__m512)ld_f16(kr[u] + c * 32) : _mm512_loadu_ps(kr[u] + c * 64);
+                        kv[u] = H16 ? ld_f16_tl(kr[u] + c * 32, TL && c == NCH - 1, a->tm16)
+                                    : ld_f32_tl(kr[u] + c * 64, TL && c == NCH - 1, a->tm16);
                         INREG(kv[u]);
                     }
                     for (int g = 0; g < RG; g++) {
@@ -708,9 +733,10 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     const char *v0 = vp[t] + h * sh;
                     __m512i vv[4];
                     for (int c = 0; c < NC; c += 2) {
-                        const int tl = TL && c0 + c + 2 == 2 * NCH;    /* the half last group */
-                        const __m512i a0 = (__m512i)ld_bf16_tl(v0 + (c0 + c) * 32, tl);
-                        const __m512i a1 = t + 1 < nt ? (__m512i)ld_bf16_tl(vp[t + 1] + h * sh + (c0 + c) * 32, tl)
+                        const int tl = TL && c0 + c + 2 == 2 * NCH;    /* the row's last group */
+                        const __m512i a0 = (__m512i)ld_bf16_tl(v0 + (c0 + c) * 32, tl, a->tm32);
+                        const __m512i a1 = t + 1 < nt ? (__m512i)ld_bf16_tl(vp[t + 1] + h * sh + (c0 + c) * 32, tl,
+                                                                            a->tm32)
                                                       : _mm512_setzero_si512();
                         vv[c] = _mm512_unpacklo_epi16(a0, a1);
                         vv[c + 1] = _mm512_unpackhi_epi16(a0, a1);
@@ -726,8 +752,10 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     pf_step(pfs, pfn, DP);
                     const char *v0 = vp[t] + h * sh;
                     __m512 vv[4];
-                    for (int c = 0; c < NC; c++)
-                        vv[c] = H16 ? (__m512)ld_f16(v0 + (c0 + c) * 32) : _mm512_loadu_ps(v0 + (c0 + c) * 64);
+                    for (int c = 0; c < NC; c++) {
+                        const int tl = TL && c0 + c == NCH - 1;        /* the row's last vector */
+                        vv[c] = H16 ? ld_f16_tl(v0 + (c0 + c) * 32, tl, a->tm16) : ld_f32_tl(v0 + (c0 + c) * 64, tl, a->tm16);
+                    }
                     for (int g = 0; g < RG; g++) {
                         const __m512 pp = _mm512_set1_ps(pf[g][t]);
                         for (int c = 0; c < NC; c++) acc[g][c] = _mm512_fmadd_ps(pp, vv[c], acc[g][c]);
@@ -876,6 +904,8 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                                                       float *st, char *qbuf, const int ND, const int BF16,
                                                       const int H16, const int TL) {
     const int64_t Hk = a->Hk, G = a->G, D = a->D, DS = a->DS, R = a->R, Rreal = a->Sq * G, W = DS + 16;
+    /* elements of a row's last vector (bf16: 32-column group); whole without TL */
+    const int NL = !TL ? (BF16 ? 32 : 16) : BF16 ? (D % 32 ? (int)(D % 32) : 32) : (D % 16 ? (int)(D % 16) : 16);
     vf S[MAXR];                             /* scores, then p, of one (head, block): lane = key */
     const vi IOTA = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     int64_t lo[MAXR], hi[MAXR];
@@ -922,7 +952,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             if (r >= Rreal || DS != D) memset(dst, 0, (size_t)DS * (qbf ? 2 : 4));
             if (r >= Rreal) continue;
             const char *src = a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh;
-            if (H16) for (int64_t d = 0; d < D; d += VL) st_f32((float *)dst + d, ld_f16(src + 2 * d));
+            if (H16) for (int64_t d = 0; d < D; d += VL) st_f32((float *)dst + d, ld_f16_n(src + 2 * d, D - d < VL ? (int)(D - d) : VL));
             else if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
             else for (int64_t d = 0; d < D; d++) {
                 uint16_t x; memcpy(&x, src + 2 * d, 2);
@@ -1106,7 +1136,7 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                         const char *kr = kp[t] + h * a->sh;
                         const uint16_t *qr = (const uint16_t *)qbuf + (h * R + r) * DS;
                         for (int c = 0; c < ND; c += 2) {
-                            const __m512bh kb = (__m512bh)(TL && c + 2 == ND ? _mm512_maskz_loadu_epi16(0xffff, kr + c * VL * 2)
+                            const __m512bh kb = (__m512bh)(TL && c + 2 == ND ? _mm512_maskz_loadu_epi16(a->tm32, kr + c * VL * 2)
                                                                             : _mm512_loadu_si512(kr + c * VL * 2));
                             for (int g = 0; g < RG; g++) {
                                 const __m512bh qv = (__m512bh)_mm512_loadu_si512(qr + g * DS + c * VL);
@@ -1118,10 +1148,16 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                     } else if (t < nt) {
                         const char *kr = kp[t] + h * a->sh;
                         for (int c = 0; c < ND; c += 2) {
-                            vf k0, k1 = (vf){0};        /* k1 stays 0 past an odd ND (q's columns there are 0) */
-                            if (BF16) ld_bf16x2_n(kr + c * VL * 2, TL && c + 2 == ND, &k0, &k1);
-                            else if (H16) { k0 = ld_f16(kr + c * VL * 2); if (c + 1 < ND) k1 = ld_f16(kr + (c + 1) * VL * 2); }
-                            else { k0 = ld_f32(kr + c * VL * 4); if (c + 1 < ND) k1 = ld_f32(kr + (c + 1) * VL * 4); }
+                            /* k1 stays 0 past an odd ND (q's columns there are 0); the row's last vector holds NL */
+                            vf k0, k1 = (vf){0};
+                            if (BF16) ld_bf16x2_n(kr + c * VL * 2, c + 2 == ND ? NL : 32, &k0, &k1);
+                            else if (H16) {
+                                k0 = ld_f16_n(kr + c * VL * 2, c == ND - 1 ? NL : 16);
+                                if (c + 1 < ND) k1 = ld_f16_n(kr + (c + 1) * VL * 2, c + 1 == ND - 1 ? NL : 16);
+                            } else {
+                                k0 = ld_f32_n(kr + c * VL * 4, c == ND - 1 ? NL : 16);
+                                if (c + 1 < ND) k1 = ld_f32_n(kr + (c + 1) * VL * 4, c + 1 == ND - 1 ? NL : 16);
+                            }
                             for (int g = 0; g < RG; g++) {
                                 acc0[g] += k0 * ld_f32(qh + (r + g) * DS + c * VL);
                                 acc1[g] += k1 * ld_f32(qh + (r + g) * DS + (c + 1) * VL);
@@ -1161,9 +1197,9 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             for (int64_t r = 0; r < R; r += RG) {
                 float *x0 = st + (h * R + r) * W;
                 int c0 = 0;
-                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16, H16, TL && c0 + 4 == ND);
-                if (c0 + 2 <= ND) { pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16, H16, TL); c0 += 2; }
-                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 1, 0, H16, 0);   /* float32 / fp16, ND odd */
+                for (; c0 + 4 <= ND; c0 += 4) pv_group(a, vp, nt, h, S + r, x0, W, c0, 4, BF16, H16, ND, NL);
+                if (c0 + 2 <= ND) { pv_group(a, vp, nt, h, S + r, x0, W, c0, 2, BF16, H16, ND, NL); c0 += 2; }
+                if (c0 < ND) pv_group(a, vp, nt, h, S + r, x0, W, c0, 1, 0, H16, ND, NL);   /* float32 / fp16, ND odd */
             }
         }
     }
@@ -1174,45 +1210,47 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     static void item_##ND_##_bf16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 1, 0, 0); } \
     static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0, 0); } \
     static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16, 0); }
-/* D = 16 ND_ with ND_ odd (48, 80, 112; session 64): float32 / fp16 take ND_ column vectors as they are; bf16 the
-   ND_ + 1 of D rounded up to 32 (NDB_), its last 32-column group half (TL: the K / V loads of that group masked to
-   16 elements, q's and the state's other 16 columns zero) */
+/* D = 16 ND_ with ND_ odd (session 64: 80 only, Phi-1 / Phi-2's head dim; 48 / 112 take the run-time-ND copy below,
+   which measured 0.99-1.08x these copies' time at D = 80 / 64 / 128, each copy costing ~0.4 s of the library's
+   build): float32 / fp16 take ND_ whole column vectors; bf16 the ND_ + 1 of D rounded up to 32 (NDB_), its last
+   32-column group half (TL: that group's K / V loads masked by tm32) */
 #define SPECIALISE_ODD(ND_, NDB_) \
     static void item_##NDB_##_bf16t(ITEM_ARGS) { item(a, b, j0, j1, st, qb, NDB_, 1, 0, 1); } \
     static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0, 0); } \
     static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16, 0); }
 SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
-SPECIALISE_ODD(3, 4) SPECIALISE_ODD(5, 6) SPECIALISE_ODD(7, 8)
+SPECIALISE_ODD(5, 6)
+/* Every other multiple of 8 up to 256 (session 64): ND at run time (the loops over columns stay loops; bf16's q
+   registers become stack slots), the last vector partial by the masks (TL) */
+#define ND_ANY(a) ((a)->ek == 1 ? (int)((a)->DS / VL) : (int)(((a)->D + VL - 1) / VL))
+static void item_any_bf16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_ANY(a), 1, 0, 1); }
+static void item_any_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_ANY(a), 0, 0, 1); }
+static void item_any_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_ANY(a), 0, HAVE_F16, 1); }
 
 typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char *);
 
-/* nd: column vectors of 16 (bf16: of D rounded up to 32); ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16;
-   tail: bf16 with D % 32 = 16 */
-static item_fn pick(int64_t nd, int64_t ek, int tail) {
+/* The copy for head dim D (a multiple of 8, 8 .. 256) and the caches' element kind ek (0 float32, 1 bf16, 2 fp16):
+   a specialised one for 32 / 64 / 80 / 96 / 128 / 192 / 256, else the run-time-ND copy */
+static item_fn pick(int64_t D, int64_t ek) {
 #define PICK(ND_) return ek == 1 ? item_##ND_##_bf16 : ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
-    if (ek == 1 && tail)
-        switch (nd) {
-        case 4: return item_4_bf16t;
-        case 6: return item_6_bf16t;
-        case 8: return item_8_bf16t;
-        default: return 0;
-        }
-    if (ek == 1 && nd % 2) return 0;
 #define PICK_ODD(ND_) return ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
-    switch (nd) {
-    case 2: PICK(2);
-    case 3: PICK_ODD(3);
-    case 4: PICK(4);
-    case 5: PICK_ODD(5);
-    case 6: PICK(6);
-    case 7: PICK_ODD(7);
-    case 8: PICK(8);
-    case 12: PICK(12);
-    case 16: PICK(16);
-    }
+    if (ek == 1 && D % 32 == 16)
+        switch (D) {
+        case 80: return item_6_bf16t;
+        }
+    if (D % (ek == 1 ? 32 : 16) == 0)
+        switch (D / VL) {
+        case 2: PICK(2);
+        case 4: PICK(4);
+        case 5: PICK_ODD(5);
+        case 6: PICK(6);
+        case 8: PICK(8);
+        case 12: PICK(12);
+        case 16: PICK(16);
+        }
 #undef PICK
 #undef PICK_ODD
-    return 0;
+    return ek == 1 ? item_any_bf16 : ek == 2 ? item_any_f16 : item_any_f32;
 }
 
 
@@ -1258,18 +1296,19 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
                  const float *alibi, int64_t alibi_bs, float softcap2) {
     const int64_t DS = (D + 31) & ~(int64_t)31, W = DS + 16, Rreal = Sq * G;
     TRACE(0, __rdtsc());
-    if (R > MAXR || R % RG || R < Rreal || D % VL || D > 16 * VL) return 1;
+    if (R > MAXR || R % RG || R < Rreal || D % 8 || D < 8 || D > 16 * VL) return 1;
     if (amx && (ek != 1 || !AMXD || alibi || softcap2 != 0.0f || D != DS)) return 1;
     if (ek == 2 && !HAVE_F16) return 2;
 #if AMXD
     if (amx && !amx_permitted()) return 5;     /* a tile instruction would raise SIGILL */
 #endif
-    item_fn fn = pick(ek == 1 ? DS / VL : D / VL, ek, D != DS);
+    item_fn fn = pick(D, ek);
     if (!fn) return 2;
     const int64_t *start = meta, *row = meta + B, *klo = meta + 2 * B, *khi = meta + 3 * B;
     const int64_t *rlo = meta + 4 * B, *rhi = meta + 4 * B + B * Sq;
     args_t a = {k, v, sb, sp, sh, page, table, table_stride, row, start, rlo, rhi, klo, khi, q, qsb, qss, qsh,
-                qscale, B, Hk, Sq, G, R, D, splits, ek, DS, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
+                qscale, B, Hk, Sq, G, R, D, splits, ek, DS, D % 16 ? (1u << D % 16) - 1 : 0xffffu,
+                D % 32 ? (1u << D % 32) - 1 : 0xffffffffu, amx, work, alibi, alibi_bs, rhi + B * Sq, softcap2};
     const int64_t items = B * splits, per_item = Hk * R * W;
     int oom = 0;
     #pragma omp parallel num_threads(nthreads)
@@ -1664,13 +1703,11 @@ MAX_ROWS = 256   # C's MAXR: query rows (Sq * G) per KV head
 
 def supports(dtype: torch.dtype, head_dim: int, rows: int) -> bool:
     """Whether the kernel takes this problem (bf16 / fp16 / float32 cache - fp16 where the
-    build has _Float16, ft_f16 - D in HEAD_DIMS, at most MAX_ROWS rows per KV head)."""
-    return dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim in HEAD_DIMS and rows <= MAX_ROWS
-
-
-# The head dims pick() has a specialisation for (48 / 80 / 112 since session 64: bf16 rows of D % 32 = 16 end in a
-# half 32-column group; AMX takes multiples of 32 only, state_width).
-HEAD_DIMS = (32, 48, 64, 80, 96, 112, 128, 192, 256)
+    build has _Float16, ft_f16 - D a multiple of 8 up to 256, at most MAX_ROWS rows per KV head). Since session
+    64 every such D: pick() has specialised copies for 32 / 64 / 80 / 96 / 128 / 192 / 256, a run-time-D copy for
+    the rest; a row's partial last vector is read by masked loads. AMX takes multiples of 32 only."""
+    return (dtype in (torch.bfloat16, torch.float16, torch.float32) and head_dim % 8 == 0 and 8 <= head_dim <= 256
+            and rows <= MAX_ROWS)
 
 
 def state_width(head_dim: int) -> int:

@@ -1,11 +1,12 @@
-"""Head dims 48 / 80 / 112 in the CPU backend's compiled decode (session 64; before, they took the torch-ops paths):
-for each cache dtype (bf16, fp16, float32), D = 80 compiled against D = 80 on the torch-ops path
-(config.DECODE_PATH = "ops", what those head dims ran before) and the compiled D = 64 / 96 neighbours on caches of
-their own size; B = 1, Hq = 32, Hk = 8, L = 8k. ABBA rounds (abba.py), each call after a 256 MiB read (cold caches,
+"""Every multiple of 8 as a head dim in the CPU backend's compiled decode (session 64; before, head dims outside
+{32, 64, 96, 128, 192, 256} took the torch-ops paths): for each cache dtype (bf16, fp16, float32), D = 80 (its own
+specialised copy) and D = 40 (the run-time-D copy) compiled against the same on the torch-ops path
+(config.DECODE_PATH = "ops", what they ran before) and the compiled D = 64 / 96 neighbours on caches of their own
+size; B = 1, Hq = 32, Hk = 8, L = 8k. ABBA rounds (abba.py), each call after a 256 MiB read (cold caches,
 as the bench's decode rows); medians in us, the cache's GB/s and each output's largest error against float64.
 Prints a Markdown table; with an output path also writes JSON.
 
-    PYTHONPATH=src python bench/cpu/s64_half_group_decode_ab.py [ROUNDS] [OUT.json]
+    PYTHONPATH=src python bench/cpu/s64_head_dims_decode_ab.py [ROUNDS] [OUT.json]
 """
 import sys
 
@@ -25,11 +26,11 @@ rows = []
 for dtype in (torch.bfloat16, torch.float16, torch.float32):
     torch.manual_seed(0)
     data = {}
-    for d in (64, 80, 96):
+    for d in (40, 64, 80, 96):
         kc = torch.randn(1, n, 8, d, dtype=dtype)
         data[d] = (torch.randn(1, 1, 32, d, dtype=dtype), kc, torch.randn_like(kc))
-    variants = {"D=80 compiled": ("compiled", 80), "D=80 ops": ("ops", 80), "D=64 compiled": ("compiled", 64),
-                "D=96 compiled": ("compiled", 96)}
+    variants = {"D=80 compiled": ("compiled", 80), "D=80 ops": ("ops", 80), "D=40 compiled": ("compiled", 40),
+                "D=40 ops": ("ops", 40), "D=64 compiled": ("compiled", 64), "D=96 compiled": ("compiled", 96)}
     paths, errs = {}, {}
 
     def call(name):
