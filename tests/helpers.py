@@ -299,3 +299,13 @@ def offline_compile(script: str, *args: str, timeout: int = 900):
                          timeout=timeout)
     assert res.returncode == 0, res.stderr[-3000:]
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def prefill_kernel_available() -> bool:
+    """Whether the CPU backend's compiled forward builds here with both its kernels (float32 and bf16: capability bits
+    1 and 2; other bits, such as fp16's 8, do not matter - session 64's regression test)."""
+    from flashtriton.cpu import native_prefill
+    try:
+        return native_prefill.load().ft_prefill_caps() & 3 == 3
+    except native_prefill.NativeUnavailable:
+        return False

@@ -20,20 +20,13 @@ from flashtriton import backends, flash_attn_func, reference
 from flashtriton.launchers.prefill import AttnParams
 
 from conftest import DEVICE
-from helpers import assert_close, check_attention, dropout_rng, rand_qkv, rand_varlen, reference_pair
+from helpers import (assert_close, check_attention, dropout_rng, prefill_kernel_available, rand_qkv, rand_varlen,
+                     reference_pair)
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
 if backends.cpu_available():
     from flashtriton.cpu import config, engine, forward, native_prefill
-
-
-def compiled_available() -> bool:
-    """Whether the compiled forward builds here and has both of its kernels."""
-    try:
-        return native_prefill.load().ft_prefill_caps() == 3
-    except native_prefill.NativeUnavailable:
-        return False
 
 
 def amx_unavailable() -> str | None:
@@ -49,7 +42,7 @@ def amx_unavailable() -> str | None:
 def forward_path(request, monkeypatch):
     """Runs the test on the compiled forward (its AVX-512 kernel; its AMX kernel, which
     takes bf16 only, float32 staying on AVX-512) and on the torch-ops loop."""
-    if request.param != "ops" and not compiled_available():
+    if request.param != "ops" and not prefill_kernel_available():
         pytest.skip("the compiled forward (cpu/native_prefill.py) does not build / run on this machine")
     if request.param == "compiled-amx" and amx_unavailable():
         pytest.skip(f"no AMX forward here: {amx_unavailable()}")

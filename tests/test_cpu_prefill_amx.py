@@ -20,19 +20,12 @@ import torch
 from flashtriton import backends, reference
 
 from conftest import DEVICE
-from helpers import check_attention, cpu_forward, rand_qkv, rand_varlen
+from helpers import check_attention, cpu_forward, prefill_kernel_available, rand_qkv, rand_varlen
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
 if backends.cpu_available():
     from flashtriton.cpu import config, forward, native_prefill
-
-
-def _kernel_available() -> bool:
-    try:
-        return native_prefill.load().ft_prefill_caps() == 3
-    except native_prefill.NativeUnavailable:
-        return False
 
 
 def _amx_unavailable() -> str | None:
@@ -49,7 +42,7 @@ def _amx_unavailable() -> str | None:
 
 AMX_REASON = _amx_unavailable()
 needs_amx = pytest.mark.skipif(AMX_REASON is not None, reason=f"AMX forward unavailable: {AMX_REASON}")
-needs_kernel = pytest.mark.skipif(backends.cpu_available() and not _kernel_available(),
+needs_kernel = pytest.mark.skipif(backends.cpu_available() and not prefill_kernel_available(),
                                   reason="the compiled forward does not build / run on this machine")
 
 

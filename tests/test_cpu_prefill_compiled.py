@@ -14,7 +14,7 @@ import torch
 from flashtriton import backends, reference
 
 from conftest import DEVICE
-from helpers import check_attention, cpu_forward, rand_qkv, rand_varlen
+from helpers import check_attention, cpu_forward, prefill_kernel_available, rand_qkv, rand_varlen
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -22,14 +22,7 @@ if backends.cpu_available():
     from flashtriton.cpu import config, native, native_prefill
 
 
-def _available() -> bool:
-    try:
-        return native_prefill.load().ft_prefill_caps() == 3
-    except native_prefill.NativeUnavailable:
-        return False
-
-
-needs_kernel = pytest.mark.skipif(backends.cpu_available() and not _available(),
+needs_kernel = pytest.mark.skipif(backends.cpu_available() and not prefill_kernel_available(),
                                   reason="the compiled forward does not build / run on this machine")
 
 
@@ -190,18 +183,60 @@ def test_scratch_does_not_grow_with_n(compiled):
 
 @needs_kernel
 def test_unsupported_features_take_ops_path(monkeypatch, calls):
-    """fp16, dropout and float32 with softcap or ALiBi run the torch-ops loop (by feature, also
+    """Dropout and float32 / fp16 with softcap or ALiBi run the torch-ops loop (by feature, also
     under "compiled"); results stay exact. (bf16 softcap and ALiBi did until session 62:
-    test_softcap_alibi.)"""
+    test_softcap_alibi; fp16 itself until session 64: test_fp16_inputs.)"""
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     q, k, v = rand_qkv(1, 200, 200, 4, 2, 32, torch.float16, DEVICE)
-    check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, causal=True, softcap=5.0, grads=False)
+    check_attention("cpu", q, k, v, alibi_slopes=torch.rand(4), grads=False)
     q, k, v = rand_qkv(1, 200, 200, 4, 2, 32, torch.bfloat16, DEVICE)
     check_attention("cpu", q, k, v, causal=True, dropout_p=0.2, seed=1, grads=False)
     q, k, v = rand_qkv(1, 200, 200, 4, 2, 32, torch.float32, DEVICE)
     check_attention("cpu", q, k, v, causal=True, softcap=5.0, grads=False)
     check_attention("cpu", q, k, v, alibi_slopes=torch.rand(4), grads=False)
     assert not calls
+
+
+@needs_kernel
+@pytest.mark.parametrize("d", [40, 128, 256])
+def test_fp16_inputs(compiled, calls, d):
+    """Session 64: fp16 q, k, v run the float32 kernel on values widened where they are read (exact: fp16 x fp16
+    products are exact in float32), out rounded to fp16. Against the reference on causal Nq != Nk (rows without keys),
+    windows, GQA, varlen; out and lse bitwise the float32 kernel's on the widened inputs (out rounded to fp16 after);
+    strided (B, H, N, D) views read in place, bitwise the contiguous result."""
+    if not native_prefill.load().ft_prefill_caps() & 8:
+        pytest.skip("built without _Float16")
+    torch.manual_seed(d)
+    q, k, v = rand_qkv(2, 113, 90, 6, 2, d, torch.float16, DEVICE)
+    check_attention("cpu", q, k, v, causal=True, grads=False)
+    check_attention("cpu", q, k, v, window_size=(20, 5), grads=False)
+    (qv, kv, vv), varlen = rand_varlen([33, 0, 300], [40, 12, 250], 4, 1, d, torch.float16, DEVICE)
+    check_attention("cpu", qv, kv, vv, varlen=varlen, causal=True, grads=False)
+    out, lse = cpu_forward(q, k, v, causal=True)
+    out32, lse32 = cpu_forward(q.float(), k.float(), v.float(), causal=True)
+    assert torch.equal(out, out32.half()) and torch.equal(lse, lse32)
+    qs, ks, vs = (torch.randn(2, 4, 300, d, dtype=torch.float16).transpose(1, 2) for _ in range(3))
+    a, b = cpu_forward(qs, ks, vs), cpu_forward(qs.contiguous(), ks.contiguous(), vs.contiguous())
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert len(calls) == 15      # sequences: 2 + 2 + 3 (varlen) + 2 + 2 (float32) + 2 + 2 (strided)
+
+
+def test_regression_capability_bits_do_not_skip(monkeypatch):
+    """Session 64: the three compiled-forward test files' skip checks (now helpers.prefill_kernel_available)
+    compared ft_prefill_caps() with 3 exactly, so the fp16 bit (8) would have skipped every compiled-forward test;
+    the check reads the float32 and bf16 bits alone."""
+    class Lib:
+        caps = 0
+
+        def ft_prefill_caps(self):
+            return self.caps
+
+    lib = Lib()
+    monkeypatch.setattr(native_prefill, "load", lambda: lib)
+    for caps, want in ((3, True), (11, True), (15, True), (9, False), (10, False)):
+        lib.caps = caps
+        assert prefill_kernel_available() is want, caps
 
 
 @needs_kernel
@@ -316,7 +351,7 @@ def test_cpu_without_avx512_bf16(monkeypatch, calls):
     """A library built without the bf16 kernel (FT_NO_BF16, as on CPUs without
     AVX512-BF16) runs bf16 on the torch-ops loop and float32 compiled."""
     lib = native_prefill.load_variant("FT_NO_BF16")
-    assert lib.ft_prefill_caps() == 1
+    assert lib.ft_prefill_caps() & 3 == 1
     monkeypatch.setattr(native_prefill._library, "lib", lib)
     monkeypatch.setattr(config, "FWD_PATH", "compiled")
     monkeypatch.setattr(config, "FWD_AMX", "off")      # such CPUs have no AMX either

@@ -102,6 +102,13 @@ C_SOURCE = r"""
 #else
 #define HAVE_BF16 0
 #endif
+/* fp16 inputs (session 64): widened to float32 where they are read (q, the K / V packing), the float32 kernel
+   between (fp16 x fp16 products are exact in float32: an fp16 matmul with float32 sums), out rounded to fp16 */
+#if HAVE_F32 && defined(__FLT16_MAX__) && !defined(FT_NO_F16)
+#define HAVE_F16 1
+#else
+#define HAVE_F16 0
+#endif
 /* The AMX kernel (tile_amx) is only in the separate build with FT_AMX and -mamx-tile -mamx-bf16
    (native_prefill._amx_library); the plain build never executes a tile instruction. */
 #if HAVE_BF16 && defined(FT_AMX) && defined(__AMX_TILE__) && defined(__AMX_BF16__)
@@ -127,10 +134,18 @@ C_SOURCE = r"""
 _Static_assert(RT == ART && AKB % 32 == 0, "item() walks the same row tiles for both kernels");
 
 """ + native.C_SCORE_FEATURES + r"""
-/* bits: 1 float32 kernel (AVX-512F), 2 bf16 kernel (AVX512-BF16), 4 bf16 AMX kernel compiled in */
-int ft_prefill_caps(void) { return HAVE_F32 | (HAVE_BF16 << 1) | (HAVE_AMX << 2); }
+/* bits: 1 float32 kernel (AVX-512F), 2 bf16 kernel (AVX512-BF16), 4 bf16 AMX kernel compiled in, 8 fp16 inputs */
+int ft_prefill_caps(void) { return HAVE_F32 | (HAVE_BF16 << 1) | (HAVE_AMX << 2) | (HAVE_F16 << 3); }
 
 static inline int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+#if HAVE_F16
+/* n fp16 values widened to float32 (exact) */
+static inline void widen_f16(float *dst, const char *src, int64_t n) {
+    int64_t d = 0;
+    for (; d + 16 <= n; d += 16) _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
+    for (; d < n; d++) { _Float16 h; memcpy(&h, src + 2 * d, 2); dst[d] = (float)h; }
+}
+#endif
 static inline uint16_t f32_to_bf16(float f) {       /* round to nearest even, NaN stays NaN */
     uint32_t u; memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
@@ -215,6 +230,7 @@ typedef struct {
     const char *q, *k, *v;      /* q: (n_q, H, D) at head h0; k, v: (n_k, Hk, D) at head hk */
     int64_t qss, qsh, ks, vs;   /* byte strides: q position, q head; k / v position */
     int64_t n_q, n_k, off, left, right, G, D, bf16;
+    int64_t f16;                /* fp16 q, k, v, out (the float32 kernel on widened values) */
     float scale;                /* softmax scale * log2(e): multiplies q . k (softmax scale / softcap with softcap) */
     int amx;                    /* bf16 on AMX tiles (tile_amx, with pack()'s padded layout) */
     const float *alibi;         /* ALiBi slopes of the sequence's H heads (natural units); 0: none */
@@ -272,7 +288,10 @@ static inline void tr16(const uint32_t *const *rows, int64_t w0, uint32_t *dst) 
 
 static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, int64_t DP) {
     const int64_t n = s1 - s0, nb = (n + 31) / 32, D = a->D;
-    const int64_t es = a->bf16 ? 2 : 4, W = D * es / 4;     /* 32-bit words per row */
+    const int64_t es = a->bf16 || a->f16 ? 2 : 4, W = a->bf16 ? D / 2 : D;     /* 32-bit words per packed row */
+#if HAVE_F16
+    float kf[16][MAXD];     /* fp16: 16 K rows widened, the transposes' float32 rows */
+#endif
     const int64_t WP = a->amx ? DP / 2 : W;                 /* words per packed K row (AMX: zero padded) */
     /* K^T blocks: words of 32 keys side by side (bf16: a word is a pair of d) */
     uint32_t *k32 = (uint32_t *)kp;
@@ -284,6 +303,12 @@ static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, 
             for (int t = 0; t < 16; t++) {
                 const int64_t j = b * 32 + t0 + t;
                 rows[t] = j < n ? (const uint32_t *)(a->k + (s0 + j) * a->ks) : 0;
+#if HAVE_F16
+                if (a->f16 && rows[t]) {
+                    widen_f16(kf[t], (const char *)rows[t], D);
+                    rows[t] = (const uint32_t *)kf[t];
+                }
+#endif
                 prefetch_row(a->k, s0 + j + PF, s1, a->ks, D * es);
                 prefetch_row(a->v, s0 + j + PF, s1, a->vs, D * es);
             }
@@ -324,6 +349,10 @@ static void pack(const args_t *a, int64_t s0, int64_t s1, float *kp, float *vp, 
         for (int64_t j = 0; j < n + 2; j++) {
             float *dst = vp + j * DP;
             if (j < n) {
+#if HAVE_F16
+                if (a->f16) widen_f16(dst, a->v + (s0 + j) * a->vs, D);
+                else
+#endif
                 memcpy(dst, a->v + (s0 + j) * a->vs, (size_t)D * 4);
                 for (int64_t d = D; d < DP; d++) dst[d] = 0.0f;
             } else {
@@ -833,6 +862,10 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
             vis(a, i, &rlo[r], &rhi[r]);
             if (a->alibi) { fx[2 * r] = a->alibi[hk * G + g]; fx[2 * r + 1] = (float)(i + a->off); }
             if (rlo[r] < rhi[r]) { if (rlo[r] < klo) klo = rlo[r]; if (rhi[r] > khi) khi = rhi[r]; }
+#if HAVE_F16
+            if (a->f16) widen_f16((float *)qd, a->q + i * a->qss + g * a->qsh, D);
+            else
+#endif
             memcpy(qd, a->q + i * a->qss + g * a->qsh, (size_t)(D * qes));
             memset(qd + D * qes, 0, (size_t)((DP - D) * qes));
         } else {
@@ -878,6 +911,10 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
         }
         if (a->bf16)
             for (int64_t d = 0; d < D; d++) { uint16_t y = f32_to_bf16(o[d]); memcpy(dst + 2 * d, &y, 2); }
+#if HAVE_F16
+        else if (a->f16)    /* rounded to nearest even */
+            for (int64_t d = 0; d < D; d++) { const _Float16 y = (_Float16)o[d]; memcpy(dst + 2 * d, &y, 2); }
+#endif
         else
             memcpy(dst, o, (size_t)D * 4);
     }
@@ -915,25 +952,28 @@ int64_t ft_prefill_scratch(int64_t d, int64_t rmax) {
 /* The forward of one sequence, every head: q (n_q, H, D), k / v (n_k, Hk, D), out like q,
    lse (H, n_q) float32, all with byte strides (the head dim contiguous). Work items are
    (KV head, block of bm query positions), largest first, dynamically scheduled.
-   counted (may be NULL): scores computed, masked ones in the 8 x 32 blocks included.
-   amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded). alibi: the sequence's H slopes (float32,
+   counted (may be NULL): scores computed, masked ones in the 8 x 32 blocks included. ek: the inputs' element kind,
+   0 float32, 1 bf16, 2 fp16 (HAVE_F16, ft_prefill_caps bit 8). amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded). alibi: the sequence's H slopes (float32,
    natural units; 0: none); softcap2: softcap * log2(e) (0: none; scale is then softmax scale / softcap); neither with
    amx. Returns 0; 1 for a problem it does not take; 4 when out of memory; 5 AMX without the permission. */
 int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64_t ks, int64_t ksh,
                    const char *v, int64_t vs, int64_t vsh, char *out, int64_t oss, int64_t osh,
                    float *lse, int64_t lsh, int64_t lss, int64_t n_q, int64_t n_k, int64_t Hk, int64_t G,
-                   int64_t D, int64_t bf16, int64_t left, int64_t right, float scale, int64_t bm,
+                   int64_t D, int64_t ek, int64_t left, int64_t right, float scale, int64_t bm,
                    char *scratch, int64_t scratch_per_thread, int64_t *counted, int nthreads, int amx,
                    const float *alibi, float softcap2) {
 #if HAVE_F32
-    if (D <= 0 || D > MAXD || (bf16 && (D % 2 || !HAVE_BF16)) || bm <= 0) return 1;
+    const int64_t bf16 = ek == 1, f16 = ek == 2;
+    if (D <= 0 || D > MAXD || ek < 0 || ek > 2 || (bf16 && (D % 2 || !HAVE_BF16)) || (f16 && !HAVE_F16) || bm <= 0)
+        return 1;
     if (amx && (!bf16 || !HAVE_AMX || alibi || softcap2 != 0.0f)) return 1;
 #if HAVE_AMX
     if (amx && !amx_granted) return 5;     /* a tile instruction would raise SIGILL */
 #endif
     const int64_t rmax = bm * G;
     if (scratch_per_thread < ft_prefill_scratch(D, rmax)) return 1;
-    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, scale, amx, alibi, softcap2};
+    args_t a = {q, k, v, qss, qsh, ks, vs, n_q, n_k, n_k - n_q, left, right, G, D, bf16, f16, scale, amx, alibi,
+                softcap2};
     const int64_t nb = (n_q + bm - 1) / bm, n_items = Hk * nb;
     item_t *items = malloc(sizeof(item_t) * (size_t)(n_items > 0 ? n_items : 1));
     if (!items) return 4;
@@ -972,6 +1012,8 @@ int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64
 """
 
 MAX_HEAD_DIM = 256
+# ft_prefill_fwd's element kind of q / k / v / out (fp16 since session 64: the float32 kernel on widened values)
+ELEMENT_KINDS = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 # The AMX build: the same source with FT_AMX, compiled with these on top of native.FLAGS
 # (-march=native already implies them on AMX CPUs with a recent compiler; explicit, so an
 # older compiler fails loudly here and the AVX-512 kernel runs, with a warning).
@@ -1085,10 +1127,11 @@ def path_name(lib) -> str:
 
 def library_for(q, k, v, params, alibi, dropout: bool):
     """The library when this forward call runs compiled, else None (the torch-ops
-    path of forward.py). Taken: bf16 (with AVX512-BF16) / float32 q, k, v with unit
-    stride in the head dim, an even head dim <= 256, no dropout; softcap and ALiBi for
-    bf16 only (session 62), on the AVX-512 kernel, never the AMX one (whose softmax step
-    has neither). float32 with either keeps the torch-ops loop: their backward is the
+    path of forward.py). Taken: bf16 (with AVX512-BF16) / float32 / fp16 (session 64: the
+    float32 kernel on values widened where they are read, where the compiler has _Float16)
+    q, k, v with unit stride in the head dim, an even head dim <= 256, no dropout; softcap
+    and ALiBi for bf16 only (session 62), on the AVX-512 kernel, never the AMX one (whose
+    softmax step has neither). float32 and fp16 with either keep the torch-ops loop: their backward is the
     torch-ops one, which recomputes the loop's scores exactly; after this kernel's (its
     own sum order, its double-precision tanh then) the float32 gradients at D = 256 missed the
     criterion in 4 of 72 draws against 0 of 72 (bench/NOTES.md, session 62).
@@ -1105,9 +1148,9 @@ def library_for(q, k, v, params, alibi, dropout: bool):
     if path == "ops":
         return None
     d = q.shape[-1]
-    if q.dtype not in (torch.bfloat16, torch.float32) or k.dtype != q.dtype or v.dtype != q.dtype \
+    if q.dtype not in ELEMENT_KINDS or k.dtype != q.dtype or v.dtype != q.dtype \
             or d % 2 or d > MAX_HEAD_DIM or dropout or min(q.stride(-1), k.stride(-1), v.stride(-1)) != 1 \
-            or (q.dtype == torch.float32 and (params.softcap > 0 or alibi is not None)):
+            or (q.dtype != torch.bfloat16 and (params.softcap > 0 or alibi is not None)):
         return None
     if q.dtype == torch.bfloat16 and amx != "off" and params.softcap == 0 and alibi is None:
         try:
@@ -1130,7 +1173,7 @@ def library_for(q, k, v, params, alibi, dropout: bool):
                           f"({e})", RuntimeWarning, stacklevel=3)
         return None
     caps = lib.ft_prefill_caps()
-    return lib if caps & (2 if q.dtype == torch.bfloat16 else 1) else None
+    return lib if caps & {torch.bfloat16: 2, torch.float32: 1, torch.float16: 8}[q.dtype] else None
 
 
 def _scratch(nbytes: int) -> torch.Tensor:
@@ -1167,7 +1210,7 @@ def forward_sequence(lib, seq, group: int, scale: float, left: int, right: int, 
         q.data_ptr(), q.stride(0) * es, q.stride(1) * es, k.data_ptr(), k.stride(0) * es, k.stride(1) * es,
         v.data_ptr(), v.stride(0) * es, v.stride(1) * es, out.data_ptr(), out.stride(0) * es, out.stride(1) * es,
         lse.data_ptr(), lse.stride(0) * 4, lse.stride(1) * 4, n_q, n_k, nheads_k, group, d,
-        int(q.dtype == torch.bfloat16), left, right, scale, bm, buf.data_ptr(), per, ctypes.byref(counted), threads,
+        ELEMENT_KINDS[q.dtype], left, right, scale, bm, buf.data_ptr(), per, ctypes.byref(counted), threads,
         int(lib.amx and q.dtype == torch.bfloat16), None if slopes is None else slopes.data_ptr(),
         softcap * LOG2E if softcap > 0 else 0.0)
     if rc != 0:
