@@ -2,10 +2,10 @@
 PyTorch ops on float32 tiles.
 
 Where it builds, the default forward is the compiled kernel of native_prefill.py (the
-same recurrence in C, every head of a sequence in one call: bf16 / float32 without
-softcap, ALiBi or dropout; config.FWD_PATH; bf16 inputs on exact float32 copies where the
-CPU's bf16 products are the slower ones, config.BF16_PRODUCTS); this file is the path for everything
-else (fp16, those features, no C compiler, FLASHTRITON_CPU_FORWARD=ops) and the
+same recurrence in C, every head of a sequence in one call: bf16 / float32 / fp16 (since
+session 64) without dropout, softcap and ALiBi for bf16 only; config.FWD_PATH; bf16 inputs on exact float32 copies
+where the CPU's bf16 products are the slower ones, config.BF16_PRODUCTS); this file is the path for everything
+else (those features, no C compiler, FLASHTRITON_CPU_FORWARD=ops) and the
 reference design the compiled one follows.
 
 For one sequence and one KV head, rows = (query i, head g) pairs of the G query

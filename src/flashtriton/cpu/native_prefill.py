@@ -1,6 +1,7 @@
 """The compiled forward: the whole prefill forward (every head, causal, windows,
 GQA, varlen; bf16 softcap and ALiBi since session 62) in one C kernel per sequence, for
-bf16 / float32 inputs without dropout (bench/NOTES.md, "Session 5: causal (helper)").
+bf16 / float32 / fp16 (since session 64: the float32 kernel on values widened where they
+are read) inputs without dropout (bench/NOTES.md, "Session 5: causal (helper)").
 
 Why: forward.py's torch-ops loop pays ~73 us of fixed cost per tile step and ~250 us
 per 512-row block, computes the whole 512 x 512 square on the causal diagonal and
@@ -60,7 +61,7 @@ interleaving the tile work a piece at a time between softmax rows did not change
 Selection (config.FWD_PATH, FLASHTRITON_CPU_FORWARD): "auto" (default) runs this
 kernel when it can be built and takes the problem, otherwise the torch-ops loop (one
 RuntimeWarning naming the cause when the build failed, e.g. no C compiler);
-"compiled" raises NativeUnavailable instead; "ops" never uses it. fp16, dropout, float32
+"compiled" raises NativeUnavailable instead; "ops" never uses it. Dropout, float32 / fp16
 with softcap or ALiBi (library_for says why), and bf16 on CPUs without AVX512-BF16 take
 the torch-ops loop (by feature, not by failure); bf16 softcap (tanh in float32 since
 session 63, softcap_f32) and ALiBi (native.C_SCORE_FEATURES) run in the AVX-512 kernel's
