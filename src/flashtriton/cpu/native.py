@@ -895,8 +895,9 @@ static inline __attribute__((always_inline)) void head_amx(const args_t *a, cons
 }
 #endif
 
-/* One item: sequence b, keys [j0, j1), all KV heads. ND = D / 16 vectors per row (bf16: DS / 16, with TL the
-   last 32-column group half: D % 32 = 16), a compile-time constant in the specialised copies below. Rows per KV
+/* One item: sequence b, keys [j0, j1), all KV heads. ND = ceil(D / 16) vectors per row (bf16: DS / 16; with TL the
+   row's last vector, bf16 its last 32-column group, may be partial), a compile-time constant in the specialised
+   copies below, a run-time value in item_any_*. Rows per KV
    head: R, a multiple of RG (decode.py pads q with zero rows; padding rows r >= Sq * G see no key, so their p is
    0 and their state stays empty). State st: (Hk, R, DS + 16), acc (columns D .. DS stay 0) then m then l per
    row. */
