@@ -31,3 +31,10 @@ def save(path: str, rounds: int, rows: list, **meta):
     with open(path, "w") as f:
         json.dump(dict(torch=torch.__version__, threads=torch.get_num_threads(), rounds=rounds, **meta,
                        date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows=rows), f, indent=1)
+
+
+def sdpa_bnhd(q, k, v, **kw):
+    """torch's scaled_dot_product_attention on flash-attn's (B, N, H, D) layout (the A/B scripts' torch column and
+    float64 references; kw: is_causal, enable_gqa)."""
+    import torch.nn.functional as F
+    return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), **kw).transpose(1, 2)

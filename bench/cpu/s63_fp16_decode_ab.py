@@ -11,8 +11,7 @@ writes JSON.
 import sys
 
 import torch
-import torch.nn.functional as F
-from abba import abba, median, save
+from abba import abba, median, save, sdpa_bnhd
 
 import flashtriton
 from flashtriton import flash_attn_with_kvcache
@@ -30,8 +29,7 @@ for n in (8192, 32768):
         data[dtype] = (q, kc, torch.randn_like(kc))
     lens = torch.full((1,), n, dtype=torch.int32)
     q16, k16, v16 = data[torch.float16]
-    ref = F.scaled_dot_product_attention(q16.transpose(1, 2).double(), k16.transpose(1, 2).double(),
-                                         v16.transpose(1, 2).double(), enable_gqa=True).transpose(1, 2)
+    ref = sdpa_bnhd(q16.double(), k16.double(), v16.double(), enable_gqa=True)
     variants = {"fp16 compiled": ("compiled", torch.float16), "fp16 ops": ("ops", torch.float16),
                 "bf16 compiled": ("compiled", torch.bfloat16), "fp16 SDPA": (None, torch.float16)}
     paths, errs = {}, {}
@@ -40,8 +38,7 @@ for n in (8192, 32768):
         path, dtype = variants[name]
         q, kc, vc = data[dtype]
         if path is None:
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), kc.transpose(1, 2), vc.transpose(1, 2),
-                                                 enable_gqa=True).transpose(1, 2)
+            out = sdpa_bnhd(q, kc, vc, enable_gqa=True)
             paths[name] = "torch"
         else:
             config.DECODE_PATH = path

@@ -10,8 +10,7 @@ against float64. Prints a Markdown table; with an output path also writes JSON.
 import sys
 
 import torch
-import torch.nn.functional as F
-from abba import abba, median, save
+from abba import abba, median, save, sdpa_bnhd
 
 import flashtriton
 from flashtriton.cpu import config, forward
@@ -23,8 +22,7 @@ q16, k16, v16 = (torch.randn(B, N, H, D, dtype=torch.float16) for _ in range(3))
 q32, k32, v32 = (t.float() for t in (q16, k16, v16))
 rows = []
 for causal in (False, True):
-    ref = F.scaled_dot_product_attention(*(t.transpose(1, 2).double() for t in (q16, k16, v16)),
-                                         is_causal=causal).transpose(1, 2)
+    ref = sdpa_bnhd(q16.double(), k16.double(), v16.double(), is_causal=causal)
     variants = {"fp16 compiled": ("compiled", q16, k16, v16), "fp16 ops": ("ops", q16, k16, v16),
                 "fp32 compiled": ("compiled", q32, k32, v32), "fp16 SDPA": (None, q16, k16, v16)}
     paths, errs = {}, {}
@@ -32,8 +30,7 @@ for causal in (False, True):
     def call(name):
         path, q, k, v = variants[name]
         if path is None:
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                 is_causal=causal).transpose(1, 2)
+            out = sdpa_bnhd(q, k, v, is_causal=causal)
             paths[name] = "torch"
         else:
             config.FWD_PATH = path

@@ -11,8 +11,7 @@ Prints a Markdown table; with an output path also writes JSON.
 import sys
 
 import torch
-import torch.nn.functional as F
-from abba import abba, median, save
+from abba import abba, median, save, sdpa_bnhd
 
 import flashtriton
 from flashtriton import flash_attn_with_kvcache
@@ -41,8 +40,7 @@ for dtype in (torch.bfloat16, torch.float16, torch.float32):
             out = flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens)
         paths[name] = decode.LAST_PATH
         if name not in errs:
-            ref = F.scaled_dot_product_attention(q.transpose(1, 2).double(), kc.transpose(1, 2).double(),
-                                                 vc.transpose(1, 2).double(), enable_gqa=True).transpose(1, 2)
+            ref = sdpa_bnhd(q.double(), kc.double(), vc.double(), enable_gqa=True)
             errs[name] = float((out.double() - ref).abs().max())
 
     ts = abba({name: (lambda name=name: call(name)) for name in variants}, rounds, before=flush.sum)
