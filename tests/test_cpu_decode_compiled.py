@@ -512,7 +512,8 @@ def test_bf16_scores_q_in_registers(monkeypatch, d):
     whole block (QREG) and takes 2 keys a step, adding reduce16's first level in registers (KQ = 2);
     GCC had folded a q load into every product. The same products summed in the same order: bitwise the
     out and lse of the QREG=0 build (q loaded per product, 4 keys a step) and of KQ=1 (no in-register
-    first level), on D = 64 / 80 / 128 (the new loop; 80: a half last group) and 256 (the old one), G = 4 and G = 8 (two row
+    first level), on D = 64 / 80 / 128 (the new loop; 80: a half last group) and 256 (the old one), G = 4 and
+    G = 8 (two row
     groups), two query rows (Sq = 2: causal rows), ragged lengths (partial 16-key groups, a block with
     no live key in a step), several splits and a window."""
     if not (native.load().ft_blk512() and native.load().ft_dpbf16()):

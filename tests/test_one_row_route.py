@@ -132,7 +132,7 @@ def test_one_row_on_the_decode_kernel_gpu(monkeypatch, dtype, at, causal):
 def test_one_row_on_the_cpu_decode(dtype, lens_k, heads, d, opts):
     """The CPU backend routes one-row calls to its decode kernel too (cpu/config.ONE_ROW_DECODE, every key count):
     dense and varlen, against the float64 reference with gradients; dropout keeps the prefill kernels. (fp16: the
-    compiled decode kernel where the head dim is one of its own, since session 63.)"""
+    compiled decode kernel since session 63.)"""
     from flashtriton.cpu import forward as cpu_forward
     nk = max(lens_k)
     q, k, v = rand_qkv(len(lens_k), 1, nk, *heads, d, dtype, DEVICE)

@@ -40,7 +40,8 @@ rng = random.Random(seed)
 torch.manual_seed(seed)
 # head dims drawn (DIMS="8,16,..." overrides; session 64, for the CPU decode's every-multiple-of-8 head dims: the
 # default list keeps earlier seeds' case streams)
-DIMS = [int(x) for x in os.environ["DIMS"].split(",")] if os.environ.get("DIMS") else [32, 40, 64, 80, 96, 128, 192, 256]
+DIMS = ([int(x) for x in os.environ["DIMS"].split(",")] if os.environ.get("DIMS")
+        else [32, 40, 64, 80, 96, 128, 192, 256])
 
 
 def draw():

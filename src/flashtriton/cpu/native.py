@@ -754,7 +754,8 @@ static inline __attribute__((always_inline)) void head_blk(const args_t *a, cons
                     __m512 vv[4];
                     for (int c = 0; c < NC; c++) {
                         const int tl = TL && c0 + c == NCH - 1;        /* the row's last vector */
-                        vv[c] = H16 ? ld_f16_tl(v0 + (c0 + c) * 32, tl, a->tm16) : ld_f32_tl(v0 + (c0 + c) * 64, tl, a->tm16);
+                        vv[c] = H16 ? ld_f16_tl(v0 + (c0 + c) * 32, tl, a->tm16)
+                                    : ld_f32_tl(v0 + (c0 + c) * 64, tl, a->tm16);
                     }
                     for (int g = 0; g < RG; g++) {
                         const __m512 pp = _mm512_set1_ps(pf[g][t]);
@@ -953,7 +954,9 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
             if (r >= Rreal || DS != D) memset(dst, 0, (size_t)DS * (qbf ? 2 : 4));
             if (r >= Rreal) continue;
             const char *src = a->q + b * a->qsb + (r / G) * a->qss + (h * G + r % G) * a->qsh;
-            if (H16) for (int64_t d = 0; d < D; d += VL) st_f32((float *)dst + d, ld_f16_n(src + 2 * d, D - d < VL ? (int)(D - d) : VL));
+            if (H16)
+                for (int64_t d = 0; d < D; d += VL)
+                    st_f32((float *)dst + d, ld_f16_n(src + 2 * d, D - d < VL ? (int)(D - d) : VL));
             else if (qbf || !BF16) memcpy(dst, src, (size_t)D * (qbf ? 2 : 4));
             else for (int64_t d = 0; d < D; d++) {
                 uint16_t x; memcpy(&x, src + 2 * d, 2);
@@ -1137,8 +1140,9 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
                         const char *kr = kp[t] + h * a->sh;
                         const uint16_t *qr = (const uint16_t *)qbuf + (h * R + r) * DS;
                         for (int c = 0; c < ND; c += 2) {
-                            const __m512bh kb = (__m512bh)(TL && c + 2 == ND ? _mm512_maskz_loadu_epi16(a->tm32, kr + c * VL * 2)
-                                                                            : _mm512_loadu_si512(kr + c * VL * 2));
+                            const __m512bh kb = (__m512bh)(TL && c + 2 == ND
+                                                           ? _mm512_maskz_loadu_epi16(a->tm32, kr + c * VL * 2)
+                                                           : _mm512_loadu_si512(kr + c * VL * 2));
                             for (int g = 0; g < RG; g++) {
                                 const __m512bh qv = (__m512bh)_mm512_loadu_si512(qr + g * DS + c * VL);
                                 if (c & 2) acc1[g] = (vf)_mm512_dpbf16_ps((__m512)acc1[g], kb, qv);
@@ -1277,7 +1281,8 @@ int ft_decode_amx_permitted(void) {
    softcap2: softcap * log2(e), 0 without (qscale then softmax_scale / softcap); neither with amx (head_amx has
    neither). ek: the caches' element kind, 0 float32, 1 bf16, 2 fp16 (ft_f16). q, out (B, Sq, H, D) in the cache's
    dtype with byte strides; lse (B, H, Sq) float32 contiguous (natural log); work (B, splits, Hk, R, DS + 16)
-   float32, 64-byte aligned (DS: D rounded up to 32; D a multiple of 16 that pick() has a copy for). R: rows per KV head padded to a multiple of RG. Returns 0, 1 / 2 for a problem the
+   float32, 64-byte aligned (DS: D rounded up to 32; D any multiple of 8 up to 256, pick()). R: rows per KV head
+   padded to a multiple of RG. Returns 0, 1 / 2 for a problem the
    kernel does not take (decode.py checks first), 4 when out of memory. */
 #ifdef FT_TRACE
 /* measurement knob (session 44): TSC stamps of one call. [0] entry, [1] return; per thread t < 4 at 8 + 64 t:

@@ -143,7 +143,8 @@ static inline int64_t rup(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 /* n fp16 values widened to float32 (exact) */
 static inline void widen_f16(float *dst, const char *src, int64_t n) {
     int64_t d = 0;
-    for (; d + 16 <= n; d += 16) _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
+    for (; d + 16 <= n; d += 16)
+        _mm512_storeu_ps(dst + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
     for (; d < n; d++) { _Float16 h; memcpy(&h, src + 2 * d, 2); dst[d] = (float)h; }
 }
 #endif
@@ -954,8 +955,8 @@ int64_t ft_prefill_scratch(int64_t d, int64_t rmax) {
    lse (H, n_q) float32, all with byte strides (the head dim contiguous). Work items are
    (KV head, block of bm query positions), largest first, dynamically scheduled.
    counted (may be NULL): scores computed, masked ones in the 8 x 32 blocks included. ek: the inputs' element kind,
-   0 float32, 1 bf16, 2 fp16 (HAVE_F16, ft_prefill_caps bit 8). amx: bf16 on AMX tiles (the FT_AMX build, after ft_amx_init() succeeded). alibi: the sequence's H slopes (float32,
-   natural units; 0: none); softcap2: softcap * log2(e) (0: none; scale is then softmax scale / softcap); neither with
+   0 float32, 1 bf16, 2 fp16 (HAVE_F16, ft_prefill_caps bit 8). amx: bf16 on AMX tiles (the FT_AMX build, after
+   ft_amx_init() succeeded). alibi: the sequence's H slopes (float32, natural units; 0: none); softcap2: softcap * log2(e) (0: none; scale is then softmax scale / softcap); neither with
    amx. Returns 0; 1 for a problem it does not take; 4 when out of memory; 5 AMX without the permission. */
 int ft_prefill_fwd(const char *q, int64_t qss, int64_t qsh, const char *k, int64_t ks, int64_t ksh,
                    const char *v, int64_t vs, int64_t vsh, char *out, int64_t oss, int64_t osh,
@@ -1132,8 +1133,8 @@ def library_for(q, k, v, params, alibi, dropout: bool):
     float32 kernel on values widened where they are read, where the compiler has _Float16)
     q, k, v with unit stride in the head dim, an even head dim <= 256, no dropout; softcap
     and ALiBi for bf16 only (session 62), on the AVX-512 kernel, never the AMX one (whose
-    softmax step has neither). float32 and fp16 with either keep the torch-ops loop: their backward is the
-    torch-ops one, which recomputes the loop's scores exactly; after this kernel's (its
+    softmax step has neither). float32 and fp16 with either keep the torch-ops loop: their
+    backward is the torch-ops one, which recomputes the loop's scores exactly; after this kernel's (its
     own sum order, its double-precision tanh then) the float32 gradients at D = 256 missed the
     criterion in 4 of 72 draws against 0 of 72 (bench/NOTES.md, session 62).
     config.FWD_PATH "compiled" raises NativeUnavailable when the library cannot be
