@@ -7,7 +7,11 @@ KV byte once per GQA group. Session 60, call 4: "func" takes the decode kernel (
 the row sees every key). triton.testing.do_bench (L2 flushed before each call), median us; outputs compared.
 Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default; "decode_route" sets both thresholds,
 ONE_ROW_DECODE_MIN_NK and _FP32, to 1) and key counts (comma-separated; 1k-32k by default).
-Usage: PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype [nk,nk,...]]"""
+Session 65: ROUNDS=n (env, default 1) times each row's calls in n rounds, each round in rotated order, and prints the
+median of the rounds; a first unprinted do_bench warms the card (the H200's first row read 2-3x slow in session 65).
+Usage: [ROUNDS=n] PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype [nk,nk,...]]"""
+import os
+import statistics
 import sys
 
 import torch
@@ -20,6 +24,7 @@ from flashtriton.launchers import plans, policy
 MIN_NK = policy.ONE_ROW_DECODE_MIN_NK
 MIN_NK_FP32 = policy.ONE_ROW_DECODE_MIN_NK_FP32
 NKS = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1024, 2048, 4096, 8192, 32768]
+ROUNDS = int(os.environ.get("ROUNDS", "1"))
 DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[sys.argv[1] if len(sys.argv) > 1 else "bf16"]
 
 
@@ -63,11 +68,14 @@ def run():
                 "kvcache": lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True),
             }
             ref = calls["kvcache"]().float()
-            res = {}
-            for name, fn in calls.items():
-                diff = (fn().float().reshape(ref.shape) - ref).abs().max().item()
-                us = triton.testing.do_bench(fn, warmup=25, rep=200, return_mode="median") * 1e3
-                res[name] = (us, diff)
+            diffs = {name: (fn().float().reshape(ref.shape) - ref).abs().max().item() for name, fn in calls.items()}
+            if b == 1 and n == NKS[0]:   # warm-up, not printed
+                triton.testing.do_bench(calls["func"], warmup=100, rep=500)
+            names, times = list(calls), {name: [] for name in calls}
+            for r in range(ROUNDS):
+                for name in names[r % len(names):] + names[:r % len(names)]:
+                    times[name].append(triton.testing.do_bench(calls[name], warmup=25, rep=200, return_mode="median") * 1e3)
+            res = {name: (statistics.median(times[name]), diffs[name]) for name in names}
             kv_bytes = 2 * b * n * 8 * 128 * k.element_size()
             print(f"B={b} Nk={n:5d}: " + "; ".join(
                 f"{name} {us:8.1f} us ({kv_bytes / us / 1e3:6.0f} GB/s, max|d| {d:.1e})" for name, (us, d) in res.items())
