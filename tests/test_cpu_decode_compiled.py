@@ -239,7 +239,7 @@ def test_path_selection(monkeypatch):
     assert decode.LAST_PATH == "compiled"
     fp16 = _inputs(1, 1, 4, 2, 64, torch.float16, 50, [50])
     _run_compiled(fp16)
-    no_f16 = native.load_variant("FT_NO_F16")
+    no_f16 = native.load_variant("FT_NO_F16", dims=())
     assert no_f16.ft_f16() == 0 and native.load().ft_f16() == 1
     _use_library(monkeypatch, no_f16)
     _run(fp16)
@@ -252,6 +252,25 @@ def test_path_selection(monkeypatch):
     monkeypatch.setattr(config, "DECODE_PATH", "fast")
     with pytest.raises(ValueError, match="FLASHTRITON_CPU_DECODE"):
         _run(inp)
+
+
+def test_copies_mask(monkeypatch):
+    """Session 65: load_variant(dims=...) keeps only the named head dims' specialised copies (FT_COPIES, the variant
+    tests' shorter builds); every other D runs the run-time-ND copy, whose values are bitwise the specialised
+    copy's (the same products summed in the same order): a build with none (dims=()) gives the default build's
+    out and lse bit for bit at D = 80 / 128, bf16 and float32. dims outside COPY_DIMS raise."""
+    if _AMX_ON[0]:
+        pytest.skip("AMX runs bf16 multiples of 32 (head_amx), not the copies")
+    torch.manual_seed(65)
+    lean = native.load_variant("FT_NO_F16", dims=())     # test_path_selection's build
+    for d in (80, 128):
+        for dtype in (torch.bfloat16, torch.float32):
+            inp = _inputs(2, 1, 16, 4, d, dtype, 300, [300, 77])
+            want = _out_lse(inp, native.load(), monkeypatch, num_splits=2)
+            got = _out_lse(inp, lean, monkeypatch, num_splits=2)
+            assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (d, dtype)
+    with pytest.raises(ValueError, match="dims"):
+        native.load_variant("FT_NO_F16", dims=(40,))
 
 
 FEATURES = {"alibi": (True, 0.0), "softcap": (False, 5.0), "both": (True, 30.0)}
@@ -313,7 +332,8 @@ def test_alibi_softcap_variants(monkeypatch, define):
     score phase)."""
     if define != "FT_NO_BLK512" and not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    _use_library(monkeypatch, native.load_variant(define))
+    dims = {"FT_NO_BLK512": (80, 128), "FT_NO_DPBF16": (80, 96, 128)}.get(define, (128,))   # the builds of the tests below
+    _use_library(monkeypatch, native.load_variant(define, dims=dims))
     torch.manual_seed(11)
     for dtype in (torch.bfloat16, torch.float32):
         inp = _lengths_inputs(dtype, 4, 3, 16, leftpad=True, d=128)
@@ -340,7 +360,7 @@ def test_build_failure_raises(monkeypatch, tmp_path):
 def test_fma_bf16_score_path(monkeypatch):
     """The bf16 score path of CPUs without AVX512-BF16 (float32 FMAs on even / odd
     halves of each 32 columns, q permuted to match), built separately here."""
-    lib = native.load_variant("FT_NO_DPBF16")
+    lib = native.load_variant("FT_NO_DPBF16", dims=(80, 96, 128))
     assert lib.ft_dpbf16() == 0
     _use_library(monkeypatch, lib)
     inp = _inputs(3, 2, 8, 2, 96, torch.bfloat16, 208, [200, 33, 0], page=16)
@@ -400,7 +420,7 @@ def test_blk512_matches_portable_step(monkeypatch, dtype):
     bitwise repeatable, also on one thread."""
     if not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    portable = native.load_variant("FT_NO_BLK512")
+    portable = native.load_variant("FT_NO_BLK512", dims=(80, 128))
     assert portable.ft_blk512() == 0
     torch.manual_seed(2)
     inp = _inputs(2, 1, 32, 8, 128, dtype, 2100, [2100, 999])
@@ -426,7 +446,7 @@ def test_blk512_softmax_step_widths(monkeypatch, dtype, define):
     padding, causal Sq > 1, paged, split; against the reference bound."""
     if not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    _use_library(monkeypatch, native.load_variant(define))
+    _use_library(monkeypatch, native.load_variant(define, dims=(64, 128)))
     torch.manual_seed(3)
     for sq, page in ((1, 0), (3, 16)):
         inp = _lengths_inputs(dtype, 4, sq, page)
@@ -441,7 +461,7 @@ def test_regression_swapped_library_runs(monkeypatch):
     tests that swapped native.load after a call of the same signature (in the test or an earlier one) ran the
     default build again: their bitwise comparisons compared it with itself. _use_library empties the memo; the
     swapped-in library is the one whose kernel runs, and the default one again after the swap back."""
-    default, variant = native.load(), native.load_variant("FT_NO_INREG")
+    default, variant = native.load(), native.load_variant("FT_NO_INREG", dims=(64, 128))
     ran = []
     real = decode.CompiledLaunch.run
     monkeypatch.setattr(decode.CompiledLaunch, "run", lambda self, *a, **k: ran.append(self.lib) or real(self, *a, **k))
@@ -475,11 +495,12 @@ def test_prefetch_next_block_matches_touch(monkeypatch, dtype, page):
     if not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
     default = native.load()
-    variants = [native.load_variant("FT_NO_PF"), native.load_variant("FT_NO_INREG")]
+    # (dims: the builds keep the D = 128 copy only, session 65's CI trim; FT_NO_INREG's as the tests below)
+    variants = [native.load_variant("FT_NO_PF", dims=(128,)), native.load_variant("FT_NO_INREG", dims=(64, 128))]
     if dtype == torch.bfloat16:
-        variants += [native.load_variant(*d) for d in (("PF_BF16=0",), ("PF_SPLIT=0",), ("PF_TOUCH=1",),
-                                                        ("SPLIT_TOUCH_K=1",), ("PF_DIST_BF16=2",),
-                                                        ("PF_SPLIT=0", "PF_DIST_BF16=2"))]
+        variants += [native.load_variant(*d, dims=(128,)) for d in (("PF_BF16=0",), ("PF_SPLIT=0",), ("PF_TOUCH=1",),
+                                                                    ("SPLIT_TOUCH_K=1",), ("PF_DIST_BF16=2",),
+                                                                    ("PF_SPLIT=0", "PF_DIST_BF16=2"))]
     torch.manual_seed(42 + page)
     lens = [1000, 17, 65, 0, 129]
     inp = _inputs(len(lens), 1, 32, 8, 128, dtype, 1024, lens, page=page)
@@ -502,7 +523,7 @@ def test_regression_score_loads_in_registers(monkeypatch):
     want = _out_lse(inp, native.load(), monkeypatch)
     a, b, c = _twice_then_one_thread(inp)
     assert torch.equal(a, b) and torch.equal(a, c)
-    got = _out_lse(inp, native.load_variant("FT_NO_INREG"), monkeypatch)
+    got = _out_lse(inp, native.load_variant("FT_NO_INREG", dims=(64, 128)), monkeypatch)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
@@ -521,7 +542,7 @@ def test_bf16_scores_q_in_registers(monkeypatch, d):
     if _AMX_ON[0]:
         pytest.skip("the AVX-512 step's score loop (AMX runs head_amx)")
     torch.manual_seed(d)
-    variants = [native.load_variant("QREG=0"), native.load_variant("KQ=1")]
+    variants = [native.load_variant(x, dims=(64, 80, 128, 256)) for x in ("QREG=0", "KQ=1")]
     lens = [300, 17, 64, 0, 129]
     for sq, hq in ((1, 16), (1, 32), (2, 16)):
         inp = _inputs(len(lens), sq, hq, 4, d, torch.bfloat16, 320, lens)
@@ -614,7 +635,7 @@ def test_amx_block_widths(monkeypatch, define):
     """head_amx with blocks of 16 / 64 keys (the default is NSUB_AMX = 8: 128 keys), built
     here: lengths 1, 17, 113, 1023, windows inside a block, left padding, paged."""
     _need_amx()
-    lib = native.load_variant("FT_AMX", define)
+    lib = native.load_variant("FT_AMX", define, dims=(64, 128))
     _use_library(monkeypatch, lib, "load_amx")
     torch.manual_seed(7)
     for sq, page in ((1, 0), (3, 16)):

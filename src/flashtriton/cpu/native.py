@@ -1223,8 +1223,33 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
     static void item_##NDB_##_bf16t(ITEM_ARGS) { item(a, b, j0, j1, st, qb, NDB_, 1, 0, 1); } \
     static void item_##ND_##_f32(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, 0, 0); } \
     static void item_##ND_##_f16(ITEM_ARGS) { item(a, b, j0, j1, st, qb, ND_, 0, HAVE_F16, 0); }
-SPECIALISE(2) SPECIALISE(4) SPECIALISE(6) SPECIALISE(8) SPECIALISE(12) SPECIALISE(16)
+/* FT_COPIES (tests' variant builds only, load_variant(dims=...)): a bit mask of the specialised copies compiled,
+   bit i for COPY_DIMS[i] = 32 / 64 / 80 / 96 / 128 / 192 / 256; the other head dims take the run-time-ND copy. Each
+   copy costs ~1.4 s of the library's ~13.5 s build (session 65, this VM), and a variant test needs one or two */
+#ifndef FT_COPIES
+#define FT_COPIES 127
+#endif
+#if FT_COPIES & 1
+SPECIALISE(2)
+#endif
+#if FT_COPIES & 2
+SPECIALISE(4)
+#endif
+#if FT_COPIES & 4
 SPECIALISE_ODD(5, 6)
+#endif
+#if FT_COPIES & 8
+SPECIALISE(6)
+#endif
+#if FT_COPIES & 16
+SPECIALISE(8)
+#endif
+#if FT_COPIES & 32
+SPECIALISE(12)
+#endif
+#if FT_COPIES & 64
+SPECIALISE(16)
+#endif
 /* Every other multiple of 8 up to 256 (session 64): ND at run time (the loops over columns stay loops; bf16's q
    registers become stack slots), the last vector partial by the masks (TL) */
 #define ND_ANY(a) ((a)->ek == 1 ? (int)((a)->DS / VL) : (int)(((a)->D + VL - 1) / VL))
@@ -1239,19 +1264,33 @@ typedef void (*item_fn)(const args_t *, int64_t, int64_t, int64_t, float *, char
 static item_fn pick(int64_t D, int64_t ek) {
 #define PICK(ND_) return ek == 1 ? item_##ND_##_bf16 : ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
 #define PICK_ODD(ND_) return ek == 2 ? item_##ND_##_f16 : item_##ND_##_f32
-    if (ek == 1 && D % 32 == 16)
-        switch (D) {
-        case 80: return item_6_bf16t;
-        }
+#if FT_COPIES & 4
+    if (ek == 1 && D == 80) return item_6_bf16t;
+#endif
     if (D % (ek == 1 ? 32 : 16) == 0)
         switch (D / VL) {
+#if FT_COPIES & 1
         case 2: PICK(2);
+#endif
+#if FT_COPIES & 2
         case 4: PICK(4);
+#endif
+#if FT_COPIES & 4
         case 5: PICK_ODD(5);
+#endif
+#if FT_COPIES & 8
         case 6: PICK(6);
+#endif
+#if FT_COPIES & 16
         case 8: PICK(8);
+#endif
+#if FT_COPIES & 32
         case 12: PICK(12);
+#endif
+#if FT_COPIES & 64
         case 16: PICK(16);
+#endif
+        default: break;
         }
 #undef PICK
 #undef PICK_ODD
@@ -1695,10 +1734,20 @@ def load_fma():
     return _fma_library.get()
 
 
-def load_variant(*defines: str):
+COPY_DIMS = (32, 64, 80, 96, 128, 192, 256)   # the specialised copies, C's FT_COPIES bits in this order
+
+
+def load_variant(*defines: str, dims=None):
     """A separately built copy with extra preprocessor defines (tests: FT_NO_DPBF16
     builds the float32-FMA bf16 score path that CPUs without AVX512-BF16 run;
-    FT_NO_BLK512 the portable vector-extension step that CPUs without AVX-512 run)."""
+    FT_NO_BLK512 the portable vector-extension step that CPUs without AVX-512 run). dims: the head dims
+    (of COPY_DIMS) whose specialised copies the build keeps (FT_COPIES; every other D runs the run-time-ND
+    copy); None keeps them all."""
+    if dims is not None:
+        bad = [d for d in dims if d not in COPY_DIMS]
+        if bad:
+            raise ValueError(f"dims: {bad} have no specialised copy (COPY_DIMS {COPY_DIMS})")
+        defines = (*defines, f"FT_COPIES={sum(1 << COPY_DIMS.index(d) for d in set(dims))}")
     if "FT_AMX" in defines:
         return _open_amx(_build_amx(tuple(d for d in defines if d != "FT_AMX")))
     return _open(_build(tuple(defines)))
