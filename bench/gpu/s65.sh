@@ -10,10 +10,10 @@ out=${OUT:-/tmp}
 python -c "import torch, triton; print(torch.__version__, triton.__version__)"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
 run_tests() {  # $1: log name, $2: seconds, rest: test files
-  local log=$out/$1.txt t=$2; shift 2
+  local name=$1 log=$out/$1.txt t=$2; shift 2
   timeout -s INT $t python -m pytest "$@" -o addopts="" -q -rf -p no:warnings -n 10 --timeout 200 \
     -k "not cpu" -m "not gpu_alone" > $log 2>&1
-  echo "$1 rc $?"; tail -1 $log; grep -E "^(FAILED|ERROR)" $log | head -20
+  echo "$name rc $?"; tail -1 $log; grep -E "^(FAILED|ERROR)" $log | head -20
 }
 case "$1" in
   tests1) run_tests s65_tests1 540 tests/test_[a-f]*.py ;;
