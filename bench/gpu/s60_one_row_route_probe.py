@@ -8,7 +8,8 @@ the row sees every key). triton.testing.do_bench (L2 flushed before each call), 
 Session 61: an optional dtype argument (bf16 / fp16 / fp32; bf16 by default; "decode_route" sets both thresholds,
 ONE_ROW_DECODE_MIN_NK and _FP32, to 1) and key counts (comma-separated; 1k-32k by default).
 Session 65: ROUNDS=n (env, default 1) times each row's calls in n rounds, each round in rotated order, and prints the
-median of the rounds; a first unprinted do_bench warms the card (the H200's first row read 2-3x slow in session 65).
+median of the rounds; a first unprinted do_bench warms the card (the H200's first row read 2-3x slow in session 65);
+"kvcache_s1" is the decode kernel with num_splits=1 (one launch, no merge).
 Usage: [ROUNDS=n] PYTHONPATH=src python bench/gpu/s60_one_row_route_probe.py [dtype [nk,nk,...]]"""
 import os
 import statistics
@@ -67,6 +68,8 @@ def run():
                 "varlen": lambda: flashtriton.flash_attn_varlen_func(qv, kv, vv, cu_q, cu_k, 1, n, causal=True),
                 "kvcache": lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True),
             }
+            if ROUNDS > 1:
+                calls["kvcache_s1"] = lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True, num_splits=1)
             ref = calls["kvcache"]().float()
             diffs = {name: (fn().float().reshape(ref.shape) - ref).abs().max().item() for name, fn in calls.items()}
             if b == 1 and n == NKS[0]:   # warm-up, not printed
