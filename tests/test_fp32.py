@@ -174,8 +174,11 @@ def test_fp32_one_query_sharp_scale_grads(backend, d, scale):
     same one FMA chain over D as the scores, and the dQ kernel's dS K one chain over all keys, continued from dq.
     Now dP takes the score slices and each key tile's dS K is summed apart (kernels/common.dot_apart): 7 of 1,440 over
     in the probe (the probabilities' fp32 round trip through log2 units; README Limitations), this test passing on
-    the H200. Causal Nk = 113 and non-causal Nk = 300, GQA 4 / 2 heads, two seeds each."""
-    for seed in range(2):
+    the H200. Causal Nk = 113 and non-causal Nk = 300, GQA 4 / 2 heads, two seeds each (one under the Triton
+    interpreter: its dots are numpy's, not the GPU's FMA chains this test is about, and its four cases took 117 s
+    of CI's 1,000; session 65)."""
+    interpreter = backend == "triton" and DEVICE == "cpu"
+    for seed in range(1 if interpreter else 2):
         for nk, causal in ((113, True), (300, False)):
             torch.manual_seed(seed)
             q, k, v = rand_qkv(2, 1, nk, 4, 2, d, torch.float32, DEVICE)
