@@ -332,7 +332,8 @@ def test_alibi_softcap_variants(monkeypatch, define):
     score phase)."""
     if define != "FT_NO_BLK512" and not native.load().ft_blk512():
         pytest.skip("built without AVX-512")
-    dims = {"FT_NO_BLK512": (80, 128), "FT_NO_DPBF16": (80, 96, 128)}.get(define, (128,))   # the builds of the tests below
+    # the same builds (dims included) as the tests below that take these defines
+    dims = {"FT_NO_BLK512": (80, 128), "FT_NO_DPBF16": (80, 96, 128)}.get(define, (128,))
     _use_library(monkeypatch, native.load_variant(define, dims=dims))
     torch.manual_seed(11)
     for dtype in (torch.bfloat16, torch.float32):

@@ -69,7 +69,8 @@ def run():
                 "kvcache": lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True),
             }
             if ROUNDS > 1:
-                calls["kvcache_s1"] = lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True, num_splits=1)
+                calls["kvcache_s1"] = lambda: flashtriton.flash_attn_with_kvcache(q, k, v, causal=True,
+                                                                                  num_splits=1)
             ref = calls["kvcache"]().float()
             diffs = {name: (fn().float().reshape(ref.shape) - ref).abs().max().item() for name, fn in calls.items()}
             if b == 1 and n == NKS[0]:   # warm-up, not printed
@@ -77,7 +78,8 @@ def run():
             names, times = list(calls), {name: [] for name in calls}
             for r in range(ROUNDS):
                 for name in names[r % len(names):] + names[:r % len(names)]:
-                    times[name].append(triton.testing.do_bench(calls[name], warmup=25, rep=200, return_mode="median") * 1e3)
+                    us = triton.testing.do_bench(calls[name], warmup=25, rep=200, return_mode="median") * 1e3
+                    times[name].append(us)
             res = {name: (statistics.median(times[name]), diffs[name]) for name in names}
             kv_bytes = 2 * b * n * 8 * 128 * k.element_size()
             print(f"B={b} Nk={n:5d}: " + "; ".join(
