@@ -211,9 +211,10 @@ KV_SMEM_BUDGET = 200 * 1024
 #   D = 64, B = 1 8k / 32k, B = 8 8k: default 64.4 / 170.0 / 312.0, (32, 8, 3) 44.8 / 135.5 / 262.2,
 #            (64, 8, 3) 60.5 / 193.2 / 384.1
 # Every regime (split, wide split, batch) takes them; paged caches add their 2 stages; pages smaller than BLOCK_N
-# gather. D = 32 keeps (128, 4, 4) (16-372 B of spills; 8 warps measured 0.62-1.00x its speed, (64, 4, 4)
-# 1.06-1.07x: left as is).
-FP32_TILES = {64: (32, 8, 3), 128: (32, 8, 3), 256: (16, 8, 3)}
+# gather. D = 32 (block_d 32; its 2-byte tile (128, 4, 4) spills 16-372 B in fp32): (64, 4, 4) since session 65 -
+# 0.94x the time on the H100 (session 63: B = 1 8k 32.8 -> 30.8 us, B = 8 8k 170.0 -> 159.1) and 0.95x on the H200
+# (session 65: 31.3 -> 29.6, 165.8 -> 158.0); 8 warps 0.62-1.00x its speed.
+FP32_TILES = {32: (64, 4, 4), 64: (32, 8, 3), 128: (32, 8, 3), 256: (16, 8, 3)}
 
 
 def block_d(head_dim: int) -> int:
@@ -241,7 +242,7 @@ def default_tile(head_dim: int, page_size: int, batch: bool, split_keys: int = 0
     split_keys: keys per split in the split regime (long splits take the wide tile,
     except where pages are too small for it to load them by TMA). elem: the caches'
     element size; BLOCK_N halves while the tiles in flight overflow KV_SMEM_BUDGET (fp32); fp32 caches
-    at block_d 64 / 128 / 256 take FP32_TILES (no spills) in every regime."""
+    at block_d 32 / 64 / 128 / 256 take FP32_TILES (no spills) in every regime."""
     bd = block_d(head_dim)
     if elem == 4 and bd in FP32_TILES:
         bn, warps, stages = FP32_TILES[bd]
