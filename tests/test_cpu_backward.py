@@ -4,6 +4,7 @@ delta columns, bf16 products with bf16 score tiles, and the float32 engine's str
 products (engine.mm / addmm_). Gradients are held to the suite's criterion against
 float64 (tests/helpers.py); the shared suite (test_prefill.py, test_masks.py, ...)
 covers the features on small shapes, test_cpu_prefill.py many tiles."""
+import math
 import threading
 
 import pytest
@@ -12,7 +13,7 @@ import torch
 from flashtriton import backends
 
 from conftest import DEVICE
-from helpers import check_attention, rand_qkv, rand_varlen
+from helpers import assert_close, check_attention, rand_qkv, rand_varlen, reference_pair
 
 pytestmark = pytest.mark.skipif(not backends.cpu_available() or DEVICE != "cpu", reason="CPU backend tests")
 
@@ -280,6 +281,90 @@ def test_bf16_large_logits_fail_without_the_shift(small_tiles, monkeypatch):
     q, k, v = rand_qkv(1, 70, 90, 4, 2, 40, torch.bfloat16, DEVICE)
     with pytest.raises(AssertionError):
         check_attention("cpu", q, k, v, causal=True, softmax_scale=8.0, check_probs=False)
+
+
+# (shape B, Nq, Nk, H, Hk, D; ALiBi slopes; softmax_scale; the seed of q / k / v): each draw failed the
+# criterion before session 66's fix with bf16 products (far_rows: dQ 3.6x PyTorch's error; few_rows: dV 5.1x)
+ALIBI_FAR_CASES = {
+    "far_rows": ((1, 160, 24, 4, 2, 40), [2.0, 1.0, 0.5, 0.25], None, 100),
+    "few_rows": ((1, 2, 257, 4, 2, 64), [0.25, 0.125, 0.0625, 0.03], -0.2, 104),
+}
+
+
+@pytest.mark.parametrize("products", ["bf16", "f32"])
+@pytest.mark.parametrize("case", sorted(ALIBI_FAR_CASES))
+def test_regression_alibi_far_rows_grads(small_tiles, monkeypatch, products, case):
+    """Regression (session 66, found by bench/cpu/s54_cpu_accuracy_fuzz.py): with ALiBi the bf16
+    backward's per-row shift u = (lse2 - log2(keys seen)) / q_scale kept the row's bias inside
+    lse2, so where every key is far from the row (Nq > Nk, bottom-right aligned: a bias of
+    hundreds of log2 units) the bf16 product S^T - u held the bias's magnitude and its rounding
+    put P off by up to ~20% (dV 9-90x PyTorch's bf16 error with one key; 2-4x with 24). And where
+    the bias makes few keys matter (Nq << Nk), log2(keys seen) overstated the row's spread (dQ /
+    dK / dV 1.2-1.3x). The shift now takes the bias's own log-sum, log2 sum_j 2^bias_j, for the key
+    count (backward._log2_alibi_weight): it holds the bias at the row's nearest key, which so leaves
+    u, and it counts the keys the bias leaves weight to. Both product modes (the float32 one was
+    and stays within it); several tiles and row blocks."""
+    monkeypatch.setattr(config, "BF16_PRODUCTS", products)
+    shape, slopes, scale, seed = ALIBI_FAR_CASES[case]
+    torch.manual_seed(seed)
+    q, k, v = rand_qkv(*shape, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, alibi_slopes=torch.tensor(slopes), softmax_scale=scale, seed=seed - 100)
+
+
+@pytest.mark.parametrize("n_q, n_k, left, right", [(5, 9, -1, -1), (9, 5, -1, 0), (7, 7, 2, 1), (3, 10, -1, 2),
+                                                   (6, 2, -1, -1), (4, 12, 3, -1), (3, 4, 0, 0), (300, 3, -1, -1)])
+def test_alibi_weight_matches_sums(n_q, n_k, left, right):
+    """backward._log2_alibi_weight (closed form, relative to the nearest key) against direct sums over each
+    row's visible keys of 2^(slope |i + off - j|) (slope = -ALiBi slope * log2 e), in float64: a zero slope
+    gives log2(keys seen) (_log2_visible), a positive one (a negative ALiBi slope) counts the keys and adds
+    the nearest key's bias; 300 rows over 3 keys reach biases of ~-1,300 log2 units (2^bias underflows
+    float64 there: the direct sum runs relative to the nearest key too)."""
+    band = backward.Band(n_q, n_k, left, right)
+    slopes = torch.tensor([-0.7, 0.0, -3.0, 0.4]).view(1, 4, 1)     # -slope * log2 e
+    got = backward._log2_alibi_weight(band, slopes).view(n_q, 4)
+    for i in range(n_q):
+        p = i + n_k - n_q
+        seen = [abs(p - j) for j in range(n_k) if (left < 0 or j >= p - left) and (right < 0 or j <= p + right)]
+        for g in range(4):
+            t = slopes[0, g, 0].item()
+            if not seen:
+                want = 0.0
+            elif t <= 0:
+                near = min(seen)
+                want = t * near + math.log2(sum(2.0 ** (t * (dist - near)) for dist in seen))
+            else:
+                want = t * min(seen) + math.log2(len(seen))
+            assert abs(got[i, g].item() - want) <= 1e-6 * max(1.0, abs(want)), (i, g, got[i, g].item(), want)
+    assert torch.equal(got[:, 1], backward._log2_visible(band, 1).view(-1))
+
+
+def _one_key_softcap_dv(monkeypatch, shift):
+    """dV of rows that each see one key (Nk = 1: P = 1 exactly, dV = the sum of dO) under softcap 30
+    at scale 1, bf16 products, against the criterion (dQ / dK are 0 there: PyTorch's error too, the
+    known one-key limit, README)."""
+    monkeypatch.setattr(config, "BF16_PRODUCTS", "bf16")
+    monkeypatch.setattr(config, "BWD_BF16_SHIFT", shift)
+    torch.manual_seed(7)
+    q, k, v = rand_qkv(1, 64, 1, 4, 2, 40, torch.bfloat16, DEVICE)
+    dout = torch.randn_like(q)
+    dq, dk, dv = _grads(q, k, v, dout, softcap=30.0, softmax_scale=1.0)
+    truth, lowp = reference_pair(q, k, v, dout, softmax_scale=1.0, softcap=30.0)
+    assert_close("dv", dv, truth["dv"], lowp["dv"], 3, torch.bfloat16)
+
+
+def test_regression_bf16_softcap_shift(small_tiles, monkeypatch):
+    """Regression (session 66): with softcap the bf16 backward had no per-row shift (tanh needs s
+    itself), so S^T was rounded to bf16 at |q_scale s| (~30 log2 units at softcap 30, scale 1):
+    a single key's P = 1 came out off by ~3%, dV 2.8-3.0x the criterion's bound. The shift now
+    inverts the tanh (u = atanh((lse2 - log2 keys) / (softcap log2 e)) / q_scale) and the float32
+    pass adds q_scale u back before the tanh."""
+    _one_key_softcap_dv(monkeypatch, True)
+
+
+def test_bf16_softcap_fails_without_the_shift(small_tiles, monkeypatch):
+    """The A/B of test_regression_bf16_softcap_shift: the same draw without the shift fails."""
+    with pytest.raises(AssertionError, match="dv: error"):
+        _one_key_softcap_dv(monkeypatch, False)
 
 
 def test_float32_gradients_accumulate_in_place(small_tiles):

@@ -60,8 +60,14 @@ PyTorch math rounds them:
     |q_scale * s| 2^-9, tens of log2 units with large logits, inconsistent with the
     forward's float32 lse): gradient error / PyTorch's bf16 error was 3.4-7.6 at scale 5
     and up to 4.5 at 0.5 over 75 cases, 0.04-1.65 with the shift (no case worse than
-    1.65; level times; bench/NOTES.md "Session 36"). Not with softcap (tanh needs s
-    itself) nor at scale 0.
+    1.65; level times; bench/NOTES.md "Session 36"). Not at scale 0. Session 66: with
+    ALiBi lse2 holds the row's bias too, so log2(keys) gives way to the bias's own log-sum, log2 sum_j 2^bias_j
+    (_log2_alibi_weight), which takes the bias out of u: with the bias in u, rows far
+    from every key (Nq > Nk) rounded hundreds of log2 units (dV 9-90x PyTorch's bf16
+    error), and log2(keys) overstated the spread of rows that see many keys (1.2-1.3x).
+    With softcap u inverts the tanh, u = atanh((lse2 - log2 keys) / (softcap log2 e)) /
+    q_scale (clamped), and q_scale u is added back before the tanh (one-key rows at
+    softcap 30 and scale 1: dV 3x the criterion's bound unshifted).
   - yT = dP^T - delta comes out of one product, [v, 1, 1] @ [dO, -delta_hi,
     -delta_lo]^T, with delta split into two bf16 numbers (exact to ~2^-17 delta), so
     the cancellation dP - delta happens in the float32 accumulator and only the
@@ -239,6 +245,7 @@ class _HeadInputs(NamedTuple):
     do: torch.Tensor        # (rows, D) view of dox: the weight of dV += P^T dO
     lse2: torch.Tensor      # (1, rows) float32 lse in log2 units (not folded: softcap)
     nlse2: torch.Tensor     # (1, rows) -lse2, bf16 with the shift: q_scale * u - lse2 (S^T's float32 pass adds it)
+    qu: object              # (1, rows) q_scale * u (bf16 with the shift: softcap's pass adds it before tanh), or None
     delta: torch.Tensor     # (1, rows) float32 rowsum(dO * O) (not folded: dropout)
     fold_lse: bool
     fold_delta: bool
@@ -262,12 +269,52 @@ def _rows(ws, name, x, hk, group, dtype, extra, scale=1.0):
     return res.view(-1, d + extra)
 
 
+def _visible(band: Band) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(n_q,) int64 each: the diagonal position p = i + off of every query row and the range
+    [lo, hi) of keys it sees (empty when hi <= lo)."""
+    i = torch.arange(band.n_q)
+    p = i + band.off
+    lo = torch.zeros_like(i) if band.left < 0 else (p - band.left).clamp(min=0)
+    hi = torch.full_like(i, band.n_k) if band.right < 0 else (p + band.right + 1).clamp(max=band.n_k)
+    return p, lo, hi
+
+
 def _log2_visible(band: Band, group: int) -> torch.Tensor:
     """(1, n_q * G) float32 log2 of the number of keys each row sees (at least 1)."""
-    i = torch.arange(band.n_q)
-    lo = torch.zeros_like(i) if band.left < 0 else (i + band.off - band.left).clamp(min=0)
-    hi = torch.full_like(i, band.n_k) if band.right < 0 else (i + band.off + band.right + 1).clamp(max=band.n_k)
+    _, lo, hi = _visible(band)
     return (hi - lo).clamp(min=1).float().log2().repeat_interleave(group).view(1, -1)
+
+
+def _alibi_nearest(band: Band) -> torch.Tensor:
+    """(n_q,) float32: each row's distance |i + off - j| to its nearest visible key (0 for a row
+    that sees none). The ALiBi bias is largest there for a positive slope."""
+    p, lo, hi = _visible(band)
+    d = torch.where(p < lo, lo - p, torch.where(p >= hi, p - (hi - 1), torch.zeros_like(p)))
+    return torch.where(hi > lo, d, torch.zeros_like(d)).float()
+
+
+def _log2_alibi_weight(band: Band, slopes: torch.Tensor) -> torch.Tensor:
+    """(1, n_q * G) float32: log2 of sum over the keys row (i, g) sees of 2^(slopes[g] |i + off - j|),
+    the ALiBi bias's own log-sum (0 for a row that sees none), as c + log2 sum_j 2^(slopes[g] (|i +
+    off - j| - nearest)) with c the bias at the row's nearest visible key, so that no term underflows.
+    Closed form, two geometric series a row (keys left of the diagonal and right of it). Negative
+    slopes (a bias growing with distance) count the keys as unbiased: log2(keys seen) + c."""
+    p, lo, hi = _visible(band)
+    near = _alibi_nearest(band).double().view(-1, 1)
+    a_l, b_l = p - torch.minimum(hi - 1, p), p - lo            # distances of keys j <= p
+    a_r, b_r = torch.maximum(lo, p + 1) - p, hi - 1 - p          # distances of keys j > p
+    sl = slopes.reshape(1, -1).double()
+    t = sl.clamp(max=0.0) * math.log(2.0)                        # (1, G) ln r, r = 2^slope
+
+    def series(a, b):   # sum_{d = a}^{b} r^(d - near), 0 where b < a; (n_q, G)
+        n = (b - a + 1).clamp(min=0).double().view(-1, 1)
+        first = torch.exp(t * (a.double().view(-1, 1) - near))
+        ratio = torch.where(t < 0, torch.expm1(t * n) / torch.expm1(t).clamp(max=-1e-300), n)
+        return torch.where(n > 0, first * ratio, torch.zeros_like(first))
+
+    total = series(a_l, b_l) + series(a_r, b_r)
+    res = torch.where(total > 0, total.log2() + sl * near, torch.zeros_like(total))
+    return res.float().reshape(1, -1)
 
 
 def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
@@ -284,12 +331,13 @@ def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
     prod = ws.get("o32", n_q * group, d, f32).view(n_q, group, d)
     delta = torch.mul(do32.view(n_q, group, -1)[:, :, :d], out[:, h0:h0 + group], out=prod).sum(dim=2).view(1, -1)
     lse2 = seq.lse[h0:h0 + group].t().reshape(1, n_q * group) * LOG2E
-    nlse2 = -lse2
+    slopes = alibi_slopes_log2(ctx.alibi, seq.index, h0, group)
+    nlse2, qu = -lse2, None
     if ctx.lowp:
         bf = torch.bfloat16
         fold_lse = False
         qsc = q_scale(params)
-        shift = config.BWD_BF16_SHIFT and params.softcap == 0 and qsc != 0
+        shift = config.BWD_BF16_SHIFT and qsc != 0
         ex = 2 if shift else 0
         kx = _rows(ws, "kx", seq.k, hk, None, bf, ex)
         qx = _rows(ws, "qx", seq.q, hk, group, bf, ex)
@@ -300,15 +348,25 @@ def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
             # |q_scale * s| (large logits: 3.4-7.6x PyTorch's bf16 gradient error at scale 5 before, ~20x at 20;
             # test_regression_bf16_large_logits). The float32 pass then adds q_scale * (u_hi + u_lo) -
             # lse2 (the represented shift, so its bf16 split costs nothing but the rounding of S^T - u).
-            sh = lse2 - _log2_visible(band, group)
+            # With ALiBi the bias's own log-sum replaces log2(keys seen) (chunked prefill, Nq << Nk:
+            # 1.2-1.3x the criterion's gradient error with the key count; test_regression_alibi_far_rows_grads).
+            sh = lse2 - (_log2_visible(band, group) if slopes is None else _log2_alibi_weight(band, slopes))
             sh = torch.where(torch.isfinite(sh), sh, torch.zeros_like(sh))
+            if params.softcap > 0:
+                # softcap: sh is softcap log2(e) tanh(q_scale s) at the heavy keys, so u inverts the tanh
+                # (clamped where they saturate it; any u is exact, only the rounding moves), and the
+                # float32 pass adds q_scale * u back before the tanh (one-key rows at scale 1, softcap
+                # 30: dV 3x the criterion's bound before; test_regression_bf16_softcap_shift)
+                t = (sh / (params.softcap * LOG2E)).clamp(-1 + 2 ** -12, 1 - 2 ** -12)
+                sh = torch.atanh(t)
             u = sh / qsc
             u_hi = u.to(bf)
             u_lo = (u - u_hi.float()).to(bf)
             kx[:, d:] = 1.0
             qx[:, d] = -u_hi[0]
             qx[:, d + 1] = -u_lo[0]
-            nlse2 = (u_hi.float() + u_lo.float()) * qsc - lse2
+            qu = (u_hi.float() + u_lo.float()) * qsc
+            nlse2 = qu - lse2
         ex = 2 if fold_delta else 0
         vx = _rows(ws, "vx", seq.v, hk, None, bf, ex)
         dox = _rows(ws, "dox", dout, hk, group, bf, ex)
@@ -331,8 +389,7 @@ def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
         if fold_delta:
             vx[:, d] = 1.0
             dox[:, d] = -delta[0]
-    slopes = alibi_slopes_log2(ctx.alibi, seq.index, h0, group)
-    return _HeadInputs(ctx.lowp, kx, qx, vx, dox, kx[:, :d], qx[:, :d], dox[:, :d], lse2, nlse2, delta, fold_lse,
+    return _HeadInputs(ctx.lowp, kx, qx, vx, dox, kx[:, :d], qx[:, :d], dox[:, :d], lse2, nlse2, qu, delta, fold_lse,
                        fold_delta, None if slopes is None else slopes.view(1, 1, group),
                        ws.get("dq_t", d, n_q * group, f32).zero_())
 
@@ -400,8 +457,11 @@ def _key_tile(ctx, ws, seq, band: Band, hk, dk, dv, j0, j1, head: _HeadInputs):
         lse_left = not head.fold_lse
         if lowp:                                               # S^T, unscaled, rounded to bf16 once
             st.copy_(torch.mm(kx_j, head.qx[r0:r1].t(), out=ws.get("s16", w, r, torch.bfloat16)))
-            if softcap:
-                st.mul_(qsc)
+            if softcap:                                        # st = q_scale * s (the shift added back)
+                if head.qu is None:
+                    st.mul_(qsc)
+                else:
+                    torch.add(head.qu[:, r0:r1], st, alpha=qsc, out=st)
             else:                                              # st = q_scale * s - lse2, one pass
                 torch.add(head.nlse2[:, r0:r1], st, alpha=qsc, out=st)
                 lse_left = False
