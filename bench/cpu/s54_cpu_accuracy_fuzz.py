@@ -5,7 +5,8 @@ causal, windows, softcap, ALiBi, softmax scales None / 0.3 / -0.2. Prints each f
 
     PYTHONPATH=src python bench/cpu/s54_cpu_accuracy_fuzz.py SEED SECONDS [bf16|fp16|fp32|any] [cpu|triton] [dev|cpu]
 
-(triton: the GPU kernels on CUDA tensors. The last argument places the references: `dev` (default) on the inputs'
+(triton: the GPU kernels on CUDA tensors, or without a GPU under `TRITON_INTERPRET=1` on CPU tensors (session 66).
+The last argument places the references: `dev` (default) on the inputs'
 device, as the tests do; `cpu` on the CPU, which for fp32 is a stricter baseline than the suite's: session 55 found
 torch's CPU fp32 matmul at Nq = 1 (a gemv with vector partial sums) ~2x more accurate than an FMA chain over D.)
 
@@ -23,7 +24,8 @@ from helpers import max_err, ATOL_FLOOR
 seed = int(sys.argv[1]); dur = float(sys.argv[2])
 only = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "any" else None
 backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
-dev = "cuda" if backend == "triton" else "cpu"
+# triton without a GPU: the kernels under the interpreter (TRITON_INTERPRET=1 set by the caller) on CPU tensors
+dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
 ref_dev = dev if (sys.argv[5] if len(sys.argv) > 5 else "dev") == "dev" else "cpu"
 rng = random.Random(seed); torch.manual_seed(seed)
 fails = 0; n = 0; t_end = time.time() + dur
