@@ -1,0 +1,85 @@
+"""Random flash_attn_varlen_func cases (session 66) under the tests' criterion, through tests/helpers.check_attention
+(out, lse, dq / dk / dv and S_dmask's probabilities against float64; with dropout against the backend's own keep
+mask): packed batches of 1-4 sequences of 0-150 queries / 0-200 keys (zero-length ones included), random dtype and
+head dim, GQA, causal, windows, softcap, ALiBi ((H,) or (B, H)), dropout, softmax scales None / 0.3 / -0.2,
+deterministic. Prints each failure (the case and the assertion) and a count.
+
+    [ONE_KEY=0] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
+
+(triton without a GPU: the kernels under `TRITON_INTERPRET=1` on CPU tensors.)"""
+import os
+import random
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
+import torch  # noqa: E402
+
+from helpers import check_attention, rand_varlen  # noqa: E402
+
+ONE_KEY = os.environ.get("ONE_KEY", "1") == "1"   # ONE_KEY=0: draw no case where a row sees exactly one key
+
+
+def one_key_rows(lens_q, lens_k, causal, ws):
+    """Whether some row of the batch sees exactly one key (bottom-right aligned band, as the API's): the known
+    limit (README: PyTorch's error 0 there, FlashAttention-2's delta = rowsum(dO * O) not)."""
+    left, right = ws[0], 0 if causal else ws[1]
+    for nq, nk in zip(lens_q, lens_k):
+        for i in range(nq):
+            p = i + nk - nq
+            lo = 0 if left < 0 else max(0, p - left)
+            hi = nk if right < 0 else min(nk, p + right + 1)
+            if hi - lo == 1:
+                return True
+    return False
+
+
+seed, dur = int(sys.argv[1]), float(sys.argv[2])
+backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
+only = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "any" else None
+dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+rng = random.Random(seed)
+torch.manual_seed(seed)
+n = fails = rejected = 0
+t_end = time.time() + dur
+while time.time() < t_end:
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[only] if only else \
+        rng.choice([torch.bfloat16, torch.float16, torch.float32])
+    d = rng.choice([32, 40, 64, 80, 96, 128, 192, 256])
+    hk = rng.choice([1, 2]); g = rng.choice([1, 2, 4]); h = hk * g
+    nseq = rng.choice([1, 2, 3, 4])
+    lens_q = [rng.choice([0, 1, 2, 17, 64, 113, 150]) for _ in range(nseq)]
+    lens_k = [rng.choice([0, 1, 17, 64, 113, 200]) for _ in range(nseq)]
+    if sum(lens_q) == 0 or sum(lens_k) == 0:
+        continue
+    causal = rng.random() < 0.4
+    ws = (rng.choice([-1, 0, 5, 40]), rng.choice([-1, 0, 3, 50])) if rng.random() < 0.3 else (-1, -1)
+    softcap = rng.choice([0.0, 0.0, 5.0])
+    alibi = None
+    if rng.random() < 0.2:
+        alibi = torch.rand(h) * 0.5 if rng.random() < 0.5 else torch.rand(nseq, h) * 0.5
+    dropout = rng.choice([0.0, 0.0, 0.0, 0.17])
+    scale = rng.choice([None, None, 0.3, -0.2])
+    det = rng.random() < 0.2
+    if not ONE_KEY and one_key_rows(lens_q, lens_k, causal, ws):
+        continue
+    case = dict(dtype=str(dtype)[6:], d=d, hk=hk, g=g, lens_q=lens_q, lens_k=lens_k, causal=causal, ws=ws,
+                softcap=softcap, alibi=None if alibi is None else tuple(alibi.shape), dropout=dropout, scale=scale,
+                det=det)
+    n += 1
+    try:
+        (q, k, v), varlen = rand_varlen(lens_q, lens_k, h, hk, d, dtype, dev)
+        check_attention(backend, q, k, v, varlen=varlen, causal=causal, window_size=ws, softcap=softcap,
+                        alibi_slopes=None if alibi is None else alibi.to(dev), dropout_p=dropout,
+                        softmax_scale=scale, seed=rng.randrange(1 << 30), deterministic=det)
+    except (ValueError, NotImplementedError, TypeError):
+        rejected += 1
+    except AssertionError as e:
+        fails += 1
+        print("FAIL", case, str(e).splitlines()[0][:200], flush=True)
+    except Exception as ex:  # noqa: BLE001 - a crash is a finding too
+        fails += 1
+        print("EXC", case, repr(ex)[:200], flush=True)
+        traceback.print_exc(limit=6)
+print(f"seed {seed}: {n} cases, {fails} failures, {rejected} rejected inputs")
