@@ -4,7 +4,7 @@ mask): packed batches of 1-4 sequences of 0-150 queries / 0-200 keys (zero-lengt
 head dim, GQA, causal, windows, softcap, ALiBi ((H,) or (B, H)), dropout, softmax scales None / 0.3 / -0.2,
 deterministic. Prints each failure (the case and the assertion) and a count.
 
-    [ONE_KEY=0] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
+    [ONE_KEY=0] [LENS=big] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
 
 (triton without a GPU: the kernels under `TRITON_INTERPRET=1` on CPU tensors.)"""
 import os
@@ -35,6 +35,11 @@ def one_key_rows(lens_q, lens_k, causal, ws):
     return False
 
 
+# LENS=big (GPU): sequences long enough for the Gluon VARLEN routes (launchers/policy) besides the short ones
+BIG = os.environ.get("LENS") == "big"
+LENS_Q = [0, 1, 17, 300, 700, 1500] if BIG else [0, 1, 2, 17, 64, 113, 150]
+LENS_K = [0, 17, 300, 700, 1500, 2100] if BIG else [0, 1, 17, 64, 113, 200]
+
 seed, dur = int(sys.argv[1]), float(sys.argv[2])
 backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 only = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "any" else None
@@ -49,8 +54,8 @@ while time.time() < t_end:
     d = rng.choice([32, 40, 64, 80, 96, 128, 192, 256])
     hk = rng.choice([1, 2]); g = rng.choice([1, 2, 4]); h = hk * g
     nseq = rng.choice([1, 2, 3, 4])
-    lens_q = [rng.choice([0, 1, 2, 17, 64, 113, 150]) for _ in range(nseq)]
-    lens_k = [rng.choice([0, 1, 17, 64, 113, 200]) for _ in range(nseq)]
+    lens_q = [rng.choice(LENS_Q) for _ in range(nseq)]
+    lens_k = [rng.choice(LENS_K) for _ in range(nseq)]
     if sum(lens_q) == 0 or sum(lens_k) == 0:
         continue
     causal = rng.random() < 0.4
