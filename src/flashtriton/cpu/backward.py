@@ -61,10 +61,11 @@ PyTorch math rounds them:
     forward's float32 lse): gradient error / PyTorch's bf16 error was 3.4-7.6 at scale 5
     and up to 4.5 at 0.5 over 75 cases, 0.04-1.65 with the shift (no case worse than
     1.65; level times; bench/NOTES.md "Session 36"). Not at scale 0. Session 66: with
-    ALiBi lse2 holds the row's bias too, so log2(keys) gives way to the bias's own log-sum, log2 sum_j 2^bias_j
-    (_log2_alibi_weight), which takes the bias out of u: with the bias in u, rows far
-    from every key (Nq > Nk) rounded hundreds of log2 units (dV 9-90x PyTorch's bf16
-    error), and log2(keys) overstated the spread of rows that see many keys (1.2-1.3x).
+    ALiBi lse2 holds the row's bias too, so log2(keys) gives way to the bias's own
+    log-sum, log2 sum_j 2^bias_j (_log2_alibi_weight), which takes the bias out of u:
+    with the bias in u, rows far from every key (Nq > Nk) rounded hundreds of log2 units
+    (dV 9-90x PyTorch's bf16 error), and log2(keys) overstated the spread of rows that
+    see many keys (1.2-1.3x).
     With softcap u inverts the tanh, u = atanh((lse2 - log2 keys) / (softcap log2 e)) /
     q_scale (clamped), and q_scale u is added back before the tanh (one-key rows at
     softcap 30 and scale 1: dV 3x the criterion's bound unshifted).
@@ -348,8 +349,10 @@ def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
             # |q_scale * s| (large logits: 3.4-7.6x PyTorch's bf16 gradient error at scale 5 before, ~20x at 20;
             # test_regression_bf16_large_logits). The float32 pass then adds q_scale * (u_hi + u_lo) -
             # lse2 (the represented shift, so its bf16 split costs nothing but the rounding of S^T - u).
-            # With ALiBi the bias's own log-sum replaces log2(keys seen) (chunked prefill, Nq << Nk:
-            # 1.2-1.3x the criterion's gradient error with the key count; test_regression_alibi_far_rows_grads).
+            # With ALiBi the bias's own log-sum replaces log2(keys seen): it takes the row's bias out of u
+            # (rows far from every key, Nq > Nk: dV 9-90x PyTorch's bf16 error with the bias in) and counts
+            # the keys the bias leaves weight to (Nq << Nk: 1.2-1.3x the criterion's bound with the key count;
+            # test_regression_alibi_far_rows_grads).
             sh = lse2 - (_log2_visible(band, group) if slopes is None else _log2_alibi_weight(band, slopes))
             sh = torch.where(torch.isfinite(sh), sh, torch.zeros_like(sh))
             if params.softcap > 0:
