@@ -312,13 +312,14 @@ def test_regression_alibi_far_rows_grads(small_tiles, monkeypatch, products, cas
 
 
 @pytest.mark.parametrize("n_q, n_k, left, right", [(5, 9, -1, -1), (9, 5, -1, 0), (7, 7, 2, 1), (3, 10, -1, 2),
-                                                   (6, 2, -1, -1), (4, 12, 3, -1), (3, 4, 0, 0), (300, 3, -1, -1)])
+                                                   (6, 2, -1, -1), (4, 12, 3, -1), (3, 4, 0, 0), (300, 3, -1, -1),
+                                                   (2, 900, -1, -1)])
 def test_alibi_weight_matches_sums(n_q, n_k, left, right):
-    """backward._log2_alibi_weight (closed form, relative to the nearest key) against direct sums over each
-    row's visible keys of 2^(slope |i + off - j|) (slope = -ALiBi slope * log2 e), in float64: a zero slope
-    gives log2(keys seen) (_log2_visible), a positive one (a negative ALiBi slope) counts the keys and adds
-    the nearest key's bias; 300 rows over 3 keys reach biases of ~-1,300 log2 units (2^bias underflows
-    float64 there: the direct sum runs relative to the nearest key too)."""
+    """backward._log2_alibi_weight (closed form) against direct sums over each row's visible keys of
+    2^(slope |i + off - j|) (slope = -ALiBi slope * log2 e), in float64 relative to the row's largest
+    term: a zero slope gives log2(keys seen) (_log2_visible); 300 rows over 3 keys reach biases of
+    ~-1,300 log2 units with the usual sign (2^bias underflows float64 there), 900 keys ~+360 with the
+    other (a negative ALiBi slope: the weight sits at the farthest keys)."""
     band = backward.Band(n_q, n_k, left, right)
     slopes = torch.tensor([-0.7, 0.0, -3.0, 0.4]).view(1, 4, 1)     # -slope * log2 e
     got = backward._log2_alibi_weight(band, slopes).view(n_q, 4)
@@ -329,13 +330,25 @@ def test_alibi_weight_matches_sums(n_q, n_k, left, right):
             t = slopes[0, g, 0].item()
             if not seen:
                 want = 0.0
-            elif t <= 0:
-                near = min(seen)
-                want = t * near + math.log2(sum(2.0 ** (t * (dist - near)) for dist in seen))
             else:
-                want = t * min(seen) + math.log2(len(seen))
+                top = max(t * dist for dist in seen)
+                want = top + math.log2(sum(2.0 ** (t * dist - top) for dist in seen))
             assert abs(got[i, g].item() - want) <= 1e-6 * max(1.0, abs(want)), (i, g, got[i, g].item(), want)
     assert torch.equal(got[:, 1], backward._log2_visible(band, 1).view(-1))
+
+
+def test_regression_alibi_negative_slopes_softcap(small_tiles, monkeypatch):
+    """Regression (session 66, found while testing the fix above): the first _log2_alibi_weight counted
+    the keys of a negative ALiBi slope (a bias growing with distance) as unbiased, so with softcap the
+    shift's tanh argument (lse2 - L) held the far keys' bias, saturated the clamp and put u far from
+    every score: dQ 6.5x PyTorch's bf16 error (softcap 20, slopes -0.3 / 0.2 / -0.05 / 0, Nq = 5,
+    Nk = 90, causal), where the unshifted session-65 code met the criterion. The weight is now the
+    true log-sum for either sign."""
+    monkeypatch.setattr(config, "BF16_PRODUCTS", "bf16")
+    torch.manual_seed(9)
+    q, k, v = rand_qkv(1, 5, 90, 4, 2, 64, torch.bfloat16, DEVICE)
+    check_attention("cpu", q, k, v, alibi_slopes=torch.tensor([-0.3, 0.2, -0.05, 0.0]), softcap=20.0, causal=True,
+                    seed=9)
 
 
 def _one_key_softcap_dv(monkeypatch, shift):

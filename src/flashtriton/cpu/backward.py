@@ -286,35 +286,32 @@ def _log2_visible(band: Band, group: int) -> torch.Tensor:
     return (hi - lo).clamp(min=1).float().log2().repeat_interleave(group).view(1, -1)
 
 
-def _alibi_nearest(band: Band) -> torch.Tensor:
-    """(n_q,) float32: each row's distance |i + off - j| to its nearest visible key (0 for a row
-    that sees none). The ALiBi bias is largest there for a positive slope."""
-    p, lo, hi = _visible(band)
-    d = torch.where(p < lo, lo - p, torch.where(p >= hi, p - (hi - 1), torch.zeros_like(p)))
-    return torch.where(hi > lo, d, torch.zeros_like(d)).float()
-
-
 def _log2_alibi_weight(band: Band, slopes: torch.Tensor) -> torch.Tensor:
     """(1, n_q * G) float32: log2 of sum over the keys row (i, g) sees of 2^(slopes[g] |i + off - j|),
-    the ALiBi bias's own log-sum (0 for a row that sees none), as c + log2 sum_j 2^(slopes[g] (|i +
-    off - j| - nearest)) with c the bias at the row's nearest visible key, so that no term underflows.
-    Closed form, two geometric series a row (keys left of the diagonal and right of it). Negative
-    slopes (a bias growing with distance) count the keys as unbiased: log2(keys seen) + c."""
+    the ALiBi bias's own log-sum (0 for a row that sees none). Closed form: two geometric series a
+    row (keys left of the diagonal and right of it), in float64, each summed from its largest term
+    and taken relative to the row's largest bias `top` (at its nearest key for a negative slope, the
+    usual ALiBi; at its farthest for a positive one), so that nothing overflows or underflows."""
     p, lo, hi = _visible(band)
-    near = _alibi_nearest(band).double().view(-1, 1)
+    seen = (hi > lo).view(-1, 1)
     a_l, b_l = p - torch.minimum(hi - 1, p), p - lo            # distances of keys j <= p
     a_r, b_r = torch.maximum(lo, p + 1) - p, hi - 1 - p          # distances of keys j > p
-    sl = slopes.reshape(1, -1).double()
-    t = sl.clamp(max=0.0) * math.log(2.0)                        # (1, G) ln r, r = 2^slope
+    near = torch.where(p < lo, lo - p, torch.where(p >= hi, p - (hi - 1), torch.zeros_like(p)))
+    far = torch.maximum(p - lo, hi - 1 - p)
+    sl = slopes.reshape(1, -1).double()                           # (1, G) log2 units a position
+    top = torch.where(sl <= 0, sl * near.double().view(-1, 1), sl * far.double().view(-1, 1))
+    ln2 = math.log(2.0)
+    step = -sl.abs() * ln2                                        # ln of the ratio, from the largest term on
 
-    def series(a, b):   # sum_{d = a}^{b} r^(d - near), 0 where b < a; (n_q, G)
+    def series(a, b):   # sum_{d = a}^{b} 2^(sl d - top), 0 where b < a; (n_q, G)
         n = (b - a + 1).clamp(min=0).double().view(-1, 1)
-        first = torch.exp(t * (a.double().view(-1, 1) - near))
-        ratio = torch.where(t < 0, torch.expm1(t * n) / torch.expm1(t).clamp(max=-1e-300), n)
+        start = torch.where(sl <= 0, a.double().view(-1, 1), b.double().view(-1, 1))
+        first = torch.exp((sl * start - top) * ln2)
+        ratio = torch.where(step < 0, torch.expm1(step * n) / torch.expm1(step).clamp(max=-1e-300), n)
         return torch.where(n > 0, first * ratio, torch.zeros_like(first))
 
     total = series(a_l, b_l) + series(a_r, b_r)
-    res = torch.where(total > 0, total.log2() + sl * near, torch.zeros_like(total))
+    res = torch.where(seen & (total > 0), total.log2() + top, torch.zeros_like(total))
     return res.float().reshape(1, -1)
 
 
