@@ -3,7 +3,7 @@ against float64 within 2x the same-dtype reference's error (reference.attention 
 gradients within 3x (reference.attention_grad in the dtype). Random dtype, head dim 32-256, GQA, lengths 1-300,
 causal, windows, softcap, ALiBi, softmax scales None / 0.3 / -0.2. Prints each failure and a count.
 
-    PYTHONPATH=src python bench/cpu/s54_cpu_accuracy_fuzz.py SEED SECONDS [bf16|fp16|fp32|any] [cpu|triton] [dev|cpu]
+    [SIGNED_ALIBI=1] PYTHONPATH=src python bench/cpu/s54_cpu_accuracy_fuzz.py SEED SECONDS [bf16|fp16|fp32|any] [cpu|triton] [dev|cpu]
 
 (triton: the GPU kernels on CUDA tensors, or without a GPU under `TRITON_INTERPRET=1` on CPU tensors (session 66).
 The last argument places the references: `dev` (default) on the inputs'
@@ -27,6 +27,7 @@ backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 # triton without a GPU: the kernels under the interpreter (TRITON_INTERPRET=1 set by the caller) on CPU tensors
 dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
 ref_dev = dev if (sys.argv[5] if len(sys.argv) > 5 else "dev") == "dev" else "cpu"
+SIGNED_ALIBI = os.environ.get("SIGNED_ALIBI") == "1"   # session 66
 rng = random.Random(seed); torch.manual_seed(seed)
 fails = 0; n = 0; t_end = time.time() + dur
 while time.time() < t_end:
@@ -38,6 +39,8 @@ while time.time() < t_end:
     ws = (rng.choice([-1, 0, 5, 40]), rng.choice([-1, 0, 3, 50])) if rng.random() < 0.3 else (-1, -1)
     softcap = rng.choice([0.0, 0.0, 5.0])
     alibi = torch.rand(h, dtype=torch.float32) * 0.5 if rng.random() < 0.2 else None
+    if alibi is not None and SIGNED_ALIBI:
+        alibi = alibi * 2 - 0.5   # slopes in [-0.5, 0.5): a negative one is a bias growing with distance
     scale = rng.choice([None, None, 0.3, -0.2])
     case = dict(dtype=dtype, d=d, hk=hk, g=g, b=b, nq=nq, nk=nk, causal=causal, ws=ws, softcap=softcap, alibi=alibi is not None, scale=scale)
     n += 1
