@@ -64,7 +64,7 @@ PyTorch math rounds them:
     ALiBi lse2 holds the row's bias too, so log2(keys) gives way to the bias's own
     log-sum, log2 sum_j 2^bias_j (_log2_alibi_weight), which takes the bias out of u:
     with the bias in u, rows far from every key (Nq > Nk) rounded hundreds of log2 units
-    (dV 9-90x PyTorch's bf16 error), and log2(keys) overstated the spread of rows that
+    (dV 9-90x the criterion's bound), and log2(keys) overstated the spread of rows that
     see many keys (1.2-1.3x).
     With softcap u inverts the tanh, u = atanh((lse2 - log2 keys) / (softcap log2 e)) /
     q_scale (clamped), and q_scale u is added back before the tanh (one-key rows at
@@ -290,8 +290,9 @@ def _log2_alibi_weight(band: Band, slopes: torch.Tensor) -> torch.Tensor:
     """(1, n_q * G) float32: log2 of sum over the keys row (i, g) sees of 2^(slopes[g] |i + off - j|),
     the ALiBi bias's own log-sum (0 for a row that sees none). Closed form: two geometric series a
     row (keys left of the diagonal and right of it), in float64, each summed from its largest term
-    and taken relative to the row's largest bias `top` (at its nearest key for a negative slope, the
-    usual ALiBi; at its farthest for a positive one), so that nothing overflows or underflows."""
+    and taken relative to the row's largest bias `top` (slopes are -ALiBi slope * log2 e: at the
+    nearest key for the usual positive ALiBi slope, at the farthest for a negative one), so that
+    nothing overflows or underflows."""
     p, lo, hi = _visible(band)
     seen = (hi > lo).view(-1, 1)
     a_l, b_l = p - torch.minimum(hi - 1, p), p - lo            # distances of keys j <= p
@@ -347,7 +348,7 @@ def _head_inputs(ctx, ws, seq, band, hk) -> _HeadInputs:
             # test_regression_bf16_large_logits). The float32 pass then adds q_scale * (u_hi + u_lo) -
             # lse2 (the represented shift, so its bf16 split costs nothing but the rounding of S^T - u).
             # With ALiBi the bias's own log-sum replaces log2(keys seen): it takes the row's bias out of u
-            # (rows far from every key, Nq > Nk: dV 9-90x PyTorch's bf16 error with the bias in) and counts
+            # (rows far from every key, Nq > Nk: dV 9-90x the criterion's bound with the bias in) and counts
             # the keys the bias leaves weight to (Nq << Nk: 1.2-1.3x the criterion's bound with the key count;
             # test_regression_alibi_far_rows_grads).
             sh = lse2 - (_log2_visible(band, group) if slopes is None else _log2_alibi_weight(band, slopes))
