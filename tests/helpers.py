@@ -53,6 +53,16 @@ def reference_pair(q, k, v, dout=None, varlen=None, **kw):
     return res
 
 
+
+def bound_ratios(ours, q, k, v, dout, **kw):
+    """{"out", "dq", "dk", "dv"}: each of ours = (out, dq, dk, dv)'s error against float64 over the
+    criterion's bound (2x / 3x the same-dtype PyTorch math's error + the floor; 1 = the bound), for the
+    accuracy probes in bench/ (q, k, v, dout on the CPU; kw as reference.attention takes them)."""
+    truth, lowp = reference_pair(q, k, v, dout, **kw)
+    return {nm: max_err(x.detach().cpu(), truth[nm])
+            / ((2 if nm == "out" else 3) * max_err(lowp[nm], truth[nm]) + ATOL_FLOOR[q.dtype])
+            for nm, x in zip(("out", "dq", "dk", "dv"), ours)}
+
 # ---------------------------------------------------------------------------
 # Feature tests (varlen, masks, dropout, fp32): shared inputs and checks.
 # ---------------------------------------------------------------------------

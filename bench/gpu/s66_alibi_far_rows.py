@@ -12,8 +12,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
 import flashtriton  # noqa: E402
-from flashtriton import flash_attn_func, reference  # noqa: E402
-from helpers import ATOL_FLOOR, max_err  # noqa: E402
+from flashtriton import flash_attn_func  # noqa: E402
+from helpers import bound_ratios  # noqa: E402
 
 DEV = sys.argv[1] if len(sys.argv) > 1 else "cuda"
 BACKEND = sys.argv[2] if len(sys.argv) > 2 else "triton"
@@ -45,15 +45,8 @@ def main():
                     sc = scale if scale is not None else d ** -0.5
                     kw = dict(softmax_scale=sc, window_left=-1, window_right=0 if causal else -1, softcap=0.0,
                               alibi_slopes=alibi)
-                    res = []
-                    for cast in (torch.float64, dtype):
-                        a = [t.to(cast) for t in (q, k, v)]
-                        out, _ = reference.attention(*a, **kw)
-                        res.append((out, *reference.attention_grad(dout.to(cast), *a, **kw)))
-                    for i, nm in enumerate(["out", "dq", "dk", "dv"]):
-                        ours = (o if i == 0 else gr[i - 1]).cpu()
-                        e, e0 = max_err(ours, res[0][i]), max_err(res[1][i], res[0][i])
-                        worst[nm] = max(worst.get(nm, 0.0), e / ((2 if i == 0 else 3) * e0 + ATOL_FLOOR[dtype]))
+                    for nm, r in bound_ratios((o, *gr), q, k, v, dout, **kw).items():
+                        worst[nm] = max(worst.get(nm, 0.0), r)
             print(str(dtype)[6:], BACKEND, slope if on else "no ALiBi", (nq, nk, causal, d),
                   " ".join("%s %.2f" % kv for kv in worst.items()), flush=True)
 
