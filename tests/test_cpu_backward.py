@@ -316,16 +316,17 @@ def test_regression_alibi_far_rows_grads(small_tiles, monkeypatch, products, cas
                                                    (2, 900, -1, -1)])
 def test_alibi_weight_matches_sums(n_q, n_k, left, right):
     """backward._log2_alibi_weight (closed form) against direct sums over each row's visible keys of
-    2^(slope |i + off - j|) (slope = -ALiBi slope * log2 e), in float64 relative to the row's largest
-    term: a zero slope gives log2(keys seen) (_log2_visible); 300 rows over 3 keys reach biases of
-    ~-1,300 log2 units with the usual sign (2^bias underflows float64 there), 900 keys ~+360 with the
-    other (a negative ALiBi slope: the weight sits at the farthest keys)."""
+    2^(slope |max(i + off, 0) - j|) (slope = -ALiBi slope * log2 e; the anchor of
+    flashtriton/alibi_anchor.py), in float64 relative to the row's largest
+    term: a zero slope gives log2(keys seen) (_log2_visible); 900 keys reach biases of ~-2,700 log2
+    units with the usual sign (2^bias underflows float64 there) and ~+360 with the other (a negative
+    ALiBi slope: the weight sits at the farthest keys); 300 rows over 3 keys are anchored at key 0."""
     band = backward.Band(n_q, n_k, left, right)
     slopes = torch.tensor([-0.7, 0.0, -3.0, 0.4]).view(1, 4, 1)     # -slope * log2 e
     got = backward._log2_alibi_weight(band, slopes).view(n_q, 4)
     for i in range(n_q):
         p = i + n_k - n_q
-        seen = [abs(p - j) for j in range(n_k) if (left < 0 or j >= p - left) and (right < 0 or j <= p + right)]
+        seen = [abs(max(p, 0) - j) for j in range(n_k) if (left < 0 or j >= p - left) and (right < 0 or j <= p + right)]
         for g in range(4):
             t = slopes[0, g, 0].item()
             if not seen:

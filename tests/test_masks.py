@@ -4,6 +4,7 @@ Every kernel backend, plus the reference backend (the same semantics in plain
 PyTorch, used as a backend too). The reference itself is checked against an
 element-by-element implementation of the written semantics and by gradcheck.
 """
+import itertools
 import math
 
 import pytest
@@ -104,6 +105,38 @@ def test_alibi_steep_slopes(backend):
     """Slopes so steep that each row effectively attends to its diagonal key only."""
     q, k, v = rand_qkv(1, 50, 70, 2, 1, 32, torch.float16, DEVICE)
     check_attention(backend, q, k, v, alibi_slopes=torch.tensor([4.0, 16.0], device=DEVICE))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("nq, nk, slope, scale", [(200, 17, 2.0, -0.2), (200, 2, 0.5, None), (120, 9, 1.0, None)])
+def test_regression_fp32_alibi_rows_before_keys(backend, nq, nk, slope, scale):
+    """Regression (README limitation of session 66, fixed in session 67): fp32, not causal, Nq > Nk,
+    so the first Nq - Nk rows sit before every key and their ALiBi biases are hundreds of units.
+    The float32 lse carried that constant, rounded at its size, and the backward's P inherited
+    the rounding: dQ / dV 2.7-3.8x the bound at 17 keys, dV 8-42x at one key (CPU; Triton alike;
+    one-key rows are not checked here: PyTorch's gradient error is exactly 0 on them).
+    The prefill kernels now anchor the bias at max(i + Nk - Nq, 0) and the public lse adds the
+    constant back (flashtriton/alibi_anchor.py); check_attention also holds that lse and
+    S_dmask to the reference. Batch 2 with (B, H) slopes, GQA 4 / 2."""
+    torch.manual_seed(nq + nk)
+    q, k, v = rand_qkv(2, nq, nk, 4, 2, 40, torch.float32, DEVICE)
+    slopes = slope * torch.tensor([[1.0, 0.5, 0.25, 0.125], [0.75, 1.0, 0.3, 2.0]], device=DEVICE)
+    check_attention(backend, q, k, v, alibi_slopes=slopes, softmax_scale=scale, seed=nk)
+
+
+def test_regression_fp32_alibi_rows_before_keys_varlen():
+    """The same rows in a packed batch (sequences 150 x 9, 0 x 3, 7 x 20, 60 x 2): the per-row
+    anchors and the public lse's per-sequence offsets (alibi_anchor._row_offsets), on every backend."""
+    torch.manual_seed(67)
+    lens_q, lens_k = [150, 0, 7, 60], [9, 3, 20, 2]
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lens_q)), dtype=torch.int32, device=DEVICE)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lens_k)), dtype=torch.int32, device=DEVICE)
+    q = torch.randn(sum(lens_q), 4, 40, device=DEVICE)
+    k, v = (torch.randn(sum(lens_k), 2, 40, device=DEVICE) for _ in range(2))
+    slopes = torch.tensor([2.0, 1.0, 0.5, 0.25], device=DEVICE)
+    for backend in BACKENDS:
+        check_attention(backend, q, k, v, varlen=(cu_q, cu_k, max(lens_q), max(lens_k)), alibi_slopes=slopes,
+                        seed=3)
 
 
 # --- softcap ---------------------------------------------------------------------

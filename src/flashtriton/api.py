@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from . import backends, ops, paged, validate
+from . import alibi_anchor, backends, ops, paged, validate
 from .probs import attention_probs
 
 _RNG_HIGH = 2 ** 62
@@ -120,6 +120,8 @@ def _attention(q, k, v, varlen, dropout_p, softmax_scale, causal, window_size, s
                              float(softcap), alibi_slopes, float(dropout_p), rng_state, backend, deterministic)
     if not return_attn_probs:
         return out
+    # the op's lse is relative to the ALiBi anchor (alibi_anchor.py); the user gets flash-attn's
+    lse = alibi_anchor.to_public(lse, alibi_slopes, q.shape[1], k.shape[1], varlen)
     probs = attention_probs(q, k, lse, backend, scale, window_left, window_right, float(softcap),
                             alibi_slopes, float(dropout_p), rng_state, varlen)
     return out, lse, probs

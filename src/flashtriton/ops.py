@@ -3,6 +3,10 @@
 flashtriton::attn_fwd  (q, k, v, ...) -> (out, lse)
 flashtriton::attn_bwd  (dout, q, k, v, out, lse, ...) -> (dq, dk, dv)
 
+attn_fwd's lse, which its backward takes, is relative to the ALiBi anchor: it differs from
+flash-attn's only with ALiBi on rows that sit before every key (flashtriton/alibi_anchor.py;
+the public API converts it). The paged op returns flash-attn's lse.
+
 Both carry fake (meta) implementations, so torch.compile traces them without a
 graph break, and attn_fwd has its backward registered through
 torch.library.register_autograd. The backend name is an argument, resolved by the

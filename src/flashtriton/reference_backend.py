@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from . import memory, paged, reference
+from . import alibi_anchor, memory, paged, reference
 from .launchers.prefill import AttnParams, Varlen
 
 
@@ -28,6 +28,15 @@ def _prepare(q, k, params: AttnParams, alibi, rng, varlen):
 
 
 def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """(out, lse), the lse relative to the ALiBi anchor as every backend's fwd returns it
+    (alibi_anchor.py)."""
+    out, lse = _fwd_plain(q, k, v, params, alibi, rng, varlen)
+    vl = None if varlen is None else (varlen.cu_seqlens_q, varlen.cu_seqlens_k)
+    return out, alibi_anchor.to_anchored(lse, alibi, q.shape[1], k.shape[1], vl)
+
+
+def _fwd_plain(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None = None):
+    """(out, flash-attn's lse)."""
     cd, kw = _prepare(q, k, params, alibi, rng, varlen)
     q_, k_, v_ = (t.to(cd) for t in (q, k, v))
     if varlen is None:
@@ -56,9 +65,10 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 
 def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varlen: Varlen):
     """flash_attn_varlen_func with block_table: the pages gathered into the unpaged varlen
-    layout (flashtriton.paged), then fwd."""
+    layout (flashtriton.paged), then the forward. Its lse is flash-attn's: the paged op is
+    forward-only and returns it as it is (alibi_anchor.py)."""
     k, v = paged.gather_kv(k_cache, v_cache, block_table, varlen.cu_seqlens_k)
-    return fwd(q, k, v, params, alibi, None, varlen)
+    return _fwd_plain(q, k, v, params, alibi, None, varlen)
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None) -> torch.Tensor:

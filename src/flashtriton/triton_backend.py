@@ -1,7 +1,7 @@
 """The `triton` backend: the Triton launchers behind the backend interface.
 
 Interface (shared by flashtriton.cpu and flashtriton.reference_backend):
-  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)
+  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)   (lse relative to the ALiBi anchor: alibi_anchor.py)
   bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen) -> (dq, dk, dv)
   dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
   fwd_paged(q, k_cache, v_cache, block_table, params, alibi, varlen) -> (out, lse)

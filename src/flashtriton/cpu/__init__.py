@@ -1,7 +1,7 @@
 """The `cpu` backend: FlashAttention-2's algorithm on CPUs, driven by PyTorch ops.
 
 Interface (the same as flashtriton.triton_backend and flashtriton.reference_backend):
-  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)
+  fwd(q, k, v, params, alibi, rng, varlen) -> (out, lse)   (lse relative to the ALiBi anchor: alibi_anchor.py)
   bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen) -> (dq, dk, dv)
   dropout_mask(q, k, params, rng, varlen) -> keep mask (B, H, Nq, Nk) bool
   kvcache_fwd(q, k_cache, v_cache, k_new, v_new, ...) -> (out, lse)   (flash_attn_with_kvcache)
@@ -54,7 +54,7 @@ multiplies q and the cache in bf16 with bf16 scores (as the same-dtype PyTorch m
 does): a float32 score product would need a float32 copy of every cache byte. Nothing
 materialises N x N; see bench/NOTES.md ("CPU backend") for the design measurements.
 """
-from flashtriton import paged
+from flashtriton import alibi_anchor, paged
 from flashtriton.launchers.prefill import AttnParams, Varlen
 
 from .backward import bwd  # noqa: F401
@@ -65,7 +65,9 @@ from .forward import fwd  # noqa: F401
 
 def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varlen: Varlen):
     k, v = paged.gather_kv(k_cache, v_cache, block_table, varlen.cu_seqlens_k)
-    return fwd(q, k, v, params, alibi, None, varlen)
+    out, lse = fwd(q, k, v, params, alibi, None, varlen)
+    # the paged op is forward-only and returns flash-attn's lse, not fwd's anchored one
+    return out, alibi_anchor.to_public(lse, alibi, 0, 0, (varlen.cu_seqlens_q, varlen.cu_seqlens_k))
 
 
 def dropout_mask(q, k, params: AttnParams, rng, varlen: Varlen | None = None):

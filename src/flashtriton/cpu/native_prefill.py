@@ -852,7 +852,7 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
     float *kp = (float *)scratch, *vp = kp + nk * DP, *Q = vp + nk * DP, *O = Q + rm * DP, *S = O + rm * DP;
     float *Pbuf = S + SB, *m = Pbuf + SB, *l = m + rm;
     int64_t *rlo = (int64_t *)(l + rm), *rhi = rlo + rm;
-    float *fx = (float *)(rhi + rm);     /* ALiBi: per row its head's slope and the key its query sits at */
+    float *fx = (float *)(rhi + rm);     /* ALiBi: per row its head's slope and its anchor key */
     int64_t klo = a->n_k, khi = 0, counted = 0;
     const int64_t qes = a->bf16 ? 2 : 4;
     for (int64_t r = 0; r < rup(R, RT); r++) {
@@ -862,7 +862,8 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
         if (r < R) {
             const int64_t i = i0 + r / G, g = r % G;
             vis(a, i, &rlo[r], &rhi[r]);
-            if (a->alibi) { fx[2 * r] = a->alibi[hk * G + g]; fx[2 * r + 1] = (float)(i + a->off); }
+            /* ALiBi's anchor max(i + off, 0) (flashtriton/alibi_anchor.py) */
+            if (a->alibi) { fx[2 * r] = a->alibi[hk * G + g]; fx[2 * r + 1] = (float)(i + a->off > 0 ? i + a->off : 0); }
             if (rlo[r] < rhi[r]) { if (rlo[r] < klo) klo = rlo[r]; if (rhi[r] > khi) khi = rhi[r]; }
 #if HAVE_F16
             if (a->f16) widen_f16((float *)qd, a->q + i * a->qss + g * a->qsh, D);

@@ -165,9 +165,10 @@ def mask_(s3: torch.Tensor, band: Band, i0: int, i1: int, j0: int, j1: int, fast
 
 
 def alibi_distance(band: Band, i0: int, i1: int, j0: int, j1: int) -> torch.Tensor:
-    """(i1 - i0, 1, j1 - j0) float32: |i + off - j|, the ALiBi distance (the bias is
-    -slope * distance)."""
-    i = torch.arange(i0 + band.off, i1 + band.off, dtype=torch.float32)[:, None, None]
+    """(i1 - i0, 1, j1 - j0) float32: |max(i + off, 0) - j|, the ALiBi distance (the bias is
+    -slope * distance) from the row's anchor (flashtriton/alibi_anchor.py: a row before every
+    key is measured from key 0, a constant per row that softmax ignores)."""
+    i = torch.arange(i0 + band.off, i1 + band.off, dtype=torch.float32).clamp_(min=0)[:, None, None]
     j = torch.arange(j0, j1, dtype=torch.float32)[None, None, :]
     return (i - j).abs_()
 

@@ -159,8 +159,16 @@ def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softc
     else:
         s = qk * qk_scale
     if HAS_ALIBI:
-        # bias = -slope * |i + diag - j|, also in log2 units
-        s = s - slope_log2 * tl.abs(q_idx + diag - k_idx).to(tl.float32)
+        # bias = -slope * |a - j| in log2 units. HAS_ALIBI == 2 (the launcher: a row may sit before
+        # every key and see one) anchors it at a = max(i + diag, 0): such a row differs from
+        # flash-attn's -slope * |i + diag - j| by a constant, which softmax ignores but a float32 lse
+        # would be rounded at (flashtriton/alibi_anchor.py). Otherwise a = i + diag is that anchor:
+        # the max costs ~6-7% of an ALiBi forward (H100, session 67), so only calls that need it pay.
+        if HAS_ALIBI == 2:
+            row = tl.maximum(q_idx + diag, 0)
+        else:
+            row = q_idx + diag
+        s = s - slope_log2 * tl.abs(row - k_idx).to(tl.float32)
     if MASKED:
         visible = k_idx < seqlen_k
         if HAS_RIGHT:

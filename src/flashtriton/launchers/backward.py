@@ -12,7 +12,7 @@ from functools import partial
 import torch
 import triton
 
-from .. import memory
+from .. import alibi_anchor, memory
 from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, forward, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
@@ -128,7 +128,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     cu_k = varlen.cu_seqlens_k if is_varlen else dummy
     # (the preprocess reads rows without cu_seqlens, IS_VARLEN=False: its unused pointer is the dummy, so that a
     # plan of the fused VARLEN route can place every argument)
-    scalars = _common_scalars(params, alibi)
+    scalars = _common_scalars(params, alibi, alibi_anchor.needed(seqlen_q, seqlen_k, params.window_right, is_varlen))
     common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
                   n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
                   HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,

@@ -380,7 +380,9 @@ def _dropout_keys(rng: torch.Tensor, nheads: int, rng_rows: int, rng_stride: int
     return keys
 
 
-def _common_scalars(params: AttnParams, alibi):
+def _common_scalars(params: AttnParams, alibi, anchor: bool = False):
+    """The scalars and feature constexprs every prefill kernel takes. anchor (alibi_anchor.needed):
+    HAS_ALIBI = 2, kernels/common.scores_log2 anchors the ALiBi bias at max(i + diag, 0)."""
     scale = params.softmax_scale
     softcap = params.softcap
     return dict(
@@ -390,7 +392,8 @@ def _common_scalars(params: AttnParams, alibi):
         window_left=params.window_left, window_right=params.window_right,
         dropout_p=params.dropout_p,
         HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
-        HAS_ALIBI=alibi is not None, HAS_SOFTCAP=softcap > 0, HAS_DROPOUT=params.dropout_p > 0,
+        HAS_ALIBI=(2 if anchor else True) if alibi is not None else False, HAS_SOFTCAP=softcap > 0,
+        HAS_DROPOUT=params.dropout_p > 0,
     )
 
 

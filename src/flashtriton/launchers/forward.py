@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 import triton
 
-from .. import memory, one_row
+from .. import alibi_anchor, memory, one_row
 from . import decode, forward_gluon, plans
 from ..kernels import configs
 from ..kernels.fwd import attn_fwd_kernel
@@ -121,7 +121,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             **(dict(LSE_LOG2=True) if lse_log2 else {}),
             num_warps=tile.num_warps, num_stages=tile.num_stages,
-            **_common_scalars(params, alibi),
+            **_common_scalars(params, alibi, alibi_anchor.needed(seqlen_q, seqlen_k, params.window_right, is_varlen)),
         )
 
     # Causal-like varlen only: there block costs differ within and across sequences;
