@@ -37,8 +37,9 @@ from torch import Tensor
 
 def needed(nq: int, nk: int, window_right: int, is_varlen: bool) -> bool:
     """Whether some row may sit before every key and still see one: only then do the Triton kernels
-    take the max (HAS_ALIBI = 2), which costs ~6-7% of an ALiBi forward on the H100 (session 67).
-    Elsewhere i + Nk - Nq is the anchor already. With varlen the lengths are on the device, so
+    take the max (HAS_ALIBI = 2; kernels/common.scores_log2 says why that has its own form; H100,
+    session 67: forward level, forward + backward ~2.4% slower than the plain form). Elsewhere
+    i + Nk - Nq is the anchor already. With varlen the lengths are on the device, so
     every call pays. With window_right = 0 (causal) such a row sees no key, and its lse is +inf
     either way."""
     return window_right != 0 and (is_varlen or nq > nk)

@@ -162,13 +162,17 @@ def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softc
         # bias = -slope * |a - j| in log2 units. HAS_ALIBI == 2 (the launcher: a row may sit before
         # every key and see one) anchors it at a = max(i + diag, 0): such a row differs from
         # flash-attn's -slope * |i + diag - j| by a constant, which softmax ignores but a float32 lse
-        # would be rounded at (flashtriton/alibi_anchor.py). Otherwise a = i + diag is that anchor:
-        # the max costs ~6-7% of an ALiBi forward (H100, session 67), so only calls that need it pay.
+        # would be rounded at (flashtriton/alibi_anchor.py). Otherwise a = i + diag is that anchor.
+        # Two forms, because ptxas shares the integer |i + diag - j| between a thread's elements on
+        # one diagonal (equal i - j), which the max breaks: the integer form with the max cost ~10%
+        # more instructions and 6-7% of an ALiBi forward (H100, session 67). The anchored one takes
+        # the distance in float32 instead (exact: positions < 2^24), level with the plain form
+        # (bench/gpu/s67_alibi_anchor_sass.py).
         if HAS_ALIBI == 2:
-            row = tl.maximum(q_idx + diag, 0)
+            dist = tl.abs(tl.maximum(q_idx + diag, 0).to(tl.float32) - k_idx.to(tl.float32))
         else:
-            row = q_idx + diag
-        s = s - slope_log2 * tl.abs(row - k_idx).to(tl.float32)
+            dist = tl.abs(q_idx + diag - k_idx).to(tl.float32)
+        s = s - slope_log2 * dist
     if MASKED:
         visible = k_idx < seqlen_k
         if HAS_RIGHT:
