@@ -3,13 +3,15 @@ the lengths); their cost against the tree with the anchored branch compiled out.
 random lengths 128-4096 (Nq = Nk per sequence, seed 0), ALiBi slopes 2^-(8 h / H); forward and forward + backward,
 median ms of triton.testing.do_bench, TFLOP/s by the FlashAttention-2 paper's count over the sequences.
 Usage: PYTHONPATH=<tree>/src python bench/gpu/s67_alibi_varlen_time.py <label> [causal]"""
+import os
 import random
 import sys
 
 import torch
-import triton
 
-from flashtriton import flash_attn_varlen_func
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flashtriton import flash_attn_varlen_func  # noqa: E402
+from s67_alibi_anchor_time import report  # noqa: E402
 
 LABEL = sys.argv[1] if len(sys.argv) > 1 else "tree"
 CAUSAL = len(sys.argv) > 2 and sys.argv[2] == "causal"
@@ -27,18 +29,9 @@ def main():
     dout = torch.randn_like(q)
     slopes = torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)], device="cuda")
     flops = sum(4.0 * H * n * n * D for n in lens) * (0.5 if CAUSAL else 1.0)
-
-    def fwd():
-        return flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=CAUSAL, alibi_slopes=slopes)
-
-    def fwd_bwd():
-        torch.autograd.grad(fwd(), (q, k, v), dout)
-
-    with torch.no_grad():
-        t_f = triton.testing.do_bench(fwd, warmup=50, rep=300)
-    t_fb = triton.testing.do_bench(fwd_bwd, warmup=50, rep=300)
-    print(f"{LABEL} varlen {len(lens)} sequences causal={CAUSAL}: fwd {t_f:.3f} ms {flops / t_f / 1e9:.0f} TFLOP/s, "
-          f"fwd+bwd {t_fb:.3f} ms {2.5 * flops / t_fb / 1e9:.0f} TFLOP/s", flush=True)
+    report(f"{LABEL} varlen {len(lens)} sequences causal={CAUSAL}",
+           lambda: flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=CAUSAL, alibi_slopes=slopes),
+           (q, k, v), dout, flops)
 
 
 if __name__ == "__main__":

@@ -13,8 +13,10 @@ Softmax ignores a constant per row. So the prefill kernels, forward and backward
     bias'(i, j) = -slope * |max(p, 0) - j| = bias(i, j) - slope * min(p, 0)
 
 (Triton: kernels/common.scores_log2, for the calls that needed() admits; CPU: cpu/tiles.alibi_distance,
-cpu/native_prefill's row setup and cpu/backward._log2_alibi_weight, always). Rows with p >= 0, which is every row when Nq <= Nk
-or the call is causal, get the same bias as before, bit for bit. The masks keep p.
+cpu/native_prefill's row setup and cpu/backward._log2_alibi_weight, always). Rows with p >= 0,
+every row when Nq <= Nk, get the bias they had: bit for bit on the CPU and on the Triton calls
+that needed() leaves plain (the anchored Triton form takes the same distances another way). The
+masks keep p.
 
 The lse that the backends' fwd return, and that the attn_fwd op returns and saves for its
 backward, is therefore the anchored one:
@@ -25,9 +27,10 @@ api._attention converts it back for the user (to_public) only when return_attn_p
 it. That is one float32 rounding, as flash-attn's own lse has. The reference backend computes
 the plain lse and anchors it (to_anchored), so that every backend's op returns the same quantity.
 
-Decoding (flash_attn_with_kvcache), the paged prefill (forward only) and the one-row route keep
-the plain bias. Their lse goes to the user as it is. The one-row route, which runs a prefill call
-with Nq = 1 on the decode kernels, has p = Nk - 1 >= 0, so the two agree there.
+Decoding (flash_attn_with_kvcache) and the one-row route keep the plain bias; so does the Triton
+paged prefill (forward only). Their lse goes to the user as it is, and the paged op of every
+backend returns flash-attn's lse (the CPU's converts). The one-row route, which runs a prefill
+call with Nq = 1 on the decode kernels, has p = Nk - 1 >= 0, so the two agree there.
 """
 from __future__ import annotations
 

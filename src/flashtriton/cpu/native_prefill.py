@@ -863,7 +863,10 @@ static int64_t item(const args_t *a0, const item_t *it, int64_t bm, char *scratc
             const int64_t i = i0 + r / G, g = r % G;
             vis(a, i, &rlo[r], &rhi[r]);
             /* ALiBi's anchor max(i + off, 0) (flashtriton/alibi_anchor.py) */
-            if (a->alibi) { fx[2 * r] = a->alibi[hk * G + g]; fx[2 * r + 1] = (float)(i + a->off > 0 ? i + a->off : 0); }
+            if (a->alibi) {
+                fx[2 * r] = a->alibi[hk * G + g];
+                fx[2 * r + 1] = (float)(i + a->off > 0 ? i + a->off : 0);
+            }
             if (rlo[r] < rhi[r]) { if (rlo[r] < klo) klo = rlo[r]; if (rhi[r] > khi) khi = rhi[r]; }
 #if HAVE_F16
             if (a->f16) widen_f16((float *)qd, a->q + i * a->qss + g * a->qsh, D);
