@@ -26,6 +26,9 @@ only = sys.argv[3] if len(sys.argv) > 3 and sys.argv[3] != "any" else None
 backend = sys.argv[4] if len(sys.argv) > 4 else "cpu"
 # triton without a GPU: the kernels under the interpreter (TRITON_INTERPRET=1 set by the caller) on CPU tensors
 dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+if backend == "triton" and dev == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    # (session 67: without it every case was a rejected input, and the count read "0 failures")
+    sys.exit("triton without a GPU needs TRITON_INTERPRET=1 in the environment (set before triton is imported)")
 ref_dev = dev if (sys.argv[5] if len(sys.argv) > 5 else "dev") == "dev" else "cpu"
 SIGNED_ALIBI = os.environ.get("SIGNED_ALIBI") == "1"   # session 66
 rng = random.Random(seed); torch.manual_seed(seed)

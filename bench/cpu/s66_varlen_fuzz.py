@@ -44,6 +44,9 @@ seed, dur = int(sys.argv[1]), float(sys.argv[2])
 backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
 only = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "any" else None
 dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
+if backend == "triton" and dev == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+    # (session 67: without it every case was a rejected input, and the count read "0 failures")
+    sys.exit("triton without a GPU needs TRITON_INTERPRET=1 in the environment (set before triton is imported)")
 rng = random.Random(seed)
 torch.manual_seed(seed)
 n = fails = rejected = 0
