@@ -53,7 +53,6 @@ def reference_pair(q, k, v, dout=None, varlen=None, **kw):
     return res
 
 
-
 def bound_ratios(ours, q, k, v, dout, **kw):
     """{"out", "dq", "dk", "dv"}: each of ours = (out, dq, dk, dv)'s error against float64 over the
     criterion's bound (2x / 3x the same-dtype PyTorch math's error + the floor; 1 = the bound), for the

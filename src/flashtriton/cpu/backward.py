@@ -290,7 +290,7 @@ def _log2_alibi_weight(band: Band, slopes: torch.Tensor) -> torch.Tensor:
     """(1, n_q * G) float32: log2 of sum over the keys row (i, g) sees of 2^(slopes[g] |a - j|),
     a = max(i + off, 0) the row's ALiBi anchor (tiles.alibi_distance), the ALiBi bias's own
     log-sum (0 for a row that sees none). Closed form: two geometric series a
-    row (keys left of the diagonal and right of it), in float64, each summed from its largest term
+    row (keys left of the anchor and right of it), in float64, each summed from its largest term
     and taken relative to the row's largest bias `top` (slopes are -ALiBi slope * log2 e: at the
     nearest key for the usual positive ALiBi slope, at the farthest for a negative one), so that
     nothing overflows or underflows."""
