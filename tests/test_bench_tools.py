@@ -371,3 +371,27 @@ def test_cpu_bench_decode_share_of_higher_bandwidth(monkeypatch, start_gbs, ours
     pct = 100 * gbs / max(start_gbs, read)
     assert row["read_gbs"] == round(read, 1) and row["gbs"] == round(gbs, 1) and row["bw_pct"] == round(pct, 1)
     assert row["met"] == (pct >= 50) and row["met"] == (ours_ms == 0.01)
+
+
+def test_regression_decode_compile_helpers_type_every_constexpr(monkeypatch):
+    """bench.decode's offline compiles (compile_split_kernel, the combine kernel's) typed the
+    constexprs they were not given by the name's case: QK_LEVELS (session 58) became a pointer,
+    and every split-kernel case failed to compile until session 68. Every constexpr parameter is
+    now a constexpr of the signature, defaults included (triton.compile captured, not run)."""
+    pytest.importorskip("triton")
+    import inspect
+
+    import triton
+    from flashtriton.bench import decode as bench_decode
+    seen = []
+    monkeypatch.setattr(triton, "compile", lambda src, **kw: seen.append(src))
+    bench_decode.compile_split_kernel(64)
+    for label, build in bench_decode._other_cases(64):
+        if label == "combine kernel":
+            build()
+    assert len(seen) == 2
+    for src in seen:
+        fn = src.fn
+        for i, param in enumerate(inspect.signature(fn.fn).parameters.values()):
+            if "constexpr" in str(param.annotation):
+                assert src.signature[param.name] == "constexpr", (fn.fn.__name__, param.name)

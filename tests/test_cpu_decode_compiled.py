@@ -127,6 +127,21 @@ def test_fp16_append_alibi_softcap(page):
     assert decode.LAST_PATH == "compiled"
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+def test_regression_fp32_alibi_rows_before_keys(splits):
+    """Regression (session 68): fp32 ALiBi on query rows before every key (8 queries over 1 and 3
+    keys, slopes up to 80, so biases of hundreds of units). The kernel took the plain bias, and its
+    lse, (M + log2 L) ln 2 rounded at that size twice, read 1.33x the bound over six draws. Rows are
+    now measured from the anchor max(i + n - Sq, 0) (item()'s dg) and the merge adds slope * p back
+    in natural units, once, as alibi_anchor.to_public: 0.48x."""
+    slopes = 40.0 * torch.tensor([[1.0, 0.5, 0.25, 0.125], [0.75, 1.0, 0.3, 2.0]])
+    for seed in range(6):
+        torch.manual_seed(seed)
+        inp = _inputs(2, 8, 4, 2, 32, torch.float32, 16, [1, 3])
+        _run(inp, alibi=slopes, num_splits=splits)
+        assert decode.LAST_PATH == "compiled"
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 def test_windows_leftpad(dtype):
     inp = _inputs(3, 2, 8, 2, 64, dtype, 208, [180, 60, 9], leftpad=[17, 60, 0])

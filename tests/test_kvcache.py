@@ -632,6 +632,27 @@ def test_bitwise_repeatable():
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("combine,splits,snew", [("fused", 1, 0), ("fused", 3, 0), ("kernel", 3, 0),
+                                                 ("kernel", 2, 2)])
+def test_regression_fp32_alibi_rows_before_keys_kvcache(backend, combine, splits, snew):
+    """Regression (README limitation of session 67, fixed in session 68): fp32, not causal, more
+    query rows than keys, so the first rows sit before every key and their ALiBi biases are
+    hundreds of units. The Triton decode kernel kept the plain bias, and out read 0.95x the bound
+    under the interpreter (1.05x on an H100). It now measures the bias from max(qi + diag, 0) and
+    moves the lse back at the store (kernels/decode._anchor_shift): with one split, after the fused
+    combine, and after the separate one (which finds the shift in LSE). Lengths 17 and 40 of a
+    240-row q, (B, H) slopes up to 8, GQA 2; splits 1 / 2 / 3, new tokens appended; four draws (the
+    old kernel read 1.4-2.6x PyTorch's error over them, this one 0.03-0.5x). The CPU's torch-ops
+    path anchored its bias already, but returned the anchored lse (off by slope * 200 here)."""
+    slopes = 4.0 * torch.tensor([[1.0, 0.5, 0.25, 0.125], [0.75, 1.0, 0.3, 2.0]], device=DEVICE)
+    for seed in range(4):
+        torch.manual_seed(100 * seed + splits + snew)
+        inp = make_inputs(2, 240, 4, 2, 32, torch.float32, 48, [17, 40 - snew], snew=snew)
+        with decode_launcher.options(combine=combine):
+            run_case(backend, inp, alibi_slopes=slopes, num_splits=splits)
+
+
 # ---------------------------------------------------------------------------------------
 # validation: clear errors before any launch
 

@@ -27,10 +27,18 @@ api._attention converts it back for the user (to_public) only when return_attn_p
 it. That is one float32 rounding, as flash-attn's own lse has. The reference backend computes
 the plain lse and anchors it (to_anchored), so that every backend's op returns the same quantity.
 
-Decoding (flash_attn_with_kvcache) and the one-row route keep the plain bias; so does the Triton
-paged prefill (forward only). Their lse goes to the user as it is, and the paged op of every
-backend returns flash-attn's lse (the CPU's converts). The one-row route, which runs a prefill
-call with Nq = 1 on the decode kernels, has p = Nk - 1 >= 0, so the two agree there.
+The forward-only kernels return flash-attn's lse themselves, so they move an anchored lse back
+before it leaves them (session 68: before, they kept the plain bias, and fp32 rows before every
+key read up to 2.6x PyTorch's error):
+- Triton decode (flash_attn_with_kvcache; kernels/decode.py, HAS_ALIBI = 2 when not causal and
+  Sq > 1): _store_final adds _anchor_shift, after the combine where the call splits; the
+  separate combine finds the shift in LSE, left there by the split kernel.
+- Triton paged prefill (kernels/fwd_paged.py, the decode kernel's tiles; needed() as varlen).
+- CPU decode: the compiled kernel (cpu/native.py: item()'s anchor, the merge's shift) and the
+  torch-ops paths (tiles.alibi_distance, then to_public in cpu/decode.kvcache_fwd). The paged
+  op of the CPU converts fwd's lse (cpu/__init__.fwd_paged).
+The one-row route, which runs a prefill call with Nq = 1 on the decode kernels, has p = Nk - 1
+>= 0, and keeps the plain bias.
 """
 from __future__ import annotations
 

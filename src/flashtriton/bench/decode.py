@@ -27,6 +27,7 @@ and decode.png (GB/s against L, one line per B and provider).
 from __future__ import annotations
 
 import argparse
+import inspect
 import math
 import time
 
@@ -570,6 +571,16 @@ COMPILE_CASES = [
 ]
 
 
+def _default_constexprs(fn, const: dict) -> dict:
+    """const with every constexpr parameter of fn that has a default and is not given (QK_LEVELS, SHIFT, ...):
+    typed by the name's case those would become pointers (every split-kernel case failed to compile from
+    session 58, which added QK_LEVELS, until session 68)."""
+    for name, param in inspect.signature(fn.fn).parameters.items():
+        if "constexpr" in str(param.annotation) and param.default is not inspect.Parameter.empty:
+            const.setdefault(name, param.default)
+    return const
+
+
 def compile_split_kernel(head_dim=128, dtype="bf16", num_warps=None, num_stages=None, **flags):
     """Compile decode_split_kernel for sm_90a (no GPU needed), with the launcher's default
     tile unless given; returns triton's CompiledKernel."""
@@ -586,6 +597,7 @@ def compile_split_kernel(head_dim=128, dtype="bf16", num_warps=None, num_stages=
                  HAS_LEFT=False, HAS_RIGHT=False, HAS_ALIBI=False, HAS_SOFTCAP=False, SPLIT=True,
                  FUSED_COMBINE=True, KV_TMA=True, DOT_PRECISION="tf32", PAGE_GATHER=0)
     const.update(flags)
+    _default_constexprs(fn, const)
     sig, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in const:
@@ -616,6 +628,7 @@ def _compile_other(fn, const, f32_ptrs, num_warps=4):
     from triton import compile as triton_compile
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    const = _default_constexprs(fn, dict(const))
     sig, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in const:

@@ -54,7 +54,7 @@ import threading
 
 import torch
 
-from flashtriton import memory
+from flashtriton import alibi_anchor, memory
 
 from . import config, engine, native, native_prefill
 from .forward import LN2, M_FLOOR, q_scale
@@ -122,6 +122,11 @@ def kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cache
                        alibi_slopes, nheads_k, group, seqlen_q)
         m, l_, acc = _attend(params, qf[b], seq, num_splits)
         _write(m, l_, acc, seqlen_q, group, out[b], lse[b])
+        if alibi_slopes is not None:
+            # these paths measure ALiBi from the rows' anchors (tiles.alibi_distance): flash-attn's lse
+            # for rows before every key (a no-op elsewhere)
+            slopes = alibi_slopes if alibi_slopes.dim() == 1 else alibi_slopes[b]
+            lse[b] = alibi_anchor.to_public(lse[b:b + 1], slopes, seqlen_q, seq.n)[0]
     return out, lse
 
 

@@ -39,7 +39,8 @@ head h, for the R = Sq * G rows r (padded to 4):
     s[r, t]  = (q[r] . K[t, h]) * scale    float32 sums of exact products (bf16 inputs:
                                            vdpbf16ps with AVX512-BF16, else float32 FMAs)
     s[r, t]  = c tanh(s[r, t] / c)         with softcap c (the tanh in double precision)
-    s[r, t] -= slope_h |i + n - Sq - t|    with ALiBi (C_SCORE_FEATURES; session 62)
+    s[r, t] -= slope_h |max(i + n - Sq, 0) - t|    with ALiBi (C_SCORE_FEATURES; session 62; the anchor
+                                           max(., 0) and the lse moved back: session 68, alibi_anchor.py)
     s[r, t]  = -inf where key t is outside row r's range [rlo_i, rhi_i)  (i = r / G)
     m'       = max(m, max_t s[r, t]),  alpha = 2^(m - m'),  p = 2^(s - m')
     l        = alpha l + sum_t p,       acc = alpha acc + sum_t p[r, t] V[t, h]
@@ -139,8 +140,8 @@ static inline vf softcap_f(vf x, float c) {
 }
 
 /* ALiBi on one score vector (log2 units) of a row: lane t is key k0 + t; the bias -slope |diag - key| (flash-attn's;
-   diag = the key the row's query sits at, i + n_k - n_q) in log2 units, added by one FMA. Positions are exact in
-   float32 (< 2^24 keys). */
+   diag = the key the row's query sits at, i + n_k - n_q, or 0 for a row before every key: item()'s anchor) in log2
+   units, added by one FMA. Positions are exact in float32 (< 2^24 keys). */
 static inline vf alibi_bias(vf s, float slope, float diag, int64_t k0) {
     const vf lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const vf dist = (vf){0} + diag - ((vf){0} + (float)k0 + lane);
@@ -915,10 +916,15 @@ static inline __attribute__((always_inline)) void item(const args_t *a, int64_t 
         lo[r] = r < Rreal ? a->rlo[b * a->Sq + r / G] : 0;
         hi[r] = r < Rreal ? a->rhi[b * a->Sq + r / G] : 0;
     }
-    /* ALiBi: this sequence's H slopes (head h * G + g at sl[h * G + g]) and each row's diagonal key */
+    /* ALiBi: this sequence's H slopes (head h * G + g at sl[h * G + g]) and each row's anchor key: its
+       diagonal, or key 0 for a row before every key (flashtriton/alibi_anchor.py; the merge below moves
+       such a row's lse back) */
     const float *sl = a->alibi ? a->alibi + b * a->alibi_bs : 0;
     float dg[MAXR];
-    for (int64_t r = 0; sl && r < R; r++) dg[r] = (float)(r / G + a->nk[b] - a->Sq);
+    for (int64_t r = 0; sl && r < R; r++) {
+        const int64_t p = r / G + a->nk[b] - a->Sq;
+        dg[r] = (float)(p > 0 ? p : 0);
+    }
     for (int64_t h = 0; h < Hk; h++)
         for (int64_t r = 0; r < R; r++) {
             float *x = st + (h * R + r) * W;
@@ -1431,6 +1437,8 @@ int ft_decode_ex(const char *k, const char *v, int64_t sb, int64_t sp, int64_t s
                 float inv = 1.0f / L;
                 for (int64_t d = 0; d < DS; d++) o[d] *= inv;
                 *lrow = (M + log2f(L)) * 0.6931471805599453f;
+                const int64_t p = i + a.nk[b] - Sq;          /* ALiBi: flash-attn's lse of an anchored row */
+                if (alibi && p < 0) *lrow += alibi[b * alibi_bs + head] * (float)p;
             } else {
                 *lrow = INFINITY;                           /* no key: out 0, lse +inf */
             }

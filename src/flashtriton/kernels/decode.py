@@ -172,7 +172,11 @@ def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale,
         s = (1.0 - 2.0 / (tl.exp2(qk * softcap_scale) + 1.0)) * softcap_out
     else:
         s = qk * qk_scale
-    if HAS_ALIBI:
+    if HAS_ALIBI == 2:
+        # anchored (flashtriton/alibi_anchor.py): rows before every key (qi + diag < 0) measure the
+        # distance from key 0, so that their scores stay near 0; their lse moves back at the store
+        s = s - slope_log2[:, None] * tl.abs(tl.maximum(qi[:, None] + diag, 0) - krel).to(tl.float32)
+    elif HAS_ALIBI:
         s = s - slope_log2[:, None] * tl.abs(qi[:, None] + diag - krel).to(tl.float32)
     if MASKED:
         visible = valid
@@ -308,19 +312,33 @@ def _attend_new_tile(acc, l_i, m_i, q, qi, slope_log2, start_n,
 
 
 @triton.jit
-def _store_final(O, LSE, out, lse2, b, qi, h, row_ok, offs_d,
-                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM: tl.constexpr):
-    """out (R, BLOCK_D) fp32 and lse2 (R,) log2 units (+inf: no key) into O (B, Sq, H, D), LSE (B, H, Sq)."""
+def _store_final(O, LSE, out, lse2, lse_shift, b, qi, h, row_ok, offs_d,
+                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM: tl.constexpr,
+                 SHIFT: tl.constexpr):
+    """out (R, BLOCK_D) fp32 and lse2 (R,) log2 units (+inf: no key) into O (B, Sq, H, D), LSE (B, H, Sq).
+    SHIFT: lse2 is the anchored lse, and lse_shift (R,) (natural units, _anchor_shift) turns it into
+    flash-attn's, one rounding at its size as in alibi_anchor.to_public."""
     o_ptrs = O + b * stride_ob + qi[:, None] * stride_os + h[:, None] * stride_oh + offs_d[None, :]
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
-    tl.store(LSE + b * stride_lb + h * stride_lh + qi * stride_ls, lse2 * LN2, mask=row_ok)
+    if SHIFT:
+        lse = lse2 * LN2 + lse_shift
+    else:
+        lse = lse2 * LN2
+    tl.store(LSE + b * stride_lb + h * stride_lh + qi * stride_ls, lse, mask=row_ok)
 
 
 @triton.jit
-def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
+def _anchor_shift(slope, qi, diag):
+    """slope * min(qi + diag, 0) (R,), natural units: flash-attn's lse minus the anchored one
+    (flashtriton/alibi_anchor.py; 0 for a row that sits on a key)."""
+    return slope * tl.minimum(qi + diag, 0).to(tl.float32)
+
+
+@triton.jit
+def _combine_rows(O_PART, LSE_PART, O, LSE, lse_shift, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
                   stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
-                  SPLIT_STAGES: tl.constexpr):
+                  SPLIT_STAGES: tl.constexpr, SHIFT: tl.constexpr):
     """Merge the n_splits partials of rows offs_m of (b, hk) and store the final rows.
 
     Partials: O_PART (B * Hk, n_splits, rows_total, HEAD_DIM) fp32, normalised;
@@ -333,6 +351,8 @@ def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_t
     partials as one 3-D tile instead took 254 registers at D = 128 against 128: one
     program less an SM.) Loads bypass L1 (.cg):
     the partials were written by other programs, possibly on other SMs.
+    SHIFT: the partials are anchored (ALiBi, _update) and lse_shift (BLOCK_R,) moves the final lse
+    (_store_final); a row's partials share its anchor, so the merge itself is unchanged.
     """
     offs_d = tl.arange(0, BLOCK_D)
     row_ok = offs_m < rows_total
@@ -360,8 +380,8 @@ def _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_t
     lse2 = tl.where(empty, float("inf"), m + tl.log2(l_safe))
     qi = offs_m // group
     h = hk * group + offs_m % group
-    _store_final(O, LSE, acc / l_safe[:, None], lse2, b, qi, h, row_ok, offs_d,
-                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM)
+    _store_final(O, LSE, acc / l_safe[:, None], lse2, lse_shift, b, qi, h, row_ok, offs_d,
+                 stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM, SHIFT)
 
 
 @triton.jit(do_not_specialize=NO_SPECIALIZE)
@@ -546,15 +566,26 @@ def decode_split_kernel(
     empty = l_i == 0.0                               # no visible key in this chunk
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
+    if HAS_ALIBI == 2:
+        # (the slopes loaded again, in natural units: kept apart, the other variants' SASS is unchanged)
+        lse_shift = _anchor_shift(tl.load(ALIBI + b * stride_ab + h * stride_ah, mask=row_ok, other=0.0), qi,
+                                  diag)                              # (BLOCK_M,)
+    else:
+        lse_shift = slope_log2                                       # (unused: no SHIFT)
     if not SPLIT:
-        _store_final(O, LSE, out, tl.where(empty, float("inf"), m_i + tl.log2(l_safe)), b, qi, h, row_ok, offs_d,
-                     stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM)
+        _store_final(O, LSE, out, tl.where(empty, float("inf"), m_i + tl.log2(l_safe)), lse_shift, b, qi, h,
+                     row_ok, offs_d, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls, HEAD_DIM,
+                     HAS_ALIBI == 2)
     else:
         part = pid_bh.to(tl.int64) * n_splits + split
         tl.store(LSE_PART + part * rows_total + offs_m, tl.where(empty, float("-inf"), m_i + tl.log2(l_safe)),
                  mask=row_ok)
         tl.store(O_PART + (part * rows_total + offs_m[:, None]) * HEAD_DIM + offs_d[None, :], out,
                  mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
+        if HAS_ALIBI == 2 and not FUSED_COMBINE:
+            # the separate combine finds the rows' lse shift in LSE (decode_combine_kernel's SHIFT):
+            # it launches after this kernel, and LSE is not written before it
+            tl.store(LSE + b * stride_lb + h * stride_lh + qi * stride_ls, lse_shift, mask=row_ok & (split == 0))
         if FUSED_COMBINE:
             # Last one out merges. The barrier orders every thread's partial stores before
             # the (single-thread, acq_rel, gpu-scope) ticket; the ticket's acquire makes the
@@ -564,22 +595,30 @@ def decode_split_kernel(
             ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
             if ticket == n_splits - 1:
                 tl.atomic_xchg(counter, 0, sem="relaxed", scope="gpu")  # ready for the next launch
-                _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, b, hk, offs_m, group, rows_total, n_splits,
-                              stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
-                              HEAD_DIM, BLOCK_D, BLOCK_M, combine_stages(BLOCK_M, BLOCK_D))
+                _combine_rows(O_PART, LSE_PART, O, LSE, lse_shift, pid_bh, b, hk, offs_m, group, rows_total,
+                              n_splits, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                              HEAD_DIM, BLOCK_D, BLOCK_M, combine_stages(BLOCK_M, BLOCK_D), HAS_ALIBI == 2)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "n_splits"])
 def decode_combine_kernel(O_PART, LSE_PART, O, LSE,
                           stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
                           nheads_k, group, seqlen_q, n_splits,
-                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr):
-    """The separate combine: program (b * Hk + hk, row block) merges BLOCK_R rows."""
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_R: tl.constexpr,
+                          SHIFT: tl.constexpr = False):
+    """The separate combine: program (b * Hk + hk, row block) merges BLOCK_R rows. SHIFT: anchored
+    ALiBi partials, whose lse shift the split kernel left in LSE (decode_split_kernel's epilogue)."""
     pid_bh = tl.program_id(0)
     offs_m = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
-    _combine_rows(O_PART, LSE_PART, O, LSE, pid_bh, pid_bh // nheads_k, pid_bh % nheads_k, offs_m, group,
-                  group * seqlen_q, n_splits, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
-                  HEAD_DIM, BLOCK_D, BLOCK_R, combine_stages(BLOCK_R, BLOCK_D))
+    if SHIFT:
+        lse_shift = tl.load(LSE + (pid_bh // nheads_k) * stride_lb
+                            + ((pid_bh % nheads_k) * group + offs_m % group) * stride_lh
+                            + (offs_m // group) * stride_ls, mask=offs_m < group * seqlen_q, other=0.0)
+    else:
+        lse_shift = offs_m                                           # (unused: no SHIFT)
+    _combine_rows(O_PART, LSE_PART, O, LSE, lse_shift, pid_bh, pid_bh // nheads_k, pid_bh % nheads_k, offs_m,
+                  group, group * seqlen_q, n_splits, stride_ob, stride_os, stride_oh, stride_lb, stride_lh, stride_ls,
+                  HEAD_DIM, BLOCK_D, BLOCK_R, combine_stages(BLOCK_R, BLOCK_D), SHIFT)
 
 
 @triton.jit(do_not_specialize=["n_parts", "seqlen"])

@@ -92,8 +92,10 @@ def attn_fwd_paged_kernel(
     q_ptrs = Q + rows[:, None] * stride_qt + h * stride_qh + offs_d[None, :]
     q = tl.load(q_ptrs, mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM), other=0.0)  # (BLOCK_M, BLOCK_D)
     if HAS_ALIBI:
-        slope_log2 = tl.zeros([BLOCK_M], tl.float32) + tl.load(ALIBI + b * stride_ab + h * stride_ah) * LOG2E
+        slope = tl.load(ALIBI + b * stride_ab + h * stride_ah)
+        slope_log2 = tl.zeros([BLOCK_M], tl.float32) + slope * LOG2E
     else:
+        slope = 0.0
         slope_log2 = tl.zeros([BLOCK_M], tl.float32)
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -131,6 +133,10 @@ def attn_fwd_paged_kernel(
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     lse = tl.where(empty, float("inf"), (m_i + tl.log2(l_safe)) * LN2)
+    if HAS_ALIBI == 2:
+        # the tiles measured ALiBi from the rows' anchors (decode._update): flash-attn's lse, which
+        # the paged op returns, for the rows before every key (flashtriton/alibi_anchor.py)
+        lse = lse + slope * tl.minimum(offs_m + diag, 0).to(tl.float32)
     out = acc / l_safe[:, None]
     o_ptrs = O + rows[:, None] * stride_ot + h * stride_oh + offs_d[None, :]
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))

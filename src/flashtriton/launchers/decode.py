@@ -579,6 +579,10 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         stride_ab, stride_ah = ((alibi_slopes.stride(0), alibi_slopes.stride(1)) if alibi_slopes.dim() == 2
                                 else (0, alibi_slopes.stride(0)))
     softcap = params.softcap
+    # ALiBi measured from an anchor (alibi_anchor.py; kernels/decode._update), where a row may sit
+    # before every key and still see one: not causal, and more queries than the fewest keys there
+    # can be (the lengths are on the device, so any Sq > 1)
+    anchored = alibi_slopes is not None and params.window_right != 0 and seqlen_q > 1
     grid = (batch * nheads_k, num_splits, m_blocks)
     plans.launch(decode_split_kernel, grid,
         q, k_cache, v_cache, k_new if has_new else dummy, v_new if has_new else dummy, cos, sin, k_desc, v_desc,
@@ -602,7 +606,8 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         HAS_BATCH_IDX=cache_batch_idx is not None and not paged, HAS_LEFTPAD=cache_leftpad is not None,
         HAS_NEW=has_new, BLOCK_NEW=16, HAS_ROTARY=has_rotary, ROTARY_INTERLEAVED=bool(rotary_interleaved),
         ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
-        HAS_ALIBI=alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split, FUSED_COMBINE=fused,
+        HAS_ALIBI=2 if anchored else alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split,
+        FUSED_COMBINE=fused,
         KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
         PAGE_GATHER=page_gather(opts, page_size, block_n, use_tma, k_cache, v_cache),
         num_warps=num_warps, num_stages=num_stages,
@@ -612,7 +617,7 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         plans.launch(decode_combine_kernel, (batch * nheads_k, _cdiv(rows, block_r)),
             o_part, lse_part, out, lse, *_strides3(out), *_strides3(lse),
             nheads_k, group, seqlen_q, num_splits,
-            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_R=block_r, num_warps=4)
+            HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_R=block_r, SHIFT=anchored, num_warps=4)
     return out, lse
 
 

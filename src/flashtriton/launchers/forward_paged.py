@@ -11,7 +11,7 @@ from __future__ import annotations
 import triton
 import torch
 
-from .. import memory
+from .. import alibi_anchor, memory
 from ..kernels import configs
 from ..kernels.fwd_paged import attn_fwd_paged_kernel
 from . import plans
@@ -60,7 +60,8 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     else:
         k_desc, v_desc = k_cache, v_cache  # unused
     stride_ab, stride_ah = _alibi_strides(alibi)
-    sc = _common_scalars(params, alibi)
+    # (the paged op returns flash-attn's lse: the kernel moves an anchored one back itself)
+    sc = _common_scalars(params, alibi, alibi_anchor.needed(0, 0, params.window_right, True))
     for name in ("dropout_p", "HAS_DROPOUT"):   # (no dropout here: flashtriton.paged refuses it)
         sc.pop(name)
     plans.launch(
