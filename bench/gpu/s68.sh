@@ -1,0 +1,37 @@
+#!/bin/bash
+# Session 68's GPU call: the ALiBi anchor in the forward-only Triton kernels (decode, paged prefill;
+# flashtriton/alibi_anchor.py). Outputs under $OUT (bench/results/<gpu>/s68/).
+#   bash bench/gpu/s68.sh a   # GPU tests (kvcache / paged / one-row / decode / ALiBi), the far-row probes on this
+#                             # tree and on "before" (the launchers' anchor switched off by two seds: the kernels
+#                             # then run as before the change), timing A B B A, then the H200-only s66a probe
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
+PYTHONPATH=$PWD/src python -c "import torch, triton; print(torch.__version__, triton.__version__)"
+
+before_tree() {  # /tmp/s68_before/src: the anchor off in both launchers; prints what the seds matched
+  rm -rf /tmp/s68_before; mkdir -p /tmp/s68_before; cp -r src /tmp/s68_before/
+  sed -i 's/^    anchored = alibi_slopes is not None and params.window_right != 0 and seqlen_q > 1$/    anchored = False/' \
+    /tmp/s68_before/src/flashtriton/launchers/decode.py
+  sed -i 's/alibi_anchor.needed(0, 0, params.window_right, True)/False/' \
+    /tmp/s68_before/src/flashtriton/launchers/forward_paged.py
+  echo "before: $(grep -c '^    anchored = False$' /tmp/s68_before/src/flashtriton/launchers/decode.py) +" \
+       "$(grep -c '_common_scalars(params, alibi, False)' /tmp/s68_before/src/flashtriton/launchers/forward_paged.py) line(s)"
+}
+case "$1" in
+  a) before_tree
+     PYTHONPATH=$PWD/src timeout -s INT 330 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
+       --timeout 200 -k "(kvcache or paged or one_row or decode or alibi or ALiBi or bench_tools) and not cpu" \
+       -m "not gpu_alone" > $out/s68a_tests.txt 2>&1
+     echo "tests rc $?"; tail -1 $out/s68a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s68a_tests.txt | head -20
+     for t in after before; do
+       p=$PWD/src; [ $t = before ] && p=/tmp/s68_before/src
+       PYTHONPATH=$p timeout 120 python bench/cpu/s68_far_rows_forward_only.py cuda triton 2>&1 | tee $out/s68a_far_rows_$t.txt
+       PYTHONPATH=$p timeout 60 python bench/cpu/s67_kvcache_far_rows.py cuda 2>&1 | tee -a $out/s68a_far_rows_$t.txt
+     done
+     for t in before after after before; do
+       p=$PWD/src; [ $t = before ] && p=/tmp/s68_before/src
+       PYTHONPATH=$p timeout 120 python bench/gpu/s68_forward_only_alibi_time.py $t
+     done 2>&1 | tee $out/s68a_time.txt
+     bash bench/gpu/s66a.sh ;;
+esac
