@@ -4,6 +4,8 @@
 #   bash bench/gpu/s68.sh a   # GPU tests (kvcache / paged / one-row / decode / ALiBi), the far-row probes on this
 #                             # tree and on "before" (the launchers' anchor switched off by two seds: the kernels
 #                             # then run as before the change), timing A B B A, then the H200-only s66a probe
+#   bash bench/gpu/s68.sh b   # the same with the tests of test_kvcache.py / test_varlen_paged.py and the
+#                             # regression tests alone, and no s66a (for a short device budget)
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
@@ -19,10 +21,11 @@ before_tree() {  # /tmp/s68_before/src: the anchor off in both launchers; prints
        "$(grep -c '_common_scalars(params, alibi, False)' /tmp/s68_before/src/flashtriton/launchers/forward_paged.py) line(s)"
 }
 case "$1" in
-  a) before_tree
+  a|b) before_tree
+     if [ $1 = a ]; then sel="(kvcache or paged or one_row or decode or alibi or ALiBi or bench_tools) and not cpu"
+     else sel="(test_kvcache or test_varlen_paged or rows_before_keys) and not cpu"; fi
      PYTHONPATH=$PWD/src timeout -s INT 330 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
-       --timeout 200 -k "(kvcache or paged or one_row or decode or alibi or ALiBi or bench_tools) and not cpu" \
-       -m "not gpu_alone" > $out/s68a_tests.txt 2>&1
+       --timeout 200 -k "$sel" -m "not gpu_alone" > $out/s68a_tests.txt 2>&1
      echo "tests rc $?"; tail -1 $out/s68a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s68a_tests.txt | head -20
      for t in after before; do
        p=$PWD/src; [ $t = before ] && p=/tmp/s68_before/src
@@ -33,5 +36,5 @@ case "$1" in
        p=$PWD/src; [ $t = before ] && p=/tmp/s68_before/src
        PYTHONPATH=$p timeout 120 python bench/gpu/s68_forward_only_alibi_time.py $t
      done 2>&1 | tee $out/s68a_time.txt
-     if [ $SECONDS -lt 380 ]; then bash bench/gpu/s66a.sh; else echo "s66a skipped: ${SECONDS}s gone"; fi ;;
+     if [ $1 = a ] && [ $SECONDS -lt 380 ]; then bash bench/gpu/s66a.sh; else echo "s66a not run (${SECONDS}s)"; fi ;;
 esac
