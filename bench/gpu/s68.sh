@@ -6,6 +6,7 @@
 #                             # then run as before the change), timing A B B A, then the H200-only s66a probe
 #   bash bench/gpu/s68.sh b   # the same with the tests of test_kvcache.py / test_varlen_paged.py and the
 #                             # regression tests alone, and no s66a (for a short device budget)
+#   bash bench/gpu/s68.sh c   # shorter still: the regression tests, test_varlen_paged.py and the ALiBi tests
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
@@ -21,9 +22,10 @@ before_tree() {  # /tmp/s68_before/src: the anchor off in both launchers; prints
        "$(grep -c '_common_scalars(params, alibi, False)' /tmp/s68_before/src/flashtriton/launchers/forward_paged.py) line(s)"
 }
 case "$1" in
-  a|b) before_tree
+  a|b|c) before_tree
      if [ $1 = a ]; then sel="(kvcache or paged or one_row or decode or alibi or ALiBi or bench_tools) and not cpu"
-     else sel="(test_kvcache or test_varlen_paged or rows_before_keys) and not cpu"; fi
+     elif [ $1 = b ]; then sel="(test_kvcache or test_varlen_paged or rows_before_keys) and not cpu"
+     else sel="(rows_before_keys or test_varlen_paged or alibi) and not cpu"; fi
      PYTHONPATH=$PWD/src timeout -s INT 330 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
        --timeout 200 -k "$sel" -m "not gpu_alone" > $out/s68a_tests.txt 2>&1
      echo "tests rc $?"; tail -1 $out/s68a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s68a_tests.txt | head -20
