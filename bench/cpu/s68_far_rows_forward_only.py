@@ -73,7 +73,8 @@ def main():
     print(f"{DEV} / {BACKEND}: worst error over the bound (out, lse), 4 draws a case")
     for splits, combine, snew in [(1, "fused", 0), (3, "fused", 0), (3, "kernel", 0), (2, "kernel", 2)]:
         o, l = kvcache_case(240, [17, 40], 48, 4.0 * SLOPES, splits, combine, snew)
-        print(f"  kvcache 240 rows / 17, 40 keys, splits {splits}, {combine} combine, {snew} new: out {o:.3f} lse {l:.3f}")
+        print(f"  kvcache 240 rows / 17, 40 keys, splits {splits}, {combine} combine, {snew} new: "
+              f"out {o:.3f} lse {l:.3f}")
     for splits in (1, 3):
         o, l = kvcache_case(8, [1, 3], 16, 40.0 * SLOPES, splits, "fused", 0)
         print(f"  kvcache-short 8 rows / 1, 3 keys, splits {splits}: out {o:.3f} lse {l:.3f}")
