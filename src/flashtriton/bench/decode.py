@@ -27,7 +27,6 @@ and decode.png (GB/s against L, one line per B and provider).
 from __future__ import annotations
 
 import argparse
-import inspect
 import math
 import time
 
@@ -572,12 +571,12 @@ COMPILE_CASES = [
 
 
 def _default_constexprs(fn, const: dict) -> dict:
-    """const with every constexpr parameter of fn that has a default and is not given (QK_LEVELS, SHIFT, ...):
-    typed by the name's case those would become pointers (every split-kernel case failed to compile from
-    session 58, which added QK_LEVELS, until session 68)."""
-    for name, param in inspect.signature(fn.fn).parameters.items():
-        if "constexpr" in str(param.annotation) and param.default is not inspect.Parameter.empty:
-            const.setdefault(name, param.default)
+    """const with every constexpr parameter of fn that has a default and is not given (QK_LEVELS, SHIFT, ...,
+    compile_report.constexpr_defaults): typed by the name's case those would become pointers (every split-kernel
+    case failed to compile from session 58, which added QK_LEVELS, until session 68)."""
+    from flashtriton.bench.compile_report import constexpr_defaults
+    for name, default in constexpr_defaults(fn).items():
+        const.setdefault(name, default)
     return const
 
 

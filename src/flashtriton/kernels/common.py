@@ -140,6 +140,16 @@ def softcap_tanh_precise(qk, softcap_scale):
 
 
 @triton.jit
+def alibi_anchored_distance(p, k):
+    """|max(p, 0) - k| in float32 (exact: positions < 2^24), p the keys the rows sit on and k the
+    keys, broadcasting: the ALiBi distance from the rows' anchors (flashtriton/alibi_anchor.py).
+    In float32 rather than integers: ptxas shares the integer |p - k| between a thread's elements
+    on one diagonal, which the max breaks (scores_log2); the row's anchor converts once and each
+    element costs one FADD."""
+    return tl.abs(tl.maximum(p, 0).to(tl.float32) - k.to(tl.float32))
+
+
+@triton.jit
 def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softcap_out,
                 slope_log2, window_left, window_right,
                 MASKED: tl.constexpr, HAS_LEFT: tl.constexpr, HAS_RIGHT: tl.constexpr,
@@ -169,7 +179,7 @@ def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softc
         # the distance in float32 instead (exact: positions < 2^24), level with the plain form
         # (bench/gpu/s67_alibi_anchor_sass.py).
         if HAS_ALIBI == 2:
-            dist = tl.abs(tl.maximum(q_idx + diag, 0).to(tl.float32) - k_idx.to(tl.float32))
+            dist = alibi_anchored_distance(q_idx + diag, k_idx)
         else:
             dist = tl.abs(q_idx + diag - k_idx).to(tl.float32)
         s = s - slope_log2 * dist

@@ -46,7 +46,7 @@ every exponential is an exp2 (as in the prefill kernel, kernels/fwd.py).
 import triton
 import triton.language as tl
 
-from .common import dot_apart, exp2_one_rounding, qk_dot
+from .common import alibi_anchored_distance, dot_apart, exp2_one_rounding, qk_dot
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -175,11 +175,9 @@ def _update(acc, l_i, m_i, q, k, v, qi, slope_log2, krel, valid, diag, qk_scale,
     if HAS_ALIBI == 2:
         # anchored (flashtriton/alibi_anchor.py): rows before every key (qi + diag < 0) measure the
         # distance from key 0, so that their scores stay near 0; their lse moves back at the store.
-        # The distance in float32 (exact below 2^24): the row's anchor converted once, one FADD an
-        # element (sm_90a, offline: the paged kernel +192 instructions over the plain bias, +296 with
-        # the integer max; session 68)
-        anchor = tl.maximum(qi + diag, 0).to(tl.float32)
-        s = s - slope_log2[:, None] * tl.abs(anchor[:, None] - krel.to(tl.float32))
+        # (sm_90a, offline: the paged kernel +192 instructions over the plain bias in this float32
+        # form, +296 with an integer max; session 68)
+        s = s - slope_log2[:, None] * alibi_anchored_distance(qi[:, None] + diag, krel)
     elif HAS_ALIBI:
         s = s - slope_log2[:, None] * tl.abs(qi[:, None] + diag - krel).to(tl.float32)
     if MASKED:

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .common import LN2, LOG2E, find_sequence, kv_tile_ranges
-from .decode import _attend_cache_tile
+from .decode import _anchor_shift, _attend_cache_tile
 
 NO_SPECIALIZE = ["batch", "window_left", "window_right"]
 
@@ -136,7 +136,7 @@ def attn_fwd_paged_kernel(
     if HAS_ALIBI == 2:
         # the tiles measured ALiBi from the rows' anchors (decode._update): flash-attn's lse, which
         # the paged op returns, for the rows before every key (flashtriton/alibi_anchor.py)
-        lse = lse + slope * tl.minimum(offs_m + diag, 0).to(tl.float32)
+        lse = lse + _anchor_shift(slope, offs_m, diag)
     out = acc / l_safe[:, None]
     o_ptrs = O + rows[:, None] * stride_ot + h * stride_oh + offs_d[None, :]
     tl.store(o_ptrs, out.to(O.dtype.element_ty), mask=row_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
