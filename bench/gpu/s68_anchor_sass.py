@@ -4,38 +4,15 @@ the decode split kernel (bench.decode's default tile; fused combine at D = 128, 
 the paged prefill (D = 128, 64 x 64 tile, pages of 256, pointer loads), each with HAS_ALIBI = False / True (plain)
 / 2 (anchored). Output: bench/results/nvidia-h100/s68/anchor_sass.txt.
 Usage (repo root): PYTHONPATH=src python bench/gpu/s68_anchor_sass.py"""
-import inspect
-
-import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
-
 from flashtriton.bench import compile_report as cr
 from flashtriton.bench import decode as bench_decode
 from flashtriton.kernels import configs
-from flashtriton.kernels.fwd_paged import attn_fwd_paged_kernel
 
 
 def compile_paged(alibi):
-    fn = attn_fwd_paged_kernel
     const = dict(HEAD_DIM=128, BLOCK_D=128, BLOCK_M=64, BLOCK_N=64, PAGE_SIZE=256, PAGE_GATHER=0, HAS_LEFT=False,
                  HAS_RIGHT=False, HAS_ALIBI=alibi, HAS_SOFTCAP=False, DOT_PRECISION="tf32", KV_TMA=False, QK_LEVELS=0)
-    sig = {}
-    for name in inspect.signature(fn.fn).parameters:
-        if name in const:
-            sig[name] = "constexpr"
-        elif name in ("CU_Q", "CU_K", "CU_BLOCKS", "BLOCK_TABLE"):
-            sig[name] = "*i32"
-        elif name in ("Q", "K_CACHE", "V_CACHE", "O", "K_DESC", "V_DESC"):
-            sig[name] = "*bf16"
-        elif name[0].isupper():
-            sig[name] = "*fp32"
-        elif name in ("qk_scale", "softcap_scale", "softcap_out"):
-            sig[name] = "fp32"
-        else:
-            sig[name] = "i32"
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=4, num_stages=2))
+    return cr.compile_paged(const, "bf16", 4, 2)
 
 
 def main():

@@ -105,17 +105,16 @@ def sass_digest(compiled) -> tuple[str, int]:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16], len(lines)
 
 
-def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
-    """kernels/decode.py's split kernel, sm_90a, with constexprs const (every one the kernel lacks a default for) and
-    q / caches / out of dtype ("bf16", "fp16", "fp32"); int32 index tensors, fp32 scalars and workspaces."""
-    from flashtriton.kernels.decode import decode_split_kernel as fn
+def _compile_cache_kernel(fn, const: dict, dtype: str, i32_ptrs, data_ptrs, num_warps: int, num_stages: int):
+    """fn for sm_90a with constexprs const, the data_ptrs of dtype ("bf16", "fp16", "fp32"), int32 index tensors
+    i32_ptrs, fp32 scalars and other pointers (workspaces, lse, slopes), int32 integers."""
     sig = {}
     for name in inspect.signature(fn.fn).parameters:
         if name in const:
             sig[name] = "constexpr"
-        elif name in ("SEQLENS", "BATCH_IDX", "LEFTPAD", "BLOCK_TABLE", "COUNTERS"):
+        elif name in i32_ptrs:
             sig[name] = "*i32"
-        elif name in ("Q", "K_CACHE", "V_CACHE", "K_DESC", "V_DESC", "K_NEW", "V_NEW", "O"):
+        elif name in data_ptrs:
             sig[name] = f"*{dtype}"
         elif name[0].isupper():
             sig[name] = "*fp32"
@@ -126,6 +125,22 @@ def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps,
                                                                              num_stages=num_stages))
+
+
+def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
+    """kernels/decode.py's split kernel, sm_90a, with constexprs const (every one the kernel lacks a default for) and
+    q / caches / out of dtype ("bf16", "fp16", "fp32"); int32 index tensors, fp32 scalars and workspaces."""
+    from flashtriton.kernels.decode import decode_split_kernel as fn
+    return _compile_cache_kernel(fn, const, dtype, ("SEQLENS", "BATCH_IDX", "LEFTPAD", "BLOCK_TABLE", "COUNTERS"),
+                                 ("Q", "K_CACHE", "V_CACHE", "K_DESC", "V_DESC", "K_NEW", "V_NEW", "O"),
+                                 num_warps, num_stages)
+
+
+def compile_paged(const: dict, dtype: str, num_warps: int, num_stages: int):
+    """kernels/fwd_paged.py's kernel (pointer loads: KV_TMA False), sm_90a, as compile_decode."""
+    from flashtriton.kernels.fwd_paged import attn_fwd_paged_kernel as fn
+    return _compile_cache_kernel(fn, const, dtype, ("CU_Q", "CU_K", "CU_BLOCKS", "BLOCK_TABLE"),
+                                 ("Q", "K_CACHE", "V_CACHE", "O", "K_DESC", "V_DESC"), num_warps, num_stages)
 
 
 def resources(compiled) -> dict:
