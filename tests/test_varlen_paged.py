@@ -14,7 +14,7 @@ import flashtriton
 from flashtriton import flash_attn_varlen_func, paged
 
 from conftest import DEVICE, kernel_backends
-from helpers import assert_close, max_err, probs_floor, rand_varlen, reference_pair, reference_probs, spy
+from helpers import assert_close, max_err, offline_compile, probs_floor, rand_varlen, reference_pair, reference_probs, spy
 
 BACKENDS = kernel_backends() + ["reference"]
 
@@ -102,6 +102,52 @@ def test_varlen_paged_fp32_one_query_sharp_scale(backend, d, scale):
         torch.manual_seed(seed)
         _check_paged(backend, [1, 1], [113, 77], (8, 2), d, torch.float32, 16, dict(causal=True, softmax_scale=scale),
                      lse_floor=True)
+
+
+# (sys.argv: bench folder, the constexprs as JSON, warps, stages; prints the stack frame in bytes)
+_PAGED_STACK = """
+import json, re, sys
+from flashtriton.bench import compile_report as cr
+c = cr.compile_paged(json.loads(sys.argv[2]), "fp32", int(sys.argv[3]), int(sys.argv[4]))
+print(int(re.search(r"(\\d+) bytes stack frame", cr.ptxas_log(c)).group(1)))
+"""
+
+
+@pytest.mark.parametrize("d", [128, 192])
+def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
+    """Regression (session 69, H100): test_varlen_paged_fp32_one_query_sharp_scale failed on the Triton backend with
+    "Triton Error [CUDA]: out of memory" at launch under ten test processes. The paged forward took the fp32 64 x 32
+    (D = 128) / 32 x 32 (D = 192) tile for one query row, whose score slices (QK_LEVELS) spilled: a stack frame of
+    8.9 / 11.3 KB a thread (sm_90a), which the driver reserves for every resident thread of the card. It now takes
+    the forward's few-rows tile (configs.FP32_FEW_ROWS) from max_seqlen_q, as flash_attn_func does. Checks the tile
+    the launcher passes (interpreter off, the launch caught) and the compiled kernel's stack frame (ptxas, offline)."""
+    import json
+    from flashtriton.kernels import configs
+    from flashtriton.launchers import common, forward_paged, plans
+    from flashtriton.paged import scatter_to_pages
+    monkeypatch.setattr(forward_paged, "interpreting", lambda: False)
+    seen = {}
+
+    def fake_launch(kernel, grid, *args, **kw):
+        seen.update(kw)
+    monkeypatch.setattr(plans, "launch", fake_launch)
+    bd = common.block_d(d)
+    for max_q in (1, 16, 17):
+        (q, k, v), varlen = rand_varlen([max_q, 1], [113, 77], 8, 2, d, torch.float32, "cpu")
+        k_cache, v_cache, table = scatter_to_pages(k, v, [113, 77], 16)
+        params = common.AttnParams(d ** -0.5, -1, 0, 0.0, 0.0)
+        forward_paged.fwd_paged(q, k_cache, v_cache, table, params, None, common.Varlen(*varlen))
+        few = configs.DEFAULTS_FP32["fwd_few_rows"][bd]
+        assert (seen["BLOCK_M"], seen["BLOCK_N"]) == ((few.block_m, few.block_n) if max_q <= 16 else
+                                                      (configs.DEFAULTS_FP32["fwd_paged"][bd].block_m,
+                                                       configs.DEFAULTS_FP32["fwd_paged"][bd].block_n)), (max_q, seen)
+        if max_q == 1:
+            const = {name: seen[name] for name in ("HEAD_DIM", "BLOCK_D", "BLOCK_M", "BLOCK_N", "PAGE_SIZE",
+                                                   "PAGE_GATHER", "KV_TMA", "QK_LEVELS", "DOT_PRECISION",
+                                                   "HAS_LEFT", "HAS_RIGHT", "HAS_ALIBI", "HAS_SOFTCAP")}
+            assert const["QK_LEVELS"] > 0
+            stack = offline_compile(_PAGED_STACK, json.dumps(const), str(seen["num_warps"]), str(seen["num_stages"]))
+            assert stack <= 4096, (d, stack)   # 728 / 2680 bytes now (8904 / 11328 before)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -124,6 +124,10 @@ DEFAULTS_FP32 = {
     # computed 64 rows for one (flash_attn_func at Nq = 1: 310 us forward at D = 64, Nk = 1k, B = 1, Hq = 32, H100,
     # session 60) and spilled more: compiled for sm_90a (QK_LEVELS, causal, LSE_LOG2; 2026-12-05) 3.7 / 9.1 / 137 /
     # 16.7 KB a thread at D = 64 / 128 / 192 / 256, against 0 / 1.6 / 6.6 / 6.6 KB at 16 x 32.
+    # The paged forward ("fwd_paged") takes it too since session 69: at one query row (QK_LEVELS, causal, pages of
+    # 16, sm_90a) its 64 x 32 / 32 x 32 tile had a stack frame of 5.7 / 8.9 / 11.3 / 11.3 KB a thread at D = 64 /
+    # 128 / 192 / 256 (against 0.04 / 0.7 / 2.7 / 2.7 KB at 16 x 32). The driver reserves that for every resident
+    # thread of the card (~3 GB a process at 11 KB), and ten test processes ran an H100 out of memory at launch.
     "fwd_few_rows": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
                      128: Tile(16, 32, 4, 2), 256: Tile(16, 32, 4, 2)},
 }
@@ -283,7 +287,7 @@ def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_b
     is causal or windowed, rows the forward's query rows (max_seqlen_q; None: not known).
     16-bit inputs: the entry of default_table's table."""
     if elem == 4:
-        if kernel == "fwd" and rows is not None and rows <= FP32_FEW_ROWS:
+        if kernel in ("fwd", "fwd_paged") and rows is not None and rows <= FP32_FEW_ROWS:
             return DEFAULTS_FP32["fwd_few_rows"][block_d]
         return DEFAULTS_FP32[kernel][block_d]
     return DEFAULTS[default_table(kernel, block_d, seqlen, window_band, masked)][block_d]

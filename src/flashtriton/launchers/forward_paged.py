@@ -49,7 +49,7 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
     if interpreting():
         tile = configs.INTERPRETER_TILE
     else:
-        tile = configs.default_tile("fwd_paged", bd, varlen.max_seqlen_q, q.element_size())
+        tile = configs.default_tile("fwd_paged", bd, varlen.max_seqlen_q, q.element_size(), rows=varlen.max_seqlen_q)
     cu_q = varlen.cu_seqlens_q
     cu_blocks = _cached_map(cu_q, ("blocks", tile.block_m), lambda: _cu_blocks(cu_q, tile.block_m))
     # an upper bound of the programs a head needs: sum over sequences of ceil(len / BLOCK_M)
