@@ -133,6 +133,14 @@ DEFAULTS_FP32 = {
 }
 FP32_FEW_ROWS = 16
 
+# ptxas's register budget (.maxnreg, Triton's maxnreg option) for the true-fp32 (ieee) kernels, by DEFAULTS_FP32
+# name; None leaves ptxas its own choice. Those kernels' FMA dots need more registers than 255, and ptxas, left to
+# itself, picked a register count for occupancy once it had to spill: 168 / 128 / 64 and, for several tiles, 32,
+# which put tens of KB of spill traffic a thread in the key loop (sm_90a, session 69, bench/gpu/s69_stack_audit.py:
+# the paged forward's 64 x 32 tile at D = 128 6.5 KB of stack and 35 / 46 KB of spill stores / loads at 32
+# registers; 2.1 KB and 5.3 / 5.3 KB at maxnreg 255; the forward's 32 x 32 at D = 192 7.9 KB -> 3.7 KB).
+FP32_MAXNREG = {"fwd": 255, "fwd_paged": 255, "dkdv": 255, "dq": 255}
+
 
 def _load_tile_overrides():
     """FLASHTRITON_TILES=path.json replaces defaults: {"fwd": {"128": [BM, BN, warps, stages]}, ...}.

@@ -21,7 +21,7 @@ from ..kernels.bwd_ws_varlen import attn_bwd_dkdv_ws_varlen_kernel, attn_bwd_dq_
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
                      _descriptor_ready, _dims4, _dot_precision, _dropout_keys, qk_levels, _effective_window,
                      _ensure_allocator, _flat_rows, _host_descriptor, _tile, _unit_stride_varlen, _ws_varlen_maps,
-                     block_d, host_descriptors, interpreting, sm_count)
+                     block_d, host_descriptors, interpreting, reg_options, sm_count)
 from .policy import BWD_WARP_SPEC_TILES as _BWD_WS_TILES
 from .policy import (_bwd_ws_tiles, _warp_spec_forced, gluon_bwd_d256, gluon_bwd_d256_split,
                      gluon_bwd_d256_split_band, gluon_bwd_d256_split_tile, gluon_bwd_fused, gluon_bwd_fused_varlen,
@@ -229,7 +229,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dkdv", q.dtype),
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dkdv", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))
@@ -251,7 +251,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dq", q.dtype),
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dq", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(FUSED_DELTA=True) if fused else {}),

@@ -243,6 +243,12 @@ def _dot_precision(dtype: torch.dtype) -> str:
     return "tf32"
 
 
+def reg_options(kernel: str, dtype: torch.dtype) -> dict:
+    """Triton's maxnreg launch option for the true-fp32 kernels (configs.FP32_MAXNREG: why), {} otherwise."""
+    maxnreg = configs.FP32_MAXNREG.get(kernel) if _dot_precision(dtype) == "ieee" else None
+    return {"maxnreg": maxnreg} if maxnreg else {}
+
+
 def qk_levels(dtype: torch.dtype, bd: int, seqlen_q: int) -> int:
     """kernels.common.qk_dot's QK_LEVELS for the decode and prefill kernels: true-fp32 calls with
     one query row (max_seqlen_q for varlen) sum the head dim in slices of 16 columns (2^L =

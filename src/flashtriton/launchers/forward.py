@@ -17,7 +17,7 @@ from ..kernels.fwd_ws_varlen import attn_fwd_ws_varlen_kernel
 from .common import (LOG2E, AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks,
                      _descriptor_ready, _dims4, _dot_precision, _effective_window, _ensure_allocator, _flat_view,
                      _heaviest_first, _host_descriptor, _stamp, _tile, _unit_stride_varlen, _ws_varlen_maps,
-                     block_d, host_descriptors, interpreting, qk_levels, sm_count)
+                     block_d, host_descriptors, interpreting, qk_levels, reg_options, sm_count)
 from .policy import (WARP_SPEC_TILES, gluon_fwd, gluon_fwd_consumers, gluon_fwd_dropout, gluon_fwd_own_tiles,
                      gluon_fwd_o_stage, gluon_fwd_persistent, gluon_fwd_varlen, one_row_decode,
                      gluon_fwd_window, gluon_fwd_window_early_q, gluon_fwd_window_lean_mask, gluon_kind,
@@ -120,7 +120,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             **(dict(LSE_LOG2=True) if lse_log2 else {}),
-            num_warps=tile.num_warps, num_stages=tile.num_stages,
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd", q.dtype),
             **_common_scalars(params, alibi, alibi_anchor.needed(seqlen_q, seqlen_k, params.window_right, is_varlen)),
         )
 

@@ -16,7 +16,7 @@ from ..kernels import configs
 from ..kernels.fwd_paged import attn_fwd_paged_kernel
 from . import plans
 from .common import (AttnParams, Varlen, _alibi_strides, _cached_map, _common_scalars, _cu_blocks, _dot_precision,
-                     _effective_window, _unit_stride_varlen, block_d, interpreting, qk_levels)
+                     _effective_window, _unit_stride_varlen, block_d, interpreting, qk_levels, reg_options)
 from .decode import _kv_descriptor, _tma_ready, page_gather_kind
 from . import forward_gluon
 from .policy import gluon_fwd_paged, gluon_kind
@@ -78,5 +78,5 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
         PAGE_SIZE=page_size, KV_TMA=use_tma,
         PAGE_GATHER=0 if use_tma else page_gather_kind(page_size, tile.block_n, k_cache, v_cache),
         DOT_PRECISION=_dot_precision(q.dtype), QK_LEVELS=qk_levels(q.dtype, bd, varlen.max_seqlen_q),
-        num_warps=tile.num_warps, num_stages=tile.num_stages, **sc)
+        num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd_paged", q.dtype), **sc)
     return out, lse
