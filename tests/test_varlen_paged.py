@@ -104,12 +104,13 @@ def test_varlen_paged_fp32_one_query_sharp_scale(backend, d, scale):
                      lse_floor=True)
 
 
-# (sys.argv: bench folder, the constexprs as JSON, warps, stages; prints the stack frame in bytes)
+# (sys.argv: bench folder, the constexprs as JSON, warps, stages, maxnreg (0: none); prints [stack bytes, registers])
 _PAGED_STACK = """
 import json, re, sys
 from flashtriton.bench import compile_report as cr
-c = cr.compile_paged(json.loads(sys.argv[2]), "fp32", int(sys.argv[3]), int(sys.argv[4]))
-print(int(re.search(r"(\\d+) bytes stack frame", cr.ptxas_log(c)).group(1)))
+c = cr.compile_paged(json.loads(sys.argv[2]), "fp32", int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) or None)
+log = cr.ptxas_log(c)
+print(json.dumps([int(re.search(p, log).group(1)) for p in (r"(\\d+) bytes stack frame", r"Used (\\d+) registers")]))
 """
 
 
@@ -119,8 +120,11 @@ def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
     "Triton Error [CUDA]: out of memory" at launch under ten test processes. The paged forward took the fp32 64 x 32
     (D = 128) / 32 x 32 (D = 192) tile for one query row, whose score slices (QK_LEVELS) spilled: a stack frame of
     8.9 / 11.3 KB a thread (sm_90a), which the driver reserves for every resident thread of the card. It now takes
-    the forward's few-rows tile (configs.FP32_FEW_ROWS) from max_seqlen_q, as flash_attn_func does. Checks the tile
-    the launcher passes (interpreter off, the launch caught) and the compiled kernel's stack frame (ptxas, offline)."""
+    the forward's few-rows tile (configs.FP32_FEW_ROWS) from max_seqlen_q, as flash_attn_func does. And the same
+    session's second bug: ptxas, left to choose, compiled the multi-row fp32 tile to 32 registers with 35-47 KB of
+    spill traffic a thread; the launcher now passes maxnreg (configs.FP32_MAXNREG). Checks the tile and maxnreg the
+    launcher passes (interpreter off, the launch caught) and the compiled kernels' stack frames and registers
+    (ptxas, offline)."""
     import json
     from flashtriton.kernels import configs
     from flashtriton.launchers import common, forward_paged, plans
@@ -141,13 +145,17 @@ def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
         assert (seen["BLOCK_M"], seen["BLOCK_N"]) == ((few.block_m, few.block_n) if max_q <= 16 else
                                                       (configs.DEFAULTS_FP32["fwd_paged"][bd].block_m,
                                                        configs.DEFAULTS_FP32["fwd_paged"][bd].block_n)), (max_q, seen)
-        if max_q == 1:
+        assert seen.get("maxnreg") == configs.FP32_MAXNREG["fwd_paged"] == 255, seen.get("maxnreg")
+        if max_q in (1, 17):
             const = {name: seen[name] for name in ("HEAD_DIM", "BLOCK_D", "BLOCK_M", "BLOCK_N", "PAGE_SIZE",
                                                    "PAGE_GATHER", "KV_TMA", "QK_LEVELS", "DOT_PRECISION",
                                                    "HAS_LEFT", "HAS_RIGHT", "HAS_ALIBI", "HAS_SOFTCAP")}
-            assert const["QK_LEVELS"] > 0
-            stack = offline_compile(_PAGED_STACK, json.dumps(const), str(seen["num_warps"]), str(seen["num_stages"]))
-            assert stack <= 4096, (d, stack)   # 728 / 2680 bytes now (8904 / 11328 before)
+            assert (const["QK_LEVELS"] > 0) == (max_q == 1)
+            stack, regs = offline_compile(_PAGED_STACK, json.dumps(const), str(seen["num_warps"]),
+                                          str(seen["num_stages"]), str(seen["maxnreg"]))
+            # one row: 728 / 2680 bytes now (8904 / 11328 before); 17 rows (64 x 32 / 32 x 32 tile, maxnreg 255):
+            # 2112 / 2280 bytes at 255 registers (6464 / 7456 at the 32 ptxas picked alone, session 69)
+            assert stack <= 4096 and regs > 128, (d, max_q, stack, regs)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -4,7 +4,8 @@ on the H100 / H200), so a kernel with kilobytes of stack costs ~GBs of device me
 spills cost time in its loops. Covers the prefill forward / dK-dV / dQ (16-bit default tables and fp32's, one-row
 fp32 with QK_LEVELS), the paged forward and the decode split kernel, plain and causal.
 Output: one line a variant (kernel, dtype, D, tile, flags, registers, stack bytes, spill stores / loads).
-Usage (repo root): PYTHONPATH=src python bench/gpu/s69_stack_audit.py"""
+Usage (repo root): PYTHONPATH=src python bench/gpu/s69_stack_audit.py [prefill|paged|decode ...] [--maxnreg]
+(--maxnreg: the fp32 variants with the launchers' maxnreg, configs.FP32_MAXNREG; the decode kernel takes none)"""
 import re
 import sys
 
@@ -14,6 +15,11 @@ from flashtriton.kernels import configs
 from flashtriton.launchers import decode as decode_launcher
 
 LEVELS = {64: 2, 128: 3, 256: 4}   # launchers.common.qk_levels at one query row, fp32
+MAXNREG = "--maxnreg" in sys.argv    # as the launchers (configs.FP32_MAXNREG, session 69); without it, none
+
+
+def maxnreg(kernel, dtype):
+    return configs.FP32_MAXNREG.get(kernel) if MAXNREG and dtype == "fp32" else None
 
 
 def report(name, compiled):
@@ -36,8 +42,8 @@ def prefill():
                 for dtype, tile, lv in rows:
                     prec = "ieee" if dtype == "fp32" else "tf32"
                     try:
-                        c = cr.compile_variant(kernel, tile, d, dtype, HAS_RIGHT=causal, DOT_PRECISION=prec,
-                                               QK_LEVELS=lv)
+                        c = cr.compile_variant(kernel, tile, d, dtype, maxnreg=maxnreg(kernel, dtype),
+                                               HAS_RIGHT=causal, DOT_PRECISION=prec, QK_LEVELS=lv)
                     except Exception as exc:  # noqa: BLE001 (reported)
                         print(f"{kernel} {dtype} D={d} {tuple(tile.__dict__.values())} causal={causal} QK_LEVELS={lv}: "
                               f"{type(exc).__name__} {str(exc)[:80]}", flush=True)
@@ -55,7 +61,7 @@ def paged():
                          PAGE_GATHER=2, HAS_LEFT=False, HAS_RIGHT=True, HAS_ALIBI=False, HAS_SOFTCAP=False,
                          DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", KV_TMA=False, QK_LEVELS=lv)
             report(f"fwd_paged {dtype} D={d} {tuple(tile.__dict__.values())} rows={rows} QK_LEVELS={lv}",
-                   cr.compile_paged(const, dtype, tile.num_warps, tile.num_stages))
+                   cr.compile_paged(const, dtype, tile.num_warps, tile.num_stages, maxnreg("fwd_paged", dtype)))
 
 
 def decode():
@@ -70,6 +76,6 @@ def decode():
 
 
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["prefill", "paged", "decode"]
+    parts = [a for a in sys.argv[1:] if a != "--maxnreg"] or ["prefill", "paged", "decode"]
     for part in parts:
         globals()[part]()

@@ -30,12 +30,15 @@ _PTR_TYPES = {"LSE": "*fp32", "DELTA": "*fp32", "CU_Q": "*i32", "CU_K": "*i32", 
 _FLOAT_ARGS = {"softmax_scale", "qk_scale", "softcap_scale", "softcap_out", "dropout_p"}
 
 
-def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flags):
+def compile_variant(kernel: str, tile: configs.Tile, head_dim: int, dtype: str = "bf16", maxnreg: int | None = None,
+                    **flags):
+    """maxnreg: Triton's option of that name (the launchers' common.reg_options), None for none."""
     fn = KERNELS[kernel]
     sig, const = signature(fn, tile, head_dim, dtype, **flags)
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=tile.num_warps, num_stages=tile.num_stages))
+                          options=dict(num_warps=tile.num_warps, num_stages=tile.num_stages,
+                                       **({"maxnreg": maxnreg} if maxnreg else {})))
 
 
 def signature(fn, tile: configs.Tile, head_dim: int, dtype: str = "bf16", **flags):
@@ -105,7 +108,8 @@ def sass_digest(compiled) -> tuple[str, int]:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:16], len(lines)
 
 
-def _compile_cache_kernel(fn, const: dict, dtype: str, i32_ptrs, data_ptrs, num_warps: int, num_stages: int):
+def _compile_cache_kernel(fn, const: dict, dtype: str, i32_ptrs, data_ptrs, num_warps: int, num_stages: int,
+                          maxnreg: int | None = None):
     """fn for sm_90a with constexprs const, the data_ptrs of dtype ("bf16", "fp16", "fp32"), int32 index tensors
     i32_ptrs, fp32 scalars and other pointers (workspaces, lse, slopes), int32 integers."""
     sig = {}
@@ -123,8 +127,9 @@ def _compile_cache_kernel(fn, const: dict, dtype: str, i32_ptrs, data_ptrs, num_
         else:
             sig[name] = "i32"
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(k),): v for k, v in const.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=num_warps,
-                                                                             num_stages=num_stages))
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages,
+                                       **({"maxnreg": maxnreg} if maxnreg else {})))
 
 
 def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
@@ -136,11 +141,11 @@ def compile_decode(const: dict, dtype: str, num_warps: int, num_stages: int):
                                  num_warps, num_stages)
 
 
-def compile_paged(const: dict, dtype: str, num_warps: int, num_stages: int):
+def compile_paged(const: dict, dtype: str, num_warps: int, num_stages: int, maxnreg: int | None = None):
     """kernels/fwd_paged.py's kernel (pointer loads: KV_TMA False), sm_90a, as compile_decode."""
     from flashtriton.kernels.fwd_paged import attn_fwd_paged_kernel as fn
     return _compile_cache_kernel(fn, const, dtype, ("CU_Q", "CU_K", "CU_BLOCKS", "BLOCK_TABLE"),
-                                 ("Q", "K_CACHE", "V_CACHE", "O", "K_DESC", "V_DESC"), num_warps, num_stages)
+                                 ("Q", "K_CACHE", "V_CACHE", "O", "K_DESC", "V_DESC"), num_warps, num_stages, maxnreg)
 
 
 def resources(compiled) -> dict:
