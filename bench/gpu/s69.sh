@@ -24,5 +24,5 @@ for t in before after; do
   p=$PWD/src; [ $t = before ] && p=/tmp/s69_before/src
   PYTHONPATH=$p timeout 90 python bench/gpu/s69_paged_fp32_few_rows_time.py $t
 done 2>&1 | tee $out/s69a_time.txt
-left=$((560 - SECONDS)); echo "regs timing budget ${left}s"
+left=$((430 - SECONDS)); echo "regs timing budget ${left}s"
 [ $left -gt 60 ] && PYTHONPATH=$PWD/src timeout $left python bench/gpu/s69_fp32_regs_time.py $((left - 40)) 2>&1 | tee $out/s69a_fp32_regs.txt
