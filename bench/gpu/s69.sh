@@ -6,6 +6,8 @@
 #                             # launcher's rows argument removed and configs.FP32_MAXNREG emptied by two seds),
 #                             # then bench/gpu/s69_fp32_regs_time.py (maxnreg off / on / a candidate tile, one
 #                             # process) in the time left
+#   bash bench/gpu/s69.sh b   # shorter: tests of test_varlen_paged.py / test_fp32.py, timing A B, the rest as a
+#                             # (for a short device budget)
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
@@ -17,12 +19,14 @@ sed -i 's/^FP32_MAXNREG = {.*}$/FP32_MAXNREG = {}/' /tmp/s69_before/src/flashtri
 echo "before: $(grep -c '^FP32_MAXNREG = {}$' /tmp/s69_before/src/flashtriton/kernels/configs.py) + $(grep -c 'default_tile("fwd_paged", bd, varlen.max_seqlen_q, q.element_size())$' \
   /tmp/s69_before/src/flashtriton/launchers/forward_paged.py) line(s)"
 sel="(kvcache or paged or one_row or one_query or decode or alibi or ALiBi or bench_tools or fp32) and not cpu"
-PYTHONPATH=$PWD/src timeout -s INT 240 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
+total=430; tlim=240
+[ "$1" = b ] && sel="(test_varlen_paged or test_fp32) and not cpu" && total=300 && tlim=120
+PYTHONPATH=$PWD/src timeout -s INT $tlim python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
   --timeout 200 -k "$sel" -m "not gpu_alone" > $out/s69a_tests.txt 2>&1
 echo "tests rc $?"; tail -1 $out/s69a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s69a_tests.txt | head -20
 for t in before after; do
   p=$PWD/src; [ $t = before ] && p=/tmp/s69_before/src
   PYTHONPATH=$p timeout 90 python bench/gpu/s69_paged_fp32_few_rows_time.py $t
 done 2>&1 | tee $out/s69a_time.txt
-left=$((430 - SECONDS)); echo "regs timing budget ${left}s"
+left=$((total - SECONDS)); echo "regs timing budget ${left}s"
 [ $left -gt 60 ] && PYTHONPATH=$PWD/src timeout $left python bench/gpu/s69_fp32_regs_time.py $((left - 40)) 2>&1 | tee $out/s69a_fp32_regs.txt

@@ -58,7 +58,7 @@ def run_case(label, kernels, bd, fn, flops, variants=("off", "on", "cand")):
 
 def dense():
     b, h, n = 2, 16, 2048
-    for d in (128, 192, 64):
+    for d in (192, 128, 64):
         bd = max(16, 1 << (d - 1).bit_length())
         for causal in (False, True):
             q, k, v = (torch.randn(b, n, h, d, device="cuda") for _ in range(3))
@@ -102,7 +102,7 @@ def one_row():
 if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
-    dense()
     paged_rows()
+    dense()
     one_row()
     print(f"total {time.time() - T0:.0f} s", flush=True)
