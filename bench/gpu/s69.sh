@@ -22,8 +22,8 @@ echo "before: $(grep -c '^FP32_MAXNREG = {}$' /tmp/s69_before/src/flashtriton/ke
 sel="(kvcache or paged or one_row or one_query or decode or alibi or ALiBi or bench_tools or fp32) and not cpu"
 total=430; tlim=240
 [ "$1" = b ] && sel="(test_varlen_paged or test_fp32) and not cpu" && total=300 && tlim=120
-[ "$1" = c ] && sel="(one_query_sharp_scale or one_query_paged_tile or register_budget) and not cpu" && total=220 \
-  && tlim=70
+[ "$1" = c ] && sel="(one_query_sharp_scale or one_query_paged_tile or register_budget) and not cpu" && total=180 \
+  && tlim=60
 PYTHONPATH=$PWD/src timeout -s INT $tlim python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
   --timeout 200 -k "$sel" -m "not gpu_alone" > $out/s69a_tests.txt 2>&1
 echo "tests rc $?"; tail -1 $out/s69a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s69a_tests.txt | head -20
