@@ -27,9 +27,14 @@ total=430; tlim=240
 PYTHONPATH=$PWD/src timeout -s INT $tlim python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 10 \
   --timeout 200 -k "$sel" -m "not gpu_alone" > $out/s69a_tests.txt 2>&1
 echo "tests rc $?"; tail -1 $out/s69a_tests.txt; grep -E "^(FAILED|ERROR)" $out/s69a_tests.txt | head -20
-for t in before after; do
-  p=$PWD/src; [ $t = before ] && p=/tmp/s69_before/src
-  PYTHONPATH=$p timeout 60 python bench/gpu/s69_paged_fp32_few_rows_time.py $t
-done 2>&1 | tee $out/s69a_time.txt
-left=$((total - SECONDS)); echo "regs timing budget ${left}s"
-[ $left -gt 60 ] && PYTHONPATH=$PWD/src timeout $left python bench/gpu/s69_fp32_regs_time.py $((left - 40)) 2>&1 | tee $out/s69a_fp32_regs.txt
+ab() {
+  for t in before after; do
+    p=$PWD/src; [ $t = before ] && p=/tmp/s69_before/src
+    PYTHONPATH=$p timeout 60 python bench/gpu/s69_paged_fp32_few_rows_time.py $t
+  done 2>&1 | tee $out/s69a_time.txt
+}
+regs() {
+  left=$((total - SECONDS)); echo "regs timing budget ${left}s"
+  [ $left -gt 60 ] && PYTHONPATH=$PWD/src timeout $left python bench/gpu/s69_fp32_regs_time.py $((left - 30)) 2>&1 | tee $out/s69a_fp32_regs.txt
+}
+if [ "$1" = c ]; then regs; [ $SECONDS -lt 150 ] && ab; else ab; regs; fi
