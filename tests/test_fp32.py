@@ -127,15 +127,18 @@ def test_regression_fp32_default_tiles_fit_shared_memory(kernel, d, seqlen):
 def test_regression_fp32_register_budget(monkeypatch):
     """Regression (session 69): ptxas, left to pick the register count of a spilling true-fp32 kernel, sized it for
     occupancy, down to 32 registers with 24-71 KB of spill traffic a thread (the paged forward at D = 128 / 192, the
-    forward at D = 192, the dQ at D = 192 causal; bench/gpu/s69_stack_audit.py). The fp32 launches pass Triton's
-    maxnreg (configs.FP32_MAXNREG) for the prefill kernels; 16-bit and tf32 calls pass nothing."""
+    forward at D = 192, the dQ at D = 192 causal; bench/gpu/s69_stack_audit.py). Those fp32 launches pass Triton's
+    maxnreg (configs.FP32_MAXNREG_AT); the others, 16-bit and tf32 calls pass nothing."""
     from flashtriton.launchers import common
+    on = {("fwd", 256), ("fwd_paged", 128), ("fwd_paged", 256), ("dq", 256)}
     for kernel in ("fwd", "fwd_paged", "dkdv", "dq"):
-        assert common.reg_options(kernel, torch.float32) == {"maxnreg": 255}, kernel
-        for dtype in (torch.bfloat16, torch.float16):
-            assert common.reg_options(kernel, dtype) == {}, (kernel, dtype)
+        for bd in (32, 64, 128, 256):
+            want = {"maxnreg": 255} if (kernel, bd) in on else {}
+            assert common.reg_options(kernel, torch.float32, bd) == want, (kernel, bd)
+            for dtype in (torch.bfloat16, torch.float16):
+                assert common.reg_options(kernel, dtype, bd) == {}, (kernel, dtype, bd)
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
-    assert common.reg_options("fwd", torch.float32) == {}
+    assert common.reg_options("fwd", torch.float32, 256) == {}
 
 
 @pytest.mark.gpu

@@ -122,7 +122,7 @@ def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
     8.9 / 11.3 KB a thread (sm_90a), which the driver reserves for every resident thread of the card. It now takes
     the forward's few-rows tile (configs.FP32_FEW_ROWS) from max_seqlen_q, as flash_attn_func does. And the same
     session's second bug: ptxas, left to choose, compiled the multi-row fp32 tile to 32 registers with 35-47 KB of
-    spill traffic a thread; the launcher now passes maxnreg (configs.FP32_MAXNREG). Checks the tile and maxnreg the
+    spill traffic a thread; the launcher now passes maxnreg (configs.FP32_MAXNREG_AT). Checks the tile and maxnreg the
     launcher passes (interpreter off, the launch caught) and the compiled kernels' stack frames and registers
     (ptxas, offline)."""
     import json
@@ -145,7 +145,7 @@ def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
         assert (seen["BLOCK_M"], seen["BLOCK_N"]) == ((few.block_m, few.block_n) if max_q <= 16 else
                                                       (configs.DEFAULTS_FP32["fwd_paged"][bd].block_m,
                                                        configs.DEFAULTS_FP32["fwd_paged"][bd].block_n)), (max_q, seen)
-        assert seen.get("maxnreg") == configs.FP32_MAXNREG["fwd_paged"] == 255, seen.get("maxnreg")
+        assert seen.get("maxnreg") == configs.FP32_MAXNREG == 255, seen.get("maxnreg")
         if max_q in (1, 17):
             const = {name: seen[name] for name in ("HEAD_DIM", "BLOCK_D", "BLOCK_M", "BLOCK_N", "PAGE_SIZE",
                                                    "PAGE_GATHER", "KV_TMA", "QK_LEVELS", "DOT_PRECISION",

@@ -3,7 +3,7 @@
 # "fwd_paged"). Outputs under $OUT.
 #   bash bench/gpu/s69.sh a   # GPU tests (kvcache / paged / one-row / decode / ALiBi / fp32, ten workers: the
 #                             # session-68 selection that ran the card out of memory), timing A B (before = the
-#                             # launcher's rows argument removed and configs.FP32_MAXNREG emptied by two seds),
+#                             # launcher's rows argument removed and configs.FP32_MAXNREG_AT emptied by two seds),
 #                             # then bench/gpu/s69_fp32_regs_time.py (maxnreg off / on / a candidate tile, one
 #                             # process) in the time left
 #   bash bench/gpu/s69.sh b   # shorter: tests of test_varlen_paged.py / test_fp32.py, timing A B, the rest as a
@@ -16,8 +16,8 @@ PYTHONPATH=$PWD/src python -c "import torch, triton; print(torch.__version__, tr
 rm -rf /tmp/s69_before; mkdir -p /tmp/s69_before; cp -r src /tmp/s69_before/
 sed -i 's/, q.element_size(), rows=varlen.max_seqlen_q)$/, q.element_size())/' \
   /tmp/s69_before/src/flashtriton/launchers/forward_paged.py
-sed -i 's/^FP32_MAXNREG = {.*}$/FP32_MAXNREG = {}/' /tmp/s69_before/src/flashtriton/kernels/configs.py
-echo "before: $(grep -c '^FP32_MAXNREG = {}$' /tmp/s69_before/src/flashtriton/kernels/configs.py) + $(grep -c 'default_tile("fwd_paged", bd, varlen.max_seqlen_q, q.element_size())$' \
+sed -i 's/^FP32_MAXNREG_AT = {.*}$/FP32_MAXNREG_AT = {}/' /tmp/s69_before/src/flashtriton/kernels/configs.py
+echo "before: $(grep -c '^FP32_MAXNREG_AT = {}$' /tmp/s69_before/src/flashtriton/kernels/configs.py) + $(grep -c 'default_tile("fwd_paged", bd, varlen.max_seqlen_q, q.element_size())$' \
   /tmp/s69_before/src/flashtriton/launchers/forward_paged.py) line(s)"
 sel="(kvcache or paged or one_row or one_query or decode or alibi or ALiBi or bench_tools or fp32) and not cpu"
 total=430; tlim=240

@@ -1,5 +1,7 @@
-"""Session 69: the true-fp32 Triton kernels with and without ptxas's register budget (configs.FP32_MAXNREG: Triton's
-maxnreg = 255; off = ptxas's own choice, 32-168 registers with heavy spills), and a candidate tile, in one process
+"""Session 69: the true-fp32 Triton kernels with and without ptxas's register budget (Triton's maxnreg = 255, "on" at
+every kernel and head dim; "off" = none, ptxas's own choice, 32-168 registers with heavy spills; the library passes
+it where configs.FP32_MAXNREG_AT lists, so its figure is "on" there and "off" elsewhere), and a candidate tile
+("cand", with maxnreg), in one process
 (configs patched, plans cleared between variants; each variant's output checked against the first's, max |diff|).
 Median of triton.testing.do_bench, two rounds in mirrored order (A B C C B A). TFLOP/s by the FlashAttention-2
 count (backward 2.5x the forward's FLOPs; causal half).
@@ -21,16 +23,17 @@ from flashtriton.launchers import plans
 
 T0 = time.time()
 BUDGET = float(sys.argv[1]) if len(sys.argv) > 1 else 240.0
-ON = dict(configs.FP32_MAXNREG)
+SHIPPED = dict(configs.FP32_MAXNREG_AT)
+ALL = {k: (16, 32, 64, 128, 256) for k in ("fwd", "fwd_paged", "dkdv", "dq")}
 DEF = {k: dict(v) for k, v in configs.DEFAULTS_FP32.items()}
 CAND = configs.Tile(32, 32, 8, 2)
 
 
 def setup(variant, kernels, bd):
-    configs.FP32_MAXNREG.clear()
+    configs.FP32_MAXNREG_AT.clear()
     configs.DEFAULTS_FP32.update({k: dict(v) for k, v in DEF.items()})
     if variant != "off":
-        configs.FP32_MAXNREG.update(ON)
+        configs.FP32_MAXNREG_AT.update(ALL)
     if variant == "cand":
         for k in kernels:
             configs.DEFAULTS_FP32[k][bd] = CAND
@@ -50,7 +53,8 @@ def run_case(label, kernels, bd, fn, flops, variants=("off", "on", "cand")):
         diff = (out - ref).abs().max().item()
         ms = triton.testing.do_bench(fn, warmup=10, rep=100)
         res[v].append((ms, diff))
-    setup("on", kernels, bd)
+    configs.FP32_MAXNREG_AT.clear()
+    configs.FP32_MAXNREG_AT.update(SHIPPED)
     line = ", ".join(f"{v} {min(m for m, _ in r):.3f} ms ({flops / min(m for m, _ in r) * 1e-9:.2f} TFLOP/s, "
                      f"diff {max(d for _, d in r):.1e})" for v, r in res.items())
     print(f"{label}: {line}", flush=True)

@@ -5,7 +5,8 @@ spills cost time in its loops. Covers the prefill forward / dK-dV / dQ (16-bit d
 fp32 with QK_LEVELS), the paged forward and the decode split kernel, plain and causal.
 Output: one line a variant (kernel, dtype, D, tile, flags, registers, stack bytes, spill stores / loads).
 Usage (repo root): PYTHONPATH=src python bench/gpu/s69_stack_audit.py [prefill|paged|decode ...] [--maxnreg]
-(--maxnreg: the fp32 variants with the launchers' maxnreg, configs.FP32_MAXNREG; the decode kernel takes none)"""
+(--maxnreg: every fp32 prefill / paged variant with maxnreg 255, configs.FP32_MAXNREG; the launchers pass it
+where configs.FP32_MAXNREG_AT lists; the decode kernel takes none)"""
 import re
 import sys
 
@@ -15,11 +16,11 @@ from flashtriton.kernels import configs
 from flashtriton.launchers import decode as decode_launcher
 
 LEVELS = {64: 2, 128: 3, 256: 4}   # launchers.common.qk_levels at one query row, fp32
-MAXNREG = "--maxnreg" in sys.argv    # as the launchers (configs.FP32_MAXNREG, session 69); without it, none
+MAXNREG = "--maxnreg" in sys.argv    # maxnreg 255 on every fp32 variant (configs.FP32_MAXNREG); without it, none
 
 
 def maxnreg(kernel, dtype):
-    return configs.FP32_MAXNREG.get(kernel) if MAXNREG and dtype == "fp32" else None
+    return configs.FP32_MAXNREG if MAXNREG and dtype == "fp32" else None
 
 
 def report(name, compiled):

@@ -133,13 +133,18 @@ DEFAULTS_FP32 = {
 }
 FP32_FEW_ROWS = 16
 
-# ptxas's register budget (.maxnreg, Triton's maxnreg option) for the true-fp32 (ieee) kernels, by DEFAULTS_FP32
-# name; None leaves ptxas its own choice. Those kernels' FMA dots need more registers than 255, and ptxas, left to
-# itself, picked a register count for occupancy once it had to spill: 168 / 128 / 64 and, for several tiles, 32,
-# which put tens of KB of spill traffic a thread in the key loop (sm_90a, session 69, bench/gpu/s69_stack_audit.py:
-# the paged forward's 64 x 32 tile at D = 128 6.5 KB of stack and 35 / 46 KB of spill stores / loads at 32
-# registers; 2.1 KB and 5.3 / 5.3 KB at maxnreg 255; the forward's 32 x 32 at D = 192 7.9 KB -> 3.7 KB).
-FP32_MAXNREG = {"fwd": 255, "fwd_paged": 255, "dkdv": 255, "dq": 255}
+# ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
+# name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
+# ptxas, left to itself, sizes a kernel that must spill for occupancy: 168 / 128 / 64 registers (3 / 2 / 4 CTAs a
+# SM) and, for some tiles, 32, which puts tens of KB of spill traffic a thread in the key loop (sm_90a offline,
+# session 69, bench/gpu/s69_stack_audit.py; bench/NOTES.md "Session 69"). Listed: the default tiles that compiled to
+# 32 registers in some variant of the audit, where 255 registers cost at most one CTA a SM (their shared memory
+# allows 2-3): the paged forward at block_d 128 / 256 (64 x 32 at D = 128: stack 6,464 -> 2,112 B, spill stores /
+# loads 35.0 / 46.1 -> 5.3 / 5.3 KB), the forward at 256 (32 x 32, D = 192 non-causal: 7,888 -> 3,736 B) and the dQ
+# at 256 (16 x 16 causal: 5,832 -> 3,480 B). Not listed: tiles that compile to 168 registers (fwd at 128: maxnreg
+# gave it more stack, 2,024 -> 2,384 B, and one CTA a SM less); their GPU timing is queued (bench/gpu/s69.sh).
+FP32_MAXNREG_AT = {"fwd": (256,), "fwd_paged": (128, 256), "dq": (256,)}
+FP32_MAXNREG = 255
 
 
 def _load_tile_overrides():

@@ -243,10 +243,12 @@ def _dot_precision(dtype: torch.dtype) -> str:
     return "tf32"
 
 
-def reg_options(kernel: str, dtype: torch.dtype) -> dict:
-    """Triton's maxnreg launch option for the true-fp32 kernels (configs.FP32_MAXNREG: why), {} otherwise."""
-    maxnreg = configs.FP32_MAXNREG.get(kernel) if _dot_precision(dtype) == "ieee" else None
-    return {"maxnreg": maxnreg} if maxnreg else {}
+def reg_options(kernel: str, dtype: torch.dtype, bd: int) -> dict:
+    """Triton's maxnreg launch option for the true-fp32 kernels where configs.FP32_MAXNREG_AT lists them (why:
+    there), {} otherwise."""
+    if _dot_precision(dtype) == "ieee" and bd in configs.FP32_MAXNREG_AT.get(kernel, ()):
+        return {"maxnreg": configs.FP32_MAXNREG}
+    return {}
 
 
 def qk_levels(dtype: torch.dtype, bd: int, seqlen_q: int) -> int:

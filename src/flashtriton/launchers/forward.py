@@ -120,7 +120,7 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             **(dict(LSE_LOG2=True) if lse_log2 else {}),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd", q.dtype),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd", q.dtype, bd),
             **_common_scalars(params, alibi, alibi_anchor.needed(seqlen_q, seqlen_k, params.window_right, is_varlen)),
         )
 
