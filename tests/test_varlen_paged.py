@@ -106,11 +106,10 @@ def test_varlen_paged_fp32_one_query_sharp_scale(backend, d, scale):
 
 # (sys.argv: bench folder, the constexprs as JSON, warps, stages, maxnreg (0: none); prints [stack bytes, registers])
 _PAGED_STACK = """
-import json, re, sys
+import json, sys
 from flashtriton.bench import compile_report as cr
-c = cr.compile_paged(json.loads(sys.argv[2]), "fp32", int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) or None)
-log = cr.ptxas_log(c)
-print(json.dumps([int(re.search(p, log).group(1)) for p in (r"(\\d+) bytes stack frame", r"Used (\\d+) registers")]))
+f = cr.frame(cr.compile_paged(json.loads(sys.argv[2]), "fp32", int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]) or None))
+print(json.dumps([f["stack"], f["regs"]]))
 """
 
 

@@ -20,6 +20,7 @@ import triton
 from flashtriton import flash_attn_func, flash_attn_varlen_func, paged
 from flashtriton.kernels import configs
 from flashtriton.launchers import plans
+from flashtriton.launchers.common import block_d
 
 T0 = time.time()
 BUDGET = float(sys.argv[1]) if len(sys.argv) > 1 else 240.0
@@ -63,7 +64,7 @@ def run_case(label, kernels, bd, fn, flops, variants=("off", "on", "cand")):
 def dense():
     b, h, n = 2, 16, 2048
     for d in (192, 128, 64):
-        bd = max(16, 1 << (d - 1).bit_length())
+        bd = block_d(d)
         for causal in (False, True):
             q, k, v = (torch.randn(b, n, h, d, device="cuda") for _ in range(3))
             fl = 4 * b * h * n * n * d / (2 if causal else 1)
@@ -85,7 +86,7 @@ def dense():
 def paged_rows():
     seqs, n, h, hk, page = 8, 1024, 16, 4, 16
     for d in (128, 192):
-        bd = max(16, 1 << (d - 1).bit_length())
+        bd = block_d(d)
         cu = torch.arange(seqs + 1, dtype=torch.int32, device="cuda") * n
         q = torch.randn(seqs * n, h, d, device="cuda")
         k = torch.randn(seqs * n, hk, d, device="cuda")

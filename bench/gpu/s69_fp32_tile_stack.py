@@ -4,11 +4,11 @@ dQ and the paged forward (multi-row, QK_LEVELS = 0), to pick which to time on th
 26-47 KB of spill traffic a thread.
 Usage (repo root): PYTHONPATH=src python bench/gpu/s69_fp32_tile_stack.py KERNEL D [causal 0|1]
 Prints one line a tile: kernel, D, tile, registers, stack bytes, spill stores / loads, shared memory."""
-import re
 import sys
 
 from flashtriton.bench import compile_report as cr
 from flashtriton.kernels import configs
+from flashtriton.launchers.common import block_d
 
 T = configs.Tile
 CANDIDATES = {
@@ -21,17 +21,15 @@ CANDIDATES["fwd_paged"] = CANDIDATES["fwd"]
 
 
 def line(compiled):
-    log = cr.ptxas_log(compiled)
-    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    regs = re.search(r"Used (\d+) registers", log)
-    return (f"regs {regs.group(1)} stack {m.group(1)} spill st/ld {m.group(2)} / {m.group(3)} "
+    f = cr.frame(compiled)
+    return (f"regs {f['regs']} stack {f['stack']} spill st/ld {f['spill_stores']} / {f['spill_loads']} "
             f"smem {compiled.metadata.shared}")
 
 
 def main():
     kernel, d = sys.argv[1], int(sys.argv[2])
     causal = len(sys.argv) > 3 and sys.argv[3] == "1"
-    bd = max(16, 1 << (d - 1).bit_length())
+    bd = block_d(d)
     for t in CANDIDATES[kernel]:
         name = f"{kernel} fp32 D={d} causal={causal} {(t.block_m, t.block_n, t.num_warps, t.num_stages)}"
         if configs._smem_estimate("fwd" if kernel == "fwd_paged" else kernel, t, bd, 4) > configs.SMEM_BYTES:

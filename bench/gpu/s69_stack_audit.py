@@ -7,15 +7,16 @@ Output: one line a variant (kernel, dtype, D, tile, flags, registers, stack byte
 Usage (repo root): PYTHONPATH=src python bench/gpu/s69_stack_audit.py [prefill|paged|decode ...] [--maxnreg]
 (--maxnreg: every fp32 prefill / paged variant with maxnreg 255, configs.FP32_MAXNREG; the launchers pass it
 where configs.FP32_MAXNREG_AT lists; the decode kernel takes none)"""
-import re
 import sys
+
+import torch
 
 from flashtriton.bench import compile_report as cr
 from flashtriton.bench import decode as bench_decode
 from flashtriton.kernels import configs
 from flashtriton.launchers import decode as decode_launcher
+from flashtriton.launchers.common import block_d, qk_levels
 
-LEVELS = {64: 2, 128: 3, 256: 4}   # launchers.common.qk_levels at one query row, fp32
 MAXNREG = "--maxnreg" in sys.argv    # maxnreg 255 on every fp32 variant (configs.FP32_MAXNREG); without it, none
 
 
@@ -24,22 +25,19 @@ def maxnreg(kernel, dtype):
 
 
 def report(name, compiled):
-    log = cr.ptxas_log(compiled)
-    stack = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
-    regs = re.search(r"Used (\d+) registers", log)
-    print(f"{name}: regs {regs.group(1) if regs else '?'} stack {stack.group(1)} spill st/ld {stack.group(2)} / "
-          f"{stack.group(3)}", flush=True)
-    return int(stack.group(1))
+    f = cr.frame(compiled)
+    print(f"{name}: regs {f['regs']} stack {f['stack']} spill st/ld {f['spill_stores']} / {f['spill_loads']}",
+          flush=True)
 
 
 def prefill():
     for kernel in ("fwd", "dkdv", "dq"):
         for d in (64, 128, 192):
-            bd = max(16, 1 << (d - 1).bit_length())
+            bd = block_d(d)
             for causal in (False, True):
                 rows = [("bf16", configs.default_tile(kernel, bd, 4096, 2, masked=causal), 0),
                         ("fp32", configs.DEFAULTS_FP32[kernel][bd], 0),
-                        ("fp32", configs.default_tile(kernel, bd, 4096, 4, rows=1), LEVELS[bd])]
+                        ("fp32", configs.default_tile(kernel, bd, 4096, 4, rows=1), qk_levels(torch.float32, bd, 1))]
                 for dtype, tile, lv in rows:
                     prec = "ieee" if dtype == "fp32" else "tf32"
                     try:
@@ -54,10 +52,10 @@ def prefill():
 
 def paged():
     for d in (64, 128, 192):
-        bd = max(16, 1 << (d - 1).bit_length())
+        bd = block_d(d)
         for dtype, rows in (("bf16", 64), ("fp32", 64), ("fp32", 1)):
             tile = configs.default_tile("fwd_paged", bd, rows, 2 if dtype == "bf16" else 4, rows=rows)
-            lv = LEVELS[bd] if (dtype == "fp32" and rows == 1) else 0
+            lv = qk_levels(torch.float32, bd, 1) if (dtype == "fp32" and rows == 1) else 0
             const = dict(HEAD_DIM=d, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, PAGE_SIZE=16,
                          PAGE_GATHER=2, HAS_LEFT=False, HAS_RIGHT=True, HAS_ALIBI=False, HAS_SOFTCAP=False,
                          DOT_PRECISION="ieee" if dtype == "fp32" else "tf32", KV_TMA=False, QK_LEVELS=lv)
@@ -67,10 +65,10 @@ def paged():
 
 def decode():
     for d in (64, 128, 192):
-        bd = decode_launcher.block_d(d)
+        bd = block_d(d)
         for dtype in ("bf16", "fp32"):
             bn, warps, stages = decode_launcher.default_tile(d, 0, False, 0, 2 if dtype == "bf16" else 4)
-            lv = LEVELS[bd] if dtype == "fp32" else 0
+            lv = qk_levels(torch.float32, bd, 1) if dtype == "fp32" else 0
             c = bench_decode.compile_split_kernel(d, dtype, warps, stages, BLOCK_N=bn, QK_LEVELS=lv,
                                                   DOT_PRECISION="ieee" if dtype == "fp32" else "tf32")
             report(f"decode {dtype} D={d} (16, {bn}, {warps}, {stages}) QK_LEVELS={lv}", c)

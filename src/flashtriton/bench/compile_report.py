@@ -148,14 +148,22 @@ def compile_paged(const: dict, dtype: str, num_warps: int, num_stages: int, maxn
                                  ("Q", "K_CACHE", "V_CACHE", "O", "K_DESC", "V_DESC"), num_warps, num_stages, maxnreg)
 
 
+def frame(compiled) -> dict:
+    """ptxas -v's registers, stack frame and spill stores / loads (bytes a thread); None where it printed none.
+    The stack frame is what the driver reserves for every thread the card can hold (session 69)."""
+    out = ptxas_log(compiled)
+    regs = re.search(r"Used (\d+) registers", out)
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", out)
+    stack, stores, loads = (int(g) for g in m.groups()) if m else (None, None, None)
+    return dict(regs=int(regs.group(1)) if regs else None, stack=stack, spill_stores=stores, spill_loads=loads)
+
+
 def resources(compiled) -> dict:
     """Registers and spills from ptxas -v; HGMMA/UTMALDG counts from the SASS."""
-    out = ptxas_log(compiled)
+    f = frame(compiled)
     sass_text = sass(compiled)
-    regs = re.search(r"Used (\d+) registers", out)
-    spill = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
-    return dict(regs=int(regs.group(1)) if regs else None,
-                spill_bytes=int(spill.group(1)) + int(spill.group(2)) if spill else None,
+    return dict(regs=f["regs"],
+                spill_bytes=f["spill_stores"] + f["spill_loads"] if f["stack"] is not None else None,
                 smem=compiled.metadata.shared, hgmma=sass_text.count("HGMMA"), utmaldg=sass_text.count("UTMALDG"),
                 hmma=sass_text.count("HMMA"))
 
