@@ -130,7 +130,7 @@ def test_regression_fp32_register_budget(monkeypatch):
     forward at D = 192, the dQ at D = 192 causal; bench/gpu/s69_stack_audit.py). Those fp32 launches pass Triton's
     maxnreg (configs.FP32_MAXNREG_AT); the others, 16-bit and tf32 calls pass nothing."""
     from flashtriton.launchers import common
-    on = {("fwd", 256), ("fwd_paged", 128), ("fwd_paged", 256), ("dq", 256)}
+    on = {("fwd_paged", 128), ("fwd_paged", 256), ("dq", 256), ("dkdv", 256)}
     for kernel in ("fwd", "fwd_paged", "dkdv", "dq"):
         for bd in (32, 64, 128, 256):
             want = {"maxnreg": 255} if (kernel, bd) in on else {}

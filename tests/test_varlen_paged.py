@@ -39,6 +39,9 @@ CASES = [
     ([1, 1, 1], [1, 7, 113], (4, 2), 64, torch.float16, 64, dict(causal=True)),    # decode-like rows
     ([20, 33], [45, 70], (2, 1), 192, torch.bfloat16, 32, dict()),
     ([30, 9], [40, 12], (4, 2), 64, torch.float32, 16, dict(causal=True)),
+    # fp32 past the few-rows tile at block_d 128 / 256 (the paged forward's 32 x 32 x 8 tile, maxnreg; session 70)
+    ([40, 17], [50, 23], (4, 2), 128, torch.float32, 16, dict(causal=True)),
+    ([33, 20], [20, 45], (4, 1), 192, torch.float32, 32, dict(window_size=(10, 3))),
 ]
 
 

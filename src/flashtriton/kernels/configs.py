@@ -119,7 +119,7 @@ DEFAULTS_FP32 = {
     "dq": {16: Tile(16, 32, 4, 2), 32: Tile(16, 32, 4, 2), 64: Tile(16, 32, 4, 2),
            128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
     "fwd_paged": {16: Tile(64, 32, 4, 2), 32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2),
-                  128: Tile(64, 32, 4, 2), 256: Tile(32, 32, 4, 2)},
+                  128: Tile(32, 32, 8, 2), 256: Tile(32, 32, 8, 2)},
     # Forwards of at most FP32_FEW_ROWS query rows (max_seqlen_q for varlen; default_tile's rows): the "fwd" tile
     # computed 64 rows for one (flash_attn_func at Nq = 1: 310 us forward at D = 64, Nk = 1k, B = 1, Hq = 32, H100,
     # session 60) and spilled more: compiled for sm_90a (QK_LEVELS, causal, LSE_LOG2; 2026-12-05) 3.7 / 9.1 / 137 /
@@ -143,7 +143,7 @@ FP32_FEW_ROWS = 16
 # loads 35.0 / 46.1 -> 5.3 / 5.3 KB), the forward at 256 (32 x 32, D = 192 non-causal: 7,888 -> 3,736 B) and the dQ
 # at 256 (16 x 16 causal: 5,832 -> 3,480 B). Not listed: tiles that compile to 168 registers (fwd at 128: maxnreg
 # gave it more stack, 2,024 -> 2,384 B, and one CTA a SM less); their GPU timing is queued (bench/gpu/s69.sh).
-FP32_MAXNREG_AT = {"fwd": (256,), "fwd_paged": (128, 256), "dq": (256,)}
+FP32_MAXNREG_AT = {"fwd_paged": (128, 256), "dq": (256,), "dkdv": (256,)}
 FP32_MAXNREG = 255
 
 
