@@ -7,9 +7,9 @@ export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader
 PYTHONPATH=$PWD/src python -c "import torch, triton; print(torch.__version__, triton.__version__)"
-PYTHONPATH=$PWD/src timeout -s INT 110 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 8 --timeout 100 \
+PYTHONPATH=$PWD/src timeout -s INT 100 python -m pytest tests -o addopts="" -q -rf -p no:warnings -n 8 --timeout 90 \
   -k "(test_varlen_paged or test_fp32 or register_budget or paged_tile) and not cpu" -m "not gpu_alone" \
   > $out/s70_tests.txt 2>&1
 echo "tests rc $?"; tail -1 $out/s70_tests.txt; grep -E "^(FAILED|ERROR)" $out/s70_tests.txt | head -20
-left=$((400 - SECONDS)); echo "timing budget ${left}s"
+left=$((320 - SECONDS)); echo "timing budget ${left}s"
 PYTHONPATH=$PWD/src timeout $left python bench/gpu/s70_fp32_regs_split.py $((left - 40)) 2>&1 | tee $out/s70_regs_split.txt

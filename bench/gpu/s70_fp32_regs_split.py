@@ -69,21 +69,20 @@ def regs(**at):
     return patch
 
 
-def backward():
+def backward(cases):
     b, h, n = 2, 16, 2048
-    for d in (192, 128):
+    for d, causal in cases:
         bd = block_d(d)
-        for causal in (True, False):
-            q, k, v = (torch.randn(b, n, h, d, device="cuda", requires_grad=True) for _ in range(3))
-            dout = torch.randn_like(q)
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", requires_grad=True) for _ in range(3))
+        dout = torch.randn_like(q)
 
-            def fwd_bwd():
-                out = flash_attn_func(q, k, v, causal=causal)
-                return torch.autograd.grad(out, (q, k, v), dout)
-            fl = 4 * b * h * n * n * d / (2 if causal else 1)
-            run_case(f"fwd+bwd D={d} causal={causal}",
-                     {"off": regs(), "dq": regs(dq=(bd,)), "dkdv": regs(dkdv=(bd,)), "both": regs(dq=(bd,), dkdv=(bd,))},
-                     fwd_bwd, 3.5 * fl)
+        def fwd_bwd():
+            out = flash_attn_func(q, k, v, causal=causal)
+            return torch.autograd.grad(out, (q, k, v), dout)
+        fl = 4 * b * h * n * n * d / (2 if causal else 1)
+        run_case(f"fwd+bwd D={d} causal={causal}",
+                 {"off": regs(), "dq": regs(dq=(bd,)), "dkdv": regs(dkdv=(bd,)), "both": regs(dq=(bd,), dkdv=(bd,))},
+                 fwd_bwd, 3.5 * fl)
 
 
 def paged_fwd():
@@ -117,6 +116,7 @@ if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     print(f"tree: FP32_MAXNREG_AT {TREE_REGS}, fwd_paged {TREE_PAGED}", flush=True)
+    backward([(192, True)])
     paged_fwd()
-    backward()
+    backward([(128, True), (192, False), (128, False)])
     print(f"total {time.time() - T0:.0f} s", flush=True)
