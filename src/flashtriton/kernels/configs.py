@@ -120,6 +120,9 @@ DEFAULTS_FP32 = {
            128: Tile(16, 32, 4, 2), 256: Tile(16, 16, 4, 2)},
     "fwd_paged": {16: Tile(64, 32, 4, 2), 32: Tile(64, 32, 4, 2), 64: Tile(64, 32, 4, 2),
                   128: Tile(32, 32, 8, 2), 256: Tile(32, 32, 8, 2)},
+    # fwd_paged at 128 / 256: 32 x 32 x 8 warps with maxnreg (session 70, H100, causal, 8 x 1024 queries and keys):
+    # 5.8 / 15.4 ms against 8.9 / 17.2 for the 64 x 32 x 4 / 32 x 32 x 4 tile; on the dense forward the same tile
+    # lost (0.5-0.8x at D = 64 / 128) and at 64 the paged forward too (0.69x).
     # Forwards of at most FP32_FEW_ROWS query rows (max_seqlen_q for varlen; default_tile's rows): the "fwd" tile
     # computed 64 rows for one (flash_attn_func at Nq = 1: 310 us forward at D = 64, Nk = 1k, B = 1, Hq = 32, H100,
     # session 60) and spilled more: compiled for sm_90a (QK_LEVELS, causal, LSE_LOG2; 2026-12-05) 3.7 / 9.1 / 137 /
@@ -137,13 +140,14 @@ FP32_FEW_ROWS = 16
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
 # ptxas, left to itself, sizes a kernel that must spill for occupancy: 168 / 128 / 64 registers (3 / 2 / 4 CTAs a
 # SM) and, for some tiles, 32, which puts tens of KB of spill traffic a thread in the key loop (sm_90a offline,
-# session 69, bench/gpu/s69_stack_audit.py; bench/NOTES.md "Session 69"). Listed: the default tiles that compiled to
-# 32 registers in some variant of the audit, where 255 registers cost at most one CTA a SM (their shared memory
-# allows 2-3): the paged forward at block_d 128 / 256 (64 x 32 at D = 128: stack 6,464 -> 2,112 B, spill stores /
-# loads 35.0 / 46.1 -> 5.3 / 5.3 KB), the forward at 256 (32 x 32, D = 192 non-causal: 7,888 -> 3,736 B) and the dQ
-# at 256 (16 x 16 causal: 5,832 -> 3,480 B). Not listed: tiles that compile to 168 registers (fwd at 128: maxnreg
-# gave it more stack, 2,024 -> 2,384 B, and one CTA a SM less); their GPU timing is queued (bench/gpu/s69.sh).
-FP32_MAXNREG_AT = {"fwd_paged": (128, 256), "dq": (256,), "dkdv": (256,)}
+# session 69, bench/gpu/s69_stack_audit.py). Chosen by GPU timing (H100, sessions 69-70, bench/NOTES.md "Session
+# 70"; outputs bitwise equal with and without):
+# - the paged forward at block_d 128 / 256 (ptxas alone: 32 registers, 35 / 46 KB of spill stores / loads at
+#   D = 128): 5.2x / 5.9x faster with its old tile, and the 32 x 32 x 8 tile above 1.5x / 1.1x more;
+# - the dQ at 128 / 256: forward + backward 1.04x at D = 128, 1.46x / 1.49x at D = 192 (causal / not);
+# Not listed, measured: the forward at 256 (6-9% slower: 255 registers leave one CTA a SM where ptxas's 168 fit
+# two), at 64 / 128 (within 4%), the dK dV at 128 / 256 (within 1%), the paged forward at 64 (within 1%).
+FP32_MAXNREG_AT = {"fwd_paged": (128, 256), "dq": (128, 256)}
 FP32_MAXNREG = 255
 
 
