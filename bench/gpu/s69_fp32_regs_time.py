@@ -83,18 +83,22 @@ def dense():
         run_case(f"fwd+bwd D={d} causal=True", ["dkdv", "dq"], bd, bwd, 3.5 * fl, variants=("off", "on"))
 
 
+def paged_causal_batch(d, seqs=8, n=1024, h=16, hk=4, page=16):
+    """(the causal paged forward on fresh fp32 inputs as a function, its FLOPs): seqs sequences of n queries over n
+    keys in pages of `page`."""
+    cu = torch.arange(seqs + 1, dtype=torch.int32, device="cuda") * n
+    q = torch.randn(seqs * n, h, d, device="cuda")
+    k = torch.randn(seqs * n, hk, d, device="cuda")
+    v = torch.randn_like(k)
+    kc, vc, table = paged.scatter_to_pages(k, v, [n] * seqs, page)
+    return (lambda: flash_attn_varlen_func(q, kc, vc, cu, cu, n, n, block_table=table, causal=True),
+            4 * seqs * n * n * h * d / 2)
+
+
 def paged_rows():
-    seqs, n, h, hk, page = 8, 1024, 16, 4, 16
     for d in (128, 192):
-        bd = block_d(d)
-        cu = torch.arange(seqs + 1, dtype=torch.int32, device="cuda") * n
-        q = torch.randn(seqs * n, h, d, device="cuda")
-        k = torch.randn(seqs * n, hk, d, device="cuda")
-        v = torch.randn_like(k)
-        kc, vc, table = paged.scatter_to_pages(k, v, [n] * seqs, page)
-        fl = 4 * seqs * n * n * h * d / 2
-        run_case(f"paged fwd D={d} causal", ["fwd_paged"], bd,
-                 lambda: flash_attn_varlen_func(q, kc, vc, cu, cu, n, n, block_table=table, causal=True), fl)
+        fn, fl = paged_causal_batch(d)
+        run_case(f"paged fwd D={d} causal", ["fwd_paged"], block_d(d), fn, fl)
 
 
 def one_row():

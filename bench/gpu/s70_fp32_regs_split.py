@@ -18,10 +18,11 @@ import time
 import torch
 import triton
 
-from flashtriton import flash_attn_func, flash_attn_varlen_func, paged
+from flashtriton import flash_attn_func
 from flashtriton.kernels import configs
 from flashtriton.launchers import plans
 from flashtriton.launchers.common import block_d
+from s69_fp32_regs_time import paged_causal_batch   # bench/gpu, the script's folder
 
 T0 = time.time()
 BUDGET = float(sys.argv[1]) if len(sys.argv) > 1 else 300.0
@@ -86,15 +87,9 @@ def backward(cases):
 
 
 def paged_fwd():
-    seqs, n, h, hk, page = 8, 1024, 16, 4, 16
     for d in (128, 192, 64):
         bd = block_d(d)
-        cu = torch.arange(seqs + 1, dtype=torch.int32, device="cuda") * n
-        q = torch.randn(seqs * n, h, d, device="cuda")
-        k = torch.randn(seqs * n, hk, d, device="cuda")
-        v = torch.randn_like(k)
-        kc, vc, table = paged.scatter_to_pages(k, v, [n] * seqs, page)
-        fl = 4 * seqs * n * n * h * d / 2
+        fn, fl = paged_causal_batch(d)
 
         def s69():
             configs.DEFAULTS_FP32["fwd_paged"][bd] = S69_PAGED[bd]
@@ -108,8 +103,7 @@ def paged_fwd():
                 configs.DEFAULTS_FP32["fwd_paged"].__setitem__(64, configs.Tile(32, 32, 8, 2)),
                 configs.FP32_MAXNREG_AT.__setitem__("fwd_paged", (64, 128, 256)))}
         with torch.no_grad():
-            run_case(f"paged fwd D={d} causal", variants,
-                     lambda: (flash_attn_varlen_func(q, kc, vc, cu, cu, n, n, block_table=table, causal=True),), fl)
+            run_case(f"paged fwd D={d} causal", variants, lambda: (fn(),), fl)
 
 
 if __name__ == "__main__":
