@@ -70,20 +70,25 @@ def regs(**at):
     return patch
 
 
+def fwd_bwd_case(d, causal, b=2, h=16, n=2048):
+    """(forward + backward on fresh fp32 inputs as a function returning the three gradients, its FLOPs: the
+    FlashAttention-2 count, backward 2.5x the forward, causal half)."""
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", requires_grad=True) for _ in range(3))
+    dout = torch.randn_like(q)
+
+    def fwd_bwd():
+        out = flash_attn_func(q, k, v, causal=causal)
+        return torch.autograd.grad(out, (q, k, v), dout)
+    return fwd_bwd, 3.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+
+
 def backward(cases):
-    b, h, n = 2, 16, 2048
     for d, causal in cases:
         bd = block_d(d)
-        q, k, v = (torch.randn(b, n, h, d, device="cuda", requires_grad=True) for _ in range(3))
-        dout = torch.randn_like(q)
-
-        def fwd_bwd():
-            out = flash_attn_func(q, k, v, causal=causal)
-            return torch.autograd.grad(out, (q, k, v), dout)
-        fl = 4 * b * h * n * n * d / (2 if causal else 1)
+        fn, fl = fwd_bwd_case(d, causal)
         run_case(f"fwd+bwd D={d} causal={causal}",
                  {"off": regs(), "dq": regs(dq=(bd,)), "dkdv": regs(dkdv=(bd,)), "both": regs(dq=(bd,), dkdv=(bd,))},
-                 fwd_bwd, 3.5 * fl)
+                 fn, fl)
 
 
 def paged_fwd():

@@ -8,13 +8,14 @@ tile: the default, 16 x 16 x 8, 16 x 16 x 8 with maxnreg 255, 32 x 16 x 8 with m
 against the default's (max |diff|: a tile changes the summation order, ~1e-6 expected; a change to the defaults then
 needs the fp32 GPU tests). Uses s70_fp32_regs_split.run_case (mirrored rounds, the smaller median).
 Usage: PYTHONPATH=src python bench/gpu/s71_dkdv_fp32_tiles.py [seconds budget]"""
+import time
+
 import torch
 import triton
 
-from flashtriton import flash_attn_func
 from flashtriton.kernels import configs
 from flashtriton.launchers.common import block_d
-from s70_fp32_regs_split import T0, run_case   # bench/gpu, the script's folder
+from s70_fp32_regs_split import T0, fwd_bwd_case, run_case   # bench/gpu, the script's folder
 
 DEFAULT = dict(configs.DEFAULTS_FP32["dkdv"])
 
@@ -28,15 +29,8 @@ def tile(bd, t, maxnreg):
 
 
 def case(d, causal):
-    b, h, n = 2, 16, 2048
     bd = block_d(d)
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", requires_grad=True) for _ in range(3))
-    dout = torch.randn_like(q)
-
-    def fwd_bwd():
-        out = flash_attn_func(q, k, v, causal=causal)
-        return torch.autograd.grad(out, (q, k, v), dout)
-    fl = 3.5 * 4 * b * h * n * n * d / (2 if causal else 1)
+    fwd_bwd, fl = fwd_bwd_case(d, causal)
     run_case(f"fwd+bwd D={d} causal={causal}",
              {"default": tile(bd, DEFAULT[bd], False), "16x16x8": tile(bd, configs.Tile(16, 16, 8, 2), False),
               "16x16x8 maxnreg": tile(bd, configs.Tile(16, 16, 8, 2), True),
@@ -50,4 +44,4 @@ if __name__ == "__main__":
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     for d, causal in ((192, False), (128, False), (192, True), (128, True)):
         case(d, causal)
-    print(f"total {__import__('time').time() - T0:.0f} s", flush=True)
+    print(f"total {time.time() - T0:.0f} s", flush=True)
