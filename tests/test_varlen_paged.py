@@ -155,8 +155,9 @@ def test_regression_fp32_one_query_paged_tile(monkeypatch, d):
             assert (const["QK_LEVELS"] > 0) == (max_q == 1)
             stack, regs = offline_compile(_PAGED_STACK, json.dumps(const), str(seen["num_warps"]),
                                           str(seen["num_stages"]), str(seen["maxnreg"]))
-            # one row: 728 / 2680 bytes now (8904 / 11328 before); 17 rows (64 x 32 / 32 x 32 tile, maxnreg 255):
-            # 2112 / 2280 bytes at 255 registers (6464 / 7456 at the 32 ptxas picked alone, session 69)
+            # one row: 728 / 2680 bytes now (8904 / 11328 before); 17 rows (the 32 x 32 x 8 tile since session 70,
+            # maxnreg 255): ~0.5 / 1.9 KB at 255 registers (at D = 192 without maxnreg ptxas picks 32 registers and
+            # 6.6 KB); session 69's 64 x 32 / 32 x 32 x 4 tile: 2112 / 2280 bytes with maxnreg, 6464 / 7456 without
             assert stack <= 4096 and regs > 128, (d, max_q, stack, regs)
 
 

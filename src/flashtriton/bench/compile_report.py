@@ -163,7 +163,7 @@ def resources(compiled) -> dict:
     f = frame(compiled)
     sass_text = sass(compiled)
     return dict(regs=f["regs"],
-                spill_bytes=f["spill_stores"] + f["spill_loads"] if f["stack"] is not None else None,
+                spill_bytes=f["spill_stores"] + f["spill_loads"] if f["spill_stores"] is not None else None,
                 smem=compiled.metadata.shared, hgmma=sass_text.count("HGMMA"), utmaldg=sass_text.count("UTMALDG"),
                 hmma=sass_text.count("HMMA"))
 
