@@ -158,11 +158,11 @@ def scores_log2(qk, q_idx, k_idx, seqlen_k, diag, qk_scale, softcap_scale, softc
 
     q_idx and k_idx are index tensors that broadcast against qk: (BM, 1) and (1, BN)
     in the forward layout, (1, BM) and (BN, 1) in the transposed backward layout.
-    DOT_PRECISION "ieee" (fp32 inputs) also selects the precise softcap tanh.
+    DOT_PRECISION "ieee" or "tf32x3" (fp32 inputs) also selects the precise softcap tanh.
     """
     if HAS_SOFTCAP:
         # softcap * tanh(s / softcap), times log2(e): softcap_out = softcap * log2(e)
-        if DOT_PRECISION == "ieee":
+        if DOT_PRECISION != "tf32":
             s = softcap_tanh_precise(qk, softcap_scale) * softcap_out
         else:
             s = softcap_tanh(qk, softcap_scale) * softcap_out

@@ -236,11 +236,22 @@ def block_d(head_dim: int) -> int:
     return max(16, triton.next_power_of_2(head_dim))
 
 
+# FLASHTRITON_ALLOW_TF32 -> the input_precision of float32 inputs' dots (16-bit inputs: always "tf32", which
+# Triton ignores for them). "x3": Triton's tf32x3, three tf32 tensor-core products per dot (a_hi b_hi + a_hi b_lo
+# + a_lo b_hi, a = a_hi + a_lo in tf32), ~22 of fp32's 24 mantissa bits per input (README, bench/NOTES.md
+# "Session 71").
+FP32_DOT_PRECISION = {"0": "ieee", "1": "tf32", "x3": "tf32x3"}
+
+
 def _dot_precision(dtype: torch.dtype) -> str:
     # fp32 inputs compute in true fp32 unless the user opts into tf32 (see README)
-    if dtype == torch.float32 and os.environ.get("FLASHTRITON_ALLOW_TF32", "0") != "1":
-        return "ieee"
-    return "tf32"
+    if dtype != torch.float32:
+        return "tf32"
+    knob = envvars.value("FLASHTRITON_ALLOW_TF32", "0")
+    precision = FP32_DOT_PRECISION.get(knob)
+    if precision is None:
+        raise ValueError(f"FLASHTRITON_ALLOW_TF32 must be one of {sorted(FP32_DOT_PRECISION)}, got {knob!r}")
+    return precision
 
 
 def reg_options(kernel: str, dtype: torch.dtype, bd: int) -> dict:
@@ -256,7 +267,7 @@ def qk_levels(dtype: torch.dtype, bd: int, seqlen_q: int) -> int:
     one query row (max_seqlen_q for varlen) sum the head dim in slices of 16 columns (2^L =
     BLOCK_D / 16, at most 16), the accuracy of the one-row fp32 math the tests compare with
     (sessions 55-59); 0 otherwise."""
-    if seqlen_q != 1 or _dot_precision(dtype) != "ieee":
+    if seqlen_q != 1 or _dot_precision(dtype) == "tf32":
         return 0
     return min(4, max(0, (bd // 16).bit_length() - 1))
 
