@@ -56,9 +56,9 @@ class _LaunchSpy:
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
-@pytest.mark.parametrize("allow_tf32", [None, "0", "1"])
+@pytest.mark.parametrize("allow_tf32", [None, "0", "1", "x3"])
 def test_dot_precision(allow_tf32, monkeypatch):
-    """fp32 dots run as "ieee" unless FLASHTRITON_ALLOW_TF32=1 (read at each call).
+    """fp32 dots run as "ieee" unless FLASHTRITON_ALLOW_TF32 is 1 ("tf32") or x3 ("tf32x3"; read at each call).
     The launch plans are off here: a plan records launches of compiled Triton kernels,
     which the spies are not (GPU suite with FLASHTRITON_PLANS=1, 2026-11-30: AttributeError)."""
     monkeypatch.setenv("FLASHTRITON_PLANS", "0")
@@ -75,10 +75,31 @@ def test_dot_precision(allow_tf32, monkeypatch):
     with flashtriton.use_backend("triton"):
         out = flash_attn_func(q, k, v)
         torch.autograd.grad(out.sum(), (q, k, v))
-    want = "tf32" if allow_tf32 == "1" else "ieee"
+    want = {"1": "tf32", "x3": "tf32x3"}.get(allow_tf32, "ieee")
     for name, spy in spies.items():
         assert [kw["DOT_PRECISION"] for kw in spy.launches] == [want], name
     assert common._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs: the knob does not apply
+
+
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
+def test_dot_precision_knob_rejects_unknown_values(monkeypatch):
+    """An unknown FLASHTRITON_ALLOW_TF32 value is an error naming the variable, before any launch (it used to mean
+    true fp32 silently)."""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "yes")
+    q, k, v = rand_qkv(1, 20, 20, 2, 2, 32, torch.float32, DEVICE)
+    with flashtriton.use_backend("triton"), pytest.raises(ValueError, match="FLASHTRITON_ALLOW_TF32 must be one of"):
+        flash_attn_func(q, k, v)
+    assert common._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs never read it
+
+
+def test_tf32x3_keeps_the_fp32_one_row_paths(monkeypatch):
+    """tf32x3 is an fp32-accuracy mode: the one-query-row head-dim slices (qk_levels) and the precise softcap tanh
+    (DOT_PRECISION != "tf32") stay; plain tf32 drops both; the register budget is the ieee FMA kernels' alone."""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "x3")
+    assert common.qk_levels(torch.float32, 128, 1) == 3
+    assert common.reg_options("dq", torch.float32, 256) == {}
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
+    assert common.qk_levels(torch.float32, 128, 1) == 0
 
 
 @pytest.mark.gpu
