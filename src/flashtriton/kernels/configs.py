@@ -136,6 +136,20 @@ DEFAULTS_FP32 = {
 }
 FP32_FEW_ROWS = 16
 
+# float32 inputs whose dots run on the tensor cores (FLASHTRITON_ALLOW_TF32=x3: Triton's tf32x3, three tf32 products
+# a dot; =1: tf32): the dense forward and backward tiles, where listed (the rest: DEFAULTS_FP32). The FMA tiles above
+# are too small for the MMA path: at D = 128 (H100, session 71, B 2, H 16, N 2048, bench/gpu/s71_tf32x3.py) tf32x3
+# ran forward + backward in 51.7 ms with them and 13.3 ms with 32 x 128 x 8 (dK dV) / 128 x 32 x 8 (dQ), the
+# forward 2.29 ms against 1.66 at 128 x 64 x 8.
+DEFAULTS_FP32_TC = {
+    "fwd": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 64, 8, 2),
+            256: Tile(64, 32, 4, 2)},
+    "dkdv": {16: Tile(32, 128, 8, 2), 32: Tile(32, 128, 8, 2), 64: Tile(32, 128, 8, 2), 128: Tile(32, 128, 8, 2),
+             256: Tile(16, 64, 4, 2)},
+    "dq": {16: Tile(128, 32, 8, 2), 32: Tile(128, 32, 8, 2), 64: Tile(128, 32, 8, 2), 128: Tile(128, 32, 8, 2),
+           256: Tile(64, 16, 4, 2)},
+}
+
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
 # ptxas, left to itself, sizes a kernel that must spill for occupancy: 168 / 128 / 64 registers (3 / 2 / 4 CTAs a
@@ -235,12 +249,13 @@ TUNER_SHORTLIST = {
 }
 
 
-def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2, masked: bool = False):
+def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2, masked: bool = False,
+                     fp32_tc: bool = False):
     """The tiles the autotuner may pick (the GPU tests run every one of them).
-    float32 keeps its one small default: its FMA dots make big tiles spill and compile
-    for tens of seconds (DEFAULTS_FP32)."""
+    float32 keeps its one default: its FMA dots make big tiles spill and compile
+    for tens of seconds (DEFAULTS_FP32); fp32_tc as default_tile takes it."""
     if elem == 4:
-        return [default_tile(kernel, block_d, seqlen, elem)]
+        return [default_tile(kernel, block_d, seqlen, elem, fp32_tc=fp32_tc)]
     tiles = [t for t in TUNER_SHORTLIST.get(kernel, {}).get(block_d, [])
              if _smem_estimate(kernel, t, block_d, elem) <= SMEM_BYTES]
     default = default_tile(kernel, block_d, seqlen, elem, masked=masked)
@@ -298,14 +313,17 @@ def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | Non
 
 
 def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None,
-                 masked: bool = False, rows: int | None = None) -> Tile:
+                 masked: bool = False, rows: int | None = None, fp32_tc: bool = False) -> Tile:
     """The tile used without tuning; elem is the input's bytes per element, window_band
     the keys a row sees under a sliding window (None: no window), masked whether the call
-    is causal or windowed, rows the forward's query rows (max_seqlen_q; None: not known).
+    is causal or windowed, rows the forward's query rows (max_seqlen_q; None: not known),
+    fp32_tc whether float32 dots run on the tensor cores (tf32 / tf32x3: DEFAULTS_FP32_TC).
     16-bit inputs: the entry of default_table's table."""
     if elem == 4:
         if kernel in ("fwd", "fwd_paged") and rows is not None and rows <= FP32_FEW_ROWS:
             return DEFAULTS_FP32["fwd_few_rows"][block_d]
+        if fp32_tc and block_d in DEFAULTS_FP32_TC.get(kernel, {}):
+            return DEFAULTS_FP32_TC[kernel][block_d]
         return DEFAULTS_FP32[kernel][block_d]
     return DEFAULTS[default_table(kernel, block_d, seqlen, window_band, masked)][block_d]
 

@@ -254,6 +254,11 @@ def _dot_precision(dtype: torch.dtype) -> str:
     return precision
 
 
+def fp32_on_tensor_cores(dtype: torch.dtype) -> bool:
+    """float32 inputs whose dots run as tf32 or tf32x3 (configs.DEFAULTS_FP32_TC's tiles)."""
+    return dtype == torch.float32 and _dot_precision(dtype) != "ieee"
+
+
 def reg_options(kernel: str, dtype: torch.dtype, bd: int) -> dict:
     """Triton's maxnreg launch option for the true-fp32 kernels where configs.FP32_MAXNREG_AT lists them (why:
     there), {} otherwise."""
@@ -430,11 +435,12 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
         return configs.INTERPRETER_TILE
     few_rows_fp32 = q.element_size() == 4 and rows is not None and rows <= configs.FP32_FEW_ROWS
     if configs.autotune_enabled() and varlen is None and not few_rows_fp32:
-        key = (q.dtype, params.window_left >= 0, params.window_right >= 0, params.softcap > 0,
-               params.dropout_p > 0, configs.seqlen_bucket(n))
+        key = ((q.dtype, _dot_precision(q.dtype)), params.window_left >= 0, params.window_right >= 0,
+               params.softcap > 0, params.dropout_p > 0, configs.seqlen_bucket(n))
         return tuning.pick(kernel, key, bd, q.element_size(), run)
     band = None
     if params.window_left >= 0 and params.window_right >= 0:
         band = params.window_left + params.window_right + 1
     masked = params.window_left >= 0 or params.window_right >= 0
-    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked, rows=rows)
+    return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked, rows=rows,
+                                fp32_tc=fp32_on_tensor_cores(q.dtype))
