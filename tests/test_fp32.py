@@ -92,29 +92,71 @@ def test_dot_precision_knob_rejects_unknown_values(monkeypatch):
     assert common._dot_precision(torch.bfloat16) == "tf32"  # 16-bit inputs never read it
 
 
-def test_tf32x3_keeps_the_fp32_one_row_paths(monkeypatch):
-    """tf32x3 is an fp32-accuracy mode: the one-query-row head-dim slices (qk_levels) and the precise softcap tanh
-    (DOT_PRECISION != "tf32") stay; plain tf32 drops both; the register budget is the ieee FMA kernels' alone."""
+def test_tf32x3_where_it_applies(monkeypatch):
+    """FLASHTRITON_ALLOW_TF32=x3 gives the dense forward and backward (configs.DEFAULTS_FP32_TC's kernels) tf32x3
+    dots and tensor-core tiles above configs.FP32_FEW_ROWS query rows; calls of fewer rows, the paged forward and the
+    decode kernel keep true fp32 with everything that goes with it (the one-row head-dim slices, the FMA tiles, the
+    register budget). tf32x3 keeps the precise softcap tanh (kernels/common.scores_log2: DOT_PRECISION != "tf32")."""
+    from flashtriton.kernels import configs
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "x3")
+    few = configs.FP32_FEW_ROWS
+    for kernel in ("fwd", "dkdv", "dq", None):
+        assert common._dot_precision(torch.float32, few + 1, kernel) == "tf32x3"
+        assert common._dot_precision(torch.float32, few, kernel) == "ieee"
+    for kernel in ("fwd_paged", "decode"):
+        assert common._dot_precision(torch.float32, 4096, kernel) == "ieee"
     assert common.qk_levels(torch.float32, 128, 1) == 3
-    assert common.reg_options("dq", torch.float32, 256) == {}
+    assert common.reg_options("dq", torch.float32, 256, 1000) == {}
+    assert common.reg_options("dq", torch.float32, 256, 1) == {"maxnreg": 255}
+    assert common.reg_options("fwd_paged", torch.float32, 128, 1000) == {"maxnreg": 255}
+    for kernel in ("fwd", "dkdv", "dq"):
+        assert common.fp32_on_tensor_cores(torch.float32, 1000, kernel)
+        assert not common.fp32_on_tensor_cores(torch.float32, 1, kernel)
+        assert (configs.default_tile(kernel, 128, 1000, 4, rows=1000, fp32_tc=True)
+                == configs.DEFAULTS_FP32_TC[kernel][128])
+    assert configs.default_tile("fwd", 128, 1000, 4, rows=1, fp32_tc=True) == configs.DEFAULTS_FP32["fwd_few_rows"][128]
+    assert not common.fp32_on_tensor_cores(torch.bfloat16, 1000, "fwd")
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
     assert common.qk_levels(torch.float32, 128, 1) == 0
+    assert common._dot_precision(torch.float32, 1, "decode") == "tf32"
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
+@pytest.mark.parametrize("d", [16, 32, 64, 128, 256])
+def test_fp32_tensor_core_tiles_fit_shared_memory(kernel, d):
+    from flashtriton.kernels import configs
+    tile = configs.DEFAULTS_FP32_TC[kernel][d]
+    assert configs._smem_estimate(kernel, tile, d, 4) <= configs.SMEM_BYTES, (kernel, d, tile)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("nq,nk,heads,d,opts", CASES + [(300, 257, (4, 2), 128, dict(causal=True)),
+                                                       (200, 200, (4, 4), 192, dict(window_size=(50, 10)))])
+def test_fp32_tf32x3_gpu(monkeypatch, nq, nk, heads, d, opts):
+    """FLASHTRITON_ALLOW_TF32=x3 meets the fp32 criterion (2x / 3x PyTorch's fp32 math) on the test shapes."""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "x3")
+    opts = dict(opts)
+    if opts.pop("alibi", False):
+        opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
+    q, k, v = rand_qkv(2, nq, nk, *heads, d, torch.float32, "cuda")
+    check_attention("triton", q, k, v, **opts)
 
 
 @pytest.mark.gpu
 def test_tf32_knob_changes_the_result_gpu(monkeypatch):
-    """On the GPU the knob is real: tf32 is measurably less accurate than ieee, which
-    in turn meets the fp32 criterion."""
+    """On the GPU the knob is real: tf32 is measurably less accurate than ieee and tf32x3,
+    which in turn meet the fp32 criterion."""
     q, k, v = rand_qkv(2, 512, 512, 4, 4, 128, torch.float32, "cuda")
     truth, lowp = reference_pair(q, k, v, softmax_scale=128 ** -0.5)
     errs = {}
-    for knob in ("0", "1"):
+    for knob in ("0", "1", "x3"):
         monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", knob)
         with flashtriton.use_backend("triton"):
             errs[knob] = max_err(flash_attn_func(q, k, v), truth["out"])
     assert errs["0"] <= 2 * max_err(lowp["out"], truth["out"]) + 1e-6
+    assert errs["x3"] <= 2 * max_err(lowp["out"], truth["out"]) + 1e-6
     assert errs["1"] > 4 * errs["0"]
+    assert errs["1"] > 4 * errs["x3"]
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -152,6 +194,7 @@ def test_regression_fp32_register_budget(monkeypatch):
     faster with Triton's maxnreg pass it (configs.FP32_MAXNREG_AT, session 70); the others, 16-bit and tf32 calls
     pass nothing."""
     from flashtriton.launchers import common
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "0")   # (the default's budget, whatever the run's environment)
     on = {("fwd_paged", 128), ("fwd_paged", 256), ("dq", 128), ("dq", 256)}
     for kernel in ("fwd", "fwd_paged", "dkdv", "dq"):
         for bd in (32, 64, 128, 256):
@@ -266,9 +309,10 @@ ONE_KEY_LIMITS = {("cpu", 192), ("interpreter", 40), ("interpreter", 128), ("tri
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("d", [40, 128, 192])
-def test_fp32_one_key_grads(request, backend, d):
+def test_fp32_one_key_grads(request, monkeypatch, backend, d):
     """fp32 with Nq = Nk = 1 against the criterion; the known misses (ONE_KEY_LIMITS) are strict xfails, so a fix
-    shows."""
+    shows. (True fp32, whatever the run's FLASHTRITON_ALLOW_TF32: the limits are its.)"""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "0")
     where = "interpreter" if backend == "triton" and DEVICE == "cpu" else backend
     if (where, d) in ONE_KEY_LIMITS:
         request.applymarker(pytest.mark.xfail(strict=True, reason="one-key fp32 gradients (ONE_KEY_LIMITS)"))

@@ -132,7 +132,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
                   n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
                   HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
-                  DOT_PRECISION=_dot_precision(q.dtype), **scalars)
+                  DOT_PRECISION=_dot_precision(q.dtype, seqlen_q, "dq"), **scalars)
 
     def preprocess(dq_accum=None):
         """delta; dq_accum (the fused route's fp32 accumulator, dense calls): zeroed by the
@@ -229,7 +229,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dkdv", q.dtype, bd),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dkdv", q.dtype, bd, seqlen_q),
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dkdv", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))
@@ -251,7 +251,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dq", q.dtype, bd),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dq", q.dtype, bd, seqlen_q),
             **(dict(BULK_M=bulk_m) if bulk_m and bulk_m != tile.block_m else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dq", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(FUSED_DELTA=True) if fused else {}),
@@ -280,11 +280,12 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
         launch_dkdv(dkdv_tile, resume=True, bulk_n=bulk_n)
         launch_dq(dq_tile, resume=True, bulk_m=bulk_m)
     elif fused:
-        launch_dq(_tile("dq", bd, q, params, n, varlen, partial(launch_dq, fused=True)), fused=True)
-        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
+        launch_dq(_tile("dq", bd, q, params, n, varlen, partial(launch_dq, fused=True), rows=seqlen_q),
+                  fused=True)
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv, rows=seqlen_q))
     else:
-        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv))
-        launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq))
+        launch_dkdv(_tile("dkdv", bd, q, params, n, varlen, launch_dkdv, rows=seqlen_q))
+        launch_dq(_tile("dq", bd, q, params, n, varlen, launch_dq, rows=seqlen_q))
     return dq, dk, dv
 
 

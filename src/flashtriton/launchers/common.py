@@ -243,26 +243,36 @@ def block_d(head_dim: int) -> int:
 FP32_DOT_PRECISION = {"0": "ieee", "1": "tf32", "x3": "tf32x3"}
 
 
-def _dot_precision(dtype: torch.dtype) -> str:
-    # fp32 inputs compute in true fp32 unless the user opts into tf32 (see README)
+def _dot_precision(dtype: torch.dtype, rows: int | None = None, kernel: str | None = None) -> str:
+    """The kernels' DOT_PRECISION. fp32 inputs compute in true fp32 unless the user opts into tf32 or tf32x3 (see
+    README). tf32x3 applies to the kernels with tensor-core fp32 tiles (configs.DEFAULTS_FP32_TC: the dense forward
+    and backward; kernel None: one of them) at more than configs.FP32_FEW_ROWS query rows (rows: max_seqlen_q).
+    The rest run true fp32: the paged forward and the decode kernel (their fp32 tiles are the FMA ones, untimed
+    with tf32x3), and calls of few rows, whose one-row paths (qk_levels, the few-rows tiles) the one-query accuracy
+    tests hold to the criterion (tf32x3 read dq 1.05x the bound there, H100, session 71), at no cost: a 16-row dot
+    is too small for the tensor cores' 64-row MMA."""
     if dtype != torch.float32:
         return "tf32"
     knob = envvars.value("FLASHTRITON_ALLOW_TF32", "0")
     precision = FP32_DOT_PRECISION.get(knob)
     if precision is None:
         raise ValueError(f"FLASHTRITON_ALLOW_TF32 must be one of {sorted(FP32_DOT_PRECISION)}, got {knob!r}")
+    if precision == "tf32x3" and ((rows is not None and rows <= configs.FP32_FEW_ROWS)
+                                  or (kernel is not None and kernel not in configs.DEFAULTS_FP32_TC)):
+        return "ieee"
     return precision
 
 
-def fp32_on_tensor_cores(dtype: torch.dtype) -> bool:
-    """float32 inputs whose dots run as tf32 or tf32x3 (configs.DEFAULTS_FP32_TC's tiles)."""
-    return dtype == torch.float32 and _dot_precision(dtype) != "ieee"
+def fp32_on_tensor_cores(dtype: torch.dtype, rows: int | None = None, kernel: str | None = None) -> bool:
+    """float32 inputs whose dots run as tf32 or tf32x3 (configs.DEFAULTS_FP32_TC's tiles); rows and kernel as
+    _dot_precision takes them."""
+    return dtype == torch.float32 and _dot_precision(dtype, rows, kernel) != "ieee"
 
 
-def reg_options(kernel: str, dtype: torch.dtype, bd: int) -> dict:
+def reg_options(kernel: str, dtype: torch.dtype, bd: int, rows: int | None = None) -> dict:
     """Triton's maxnreg launch option for the true-fp32 kernels where configs.FP32_MAXNREG_AT lists them (why:
-    there), {} otherwise."""
-    if _dot_precision(dtype) == "ieee" and bd in configs.FP32_MAXNREG_AT.get(kernel, ()):
+    there), {} otherwise; rows as _dot_precision takes it."""
+    if _dot_precision(dtype, rows, kernel) == "ieee" and bd in configs.FP32_MAXNREG_AT.get(kernel, ()):
         return {"maxnreg": configs.FP32_MAXNREG}
     return {}
 
@@ -272,7 +282,7 @@ def qk_levels(dtype: torch.dtype, bd: int, seqlen_q: int) -> int:
     one query row (max_seqlen_q for varlen) sum the head dim in slices of 16 columns (2^L =
     BLOCK_D / 16, at most 16), the accuracy of the one-row fp32 math the tests compare with
     (sessions 55-59); 0 otherwise."""
-    if seqlen_q != 1 or _dot_precision(dtype) == "tf32":
+    if seqlen_q != 1 or _dot_precision(dtype, seqlen_q) != "ieee":
         return 0
     return min(4, max(0, (bd // 16).bit_length() - 1))
 
@@ -429,13 +439,14 @@ def _alibi_strides(alibi):
 
 def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, varlen, run,
           rows: int | None = None) -> configs.Tile:
-    """rows: the forward's query rows (max_seqlen_q), for fp32's few-rows tile (configs.FP32_FEW_ROWS: the
-    tuner, whose only fp32 candidate is the default, does not decide those)."""
+    """rows: the call's query rows (max_seqlen_q), for fp32's few-rows tile (configs.FP32_FEW_ROWS: the
+    tuner, whose only fp32 candidate is the default, does not decide those) and its dot precision (tf32x3's
+    tensor-core tiles only above FP32_FEW_ROWS: _dot_precision)."""
     if interpreting():
         return configs.INTERPRETER_TILE
     few_rows_fp32 = q.element_size() == 4 and rows is not None and rows <= configs.FP32_FEW_ROWS
     if configs.autotune_enabled() and varlen is None and not few_rows_fp32:
-        key = ((q.dtype, _dot_precision(q.dtype)), params.window_left >= 0, params.window_right >= 0,
+        key = ((q.dtype, _dot_precision(q.dtype, rows, kernel)), params.window_left >= 0, params.window_right >= 0,
                params.softcap > 0, params.dropout_p > 0, configs.seqlen_bucket(n))
         return tuning.pick(kernel, key, bd, q.element_size(), run)
     band = None
@@ -443,4 +454,4 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
         band = params.window_left + params.window_right + 1
     masked = params.window_left >= 0 or params.window_right >= 0
     return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked, rows=rows,
-                                fp32_tc=fp32_on_tensor_cores(q.dtype))
+                                fp32_tc=fp32_on_tensor_cores(q.dtype, rows, kernel))

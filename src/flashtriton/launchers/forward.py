@@ -117,10 +117,10 @@ def _fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | Non
             nheads, nheads // nheads_k, batch, seqlen_q, seqlen_k,
             rng_rows=rng_rows, rng_stride=rng_stride, n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
             HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
-            IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype), USE_ORDER=use_order,
+            IS_VARLEN=is_varlen, DOT_PRECISION=_dot_precision(q.dtype, seqlen_q, "fwd"), USE_ORDER=use_order,
             HOST_DESC=use_host_desc, ROWS_FIRST=FWD_ROWS_FIRST, QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
             **(dict(LSE_LOG2=True) if lse_log2 else {}),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd", q.dtype, bd),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd", q.dtype, bd, seqlen_q),
             **_common_scalars(params, alibi, alibi_anchor.needed(seqlen_q, seqlen_k, params.window_right, is_varlen)),
         )
 
