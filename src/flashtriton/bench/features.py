@@ -17,7 +17,7 @@ Cases (the targets are those of the feature issue; each row says whether it is m
   paged    the varlen batch, forward only, with k and v in a paged cache (block_table;
            pages of 256 and 16 keys dealt in random order) against packed k, v
            (reported, no target).
-  float32  float32 inputs (exact fp32 dots, and with FLASHTRITON_ALLOW_TF32=1)
+  float32  float32 inputs (exact fp32 dots, and with FLASHTRITON_ALLOW_TF32=x3 / =1)
            against bf16, and SDPA's float32 (memory-efficient kernel).
 
 Every configuration is first checked against a float64 reference on one head, then
@@ -279,10 +279,10 @@ def bench_dropout_determinism(rows, batch=2, seqlen=4096):
         rows.append(r)
 
 
-def _with_tf32(fn, tf32: bool):
-    """fn() with FLASHTRITON_ALLOW_TF32 set to tf32 for the call, restored after."""
+def _with_tf32(fn, tf32: str):
+    """fn() with FLASHTRITON_ALLOW_TF32 set to tf32 ("0", "1" or "x3") for the call, restored after."""
     old = os.environ.get("FLASHTRITON_ALLOW_TF32")
-    os.environ["FLASHTRITON_ALLOW_TF32"] = "1" if tf32 else "0"
+    os.environ["FLASHTRITON_ALLOW_TF32"] = tf32
     try:
         return fn()
     finally:
@@ -297,17 +297,17 @@ def bench_fp32(rows, batch=2, seqlen=4096):
     shape = f"B={batch} H={NHEADS} N={seqlen} D={HEAD_DIM}"
     fl = {m: common.attention_flops(batch, NHEADS, seqlen, seqlen, HEAD_DIM, False, m) for m in ("fwd", "bwd", "fwd_bwd")}
     units, errs, order = {}, {}, []
-    for dt, tf32 in ((torch.bfloat16, False), (torch.float32, False), (torch.float32, True)):
+    for dt, tf32 in ((torch.bfloat16, "0"), (torch.float32, "0"), (torch.float32, "x3"), (torch.float32, "1")):
         q, k, v = (torch.randn(batch, seqlen, NHEADS, HEAD_DIM, device=dev, dtype=dt, requires_grad=True)
                    for _ in range(3))
         dout = torch.randn_like(q)
         fn = lambda q=q, k=k, v=v: flashtriton.flash_attn_func(q, k, v)  # noqa: E731
-        name = "flashtriton " + str(dt).replace("torch.", "") + (" (FLASHTRITON_ALLOW_TF32=1)" if tf32 else "")
+        name = "flashtriton " + str(dt).replace("torch.", "") + (f" (FLASHTRITON_ALLOW_TF32={tf32})" if tf32 != "0" else "")
         errs[name] = _with_tf32(lambda: _check_head0(fn(), q, k, v), tf32)
         units[name] = lambda fn=fn, q=q, k=k, v=v, dout=dout, tf32=tf32: _with_tf32(
             lambda: _time3(fn, (q, k, v), dout), tf32)
         order.append(name)
-        if dt == torch.float32 and not tf32:
+        if dt == torch.float32 and tf32 == "0":
             qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))
             sd = lambda qh=qh, kh=kh, vh=vh: F.scaled_dot_product_attention(qh, kh, vh).transpose(1, 2)  # noqa: E731
             name = "sdpa float32 (default backend)"
