@@ -142,13 +142,23 @@ FP32_FEW_ROWS = 16
 # ran forward + backward in 51.7 ms with them and 13.3 ms with 32 x 128 x 8 (dK dV) / 128 x 32 x 8 (dQ), the
 # forward 2.29 ms against 1.66 at 128 x 64 x 8.
 DEFAULTS_FP32_TC = {
-    "fwd": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 64, 8, 2),
+    "fwd": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3), 128: Tile(128, 64, 8, 2),
             256: Tile(64, 32, 4, 2)},
-    "dkdv": {16: Tile(32, 128, 8, 2), 32: Tile(32, 128, 8, 2), 64: Tile(32, 128, 8, 2), 128: Tile(32, 128, 8, 2),
+    "dkdv": {16: Tile(64, 128, 8, 2), 32: Tile(64, 128, 8, 2), 64: Tile(64, 128, 8, 2), 128: Tile(32, 128, 8, 2),
              256: Tile(16, 64, 4, 2)},
-    "dq": {16: Tile(128, 32, 8, 2), 32: Tile(128, 32, 8, 2), 64: Tile(128, 32, 8, 2), 128: Tile(128, 32, 8, 2),
+    "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 32, 8, 2),
            256: Tile(64, 16, 4, 2)},
 }
+# Chosen by the sweep (H100, session 71, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py, bench/NOTES.md
+# "Session 71"; block_d 16 / 32 take 64's, not timed):
+# - block_d 64: forward 128 x 64 x 8, 3 stages 0.590 ms (2 stages 0.621, 128 x 128 x 8 0.615, the FMA tile 0.814);
+#   forward + backward dK dV 64 x 128 x 8 / dQ 128 x 64 x 8 3.19 ms (32 x 128 / 128 x 32 and 32 x 64 / 64 x 32 3.44);
+# - block_d 128: forward 128 x 64 x 8 1.69 ms (128 x 32 x 8 1.87, the FMA tile 2.32); forward + backward 32 x 128 x 8
+#   / 128 x 32 x 8 12.8 ms (32 x 64 x 4 / 64 x 32 x 4 15.6, 64 x 64 x 4 both 16.3, the FMA tiles 51.7);
+# - block_d 256 (D = 192): forward 64 x 32 x 4 7.0 ms (64 x 32 x 8 14.5, 64 x 16 x 4 15.5, the FMA tile 20.6);
+#   forward + backward 16 x 64 x 4 / 64 x 16 x 4 99.3 ms (32 x 32 x 4 both 369; ieee 218). The 8-warp pair 16 x 64
+#   x 8 / 64 x 16 x 8 hit an illegal memory access there (not investigated: not in any table, see NOTES).
+# Plain tf32 takes the same table: forward + backward 2.2x / 1.6x faster than with the FMA tiles at D = 128 / 64.
 
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
