@@ -38,6 +38,18 @@ def inputs(d, n, b=2, h=16):
     return q, k, v, torch.randn_like(q)
 
 
+def passes(q, k, v, dout, causal=False):
+    """(forward without autograd, forward + backward) on these inputs, as functions."""
+    def fwd():
+        with torch.no_grad():
+            flash_attn_func(q, k, v, causal=causal)
+
+    def fwd_bwd():
+        out = flash_attn_func(q, k, v, causal=causal)
+        torch.autograd.grad(out, (q, k, v), dout)
+    return fwd, fwd_bwd
+
+
 def accuracy(d, causal, n):
     q, k, v, dout = inputs(d, n)
     truth, lowp = reference_pair(q, k, v, dout, softmax_scale=d ** -0.5, window_right=0 if causal else -1)
@@ -85,14 +97,7 @@ def timed(label, variants, fn, flops):
 def modes_case(d, causal, n):
     q, k, v, dout = inputs(d, n)
     fl = 4 * 2 * 16 * n * n * d / (2 if causal else 1)
-
-    def fwd():
-        with torch.no_grad():
-            flash_attn_func(q, k, v, causal=causal)
-
-    def fwd_bwd():
-        out = flash_attn_func(q, k, v, causal=causal)
-        torch.autograd.grad(out, (q, k, v), dout)
+    fwd, fwd_bwd = passes(q, k, v, dout, causal)
     plain = {m: (knob, lambda: None) for m, knob in MODES.items()}
     timed(f"fwd D={d} causal={causal} N={n}", plain, fwd, fl)
     timed(f"fwd+bwd D={d} causal={causal} N={n}", plain, fwd_bwd, 3.5 * fl)
@@ -109,14 +114,7 @@ def tiles_case(d=128, n=2048):
     q, k, v, dout = inputs(d, n)
     fl = 4 * 2 * 16 * n * n * d
     bd = triton.next_power_of_2(d)
-
-    def fwd():
-        with torch.no_grad():
-            flash_attn_func(q, k, v)
-
-    def fwd_bwd():
-        out = flash_attn_func(q, k, v)
-        torch.autograd.grad(out, (q, k, v), dout)
+    fwd, fwd_bwd = passes(q, k, v, dout)
 
     def fits(kernel, t):
         return configs._smem_estimate(kernel, t, bd, 4) <= configs.SMEM_BYTES

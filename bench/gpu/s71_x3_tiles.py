@@ -13,7 +13,6 @@ import time
 import torch
 import triton
 
-from flashtriton import flash_attn_func
 from flashtriton.kernels import configs
 import s71_tf32x3 as base
 
@@ -56,14 +55,7 @@ def sweep(d, n=2048):
     bd = triton.next_power_of_2(d)
     q, k, v, dout = base.inputs(d, n)
     fl = 4 * 2 * 16 * n * n * d
-
-    def fwd():
-        with torch.no_grad():
-            flash_attn_func(q, k, v)
-
-    def fwd_bwd():
-        out = flash_attn_func(q, k, v)
-        torch.autograd.grad(out, (q, k, v), dout)
+    fwd, fwd_bwd = base.passes(q, k, v, dout)
     base.timed(f"x3 fwd D={d}", {label(t): ("x3", setter(fwd=(bd, t))) for t in FWD[bd] if fits("fwd", t, bd)}, fwd, fl)
     base.timed(f"x3 fwd+bwd D={d}", {f"dkdv {label(a)} dq {label(b)}": ("x3", setter(dkdv=(bd, a), dq=(bd, b)))
                                      for a, b in BWD[bd] if fits("dkdv", a, bd) and fits("dq", b, bd)},
@@ -74,10 +66,7 @@ def tf32_check(d, n=2048):
     """The table against the FMA tiles for plain tf32 (which takes the same table)."""
     q, k, v, dout = base.inputs(d, n)
     fl = 4 * 2 * 16 * n * n * d
-
-    def fwd_bwd():
-        out = flash_attn_func(q, k, v)
-        torch.autograd.grad(out, (q, k, v), dout)
+    fwd_bwd = base.passes(q, k, v, dout)[1]
 
     def fma():
         for kern in ("fwd", "dkdv", "dq"):

@@ -5,9 +5,7 @@
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name --format=csv,noheader
-FLASHTRITON_ALLOW_TF32=x3 PYTHONPATH=$PWD/src timeout -s INT 150 python -m pytest tests -o addopts="" -q -rf \
-  -p no:warnings -n 10 --timeout 120 -k "fp32 and not cpu" -m "not gpu_alone" > $out/s71c_tests_x3.txt 2>&1
-echo "tests rc $?"; tail -1 $out/s71c_tests_x3.txt; grep -E "^(FAILED|ERROR)" $out/s71c_tests_x3.txt | head -30
+bash bench/gpu/fp32_tests.sh s71c_tests_x3 150 x3
 left=$((470 - SECONDS)); echo "timing budget ${left}s"
 PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout $left python bench/gpu/s71_x3_tiles.py $((left - 60)) 2>&1 \
   | tee $out/s71_x3_tiles.txt
