@@ -9,7 +9,7 @@ from flashtriton.launchers import backward, common, forward
 from flashtriton.launchers.prefill import AttnParams, Varlen
 
 from conftest import DEVICE, kernel_backends
-from helpers import ATOL_FLOOR, check_attention, max_err, rand_qkv, rand_varlen, reference_pair
+from helpers import ATOL_FLOOR, check_attention, max_err, offline_compile, rand_qkv, rand_varlen, reference_pair
 
 BACKENDS = kernel_backends() + ["reference"]
 
@@ -127,6 +127,39 @@ def test_fp32_tensor_core_tiles_fit_shared_memory(kernel, d):
     from flashtriton.kernels import configs
     tile = configs.DEFAULTS_FP32_TC[kernel][d]
     assert configs._smem_estimate(kernel, tile, d, 4) <= configs.SMEM_BYTES, (kernel, d, tile)
+
+
+_TC_COMPILE = r"""
+import json, re, sys
+from flashtriton.bench import compile_report as cr
+from flashtriton.kernels import configs
+out = []
+for d in (64, 128, 192):
+    bd = max(16, 1 << (d - 1).bit_length())
+    for kernel in ("dkdv", "dq"):
+        tile = configs.DEFAULTS_FP32_TC[kernel][bd]
+        c = cr.compile_variant(kernel, tile, d, "fp32", DOT_PRECISION="tf32x3")
+        out.append([kernel, d, re.findall(r"versionMajor = (\d+).*?instrShape = \[([\d, ]+)\]", c.asm["ttgir"])])
+print(json.dumps(out))
+"""
+
+
+def test_regression_tf32x3_tiles_avoid_n8_wgmma():
+    """Regression (session 71, H100): a tf32x3 backward at D = 192 with dK dV 16 x 64 x 8 / dQ 64 x 16 x 8 warps hit
+    "an illegal memory access". Compiled for sm_90a, that pair alone has a warpgroup MMA of N = 8 (instrShape [16, 8,
+    8]: the 16-wide score tile split over two warps), the shape of Triton's tf32 wgmma bug (triton-lang/triton#10629:
+    m64n8k8 tf32 on H100, illegal address; PTX wants tf32 wgmma 16-aligned); no tile of configs.DEFAULTS_FP32_TC does
+    (its 8-warp tiles keep both sides >= 32). Compiles the table's backward tiles offline and checks every wgmma's N
+    (bench/gpu/s71_tc_layouts.py prints them for any tile)."""
+    from flashtriton.kernels import configs
+    for kernel, table in configs.DEFAULTS_FP32_TC.items():
+        for bd, t in table.items():
+            assert t.num_warps == 4 or min(t.block_m, t.block_n) >= 32, (kernel, bd, t)
+    for kernel, d, mmas in offline_compile(_TC_COMPILE):
+        assert any(major == "3" for major, _ in mmas), (kernel, d, mmas)   # (the pattern matched: wgmma seen)
+        for major, shape in mmas:
+            if major == "3":
+                assert int(shape.split(",")[1]) >= 16, (kernel, d, shape)
 
 
 @pytest.mark.gpu
