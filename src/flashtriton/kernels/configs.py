@@ -157,7 +157,9 @@ DEFAULTS_FP32_TC = {
 #   / 128 x 32 x 8 12.8 ms (32 x 64 x 4 / 64 x 32 x 4 15.6, 64 x 64 x 4 both 16.3, the FMA tiles 51.7);
 # - block_d 256 (D = 192): forward 64 x 32 x 4 7.0 ms (64 x 32 x 8 14.5, 64 x 16 x 4 15.5, the FMA tile 20.6);
 #   forward + backward 16 x 64 x 4 / 64 x 16 x 4 99.3 ms (32 x 32 x 4 both 369; ieee 218). The 8-warp pair 16 x 64
-#   x 8 / 64 x 16 x 8 hit an illegal memory access there (not investigated: not in any table, see NOTES).
+#   x 8 / 64 x 16 x 8 hit an illegal memory access there: compiled, it alone has a tf32 wgmma of N = 8 (the 16-wide
+#   score tile over two warps; Triton's tf32 N = 8 wgmma fault, triton-lang/triton#10629, 2026-12-06). Rule: 8-warp
+#   tiles here keep both sides >= 32 (tests/test_fp32.py::test_regression_tf32x3_tiles_avoid_n8_wgmma).
 # Plain tf32 takes the same table: forward + backward 2.2x / 1.6x faster than with the FMA tiles at D = 128 / 64.
 
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
