@@ -162,6 +162,16 @@ def test_regression_tf32x3_tiles_avoid_n8_wgmma():
                 assert int(shape.split(",")[1]) >= 16, (kernel, d, shape)
 
 
+@pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
+def test_fp32_tf32x3_end_to_end(monkeypatch):
+    """The knob through the whole API, forward and backward, above FP32_FEW_ROWS rows (on the CPU under the
+    interpreter, whose dots ignore the precision: the launch path; on the GPU the tf32x3 kernels, as
+    test_fp32_tf32x3_gpu)."""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "x3")
+    q, k, v = rand_qkv(1, 40, 50, 2, 1, 40, torch.float32, DEVICE)
+    check_attention("triton", q, k, v, causal=True)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("nq,nk,heads,d,opts", CASES + [(300, 257, (4, 2), 128, dict(causal=True)),
                                                        (200, 200, (4, 4), 192, dict(window_size=(50, 10)))])
