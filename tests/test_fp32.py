@@ -180,7 +180,7 @@ def test_fp32_tf32x3_gpu(monkeypatch, nq, nk, heads, d, opts):
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "x3")
     opts = dict(opts)
     if opts.pop("alibi", False):
-        opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to(DEVICE)
+        opts["alibi_slopes"] = (torch.rand(heads[0]) * 0.3).to("cuda")
     q, k, v = rand_qkv(2, nq, nk, *heads, d, torch.float32, "cuda")
     check_attention("triton", q, k, v, **opts)
 

@@ -302,7 +302,8 @@ def bench_fp32(rows, batch=2, seqlen=4096):
                    for _ in range(3))
         dout = torch.randn_like(q)
         fn = lambda q=q, k=k, v=v: flashtriton.flash_attn_func(q, k, v)  # noqa: E731
-        name = "flashtriton " + str(dt).replace("torch.", "") + (f" (FLASHTRITON_ALLOW_TF32={tf32})" if tf32 != "0" else "")
+        knob = f" (FLASHTRITON_ALLOW_TF32={tf32})" if tf32 != "0" else ""
+        name = "flashtriton " + str(dt).replace("torch.", "") + knob
         errs[name] = _with_tf32(lambda: _check_head0(fn(), q, k, v), tf32)
         units[name] = lambda fn=fn, q=q, k=k, v=v, dout=dout, tf32=tf32: _with_tf32(
             lambda: _time3(fn, (q, k, v), dout), tf32)

@@ -149,8 +149,8 @@ DEFAULTS_FP32_TC = {
     "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 32, 8, 2),
            256: Tile(64, 16, 4, 2)},
 }
-# Chosen by the sweep (H100, session 71, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py, bench/NOTES.md
-# "Session 71"; block_d 16 / 32 take 64's, not timed):
+# Chosen by the sweep (H100, session 71, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py,
+# bench/NOTES.md "Session 71"; block_d 16 / 32 take 64's, not timed):
 # - block_d 64: forward 128 x 64 x 8, 3 stages 0.590 ms (2 stages 0.621, 128 x 128 x 8 0.615, the FMA tile 0.814);
 #   forward + backward dK dV 64 x 128 x 8 / dQ 128 x 64 x 8 3.19 ms (32 x 128 / 128 x 32 and 32 x 64 / 64 x 32 3.44);
 # - block_d 128: forward 128 x 64 x 8 1.69 ms (128 x 32 x 8 1.87, the FMA tile 2.32); forward + backward 32 x 128 x 8

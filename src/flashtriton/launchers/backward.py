@@ -229,7 +229,8 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
             nheads_k, group, batch, seqlen_q, seqlen_k, params.softmax_scale,
             BLOCK_M=tile.block_m, BLOCK_N=tile.block_n, HOST_DESC=use_host_desc, RESUME=resume,
             KEY_ROWS=dkdv_key_rows(bd, q.dtype, resume, tile.block_m), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
-            num_warps=tile.num_warps, num_stages=tile.num_stages, **common, **reg_options("dkdv", q.dtype, bd, seqlen_q),
+            num_warps=tile.num_warps, num_stages=tile.num_stages, **common,
+            **reg_options("dkdv", q.dtype, bd, seqlen_q),
             **(dict(BULK_N=bulk_n) if bulk_n and bulk_n != tile.block_n else {}),
             **(dict(ONE_LOOP=True) if bwd_one_loop("dkdv", bd, masked, resume, seqlen_q, seqlen_k) else {}),
             **(dict(ROWS_FIRST=True) if rows_first else {}))

@@ -608,7 +608,8 @@ def _kvcache_fwd(q, k_cache, v_cache, k_new, v_new, rotary_cos, rotary_sin, cach
         ROTARY_PER_ROW=per_row, HAS_LEFT=params.window_left >= 0, HAS_RIGHT=params.window_right >= 0,
         HAS_ALIBI=2 if anchored else alibi_slopes is not None, HAS_SOFTCAP=softcap > 0, SPLIT=split,
         FUSED_COMBINE=fused,
-        KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype, seqlen_q, "decode"), QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
+        KV_TMA=use_tma, DOT_PRECISION=_dot_precision(q.dtype, seqlen_q, "decode"),
+        QK_LEVELS=qk_levels(q.dtype, bd, seqlen_q),
         PAGE_GATHER=page_gather(opts, page_size, block_n, use_tma, k_cache, v_cache),
         num_warps=num_warps, num_stages=num_stages,
     )

@@ -77,6 +77,8 @@ def fwd_paged(q, k_cache, v_cache, block_table, params: AttnParams, alibi, varle
         HEAD_DIM=head_dim, BLOCK_D=bd, BLOCK_M=tile.block_m, BLOCK_N=tile.block_n,
         PAGE_SIZE=page_size, KV_TMA=use_tma,
         PAGE_GATHER=0 if use_tma else page_gather_kind(page_size, tile.block_n, k_cache, v_cache),
-        DOT_PRECISION=_dot_precision(q.dtype, varlen.max_seqlen_q, "fwd_paged"), QK_LEVELS=qk_levels(q.dtype, bd, varlen.max_seqlen_q),
-        num_warps=tile.num_warps, num_stages=tile.num_stages, **reg_options("fwd_paged", q.dtype, bd, varlen.max_seqlen_q), **sc)
+        DOT_PRECISION=_dot_precision(q.dtype, varlen.max_seqlen_q, "fwd_paged"),
+        QK_LEVELS=qk_levels(q.dtype, bd, varlen.max_seqlen_q),
+        num_warps=tile.num_warps, num_stages=tile.num_stages,
+        **reg_options("fwd_paged", q.dtype, bd, varlen.max_seqlen_q), **sc)
     return out, lse
