@@ -143,11 +143,11 @@ FP32_FEW_ROWS = 16
 # forward 2.29 ms against 1.66 at 128 x 64 x 8.
 DEFAULTS_FP32_TC = {
     "fwd": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3), 128: Tile(128, 64, 8, 2),
-            256: Tile(64, 32, 4, 2)},
+            256: Tile(128, 32, 8, 1)},
     "dkdv": {16: Tile(64, 128, 8, 2), 32: Tile(64, 128, 8, 2), 64: Tile(64, 128, 8, 2), 128: Tile(32, 128, 8, 2),
-             256: Tile(16, 64, 4, 2)},
+             256: Tile(32, 64, 4, 1)},
     "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 32, 8, 2),
-           256: Tile(64, 16, 4, 2)},
+           256: Tile(64, 32, 4, 1)},
 }
 # Chosen by the sweep (H100, session 71, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py,
 # bench/NOTES.md "Session 71"; block_d 16 / 32 take 64's, not timed):
