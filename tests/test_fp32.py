@@ -110,12 +110,10 @@ def test_tf32x3_where_it_applies(monkeypatch):
     assert common.reg_options("dq", torch.float32, 256, 1) == {"maxnreg": 255}
     assert common.reg_options("fwd_paged", torch.float32, 128, 1000) == {"maxnreg": 255}
     for kernel in ("fwd", "dkdv", "dq"):
-        assert common.fp32_on_tensor_cores(torch.float32, 1000, kernel)
-        assert not common.fp32_on_tensor_cores(torch.float32, 1, kernel)
-        assert (configs.default_tile(kernel, 128, 1000, 4, rows=1000, fp32_tc=True)
-                == configs.DEFAULTS_FP32_TC[kernel][128])
-    assert configs.default_tile("fwd", 128, 1000, 4, rows=1, fp32_tc=True) == configs.DEFAULTS_FP32["fwd_few_rows"][128]
-    assert not common.fp32_on_tensor_cores(torch.bfloat16, 1000, "fwd")
+        for dots, table in (("tf32x3", configs.DEFAULTS_FP32_X3), ("tf32", configs.DEFAULTS_FP32_TC)):
+            assert configs.default_tile(kernel, 128, 1000, 4, rows=1000, fp32_dots=dots) == table[kernel][128]
+        assert configs.default_tile(kernel, 128, 1000, 4, rows=1000) == configs.DEFAULTS_FP32[kernel][128]
+    assert configs.default_tile("fwd", 128, 1000, 4, rows=1, fp32_dots="tf32x3") == configs.DEFAULTS_FP32["fwd_few_rows"][128]
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
     assert common.qk_levels(torch.float32, 128, 1) == 0
     assert common._dot_precision(torch.float32, 1, "decode") == "tf32"
@@ -124,9 +122,11 @@ def test_tf32x3_where_it_applies(monkeypatch):
 @pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
 @pytest.mark.parametrize("d", [16, 32, 64, 128, 256])
 def test_fp32_tensor_core_tiles_fit_shared_memory(kernel, d):
+    """The operands' estimate (a lower bound: tf32's compiles ask more, the compiled test below) for both tables."""
     from flashtriton.kernels import configs
-    tile = configs.DEFAULTS_FP32_TC[kernel][d]
-    assert configs._smem_estimate(kernel, tile, d, 4) <= configs.SMEM_BYTES, (kernel, d, tile)
+    for table in configs.FP32_TC_TABLES.values():
+        tile = table[kernel][d]
+        assert configs._smem_estimate(kernel, tile, d, 4) <= configs.SMEM_BYTES, (kernel, d, tile)
 
 
 _TC_COMPILE = r"""
@@ -134,32 +134,40 @@ import json, re, sys
 from flashtriton.bench import compile_report as cr
 from flashtriton.kernels import configs
 out = []
-for d in (64, 128, 192):
-    bd = max(16, 1 << (d - 1).bit_length())
-    for kernel in ("dkdv", "dq"):
-        tile = configs.DEFAULTS_FP32_TC[kernel][bd]
-        c = cr.compile_variant(kernel, tile, d, "fp32", DOT_PRECISION="tf32x3")
-        out.append([kernel, d, re.findall(r"versionMajor = (\d+).*?instrShape = \[([\d, ]+)\]", c.asm["ttgir"])])
+for dots, table in configs.FP32_TC_TABLES.items():
+    for d in (128, 192):
+        bd = max(16, 1 << (d - 1).bit_length())
+        for kernel in ("fwd", "dkdv", "dq"):
+            c = cr.compile_variant(kernel, table[kernel][bd], d, "fp32", DOT_PRECISION=dots)
+            out.append([dots, kernel, d, c.metadata.shared,
+                        re.findall(r"versionMajor = (\d+).*?instrShape = \[([\d, ]+)\]", c.asm["ttgir"])])
 print(json.dumps(out))
 """
 
 
-def test_regression_tf32x3_tiles_avoid_n8_wgmma():
-    """Regression (session 71, H100): a tf32x3 backward at D = 192 with dK dV 16 x 64 x 8 / dQ 64 x 16 x 8 warps hit
-    "an illegal memory access". Compiled for sm_90a, that pair alone has a warpgroup MMA of N = 8 (instrShape [16, 8,
-    8]: the 16-wide score tile split over two warps), the shape of Triton's tf32 wgmma bug (triton-lang/triton#10629:
-    m64n8k8 tf32 on H100, illegal address; PTX wants tf32 wgmma 16-aligned); no tile of configs.DEFAULTS_FP32_TC does
-    (its 8-warp tiles keep both sides >= 32). Compiles the table's backward tiles offline and checks every wgmma's N
-    (bench/gpu/s71_tc_layouts.py prints them for any tile)."""
+def test_regression_fp32_tc_tiles_compile_clean():
+    """Two regressions of the tensor-core fp32 tables (configs.FP32_TC_TABLES), compiled offline for sm_90a under
+    each table's own precision, block_d 128 and 256 (block_d 64's tiles are narrower in D and were timed on the GPU):
+    - Session 71 (H100): a tf32x3 backward at D = 192 with dK dV 16 x 64 x 8 / dQ 64 x 16 x 8 warps hit "an illegal
+      memory access" (session 72, H200: as tf32x3 only, with either kernel alone). Compiled, that pair alone has a
+      warpgroup MMA of N = 8 (instrShape [16, 8, 8]: the 16-wide score tile split over two warps), the shape of
+      Triton's tf32 wgmma bug (triton-lang/triton#10629: m64n8k8 tf32, illegal address). Every wgmma here has N >= 16,
+      and 8-warp tiles keep both sides >= 32 (bench/gpu/s71_tc_layouts.py prints the shapes for any tile).
+    - Session 72 (H200): the block_d 256 tiles chosen for tf32x3 (dK dV 32 x 64 x 4 s1, dQ 64 x 32 x 4 s1), then
+      shared by plain tf32, failed tf32's backward at D = 192 with OutOfResources (262144 bytes of shared memory
+      asked, 232448 there): tf32's dots stage far more in shared memory than tf32x3's (128 KiB for that dK dV tile),
+      beyond _smem_estimate. tf32 now has its own table; every tile's compiled shared memory fits."""
     from flashtriton.kernels import configs
-    for kernel, table in configs.DEFAULTS_FP32_TC.items():
-        for bd, t in table.items():
-            assert t.num_warps == 4 or min(t.block_m, t.block_n) >= 32, (kernel, bd, t)
-    for kernel, d, mmas in offline_compile(_TC_COMPILE):
-        assert any(major == "3" for major, _ in mmas), (kernel, d, mmas)   # (the pattern matched: wgmma seen)
+    for table in configs.FP32_TC_TABLES.values():
+        for kernel, tiles in table.items():
+            for bd, t in tiles.items():
+                assert t.num_warps == 4 or min(t.block_m, t.block_n) >= 32, (kernel, bd, t)
+    for dots, kernel, d, shared, mmas in offline_compile(_TC_COMPILE):
+        assert shared <= configs.SMEM_BYTES, (dots, kernel, d, shared)
+        assert any(major == "3" for major, _ in mmas), (dots, kernel, d, mmas)   # (the pattern matched: wgmma seen)
         for major, shape in mmas:
             if major == "3":
-                assert int(shape.split(",")[1]) >= 16, (kernel, d, shape)
+                assert int(shape.split(",")[1]) >= 16, (dots, kernel, d, shape)
 
 
 @pytest.mark.skipif("triton" not in kernel_backends(), reason="Triton kernels not available")
@@ -200,6 +208,26 @@ def test_tf32_knob_changes_the_result_gpu(monkeypatch):
     assert errs["x3"] <= 2 * max_err(lowp["out"], truth["out"]) + 1e-6
     assert errs["1"] > 4 * errs["0"]
     assert errs["1"] > 4 * errs["x3"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128, 192, 256])
+def test_tf32_every_head_dim_gpu(d, monkeypatch):
+    """Plain tf32 (FLASHTRITON_ALLOW_TF32=1) runs forward and backward on its own tiles (configs.DEFAULTS_FP32_TC) at
+    every tensor-core block_d, causal, past the few-rows tile; tf32 has 3 more mantissa bits than bf16, so its error
+    stays under bf16's own PyTorch-math error (session 72: tf32x3's block_d 256 tiles, then shared, made tf32's
+    backward OutOfResources at D = 192; no GPU test ran tf32's backward)."""
+    monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
+    q, k, v = rand_qkv(2, 300, 300, 4, 2, d, torch.float32, "cuda", requires_grad=True)
+    dout = torch.randn_like(q)
+    with flashtriton.use_backend("triton"):
+        out = flash_attn_func(q, k, v, causal=True)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    kw = dict(softmax_scale=d ** -0.5, window_right=0)
+    truth = reference_pair(q, k, v, dout, **kw)[0]
+    truth16, low16 = reference_pair(*(t.to(torch.bfloat16) for t in (q, k, v, dout)), **kw)
+    for nm, x in zip(("out", "dq", "dk", "dv"), (out, *grads)):
+        assert max_err(x, truth[nm]) <= max_err(low16[nm], truth16[nm]), nm
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

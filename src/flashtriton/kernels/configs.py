@@ -145,22 +145,39 @@ DEFAULTS_FP32_TC = {
     "fwd": {16: Tile(128, 64, 8, 3), 32: Tile(128, 64, 8, 3), 64: Tile(128, 64, 8, 3), 128: Tile(128, 64, 8, 2),
             256: Tile(128, 32, 8, 1)},
     "dkdv": {16: Tile(64, 128, 8, 2), 32: Tile(64, 128, 8, 2), 64: Tile(64, 128, 8, 2), 128: Tile(32, 128, 8, 2),
-             256: Tile(32, 64, 4, 1)},
+             256: Tile(16, 64, 4, 2)},
     "dq": {16: Tile(128, 64, 8, 2), 32: Tile(128, 64, 8, 2), 64: Tile(128, 64, 8, 2), 128: Tile(128, 32, 8, 2),
-           256: Tile(64, 32, 4, 1)},
+           256: Tile(64, 16, 4, 2)},
 }
-# Chosen by the sweep (H100, session 71, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py,
-# bench/NOTES.md "Session 71"; block_d 16 / 32 take 64's, not timed):
+# tf32x3's own table: its dots keep far less in shared memory than tf32's (sm_90a compiles, session 72: dK dV
+# 32 x 64 x 4 s1 at D = 192 asks 128 KiB as tf32x3, 256 KiB as tf32, over the 227 KiB there), so wider 1-stage tiles
+# fit it that do not fit tf32 (tests/test_fp32.py::test_regression_fp32_tc_tiles_compile_clean).
+DEFAULTS_FP32_X3 = {
+    "fwd": {**DEFAULTS_FP32_TC["fwd"], 128: Tile(128, 128, 8, 1), 256: Tile(128, 32, 8, 1)},
+    "dkdv": {**DEFAULTS_FP32_TC["dkdv"], 128: Tile(64, 128, 8, 1), 256: Tile(32, 64, 4, 1)},
+    "dq": {**DEFAULTS_FP32_TC["dq"], 128: Tile(128, 64, 8, 1), 256: Tile(64, 32, 4, 1)},
+}
+FP32_TC_TABLES = {"tf32": DEFAULTS_FP32_TC, "tf32x3": DEFAULTS_FP32_X3}   # dot precision -> its tiles
+# Session 71's sweep (H100, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py, bench/NOTES.md
+# "Session 71"; block_d 16 / 32 take 64's, not timed) chose block_d 64 / 128 and plain tf32 took the same table:
 # - block_d 64: forward 128 x 64 x 8, 3 stages 0.590 ms (2 stages 0.621, 128 x 128 x 8 0.615, the FMA tile 0.814);
 #   forward + backward dK dV 64 x 128 x 8 / dQ 128 x 64 x 8 3.19 ms (32 x 128 / 128 x 32 and 32 x 64 / 64 x 32 3.44);
 # - block_d 128: forward 128 x 64 x 8 1.69 ms (128 x 32 x 8 1.87, the FMA tile 2.32); forward + backward 32 x 128 x 8
 #   / 128 x 32 x 8 12.8 ms (32 x 64 x 4 / 64 x 32 x 4 15.6, 64 x 64 x 4 both 16.3, the FMA tiles 51.7);
 # - block_d 256 (D = 192): forward 64 x 32 x 4 7.0 ms (64 x 32 x 8 14.5, 64 x 16 x 4 15.5, the FMA tile 20.6);
 #   forward + backward 16 x 64 x 4 / 64 x 16 x 4 99.3 ms (32 x 32 x 4 both 369; ieee 218). The 8-warp pair 16 x 64
-#   x 8 / 64 x 16 x 8 hit an illegal memory access there: compiled, it alone has a tf32 wgmma of N = 8 (the 16-wide
-#   score tile over two warps; Triton's tf32 N = 8 wgmma fault, triton-lang/triton#10629, 2026-12-06). Rule: 8-warp
-#   tiles here keep both sides >= 32 (tests/test_fp32.py::test_regression_tf32x3_tiles_avoid_n8_wgmma).
-# Plain tf32 takes the same table: forward + backward 2.2x / 1.6x faster than with the FMA tiles at D = 128 / 64.
+#   x 8 / 64 x 16 x 8 hit an illegal memory access there: compiled, it alone has a wgmma of N = 8 (the 16-wide score
+#   tile over two warps). Session 72 (H200, bench/gpu/s71_ima_repro.py, each in a fresh process): the pair faults
+#   as tf32x3 with either kernel alone on it, not as ieee or tf32 - the N = 8 tf32 wgmma fault of Triton's
+#   (triton-lang/triton#10629) in tf32x3's lowering. Rule: 8-warp tiles here keep both sides >= 32
+#   (tests/test_fp32.py::test_regression_fp32_tc_tiles_compile_clean).
+# Session 72 (H200, bench/gpu/s72_x3_d192.py, s72_x3_tiles2.py; NOTES "Session 72"): 1-stage tiles.
+# - tf32x3 block_d 256: forward 128 x 32 x 8 s1 5.99 ms at D = 192 (64 x 32 x 4 s2 7.02, 64 x 64 x 4 s1 6.51);
+#   forward + backward 32 x 64 x 4 s1 / 64 x 32 x 4 s1 45.0 ms (16 x 64 x 4 / 64 x 16 x 4 85.9; 32 x 64 x 8 s1 /
+#   64 x 32 x 8 s1 57.0); D = 256 6.04 / 44.2 ms (old 7.12 / 85.8), causal D = 192 3.82 / 29.4 (old 4.05 / 49.1).
+# - tf32x3 block_d 128: forward 128 x 128 x 8 s1 1.59 ms (128 x 64 x 8 s2 1.71); forward + backward 64 x 128 x 8 s1
+#   / 128 x 64 x 8 s1 9.51 ms (the tf32 table's 11.33).
+# - tf32 block_d 256: forward 128 x 32 x 8 s1 1.85 ms at D = 192 (64 x 32 x 4 2.87).
 
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
@@ -262,12 +279,12 @@ TUNER_SHORTLIST = {
 
 
 def tuner_candidates(kernel: str, block_d: int, seqlen: int, elem: int = 2, masked: bool = False,
-                     fp32_tc: bool = False):
+                     fp32_dots: str = "ieee"):
     """The tiles the autotuner may pick (the GPU tests run every one of them).
     float32 keeps its one default: its FMA dots make big tiles spill and compile
-    for tens of seconds (DEFAULTS_FP32); fp32_tc as default_tile takes it."""
+    for tens of seconds (DEFAULTS_FP32); fp32_dots as default_tile takes it."""
     if elem == 4:
-        return [default_tile(kernel, block_d, seqlen, elem, fp32_tc=fp32_tc)]
+        return [default_tile(kernel, block_d, seqlen, elem, fp32_dots=fp32_dots)]
     tiles = [t for t in TUNER_SHORTLIST.get(kernel, {}).get(block_d, [])
              if _smem_estimate(kernel, t, block_d, elem) <= SMEM_BYTES]
     default = default_tile(kernel, block_d, seqlen, elem, masked=masked)
@@ -325,17 +342,18 @@ def default_table(kernel: str, block_d: int, seqlen: int, window_band: int | Non
 
 
 def default_tile(kernel: str, block_d: int, seqlen: int, elem: int = 2, window_band: int | None = None,
-                 masked: bool = False, rows: int | None = None, fp32_tc: bool = False) -> Tile:
+                 masked: bool = False, rows: int | None = None, fp32_dots: str = "ieee") -> Tile:
     """The tile used without tuning; elem is the input's bytes per element, window_band
     the keys a row sees under a sliding window (None: no window), masked whether the call
     is causal or windowed, rows the forward's query rows (max_seqlen_q; None: not known),
-    fp32_tc whether float32 dots run on the tensor cores (tf32 / tf32x3: DEFAULTS_FP32_TC).
+    fp32_dots the float32 dots' precision ("ieee"; "tf32" / "tf32x3": the tensor-core tables, FP32_TC_TABLES).
     16-bit inputs: the entry of default_table's table."""
     if elem == 4:
         if kernel in ("fwd", "fwd_paged") and rows is not None and rows <= FP32_FEW_ROWS:
             return DEFAULTS_FP32["fwd_few_rows"][block_d]
-        if fp32_tc and block_d in DEFAULTS_FP32_TC.get(kernel, {}):
-            return DEFAULTS_FP32_TC[kernel][block_d]
+        table = FP32_TC_TABLES.get(fp32_dots, {}).get(kernel, {})
+        if block_d in table:
+            return table[block_d]
         return DEFAULTS_FP32[kernel][block_d]
     return DEFAULTS[default_table(kernel, block_d, seqlen, window_band, masked)][block_d]
 

@@ -245,7 +245,7 @@ FP32_DOT_PRECISION = {"0": "ieee", "1": "tf32", "x3": "tf32x3"}
 
 def _dot_precision(dtype: torch.dtype, rows: int | None = None, kernel: str | None = None) -> str:
     """The kernels' DOT_PRECISION. fp32 inputs compute in true fp32 unless the user opts into tf32 or tf32x3 (see
-    README). tf32x3 applies to the kernels with tensor-core fp32 tiles (configs.DEFAULTS_FP32_TC: the dense forward
+    README). tf32x3 applies to the kernels with tensor-core fp32 tiles (configs.FP32_TC_TABLES: the dense forward
     and backward; kernel None: one of them) at more than configs.FP32_FEW_ROWS query rows (rows: max_seqlen_q).
     The rest run true fp32: the paged forward and the decode kernel (their fp32 tiles are the FMA ones, untimed
     with tf32x3), and calls of few rows, whose one-row paths (qk_levels, the few-rows tiles) the one-query accuracy
@@ -261,12 +261,6 @@ def _dot_precision(dtype: torch.dtype, rows: int | None = None, kernel: str | No
                                   or (kernel is not None and kernel not in configs.DEFAULTS_FP32_TC)):
         return "ieee"
     return precision
-
-
-def fp32_on_tensor_cores(dtype: torch.dtype, rows: int | None = None, kernel: str | None = None) -> bool:
-    """float32 inputs whose dots run as tf32 or tf32x3 (configs.DEFAULTS_FP32_TC's tiles); rows and kernel as
-    _dot_precision takes them."""
-    return dtype == torch.float32 and _dot_precision(dtype, rows, kernel) != "ieee"
 
 
 def reg_options(kernel: str, dtype: torch.dtype, bd: int, rows: int | None = None) -> dict:
@@ -454,4 +448,4 @@ def _tile(kernel: str, bd: int, q: torch.Tensor, params: AttnParams, n: int, var
         band = params.window_left + params.window_right + 1
     masked = params.window_left >= 0 or params.window_right >= 0
     return configs.default_tile(kernel, bd, n, q.element_size(), window_band=band, masked=masked, rows=rows,
-                                fp32_tc=fp32_on_tensor_cores(q.dtype, rows, kernel))
+                                fp32_dots=_dot_precision(q.dtype, rows, kernel))

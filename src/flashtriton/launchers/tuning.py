@@ -27,9 +27,9 @@ def pick(kernel: str, key: tuple, block_d: int, elem: int, run) -> configs.Tile:
     start = time.perf_counter()
     masked = key[1] or key[2]           # a left or right window edge (causal included)
     # key[0]: (dtype, dot precision); float32 on the tensor cores has its own tiles
-    fp32_tc = elem == 4 and key[0][1] != "ieee"
-    best, best_ms = configs.default_tile(kernel, block_d, key[-1], elem, masked=masked, fp32_tc=fp32_tc), float("inf")
-    for tile in configs.tuner_candidates(kernel, block_d, key[-1], elem, masked=masked, fp32_tc=fp32_tc):
+    dots = key[0][1]
+    best, best_ms = configs.default_tile(kernel, block_d, key[-1], elem, masked=masked, fp32_dots=dots), float("inf")
+    for tile in configs.tuner_candidates(kernel, block_d, key[-1], elem, masked=masked, fp32_dots=dots):
         if time.perf_counter() - start > TUNE_BUDGET_S:
             break
         try:

@@ -1,0 +1,62 @@
+"""Session 72, call 3: plain tf32 (FLASHTRITON_ALLOW_TF32=1) gets its own tile table (configs.DEFAULTS_FP32_TC):
+call 2 found tf32x3's new block_d 256 backward tiles OutOfResources as tf32 (262144 bytes of shared memory asked).
+Times the tf32 candidates that compile within shared memory (offline sm_90a compiles, session 72: dK dV 16 x 64 x 4
+s2 197 KB, dQ 64 x 32 x 8 s1 229 KB, 32 x 128 x 8 s1 197 KB, dQ 128 x 64 x 8 s1 229 KB, forward 128 x 64 x 8 s1 197
+KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3.
+Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
+longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
+Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget]"""
+import sys
+import time
+
+import torch
+import triton
+
+import s71_tf32x3 as base
+from flashtriton.kernels import configs
+
+T = configs.Tile
+base.BUDGET = float(sys.argv[1]) if len(sys.argv) > 1 else 300.0
+SAVED = {name: {k: dict(v) for k, v in table.items()} for name, table in configs.FP32_TC_TABLES.items()}
+
+
+def reset():
+    for name, table in configs.FP32_TC_TABLES.items():
+        for k, v in SAVED[name].items():
+            table[k].clear()
+            table[k].update(v)
+
+
+def patch(dots, bd, **tiles):
+    def fn():
+        reset()
+        for kernel, t in tiles.items():
+            configs.FP32_TC_TABLES[dots][kernel][bd] = t
+    return fn
+
+
+def label(tiles):
+    return " ".join(f"{k} {t.block_m}x{t.block_n}x{t.num_warps}s{t.num_stages}" for k, t in tiles.items()) or "table"
+
+
+def case(knob, dots, d, fwd_sets, bwd_sets, n=2048):
+    bd = triton.next_power_of_2(d)
+    q, k, v, dout = base.inputs(d, n)
+    fl = 4 * 2 * 16 * n * n * d
+    fwd, fwd_bwd = base.passes(q, k, v, dout)
+    base.timed(f"{dots} fwd D={d}", {label(s): (knob, patch(dots, bd, **s)) for s in fwd_sets}, fwd, fl)
+    base.timed(f"{dots} fwd+bwd D={d}", {label(s): (knob, patch(dots, bd, **s)) for s in bwd_sets}, fwd_bwd, 3.5 * fl)
+    reset()
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+    case("1", "tf32", 192, [{}, {"fwd": T(128, 64, 8, 1)}, {"fwd": T(64, 64, 4, 1)}, {"fwd": T(64, 32, 4, 2)}],
+         [{}, {"dq": T(64, 32, 4, 1)}, {"dq": T(64, 32, 8, 1)}, {"dkdv": T(16, 64, 4, 1), "dq": T(64, 32, 4, 1)}])
+    case("1", "tf32", 128, [{}, {"fwd": T(128, 128, 8, 1)}],
+         [{}, {"dkdv": T(32, 128, 8, 1), "dq": T(128, 64, 8, 1)}, {"dq": T(128, 64, 8, 1)},
+          {"dkdv": T(64, 64, 4, 1), "dq": T(128, 64, 4, 1)}])
+    old128 = dict(fwd=T(128, 64, 8, 2), dkdv=T(32, 128, 8, 2), dq=T(128, 32, 8, 2))
+    case("x3", "tf32x3", 128, [{}, {"fwd": old128["fwd"]}], [{}, {"dkdv": old128["dkdv"], "dq": old128["dq"]}])
+    print(f"total {time.time() - base.T0:.0f} s", flush=True)
