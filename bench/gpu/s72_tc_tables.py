@@ -5,7 +5,7 @@ s2 197 KB, dQ 64 x 32 x 8 s1 229 KB, 32 x 128 x 8 s1 197 KB, dQ 128 x 64 x 8 s1 
 KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3.
 Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
 longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
-Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget]"""
+Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget] [call4]"""
 import sys
 import time
 
@@ -45,13 +45,25 @@ def case(knob, dots, d, fwd_sets, bwd_sets, n=2048):
     fl = 4 * 2 * 16 * n * n * d
     fwd, fwd_bwd = base.passes(q, k, v, dout)
     base.timed(f"{dots} fwd D={d}", {label(s): (knob, patch(dots, bd, **s)) for s in fwd_sets}, fwd, fl)
-    base.timed(f"{dots} fwd+bwd D={d}", {label(s): (knob, patch(dots, bd, **s)) for s in bwd_sets}, fwd_bwd, 3.5 * fl)
+    if bwd_sets:
+        base.timed(f"{dots} fwd+bwd D={d}", {label(s): (knob, patch(dots, bd, **s)) for s in bwd_sets}, fwd_bwd,
+                   3.5 * fl)
     reset()
+
+
+def call4():
+    """Call 4: tf32's block_d 256 forward moved to 128 x 64 x 8 s1 after call 3 (D = 192); the same at D = 256, and
+    tf32x3's forward at D = 192 on it (compiled shared memory 131200 B as tf32x3)."""
+    case("1", "tf32", 256, [{}, {"fwd": T(128, 32, 8, 1)}], [])
+    case("x3", "tf32x3", 192, [{}, {"fwd": T(128, 64, 8, 1)}], [])
 
 
 if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
+    if len(sys.argv) > 2 and sys.argv[2] == "call4":
+        call4()
+        sys.exit()
     case("1", "tf32", 192, [{}, {"fwd": T(128, 64, 8, 1)}, {"fwd": T(64, 64, 4, 1)}, {"fwd": T(64, 32, 4, 2)}],
          [{}, {"dq": T(64, 32, 4, 1)}, {"dq": T(64, 32, 8, 1)}, {"dkdv": T(16, 64, 4, 1), "dq": T(64, 32, 4, 1)}])
     case("1", "tf32", 128, [{}, {"fwd": T(128, 128, 8, 1)}],
