@@ -120,9 +120,11 @@ def test_tf32x3_where_it_applies(monkeypatch):
 
 
 @pytest.mark.parametrize("kernel", ["fwd", "dkdv", "dq"])
-@pytest.mark.parametrize("d", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("d", [16, 32, 64])
 def test_fp32_tensor_core_tiles_fit_shared_memory(kernel, d):
-    """The operands' estimate (a lower bound: tf32's compiles ask more, the compiled test below) for both tables."""
+    """The operands' estimate for both tables at the small block_d. At 128 / 256 the tables' 1-stage tiles are where
+    the estimate misjudges both ways (session 72: tf32's dK dV 32 x 64 x 4 s1 at D = 192 compiled to 256 KiB against
+    192 estimated; the forward's 128 x 64 x 8 s1 to 192 KiB against 256): the compiled test below checks those."""
     from flashtriton.kernels import configs
     for table in configs.FP32_TC_TABLES.values():
         tile = table[kernel][d]
