@@ -113,7 +113,8 @@ def test_tf32x3_where_it_applies(monkeypatch):
         for dots, table in (("tf32x3", configs.DEFAULTS_FP32_X3), ("tf32", configs.DEFAULTS_FP32_TC)):
             assert configs.default_tile(kernel, 128, 1000, 4, rows=1000, fp32_dots=dots) == table[kernel][128]
         assert configs.default_tile(kernel, 128, 1000, 4, rows=1000) == configs.DEFAULTS_FP32[kernel][128]
-    assert configs.default_tile("fwd", 128, 1000, 4, rows=1, fp32_dots="tf32x3") == configs.DEFAULTS_FP32["fwd_few_rows"][128]
+    few_tile = configs.default_tile("fwd", 128, 1000, 4, rows=1, fp32_dots="tf32x3")
+    assert few_tile == configs.DEFAULTS_FP32["fwd_few_rows"][128]
     monkeypatch.setenv("FLASHTRITON_ALLOW_TF32", "1")
     assert common.qk_levels(torch.float32, 128, 1) == 0
     assert common._dot_precision(torch.float32, 1, "decode") == "tf32"
