@@ -136,8 +136,9 @@ DEFAULTS_FP32 = {
 }
 FP32_FEW_ROWS = 16
 
-# float32 inputs whose dots run on the tensor cores (FLASHTRITON_ALLOW_TF32=x3: Triton's tf32x3, three tf32 products
-# a dot; =1: tf32): the dense forward and backward tiles, where listed (the rest: DEFAULTS_FP32). The FMA tiles above
+# float32 inputs whose dots run on the tensor cores: the dense forward and backward tiles, where listed (the rest:
+# DEFAULTS_FP32). DEFAULTS_FP32_TC for FLASHTRITON_ALLOW_TF32=1 (tf32), DEFAULTS_FP32_X3 below for =x3 (Triton's
+# tf32x3, three tf32 products a dot; session 71's single table, split in session 72). The FMA tiles above
 # are too small for the MMA path: at D = 128 (H100, session 71, B 2, H 16, N 2048, bench/gpu/s71_tf32x3.py) tf32x3
 # ran forward + backward in 51.7 ms with them and 13.3 ms with 32 x 128 x 8 (dK dV) / 128 x 32 x 8 (dQ), the
 # forward 2.29 ms against 1.66 at 128 x 64 x 8.
