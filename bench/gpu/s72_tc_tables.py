@@ -5,7 +5,7 @@ s2 197 KB, dQ 64 x 32 x 8 s1 229 KB, 32 x 128 x 8 s1 197 KB, dQ 128 x 64 x 8 s1 
 KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3.
 Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
 longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
-Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget] [call4]"""
+Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget] [call4 | bd64]"""
 import sys
 import time
 
@@ -58,11 +58,18 @@ def call4():
     case("x3", "tf32x3", 192, [{}, {"fwd": T(128, 64, 8, 1)}], [])
 
 
+def bd64():
+    """Queued for session 73: tf32x3 at block_d 64 with 1-stage tiles, 128 wide on both sides (offline compiles,
+    session 72: forward 128 x 128 x 8 s1 65536 B, s2 131096; dK dV / dQ 128 x 128 x 8 s1 65536 each)."""
+    case("x3", "tf32x3", 64, [{}, {"fwd": T(128, 128, 8, 2)}, {"fwd": T(128, 128, 8, 1)}],
+         [{}, {"dkdv": T(128, 128, 8, 1), "dq": T(128, 128, 8, 1)}, {"dkdv": T(64, 128, 8, 1), "dq": T(128, 64, 8, 1)}])
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
-    if len(sys.argv) > 2 and sys.argv[2] == "call4":
-        call4()
+    if len(sys.argv) > 2:       # a named part: call4 or bd64
+        {"call4": call4, "bd64": bd64}[sys.argv[2]]()
         sys.exit()
     case("1", "tf32", 192, [{}, {"fwd": T(128, 64, 8, 1)}, {"fwd": T(64, 64, 4, 1)}, {"fwd": T(64, 32, 4, 2)}],
          [{}, {"dq": T(64, 32, 4, 1)}, {"dq": T(64, 32, 8, 1)}, {"dkdv": T(16, 64, 4, 1), "dq": T(64, 32, 4, 1)}])
