@@ -93,7 +93,7 @@ def test_dot_precision_knob_rejects_unknown_values(monkeypatch):
 
 
 def test_tf32x3_where_it_applies(monkeypatch):
-    """FLASHTRITON_ALLOW_TF32=x3 gives the dense forward and backward (configs.DEFAULTS_FP32_TC's kernels) tf32x3
+    """FLASHTRITON_ALLOW_TF32=x3 gives the dense forward and backward (configs.FP32_TC_TABLES' kernels) tf32x3
     dots and tensor-core tiles above configs.FP32_FEW_ROWS query rows; calls of fewer rows, the paged forward and the
     decode kernel keep true fp32 with everything that goes with it (the one-row head-dim slices, the FMA tiles, the
     register budget). tf32x3 keeps the precise softcap tanh (kernels/common.scores_log2: DOT_PRECISION != "tf32")."""

@@ -132,7 +132,7 @@ def _bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varl
     common = dict(rng_rows=rng_rows, rng_stride=rng_stride,
                   n_bucket=configs.seqlen_bucket(max(seqlen_q, seqlen_k)),
                   HEAD_DIM=head_dim, BLOCK_D=bd, IS_VARLEN=is_varlen,
-                  DOT_PRECISION=_dot_precision(q.dtype, seqlen_q, "dq"), **scalars)
+                  DOT_PRECISION=_dot_precision(q.dtype, seqlen_q), **scalars)   # (both kernels: kernel None)
 
     def preprocess(dq_accum=None):
         """delta; dq_accum (the fused route's fp32 accumulator, dense calls): zeroed by the
