@@ -55,6 +55,7 @@ def call4():
     """Call 4: tf32's block_d 256 forward moved to 128 x 64 x 8 s1 after call 3 (D = 192); the same at D = 256, and
     tf32x3's forward at D = 192 on it (compiled shared memory 131200 B as tf32x3)."""
     case("1", "tf32", 256, [{}, {"fwd": T(128, 32, 8, 1)}], [])
+    case("1", "tf32", 192, [{}, {"fwd": T(128, 32, 8, 1)}], [])
     case("x3", "tf32x3", 192, [{}, {"fwd": T(128, 64, 8, 1)}], [])
 
 
