@@ -179,11 +179,17 @@ FP32_TC_TABLES = {"tf32": DEFAULTS_FP32_TC, "tf32x3": DEFAULTS_FP32_X3}   # dot 
 # - tf32x3 block_d 128: forward 128 x 128 x 8 s1 1.59 ms (128 x 64 x 8 s2 1.71); forward + backward 64 x 128 x 8 s1
 #   / 128 x 64 x 8 s1 9.51 ms (the tf32 table's 11.33).
 # - tf32 block_d 256: forward 128 x 32 x 8 s1 1.85 ms at D = 192 (64 x 32 x 4 2.87; H200); then (H100,
-#   bench/gpu/s72_tc_tables.py) 128 x 64 x 8 s1 1.47 ms (128 x 32 x 8 s1 1.79, 64 x 64 x 4 s1 2.00), not taken
-#   until a GPU test has run it (device time ran out; 128 x 32 x 8 s1 passed test_tf32_every_head_dim_gpu); backward
-#   stays on the old tiles (dQ 64 x 32 x 4 s1 13.83 ms against 13.97: level; 32 x 64 x 4 s1 dK dV does not fit tf32).
+#   bench/gpu/s72_tc_tables.py) 128 x 64 x 8 s1 1.47 ms (128 x 32 x 8 s1 1.79, 64 x 64 x 4 s1 2.00), taken in
+#   session 73 after test_tf32_every_head_dim_gpu passed on it (below); backward stays on the old tiles (dQ 64 x 32
+#   x 4 s1 13.83 ms against 13.97: level; 32 x 64 x 4 s1 dK dV does not fit tf32).
 #   tf32 block_d 128: the table stands (forward 128 x 128 x 8 s1 0.714 ms against 0.655; backward 1-stage pairs
 #   2.80-4.52 against 2.68).
+# Session 73 (H100 80GB HBM3, bench/gpu/s73a.sh / s73b.sh, s72_tc_tables.py call4 / bd64; NOTES "Session 73"):
+# - block_d 256 forward 128 x 64 x 8 s1 for both (196616 B compiled as tf32, 131200 as tf32x3): tf32 1.47 ms against
+#   128 x 32 x 8 s1's 1.79 at D = 192 and 256; tf32x3 4.42 against 6.80 (D = 192) / 6.88 (D = 256), forward +
+#   backward 46.5 against 48.9 ms (D = 192). 128 x 64 x 4 s1 9.50 ms as tf32x3 (D = 256).
+# - tf32x3 block_d 64: the table stands (forward 128 x 64 x 8 s3 0.570 ms, 128 x 128 x 8 s2 / s1 0.615 / 0.708;
+#   forward + backward 3.10 ms, 1-stage dK dV / dQ 128 x 128 x 8 4.26, 64 x 128 / 128 x 64 x 8 3.46).
 
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
