@@ -1,0 +1,19 @@
+#!/bin/bash
+# Session 74's first GPU call: the queued tf32x3 block_d 256 backward sweep (s73e.sh), then call4 (the block_d 256
+# forward tiles, so far timed on the H100 only) and the features float32 row on the shipped tables.
+# Outputs under $OUT.   bash bench/gpu/s74a.sh
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+start=$(date +%s)
+date -u +%H:%M:%S | tee $out/start.txt
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv | tee $out/gpu.txt
+OUT=$out bash bench/gpu/s73e.sh 200
+PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout 100 python bench/gpu/s72_tc_tables.py 70 call4 2>&1 \
+  | tee $out/s72_tc_tables_call4.txt
+left=$(( 560 - ($(date +%s) - start) ))
+echo "features: ${left} s left"
+if [ $left -gt 40 ]; then
+  PYTHONPATH=$PWD/src timeout $left python -m flashtriton.bench.features --cases float32 --rounds 3 --no-flex \
+    --out $out/features_fp32 2>&1 | tail -25
+fi
+date -u +%H:%M:%S | tee $out/end.txt
