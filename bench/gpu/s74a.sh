@@ -5,7 +5,7 @@
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp}
 start=$(date +%s)
-date -u +%H:%M:%S | tee $out/start.txt
+date -u +%H:%M:%S | tee $out/s74a_start.txt
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv | tee $out/gpu.txt
 OUT=$out bash bench/gpu/s73e.sh 200
 PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout 100 python bench/gpu/s72_tc_tables.py 70 call4 2>&1 \
@@ -16,4 +16,4 @@ if [ $left -gt 40 ]; then
   PYTHONPATH=$PWD/src timeout $left python -m flashtriton.bench.features --cases float32 --rounds 3 --no-flex \
     --out $out/features_fp32 2>&1 | tail -25
 fi
-date -u +%H:%M:%S | tee $out/end.txt
+date -u +%H:%M:%S | tee $out/s74a_end.txt
