@@ -5,7 +5,8 @@ s2 197 KB, dQ 64 x 32 x 8 s1 229 KB, 32 x 128 x 8 s1 197 KB, dQ 128 x 64 x 8 s1 
 KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3.
 Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
 longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
-Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget] [call4 | bd64 | bwd256]"""
+Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget]
+       [call4 | bd64 | bwd256 | bwd256check]"""
 import sys
 import time
 
@@ -77,11 +78,19 @@ def bwd256():
           {"dq": T(128, 32, 8, 1)}, {"dkdv": T(64, 64, 8, 1), "dq": T(64, 64, 8, 1)}])
 
 
+def bwd256check():
+    """Session 74: after bwd256's winner enters DEFAULTS_FP32_X3, "table" is the new pair and the other column
+    session 73's 32 x 64 x 4 s1 dK dV / 64 x 32 x 4 s1 dQ, at D = 192 and 256."""
+    old = {"dkdv": T(32, 64, 4, 1), "dq": T(64, 32, 4, 1)}
+    case("x3", "tf32x3", 192, [{}], [{}, old])
+    case("x3", "tf32x3", 256, [{}], [{}, old])
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
-    if len(sys.argv) > 2:       # a named part: call4, bd64 or bwd256
-        {"call4": call4, "bd64": bd64, "bwd256": bwd256}[sys.argv[2]]()
+    if len(sys.argv) > 2:       # a named part
+        {"call4": call4, "bd64": bd64, "bwd256": bwd256, "bwd256check": bwd256check}[sys.argv[2]]()
         sys.exit()
     case("1", "tf32", 192, [{}, {"fwd": T(128, 64, 8, 1)}, {"fwd": T(64, 64, 4, 1)}, {"fwd": T(64, 32, 4, 2)}],
          [{}, {"dq": T(64, 32, 4, 1)}, {"dq": T(64, 32, 8, 1)}, {"dkdv": T(16, 64, 4, 1), "dq": T(64, 32, 4, 1)}])
