@@ -1,0 +1,27 @@
+#!/bin/bash
+# Session 74, one call instead of s74a + s74b (device starts are scarce): the tf32x3 block_d 256 backward sweep
+# (s73e.sh); s74_pick.py writes a >= 3% winner into this copy's DEFAULTS_FP32_X3; the fp32 GPU selection under x3
+# runs on it; then, on an H200 with time left, call4 and the features float32 row. Outputs under $OUT.
+#   bash bench/gpu/s74c.sh
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp}
+start=$(date +%s)
+date -u +%H:%M:%S | tee $out/s74c_start.txt
+nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv | tee $out/gpu.txt
+OUT=$out bash bench/gpu/s73e.sh 200
+if python bench/gpu/s74_pick.py $out/s72_tc_tables_bwd256.txt 2>&1 | tee $out/s74_pick.txt; then
+  git diff -- src/flashtriton/kernels/configs.py | tee $out/configs.diff
+  OUT=$out bash bench/gpu/fp32_tests.sh s74c_tests_x3 240 x3
+fi
+left=$(( 560 - ($(date +%s) - start) ))
+echo "${left} s left"
+if grep -q H200 $out/gpu.txt && [ $left -gt 120 ]; then
+  PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout 100 python bench/gpu/s72_tc_tables.py 70 call4 2>&1 \
+    | tee $out/s72_tc_tables_call4.txt
+  left=$(( 560 - ($(date +%s) - start) ))
+  if [ $left -gt 40 ]; then
+    PYTHONPATH=$PWD/src timeout $left python -m flashtriton.bench.features --cases float32 --rounds 3 --no-flex \
+      --out $out/features_fp32 2>&1 | tail -25
+  fi
+fi
+date -u +%H:%M:%S | tee $out/s74c_end.txt
