@@ -156,7 +156,7 @@ DEFAULTS_FP32_TC = {
 DEFAULTS_FP32_X3 = {
     "fwd": {**DEFAULTS_FP32_TC["fwd"], 128: Tile(128, 128, 8, 1), 256: Tile(128, 64, 8, 1)},
     "dkdv": {**DEFAULTS_FP32_TC["dkdv"], 128: Tile(64, 128, 8, 1), 256: Tile(32, 64, 4, 1)},
-    "dq": {**DEFAULTS_FP32_TC["dq"], 128: Tile(128, 64, 8, 1), 256: Tile(64, 32, 4, 1)},
+    "dq": {**DEFAULTS_FP32_TC["dq"], 128: Tile(128, 64, 8, 1), 256: Tile(128, 64, 8, 1)},
 }
 FP32_TC_TABLES = {"tf32": DEFAULTS_FP32_TC, "tf32x3": DEFAULTS_FP32_X3}   # dot precision -> its tiles
 # Session 71's sweep (H100, tf32x3, B 2, H 16, N 2048, non-causal; bench/gpu/s71_x3_tiles.py, bench/NOTES.md
