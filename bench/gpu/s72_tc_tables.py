@@ -6,7 +6,7 @@ KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new D
 Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
 longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
 Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget]
-       [call4 | bd64 | bwd256 | bwd256check]"""
+       [call4 | bd64 | bwd256 | bwd256check | dkdv256]"""
 import sys
 import time
 
@@ -86,11 +86,19 @@ def bwd256check():
     case("x3", "tf32x3", 256, [{}], [{}, old])
 
 
+def dkdv256():
+    """Session 74, after dQ 128 x 64 x 8 s1 entered DEFAULTS_FP32_X3: dK dV is now most of tf32x3's block_d 256
+    backward; 1-stage tiles beside the table's 32 x 64 x 4 (64 x 64 x 4 s1 was level before the dQ change)."""
+    case("x3", "tf32x3", 192, [{}], [{}, {"dkdv": T(32, 64, 8, 1)}, {"dkdv": T(64, 32, 4, 1)},
+                                      {"dkdv": T(64, 32, 8, 1)}, {"dkdv": T(64, 64, 4, 1)}])
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__, flush=True)
     if len(sys.argv) > 2:       # a named part
-        {"call4": call4, "bd64": bd64, "bwd256": bwd256, "bwd256check": bwd256check}[sys.argv[2]]()
+        {"call4": call4, "bd64": bd64, "bwd256": bwd256, "bwd256check": bwd256check,
+         "dkdv256": dkdv256}[sys.argv[2]]()
         sys.exit()
     case("1", "tf32", 192, [{}, {"fwd": T(128, 64, 8, 1)}, {"fwd": T(64, 64, 4, 1)}, {"fwd": T(64, 32, 4, 2)}],
          [{}, {"dq": T(64, 32, 4, 1)}, {"dq": T(64, 32, 8, 1)}, {"dkdv": T(16, 64, 4, 1), "dq": T(64, 32, 4, 1)}])
