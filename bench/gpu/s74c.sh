@@ -4,6 +4,7 @@
 # runs on it; then, on an H200 with time left, call4 and the features float32 row. Outputs under $OUT.
 #   bash bench/gpu/s74c.sh
 export PYTHONUNBUFFERED=1
+set -o pipefail   # the pick's exit status, not tee's, decides whether the tests run (session 74 fix)
 out=${OUT:-/tmp}
 start=$(date +%s)
 date -u +%H:%M:%S | tee $out/s74c_start.txt

@@ -3,6 +3,7 @@
 # winner goes into this copy's DEFAULTS_FP32_X3 (s74_pick.py) and the fp32 selection under x3 runs on it.
 #   bash bench/gpu/s74d.sh        outputs under $OUT
 export PYTHONUNBUFFERED=1
+set -o pipefail   # the pick's exit status, not tee's, decides whether the tests run (session 74 fix)
 out=${OUT:-/tmp}
 date -u +%H:%M:%S | tee $out/s74d_start.txt
 PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout 200 python bench/gpu/s72_tc_tables.py 170 dkdv256 2>&1 \

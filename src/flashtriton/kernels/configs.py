@@ -190,6 +190,10 @@ FP32_TC_TABLES = {"tf32": DEFAULTS_FP32_TC, "tf32x3": DEFAULTS_FP32_X3}   # dot 
 #   backward 46.5 against 48.9 ms (D = 192). 128 x 64 x 4 s1 9.50 ms as tf32x3 (D = 256).
 # - tf32x3 block_d 64: the table stands (forward 128 x 64 x 8 s3 0.570 ms, 128 x 128 x 8 s2 / s1 0.615 / 0.708;
 #   forward + backward 3.10 ms, 1-stage dK dV / dQ 128 x 128 x 8 4.26, 64 x 128 / 128 x 64 x 8 3.46).
+# Session 74 (H100 80GB HBM3, bench/gpu/s74c.sh / s74d.sh, s72_tc_tables.py bwd256 / dkdv256; NOTES "Session 74"):
+# - tf32x3 block_d 256 dQ 128 x 64 x 8 s1 (131080 B): forward + backward 41.1 ms against 64 x 32 x 4 s1's 47.0 at D
+#   = 192, 41.5 against 47.3 at D = 256. dK dV stands at 32 x 64 x 4 s1: 64 x 64 x 4 s1 level, 32 x 64 x 8 s1 43.7
+#   ms, 64 x 32 x 4 / 8 s1 192-210 ms. As tf32 these dQ tiles do not fit (328-459 KB of shared memory asked).
 
 # ptxas's register budget (.maxnreg, Triton's maxnreg option) for true-fp32 (ieee) kernels: kernel (DEFAULTS_FP32
 # name) -> the block_d it applies at, all with 255 registers. The fp32 FMA dots want more than 255 registers, and
