@@ -2,7 +2,9 @@
 call 2 found tf32x3's new block_d 256 backward tiles OutOfResources as tf32 (262144 bytes of shared memory asked).
 Times the tf32 candidates that compile within shared memory (offline sm_90a compiles, session 72: dK dV 16 x 64 x 4
 s2 197 KB, dQ 64 x 32 x 8 s1 229 KB, 32 x 128 x 8 s1 197 KB, dQ 128 x 64 x 8 s1 229 KB, forward 128 x 64 x 8 s1 197
-KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3.
+KB at block_d 256), and repeats call 2's tf32x3 block_d 128 reading on the new DEFAULTS_FP32_X3. (Session 74: the
+dQ 128 x 64 x 8 s1 figure is block_d 128's, 229384 B; at block_d 256 it asks 458760 B as tf32, offline and on the
+H100, so it does not fit there.)
 Prediction (bench/NOTES.md "Session 72"): tf32's 1-stage tiles within 5% of the 2-stage ones (the loads are no
 longer hidden, but the MMA is a third of x3's); tf32x3 block_d 128 1.1-1.2x again (call 2: 1.08x / 1.19x).
 Usage: PYTHONPATH=src:tests:bench/gpu python bench/gpu/s72_tc_tables.py [seconds budget]

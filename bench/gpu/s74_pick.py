@@ -1,6 +1,7 @@
-"""Session 74: read s72_tc_tables.py bwd256's forward + backward line (tf32x3, D = 192) and, when a 1-stage pair
-beats the table by >= 3%, write it into DEFAULTS_FP32_X3's block_d 256 entries of this tree's configs.py (on the
-device's copy, so the fp32 GPU tests of the same call run on it; the pair lands in git only after they pass).
+"""Session 74: read a s72_tc_tables.py sweep's forward + backward line (bwd256 / dkdv256: tf32x3, D = 192) and,
+when a 1-stage pair beats the table by >= 3%, write it into DEFAULTS_FP32_X3's block_d 256 entries of this tree's
+configs.py (on the device's copy, so the fp32 GPU tests of the same call run on it; the pair lands in git only after
+they pass).
 Usage: python bench/gpu/s74_pick.py SWEEP_LOG        exit 0: patched, 1: the table stands"""
 import re
 import sys

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Session 74, one call instead of s74a + s74b (device starts are scarce): the tf32x3 block_d 256 backward sweep
-# (s73e.sh); s74_pick.py writes a >= 3% winner into this copy's DEFAULTS_FP32_X3; the fp32 GPU selection under x3
-# runs on it; then, on an H200 with time left, call4 and the features float32 row. Outputs under $OUT.
+# Session 74, one call instead of two (device starts are scarce): the tf32x3 block_d 256 backward sweep (s73e.sh);
+# s74_pick.py writes a >= 3% winner into this copy's DEFAULTS_FP32_X3; the fp32 GPU selection under x3 runs on it;
+# then, on an H200 with time left, s74e.sh (call4 and the features float32 row). Outputs under $OUT.
 #   bash bench/gpu/s74c.sh
 export PYTHONUNBUFFERED=1
 set -o pipefail   # the pick's exit status, not tee's, decides whether the tests run (session 74 fix)
@@ -16,13 +16,5 @@ if python bench/gpu/s74_pick.py $out/s72_tc_tables_bwd256.txt 2>&1 | tee $out/s7
 fi
 left=$(( 560 - ($(date +%s) - start) ))
 echo "${left} s left"
-if grep -q H200 $out/gpu.txt && [ $left -gt 120 ]; then
-  PYTHONPATH=$PWD/src:$PWD/tests:$PWD/bench/gpu timeout 100 python bench/gpu/s72_tc_tables.py 70 call4 2>&1 \
-    | tee $out/s72_tc_tables_call4.txt
-  left=$(( 560 - ($(date +%s) - start) ))
-  if [ $left -gt 40 ]; then
-    PYTHONPATH=$PWD/src timeout $left python -m flashtriton.bench.features --cases float32 --rounds 3 --no-flex \
-      --out $out/features_fp32 2>&1 | tail -25
-  fi
-fi
+if grep -q H200 $out/gpu.txt && [ $left -gt 120 ]; then OUT=$out bash bench/gpu/s74e.sh $left; fi
 date -u +%H:%M:%S | tee $out/s74c_end.txt
