@@ -5,14 +5,13 @@
 #   bash bench/gpu/s65.sh tests1   # tests/test_[a-f]*, 10 workers
 #   bash bench/gpu/s65.sh tests2   # tests/test_[g-z]*, 10 workers, then the gpu_alone tests in one process
 #   bash bench/gpu/s65.sh h200     # the re-timings; stops at once on any other card
-# WORKERS=N: test processes (default 10; session 75 ran the suite on an H100 with 10 too)
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src
 out=${OUT:-/tmp}
 python -c "import torch, triton; print(torch.__version__, triton.__version__)"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader); echo "$gpu"
 run_tests() {  # $1: log name, $2: seconds, rest: test files
   local name=$1 log=$out/$1.txt t=$2; shift 2
-  timeout -s INT $t python -m pytest "$@" -o addopts="" -q -rf -p no:warnings -n ${WORKERS:-10} --timeout 200 \
+  timeout -s INT $t python -m pytest "$@" -o addopts="" -q -rf -p no:warnings -n 10 --timeout 200 \
     -k "not cpu" -m "not gpu_alone" > $log 2>&1
   echo "$name rc $?"; tail -1 $log; grep -E "^(FAILED|ERROR)" $log | head -20
 }
