@@ -3,8 +3,9 @@
 mask): packed batches of 1-4 sequences of 0-150 queries / 0-200 keys (zero-length ones included), random dtype and
 head dim, GQA, causal, windows, softcap, ALiBi ((H,) or (B, H)), dropout, softmax scales None / 0.3 / -0.2,
 deterministic. Prints each failure (the case and the assertion) and a count.
+DENSE=1 (session 76): flash_attn_func on (B, N, H, D) batches instead, B 1-2, the same features and criterion.
 
-    [ONE_KEY=0] [LENS=big] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
+    [ONE_KEY=0] [LENS=big] [DENSE=1] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
 
 (triton without a GPU: the kernels under `TRITON_INTERPRET=1` on CPU tensors.)"""
 import os
@@ -16,7 +17,7 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests"))
 import torch  # noqa: E402
 
-from helpers import check_attention, rand_varlen  # noqa: E402
+from helpers import check_attention, rand_qkv, rand_varlen  # noqa: E402
 
 ONE_KEY = os.environ.get("ONE_KEY", "1") == "1"   # ONE_KEY=0: draw no case where a row sees exactly one key
 
@@ -39,6 +40,12 @@ def one_key_rows(lens_q, lens_k, causal, ws):
 BIG = os.environ.get("LENS") == "big"
 LENS_Q = [0, 1, 17, 300, 700, 1500] if BIG else [0, 1, 2, 17, 64, 113, 150]
 LENS_K = [0, 17, 300, 700, 1500, 2100] if BIG else [0, 1, 17, 64, 113, 200]
+# DENSE=1 (session 76): one length a batch, never 0; with LENS=big around the dense Gluon routes' thresholds
+# (launchers/policy: 512 / 1024 / 2048 / 4096), ragged (not multiples of 128) as well as aligned
+DENSE = os.environ.get("DENSE") == "1"
+if DENSE:
+    LENS_Q = [1, 17, 300, 511, 700, 1024, 1500, 2048, 2100, 4096] if BIG else [1, 2, 17, 64, 113, 150]
+    LENS_K = [17, 300, 512, 700, 1024, 1500, 2048, 2100, 4096, 4200] if BIG else [1, 17, 64, 113, 200]
 
 seed, dur = int(sys.argv[1]), float(sys.argv[2])
 backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
@@ -56,9 +63,9 @@ while time.time() < t_end:
         rng.choice([torch.bfloat16, torch.float16, torch.float32])
     d = rng.choice([32, 40, 64, 80, 96, 128, 192, 256])
     hk = rng.choice([1, 2]); g = rng.choice([1, 2, 4]); h = hk * g
-    nseq = rng.choice([1, 2, 3, 4])
-    lens_q = [rng.choice(LENS_Q) for _ in range(nseq)]
-    lens_k = [rng.choice(LENS_K) for _ in range(nseq)]
+    nseq = rng.choice([1, 2]) if DENSE else rng.choice([1, 2, 3, 4])
+    lens_q = [rng.choice(LENS_Q)] * nseq if DENSE else [rng.choice(LENS_Q) for _ in range(nseq)]
+    lens_k = [rng.choice(LENS_K)] * nseq if DENSE else [rng.choice(LENS_K) for _ in range(nseq)]
     if sum(lens_q) == 0 or sum(lens_k) == 0:
         continue
     causal = rng.random() < 0.4
@@ -77,7 +84,10 @@ while time.time() < t_end:
                 det=det)
     n += 1
     try:
-        (q, k, v), varlen = rand_varlen(lens_q, lens_k, h, hk, d, dtype, dev)
+        if DENSE:
+            (q, k, v), varlen = rand_qkv(nseq, lens_q[0], lens_k[0], h, hk, d, dtype, dev), None
+        else:
+            (q, k, v), varlen = rand_varlen(lens_q, lens_k, h, hk, d, dtype, dev)
         check_attention(backend, q, k, v, varlen=varlen, causal=causal, window_size=ws, softcap=softcap,
                         alibi_slopes=None if alibi is None else alibi.to(dev), dropout_p=dropout,
                         softmax_scale=scale, seed=rng.randrange(1 << 30), deterministic=det)
