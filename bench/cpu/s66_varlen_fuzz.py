@@ -4,6 +4,9 @@ mask): packed batches of 1-4 sequences of 0-150 queries / 0-200 keys (zero-lengt
 head dim, GQA, causal, windows, softcap, ALiBi ((H,) or (B, H)), dropout, softmax scales None / 0.3 / -0.2,
 deterministic. Prints each failure (the case and the assertion) and a count.
 DENSE=1 (session 76): flash_attn_func on (B, N, H, D) batches instead, B 1-2, the same features and criterion.
+GLUON=1 (session 76, with DENSE=1 LENS=big): only what the dense Gluon kernels take (D 64 / 128 / 256, no ALiBi or
+softcap; lengths from 300).
+DRY=N (session 76): print the first N cases a seed draws (the same stream) and run none: what a logged run covered.
 
     [ONE_KEY=0] [LENS=big] [DENSE=1] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
 
@@ -43,9 +46,14 @@ LENS_K = [0, 17, 300, 700, 1500, 2100] if BIG else [0, 1, 17, 64, 113, 200]
 # DENSE=1 (session 76): one length a batch, never 0; with LENS=big around the dense Gluon routes' thresholds
 # (launchers/policy: 512 / 1024 / 2048 / 4096), ragged (not multiples of 128) as well as aligned
 DENSE = os.environ.get("DENSE") == "1"
+DRY = int(os.environ.get("DRY", "0"))
 if DENSE:
     LENS_Q = [1, 17, 300, 511, 700, 1024, 1500, 2048, 2100, 4096] if BIG else [1, 2, 17, 64, 113, 150]
     LENS_K = [17, 300, 512, 700, 1024, 1500, 2048, 2100, 4096, 4200] if BIG else [1, 17, 64, 113, 200]
+GLUON = DENSE and BIG and os.environ.get("GLUON") == "1"
+if GLUON:
+    LENS_Q = [300, 511, 700, 1024, 1500, 2048, 2100, 4096]
+    LENS_K = [512, 700, 1024, 1500, 2048, 2100, 4096, 4200]
 
 seed, dur = int(sys.argv[1]), float(sys.argv[2])
 backend = sys.argv[3] if len(sys.argv) > 3 else "cpu"
@@ -57,11 +65,11 @@ if backend == "triton" and dev == "cpu" and os.environ.get("TRITON_INTERPRET") !
 rng = random.Random(seed)
 torch.manual_seed(seed)
 n = fails = rejected = 0
-t_end = time.time() + dur
+t_end = time.time() + (1e9 if DRY else dur)
 while time.time() < t_end:
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[only] if only else \
         rng.choice([torch.bfloat16, torch.float16, torch.float32])
-    d = rng.choice([32, 40, 64, 80, 96, 128, 192, 256])
+    d = rng.choice([64, 128, 256] if GLUON else [32, 40, 64, 80, 96, 128, 192, 256])
     hk = rng.choice([1, 2]); g = rng.choice([1, 2, 4]); h = hk * g
     nseq = rng.choice([1, 2]) if DENSE else rng.choice([1, 2, 3, 4])
     lens_q = [rng.choice(LENS_Q)] * nseq if DENSE else [rng.choice(LENS_Q) for _ in range(nseq)]
@@ -74,6 +82,8 @@ while time.time() < t_end:
     alibi = None
     if rng.random() < 0.2:
         alibi = torch.rand(h) * 0.5 if rng.random() < 0.5 else torch.rand(nseq, h) * 0.5
+    if GLUON:
+        softcap, alibi = 0.0, None
     dropout = rng.choice([0.0, 0.0, 0.0, 0.17])
     scale = rng.choice([None, None, 0.3, -0.2])
     det = rng.random() < 0.2
@@ -83,6 +93,11 @@ while time.time() < t_end:
                 softcap=softcap, alibi=None if alibi is None else tuple(alibi.shape), dropout=dropout, scale=scale,
                 det=det)
     n += 1
+    if DRY:
+        print(n, case, rng.randrange(1 << 30))
+        if n >= DRY:
+            break
+        continue
     try:
         if DENSE:
             (q, k, v), varlen = rand_qkv(nseq, lens_q[0], lens_k[0], h, hk, d, dtype, dev), None
