@@ -6,11 +6,14 @@ deterministic. Prints each failure (the case and the assertion) and a count.
 DENSE=1 (session 76): flash_attn_func on (B, N, H, D) batches instead, B 1-2, the same features and criterion.
 GLUON=1 (session 76, with DENSE=1 LENS=big): only what the dense Gluon kernels take (D 64 / 128 / 256, no ALiBi or
 softcap; lengths from 300).
+ROUTES=1 (session 76): count, over the cases, which set of routed launchers each case reached (launchers/forward.py
+and backward.py's Gluon and warp-specialized branches; "other" for the rest), printed at the end.
 DRY=N (session 76): print the first N cases a seed draws (the same stream) and run none: what a logged run covered.
 
     [ONE_KEY=0] [LENS=big] [DENSE=1] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
 
 (triton without a GPU: the kernels under `TRITON_INTERPRET=1` on CPU tensors.)"""
+import collections
 import os
 import random
 import sys
@@ -62,6 +65,24 @@ dev = "cuda" if backend == "triton" and torch.cuda.is_available() else "cpu"
 if backend == "triton" and dev == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
     # (session 67: without it every case was a rejected input, and the count read "0 failures")
     sys.exit("triton without a GPU needs TRITON_INTERPRET=1 in the environment (set before triton is imported)")
+case_routes, route_sets = set(), collections.Counter()
+if os.environ.get("ROUTES") == "1":
+    from flashtriton.launchers import (backward, backward_gluon, backward_gluon_d256, backward_gluon_varlen,  # noqa: E402
+                                       forward, forward_gluon)
+
+    def _count(module, name, label):
+        inner = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            case_routes.add(label)
+            return inner(*args, **kwargs)
+        setattr(module, name, counted)
+    for _m, _n, _l in ((forward_gluon, "fwd_into", "fwd_gluon"), (forward, "_fwd_warp_spec", "fwd_ws"),
+                       (forward, "_fwd_warp_spec_varlen", "fwd_ws_varlen"), (backward_gluon, "fused_into", "bwd_fused"),
+                       (backward_gluon_d256, "bwd_into", "bwd_d256"), (backward, "_bwd_warp_spec", "bwd_ws"),
+                       (backward_gluon_varlen, "fused_varlen_into", "bwd_fused_varlen"),
+                       (backward, "_bwd_warp_spec_varlen", "bwd_ws_varlen")):
+        _count(_m, _n, _l)
 rng = random.Random(seed)
 torch.manual_seed(seed)
 n = fails = rejected = 0
@@ -98,6 +119,7 @@ while time.time() < t_end:
         if n >= DRY:
             break
         continue
+    case_routes.clear()
     try:
         if DENSE:
             (q, k, v), varlen = rand_qkv(nseq, lens_q[0], lens_k[0], h, hk, d, dtype, dev), None
@@ -115,4 +137,7 @@ while time.time() < t_end:
         fails += 1
         print("EXC", case, repr(ex)[:200], flush=True)
         traceback.print_exc(limit=6)
+    route_sets[" + ".join(sorted(case_routes)) or "other"] += 1
+for routes, count in route_sets.most_common():
+    print(f"routes {routes}: {count} cases")
 print(f"seed {seed}: {n} cases, {fails} failures, {rejected} rejected inputs")
