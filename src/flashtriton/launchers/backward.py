@@ -13,7 +13,7 @@ import torch
 import triton
 
 from .. import alibi_anchor, memory
-from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, forward, plans
+from . import backward_gluon, backward_gluon_d256, backward_gluon_varlen, dense_varlen, forward, plans
 from ..kernels import configs
 from ..kernels.bwd import attn_bwd_dkdv_kernel, attn_bwd_dq_kernel, bwd_preprocess_kernel
 from ..kernels.bwd_ws import attn_bwd_dkdv_ws_kernel, attn_bwd_dq_ws_kernel
@@ -42,16 +42,28 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         # (an incoming gradient that TMA cannot read, such as out.sum()'s expanded ones, copied once here, before
         # the plan: the copy is the plan's input, not a step it would have to replay)
         dout = _descriptor_ready(dout)
-        table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
-        if table is None:
-            return _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
-        # (rng: a dropout call's (seed, offset) tensor, which the plan's key-table launch reads; None otherwise)
-        inputs = (dout, q, k, v, out, lse, table, rng)
-        key = varlen_plan_key(inputs, params, varlen)
-        return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen, table))
+        grads = _fused_varlen_route(dout, q, k, v, out, lse, params, alibi, rng, varlen)
+        return grads if grads is not None else _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
+    # a ragged dense call on the same fused VARLEN route, as B equal sequences (launchers/dense_varlen.py)
+    dout = _descriptor_ready(dout)
+    grads = dense_varlen.bwd(dout, q, k, v, out, lse, params, alibi, rng, _fused_varlen_route)
+    if grads is not None:
+        return grads
     inputs = (dout, q, k, v, out, lse, alibi, rng)
     key = plans.plan_key("bwd", inputs, params)
     return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen))
+
+
+def _fused_varlen_route(dout, q, k, v, out, lse, params: AttnParams, alibi, rng, varlen: Varlen):
+    """A packed call's fused Gluon VARLEN backward through its launch plan (dq, dk, dv), or None where
+    policy.gluon_bwd_fused_varlen declines it. dout already descriptor-ready, varlen unit-stride."""
+    table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
+    if table is None:
+        return None
+    # (rng: a dropout call's (seed, offset) tensor, which the plan's key-table launch reads; None otherwise)
+    inputs = (dout, q, k, v, out, lse, table, rng)
+    key = varlen_plan_key(inputs, params, varlen)
+    return plans.run(key, inputs, lambda: _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen, table))
 
 
 def varlen_plan_key(inputs, params: AttnParams, varlen: Varlen):

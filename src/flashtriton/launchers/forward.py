@@ -9,7 +9,7 @@ import torch
 import triton
 
 from .. import alibi_anchor, memory, one_row
-from . import decode, forward_gluon, plans
+from . import decode, dense_varlen, forward_gluon, plans
 from ..kernels import configs
 from ..kernels.fwd import attn_fwd_kernel
 from ..kernels.fwd_ws import attn_fwd_ws_kernel
@@ -40,6 +40,11 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
             return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
                                             dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
                                             window=(int(p.window_left), 0) if kind == "window" else None)
+    else:
+        # a ragged dense call on the same VARLEN kernel, as B equal sequences (launchers/dense_varlen.py)
+        routed = dense_varlen.fwd(q, k, v, params, alibi, rng)
+        if routed is not None:
+            return routed
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))

@@ -685,6 +685,31 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
     return _warp_spec_switch(q)
 
 
+# Ragged dense calls (session 76) on the packed Gluon kernels (launchers/dense_varlen.py): a flash_attn_func batch
+# whose Nq or Nk is not a multiple of the dense Gluon kernel's tiles (so gluon_fwd / gluon_bwd_fused decline it) is
+# run as B equal packed sequences where gluon_fwd_varlen / gluon_bwd_fused_varlen take that form, instead of the
+# Triton kernels. Pass -> True. Not with dropout (the dense and packed keep masks' counter layouts are not
+# reconciled here). Measured: bench/NOTES.md, session 76.
+DENSE_AS_VARLEN = {"fwd": True, "bwd": True}
+
+
+def dense_as_varlen(kernel: str, q, k, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
+    """Whether a dense call may try the packed Gluon route (kernel "fwd" or "bwd"; the packed route's own rule
+    decides after): DENSE_AS_VARLEN[kernel], a 4-D CUDA q, not under the interpreter (the Gluon kernels have no
+    interpreted form), no dropout, both lengths > 0, a head dim the dense Gluon kernel has tiles for, and Nq or Nk
+    not a multiple of those tiles (GLUON_TILES for the forward, FUSED_CONFIG for the backward): the aligned calls
+    keep the dense routes measured for them."""
+    if (not DENSE_AS_VARLEN.get(kernel) or q.dim() != 4 or not q.is_cuda or interpreting() or params.dropout_p > 0
+            or min(seqlen_q, seqlen_k) <= 0):
+        return False
+    tiles = GLUON_TILES if kernel == "fwd" else FUSED_CONFIG
+    d = q.shape[-1]
+    if d not in tiles:
+        return False
+    block_m, block_n = tiles[d][0], tiles[d][1]
+    return seqlen_q % block_m != 0 or seqlen_k % block_n != 0
+
+
 # Paged packed forwards (flash_attn_varlen_func(..., block_table=)) on the Gluon VARLEN kernel's VARLEN_PAGED
 # (session 51; launchers/forward_gluon.fwd_varlen_paged) instead of kernels/fwd_paged.py: kind -> head dims, at
 # GLUON_FWD_VARLEN_MIN_N's lengths, pages a multiple of the kernel's key tile. Measured (H200, 2026-12-04, bf16, 16k

@@ -1,0 +1,85 @@
+"""Session 76: ragged dense calls (flash_attn_func, Nq = Nk not a multiple of 128) on the packed Gluon kernels
+(policy.DENSE_AS_VARLEN on, launchers/dense_varlen.py) against the route before (off: the Triton kernels), with SDPA's
+CUDNN_ATTENTION on the same inputs for scale; bf16, 16k tokens a case, forward and forward + backward, three rotated
+rounds (bench.common.median_of_rounds), plans on. Batch 0, head 0 of each arm checked against float64 first.
+Prediction (bench/NOTES.md "Session 76", before the run): the packed kernels ran 1.2-1.9x the Triton varlen kernels
+in session 51 and ~0.9-1.0x the dense Gluon kernels at equal token counts (features, varlen row); the dense Triton
+kernels at ragged lengths run like the Triton varlen ones, so on / off ~1.2-1.6x forward and ~1.2-1.5x forward +
+backward at D = 128, less at D = 64.
+Rule (pre-registered): keep the route on for a (pass, D) if every measured case has median on / off >= 1.00 and every
+round >= 0.98; else restrict it to the cases that pass.
+    PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON"""
+import json
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import flashtriton
+from flashtriton.bench import common
+from flashtriton.launchers import plans, policy
+
+# D, H, N (B = 16384 // N), causal
+CASES = [(128, 16, 1000, False), (128, 16, 1000, True), (128, 16, 2100, False), (128, 16, 2100, True),
+         (128, 16, 4000, False), (128, 16, 4000, True), (128, 16, 700, True), (64, 32, 2100, False),
+         (64, 32, 2100, True)]
+
+
+def case(d, h, n, causal):
+    b = 16384 // n
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    dout = torch.randn_like(q)
+    scale = d ** -0.5
+    refs = common.head0_grad_refs(q.detach(), k.detach(), v.detach(), dout, softmax_scale=scale,
+                                  window_right=0 if causal else -1)
+    units, checks = {}, {}
+    for name in ("on", "off", "cudnn"):
+        def call(name=name):
+            if name == "cudnn":
+                with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                    return torch.nn.functional.scaled_dot_product_attention(
+                        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal).transpose(1, 2)
+            policy.DENSE_AS_VARLEN = {"fwd": name == "on", "bwd": name == "on"}
+            return flashtriton.flash_attn_func(q, k, v, causal=causal)
+        plans.clear()
+        try:
+            out = call()
+            grads = torch.autograd.grad(out, (q, k, v), dout)
+            ok_f, text_f = common.head0_fwd_check(q.detach(), k.detach(), v.detach(), out.detach(), None,
+                                                  softmax_scale=scale, window_right=0 if causal else -1)
+            ok_b, text_b = common.head0_grad_check(grads, refs)
+            checks[name] = f"{'ok' if ok_f and ok_b else 'WRONG'}: {text_f}; {text_b}"
+        except Exception as exc:  # noqa: BLE001 - recorded, the other arms still run
+            checks[name] = common.short_error(exc)
+            continue
+        units[name] = lambda call=call: common.time_passes(call, (q, k, v), dout, "cuda", modes=("fwd", "fwd_bwd"))
+    med, reads, errors = common.median_of_rounds(units, 3)
+    row = dict(d=d, h=h, n=n, b=b, causal=causal, checks=checks, errors=errors)
+    for mode in ("fwd", "fwd_bwd"):
+        flops = common.attention_flops(b, h, n, n, d, causal, mode)
+        for name in med:
+            row[f"{name}_{mode}_ms"] = med[name][mode]
+            row[f"{name}_{mode}_tflops"] = flops / med[name][mode] / 1e9
+        if "on" in med and "off" in med:
+            row[f"{mode}_ratio"] = med["off"][mode] / med["on"][mode]
+            row[f"{mode}_ratio_rounds"] = [o / g for g, o in zip(reads["on"][mode], reads["off"][mode])]
+        if "on" in med and "cudnn" in med:
+            row[f"{mode}_vs_cudnn"] = med["cudnn"][mode] / med["on"][mode]
+    return row
+
+
+def main():
+    rows = []
+    for c in CASES:
+        row = case(*c)
+        rows.append(row)
+        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
+                          if not k.endswith("_rounds")}), flush=True)
+    policy.DENSE_AS_VARLEN = {"fwd": True, "bwd": True}
+    if len(sys.argv) > 1:
+        with open(sys.argv[1], "w") as f:
+            json.dump(dict(env=common.environment("cuda"), rows=rows), f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

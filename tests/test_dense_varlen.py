@@ -1,0 +1,165 @@
+"""Ragged dense calls on the packed Gluon kernels (session 76): launchers/dense_varlen.py, rule
+launchers.policy.dense_as_varlen (DENSE_AS_VARLEN).
+
+CPU: the rule (ragged lengths only, no dropout, never on CPU tensors or under the interpreter), the lse layouts'
+round trip, the packed Varlen of B equal sequences. GPU (Hopper): flash_attn_func on ragged batches against float64
+with the repo criterion (out, lse, dq / dk / dv, the probabilities; outputs poisoned first, conftest), causal with
+Nq < Nk and Nq > Nk (rows that see no key), a window (left, 0), GQA, D = 64 / 128, bf16 / fp16; the routes taken
+(spies); bitwise the explicit packed call; forward bitwise repeatable; aligned, dropout and deterministic calls keep
+the dense routes.
+"""
+import pytest
+import torch
+
+import flashtriton
+from flashtriton.launchers import backward_gluon_varlen, dense_varlen, forward_gluon, policy
+from flashtriton.launchers.common import AttnParams
+
+from conftest import DEVICE
+from helpers import check_attention, rand_qkv, spy
+from test_fwd_gluon import hopper
+
+
+# ---------------------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------------------
+class _Cuda4D:
+    """A stand-in for a 4-D CUDA q of the given shape (the rule reads dim(), is_cuda and shape only)."""
+    is_cuda = True
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def dim(self):
+        return len(self.shape)
+
+
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_dense_as_varlen_rule(monkeypatch, kernel):
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    p = AttnParams(0.1)
+    rule = policy.dense_as_varlen
+    q = _Cuda4D(2, 1000, 4, 128)
+    assert rule(kernel, q, None, p, 1000, 1000)                 # ragged both
+    assert rule(kernel, q, None, p, 2048, 2100)                 # ragged keys only
+    assert rule(kernel, q, None, p, 1000, 2048)                 # ragged queries only
+    assert not rule(kernel, q, None, p, 2048, 2048)             # aligned: the dense routes
+    assert not rule(kernel, q, None, AttnParams(0.1, dropout_p=0.1), 1000, 1000)
+    assert not rule(kernel, q, None, p, 0, 1000) and not rule(kernel, q, None, p, 1000, 0)
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), None, p, 1000, 1000)     # no dense Gluon tile at D = 96
+    assert not rule(kernel, _Cuda4D(2000, 4, 128), None, p, 1000, 1000)       # packed q: not a dense call
+    monkeypatch.setitem(policy.DENSE_AS_VARLEN, kernel, False)
+    assert not rule(kernel, q, None, p, 1000, 1000)
+
+
+def test_dense_as_varlen_rule_backward_tiles(monkeypatch):
+    """The backward's tiles are the fused kernel's (64 query rows): Nq = 1088 is aligned there, not in the forward."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    q, p = _Cuda4D(1, 1088, 4, 128), AttnParams(0.1)
+    assert policy.dense_as_varlen("fwd", q, None, p, 1088, 2048)
+    assert not policy.dense_as_varlen("bwd", q, None, p, 1088, 2048)
+
+
+def test_dense_as_varlen_never_on_cpu_or_interpreted(monkeypatch):
+    q = torch.randn(1, 1000, 2, 128)
+    assert not policy.dense_as_varlen("fwd", q, q, AttnParams(0.1), 1000, 1000)       # a CPU tensor
+    monkeypatch.setattr(policy, "interpreting", lambda: True)
+    assert not policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), None, AttnParams(0.1), 1000, 1000)
+
+
+def test_lse_layouts_round_trip():
+    lse = torch.randn(3, 4, 17)                                   # (B, H, Nq)
+    packed = dense_varlen.lse_to_packed(lse)
+    assert packed.shape == (4, 51) and packed.is_contiguous()
+    assert torch.equal(packed[:, 17:34], lse[1])                  # sequence 1's rows, every head
+    back = dense_varlen.lse_to_dense(packed, 3)
+    assert back.is_contiguous() and torch.equal(back, lse)
+
+
+def test_packed_varlen_of_equal_sequences():
+    v = dense_varlen.packed_varlen(3, 5, 7, "cpu")
+    assert v.cu_seqlens_q.dtype == torch.int32 and v.cu_seqlens_q.tolist() == [0, 5, 10, 15]
+    assert v.cu_seqlens_k.tolist() == [0, 7, 14, 21] and (v.max_seqlen_q, v.max_seqlen_k) == (5, 7)
+    assert dense_varlen.packed_varlen(3, 5, 7, "cpu") is v        # remembered: its SCHED tables stay cached
+    same = dense_varlen.packed_varlen(2, 9, 9, "cpu")
+    assert same.cu_seqlens_k is same.cu_seqlens_q
+
+
+# ---------------------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------------------
+CASES = [
+    # B, Nq, Nk, (H, Hk), D, mask: "plain", "causal" or a window (left, 0)
+    (2, 1000, 1000, (4, 2), 128, "plain"),
+    (2, 1000, 1000, (4, 2), 128, "causal"),
+    (1, 700, 1500, (4, 1), 128, "causal"),           # Nq < Nk
+    (2, 1500, 700, (4, 4), 128, "causal"),           # Nq > Nk: rows that see no key (O = 0, lse = +inf)
+    (1, 2048, 2100, (2, 1), 128, "plain"),           # aligned queries, ragged keys
+    (1, 2100, 2100, (4, 2), 128, (300, 0)),          # the packed WINDOW variants (backward from 1706)
+    (2, 1100, 1100, (4, 2), 64, "plain"),
+    (1, 1500, 3000, (4, 2), 64, "causal"),
+]
+
+
+def _mask_kw(mask):
+    if mask == "plain":
+        return dict(causal=False)
+    if mask == "causal":
+        return dict(causal=True)
+    return dict(window_size=mask)
+
+
+@pytest.fixture
+def routes(monkeypatch):
+    """The packed routes' calls: (forward, backward)."""
+    return (spy(monkeypatch, forward_gluon, "fwd_varlen"),
+            spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into"))
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("b,nq,nk,heads,d,mask", CASES)
+def test_dense_ragged_matches_reference_gpu(routes, dtype, b, nq, nk, heads, d, mask):
+    q, k, v = rand_qkv(b, nq, nk, *heads, d, dtype, DEVICE)
+    check_attention("triton", q, k, v, **_mask_kw(mask))
+    assert len(routes[0]) == 1, "the forward did not take the packed Gluon kernel"
+    assert len(routes[1]) == 1, "the backward did not take the fused packed Gluon kernel"
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("mask", ["plain", "causal", (300, 0)])
+def test_dense_ragged_is_the_packed_call_gpu(routes, mask):
+    """Bitwise the explicit flash_attn_varlen_func on the same rows (dq to summation order: the fused kernel's
+    reduce-adds arrive in any order), and the forward bitwise repeatable."""
+    b, n, h, hk, d = 2, 2100, 4, 2, 128
+    q, k, v = rand_qkv(b, n, n, h, hk, d, torch.bfloat16, DEVICE, requires_grad=True)
+    dout = torch.randn_like(q)
+    out, lse, _ = flashtriton.flash_attn_func(q, k, v, return_attn_probs=True, **_mask_kw(mask))
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), dout)
+    again = flashtriton.flash_attn_func(q, k, v, **_mask_kw(mask))
+    assert torch.equal(out, again)
+    qp, kp, vp = (t.detach().reshape(b * n, -1, d).requires_grad_() for t in (q, k, v))
+    cu = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=DEVICE)
+    out_p, lse_p, _ = flashtriton.flash_attn_varlen_func(qp, kp, vp, cu, cu, n, n, return_attn_probs=True,
+                                                         **_mask_kw(mask))
+    dq_p, dk_p, dv_p = torch.autograd.grad(out_p, (qp, kp, vp), dout.reshape(b * n, h, d))
+    assert len(routes[0]) == 3 and len(routes[1]) == 2
+    assert torch.equal(out.reshape(b * n, h, d), out_p)
+    assert torch.equal(lse, lse_p.view(h, b, n).transpose(0, 1))
+    assert torch.equal(dk.reshape(b * n, hk, d), dk_p) and torch.equal(dv.reshape(b * n, hk, d), dv_p)
+    torch.testing.assert_close(dq.reshape(b * n, h, d), dq_p, rtol=1e-2, atol=1e-3)
+
+
+@pytest.mark.gpu
+@hopper
+def test_dense_aligned_dropout_and_deterministic_keep_their_routes_gpu(routes):
+    q, k, v = rand_qkv(1, 2048, 2048, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_func(q, k, v, causal=True).sum().backward()          # aligned: the dense Gluon kernels
+    assert routes == ([], [])
+    q, k, v = rand_qkv(1, 1000, 1000, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_func(q, k, v, dropout_p=0.1).sum().backward()        # dropout: not reconciled
+    assert routes == ([], [])
+    flashtriton.flash_attn_func(q, k, v, deterministic=True).sum().backward()   # the forward only
+    assert len(routes[0]) == 1 and routes[1] == []
