@@ -34,22 +34,42 @@ class _Cuda4D:
         return len(self.shape)
 
 
+ALL_ON = {kernel: {kind: {128: 1, 64: 1} for kind in ("plain", "causal", "window")} for kernel in ("fwd", "bwd")}
+
+
 @pytest.mark.parametrize("kernel", ["fwd", "bwd"])
 def test_dense_as_varlen_rule(monkeypatch, kernel):
     monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "DENSE_AS_VARLEN", ALL_ON)
     p = AttnParams(0.1)
     rule = policy.dense_as_varlen
     q = _Cuda4D(2, 1000, 4, 128)
     assert rule(kernel, q, None, p, 1000, 1000)                 # ragged both
     assert rule(kernel, q, None, p, 2048, 2100)                 # ragged keys only
     assert rule(kernel, q, None, p, 1000, 2048)                 # ragged queries only
+    assert rule(kernel, q, None, AttnParams(0.1, window_left=300, window_right=0), 1000, 1000)
     assert not rule(kernel, q, None, p, 2048, 2048)             # aligned: the dense routes
     assert not rule(kernel, q, None, AttnParams(0.1, dropout_p=0.1), 1000, 1000)
     assert not rule(kernel, q, None, p, 0, 1000) and not rule(kernel, q, None, p, 1000, 0)
-    assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), None, p, 1000, 1000)     # no dense Gluon tile at D = 96
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), None, p, 1000, 1000)     # no packed Gluon kernel at D = 96
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 256), None, p, 1000, 1000)
     assert not rule(kernel, _Cuda4D(2000, 4, 128), None, p, 1000, 1000)       # packed q: not a dense call
-    monkeypatch.setitem(policy.DENSE_AS_VARLEN, kernel, False)
-    assert not rule(kernel, q, None, p, 1000, 1000)
+
+
+def test_dense_as_varlen_default_table(monkeypatch):
+    """The measured table (policy.DENSE_AS_VARLEN, session 76): D = 128 forward plain / causal from 1000, D = 64
+    forward plain only from 2100; the backward D = 128 plain from 1000, causal from 700, D = 64 from 2100; no
+    windows (not timed)."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    rule, p, causal = policy.dense_as_varlen, AttnParams(0.1), AttnParams(0.1, window_right=0)
+    window = AttnParams(0.1, window_left=300, window_right=0)
+    q128, q64 = _Cuda4D(1, 1000, 4, 128), _Cuda4D(1, 1000, 4, 64)
+    assert rule("fwd", q128, None, p, 1000, 1000) and rule("fwd", q128, None, causal, 1000, 1000)
+    assert not rule("fwd", q128, None, causal, 999, 4000) and not rule("fwd", q128, None, causal, 700, 700)
+    assert rule("bwd", q128, None, causal, 700, 700) and not rule("bwd", q128, None, p, 700, 700)
+    assert rule("fwd", q64, None, p, 2100, 2100) and not rule("fwd", q64, None, causal, 2100, 2100)
+    assert rule("bwd", q64, None, causal, 2100, 2100) and not rule("bwd", q64, None, p, 1100, 1100)
+    assert not rule("fwd", q128, None, window, 2100, 2100) and not rule("bwd", q128, None, window, 2100, 2100)
 
 
 def test_dense_as_varlen_rule_backward_tiles(monkeypatch):
@@ -65,6 +85,8 @@ def test_dense_as_varlen_never_on_cpu_or_interpreted(monkeypatch):
     assert not policy.dense_as_varlen("fwd", q, q, AttnParams(0.1), 1000, 1000)       # a CPU tensor
     monkeypatch.setattr(policy, "interpreting", lambda: True)
     assert not policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), None, AttnParams(0.1), 1000, 1000)
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    assert policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), None, AttnParams(0.1), 1000, 1000)
 
 
 def test_lse_layouts_round_trip():
@@ -111,7 +133,9 @@ def _mask_kw(mask):
 
 @pytest.fixture
 def routes(monkeypatch):
-    """The packed routes' calls: (forward, backward)."""
+    """Every ragged D = 64 / 128 call routed (policy.DENSE_AS_VARLEN's lengths lowered to 1, windows listed); the
+    packed routes' calls: (forward, backward)."""
+    monkeypatch.setattr(policy, "DENSE_AS_VARLEN", ALL_ON)
     return (spy(monkeypatch, forward_gluon, "fwd_varlen"),
             spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into"))
 
@@ -163,3 +187,18 @@ def test_dense_aligned_dropout_and_deterministic_keep_their_routes_gpu(routes):
     assert routes == ([], [])
     flashtriton.flash_attn_func(q, k, v, deterministic=True).sum().backward()   # the forward only
     assert len(routes[0]) == 1 and routes[1] == []
+
+
+@pytest.mark.gpu
+@hopper
+def test_dense_route_by_default_gpu(monkeypatch):
+    """The default table: a ragged D = 128 call of 1000 tokens takes both packed kernels; a causal one of 700 only the
+    backward (its forward measured 0.77x there)."""
+    fwd_calls = spy(monkeypatch, forward_gluon, "fwd_varlen")
+    bwd_calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
+    q, k, v = rand_qkv(2, 1000, 1000, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_func(q, k, v).sum().backward()
+    assert (len(fwd_calls), len(bwd_calls)) == (1, 1)
+    q, k, v = rand_qkv(2, 700, 700, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_func(q, k, v, causal=True).sum().backward()
+    assert (len(fwd_calls), len(bwd_calls)) == (1, 2)

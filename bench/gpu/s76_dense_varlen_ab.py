@@ -8,7 +8,8 @@ kernels at ragged lengths run like the Triton varlen ones, so on / off ~1.2-1.6x
 backward at D = 128, less at D = 64.
 Rule (pre-registered): keep the route on for a (pass, D) if every measured case has median on / off >= 1.00 and every
 round >= 0.98; else restrict it to the cases that pass.
-    PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON"""
+    PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON
+    PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py --render OUT_JSON     (no GPU: OUT_JSON's .md and .png)"""
 import json
 import sys
 
@@ -68,7 +69,47 @@ def case(d, h, n, causal):
     return row
 
 
+def render(path):
+    """The Markdown table and the PNG (TFLOP/s of on / off / cuDNN a case, one panel a pass) of a run's JSON."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    with open(path) as f:
+        run = json.load(f)
+    env, rows = run["env"], run["rows"]
+    lines = [f"Ragged dense calls, packed Gluon route on / off (session 76): {env['device']}, torch {env['torch']}, "
+             f"triton {env['triton']}, {env['date']}; bf16, 16k tokens (B = 16384 // N), Nq = Nk = N, TFLOP/s "
+             "(FlashAttention-2 count), medians of three rotated rounds.", "",
+             "| D | H | N | B | causal | pass | on | off | cuDNN | on / off (rounds) | on / cuDNN |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for m in ("fwd", "fwd_bwd"):
+            rounds = ", ".join(f"{x:.2f}" for x in r[f"{m}_ratio_rounds"])
+            lines.append(f"| {r['d']} | {r['h']} | {r['n']} | {r['b']} | {'yes' if r['causal'] else 'no'} | {m} | "
+                         f"{r[f'on_{m}_tflops']:.0f} | {r[f'off_{m}_tflops']:.0f} | {r[f'cudnn_{m}_tflops']:.0f} | "
+                         f"{r[f'{m}_ratio']:.3f} ({rounds}) | {r[f'{m}_vs_cudnn']:.2f} |")
+    base = path[:-5] if path.endswith(".json") else path
+    with open(base + ".md", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    labels = [f"D{r['d']} N{r['n']}{' c' if r['causal'] else ''}" for r in rows]
+    x = range(len(rows))
+    for ax, m in zip(axes, ("fwd", "fwd_bwd")):
+        for i, (name, color) in enumerate((("on", "C0"), ("off", "C1"), ("cudnn", "C2"))):
+            ax.bar([j + (i - 1) * 0.27 for j in x], [r[f"{name}_{m}_tflops"] for r in rows], 0.27, label=name,
+                   color=color)
+        ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{m}, bf16, {env['device']}")
+        ax.set_ylabel("TFLOP/s")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(base + ".png", dpi=110)
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--render":
+        render(sys.argv[2])
+        return
     rows = []
     for c in CASES:
         row = case(*c)

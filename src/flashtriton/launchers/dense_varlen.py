@@ -68,11 +68,11 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None):
     (then the caller runs the dense launchers)."""
     batch, seqlen_q, _, d = q.shape
     seqlen_k = k.shape[1]
-    if not dense_as_varlen("fwd", q, k, params, seqlen_q, seqlen_k):
+    p = _effective_window(params, seqlen_q, seqlen_k)
+    if not dense_as_varlen("fwd", q, k, p, seqlen_q, seqlen_k):
         return None
     qp, kp, vp = _packed(q), _packed(k), _packed(v)
     varlen = packed_varlen(batch, seqlen_q, seqlen_k, q.device)
-    p = _effective_window(params, seqlen_q, seqlen_k)
     if not gluon_fwd_varlen(qp, kp, vp, p, alibi, block_d(d), varlen):
         return None
     kind = gluon_kind(p)
@@ -87,7 +87,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi, rng, packed_route):
     route (policy.gluon_bwd_fused_varlen's rule, then its launch plan), None where that rule declines the call."""
     batch, seqlen_q = q.shape[:2]
     seqlen_k = k.shape[1]
-    if not dense_as_varlen("bwd", q, k, params, seqlen_q, seqlen_k):
+    if not dense_as_varlen("bwd", q, k, _effective_window(params, seqlen_q, seqlen_k), seqlen_q, seqlen_k):
         return None
     varlen = packed_varlen(batch, seqlen_q, seqlen_k, q.device)
     grads = packed_route(_packed(dout), _packed(q), _packed(k), _packed(v), _packed(out), lse_to_packed(lse),

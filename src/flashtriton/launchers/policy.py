@@ -688,24 +688,31 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # Ragged dense calls (session 76) on the packed Gluon kernels (launchers/dense_varlen.py): a flash_attn_func batch
 # whose Nq or Nk is not a multiple of the dense Gluon kernel's tiles (so gluon_fwd / gluon_bwd_fused decline it) is
 # run as B equal packed sequences where gluon_fwd_varlen / gluon_bwd_fused_varlen take that form, instead of the
-# Triton kernels. Pass -> True. Not with dropout (the dense and packed keep masks' counter layouts are not
-# reconciled here). Measured: bench/NOTES.md, session 76.
-DENSE_AS_VARLEN = {"fwd": True, "bwd": True}
+# Triton kernels. Pass -> mask kind (gluon_kind of the effective window) -> head dim -> the shortest min(Nq, Nk).
+# Not with dropout (the dense and packed keep masks' counter layouts are not reconciled here). Measured (H100 80GB
+# HBM3, 2026-12-07, bf16, 16k tokens, Nq = Nk, three rotated rounds, on / off; bench/gpu/s76_dense_varlen_ab.py,
+# bench/results/nvidia-h100/s76/call4): D = 128 (H = 16) forward plain 1000 / 2100 / 4000 1.16 / 1.30 / 1.26x,
+# causal 1.02 / 1.10 / 1.22x, but causal 700 0.77x; forward + backward 1.31-1.47x from 1000, causal 700 1.00x (the
+# backward alone, from the medians, 1.33-1.60x, 700 1.07x); D = 64 (H = 32) at 2100 forward plain 1.02x, causal
+# 0.86x, forward + backward 1.21 / 1.24x. Routed where every round was >= 0.98 (the backward by its medians); the
+# windows were not timed, so they keep the Triton kernels.
+DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}},
+                   "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100}}}
 
 
 def dense_as_varlen(kernel: str, q, k, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
-    """Whether a dense call may try the packed Gluon route (kernel "fwd" or "bwd"; the packed route's own rule
-    decides after): DENSE_AS_VARLEN[kernel], a 4-D CUDA q, not under the interpreter (the Gluon kernels have no
-    interpreted form), no dropout, both lengths > 0, a head dim the dense Gluon kernel has tiles for, and Nq or Nk
-    not a multiple of those tiles (GLUON_TILES for the forward, FUSED_CONFIG for the backward): the aligned calls
-    keep the dense routes measured for them."""
-    if (not DENSE_AS_VARLEN.get(kernel) or q.dim() != 4 or not q.is_cuda or interpreting() or params.dropout_p > 0
-            or min(seqlen_q, seqlen_k) <= 0):
+    """Whether a dense call may try the packed Gluon route (kernel "fwd" or "bwd"; params through
+    _effective_window; the packed route's own rule decides after): a 4-D CUDA q, not under the interpreter (the
+    Gluon kernels have no interpreted form), no dropout, the kind and head dim listed in DENSE_AS_VARLEN[kernel]
+    and min(Nq, Nk) at least its entry, and Nq or Nk not a multiple of the dense Gluon kernel's tiles (GLUON_TILES
+    for the forward, FUSED_CONFIG for the backward): the aligned calls keep the dense routes measured for them."""
+    if q.dim() != 4 or not q.is_cuda or interpreting() or params.dropout_p > 0:
+        return False
+    d = q.shape[-1]
+    shortest = DENSE_AS_VARLEN.get(kernel, {}).get(gluon_kind(params), {}).get(d)
+    if shortest is None or min(seqlen_q, seqlen_k) < max(shortest, 1):
         return False
     tiles = GLUON_TILES if kernel == "fwd" else FUSED_CONFIG
-    d = q.shape[-1]
-    if d not in tiles:
-        return False
     block_m, block_n = tiles[d][0], tiles[d][1]
     return seqlen_q % block_m != 0 or seqlen_k % block_n != 0
 
