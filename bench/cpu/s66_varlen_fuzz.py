@@ -10,7 +10,8 @@ ROUTES=1 (session 76): count, over the cases, which set of routed launchers each
 and backward.py's Gluon and warp-specialized branches; "other" for the rest), printed at the end.
 DRY=N (session 76): print the first N cases a seed draws (the same stream) and run none: what a logged run covered.
 
-    [ONE_KEY=0] [LENS=big] [DENSE=1] PYTHONPATH=src python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
+    [ONE_KEY=0] [LENS=big] [DENSE=1 [GLUON=1]] [ROUTES=1] [DRY=N] PYTHONPATH=src \
+        python bench/cpu/s66_varlen_fuzz.py SEED SECONDS [cpu|triton] [bf16|fp16|fp32|any]
 
 (triton without a GPU: the kernels under `TRITON_INTERPRET=1` on CPU tensors.)"""
 import collections
@@ -67,8 +68,8 @@ if backend == "triton" and dev == "cpu" and os.environ.get("TRITON_INTERPRET") !
     sys.exit("triton without a GPU needs TRITON_INTERPRET=1 in the environment (set before triton is imported)")
 case_routes, route_sets = set(), collections.Counter()
 if os.environ.get("ROUTES") == "1":
-    from flashtriton.launchers import (backward, backward_gluon, backward_gluon_d256, backward_gluon_varlen,  # noqa: E402
-                                       forward, forward_gluon)
+    from flashtriton.launchers import backward, backward_gluon, backward_gluon_d256  # noqa: E402
+    from flashtriton.launchers import backward_gluon_varlen, forward, forward_gluon  # noqa: E402
 
     def _count(module, name, label):
         inner = getattr(module, name)
@@ -77,7 +78,8 @@ if os.environ.get("ROUTES") == "1":
             case_routes.add(label)
             return inner(*args, **kwargs)
         setattr(module, name, counted)
-    for _m, _n, _l in ((forward_gluon, "fwd_into", "fwd_gluon"), (forward, "_fwd_warp_spec", "fwd_ws"),
+    for _m, _n, _l in ((forward_gluon, "fwd_into", "fwd_gluon"), (forward_gluon, "fwd_varlen", "fwd_gluon_varlen"),
+                       (forward, "_fwd_warp_spec", "fwd_ws"),
                        (forward, "_fwd_warp_spec_varlen", "fwd_ws_varlen"), (backward_gluon, "fused_into", "bwd_fused"),
                        (backward_gluon_d256, "bwd_into", "bwd_d256"), (backward, "_bwd_warp_spec", "bwd_ws"),
                        (backward_gluon_varlen, "fused_varlen_into", "bwd_fused_varlen"),
