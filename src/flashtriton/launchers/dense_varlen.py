@@ -63,7 +63,7 @@ def lse_to_packed(lse: torch.Tensor) -> torch.Tensor:
     return lse.transpose(0, 1).reshape(h, b * n).contiguous()
 
 
-def fwd(q, k, v, params: AttnParams, alibi=None, rng=None):
+def fwd(q, k, v, params: AttnParams, alibi=None):
     """(out (B, Nq, H, D), lse (B, H, Nq)) from the Gluon VARLEN forward, or None where the route does not apply
     (then the caller runs the dense launchers)."""
     batch, seqlen_q, _, d = q.shape

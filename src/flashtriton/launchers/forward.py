@@ -42,7 +42,7 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
                                             window=(int(p.window_left), 0) if kind == "window" else None)
     else:
         # a ragged dense call on the same VARLEN kernel, as B equal sequences (launchers/dense_varlen.py)
-        routed = dense_varlen.fwd(q, k, v, params, alibi, rng)
+        routed = dense_varlen.fwd(q, k, v, params, alibi)
         if routed is not None:
             return routed
     inputs = (q, k, v, alibi, rng)
