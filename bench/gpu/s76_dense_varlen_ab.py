@@ -11,6 +11,7 @@ round >= 0.98; else restrict it to the cases that pass.
     PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON
     PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py --render OUT_JSON     (no GPU: OUT_JSON's .md and .png)"""
 import json
+import os
 import sys
 
 import torch
@@ -20,34 +21,43 @@ import flashtriton
 from flashtriton.bench import common
 from flashtriton.launchers import plans, policy
 
-# D, H, N (B = 16384 // N), causal
+# D, H, N (B = 16384 // N), causal, window ((left, 0) or None)
 CASES = [(128, 16, 1000, False), (128, 16, 1000, True), (128, 16, 2100, False), (128, 16, 2100, True),
          (128, 16, 4000, False), (128, 16, 4000, True), (128, 16, 700, True), (64, 32, 2100, False),
          (64, 32, 2100, True)]
+# S76_CASES=windows (after session 76's run): ragged sliding windows, which that run did not time
+WINDOW_CASES = [(128, 16, 2100, False, (256, 0)), (128, 16, 4000, False, (1024, 0)), (64, 32, 4000, False, (256, 0))]
+# "on": every ragged D = 64 / 128 call routed (the A/B's arm; the library's table is policy.DENSE_AS_VARLEN)
+ALL_ON = {kernel: {kind: {128: 1, 64: 1} for kind in ("plain", "causal", "window")} for kernel in ("fwd", "bwd")}
 
 
-def case(d, h, n, causal):
+def case(d, h, n, causal, window=None):
     b = 16384 // n
+    mask = dict(window_size=window) if window is not None else dict(causal=causal)
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn_like(q)
     scale = d ** -0.5
-    refs = common.head0_grad_refs(q.detach(), k.detach(), v.detach(), dout, softmax_scale=scale,
-                                  window_right=0 if causal else -1)
+    ref_kw = dict(softmax_scale=scale, window_left=window[0] if window else -1,
+                  window_right=0 if causal or window else -1)
+    refs = common.head0_grad_refs(q.detach(), k.detach(), v.detach(), dout, **ref_kw)
+    table = policy.DENSE_AS_VARLEN
     units, checks = {}, {}
     for name in ("on", "off", "cudnn"):
         def call(name=name):
             if name == "cudnn":
+                if window is not None:
+                    raise NotImplementedError("cuDNN through SDPA: no sliding-window mask without a dense bias")
                 with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                     return torch.nn.functional.scaled_dot_product_attention(
                         q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=causal).transpose(1, 2)
-            policy.DENSE_AS_VARLEN = {"fwd": name == "on", "bwd": name == "on"}
-            return flashtriton.flash_attn_func(q, k, v, causal=causal)
+            policy.DENSE_AS_VARLEN = ALL_ON if name == "on" else {}
+            return flashtriton.flash_attn_func(q, k, v, **mask)
         plans.clear()
         try:
             out = call()
             grads = torch.autograd.grad(out, (q, k, v), dout)
             ok_f, text_f = common.head0_fwd_check(q.detach(), k.detach(), v.detach(), out.detach(), None,
-                                                  softmax_scale=scale, window_right=0 if causal else -1)
+                                                  **ref_kw)
             ok_b, text_b = common.head0_grad_check(grads, refs)
             checks[name] = f"{'ok' if ok_f and ok_b else 'WRONG'}: {text_f}; {text_b}"
         except Exception as exc:  # noqa: BLE001 - recorded, the other arms still run
@@ -55,9 +65,13 @@ def case(d, h, n, causal):
             continue
         units[name] = lambda call=call: common.time_passes(call, (q, k, v), dout, "cuda", modes=("fwd", "fwd_bwd"))
     med, reads, errors = common.median_of_rounds(units, 3)
-    row = dict(d=d, h=h, n=n, b=b, causal=causal, checks=checks, errors=errors)
+    policy.DENSE_AS_VARLEN = table
+    row = dict(d=d, h=h, n=n, b=b, causal=causal, window=window, checks=checks, errors=errors)
+    # windows: the band's FLOPs only (row i sees min(i, left) + 1 keys), as the features bench counts them
+    band = sum(min(i, window[0]) + 1 for i in range(n)) if window is not None else None
     for mode in ("fwd", "fwd_bwd"):
-        flops = common.attention_flops(b, h, n, n, d, causal, mode)
+        flops = common.attention_flops(b, h, n, n, d, causal, mode) if band is None else \
+            4.0 * b * h * band * d * {"fwd": 1.0, "fwd_bwd": 3.5}[mode]
         for name in med:
             row[f"{name}_{mode}_ms"] = med[name][mode]
             row[f"{name}_{mode}_tflops"] = flops / med[name][mode] / 1e9
@@ -80,24 +94,28 @@ def render(path):
     lines = [f"Ragged dense calls, packed Gluon route on / off (session 76): {env['device']}, torch {env['torch']}, "
              f"triton {env['triton']}, {env['date']}; bf16, 16k tokens (B = 16384 // N), Nq = Nk = N, TFLOP/s "
              "(FlashAttention-2 count), medians of three rotated rounds.", "",
-             "| D | H | N | B | causal | pass | on | off | cuDNN | on / off (rounds) | on / cuDNN |",
+             "| D | H | N | B | mask | pass | on | off | cuDNN | on / off (rounds) | on / cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    def cell(r, key, fmt):
+        return format(r[key], fmt) if key in r else "-"
     for r in rows:
+        mask = f"window {tuple(r['window'])}" if r.get("window") else ("yes" if r["causal"] else "no")
         for m in ("fwd", "fwd_bwd"):
-            rounds = ", ".join(f"{x:.2f}" for x in r[f"{m}_ratio_rounds"])
-            lines.append(f"| {r['d']} | {r['h']} | {r['n']} | {r['b']} | {'yes' if r['causal'] else 'no'} | {m} | "
-                         f"{r[f'on_{m}_tflops']:.0f} | {r[f'off_{m}_tflops']:.0f} | {r[f'cudnn_{m}_tflops']:.0f} | "
-                         f"{r[f'{m}_ratio']:.3f} ({rounds}) | {r[f'{m}_vs_cudnn']:.2f} |")
+            rounds = ", ".join(f"{x:.2f}" for x in r.get(f"{m}_ratio_rounds", []))
+            lines.append(f"| {r['d']} | {r['h']} | {r['n']} | {r['b']} | {mask} | {m} | "
+                         f"{cell(r, f'on_{m}_tflops', '.0f')} | {cell(r, f'off_{m}_tflops', '.0f')} | "
+                         f"{cell(r, f'cudnn_{m}_tflops', '.0f')} | {cell(r, f'{m}_ratio', '.3f')} ({rounds}) | "
+                         f"{cell(r, f'{m}_vs_cudnn', '.2f')} |")
     base = path[:-5] if path.endswith(".json") else path
     with open(base + ".md", "w") as f:
         f.write("\n".join(lines) + "\n")
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
-    labels = [f"D{r['d']} N{r['n']}{' c' if r['causal'] else ''}" for r in rows]
+    labels = [f"D{r['d']} N{r['n']}{' c' if r['causal'] else ''}{' w' if r.get('window') else ''}" for r in rows]
     x = range(len(rows))
     for ax, m in zip(axes, ("fwd", "fwd_bwd")):
         for i, (name, color) in enumerate((("on", "C0"), ("off", "C1"), ("cudnn", "C2"))):
-            ax.bar([j + (i - 1) * 0.27 for j in x], [r[f"{name}_{m}_tflops"] for r in rows], 0.27, label=name,
-                   color=color)
+            ax.bar([j + (i - 1) * 0.27 for j in x], [r.get(f"{name}_{m}_tflops", 0) for r in rows], 0.27,
+                   label=name, color=color)
         ax.set_xticks(list(x), labels, rotation=45, ha="right", fontsize=8)
         ax.set_title(f"{m}, bf16, {env['device']}")
         ax.set_ylabel("TFLOP/s")
@@ -111,12 +129,11 @@ def main():
         render(sys.argv[2])
         return
     rows = []
-    for c in CASES:
+    for c in WINDOW_CASES if os.environ.get("S76_CASES") == "windows" else CASES:
         row = case(*c)
         rows.append(row)
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
                           if not k.endswith("_rounds")}), flush=True)
-    policy.DENSE_AS_VARLEN = {"fwd": True, "bwd": True}
     if len(sys.argv) > 1:
         with open(sys.argv[1], "w") as f:
             json.dump(dict(env=common.environment("cuda"), rows=rows), f, indent=1)
