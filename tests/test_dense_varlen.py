@@ -24,11 +24,11 @@ from test_fwd_gluon import hopper
 # CPU
 # ---------------------------------------------------------------------------------------
 class _Cuda4D:
-    """A stand-in for a 4-D CUDA q of the given shape (the rule reads dim(), is_cuda and shape only)."""
+    """A stand-in for a bf16 CUDA q of the given shape (the rule reads dim(), is_cuda, dtype and shape only)."""
     is_cuda = True
 
-    def __init__(self, *shape):
-        self.shape = shape
+    def __init__(self, *shape, dtype=torch.bfloat16):
+        self.shape, self.dtype = shape, dtype
 
     def dim(self):
         return len(self.shape)
@@ -54,6 +54,8 @@ def test_dense_as_varlen_rule(monkeypatch, kernel):
     assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), None, p, 1000, 1000)     # no packed Gluon kernel at D = 96
     assert not rule(kernel, _Cuda4D(2, 1000, 4, 256), None, p, 1000, 1000)
     assert not rule(kernel, _Cuda4D(2000, 4, 128), None, p, 1000, 1000)       # packed q: not a dense call
+    assert rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float16), None, p, 1000, 1000)
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float32), None, p, 1000, 1000)
 
 
 def test_dense_as_varlen_default_table(monkeypatch):
