@@ -2,7 +2,8 @@
 launchers.policy.dense_as_varlen (DENSE_AS_VARLEN).
 
 CPU: the rule (ragged lengths only, no dropout, never on CPU tensors or under the interpreter), the lse layouts'
-round trip, the packed Varlen of B equal sequences. GPU (Hopper): flash_attn_func on ragged batches against float64
+round trip, the packed Varlen of B equal sequences, and the route's glue (views, cu_seqlens, lse layouts) with the
+packed Triton launchers standing in for the Gluon ones, against the dense launchers. GPU (Hopper): flash_attn_func on ragged batches against float64
 with the repo criterion (out, lse, dq / dk / dv, the probabilities; outputs poisoned first, conftest), causal with
 Nq < Nk and Nq > Nk (rows that see no key), a window (left, 0), GQA, D = 64 / 128, bf16 / fp16; the routes taken
 (spies); bitwise the explicit packed call; forward bitwise repeatable; aligned, dropout and deterministic calls keep
@@ -44,18 +45,18 @@ def test_dense_as_varlen_rule(monkeypatch, kernel):
     p = AttnParams(0.1)
     rule = policy.dense_as_varlen
     q = _Cuda4D(2, 1000, 4, 128)
-    assert rule(kernel, q, None, p, 1000, 1000)                 # ragged both
-    assert rule(kernel, q, None, p, 2048, 2100)                 # ragged keys only
-    assert rule(kernel, q, None, p, 1000, 2048)                 # ragged queries only
-    assert rule(kernel, q, None, AttnParams(0.1, window_left=300, window_right=0), 1000, 1000)
-    assert not rule(kernel, q, None, p, 2048, 2048)             # aligned: the dense routes
-    assert not rule(kernel, q, None, AttnParams(0.1, dropout_p=0.1), 1000, 1000)
-    assert not rule(kernel, q, None, p, 0, 1000) and not rule(kernel, q, None, p, 1000, 0)
-    assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), None, p, 1000, 1000)     # no packed Gluon kernel at D = 96
-    assert not rule(kernel, _Cuda4D(2, 1000, 4, 256), None, p, 1000, 1000)
-    assert not rule(kernel, _Cuda4D(2000, 4, 128), None, p, 1000, 1000)       # packed q: not a dense call
-    assert rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float16), None, p, 1000, 1000)
-    assert not rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float32), None, p, 1000, 1000)
+    assert rule(kernel, q, p, 1000, 1000)                 # ragged both
+    assert rule(kernel, q, p, 2048, 2100)                 # ragged keys only
+    assert rule(kernel, q, p, 1000, 2048)                 # ragged queries only
+    assert rule(kernel, q, AttnParams(0.1, window_left=300, window_right=0), 1000, 1000)
+    assert not rule(kernel, q, p, 2048, 2048)             # aligned: the dense routes
+    assert not rule(kernel, q, AttnParams(0.1, dropout_p=0.1), 1000, 1000)
+    assert not rule(kernel, q, p, 0, 1000) and not rule(kernel, q, p, 1000, 0)
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 96), p, 1000, 1000)     # no packed Gluon kernel at D = 96
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 256), p, 1000, 1000)
+    assert not rule(kernel, _Cuda4D(2000, 4, 128), p, 1000, 1000)       # packed q: not a dense call
+    assert rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float16), p, 1000, 1000)
+    assert not rule(kernel, _Cuda4D(2, 1000, 4, 128, dtype=torch.float32), p, 1000, 1000)
 
 
 def test_dense_as_varlen_default_table(monkeypatch):
@@ -66,29 +67,29 @@ def test_dense_as_varlen_default_table(monkeypatch):
     rule, p, causal = policy.dense_as_varlen, AttnParams(0.1), AttnParams(0.1, window_right=0)
     window = AttnParams(0.1, window_left=300, window_right=0)
     q128, q64 = _Cuda4D(1, 1000, 4, 128), _Cuda4D(1, 1000, 4, 64)
-    assert rule("fwd", q128, None, p, 1000, 1000) and rule("fwd", q128, None, causal, 1000, 1000)
-    assert not rule("fwd", q128, None, causal, 999, 4000) and not rule("fwd", q128, None, causal, 700, 700)
-    assert rule("bwd", q128, None, causal, 700, 700) and not rule("bwd", q128, None, p, 700, 700)
-    assert rule("fwd", q64, None, p, 2100, 2100) and not rule("fwd", q64, None, causal, 2100, 2100)
-    assert rule("bwd", q64, None, causal, 2100, 2100) and not rule("bwd", q64, None, p, 1100, 1100)
-    assert not rule("fwd", q128, None, window, 2100, 2100) and not rule("bwd", q128, None, window, 2100, 2100)
+    assert rule("fwd", q128, p, 1000, 1000) and rule("fwd", q128, causal, 1000, 1000)
+    assert not rule("fwd", q128, causal, 999, 4000) and not rule("fwd", q128, causal, 700, 700)
+    assert rule("bwd", q128, causal, 700, 700) and not rule("bwd", q128, p, 700, 700)
+    assert rule("fwd", q64, p, 2100, 2100) and not rule("fwd", q64, causal, 2100, 2100)
+    assert rule("bwd", q64, causal, 2100, 2100) and not rule("bwd", q64, p, 1100, 1100)
+    assert not rule("fwd", q128, window, 2100, 2100) and not rule("bwd", q128, window, 2100, 2100)
 
 
 def test_dense_as_varlen_rule_backward_tiles(monkeypatch):
     """The backward's tiles are the fused kernel's (64 query rows): Nq = 1088 is aligned there, not in the forward."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     q, p = _Cuda4D(1, 1088, 4, 128), AttnParams(0.1)
-    assert policy.dense_as_varlen("fwd", q, None, p, 1088, 2048)
-    assert not policy.dense_as_varlen("bwd", q, None, p, 1088, 2048)
+    assert policy.dense_as_varlen("fwd", q, p, 1088, 2048)
+    assert not policy.dense_as_varlen("bwd", q, p, 1088, 2048)
 
 
 def test_dense_as_varlen_never_on_cpu_or_interpreted(monkeypatch):
     q = torch.randn(1, 1000, 2, 128)
-    assert not policy.dense_as_varlen("fwd", q, q, AttnParams(0.1), 1000, 1000)       # a CPU tensor
+    assert not policy.dense_as_varlen("fwd", q, AttnParams(0.1), 1000, 1000)       # a CPU tensor
     monkeypatch.setattr(policy, "interpreting", lambda: True)
-    assert not policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), None, AttnParams(0.1), 1000, 1000)
+    assert not policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), AttnParams(0.1), 1000, 1000)
     monkeypatch.setattr(policy, "interpreting", lambda: False)
-    assert policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), None, AttnParams(0.1), 1000, 1000)
+    assert policy.dense_as_varlen("fwd", _Cuda4D(1, 1000, 2, 128), AttnParams(0.1), 1000, 1000)
 
 
 def test_lse_layouts_round_trip():
@@ -107,6 +108,35 @@ def test_packed_varlen_of_equal_sequences():
     assert dense_varlen.packed_varlen(3, 5, 7, "cpu") is v        # remembered: its SCHED tables stay cached
     same = dense_varlen.packed_varlen(2, 9, 9, "cpu")
     assert same.cu_seqlens_k is same.cu_seqlens_q
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the glue check: the packed route stood in by the Triton varlen path")
+@pytest.mark.parametrize("causal", [False, True])
+def test_dense_varlen_glue_matches_the_dense_launchers(monkeypatch, causal):
+    """dense_varlen.fwd / bwd's views, cu_seqlens and lse layouts, with the packed Gluon route replaced by the packed
+    Triton launchers (the interpreter: the Gluon kernels have no interpreted form) and the rule forced: the results
+    equal the dense launchers' on the same ragged batch (GQA, Nq != Nk)."""
+    from flashtriton.launchers import backward, forward
+
+    def packed_fwd(q, k, v, params, alibi, rng, varlen):
+        return forward.fwd(q, k, v, params, alibi, rng, varlen)
+
+    def packed_bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen):
+        return backward.bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
+
+    monkeypatch.setattr(dense_varlen, "dense_as_varlen", lambda *a: True)
+    params = AttnParams(0.2, window_right=0 if causal else -1, deterministic=True)
+    q, k, v = rand_qkv(2, 17, 23, 4, 2, 32, torch.float32, DEVICE)
+    dout = torch.randn_like(q)
+    out, lse = dense_varlen.fwd(q, k, v, params, None, packed_fwd)
+    want_out, want_lse = forward.fwd(q, k, v, params)
+    assert out.shape == q.shape and lse.shape == (2, 4, 17) and lse.is_contiguous()
+    torch.testing.assert_close(out, want_out, rtol=0, atol=1e-6)
+    torch.testing.assert_close(lse, want_lse, rtol=0, atol=1e-6)
+    grads = dense_varlen.bwd(dout, q, k, v, out, lse, params, None, None, packed_bwd)
+    for g, w, t in zip(grads, backward.bwd(dout, q, k, v, want_out, want_lse, params), (q, k, v)):
+        assert g.shape == t.shape
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
 
 
 # ---------------------------------------------------------------------------------------

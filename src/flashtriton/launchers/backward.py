@@ -39,13 +39,9 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
         # a packed batch: the fused Gluon VARLEN route replays a launch plan keyed on its SCHED table as an
         # input (the table holds all the launches read of cu_seqlens); every other varlen route runs as is
         varlen = _unit_stride_varlen(varlen)
-        # (an incoming gradient that TMA cannot read, such as out.sum()'s expanded ones, copied once here, before
-        # the plan: the copy is the plan's input, not a step it would have to replay)
-        dout = _descriptor_ready(dout)
         grads = _fused_varlen_route(dout, q, k, v, out, lse, params, alibi, rng, varlen)
         return grads if grads is not None else _bwd(dout, q, k, v, out, lse, params, alibi, rng, varlen)
     # a ragged dense call on the same fused VARLEN route, as B equal sequences (launchers/dense_varlen.py)
-    dout = _descriptor_ready(dout)
     grads = dense_varlen.bwd(dout, q, k, v, out, lse, params, alibi, rng, _fused_varlen_route)
     if grads is not None:
         return grads
@@ -56,7 +52,10 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi=None, rng=None, varle
 
 def _fused_varlen_route(dout, q, k, v, out, lse, params: AttnParams, alibi, rng, varlen: Varlen):
     """A packed call's fused Gluon VARLEN backward through its launch plan (dq, dk, dv), or None where
-    policy.gluon_bwd_fused_varlen declines it. dout already descriptor-ready, varlen unit-stride."""
+    policy.gluon_bwd_fused_varlen declines it. varlen unit-stride."""
+    # (an incoming gradient that TMA cannot read, such as out.sum()'s expanded ones, copied once here, before
+    # the plan: the copy is the plan's input, not a step it would have to replay)
+    dout = _descriptor_ready(dout)
     table = _fused_varlen_table(dout, q, k, v, lse, params, alibi, varlen)
     if table is None:
         return None

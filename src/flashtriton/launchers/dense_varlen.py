@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from . import forward_gluon
-from .common import AttnParams, Varlen, _effective_window, block_d
-from .policy import dense_as_varlen, gluon_fwd_varlen, gluon_kind
+from .common import AttnParams, Varlen, _effective_window
+from .policy import dense_as_varlen
 
 # (device, batch, Nq, Nk) -> Varlen; a model calls few shapes, the tables built from cu_seqlens_q are remembered
 # on that tensor (launchers/common._cached_map), so reusing it keeps them.
@@ -63,21 +62,20 @@ def lse_to_packed(lse: torch.Tensor) -> torch.Tensor:
     return lse.transpose(0, 1).reshape(h, b * n).contiguous()
 
 
-def fwd(q, k, v, params: AttnParams, alibi=None):
+def fwd(q, k, v, params: AttnParams, alibi, packed_route):
     """(out (B, Nq, H, D), lse (B, H, Nq)) from the Gluon VARLEN forward, or None where the route does not apply
-    (then the caller runs the dense launchers)."""
-    batch, seqlen_q, _, d = q.shape
+    (then the caller runs the dense launchers). packed_route(q, k, v, params, alibi, rng, varlen):
+    launchers/forward's packed Gluon route (policy.gluon_fwd_varlen's rule, then the kernel), None where that rule
+    declines the call."""
+    batch, seqlen_q = q.shape[:2]
     seqlen_k = k.shape[1]
-    p = _effective_window(params, seqlen_q, seqlen_k)
-    if not dense_as_varlen("fwd", q, k, p, seqlen_q, seqlen_k):
+    if not dense_as_varlen("fwd", q, _effective_window(params, seqlen_q, seqlen_k), seqlen_q, seqlen_k):
         return None
-    qp, kp, vp = _packed(q), _packed(k), _packed(v)
     varlen = packed_varlen(batch, seqlen_q, seqlen_k, q.device)
-    if not gluon_fwd_varlen(qp, kp, vp, p, alibi, block_d(d), varlen):
+    routed = packed_route(_packed(q), _packed(k), _packed(v), params, alibi, None, varlen)
+    if routed is None:
         return None
-    kind = gluon_kind(p)
-    out, lse = forward_gluon.fwd_varlen(qp, kp, vp, varlen, p.softmax_scale, causal=kind == "causal",
-                                        window=(int(p.window_left), 0) if kind == "window" else None)
+    out, lse = routed
     return out.view(q.shape), lse_to_dense(lse, batch)
 
 
@@ -87,7 +85,7 @@ def bwd(dout, q, k, v, out, lse, params: AttnParams, alibi, rng, packed_route):
     route (policy.gluon_bwd_fused_varlen's rule, then its launch plan), None where that rule declines the call."""
     batch, seqlen_q = q.shape[:2]
     seqlen_k = k.shape[1]
-    if not dense_as_varlen("bwd", q, k, _effective_window(params, seqlen_q, seqlen_k), seqlen_q, seqlen_k):
+    if not dense_as_varlen("bwd", q, _effective_window(params, seqlen_q, seqlen_k), seqlen_q, seqlen_k):
         return None
     varlen = packed_varlen(batch, seqlen_q, seqlen_k, q.device)
     grads = packed_route(_packed(dout), _packed(q), _packed(k), _packed(v), _packed(out), lse_to_packed(lse),

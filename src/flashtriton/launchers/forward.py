@@ -28,26 +28,30 @@ def fwd(q, k, v, params: AttnParams, alibi=None, rng=None, varlen: Varlen | None
     (launchers/plans.py): the same launches, without the decisions and Triton's binding."""
     if one_row_decode(q, k, params, varlen):
         return _fwd_one_row(q, k, v, params, alibi, varlen)
-    if varlen is not None:
-        # policy.GLUON_FWD_VARLEN_MIN_N (session 49): the Gluon kernel's VARLEN variant, one block a CTA, through a
-        # launch plan of its own (forward_gluon.fwd_varlen)
-        vl = _unit_stride_varlen(varlen)
-        p = _effective_window(params, vl.max_seqlen_q, vl.max_seqlen_k)
-        if gluon_fwd_varlen(q, k, v, p, alibi, block_d(q.shape[-1]), vl):
-            # (with dropout, session 51: the call's rng state, the packed counter layout; a sliding window (left, 0),
-            # session 51: the kernel's WINDOW, the effective window's left side)
-            kind = gluon_kind(p)
-            return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
-                                            dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
-                                            window=(int(p.window_left), 0) if kind == "window" else None)
-    else:
-        # a ragged dense call on the same VARLEN kernel, as B equal sequences (launchers/dense_varlen.py)
-        routed = dense_varlen.fwd(q, k, v, params, alibi)
-        if routed is not None:
-            return routed
+    # a packed call, or a ragged dense one as B equal sequences (launchers/dense_varlen.py), on the Gluon VARLEN kernel
+    routed = (_gluon_varlen_route(q, k, v, params, alibi, rng, varlen) if varlen is not None
+              else dense_varlen.fwd(q, k, v, params, alibi, _gluon_varlen_route))
+    if routed is not None:
+        return routed
     inputs = (q, k, v, alibi, rng)
     key = plans.plan_key("fwd", inputs, params) if varlen is None else None
     return plans.run(key, inputs, lambda: _fwd(q, k, v, params, alibi, rng, varlen))
+
+
+def _gluon_varlen_route(q, k, v, params: AttnParams, alibi, rng, varlen: Varlen):
+    """(out, lse (H, total_q)) of a packed call on the Gluon kernel's VARLEN variant (policy.GLUON_FWD_VARLEN_MIN_N,
+    session 49: one block a CTA, through a launch plan of its own, forward_gluon.fwd_varlen), or None where
+    policy.gluon_fwd_varlen declines it."""
+    vl = _unit_stride_varlen(varlen)
+    p = _effective_window(params, vl.max_seqlen_q, vl.max_seqlen_k)
+    if not gluon_fwd_varlen(q, k, v, p, alibi, block_d(q.shape[-1]), vl):
+        return None
+    # (with dropout, session 51: the call's rng state, the packed counter layout; a sliding window (left, 0),
+    # session 51: the kernel's WINDOW, the effective window's left side)
+    kind = gluon_kind(p)
+    return forward_gluon.fwd_varlen(q, k, v, vl, p.softmax_scale, causal=kind == "causal",
+                                    dropout_p=p.dropout_p, rng=rng if p.dropout_p > 0 else None,
+                                    window=(int(p.window_left), 0) if kind == "window" else None)
 
 
 def _fwd_one_row(q, k, v, params: AttnParams, alibi=None, varlen: Varlen | None = None):

@@ -700,12 +700,13 @@ DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}
                    "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100}}}
 
 
-def dense_as_varlen(kernel: str, q, k, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
+def dense_as_varlen(kernel: str, q, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
     """Whether a dense call may try the packed Gluon route (kernel "fwd" or "bwd"; params through
     _effective_window; the packed route's own rule decides after): a 4-D bf16 / fp16 CUDA q, not under the
-    interpreter (the Gluon kernels have no interpreted form), no dropout, the kind and head dim listed in DENSE_AS_VARLEN[kernel]
-    and min(Nq, Nk) at least its entry, and Nq or Nk not a multiple of the dense Gluon kernel's tiles (GLUON_TILES
-    for the forward, FUSED_CONFIG for the backward): the aligned calls keep the dense routes measured for them."""
+    interpreter (the Gluon kernels have no interpreted form), no dropout, the kind and head dim listed in
+    DENSE_AS_VARLEN[kernel] and min(Nq, Nk) at least its entry, and Nq or Nk not a multiple of the dense Gluon
+    kernel's tiles (GLUON_TILES for the forward, FUSED_CONFIG for the backward): the aligned calls keep the dense
+    routes measured for them."""
     if (q.dim() != 4 or not q.is_cuda or interpreting() or params.dropout_p > 0
             or q.dtype not in (torch.bfloat16, torch.float16)):
         return False
