@@ -5,9 +5,9 @@ CPU: the rule (ragged lengths only, no dropout, never on CPU tensors or under th
 round trip, the packed Varlen of B equal sequences, and the route's glue (views, cu_seqlens, lse layouts) with the
 packed Triton launchers standing in for the Gluon ones, against the dense launchers. GPU (Hopper): flash_attn_func
 on ragged batches against float64 with the repo criterion (out, lse, dq / dk / dv, the probabilities; outputs
-poisoned first, conftest), causal with Nq < Nk and Nq > Nk (rows that see no key), a window (left, 0), GQA, D = 64 / 128, bf16 / fp16; the routes taken
-(spies); bitwise the explicit packed call; forward bitwise repeatable; aligned, dropout and deterministic calls keep
-the dense routes.
+poisoned first, conftest), causal with Nq < Nk and Nq > Nk (rows that see no key), a window (left, 0), GQA,
+D = 64 / 128, bf16 / fp16; the routes taken (spies); bitwise the explicit packed call; forward bitwise repeatable;
+aligned, dropout and deterministic calls keep the dense routes.
 """
 import pytest
 import torch
