@@ -2,6 +2,7 @@
 # Session 77, call 1 (any card; the prefill rows are for the README when an H200 comes): session 76's ragged dense
 # route (launchers/dense_varlen.py) - its GPU tests with the default table, the ragged windows' A/B (not timed in
 # session 76), then ragged prefill rows against every provider, under a time guard.
+# Superseded by bench/gpu/s77b.sh (session 77: the same steps, split into two calls under deadlines).
 #   bash bench/gpu/s77a.sh [SECONDS]      outputs: $OUT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
 out=${OUT:-/tmp}
