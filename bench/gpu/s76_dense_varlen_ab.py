@@ -93,7 +93,7 @@ def render(path):
     env, rows = run["env"], run["rows"]
     lines = [f"Ragged dense calls, packed Gluon route on / off (session 76): {env['device']}, torch {env['torch']}, "
              f"triton {env['triton']}, {env['date']}; bf16, 16k tokens (B = 16384 // N), Nq = Nk = N, TFLOP/s "
-             "(FlashAttention-2 count), medians of three rotated rounds.", "",
+             "(FlashAttention-2 count; a window: its band only), medians of three rotated rounds.", "",
              "| D | H | N | B | mask | pass | on | off | cuDNN | on / off (rounds) | on / cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     def cell(r, key, fmt):

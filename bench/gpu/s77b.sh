@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 77: the two GPU calls that fit what is left of the device time after a failed start (1,619 s).
-#   bash bench/gpu/s77b.sh a [SECONDS]   # s77a's route tests, tests/test_[g-z]* + the gpu_alone tests, then the window A/B
+#   bash bench/gpu/s77b.sh a [SECONDS]  # s77a's route tests, tests/test_[g-z]* + gpu_alone, then the window A/B
 #   bash bench/gpu/s77b.sh b   # tests/test_[a-f]*, then s77a's ragged prefill rows in what is left of 570 s
 # Every step runs under a deadline so that the call ends inside the 600 s limit; outputs: $OUT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
