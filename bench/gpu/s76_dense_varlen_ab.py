@@ -28,6 +28,10 @@ CASES = [(128, 16, 1000, False), (128, 16, 1000, True), (128, 16, 2100, False), 
 # S76_CASES=windows (after session 76's run): ragged sliding windows, which that run did not time
 WINDOW_CASES = [(128, 16, 2100, False, (256, 0)), (128, 16, 4000, False, (1024, 0)), (64, 32, 4000, False, (256, 0))]
 # "on": every ragged D = 64 / 128 call routed (the A/B's arm; the library's table is policy.DENSE_AS_VARLEN)
+# S76_CASES=sweep128 / sweep64 (session 79): the window-width sweep that decides a width-aware window entry
+SWEEP_CASES = {"sweep128": [(128, 16, n, False, (left, 0)) for n in (2100, 4000, 8000) for left in (256, 512, 1024, 2048)
+                            if left < n - 100],
+               "sweep64": [(64, 32, n, False, (left, 0)) for n in (4000, 8000) for left in (512, 1024, 2048)]}
 ALL_ON = {kernel: {kind: {128: 1, 64: 1} for kind in ("plain", "causal", "window")} for kernel in ("fwd", "bwd")}
 
 
@@ -128,15 +132,15 @@ def main():
     if len(sys.argv) > 2 and sys.argv[1] == "--render":
         render(sys.argv[2])
         return
-    rows = []
-    for c in WINDOW_CASES if os.environ.get("S76_CASES") == "windows" else CASES:
+    rows, which = [], os.environ.get("S76_CASES", "")
+    for c in WINDOW_CASES if which == "windows" else SWEEP_CASES.get(which, CASES):
         row = case(*c)
         rows.append(row)
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()
                           if not k.endswith("_rounds")}), flush=True)
-    if len(sys.argv) > 1:
-        with open(sys.argv[1], "w") as f:
-            json.dump(dict(env=common.environment("cuda"), rows=rows), f, indent=1)
+        if len(sys.argv) > 1:  # after every case, so a run cut by its deadline keeps what it measured
+            with open(sys.argv[1], "w") as f:
+                json.dump(dict(env=common.environment("cuda"), rows=rows), f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+#!/bin/bash
+# Session 79: the whole GPU suite on a106ea3's code (owed since session 76), then the window-width sweep that
+# decides a width-aware DENSE_AS_VARLEN["window"] entry, then the ragged prefill rows. Three calls under 600 s:
+#   bash bench/gpu/s79.sh a    # tests/test_[a-f]*, 10 workers (H100: ~420 s)
+#   bash bench/gpu/s79.sh b    # tests/test_[g-z]* + gpu_alone (~190 s), then the D = 128 sweep in what is left
+#   bash bench/gpu/s79.sh c    # the D = 64 sweep, then the ragged prefill rows in what is left
+# Every step runs under a deadline so that the call ends inside the 600 s limit; outputs: $OUT
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
+out=${OUT:-/tmp}
+start=$(date +%s)
+left() { echo $(( $1 - ($(date +%s) - start) )); }
+date -u +%H:%M:%S
+python -c "import torch, triton; print(torch.__version__, triton.__version__)"
+nvidia-smi --query-gpu=name --format=csv,noheader | tee $out/gpu.txt
+suite() {  # $1: log name, $2: seconds, rest: test files
+  local log=$out/$1.txt t=$2; shift 2
+  timeout -s INT $t python -m pytest "$@" -o addopts="" -q -rf -p no:warnings -n 10 --timeout 200 \
+    -k "not cpu" -m "not gpu_alone" > $log 2>&1
+  echo "rc $?"; tail -1 $log; grep -E "^(FAILED|ERROR)" $log | head -20 | cut -c1-300
+}
+sweep() {  # $1: S76_CASES, $2: seconds
+  [ $2 -gt 40 ] || return
+  S76_CASES=$1 timeout $2 python bench/gpu/s76_dense_varlen_ab.py $out/s79_$1.json > $out/s79_$1.txt 2>&1
+  echo "$1 rc $?"; python - $out/s79_$1.json <<'PY'
+import json, sys
+for r in json.load(open(sys.argv[1]))["rows"]:
+    print(r["d"], r["n"], r["window"], {m: round(r.get(f"{m}_ratio", 0), 3) for m in ("fwd", "fwd_bwd")},
+          {m: [round(x, 2) for x in r.get(f"{m}_ratio_rounds", [])] for m in ("fwd", "fwd_bwd")},
+          [c[:4] for c in r["checks"].values()])
+PY
+}
+case "$1" in
+  a) suite s79_tests1 560 tests/test_[a-f]*.py ;;
+  b) suite s79_tests2 300 tests/test_[g-z]*.py
+     timeout -s INT 100 python -m pytest tests -o addopts="" -q -rf -p no:warnings --timeout 100 \
+       -m gpu_alone > $out/s79_gpu_alone.txt 2>&1
+     echo "gpu_alone rc $?"; tail -1 $out/s79_gpu_alone.txt
+     sweep sweep128 $(left 575) ;;
+  c) sweep sweep64 $(left 330)
+     t=$(left 575); echo "prefill: $t s"
+     [ $t -gt 60 ] && timeout $t python -m flashtriton.bench.prefill --seqlens 1000 2100 4000 --head-dims 64 128 \
+       --rounds 3 --out $out --tag prefill-ragged > $out/s79_prefill.txt 2>&1
+     tail -n 25 $out/s79_prefill.txt | cut -c1-300 ;;
+esac
+date -u +%H:%M:%S
