@@ -9,6 +9,7 @@ backward at D = 128, less at D = 64.
 Rule (pre-registered): keep the route on for a (pass, D) if every measured case has median on / off >= 1.00 and every
 round >= 0.98; else restrict it to the cases that pass.
     PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON
+    S76_CASES=windows|sweep128|sweep64 PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py OUT_JSON  (windows)
     PYTHONPATH=src python bench/gpu/s76_dense_varlen_ab.py --render OUT_JSON     (no GPU: OUT_JSON's .md and .png)"""
 import json
 import os
