@@ -2,7 +2,7 @@
 # Session 79: the whole GPU suite on a106ea3's code (owed since session 76), then the window-width sweep that
 # decides a width-aware DENSE_AS_VARLEN["window"] entry, then the ragged prefill rows. Three calls under 600 s:
 #   bash bench/gpu/s79.sh a    # tests/test_[a-f]*, 10 workers (H100: ~420 s)
-#   bash bench/gpu/s79.sh b    # tests/test_[g-z]* + gpu_alone (~190 s), then the D = 128 sweep in what is left
+#   bash bench/gpu/s79.sh b [S] # tests/test_[g-z]* + gpu_alone (~190 s), then the D = 128 sweep in what is left
 #   bash bench/gpu/s79.sh c    # the D = 64 sweep, then the ragged prefill rows in what is left
 # Every step runs under a deadline so that the call ends inside the 600 s limit; outputs: $OUT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
@@ -31,11 +31,12 @@ PY
 }
 case "$1" in
   a) suite s79_tests1 560 tests/test_[a-f]*.py ;;
-  b) suite s79_tests2 300 tests/test_[g-z]*.py
-     timeout -s INT 100 python -m pytest tests -o addopts="" -q -rf -p no:warnings --timeout 100 \
+  b) G=${2:-575}  # the call's seconds
+     suite s79_tests2 $(( G < 500 ? 270 : 300 )) tests/test_[g-z]*.py
+     timeout -s INT 70 python -m pytest tests -o addopts="" -q -rf -p no:warnings --timeout 70 \
        -m gpu_alone > $out/s79_gpu_alone.txt 2>&1
      echo "gpu_alone rc $?"; tail -1 $out/s79_gpu_alone.txt
-     sweep sweep128 $(left 575) ;;
+     sweep sweep128 $(left $G) ;;
   c) sweep sweep64 $(left 330)
      t=$(left 575); echo "prefill: $t s"
      [ $t -gt 60 ] && timeout $t python -m flashtriton.bench.prefill --seqlens 1000 2100 4000 --head-dims 64 128 \
