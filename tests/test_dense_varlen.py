@@ -75,6 +75,26 @@ def test_dense_as_varlen_default_table(monkeypatch):
     assert not rule("fwd", q128, window, 2100, 2100) and not rule("bwd", q128, window, 2100, 2100)
 
 
+@pytest.mark.parametrize("kernel", ["fwd", "bwd"])
+def test_dense_as_varlen_window_width_entry(monkeypatch, kernel):
+    """A window's entry (shortest, narrowest) takes windows (left, 0) with left >= narrowest at min(Nq, Nk) >=
+    shortest only: not narrower bands, not right edges, not shorter sequences; causal and plain calls keep their own
+    entries (none here)."""
+    monkeypatch.setattr(policy, "interpreting", lambda: False)
+    monkeypatch.setattr(policy, "DENSE_AS_VARLEN", {kernel: {"window": {128: (4000, 1024)}}})
+    rule, q = policy.dense_as_varlen, _Cuda4D(1, 4000, 4, 128)
+
+    def window(left, right=0):
+        return AttnParams(0.1, window_left=left, window_right=right)
+    assert rule(kernel, q, window(1024), 4000, 4000) and rule(kernel, q, window(3000), 8000, 8100)
+    assert not rule(kernel, q, window(1023), 4000, 4000)                 # narrower than the entry
+    assert not rule(kernel, q, window(1024), 3999, 4000)                 # shorter than the entry
+    assert not rule(kernel, q, window(1024, 5), 4000, 4000)              # a right edge: not measured
+    assert not rule(kernel, q, window(-1, 1024), 4000, 4000)
+    assert not rule(kernel, q, AttnParams(0.1, window_right=0), 4000, 4000)   # causal: its own entry
+    assert not rule(kernel, _Cuda4D(1, 4000, 4, 64), window(2048), 4000, 4000)
+
+
 def test_dense_as_varlen_rule_backward_tiles(monkeypatch):
     """The backward's tiles are the fused kernel's (64 query rows): Nq = 1088 is aligned there, not in the forward."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)

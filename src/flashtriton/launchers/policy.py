@@ -704,15 +704,23 @@ def dense_as_varlen(kernel: str, q, params: AttnParams, seqlen_q: int, seqlen_k:
     """Whether a dense call may try the packed Gluon route (kernel "fwd" or "bwd"; params through
     _effective_window; the packed route's own rule decides after): a 4-D bf16 / fp16 CUDA q, not under the
     interpreter (the Gluon kernels have no interpreted form), no dropout, the kind and head dim listed in
-    DENSE_AS_VARLEN[kernel] and min(Nq, Nk) at least its entry, and Nq or Nk not a multiple of the dense Gluon
+    DENSE_AS_VARLEN[kernel] and min(Nq, Nk) at least its entry (a window's (shortest, narrowest) entry: also a
+    window (left, 0) with left >= narrowest), and Nq or Nk not a multiple of the dense Gluon
     kernel's tiles (GLUON_TILES for the forward, FUSED_CONFIG for the backward): the aligned calls keep the dense
     routes measured for them."""
     if (q.dim() != 4 or not q.is_cuda or interpreting() or params.dropout_p > 0
             or q.dtype not in (torch.bfloat16, torch.float16)):
         return False
-    d = q.shape[-1]
-    shortest = DENSE_AS_VARLEN.get(kernel, {}).get(gluon_kind(params), {}).get(d)
-    if shortest is None or min(seqlen_q, seqlen_k) < max(shortest, 1):
+    d, kind = q.shape[-1], gluon_kind(params)
+    entry = DENSE_AS_VARLEN.get(kernel, {}).get(kind, {}).get(d)
+    if entry is None:
+        return False
+    # a window's entry may be (shortest, narrowest): only windows (left, 0) with left >= narrowest (session 79's
+    # sweep measured the packed route's gain growing with the band's width); a bare length takes any window
+    shortest, narrowest = entry if isinstance(entry, tuple) else (entry, None)
+    if min(seqlen_q, seqlen_k) < max(shortest, 1):
+        return False
+    if kind == "window" and narrowest is not None and (params.window_right != 0 or params.window_left < narrowest):
         return False
     tiles = GLUON_TILES if kernel == "fwd" else FUSED_CONFIG
     block_m, block_n = tiles[d][0], tiles[d][1]
