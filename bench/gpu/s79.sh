@@ -32,8 +32,8 @@ PY
 case "$1" in
   a) suite s79_tests1 560 tests/test_[a-f]*.py ;;
   b) G=${2:-575}  # the call's seconds
-     suite s79_tests2 $(( G < 500 ? 270 : 300 )) tests/test_[g-z]*.py
-     timeout -s INT 70 python -m pytest tests -o addopts="" -q -rf -p no:warnings --timeout 70 \
+     suite s79_tests2 $(( G < 330 ? G - 60 : 270 )) tests/test_[g-z]*.py
+     timeout -s INT $(left $G) python -m pytest tests -o addopts="" -q -rf -p no:warnings --timeout 70 \
        -m gpu_alone > $out/s79_gpu_alone.txt 2>&1
      echo "gpu_alone rc $?"; tail -1 $out/s79_gpu_alone.txt
      sweep sweep128 $(left $G) ;;
