@@ -3,6 +3,7 @@
 # decides a width-aware DENSE_AS_VARLEN["window"] entry, then the ragged prefill rows. Three calls under 600 s:
 #   bash bench/gpu/s79.sh a    # tests/test_[a-f]*, 10 workers (H100: ~420 s)
 #   bash bench/gpu/s79.sh b [S] # tests/test_[g-z]* + gpu_alone (~190 s), then the D = 128 sweep in what is left
+#   bash bench/gpu/s79.sh d [S] # the D = 128 sweep alone
 #   bash bench/gpu/s79.sh c    # the D = 64 sweep, then the ragged prefill rows in what is left
 # Every step runs under a deadline so that the call ends inside the 600 s limit; outputs: $OUT
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
@@ -37,6 +38,7 @@ case "$1" in
        -m gpu_alone > $out/s79_gpu_alone.txt 2>&1
      echo "gpu_alone rc $?"; tail -1 $out/s79_gpu_alone.txt
      sweep sweep128 $(left $G) ;;
+  d) sweep sweep128 $(left ${2:-575}) ;;  # the D = 128 sweep alone (what the device time left allows)
   c) sweep sweep64 $(left 330)
      t=$(left 575); echo "prefill: $t s"
      [ $t -gt 60 ] && timeout $t python -m flashtriton.bench.prefill --seqlens 1000 2100 4000 --head-dims 64 128 \
