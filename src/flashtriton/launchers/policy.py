@@ -688,14 +688,16 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # Ragged dense calls (session 76) on the packed Gluon kernels (launchers/dense_varlen.py): a flash_attn_func batch
 # whose Nq or Nk is not a multiple of the dense Gluon kernel's tiles (so gluon_fwd / gluon_bwd_fused decline it) is
 # run as B equal packed sequences where gluon_fwd_varlen / gluon_bwd_fused_varlen take that form, instead of the
-# Triton kernels. Pass -> mask kind (gluon_kind of the effective window) -> head dim -> the shortest min(Nq, Nk).
+# Triton kernels. Pass -> mask kind (gluon_kind of the effective window) -> head dim -> the shortest min(Nq, Nk)
+# (a window's may be (shortest, narrowest left), session 79: the gain grows with the band's width; none is set yet).
 # Not with dropout (the dense and packed keep masks' counter layouts are not reconciled here). Measured (H100 80GB
 # HBM3, 2026-12-07, bf16, 16k tokens, Nq = Nk, three rotated rounds, on / off; bench/gpu/s76_dense_varlen_ab.py,
 # bench/results/nvidia-h100/s76/call4): D = 128 (H = 16) forward plain 1000 / 2100 / 4000 1.16 / 1.30 / 1.26x,
 # causal 1.02 / 1.10 / 1.22x, but causal 700 0.77x; forward + backward 1.31-1.47x from 1000, causal 700 1.00x (the
 # backward alone, from the medians, 1.33-1.60x, 700 1.07x); D = 64 (H = 32) at 2100 forward plain 1.02x, causal
-# 0.86x, forward + backward 1.21 / 1.24x. Routed where every round was >= 0.98 (the backward by its medians); the
-# windows were not timed, so they keep the Triton kernels.
+# 0.86x, forward + backward 1.21 / 1.24x. Routed where every round was >= 0.98 (the backward by its medians). The
+# windows keep the Triton kernels: session 78 (same A/B, S76_CASES=windows) measured (256, 0) slower (D = 128 N 2100
+# 0.89 / 0.65x, D = 64 N 4000 0.58 / 0.81x) and (1024, 0) at D = 128 N 4000 1.11 / 1.30x; the width sweep is queued.
 DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}},
                    "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100}}}
 
