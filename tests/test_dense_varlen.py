@@ -62,7 +62,7 @@ def test_dense_as_varlen_rule(monkeypatch, kernel):
 def test_dense_as_varlen_default_table(monkeypatch):
     """The measured table (policy.DENSE_AS_VARLEN, session 76): D = 128 forward plain / causal from 1000, D = 64
     forward plain only from 2100; the backward D = 128 plain from 1000, causal from 700, D = 64 from 2100; no
-    windows (not timed)."""
+    windows (session 78 timed three: no entry yet, the width sweep is queued)."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     rule, p, causal = policy.dense_as_varlen, AttnParams(0.1), AttnParams(0.1, window_right=0)
     window = AttnParams(0.1, window_left=300, window_right=0)
