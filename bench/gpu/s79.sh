@@ -1,24 +1,12 @@
 #!/bin/bash
 # Session 79: the whole GPU suite on a106ea3's code (owed since session 76), then the window-width sweep that
 # decides a width-aware DENSE_AS_VARLEN["window"] entry, then the ragged prefill rows. Three calls under 600 s:
-#   bash bench/gpu/s79.sh a    # tests/test_[a-f]*, 10 workers (H100: ~420 s)
+#   bash bench/gpu/s79.sh a    # tests/test_[a-f]*, 10 workers (H100: 526 s)
 #   bash bench/gpu/s79.sh b [S] # tests/test_[g-z]* + gpu_alone (~190 s), then the D = 128 sweep in what is left
 #   bash bench/gpu/s79.sh d [S] # the D = 128 sweep alone
 #   bash bench/gpu/s79.sh c    # the D = 64 sweep, then the ragged prefill rows in what is left
 # Every step runs under a deadline so that the call ends inside the 600 s limit; outputs: $OUT
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/tests
-out=${OUT:-/tmp}
-start=$(date +%s)
-left() { echo $(( $1 - ($(date +%s) - start) )); }
-date -u +%H:%M:%S
-python -c "import torch, triton; print(torch.__version__, triton.__version__)"
-nvidia-smi --query-gpu=name --format=csv,noheader | tee $out/gpu.txt
-suite() {  # $1: log name, $2: seconds, rest: test files
-  local log=$out/$1.txt t=$2; shift 2
-  timeout -s INT $t python -m pytest "$@" -o addopts="" -q -rf -p no:warnings -n 10 --timeout 200 \
-    -k "not cpu" -m "not gpu_alone" > $log 2>&1
-  echo "rc $?"; tail -1 $log; grep -E "^(FAILED|ERROR)" $log | head -20 | cut -c1-300
-}
+source bench/gpu/call_common.sh
 sweep() {  # $1: S76_CASES, $2: seconds
   [ $2 -gt 40 ] || return
   S76_CASES=$1 timeout $2 python bench/gpu/s76_dense_varlen_ab.py $out/s79_$1.json > $out/s79_$1.txt 2>&1
@@ -40,9 +28,6 @@ case "$1" in
      sweep sweep128 $(left $G) ;;
   d) sweep sweep128 $(left ${2:-575}) ;;  # the D = 128 sweep alone (what the device time left allows)
   c) sweep sweep64 $(left 330)
-     t=$(left 575); echo "prefill: $t s"
-     [ $t -gt 60 ] && timeout $t python -m flashtriton.bench.prefill --seqlens 1000 2100 4000 --head-dims 64 128 \
-       --rounds 3 --out $out --tag prefill-ragged > $out/s79_prefill.txt 2>&1
-     tail -n 25 $out/s79_prefill.txt | cut -c1-300 ;;
+     ragged_prefill s79_prefill $(left 575) ;;
 esac
 date -u +%H:%M:%S
