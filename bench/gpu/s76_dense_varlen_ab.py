@@ -28,13 +28,13 @@ CASES = [(128, 16, 1000, False), (128, 16, 1000, True), (128, 16, 2100, False), 
          (64, 32, 2100, True)]
 # S76_CASES=windows (after session 76's run): ragged sliding windows, which that run did not time
 WINDOW_CASES = [(128, 16, 2100, False, (256, 0)), (128, 16, 4000, False, (1024, 0)), (64, 32, 4000, False, (256, 0))]
-# "on": every ragged D = 64 / 128 call routed (the A/B's arm; the library's table is policy.DENSE_AS_VARLEN)
 # S76_CASES=sweep128 / sweep64 (session 79): the window-width sweep that decides a width-aware window entry
 # (most telling first, so a run cut by its deadline still brackets the line: session 78 timed (1024, 0) at 4000)
 SWEEP_CASES = {"sweep128": [(128, 16, n, False, (left, 0)) for n, left in
                             ((4000, 2048), (8000, 1024), (8000, 2048), (4000, 512), (8000, 512), (2100, 512),
                              (2100, 1024), (4000, 256), (8000, 256), (4000, 1024), (2100, 256))],
                "sweep64": [(64, 32, n, False, (left, 0)) for n in (4000, 8000) for left in (512, 1024, 2048)]}
+# "on": every ragged D = 64 / 128 call routed (the A/B's arm; the library's table is policy.DENSE_AS_VARLEN)
 ALL_ON = {kernel: {kind: {128: 1, 64: 1} for kind in ("plain", "causal", "window")} for kernel in ("fwd", "bwd")}
 
 

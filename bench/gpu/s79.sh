@@ -10,7 +10,8 @@ source bench/gpu/call_common.sh
 sweep() {  # $1: S76_CASES, $2: seconds
   [ $2 -gt 40 ] || return
   S76_CASES=$1 timeout $2 python bench/gpu/s76_dense_varlen_ab.py $out/s79_$1.json > $out/s79_$1.txt 2>&1
-  echo "$1 rc $?"; python - $out/s79_$1.json <<'PY'
+  echo "$1 rc $?"; [ -f $out/s79_$1.json ] || return  # cut before its first case
+  python - $out/s79_$1.json <<'PY'
 import json, sys
 for r in json.load(open(sys.argv[1]))["rows"]:
     print(r["d"], r["n"], r["window"], {m: round(r.get(f"{m}_ratio", 0), 3) for m in ("fwd", "fwd_bwd")},
