@@ -18,6 +18,7 @@ for r in json.load(open(sys.argv[1]))["rows"]:
           {m: [round(x, 2) for x in r.get(f"{m}_ratio_rounds", [])] for m in ("fwd", "fwd_bwd")},
           [c[:4] for c in r["checks"].values()])
 PY
+  python bench/gpu/window_entry_rule.py $out/s79_$1.json | grep -E "^D|entry"  # session 76's rule read off the JSON
 }
 case "$1" in
   a) suite s79_tests1 560 tests/test_[a-f]*.py ;;
