@@ -53,7 +53,8 @@ def main(paths: list[str]) -> None:
     for d in sorted({r["d"] for r in rows}):
         for kernel in ("fwd", "bwd"):
             print(f"D = {d} {kernel}:")
-            for r in sorted((r for r in rows if r["d"] == d and r.get("window")), key=lambda r: (r["window"][0], r["n"])):
+            windowed = (r for r in rows if r["d"] == d and r.get("window"))
+            for r in sorted(windowed, key=lambda r: (r["window"][0], r["n"])):
                 passes, ratio = case_passes(r, kernel)
                 rounds = r["fwd_ratio_rounds"] if kernel == "fwd" else r["fwd_bwd_ratio_rounds"]
                 print(f"  left {r['window'][0]:5d} N {r['n']:5d}: median {ratio:.3f}, rounds "
