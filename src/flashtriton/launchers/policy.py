@@ -695,11 +695,15 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # bench/results/nvidia-h100/s76/call4): D = 128 (H = 16) forward plain 1000 / 2100 / 4000 1.16 / 1.30 / 1.26x,
 # causal 1.02 / 1.10 / 1.22x, but causal 700 0.77x; forward + backward 1.31-1.47x from 1000, causal 700 1.00x (the
 # backward alone, from the medians, 1.33-1.60x, 700 1.07x); D = 64 (H = 32) at 2100 forward plain 1.02x, causal
-# 0.86x, forward + backward 1.21 / 1.24x. Routed where every round was >= 0.98 (the backward by its medians). The
-# windows keep the Triton kernels: session 78 (same A/B, S76_CASES=windows) measured (256, 0) slower (D = 128 N 2100
-# 0.89 / 0.65x, D = 64 N 4000 0.58 / 0.81x) and (1024, 0) at D = 128 N 4000 1.11 / 1.30x; the width sweep is queued.
-DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}},
-                   "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100}}}
+# 0.86x, forward + backward 1.21 / 1.24x. Routed where every round was >= 0.98 (the backward by its medians).
+# Windows (left, 0) at D = 128 by session 80's width sweep (H100 80GB HBM3, 2026-12-07, S76_CASES=sweep128, left 256 /
+# 512 / 1024 / 2048 x N 2100 / 4000 / 8000, bench/results/h100/s80/s79_sweep128.*; the entry read off the JSON by
+# bench/gpu/window_entry_rule.py): forward 0.69-0.95x at 256, 0.95-1.02x at 512, 1.01-1.06x at 1024 (but one round
+# 0.89 at 8000), 1.13-1.16x at 2048: from (4000, 2048); backward alone (medians) 0.67-0.79x at 256, 1.11-1.20x at
+# 512, 1.37-1.49x from 1024: from (2100, 512). D = 64 windows keep the Triton kernels (session 78: (256, 0) 0.58x).
+DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}, "window": {128: (4000, 2048)}},
+                   "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100},
+                           "window": {128: (2100, 512)}}}
 
 
 def dense_as_varlen(kernel: str, q, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
