@@ -689,7 +689,7 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # whose Nq or Nk is not a multiple of the dense Gluon kernel's tiles (so gluon_fwd / gluon_bwd_fused decline it) is
 # run as B equal packed sequences where gluon_fwd_varlen / gluon_bwd_fused_varlen take that form, instead of the
 # Triton kernels. Pass -> mask kind (gluon_kind of the effective window) -> head dim -> the shortest min(Nq, Nk)
-# (a window's may be (shortest, narrowest left), session 79, as the gain differs with the band's width; none is set).
+# (a window's may be (shortest, narrowest left), session 79, as the gain differs with the band's width).
 # Not with dropout (the dense and packed keep masks' counter layouts are not reconciled here). Measured (H100 80GB
 # HBM3, 2026-12-07, bf16, 16k tokens, Nq = Nk, three rotated rounds, on / off; bench/gpu/s76_dense_varlen_ab.py,
 # bench/results/nvidia-h100/s76/call4): D = 128 (H = 16) forward plain 1000 / 2100 / 4000 1.16 / 1.30 / 1.26x,
