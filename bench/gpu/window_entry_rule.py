@@ -18,15 +18,15 @@ import sys
 MEDIAN_LINE, ROUND_LINE = 1.00, 0.98
 
 
-def case_passes(row: dict, kernel: str) -> tuple[bool, float]:
-    """(passes, the median ratio) of one sweep row for kernel "fwd" or "bwd"."""
+def case_passes(row: dict, kernel: str) -> tuple[bool, float, list]:
+    """(passes, the median ratio, the rounds read) of one sweep row for kernel "fwd" or "bwd"."""
     if kernel == "fwd":
         ratio, rounds = row["fwd_ratio"], row["fwd_ratio_rounds"]
     else:
         ratio = (row["off_fwd_bwd_ms"] - row["off_fwd_ms"]) / (row["on_fwd_bwd_ms"] - row["on_fwd_ms"])
         rounds = row["fwd_bwd_ratio_rounds"]
     ok = all(c.startswith("ok") for name, c in row["checks"].items() if name in ("on", "off"))
-    return ok and ratio >= MEDIAN_LINE and min(rounds) >= ROUND_LINE, ratio
+    return ok and ratio >= MEDIAN_LINE and min(rounds) >= ROUND_LINE, ratio, rounds
 
 
 def window_entry(rows: list[dict], kernel: str, d: int):
@@ -55,8 +55,7 @@ def main(paths: list[str]) -> None:
             print(f"D = {d} {kernel}:")
             windowed = (r for r in rows if r["d"] == d and r.get("window"))
             for r in sorted(windowed, key=lambda r: (r["window"][0], r["n"])):
-                passes, ratio = case_passes(r, kernel)
-                rounds = r["fwd_ratio_rounds"] if kernel == "fwd" else r["fwd_bwd_ratio_rounds"]
+                passes, ratio, rounds = case_passes(r, kernel)
                 print(f"  left {r['window'][0]:5d} N {r['n']:5d}: median {ratio:.3f}, rounds "
                       f"{' '.join(f'{x:.3f}' for x in rounds)} -> {'pass' if passes else 'fail'}")
             print(f"  entry: {window_entry(rows, kernel, d)}")

@@ -721,8 +721,8 @@ def dense_as_varlen(kernel: str, q, params: AttnParams, seqlen_q: int, seqlen_k:
     entry = DENSE_AS_VARLEN.get(kernel, {}).get(kind, {}).get(d)
     if entry is None:
         return False
-    # a window's entry may be (shortest, narrowest): only windows (left, 0) with left >= narrowest (session 78 timed
-    # the packed route slower at (256, 0) and faster at (1024, 0)); a bare length takes any window
+    # a window's entry may be (shortest, narrowest): only windows (left, 0) with left >= narrowest (session 80's
+    # sweep: the packed route's gain grows with the band's width); a bare length takes any window
     shortest, narrowest = entry if isinstance(entry, tuple) else (entry, None)
     if min(seqlen_q, seqlen_k) < max(shortest, 1):
         return False
