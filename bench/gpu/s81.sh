@@ -8,7 +8,7 @@ source bench/gpu/s79.sh none  # sweep(), suite(), ragged_prefill(), left(), $out
 case "$1" in
   a) G=${2:-575}  # the call's seconds
      suite s81_dense_varlen 130 tests/test_dense_varlen.py
-     sweep sweep64 $(( $(left $G) < 440 ? $(left $G) - 250 : 190 ))
+     L=$(( $(left $G) - 60 )); sweep sweep64 $(( L > 190 ? 190 : L ))  # the sweep before the rest of the tests
      suite s81_tests2 $(left $G) tests/test_[g-z]*.py ;;
   b) if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
        ragged_prefill s81_prefill 320; bash bench/gpu/s74e.sh 230
