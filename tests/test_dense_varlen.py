@@ -63,7 +63,7 @@ def test_dense_as_varlen_default_table(monkeypatch):
     """The measured table (policy.DENSE_AS_VARLEN, session 76): D = 128 forward plain / causal from 1000, D = 64
     forward plain only from 2100; the backward D = 128 plain from 1000, causal from 700, D = 64 from 2100; windows
     (left, 0) at D = 128 (session 80's width sweep): the forward from N 4000 and left 2048, the backward from N 2100
-    and left 512; no right edges, no D = 64 windows."""
+    and left 512; at D = 64 (session 81's) the backward only, from N 4000 and left 512; no right edges."""
     monkeypatch.setattr(policy, "interpreting", lambda: False)
     rule, p, causal = policy.dense_as_varlen, AttnParams(0.1), AttnParams(0.1, window_right=0)
     window = AttnParams(0.1, window_left=300, window_right=0)
@@ -80,7 +80,10 @@ def test_dense_as_varlen_default_table(monkeypatch):
     assert rule("bwd", q128, w[512], 2100, 2100) and not rule("bwd", q128, w[511], 2100, 2100)
     assert not rule("bwd", q128, w[512], 2099, 2099)
     assert not rule("bwd", q128, AttnParams(0.1, window_left=1024, window_right=16), 4000, 4000)
-    assert not rule("fwd", q64, w[2048], 4000, 4000) and not rule("bwd", q64, w[512], 4000, 4000)
+    assert not rule("fwd", q64, w[2048], 4000, 4000) and not rule("fwd", q64, w[2048], 8000, 8000)
+    assert rule("bwd", q64, w[512], 4000, 4000) and rule("bwd", q64, w[2048], 8000, 8001)
+    assert not rule("bwd", q64, w[511], 4000, 4000) and not rule("bwd", q64, w[512], 3999, 3999)
+    assert not rule("bwd", q64, AttnParams(0.1, window_left=1024, window_right=16), 4000, 4000)
 
 
 @pytest.mark.parametrize("kernel", ["fwd", "bwd"])
@@ -253,7 +256,8 @@ def test_dense_aligned_dropout_and_deterministic_keep_their_routes_gpu(routes):
 @hopper
 def test_dense_route_by_default_gpu(monkeypatch):
     """The default table: a ragged D = 128 call of 1000 tokens takes both packed kernels; a causal one of 700 only the
-    backward (its forward measured 0.77x there); a window (512, 0) of 2100 only the backward (session 80's sweep)."""
+    backward (its forward measured 0.77x there); a window (512, 0) of 2100 only the backward (session 80's sweep); at
+    D = 64 a window (512, 0) of 4000 only the backward (session 81's)."""
     fwd_calls = spy(monkeypatch, forward_gluon, "fwd_varlen")
     bwd_calls = spy(monkeypatch, backward_gluon_varlen, "fused_varlen_into")
     q, k, v = rand_qkv(2, 1000, 1000, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
@@ -265,3 +269,6 @@ def test_dense_route_by_default_gpu(monkeypatch):
     q, k, v = rand_qkv(1, 2100, 2100, 4, 2, 128, torch.bfloat16, DEVICE, requires_grad=True)
     flashtriton.flash_attn_func(q, k, v, window_size=(512, 0)).sum().backward()
     assert (len(fwd_calls), len(bwd_calls)) == (1, 3)
+    q, k, v = rand_qkv(1, 4000, 4000, 4, 2, 64, torch.bfloat16, DEVICE, requires_grad=True)
+    flashtriton.flash_attn_func(q, k, v, window_size=(512, 0)).sum().backward()
+    assert (len(fwd_calls), len(bwd_calls)) == (1, 4)

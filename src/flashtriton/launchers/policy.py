@@ -700,10 +700,14 @@ def gluon_fwd_varlen(q, k, v, params: AttnParams, alibi, bd: int, varlen) -> boo
 # 512 / 1024 / 2048 x N 2100 / 4000 / 8000, bench/results/h100/s80/s79_sweep128.*; the entry read off the JSON by
 # bench/gpu/window_entry_rule.py): forward 0.69-0.95x at 256, 0.95-1.02x at 512, 1.01-1.06x at 1024 (but one round
 # 0.89 at 8000), 1.13-1.16x at 2048: from (4000, 2048); backward alone (medians) 0.67-0.79x at 256, 1.11-1.20x at
-# 512, 1.37-1.49x from 1024: from (2100, 512). D = 64 windows keep the Triton kernels (session 78: (256, 0) 0.58x).
+# 512, 1.37-1.49x from 1024: from (2100, 512). D = 64 (H = 32) by session 81's sweep (H100 80GB HBM3, 2026-12-08,
+# S76_CASES=sweep64, left 512 / 1024 / 2048 x N 4000 / 8000, bench/results/h100/s81/s79_sweep64.*): forward
+# 0.69-0.92x at 512, 0.80-0.96x at 1024, 0.88-0.97x at 2048: no entry (the Triton window kernel keeps it); backward
+# alone 1.17-1.20x at 512, 1.18-1.24x at 1024, 1.28-1.35x at 2048 (forward + backward rounds 1.04-1.23x): from
+# (4000, 512), the shortest N measured (the packed backward's own window rule starts at 3774).
 DENSE_AS_VARLEN = {"fwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 1000}, "window": {128: (4000, 2048)}},
                    "bwd": {"plain": {128: 1000, 64: 2100}, "causal": {128: 700, 64: 2100},
-                           "window": {128: (2100, 512)}}}
+                           "window": {128: (2100, 512), 64: (4000, 512)}}}
 
 
 def dense_as_varlen(kernel: str, q, params: AttnParams, seqlen_q: int, seqlen_k: int) -> bool:
